@@ -1,0 +1,369 @@
+/* engine/dispatch.c — the command registry, dispatch of a step's yields,
+ * sx_complete, and the built-in "process" command family.
+ *
+ * The registry is filled before start and frozen: ids below 256 index an
+ * array, user ids (>= 256) are binary-searched in a sorted array; neither
+ * takes a lock. Dispatch runs on the worker right after the step. Each
+ * yield gets a completer (an event node, engine/event.c) that becomes its
+ * completion event when sx_complete fills it: exactly one answer per
+ * yield, whether the handler completes at once, later from another thread,
+ * or fails.
+ *
+ * Threads: dispatch and the built-in handlers [worker]; sx_complete [any
+ * thread].
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+/* ---- registry ------------------------------------------------------------ */
+
+static const sx__cmd *cmd_find(sx_engine *e, uint16_t id)
+{
+    if (id < 256)
+        return e->cmds[id].fn != NULL ? &e->cmds[id] : NULL;
+    size_t lo = 0, hi = e->n_ext_cmds;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e->ext_cmds[mid].id == id)
+            return &e->ext_cmds[mid].cmd;
+        if (e->ext_cmds[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
+                               sx_command_fn fn, void *user)
+{
+    if (e == NULL || fn == NULL || id < SX_CMD_USER_MIN)
+        return SX_EINVAL;
+    /* acquire: see started() in engine.c. */
+    if (atomic_load_explicit(&e->started, memory_order_acquire))
+        return SX_ESTATE;
+    if (cmd_find(e, id) != NULL)
+        return SX_EEXIST;
+    if (e->n_ext_cmds == e->cap_ext_cmds) {
+        size_t cap = e->cap_ext_cmds ? e->cap_ext_cmds * 2 : 16;
+        sx__cmd_ext *x = realloc(e->ext_cmds, cap * sizeof(*x));
+        if (x == NULL)
+            return SX_ENOMEM;
+        e->ext_cmds = x;
+        e->cap_ext_cmds = cap;
+    }
+    size_t i = e->n_ext_cmds;
+    while (i > 0 && e->ext_cmds[i - 1].id > id) {
+        e->ext_cmds[i] = e->ext_cmds[i - 1];
+        i--;
+    }
+    e->ext_cmds[i].id = id;
+    e->ext_cmds[i].cmd = (sx__cmd){ fn, user, name != NULL ? name : "?" };
+    e->n_ext_cmds++;
+    return 0;
+}
+
+/* ---- completion ------------------------------------------------------------ */
+
+void sx_complete(sx_completer *done, sx_payload result, int error,
+                 const char *error_msg)
+{
+    if (done == NULL)
+        return;
+    sx__ev *ev = &done->ev;
+    sx_engine *e = ev->engine;
+    if (ev->tag == SX_TAG_NONE) {
+        /* Fire and forget: nobody waits for the answer. */
+        if (error != 0)
+            atomic_fetch_add_explicit(&e->dead_letters, 1,
+                                      memory_order_relaxed);
+        sx__ev_free(ev);
+        return;
+    }
+    if (error > 0)
+        error = SX_EFAILED;
+    if (error != 0 && error_msg == NULL)
+        error_msg = sx_strerror(error);
+    if (error != 0)
+        result = (sx_payload){ NULL, 0 };
+    if (sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
+        /* The result cannot be copied: the process still gets its one
+         * answer, as an error. */
+        error = SX_ENOMEM;
+        sx__ev_set(ev, NULL, 0, (sx_payload){ NULL, 0 }, NULL);
+    }
+    ev->kind = SX__EV_COMPLETION;
+    ev->error = error;
+    sx__proc *p = ev->to;
+    if (!sx__proc_acquire(e, p, ev->to_gen)) {
+        sx__ev_free(ev); /* the process finished: a silent no-op */
+        return;
+    }
+    sx__deliver(e, p, ev);
+    sx__proc_release(e, p);
+}
+
+int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sx_pid pid = sx__proc_pid(e, p);
+    /* relaxed: we run p, so its gen is stable. */
+    uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    for (size_t i = 0; i < out->n_yields; i++) {
+        const sx__yield *y = &out->yields[i];
+        sx__ev *ev = sx__ev_alloc();
+        if (ev == NULL)
+            return SX_ENOMEM;
+        ev->kind = SX__EV_COMPLETION;
+        ev->tag = y->tag;
+        ev->to = p;
+        ev->to_gen = gen;
+        ev->engine = e;
+        sx_completer *done = (sx_completer *)ev;
+        const sx__cmd *c = cmd_find(e, y->cmd);
+        if (c == NULL) {
+            sx_complete(done, (sx_payload){ NULL, 0 }, SX_EUNKNOWN_COMMAND,
+                        NULL);
+            continue;
+        }
+        sx_payload args = { sx__output_bytes(out, y->off), y->len };
+        if (y->len == 0)
+            args.data = NULL;
+        int rc = c->fn(c->user, e, pid, y->tag, args, done);
+        if (rc != 0)
+            sx_complete(done, (sx_payload){ NULL, 0 }, rc < 0 ? rc : SX_EFAILED,
+                        NULL);
+    }
+    return 0;
+}
+
+/* ---- watchers -------------------------------------------------------------- */
+
+void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                    const char *msg, sx_payload value)
+{
+    if (w->watch == SX__WATCH_RESULT) {
+        sx_complete((sx_completer *)w, value, error, msg);
+        return;
+    }
+    /* An @exit message: {"ok": true, "result": v} or {"ok": false,
+     * "error": name, "code": n, "message": text}. */
+    uint8_t small[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, small, sizeof(small));
+    for (int pass = 0; pass < 2; pass++) {
+        if (error == 0) {
+            sx_pack_map(&pk, 2);
+            sx_pack_str(&pk, "ok");
+            sx_pack_bool(&pk, true);
+            sx_pack_str(&pk, "result");
+            sx_pack_raw(&pk, value);
+        } else {
+            sx_pack_map(&pk, 4);
+            sx_pack_str(&pk, "ok");
+            sx_pack_bool(&pk, false);
+            sx_pack_str(&pk, "error");
+            sx_pack_str(&pk, sx_errname(error));
+            sx_pack_str(&pk, "code");
+            sx_pack_int(&pk, error);
+            sx_pack_str(&pk, "message");
+            sx_pack_str(&pk, msg != NULL ? msg : sx_strerror(error));
+        }
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* too big for the stack buffer: heap */
+    }
+    w->kind = SX__EV_MESSAGE;
+    w->from = target;
+    int rc = pk.err;
+    if (rc == 0)
+        rc = sx__ev_set(w, SX_TOPIC_EXIT, sizeof(SX_TOPIC_EXIT) - 1,
+                        sx_pack_payload(&pk), NULL);
+    sx_pack_fini(&pk);
+    sx__proc *p = w->to;
+    if (rc != 0 || !sx__proc_acquire(e, p, w->to_gen)) {
+        sx__ev_free(w);
+        return;
+    }
+    sx__deliver(e, p, w);
+    sx__proc_release(e, p);
+}
+
+/* ---- the built-in "process" family ----------------------------------------- */
+
+static const sx_payload nil = { NULL, 0 };
+
+static int cmd_noop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n;
+    sx_pid to;
+    const char *topic;
+    size_t tl;
+    sx_payload data;
+    if (sx_unpack_array(&u, &n) != 0 || n != 3 || sx_unpack_pid(&u, &to) != 0 ||
+        sx_unpack_str(&u, &topic, &tl) != 0 || sx_unpack_raw(&u, &data) != 0)
+        return SX_EINVAL;
+    int rc = sx__send(e, pid, to, topic, tl, data, false);
+    sx_complete(done, nil, rc, NULL);
+    return 0;
+}
+
+/* Decodes [type, method, [input...]] for spawn; input points into args. */
+#define SPAWN_MAX_INPUT 64
+typedef struct {
+    char type[256], method[256];
+    sx_payload input[SPAWN_MAX_INPUT];
+    size_t n_input;
+} spawn_args;
+
+static int copy_str(sx_unpack *u, char *buf, size_t cap)
+{
+    const char *s;
+    size_t n;
+    int rc = sx_unpack_str(u, &s, &n);
+    if (rc != 0)
+        return rc;
+    if (n >= cap)
+        return SX_EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return 0;
+}
+
+static int spawn_decode(sx_payload args, spawn_args *a)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n, m = 0;
+    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 3 ||
+        copy_str(&u, a->type, sizeof(a->type)) != 0 ||
+        copy_str(&u, a->method, sizeof(a->method)) != 0)
+        return SX_EINVAL;
+    if (n == 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
+        return SX_EINVAL;
+    for (uint32_t i = 0; i < m; i++)
+        if (sx_unpack_raw(&u, &a->input[i]) != 0)
+            return SX_EINVAL;
+    a->n_input = m;
+    return 0;
+}
+
+static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return rc;
+    sx_pid child;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
+    if (rc != 0)
+        return rc;
+    uint8_t buf[32];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_pid(&pk, child);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
+static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                          sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return rc;
+    /* The completer waits on the child: its finish completes it. */
+    done->ev.watch = SX__WATCH_RESULT;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, &done->ev,
+                   NULL);
+    if (rc != 0)
+        done->ev.watch = 0;
+    return rc;
+}
+
+static int one_pid(sx_payload args, sx_pid *out, sx_unpack *u, uint32_t *n)
+{
+    sx_unpack_init(u, args);
+    if (sx_unpack_array(u, n) != 0 || *n < 1 || sx_unpack_pid(u, out) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int cmd_terminate(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx_complete(done, nil, sx_engine_terminate(e, target), NULL);
+    return 0;
+}
+
+static int cmd_cancel(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                      sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    char reason[256] = "cancelled";
+    if (one_pid(args, &target, &u, &n) != 0 || n > 2 ||
+        (n == 2 && copy_str(&u, reason, sizeof(reason)) != 0))
+        return SX_EINVAL;
+    sx_complete(done, nil, sx_engine_cancel(e, target, reason), NULL);
+    return 0;
+}
+
+static int cmd_monitor(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                       sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx__ev *w = sx__ev_alloc();
+    if (w == NULL)
+        return SX_ENOMEM;
+    w->watch = SX__WATCH_EXIT;
+    w->to = done->ev.to;
+    w->to_gen = done->ev.to_gen;
+    w->engine = e;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, w);
+    return 0;
+}
+
+void sx__commands_builtin(sx_engine *e)
+{
+    e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop" };
+    e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send" };
+    e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn" };
+    e->cmds[SX_CMD_SPAWN_WAIT] = (sx__cmd){ cmd_spawn_wait, NULL,
+                                            "spawn-wait" };
+    e->cmds[SX_CMD_TERMINATE] = (sx__cmd){ cmd_terminate, NULL, "terminate" };
+    e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
+    e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };
+}

@@ -1,0 +1,682 @@
+/* engine/engine.c — the engine's public API: life cycle, registries,
+ * submit / spawn, send, cancel, terminate, finish, stop, introspection.
+ *
+ * Threads: see engine.h; internal sx__finish runs on the worker that ran
+ * the process's last step.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/internal.h"
+
+struct sx_init_ctx {
+    sx_pid pid;
+    sx_pid parent;
+    sx_engine *engine;
+    void *user;
+};
+
+sx_pid sx_init_pid(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->pid : SX_PID_NONE;
+}
+
+sx_engine *sx_init_engine(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->engine : NULL;
+}
+
+void *sx_init_user(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->user : NULL;
+}
+
+sx_pid sx_init_parent(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->parent : SX_PID_NONE;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static int workers_init(sx_engine *e)
+{
+    e->workers = calloc(e->n_workers, sizeof(*e->workers));
+    if (e->workers == NULL)
+        return SX_ENOMEM;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__worker *w = &e->workers[i];
+        w->engine = e;
+        w->id = i;
+        w->rng = 0x9E3779B97F4A7C15ULL * (i + 1);
+        sx__output_init(&w->out);
+        w->batch = calloc(e->throughput, sizeof(*w->batch));
+        w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
+        if (w->batch == NULL || w->batch_ev == NULL ||
+            sx__deque_init(&w->dq, SX__DEQUE_CAP) != 0)
+            return SX_ENOMEM;
+    }
+    return 0;
+}
+
+static void workers_fini(sx_engine *e)
+{
+    if (e->workers == NULL)
+        return;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__worker *w = &e->workers[i];
+        sx__output_fini(&w->out);
+        free(w->batch);
+        free(w->batch_ev);
+        sx__deque_fini(&w->dq);
+    }
+    free(e->workers);
+    e->workers = NULL;
+}
+
+int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
+{
+    if (out == NULL)
+        return SX_EINVAL;
+    *out = NULL;
+    sx_engine_config c = { 0 };
+    if (cfg != NULL)
+        c = *cfg;
+    if (c.workers > SX_MAX_WORKERS || c.throughput > 1u << 20)
+        return SX_EINVAL;
+    if (c.workers == 0)
+        c.workers = online_cpus() < SX_MAX_WORKERS ? online_cpus()
+                                                    : SX_MAX_WORKERS;
+    if (c.throughput == 0)
+        c.throughput = 32;
+    if (c.io_loops == 0)
+        c.io_loops = 1;
+    if (c.keep_outcomes == 0)
+        c.keep_outcomes = 10000;
+    if (c.host == 0)
+        c.host = 1;
+    sx_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return SX_ENOMEM;
+    e->cfg = c;
+    e->n_workers = c.workers;
+    e->throughput = c.throughput;
+    int rc = SX_ENOMEM;
+    if (pthread_mutex_init(&e->life_mu, NULL) != 0)
+        goto fail_life_mu;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int crc = pthread_cond_init(&e->life_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (crc != 0)
+        goto fail_life_cv;
+    if ((rc = sx__ptable_init(e)) != 0)
+        goto fail_ptable;
+    if ((rc = sx__globalq_init(&e->gq)) != 0)
+        goto fail_gq;
+    if ((rc = sx__park_init(&e->park)) != 0)
+        goto fail_park;
+    if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes)) != 0)
+        goto fail_outcomes;
+    if ((rc = workers_init(e)) != 0)
+        goto fail_workers;
+    sx__commands_builtin(e);
+    *out = e;
+    return 0;
+
+fail_workers:
+    workers_fini(e);
+    sx__outcomes_fini(&e->outcomes);
+fail_outcomes:
+    sx__park_fini(&e->park);
+fail_park:
+    sx__globalq_fini(&e->gq);
+fail_gq:
+    sx__ptable_fini(e);
+fail_ptable:
+    pthread_cond_destroy(&e->life_cv);
+fail_life_cv:
+    pthread_mutex_destroy(&e->life_mu);
+fail_life_mu:
+    free(e);
+    return rc;
+}
+
+static const sx_process_type *type_find(sx_engine *e, const char *name)
+{
+    for (size_t i = 0; i < e->n_types; i++)
+        if (strcmp(e->types[i]->name, name) == 0)
+            return e->types[i];
+    return NULL;
+}
+
+static bool started(sx_engine *e)
+{
+    /* acquire: pairs with the release store in start; registries written
+     * before start are visible. */
+    return atomic_load_explicit(&e->started, memory_order_acquire) != 0;
+}
+
+int sx_engine_register(sx_engine *e, const sx_process_type *type)
+{
+    if (e == NULL || type == NULL || type->name == NULL ||
+        type->name[0] == 0 || type->init == NULL || type->step == NULL)
+        return SX_EINVAL;
+    if (started(e))
+        return SX_ESTATE;
+    if (type_find(e, type->name) != NULL)
+        return SX_EEXIST;
+    if (e->n_types == e->cap_types) {
+        size_t cap = e->cap_types ? e->cap_types * 2 : 16;
+        const sx_process_type **t = realloc(e->types, cap * sizeof(*t));
+        if (t == NULL)
+            return SX_ENOMEM;
+        e->types = t;
+        e->cap_types = cap;
+    }
+    e->types[e->n_types++] = type;
+    return 0;
+}
+
+int sx_engine_start(sx_engine *e)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    pthread_mutex_lock(&e->life_mu);
+    if (started(e) || e->stopped) {
+        pthread_mutex_unlock(&e->life_mu);
+        return SX_ESTATE;
+    }
+    /* release: publishes the registries to every thread that sees
+     * started (submit, the workers via thread creation anyway). */
+    atomic_store_explicit(&e->started, 1, memory_order_release);
+    int rc = sx__workers_start(e);
+    if (rc != 0) {
+        atomic_store_explicit(&e->started, 0, memory_order_release);
+        e->stopped = 1;
+    }
+    pthread_mutex_unlock(&e->life_mu);
+    return rc;
+}
+
+/* ---- submit and spawn ---------------------------------------------------- */
+
+static int method_check(const sx_process_type *t, const char *method,
+                        const char **interned)
+{
+    *interned = NULL;
+    if (t->methods == NULL)
+        return 0;
+    for (const char *const *m = t->methods; *m != NULL; m++) {
+        if (strcmp(*m, method) == 0) {
+            *interned = *m;
+            return 0;
+        }
+    }
+    return SX_EUNKNOWN_METHOD;
+}
+
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type,
+              const char *method, const sx_payload *input, size_t n_input,
+              sx__ev *watcher, sx_pid *out_pid)
+{
+    if (type == NULL || method == NULL || (input == NULL && n_input > 0))
+        return SX_EINVAL;
+    if (!started(e))
+        return SX_ESTATE;
+    const sx_process_type *t = type_find(e, type);
+    if (t == NULL)
+        return SX_EUNKNOWN_TYPE;
+    const char *interned;
+    int rc = method_check(t, method, &interned);
+    if (rc != 0)
+        return rc;
+    /* seq_cst (both): live is counted before stopping is read, and stop
+     * sets stopping before it reads live, so either we see stopping or
+     * stop sees this process in live and waits for it. */
+    uint64_t live = atomic_fetch_add_explicit(&e->live, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
+        rc = SX_ESTOPPING;
+        goto fail_live;
+    }
+    if (e->cfg.max_processes != 0 && live >= e->cfg.max_processes) {
+        rc = SX_ELIMIT;
+        goto fail_live;
+    }
+    sx__proc *p = sx__ptable_alloc(e, t, interned);
+    if (p == NULL) {
+        rc = SX_ENOMEM;
+        goto fail_live;
+    }
+    p->user_state = calloc(1, t->state_size > 0 ? t->state_size : 1);
+    if (p->user_state == NULL) {
+        rc = SX_ENOMEM;
+        goto fail_slot;
+    }
+    sx_init_ctx ctx = { sx__proc_pid(e, p), parent, e, t->user };
+    rc = t->init(p->user_state, &ctx, method, input, n_input);
+    if (rc != 0) {
+        if (rc > 0)
+            rc = SX_EFAILED;
+        goto fail_slot;
+    }
+    if (watcher != NULL) {
+        /* relaxed: nobody else can reach p's watchers before it is
+         * queued; the queue hand-off publishes it. */
+        atomic_store_explicit(&watcher->node.next, NULL, memory_order_relaxed);
+        atomic_store_explicit(&p->watchers, watcher, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&e->submitted, 1, memory_order_relaxed);
+    if (out_pid != NULL)
+        *out_pid = ctx.pid;
+    sx__enqueue(e, p); /* p may run and finish from here on */
+    return 0;
+
+fail_slot:
+    /* Never queued: retire it so no look-up finds it, then drop the
+     * table's reference (frees the state and the slot). */
+    atomic_store_explicit(&p->state, SX_PSTATE_COMPLETE, memory_order_relaxed);
+    sx__ptable_retire(e, p);
+    sx__proc_release(e, p);
+fail_live:
+    atomic_fetch_sub_explicit(&e->live, 1, memory_order_relaxed);
+    return rc;
+}
+
+int sx_engine_submit(sx_engine *e, const char *type, const char *method,
+                     const sx_payload *input, size_t n_input, sx_pid *out_pid)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    return sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL,
+                     out_pid);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
+{
+    sx__proc *p = sx__ptable_get(e, to);
+    if (p == NULL) {
+        sx__ev_free(ev);
+        return SX_ENOTFOUND;
+    }
+    int rc = sx__deliver(e, p, ev);
+    sx__proc_release(e, p);
+    if (rc == 0 && ev->kind == SX__EV_MESSAGE) {
+        sx__worker *w = sx__current_worker(e);
+        /* relaxed: figures only. */
+        if (w != NULL)
+            atomic_fetch_add_explicit(&w->st.messages, 1,
+                                      memory_order_relaxed);
+        else
+            atomic_fetch_add_explicit(&e->ext_messages, 1,
+                                      memory_order_relaxed);
+    }
+    return rc;
+}
+
+int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+             size_t topic_len, sx_payload data, bool ctl)
+{
+    if (topic_len > 255 || (data.data == NULL && data.len > 0))
+        return SX_EINVAL;
+    sx__ev *ev = sx__ev_alloc();
+    if (ev == NULL)
+        return SX_ENOMEM;
+    ev->kind = SX__EV_MESSAGE;
+    ev->ctl = ctl;
+    ev->from = from;
+    ev->engine = e;
+    int rc = sx__ev_set(ev, topic, topic_len, data, NULL);
+    if (rc != 0) {
+        sx__ev_free(ev);
+        return rc;
+    }
+    return send_ev(e, to, ev);
+}
+
+int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                   sx_payload data)
+{
+    if (e == NULL || topic == NULL)
+        return SX_EINVAL;
+    size_t tl = strnlen(topic, 256);
+    return sx__send(e, from, to, topic, tl, data, false);
+}
+
+int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_str(&pk, reason != NULL ? reason : "cancelled");
+    if (pk.err != 0) {
+        sx_pack_fini(&pk);
+        return pk.err;
+    }
+    int rc = sx__send(e, SX_PID_NONE, pid, SX_TOPIC_CANCEL,
+                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+    sx_pack_fini(&pk);
+    return rc;
+}
+
+int sx_engine_terminate(sx_engine *e, sx_pid pid)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    sx__proc *p = sx__ptable_get(e, pid);
+    if (p == NULL)
+        return SX_ENOTFOUND;
+    /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
+    uint32_t old =
+        atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
+    int rc = 0;
+    uint32_t st = old & SX__S_MASK;
+    if (st == SX_PSTATE_COMPLETE) {
+        rc = SX_ENOTFOUND;
+    } else {
+        uint32_t cur = old | SX__F_TERM;
+        for (;;) {
+            st = cur & SX__S_MASK;
+            if (st != SX_PSTATE_BLOCKED && st != SX_PSTATE_IDLE)
+                break;
+            /* acq_rel: as in sx__deliver. */
+            if (atomic_compare_exchange_weak_explicit(
+                    &p->state, &cur, SX_PSTATE_READY | SX__F_TERM,
+                    memory_order_acq_rel, memory_order_acquire)) {
+                sx__enqueue(e, p);
+                break;
+            }
+        }
+    }
+    sx__proc_release(e, p);
+    return rc;
+}
+
+/* ---- finishing ------------------------------------------------------------ */
+
+void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
+                sx_payload value)
+{
+    /* release: producers that see COMPLETE leave their events queued (freed
+     * with the slot); nothing is delivered after this. */
+    atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
+                             memory_order_acq_rel);
+    if (p->type->close != NULL)
+        p->type->close(p->user_state);
+    sx_pid pid = sx__proc_pid(e, p);
+    /* relaxed: only this worker wrote steps. */
+    uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
+    /* close has returned before the outcome is visible to wait. */
+    sx__outcomes_put(e, pid.id, error, msg, value, steps);
+    if (error == 0)
+        atomic_fetch_add_explicit(&e->completed, 1, memory_order_relaxed);
+    else if (error == SX_ETERMINATED)
+        atomic_fetch_add_explicit(&e->terminated, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    /* acq_rel: acquire the watchers registered (release CAS in sx__watch);
+     * CLOSED tells later registrants to look at the outcome instead. */
+    sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
+                                         memory_order_acq_rel);
+    while (w != NULL && w != SX__WATCH_CLOSED) {
+        /* relaxed: the list is ours now. */
+        sx__ev *next = (sx__ev *)atomic_load_explicit(&w->node.next,
+                                                      memory_order_relaxed);
+        sx__watch_fire(e, w, pid, error, msg, value);
+        w = next;
+    }
+    sx__ptable_retire(e, p);
+    /* seq_cst: pairs with stop's read of live (see sx__spawn). */
+    if (atomic_fetch_sub_explicit(&e->live, 1, memory_order_seq_cst) == 1 &&
+        atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
+        pthread_mutex_lock(&e->life_mu);
+        pthread_cond_broadcast(&e->life_cv);
+        pthread_mutex_unlock(&e->life_mu);
+    }
+    sx__proc_release(e, p); /* the table's reference */
+}
+
+int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
+{
+    sx__proc *p = sx__ptable_get(e, target);
+    if (p != NULL) {
+        /* acquire: see the list head as it is. */
+        sx__ev *old = atomic_load_explicit(&p->watchers, memory_order_acquire);
+        while (old != SX__WATCH_CLOSED) {
+            /* relaxed: published by the release CAS. */
+            atomic_store_explicit(&w->node.next,
+                                  old != NULL ? &old->node : NULL,
+                                  memory_order_relaxed);
+            /* release: pairs with the acquire exchange in sx__finish. */
+            if (atomic_compare_exchange_weak_explicit(
+                    &p->watchers, &old, w, memory_order_release,
+                    memory_order_acquire)) {
+                sx__proc_release(e, p);
+                return 0;
+            }
+        }
+        sx__proc_release(e, p);
+    }
+    /* Finished (or never known): answer from the kept outcome. */
+    sx_result r;
+    if (sx__outcomes_get(e, target.id, &r) &&
+        target.node == e->cfg.node && target.host == e->cfg.host) {
+        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value);
+        sx_result_free(&r);
+    } else {
+        sx__watch_fire(e, w, target, SX_ENOTFOUND, "no such process",
+                       (sx_payload){ NULL, 0 });
+    }
+    return 0;
+}
+
+/* ---- stop and free -------------------------------------------------------- */
+
+static void cancel_one(sx_engine *e, sx__proc *p, void *arg)
+{
+    (void)arg;
+    sx_engine_cancel(e, sx__proc_pid(e, p), "stop");
+}
+
+static void terminate_one(sx_engine *e, sx__proc *p, void *arg)
+{
+    (void)arg;
+    sx_engine_terminate(e, sx__proc_pid(e, p));
+}
+
+static void deadline_after(struct timespec *ts, int64_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec ||
+           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static uint64_t live_now(sx_engine *e)
+{
+    /* seq_cst: pairs with the live updates in spawn and finish. */
+    return atomic_load_explicit(&e->live, memory_order_seq_cst);
+}
+
+int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    pthread_mutex_lock(&e->life_mu);
+    if (e->stopped) {
+        pthread_mutex_unlock(&e->life_mu);
+        return 0;
+    }
+    if (!started(e)) {
+        pthread_mutex_unlock(&e->life_mu);
+        return SX_ESTATE;
+    }
+    /* seq_cst: see sx__spawn. */
+    atomic_store_explicit(&e->stopping, 1, memory_order_seq_cst);
+    if (live_now(e) > 0) {
+        pthread_mutex_unlock(&e->life_mu);
+        sx__ptable_each(e, cancel_one, NULL);
+        pthread_mutex_lock(&e->life_mu);
+    }
+    struct timespec dl, now;
+    deadline_after(&dl, deadline_ms > 0 ? deadline_ms : 0);
+    for (;;) {
+        if (live_now(e) == 0)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!before(&now, &dl))
+            break;
+        pthread_cond_timedwait(&e->life_cv, &e->life_mu, &dl);
+    }
+    while (live_now(e) > 0) {
+        pthread_mutex_unlock(&e->life_mu);
+        sx__ptable_each(e, terminate_one, NULL);
+        pthread_mutex_lock(&e->life_mu);
+        struct timespec t;
+        deadline_after(&t, 10);
+        if (live_now(e) > 0)
+            pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
+    }
+    sx__workers_join(e);
+    e->stopped = 1;
+    pthread_mutex_unlock(&e->life_mu);
+    return 0;
+}
+
+void sx_engine_free(sx_engine *e)
+{
+    if (e == NULL)
+        return;
+    if (started(e))
+        sx_engine_stop(e, 0);
+    workers_fini(e);
+    sx__outcomes_fini(&e->outcomes);
+    sx__park_fini(&e->park);
+    sx__globalq_fini(&e->gq);
+    sx__ptable_fini(e);
+    pthread_cond_destroy(&e->life_cv);
+    pthread_mutex_destroy(&e->life_mu);
+    free(e->types);
+    free(e->ext_cmds);
+    free(e);
+}
+
+/* ---- introspection -------------------------------------------------------- */
+
+int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
+                        sx_worker_stats *workers, size_t cap)
+{
+    if (e == NULL || out == NULL)
+        return SX_EINVAL;
+    memset(out, 0, sizeof(*out));
+    /* relaxed (all): figures, not synchronisation. */
+    out->live = atomic_load_explicit(&e->live, memory_order_relaxed);
+    out->submitted = atomic_load_explicit(&e->submitted, memory_order_relaxed);
+    out->completed = atomic_load_explicit(&e->completed, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
+    out->terminated =
+        atomic_load_explicit(&e->terminated, memory_order_relaxed);
+    out->dead_letters =
+        atomic_load_explicit(&e->dead_letters, memory_order_relaxed);
+    out->messages = atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
+    out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed);
+    out->workers = e->n_workers;
+    out->parked = atomic_load_explicit(&e->park.n_parked, memory_order_relaxed);
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__wstats *s = &e->workers[i].st;
+        out->messages += atomic_load_explicit(&s->messages,
+                                              memory_order_relaxed);
+        if (workers == NULL || i >= cap)
+            continue;
+        sx_worker_stats *o = &workers[i];
+        o->steps = atomic_load_explicit(&s->steps, memory_order_relaxed);
+        o->steals = atomic_load_explicit(&s->steals, memory_order_relaxed);
+        o->stolen = atomic_load_explicit(&s->stolen, memory_order_relaxed);
+        o->parks = atomic_load_explicit(&s->parks, memory_order_relaxed);
+        o->wakeups = atomic_load_explicit(&s->wakeups, memory_order_relaxed);
+        o->global_pops =
+            atomic_load_explicit(&s->global_pops, memory_order_relaxed);
+        o->timeout_finds =
+            atomic_load_explicit(&s->timeout_finds, memory_order_relaxed);
+    }
+    return 0;
+}
+
+const char *sx_pstate_name(int state)
+{
+    switch (state) {
+    case SX_PSTATE_READY:
+        return "ready";
+    case SX_PSTATE_RUNNING:
+        return "running";
+    case SX_PSTATE_BLOCKED:
+        return "blocked";
+    case SX_PSTATE_IDLE:
+        return "idle";
+    case SX_PSTATE_COMPLETE:
+        return "complete";
+    default:
+        return "unknown";
+    }
+}
+
+typedef struct {
+    sx_process_info *out;
+    size_t cap, n;
+} list_ctx;
+
+static void list_one(sx_engine *e, sx__proc *p, void *arg)
+{
+    list_ctx *c = arg;
+    if (c->n >= c->cap)
+        return;
+    sx_process_info *i = &c->out[c->n++];
+    i->pid = sx__proc_pid(e, p);
+    /* The type and method pointers are set before the process is
+     * published and never change while we hold a reference. */
+    i->type = p->type != NULL ? p->type->name : "?";
+    i->method = p->method;
+    /* relaxed: a snapshot for listings. */
+    i->state = (int)(atomic_load_explicit(&p->state, memory_order_relaxed) &
+                     SX__S_MASK);
+    i->steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
+}
+
+int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap)
+{
+    if (e == NULL || (out == NULL && cap > 0))
+        return SX_EINVAL;
+    list_ctx c = { out, cap, 0 };
+    if (cap > 0)
+        sx__ptable_each(e, list_one, &c);
+    return (int)(c.n > INT32_MAX ? INT32_MAX : c.n);
+}
+
+size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap)
+{
+    if (e == NULL)
+        return 0;
+    for (size_t i = 0; i < e->n_types && i < cap; i++)
+        out[i] = e->types[i];
+    return e->n_types;
+}

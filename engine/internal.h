@@ -1,0 +1,329 @@
+/* engine/internal.h — the engine's internal data: processes, events,
+ * workers and the engine itself. Never installed.
+ *
+ * Ownership and threads are written at each field. The big picture is in
+ * docs/ARCHITECTURE.md and docs/SCHEDULER.md.
+ */
+#ifndef SX_ENGINE_INTERNAL_H
+#define SX_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stepx/engine.h>
+
+#include "engine/deque.h"
+#include "engine/globalq.h"
+#include "process/mailbox.h"
+#include "process/output.h"
+
+/* ---- the process state word --------------------------------------------
+ *
+ * bits 0-2: the state (sx_pstate; 0 = slot free)
+ * bit 3   : WAKE     — an event arrived while RUNNING (or READY)
+ * bit 4   : WAKE_MSG — that event was a message or a control event
+ * bit 5   : TERM     — terminate requested
+ *
+ * Every transition is a CAS that preserves the flag bits it does not own;
+ * a CAS that fails because a flag flipped re-evaluates and retries
+ * (engine/worker.c). Producers only ever fetch_or flags, then try to move
+ * BLOCKED / IDLE to READY with a CAS; exactly one thread wins that CAS and
+ * queues the process, so a process is in at most one run queue at once.
+ */
+#define SX__S_MASK 0x7u
+#define SX__F_WAKE 0x8u
+#define SX__F_MSG 0x10u
+#define SX__F_TERM 0x20u
+#define SX__F_WAKES (SX__F_WAKE | SX__F_MSG)
+
+/* ---- events ------------------------------------------------------------ */
+
+typedef enum {
+    SX__EV_COMPLETION = 0, /* a yield's answer            */
+    SX__EV_MESSAGE = 1,    /* send / cancel / @exit       */
+} sx__ev_kind;
+
+#define SX__EV_INLINE 96 /* topic, data and error message bytes in-node */
+
+/* One event node: a queued event, and before that the completer of a
+ * pending yield (sx_completer is this struct) or a watcher waiting for a
+ * process to finish. Allocated from a per-thread cache (engine/event.c).
+ * Owner: whoever holds the pointer; once pushed into a mailbox, the
+ * process's consumer. */
+typedef struct sx__ev {
+    sx__mpsc_node node; /* first: the mailbox link */
+    uint8_t kind;       /* sx__ev_kind */
+    uint8_t ctl;        /* 1: control event (overtakes messages) */
+    uint8_t watch;      /* watcher kind while on a watch list */
+    uint8_t topic_len;  /* bytes, without the NUL */
+    uint8_t has_topic;
+    int32_t error;
+    uint32_t data_len;
+    uint32_t msg_len; /* error message bytes with the NUL, 0 = none */
+    uint64_t tag;
+    sx_pid from;
+    /* Addressee while a completer / watcher: the process and its
+     * generation (a late delivery to a recycled slot is a no-op). */
+    struct sx__proc *to;
+    uint32_t to_gen;
+    sx_engine *engine;
+    uint8_t *heap; /* owned: bytes when they do not fit inline */
+    uint8_t inl[SX__EV_INLINE];
+} sx__ev;
+
+struct sx_completer {
+    sx__ev ev;
+};
+
+enum { SX__WATCH_RESULT = 1, SX__WATCH_EXIT = 2 };
+
+/* ---- processes ---------------------------------------------------------
+ *
+ * Process slots are type-stable: they live in segments that are only freed
+ * with the engine, so a stale pointer (from a completer, a queue or a PID
+ * look-up) can always read `refs` and `gen` safely. A slot is reachable
+ * (refs > 0) from allocation until its last reference is dropped; `gen`
+ * changes when the process finishes, which turns every later look-up by
+ * PID or completer into a miss.
+ */
+typedef struct sx__proc {
+    /* Written by producers (fetch_or, CAS) and by the running worker. */
+    _Atomic uint32_t state;
+    /* 1 for "alive in the table" plus one per thread touching the slot
+     * through a look-up; the slot is recycled when it drops to 0. */
+    _Atomic uint32_t refs;
+    /* Written at allocation and at finish (release); read after a ref is
+     * taken (acquire). */
+    _Atomic uint32_t gen;
+    uint32_t index;           /* immutable */
+    sx__mpsc mbox;            /* events; consumer = the running worker */
+    sx__ctlstack ctl;         /* control events; same consumer */
+    /* Watchers (sx__ev list) to tell when this process finishes; set to
+     * SX__WATCH_CLOSED when it does. */
+    _Atomic(sx__ev *) watchers;
+    sx__gq_node gq;           /* global queue link (queue's mutex) */
+    /* Owned by the worker running the process (handed over by the state
+     * word's acquire/release transitions): */
+    const sx_process_type *type;
+    const char *method;       /* interned from type->methods, or NULL */
+    void *user_state;         /* owned: type->state_size bytes */
+    uint8_t wait_kind;        /* status that parked it: WAIT or IDLE */
+    uint8_t stepped;          /* 0 until the first step ran */
+    /* Read by listings and stats from any thread (relaxed). */
+    _Atomic uint64_t steps;
+    /* Free-list link while the slot is free (relaxed; see ptable.c). */
+    _Atomic uint32_t free_next;
+} sx__proc;
+
+#define SX__WATCH_CLOSED ((sx__ev *)1)
+
+/* ---- workers ------------------------------------------------------------ */
+
+#define SX__DEQUE_CAP 4096
+#define SX__GQ_BATCH 16
+
+typedef struct {
+    /* Written by the worker only (relaxed); read by stats (relaxed). */
+    _Atomic uint64_t steps, steals, stolen, parks, wakeups, global_pops;
+    _Atomic uint64_t messages, timeout_finds;
+} sx__wstats;
+
+typedef struct sx__worker {
+    alignas(64) sx__deque dq;
+    alignas(64) sx_engine *engine;
+    unsigned id;
+    pthread_t thread;
+    uint64_t rng;                 /* victim selection */
+    sx_step_output out;           /* reused for every step */
+    sx_event *batch;              /* throughput-sized event array */
+    sx__ev **batch_ev;            /* the nodes behind batch */
+    sx__wstats st;
+} sx__worker;
+
+/* ---- park ---------------------------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* Workers parked or about to park. seq_cst RMW by the parker, seq_cst
+     * load by producers: the two halves of the Dekker-style handshake in
+     * docs/SCHEDULER.md. */
+    alignas(64) _Atomic unsigned n_parked;
+    /* Workers in the spin phase (relaxed hint for local pushes). */
+    _Atomic unsigned n_spinning;
+    unsigned tokens; /* wake-ups granted, not yet taken; under mu */
+    bool shutdown;   /* under mu; also read relaxed-atomically below */
+    _Atomic bool quit;
+} sx__park;
+
+/* ---- outcomes ------------------------------------------------------------ */
+
+typedef struct sx__outcome {
+    uint64_t id;
+    struct sx__outcome *hnext;
+    int error;
+    uint64_t steps;
+    char *msg;      /* points into the same allocation, or NULL */
+    uint8_t *value; /* same allocation */
+    size_t len;
+} sx__outcome;
+
+typedef struct sx__waiter {
+    uint64_t id;
+    pthread_cond_t cv;
+    struct sx__waiter *next;
+} sx__waiter;
+
+typedef struct {
+    pthread_mutex_t mu;
+    size_t keep;
+    sx__outcome **ring; /* eviction order */
+    size_t ring_head, count;
+    sx__outcome **buckets;
+    size_t mask;
+    sx__waiter *waiters;
+} sx__outcomes;
+
+/* ---- commands ------------------------------------------------------------ */
+
+typedef struct {
+    sx_command_fn fn;
+    void *user;
+    const char *name;
+} sx__cmd;
+
+typedef struct {
+    uint16_t id;
+    sx__cmd cmd;
+} sx__cmd_ext;
+
+/* ---- the engine ---------------------------------------------------------- */
+
+#define SX__SEG_BASE 1024u
+#define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
+#define SX__FREE_NONE UINT32_MAX
+
+struct sx_engine {
+    sx_engine_config cfg;
+    unsigned n_workers;
+    unsigned throughput;
+
+    /* Registries: written before start, frozen after (start's thread
+     * creation publishes them). */
+    const sx_process_type **types;
+    size_t n_types, cap_types;
+    sx__cmd cmds[256];
+    sx__cmd_ext *ext_cmds; /* sorted by id */
+    size_t n_ext_cmds, cap_ext_cmds;
+
+    /* Lifecycle. */
+    pthread_mutex_t life_mu;
+    pthread_cond_t life_cv;    /* signalled when live drops to 0 */
+    _Atomic int started;       /* 0, 1 = running */
+    _Atomic int stopping;      /* submits refused (acquire/release) */
+    int stopped;               /* under life_mu */
+
+    /* The process table (engine/ptable.c). */
+    _Atomic(sx__proc *) segs[SX__SEGS];
+    pthread_mutex_t grow_mu;
+    unsigned n_segs;            /* under grow_mu */
+    alignas(64) _Atomic uint64_t free_head; /* ABA tag << 32 | index */
+    alignas(64) _Atomic uint64_t live;
+
+    /* Counters shared by all threads (relaxed; figures only). */
+    alignas(64) _Atomic uint64_t submitted, completed, failed, terminated;
+    _Atomic uint64_t dead_letters, ext_messages;
+
+    sx__globalq gq;
+    sx__park park;
+    sx__worker *workers;
+    sx__outcomes outcomes;
+};
+
+/* ---- internal functions -------------------------------------------------- */
+
+/* engine/event.c: [any thread]; per-thread caches on worker threads. */
+sx__ev *sx__ev_alloc(void);
+void sx__ev_free(sx__ev *ev);
+void sx__ev_cache_enable(void);
+void sx__ev_cache_flush(void);
+/* Sets the event's bytes: topic (NUL added), data, error message (NUL
+ * added). Returns 0 or SX_ENOMEM. */
+int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len,
+               sx_payload data, const char *msg);
+const char *sx__ev_topic(const sx__ev *ev);
+sx_payload sx__ev_data(const sx__ev *ev);
+const char *sx__ev_msg(const sx__ev *ev);
+
+/* engine/ptable.c */
+int sx__ptable_init(sx_engine *e);
+void sx__ptable_fini(sx_engine *e);
+/* A fresh slot: refs = 1, a new gen, READY, type and method set. */
+sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
+                           const char *method);
+sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
+/* Takes a reference on the live process named by pid; NULL if none. */
+sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid);
+/* Takes a reference if p still has generation gen; false if not. */
+bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen);
+void sx__proc_release(sx_engine *e, sx__proc *p);
+/* Marks p finished in the table (gen changes). */
+void sx__ptable_retire(sx_engine *e, sx__proc *p);
+/* Calls fn on every live process with a reference held. */
+void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                     void *arg);
+
+/* engine/worker.c */
+int sx__workers_start(sx_engine *e);
+void sx__workers_join(sx_engine *e);
+/* Queues a READY process (the caller won the transition to READY). */
+void sx__enqueue(sx_engine *e, sx__proc *p);
+/* Delivers ev (a filled event) to p, which the caller holds a reference
+ * on: push + wake. Returns 0, or SX_ENOTFOUND / SX_ECLOSED when p finished
+ * or is terminating (ev then stays queued and is freed with the slot). */
+int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+sx__worker *sx__current_worker(sx_engine *e);
+
+/* engine/park.c */
+int sx__park_init(sx__park *pk);
+void sx__park_fini(sx__park *pk);
+void sx__park_notify(sx_engine *e);
+bool sx__park_wait(sx_engine *e, sx__worker *w); /* false: shutting down */
+void sx__park_shutdown(sx_engine *e);
+bool sx__work_visible(sx_engine *e);
+
+/* engine/outcome.c */
+int sx__outcomes_init(sx__outcomes *o, size_t keep);
+void sx__outcomes_fini(sx__outcomes *o);
+/* Records p's outcome (copied) and wakes its waiters. */
+void sx__outcomes_put(sx_engine *e, uint64_t id, int error, const char *msg,
+                      sx_payload value, uint64_t steps);
+/* Copies the outcome of id into *out (free with sx_result_free); false
+ * when it is not kept. */
+bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);
+
+/* engine/engine.c */
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type,
+              const char *method, const sx_payload *input, size_t n_input,
+              sx__ev *watcher, sx_pid *out_pid);
+/* Sends a message (ctl: a control event that overtakes user messages). */
+int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+             size_t topic_len, sx_payload data, bool ctl);
+/* Finishes p on the calling worker: close, outcome, watchers, retire. */
+void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
+                sx_payload value);
+int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
+
+/* engine/dispatch.c */
+void sx__commands_builtin(sx_engine *e);
+/* Runs the handlers of the yields in out; SX_ENOMEM when a completer could
+ * not be allocated (the process then fails). */
+int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out);
+/* Fills a finished process's outcome into a watcher and delivers it. */
+void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                    const char *msg, sx_payload value);
+
+#endif

@@ -1,0 +1,278 @@
+/* engine/ptable.c — the process table: PID -> process.
+ *
+ * Slots live in segments of doubling size (1024, 2048, ...) that are never
+ * moved or freed before the engine is, so the table grows to millions of
+ * processes without ever copying and a look-up is two loads and one CAS:
+ * no lock on the send path. A PID's id is (generation << 32) | slot index;
+ * a slot's generation changes when its process finishes, so a PID or a
+ * completer that outlived its process misses instead of reaching the slot's
+ * next occupant.
+ *
+ * Free slots form a lock-free stack whose head carries an ABA tag in its
+ * upper 32 bits. Growing takes grow_mu (rare: once per segment).
+ *
+ * Threads: all functions [any thread].
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+static uint32_t seg_of(uint32_t idx, uint32_t *off)
+{
+    uint64_t q = (uint64_t)idx / SX__SEG_BASE + 1;
+    uint32_t k = 63u - (uint32_t)__builtin_clzll(q);
+    *off = (uint32_t)((uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1));
+    return k;
+}
+
+static sx__proc *slot_at(sx_engine *e, uint32_t idx)
+{
+    uint32_t off;
+    uint32_t k = seg_of(idx, &off);
+    if (k >= SX__SEGS)
+        return NULL;
+    /* acquire: pairs with the release store in grow; the segment's slots
+     * are initialised before it is published. */
+    sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
+    return seg != NULL ? &seg[off] : NULL;
+}
+
+int sx__ptable_init(sx_engine *e)
+{
+    for (size_t k = 0; k < SX__SEGS; k++)
+        atomic_init(&e->segs[k], NULL);
+    atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
+    atomic_init(&e->live, 0);
+    e->n_segs = 0;
+    int rc = pthread_mutex_init(&e->grow_mu, NULL);
+    return -rc;
+}
+
+void sx__ptable_fini(sx_engine *e)
+{
+    for (size_t k = 0; k < SX__SEGS; k++) {
+        /* relaxed: no other thread is left. */
+        sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
+        free(seg);
+    }
+    pthread_mutex_destroy(&e->grow_mu);
+}
+
+/* Pushes the chain first..last (linked by free_next) onto the free stack. */
+static void free_push(sx_engine *e, sx__proc *first, sx__proc *last)
+{
+    /* relaxed: the CAS below re-reads it. */
+    uint64_t h = atomic_load_explicit(&e->free_head, memory_order_relaxed);
+    uint64_t nh;
+    do {
+        /* relaxed: published by the release CAS. */
+        atomic_store_explicit(&last->free_next, (uint32_t)h,
+                              memory_order_relaxed);
+        nh = (((h >> 32) + 1) << 32) | first->index;
+        /* release: pairs with the acquire CAS in free_pop, which then sees
+         * the slot as its last owner left it and its free_next link. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &e->free_head, &h, nh, memory_order_release, memory_order_relaxed));
+}
+
+static sx__proc *free_pop(sx_engine *e)
+{
+    /* acquire: pairs with the release CAS in free_push. */
+    uint64_t h = atomic_load_explicit(&e->free_head, memory_order_acquire);
+    for (;;) {
+        uint32_t idx = (uint32_t)h;
+        if (idx == SX__FREE_NONE)
+            return NULL;
+        sx__proc *p = slot_at(e, idx);
+        /* relaxed: if another thread popped p meanwhile, the tag in the
+         * head changed and the CAS below fails, whatever we read here. */
+        uint32_t next =
+            atomic_load_explicit(&p->free_next, memory_order_relaxed);
+        uint64_t nh = (((h >> 32) + 1) << 32) | next;
+        /* acquire: see free_push. */
+        if (atomic_compare_exchange_weak_explicit(&e->free_head, &h, nh,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire))
+            return p;
+    }
+}
+
+static int grow(sx_engine *e)
+{
+    pthread_mutex_lock(&e->grow_mu);
+    /* relaxed: a hint; another thread may have grown the table already. */
+    if ((uint32_t)atomic_load_explicit(&e->free_head, memory_order_relaxed) !=
+        SX__FREE_NONE) {
+        pthread_mutex_unlock(&e->grow_mu);
+        return 0;
+    }
+    unsigned k = e->n_segs;
+    if (k >= SX__SEGS) {
+        pthread_mutex_unlock(&e->grow_mu);
+        return SX_ELIMIT;
+    }
+    size_t n = (size_t)SX__SEG_BASE << k;
+    sx__proc *seg = calloc(n, sizeof(*seg));
+    if (seg == NULL) {
+        pthread_mutex_unlock(&e->grow_mu);
+        return SX_ENOMEM;
+    }
+    uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1));
+    for (size_t i = 0; i < n; i++) {
+        seg[i].index = base + (uint32_t)i;
+        atomic_init(&seg[i].state, 0);
+        atomic_init(&seg[i].refs, 0);
+        atomic_init(&seg[i].gen, 0);
+        atomic_init(&seg[i].free_next,
+                    i + 1 < n ? base + (uint32_t)i + 1 : SX__FREE_NONE);
+        atomic_init(&seg[i].steps, 0);
+        atomic_init(&seg[i].watchers, NULL);
+    }
+    /* release: pairs with the acquire load in slot_at. */
+    atomic_store_explicit(&e->segs[k], seg, memory_order_release);
+    e->n_segs = k + 1;
+    free_push(e, &seg[0], &seg[n - 1]);
+    pthread_mutex_unlock(&e->grow_mu);
+    return 0;
+}
+
+sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
+                           const char *method)
+{
+    sx__proc *p;
+    while ((p = free_pop(e)) == NULL) {
+        if (grow(e) != 0)
+            return NULL;
+    }
+    /* relaxed: the slot is ours (refs == 0, off the free list); the release
+     * store of refs below publishes everything. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    if (g == 0)
+        g = 1;
+    atomic_store_explicit(&p->gen, g, memory_order_relaxed);
+    sx__mpsc_init(&p->mbox);
+    sx__ctlstack_init(&p->ctl);
+    atomic_store_explicit(&p->watchers, NULL, memory_order_relaxed);
+    atomic_store_explicit(&p->steps, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_relaxed);
+    p->gq.next = NULL;
+    p->type = type;
+    p->method = method;
+    p->user_state = NULL;
+    p->wait_kind = 0;
+    p->stepped = 0;
+    /* release: pairs with the acquire CAS in sx__proc_acquire; a thread
+     * that takes a reference sees the initialised slot and its gen. */
+    atomic_store_explicit(&p->refs, 1, memory_order_release);
+    return p;
+}
+
+sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
+{
+    /* relaxed: gen is stable while the caller holds a reference. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    sx_pid pid = { e->cfg.node, e->cfg.host,
+                   ((uint64_t)g << 32) | p->index };
+    return pid;
+}
+
+bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
+{
+    /* relaxed: the CAS re-reads it. */
+    uint32_t r = atomic_load_explicit(&p->refs, memory_order_relaxed);
+    do {
+        if (r == 0)
+            return false;
+        /* acquire: pairs with the release store in alloc (and the release
+         * in release): we see the slot's current incarnation. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &p->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
+    /* acquire: pairs with the release store of gen in retire. */
+    if (atomic_load_explicit(&p->gen, memory_order_acquire) != gen) {
+        sx__proc_release(e, p);
+        return false;
+    }
+    return true;
+}
+
+sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
+{
+    if (pid.node != e->cfg.node || pid.host != e->cfg.host)
+        return NULL;
+    uint32_t gen = (uint32_t)(pid.id >> 32);
+    if (gen == 0)
+        return NULL;
+    sx__proc *p = slot_at(e, (uint32_t)pid.id);
+    if (p == NULL || !sx__proc_acquire(e, p, gen))
+        return NULL;
+    return p;
+}
+
+void sx__ptable_retire(sx_engine *e, sx__proc *p)
+{
+    (void)e;
+    /* relaxed read: only the finishing worker writes gen now. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    if (g == 0)
+        g = 1;
+    /* release: pairs with the acquire load in sx__proc_acquire; every
+     * look-up that starts after this misses. */
+    atomic_store_explicit(&p->gen, g, memory_order_release);
+}
+
+static void slot_free(sx_engine *e, sx__proc *p)
+{
+    /* No producer holds a reference, so every push has completed: drain. */
+    sx__mpsc_node *n;
+    while ((n = sx__mpsc_pop(&p->mbox)) != NULL) {
+        if (n != &p->mbox.stub)
+            sx__ev_free((sx__ev *)n);
+    }
+    n = sx__ctlstack_take(&p->ctl);
+    while (n != NULL) {
+        /* relaxed: the list is ours now. */
+        sx__mpsc_node *next =
+            atomic_load_explicit(&n->next, memory_order_relaxed);
+        sx__ev_free((sx__ev *)n);
+        n = next;
+    }
+    free(p->user_state);
+    p->user_state = NULL;
+    /* relaxed: the slot is unreachable (refs == 0); published by the
+     * release CAS in free_push. */
+    atomic_store_explicit(&p->state, 0, memory_order_relaxed);
+    free_push(e, p, p);
+}
+
+void sx__proc_release(sx_engine *e, sx__proc *p)
+{
+    /* acq_rel: release makes our writes visible to whoever frees the slot;
+     * acquire (on the last drop) sees everyone else's. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        slot_free(e, p);
+}
+
+void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                     void *arg)
+{
+    for (unsigned k = 0; k < SX__SEGS; k++) {
+        /* acquire: see slot_at. */
+        sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
+        if (seg == NULL)
+            break;
+        size_t n = (size_t)SX__SEG_BASE << k;
+        for (size_t i = 0; i < n; i++) {
+            sx__proc *p = &seg[i];
+            /* acquire: as in sx__ptable_get. */
+            uint32_t gen = atomic_load_explicit(&p->gen, memory_order_acquire);
+            if (!sx__proc_acquire(e, p, gen))
+                continue;
+            /* acquire: pairs with the release transitions of the state. */
+            uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+            if ((s & SX__S_MASK) != 0 && (s & SX__S_MASK) != SX_PSTATE_COMPLETE)
+                fn(e, p, arg);
+            sx__proc_release(e, p);
+        }
+    }
+}

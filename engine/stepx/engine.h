@@ -1,0 +1,197 @@
+/* engine/stepx/engine.h — the stepx engine: workers, submit, send, wait,
+ * stop, and commands.
+ *
+ * Threads: every function may be called from any thread unless its comment
+ * says otherwise. Functions marked [not from a step] must not be called from
+ * inside a process's init/step/close or a command handler (they block on
+ * work that the calling worker itself would have to do).
+ */
+#ifndef STEPX_ENGINE_H
+#define STEPX_ENGINE_H
+
+#include <stepx/process.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    unsigned workers;     /* 0 = one per online CPU                          */
+    unsigned throughput;  /* events / steps per turn before yielding; 0 = 32 */
+    size_t max_processes; /* 0 = unlimited                                   */
+    unsigned io_loops;    /* libuv loop threads for commands; 0 = 1          */
+    size_t keep_outcomes; /* finished outcomes kept for wait; 0 = 10,000     */
+    /* Extensions beyond API.md (may be left zero): */
+    uint32_t node; /* this engine's node number in PIDs; default 0          */
+    uint32_t host; /* this engine's host number in PIDs; 0 = 1              */
+} sx_engine_config;
+
+#define SX_MAX_WORKERS 256
+
+/* Creates an engine (not started). cfg may be NULL for defaults. On success
+ * *out is the caller's, to be released with sx_engine_free. Errors:
+ * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS), SX_ENOMEM. */
+int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
+
+/* Registers a process type; before start only. The type table and the
+ * strings it points to must outlive the engine (they are not copied).
+ * Errors: SX_EINVAL (missing name/init/step), SX_EEXIST (duplicate name),
+ * SX_ESTATE (already started), SX_ENOMEM. */
+int sx_engine_register(sx_engine *e, const sx_process_type *type);
+
+/* Starts the workers. Errors: SX_ESTATE (started twice), SX_ENOMEM, or
+ * -errno from thread creation (nothing is left running on error). */
+int sx_engine_start(sx_engine *e);
+
+/* Creates a process of type and runs its init with method and input
+ * synchronously; input bytes are only read during the call. On success the
+ * process is queued and *out_pid (may be NULL) names it. Errors: SX_EINVAL,
+ * SX_ESTATE (not started), SX_ESTOPPING, SX_EUNKNOWN_TYPE,
+ * SX_EUNKNOWN_METHOD or init's own error, SX_ELIMIT (max_processes),
+ * SX_ENOMEM. On error nothing is queued and close is not called. */
+int sx_engine_submit(sx_engine *e, const char *type, const char *method,
+                     const sx_payload *input, size_t n_input, sx_pid *out_pid);
+
+/* Delivers a message {from, topic, data} to process `to`; topic and data are
+ * copied. Errors: SX_EINVAL (topic NULL or longer than 255 bytes),
+ * SX_ENOTFOUND (no such live process), SX_ECLOSED (it is finishing),
+ * SX_ENOMEM. */
+int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                   sx_payload data);
+
+/* Soft cancel: a MESSAGE with topic SX_TOPIC_CANCEL and the reason (a
+ * msgpack string; NULL reason = "cancelled") that overtakes queued user
+ * messages. Errors as sx_engine_send. */
+int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason);
+
+/* Hard stop: the process finishes with SX_ETERMINATED without another step
+ * (a step already running completes first); close runs once. Errors:
+ * SX_ENOTFOUND. */
+int sx_engine_terminate(sx_engine *e, sx_pid pid);
+
+typedef struct {
+    int error;        /* 0 = DONE; else SX_ETERMINATED, SX_EFAILED, ...   */
+    char *error_msg;  /* owned by the result; NULL when error == 0        */
+    sx_payload value; /* owned by the result                              */
+    uint64_t steps;   /* how many times step ran                          */
+} sx_result;
+
+/* Waits for the outcome of pid. Returns 0 when there is one (its own error
+ * is out->error; release it with sx_result_free), SX_ETIMEDOUT when
+ * timeout_ms (< 0: no limit) passed first, SX_ENOTFOUND for a PID the
+ * engine does not know (or whose outcome is no longer kept), SX_ENOMEM.
+ * [not from a step] */
+int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
+                   sx_result *out);
+void sx_result_free(sx_result *r);
+
+/* Cancels every live process, waits up to deadline_ms for them to finish,
+ * terminates the rest and stops the workers. Afterwards no step runs, every
+ * close has run, and submit returns SX_ESTOPPING. Returns 0, or SX_ESTATE
+ * when the engine was never started. Idempotent. [not from a step] */
+int sx_engine_stop(sx_engine *e, int64_t deadline_ms);
+
+/* Stops (deadline 0) if needed and releases everything. NULL is a no-op.
+ * [not from a step] */
+void sx_engine_free(sx_engine *e);
+
+/* ---- introspection ---------------------------------------------------- */
+
+typedef struct {
+    uint64_t steps;    /* step calls run on this worker                    */
+    uint64_t steals;   /* successful steal-half operations                 */
+    uint64_t stolen;   /* processes moved by those steals                  */
+    uint64_t parks;    /* times the worker parked                          */
+    uint64_t wakeups;  /* times it was woken by a producer                 */
+    uint64_t global_pops; /* processes taken from the global queue         */
+    uint64_t timeout_finds; /* parks that timed out and found global work:
+                               a lost wake-up; must stay 0                 */
+} sx_worker_stats;
+
+typedef struct {
+    uint64_t live;       /* processes not yet finished                      */
+    uint64_t submitted;  /* submits and spawns that succeeded               */
+    uint64_t completed;  /* finished DONE                                   */
+    uint64_t failed;     /* finished FAIL / step error                      */
+    uint64_t terminated; /* finished by terminate or stop                   */
+    uint64_t messages;   /* messages delivered to a mailbox                 */
+    uint64_t dead_letters; /* SX_TAG_NONE yields whose command failed       */
+    uint64_t global_queue; /* processes in the global queue now             */
+    unsigned parked;     /* workers parked (or about to) now                */
+    unsigned workers;    /* number of workers                               */
+} sx_engine_stats;
+
+/* Fills *out and, when workers is not NULL, up to cap per-worker figures.
+ * Figures are read without stopping the engine (each is exact, the set is
+ * not a snapshot). Errors: SX_EINVAL. */
+int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
+                        sx_worker_stats *workers, size_t cap);
+
+typedef enum {
+    SX_PSTATE_READY = 1,
+    SX_PSTATE_RUNNING = 2,
+    SX_PSTATE_BLOCKED = 3,
+    SX_PSTATE_IDLE = 4,
+    SX_PSTATE_COMPLETE = 5
+} sx_pstate;
+const char *sx_pstate_name(int state); /* "ready", "running", ... */
+
+typedef struct {
+    sx_pid pid;
+    const char *type;   /* the registered type's name (engine-lifetime)     */
+    const char *method; /* from the type's methods list, or NULL            */
+    int state;          /* sx_pstate                                        */
+    uint64_t steps;
+} sx_process_info;
+
+/* Lists up to cap live processes into out. Returns how many were written
+ * (>= 0) or SX_EINVAL. */
+int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap);
+
+/* Type names registered, for listings: returns the count; fills up to cap
+ * pointers (engine-lifetime). */
+size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap);
+
+/* ---- commands --------------------------------------------------------- */
+
+/* One pending yield. Valid until sx_complete is called on it (exactly once,
+ * from any thread). */
+typedef struct sx_completer sx_completer;
+
+/* A command handler runs on the worker right after the step that yielded.
+ * It returns 0 and later (or at once) calls sx_complete exactly once, or
+ * returns a negative code without calling sx_complete: the process then
+ * gets an error completion with that code. args are valid only during the
+ * call. */
+typedef int (*sx_command_fn)(void *user, sx_engine *e, sx_pid pid,
+                             uint64_t tag, sx_payload args,
+                             sx_completer *done);
+
+/* Registers a command; before start only; ids >= 256 (lower ids are the
+ * engine's). name is not copied. Errors: SX_EINVAL, SX_EEXIST, SX_ESTATE. */
+int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
+                               sx_command_fn fn, void *user);
+
+/* Completes a yield: result is copied, error_msg (NULL for none) copied.
+ * A completion for a process that finished is a silent no-op. */
+void sx_complete(sx_completer *done, sx_payload result, int error,
+                 const char *error_msg);
+
+/* Built-in commands, ids below 256. Argument and result payloads are in
+ * docs/COMMANDS.md; PIDs are [node, host, id] arrays or text. */
+enum {
+    SX_CMD_NOOP = 1,       /* args ignored; completes at once with nil       */
+    SX_CMD_SEND = 2,       /* [to, topic, data] -> nil                       */
+    SX_CMD_SPAWN = 3,      /* [type, method, [input...]] -> pid             */
+    SX_CMD_SPAWN_WAIT = 4, /* [type, method, [input...]] -> child's result  */
+    SX_CMD_TERMINATE = 5,  /* [pid] -> nil                                   */
+    SX_CMD_CANCEL = 6,     /* [pid, reason] -> nil                           */
+    SX_CMD_MONITOR = 7,    /* [pid] -> nil; later an @exit message          */
+    SX_CMD_SLEEP = 16,     /* reserved for the clock family (libuv loops)   */
+    SX_CMD_USER_MIN = 256
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

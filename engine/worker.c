@@ -1,0 +1,450 @@
+/* engine/worker.c — the workers: finding work, running steps, and the
+ * process state machine.
+ *
+ * A worker looks for a process in this order (docs/SCHEDULER.md):
+ *   1. its own deque (LIFO pop);
+ *   2. the global queue: take one, and up to 16 more into its own deque;
+ *      every 61st search looks here first so the global queue cannot
+ *      starve behind a busy deque;
+ *   3. steal half of a random victim's deque;
+ *   4. spin: < 4 failed rounds retry at once, 4-15 sched_yield, then park.
+ *
+ * Running a process (run): CAS READY -> RUNNING, then up to `throughput`
+ * turns of: collect events (control first, then the mailbox, at most
+ * `throughput`), step, dispatch yields, and decide with a CAS on the state
+ * word whether it runs again (a wake-up flag is set, or CONTINUE), goes to
+ * BLOCKED / IDLE, or used up its turn and goes to the back of the global
+ * queue. Every CAS that fails because a producer set a flag re-evaluates.
+ *
+ * Threads: worker_main runs on the worker threads; sx__enqueue and
+ * sx__deliver are [any thread].
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+static _Thread_local sx__worker *tls_worker;
+
+sx__worker *sx__current_worker(sx_engine *e)
+{
+    sx__worker *w = tls_worker;
+    return w != NULL && w->engine == e ? w : NULL;
+}
+
+/* ---- queues -------------------------------------------------------------- */
+
+static void global_push(sx_engine *e, sx__proc *p)
+{
+    sx__globalq_push(&e->gq, &p->gq); /* its len update is a seq_cst RMW */
+    sx__park_notify(e);
+}
+
+void sx__enqueue(sx_engine *e, sx__proc *p)
+{
+    sx__worker *w = sx__current_worker(e);
+    if (w == NULL || !sx__deque_push(&w->dq, p)) {
+        global_push(e, p);
+        return;
+    }
+    /* Work in our own deque needs no wake-up for liveness (we run it);
+     * wake a parked worker only when nobody is spinning, so another core
+     * can steal it. relaxed: a hint; see park.c. */
+    if (atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
+        atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
+        sx__park_notify(e);
+}
+
+static sx__proc *proc_of(sx__gq_node *n)
+{
+    return (sx__proc *)((char *)n - offsetof(sx__proc, gq));
+}
+
+/* Pushes items (oldest first) into w's deque so that the oldest is popped
+ * first; what does not fit goes back to the global queue. */
+static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
+                          size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        if (!sx__deque_push(&w->dq, items[i])) {
+            for (size_t j = 0; j <= i; j++)
+                sx__globalq_push(&e->gq, &items[j]->gq);
+            sx__park_notify(e);
+            return;
+        }
+    }
+}
+
+static sx__proc *from_global(sx_engine *e, sx__worker *w)
+{
+    sx__gq_node *nodes[SX__GQ_BATCH + 1];
+    size_t n = sx__globalq_pop_batch(&e->gq, nodes, SX__GQ_BATCH + 1);
+    if (n == 0)
+        return NULL;
+    sx__proc *items[SX__GQ_BATCH + 1];
+    for (size_t i = 0; i < n; i++)
+        items[i] = proc_of(nodes[i]);
+    deque_take_in(e, w, items + 1, n - 1);
+    /* relaxed: only this worker writes its counters. */
+    atomic_fetch_add_explicit(&w->st.global_pops, n, memory_order_relaxed);
+    return items[0];
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* xorshift64: victim choice only needs to be cheap and spread out. */
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static sx__proc *from_victims(sx_engine *e, sx__worker *w)
+{
+    unsigned n = e->n_workers;
+    if (n < 2)
+        return NULL;
+    unsigned start = (unsigned)(rng_next(&w->rng) % n);
+    void *got[64];
+    for (unsigned k = 0; k < n; k++) {
+        sx__worker *v = &e->workers[(start + k) % n];
+        if (v == w)
+            continue;
+        size_t m = sx__deque_steal_half(&v->dq, got, 64);
+        if (m == 0)
+            continue;
+        atomic_fetch_add_explicit(&w->st.steals, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->st.stolen, m, memory_order_relaxed);
+        deque_take_in(e, w, (sx__proc **)got + 1, m - 1);
+        return got[0];
+    }
+    return NULL;
+}
+
+static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
+{
+    unsigned spins = 0;
+    for (;;) {
+        sx__proc *p = NULL;
+        if (++*tick % 61 == 0)
+            p = from_global(e, w);
+        if (p == NULL)
+            p = sx__deque_pop(&w->dq);
+        if (p == NULL)
+            p = from_global(e, w);
+        if (p == NULL)
+            p = from_victims(e, w);
+        if (p != NULL) {
+            if (spins > 0)
+                /* relaxed: a hint for producers (see sx__enqueue). */
+                atomic_fetch_sub_explicit(&e->park.n_spinning, 1,
+                                          memory_order_relaxed);
+            return p;
+        }
+        /* acquire: pairs with the release store in sx__park_shutdown. */
+        if (atomic_load_explicit(&e->park.quit, memory_order_acquire)) {
+            if (spins > 0)
+                atomic_fetch_sub_explicit(&e->park.n_spinning, 1,
+                                          memory_order_relaxed);
+            return NULL;
+        }
+        if (spins == 0)
+            atomic_fetch_add_explicit(&e->park.n_spinning, 1,
+                                      memory_order_relaxed);
+        spins++;
+        if (spins < 4)
+            continue;
+        if (spins < 16) {
+            sched_yield();
+            continue;
+        }
+        atomic_fetch_sub_explicit(&e->park.n_spinning, 1,
+                                  memory_order_relaxed);
+        spins = 0;
+        if (!sx__park_wait(e, w))
+            return NULL;
+    }
+}
+
+/* ---- delivering events ----------------------------------------------------- */
+
+int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
+{
+    bool msg = ev->kind == SX__EV_MESSAGE;
+    if (ev->ctl)
+        sx__ctlstack_push(&p->ctl, &ev->node);
+    else
+        sx__mpsc_push(&p->mbox, &ev->node);
+    uint32_t bits = SX__F_WAKE | (msg ? SX__F_MSG : 0);
+    /* acq_rel: always a write, so that the worker's next CAS on the state
+     * word (which clears the flags, then drains the mailbox) synchronises
+     * with us and sees our push; acquire to read the current state. */
+    uint32_t old =
+        atomic_fetch_or_explicit(&p->state, bits, memory_order_acq_rel);
+    uint32_t st = old & SX__S_MASK;
+    if (st == SX_PSTATE_COMPLETE || st == 0)
+        return SX_ENOTFOUND; /* ev stays queued; freed with the slot */
+    if (old & SX__F_TERM)
+        return msg ? SX_ECLOSED : 0;
+    uint32_t cur = old | bits;
+    for (;;) {
+        st = cur & SX__S_MASK;
+        if (!(st == SX_PSTATE_BLOCKED || (st == SX_PSTATE_IDLE && msg)))
+            return 0; /* running, ready, or idle and this is no message */
+        /* acq_rel: we win the wake-up and hand the process to a queue;
+         * the worker's CAS READY -> RUNNING acquires it. A failure means a
+         * flag flipped or someone else woke it: re-evaluate. */
+        if (atomic_compare_exchange_weak_explicit(
+                &p->state, &cur, SX_PSTATE_READY | (cur & SX__F_TERM),
+                memory_order_acq_rel, memory_order_acquire)) {
+            sx__enqueue(e, p);
+            return 0;
+        }
+    }
+}
+
+/* ---- running a process --------------------------------------------------- */
+
+/* Collects up to `throughput` events: control events first. */
+static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
+{
+    size_t n = 0, cap = e->throughput;
+    if (sx__ctlstack_nonempty(&p->ctl)) {
+        sx__mpsc_node *c = sx__ctlstack_take(&p->ctl);
+        while (c != NULL) {
+            /* relaxed: the taken list is ours. */
+            sx__mpsc_node *next =
+                atomic_load_explicit(&c->next, memory_order_relaxed);
+            if (n < cap) {
+                w->batch_ev[n++] = (sx__ev *)c;
+            } else {
+                /* Over budget: back on the stack, still oldest first. */
+                sx__ctlstack_push(&p->ctl, c);
+            }
+            c = next;
+        }
+    }
+    while (n < cap) {
+        sx__mpsc_node *m = sx__mpsc_pop(&p->mbox);
+        if (m == NULL)
+            break;
+        w->batch_ev[n++] = (sx__ev *)m;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sx__ev *ev = w->batch_ev[i];
+        sx_event *out = &w->batch[i];
+        out->type = ev->kind == SX__EV_MESSAGE ? SX_EVENT_MESSAGE
+                                               : SX_EVENT_YIELD_COMPLETE;
+        out->tag = ev->tag;
+        out->error = ev->error;
+        out->error_msg = ev->error != 0 ? sx__ev_msg(ev) : NULL;
+        if (out->error != 0 && out->error_msg == NULL)
+            out->error_msg = sx_strerror(ev->error);
+        out->data = sx__ev_data(ev);
+        out->topic = sx__ev_topic(ev);
+        out->from = ev->from;
+    }
+    return n;
+}
+
+static bool is_message(const sx__mpsc_node *n)
+{
+    return ((const sx__ev *)n)->kind == SX__EV_MESSAGE;
+}
+
+/* After a batch that used the whole budget: is there still something that
+ * should run the process again? For IDLE only a message counts. */
+static bool backlog(sx__proc *p, uint8_t want)
+{
+    if (sx__ctlstack_nonempty(&p->ctl))
+        return true;
+    if (want == SX_PSTATE_IDLE)
+        return sx__mpsc_find(&p->mbox, is_message);
+    return !sx__mpsc_empty(&p->mbox);
+}
+
+/* Runs one step. Returns the state the process wants next (READY to run
+ * again at once, BLOCKED, IDLE), or 0 when it finished. */
+static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
+{
+    sx_step_output *out = &w->out;
+    sx__output_reset(out);
+    int rc = p->type->step(p->user_state, w->batch, n, out);
+    p->stepped = 1;
+    /* relaxed: a figure for listings; only this worker writes it now. */
+    atomic_store_explicit(&p->steps,
+                          atomic_load_explicit(&p->steps,
+                                               memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->st.steps, 1, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++)
+        sx__ev_free(w->batch_ev[i]);
+    if (rc != 0) {
+        sx__finish(e, p, rc < 0 ? rc : SX_EFAILED, sx_strerror(rc),
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    if (out->err != 0 && out->status != SX__ST_DONE) {
+        sx__finish(e, p, out->err, "step output: out of memory",
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    if (out->status == SX__ST_DONE) {
+        sx_payload v = { NULL, 0 };
+        if (out->result_len > 0)
+            v = (sx_payload){ sx__output_bytes(out, out->result_off),
+                              out->result_len };
+        sx__finish(e, p, 0, NULL, v);
+        return 0;
+    }
+    if (out->status == SX__ST_FAIL) {
+        const char *m = out->result_len > 0
+                            ? (const char *)sx__output_bytes(out,
+                                                             out->result_off)
+                            : "failed";
+        sx__finish(e, p, SX_EFAILED, m, (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    size_t n_yields = out->n_yields;
+    if (n_yields > 0 && sx__dispatch(e, p, out) != 0) {
+        sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    if (n_yields > 0 || out->status == SX__ST_WAIT)
+        return SX_PSTATE_BLOCKED;
+    if (out->status == SX__ST_IDLE)
+        return SX_PSTATE_IDLE;
+    return SX_PSTATE_READY;
+}
+
+static void run(sx_engine *e, sx__worker *w, sx__proc *p)
+{
+    /* acquire: pairs with the release half of the CAS that made it READY
+     * (and the publication of a new process). */
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    do {
+        if ((s & SX__S_MASK) != SX_PSTATE_READY)
+            return; /* stale queue entry */
+        /* acquire: we now own the process's worker-side fields. Clearing
+         * the wake flags here is safe: the events behind them are drained
+         * below, after this CAS. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &p->state, &s, SX_PSTATE_RUNNING | (s & SX__F_TERM),
+        memory_order_acquire, memory_order_acquire));
+
+    unsigned turns = 0;
+    for (;;) {
+        if (s & SX__F_TERM) {
+            sx__finish(e, p, SX_ETERMINATED, "terminated",
+                       (sx_payload){ NULL, 0 });
+            return;
+        }
+        size_t n = collect(e, w, p);
+        uint8_t want;
+        if (n > 0 || !p->stepped || p->wait_kind == SX_PSTATE_READY) {
+            want = step_once(e, w, p, n);
+            if (want == 0)
+                return;
+            p->wait_kind = want;
+        } else {
+            want = p->wait_kind; /* woken, but nothing to deliver yet */
+        }
+        bool more = n == e->throughput && backlog(p, want);
+
+        /* acquire: see the flags producers set (their fetch_or is a
+         * release) and the events they pushed before. */
+        s = atomic_load_explicit(&p->state, memory_order_acquire);
+        for (;;) {
+            if (s & SX__F_TERM) {
+                sx__finish(e, p, SX_ETERMINATED, "terminated",
+                           (sx_payload){ NULL, 0 });
+                return;
+            }
+            bool again = want == SX_PSTATE_READY || more ||
+                         (s & SX__F_MSG) ||
+                         (want == SX_PSTATE_BLOCKED && (s & SX__F_WAKE));
+            if (!again) {
+#ifdef SX_NEGATIVE_CONTROL_NO_RECHECK
+                /* Negative control: a plain store drops a flag set since
+                 * our load, losing that wake-up. Stress tests hang. */
+                atomic_store_explicit(&p->state, want, memory_order_release);
+                return;
+#else
+                /* release: hands the process to whoever wakes it next;
+                 * failure (a flag flipped) re-evaluates with the new s. */
+                if (atomic_compare_exchange_weak_explicit(
+                        &p->state, &s, want, memory_order_release,
+                        memory_order_acquire))
+                    return;
+                continue;
+#endif
+            }
+            if (++turns >= e->throughput) {
+                /* Turn used up: to the back of the global queue. release:
+                 * the next worker's CAS READY -> RUNNING acquires it. */
+                if (atomic_compare_exchange_weak_explicit(
+                        &p->state, &s, SX_PSTATE_READY, memory_order_release,
+                        memory_order_acquire)) {
+                    global_push(e, p);
+                    return;
+                }
+                turns--;
+                continue;
+            }
+            /* acq_rel: clear the flags; the events behind them are
+             * collected next. */
+            if (atomic_compare_exchange_weak_explicit(
+                    &p->state, &s, SX_PSTATE_RUNNING, memory_order_acq_rel,
+                    memory_order_acquire)) {
+                s = SX_PSTATE_RUNNING;
+                break;
+            }
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    sx__worker *w = arg;
+    sx_engine *e = w->engine;
+    tls_worker = w;
+    sx__ev_cache_enable();
+    uint64_t tick = 0;
+    for (;;) {
+        sx__proc *p = find_work(e, w, &tick);
+        if (p == NULL)
+            break;
+        run(e, w, p);
+    }
+    sx__ev_cache_flush();
+    tls_worker = NULL;
+    return NULL;
+}
+
+int sx__workers_start(sx_engine *e)
+{
+    unsigned i;
+    int rc = 0;
+    for (i = 0; i < e->n_workers; i++) {
+        rc = -pthread_create(&e->workers[i].thread, NULL, worker_main,
+                             &e->workers[i]);
+        if (rc != 0)
+            break;
+    }
+    if (rc == 0)
+        return 0;
+    sx__park_shutdown(e);
+    while (i-- > 0)
+        pthread_join(e->workers[i].thread, NULL);
+    return rc;
+}
+
+void sx__workers_join(sx_engine *e)
+{
+    sx__park_shutdown(e);
+    for (unsigned i = 0; i < e->n_workers; i++)
+        pthread_join(e->workers[i].thread, NULL);
+}

@@ -1,0 +1,70 @@
+/* process/mailbox.h — the per-process event queue.
+ *
+ * Two lock-free structures:
+ *  - an intrusive multi-producer single-consumer FIFO after Dmitry Vyukov's
+ *    "intrusive MPSC node-based queue": push is one exchange and one store,
+ *    pop touches only consumer-owned fields in the common case. FIFO per
+ *    producer; no event is ever lost.
+ *  - a control stack (Treiber push, consumer takes everything at once and
+ *    reverses it) for control events that must overtake queued user
+ *    messages (cancel).
+ *
+ * Threads: push functions are [any thread]; pop / take are [consumer] (the
+ * one worker running the process's step, or whoever owns the queue after
+ * the process finished).
+ *
+ * A push is "half done" between its exchange of head and its store of the
+ * predecessor's next. While it is, pop returns NULL even though later
+ * pushes may be complete: the consumer must not treat NULL as "nothing will
+ * ever come". The engine relies on every producer ringing the process's
+ * state word after its push completes (engine/proc.c).
+ */
+#ifndef SX_PROCESS_MAILBOX_H
+#define SX_PROCESS_MAILBOX_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sx__mpsc_node {
+    /* Written by the producer that pushed the successor (release), read by
+     * the consumer (acquire). */
+    _Atomic(struct sx__mpsc_node *) next;
+} sx__mpsc_node;
+
+typedef struct {
+    /* The most recently pushed node. Exchanged by producers. */
+    _Atomic(sx__mpsc_node *) head;
+    /* The oldest node not yet popped. Consumer only. */
+    sx__mpsc_node *tail;
+    sx__mpsc_node stub;
+} sx__mpsc;
+
+void sx__mpsc_init(sx__mpsc *q);
+/* [any thread] n must not be in any queue. */
+void sx__mpsc_push(sx__mpsc *q, sx__mpsc_node *n);
+/* [consumer] The oldest node, or NULL when empty or a push is half done. */
+sx__mpsc_node *sx__mpsc_pop(sx__mpsc *q);
+/* [consumer] True when there is nothing to pop and no push in progress. */
+bool sx__mpsc_empty(sx__mpsc *q);
+
+/* [consumer] Walks the queued nodes oldest first, without popping, until
+ * pred returns true (then true). Stops at a half-done push: a node behind
+ * it is not seen (its producer rings the state word after linking). */
+bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *));
+
+/* The control stack: a singly linked list through sx__mpsc_node.next. */
+typedef struct {
+    _Atomic(sx__mpsc_node *) top;
+} sx__ctlstack;
+
+void sx__ctlstack_init(sx__ctlstack *s);
+/* [any thread] */
+void sx__ctlstack_push(sx__ctlstack *s, sx__mpsc_node *n);
+/* [consumer] Takes every pushed node, returned oldest first as a list
+ * linked through next (NULL-terminated); NULL when empty. */
+sx__mpsc_node *sx__ctlstack_take(sx__ctlstack *s);
+/* [any thread] A hint: true when something may be there. */
+bool sx__ctlstack_nonempty(sx__ctlstack *s);
+
+#endif

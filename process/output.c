@@ -1,0 +1,149 @@
+/* process/output.c — the step output: status, yields, result (see
+ * output.h). [owner] only. */
+#include "process/output.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sx__output_init(sx_step_output *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->yields = out->inl;
+    out->cap_yields = 2;
+}
+
+void sx__output_fini(sx_step_output *out)
+{
+    free(out->more);
+    free(out->arena);
+    memset(out, 0, sizeof(*out));
+}
+
+void sx__output_reset(sx_step_output *out)
+{
+    out->status = SX__ST_CONTINUE;
+    out->err = 0;
+    out->n_yields = 0;
+    out->result_off = out->result_len = 0;
+    out->arena_len = 0;
+    out->yields = out->inl;
+    out->cap_yields = 2;
+}
+
+/* Copies n bytes into the arena; returns the offset or SIZE_MAX. */
+static size_t arena_put(sx_step_output *out, const void *p, size_t n)
+{
+    if (n > out->arena_cap - out->arena_len) {
+        size_t cap = out->arena_cap ? out->arena_cap : 256;
+        while (cap - out->arena_len < n) {
+            if (cap > SIZE_MAX / 2)
+                return SIZE_MAX;
+            cap *= 2;
+        }
+        uint8_t *a = realloc(out->arena, cap);
+        if (a == NULL)
+            return SIZE_MAX;
+        out->arena = a;
+        out->arena_cap = cap;
+    }
+    size_t off = out->arena_len;
+    if (n > 0)
+        memcpy(out->arena + off, p, n);
+    out->arena_len += n;
+    return off;
+}
+
+/* Makes room for one more yield; 0 or SX_ENOMEM. */
+static int yields_grow(sx_step_output *out)
+{
+    if (out->yields == out->inl && out->more_cap > out->cap_yields) {
+        /* Reuse the array kept from an earlier step. */
+        memcpy(out->more, out->inl, sizeof(out->inl));
+        out->yields = out->more;
+        out->cap_yields = out->more_cap;
+        return 0;
+    }
+    size_t cap = out->cap_yields * 2;
+    sx__yield *y = realloc(out->more, cap * sizeof(*y));
+    if (y == NULL)
+        return SX_ENOMEM;
+    if (out->yields == out->inl)
+        memcpy(y, out->inl, sizeof(out->inl));
+    out->more = y;
+    out->more_cap = cap;
+    out->yields = y;
+    out->cap_yields = cap;
+    return 0;
+}
+
+int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
+{
+    if (out == NULL || (args.data == NULL && args.len > 0))
+        return SX_EINVAL;
+    if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
+        return out->err = SX_ENOMEM;
+    size_t off = arena_put(out, args.data, args.len);
+    if (off == SIZE_MAX)
+        return out->err = SX_ENOMEM;
+    sx__yield *y = &out->yields[out->n_yields++];
+    y->cmd = cmd;
+    y->tag = tag;
+    y->off = off;
+    y->len = args.len;
+    return 0;
+}
+
+void sx_continue(sx_step_output *out)
+{
+    if (out != NULL)
+        out->status = SX__ST_CONTINUE;
+}
+
+void sx_wait(sx_step_output *out)
+{
+    if (out != NULL)
+        out->status = SX__ST_WAIT;
+}
+
+void sx_idle(sx_step_output *out)
+{
+    if (out != NULL)
+        out->status = SX__ST_IDLE;
+}
+
+void sx_done(sx_step_output *out, sx_payload result)
+{
+    if (out == NULL)
+        return;
+    out->status = SX__ST_DONE;
+    out->result_len = 0;
+    if (result.data == NULL || result.len == 0)
+        return;
+    size_t off = arena_put(out, result.data, result.len);
+    if (off == SIZE_MAX) {
+        /* The process still finishes; it fails rather than losing data. */
+        out->status = SX__ST_FAIL;
+        out->err = SX_ENOMEM;
+        return;
+    }
+    out->result_off = off;
+    out->result_len = result.len;
+}
+
+void sx_fail(sx_step_output *out, const char *message)
+{
+    if (out == NULL)
+        return;
+    out->status = SX__ST_FAIL;
+    out->result_len = 0;
+    if (message == NULL)
+        message = "failed";
+    size_t n = strlen(message) + 1;
+    size_t off = arena_put(out, message, n);
+    if (off == SIZE_MAX) {
+        out->err = SX_ENOMEM;
+        return;
+    }
+    out->result_off = off;
+    out->result_len = n;
+}

@@ -1,0 +1,235 @@
+/* process/stepx/process.h — the process contract of stepx.
+ *
+ * What a process type is (init / step / close over a block of zeroed state),
+ * the events a step receives, what a step writes (a status and yields), PIDs,
+ * error codes, and small helpers that build and read msgpack payloads without
+ * msgpack plumbing in user code.
+ *
+ * Threads: everything here is callable from any thread; a step output is only
+ * valid inside the step call that received it.
+ */
+#ifndef STEPX_PROCESS_H
+#define STEPX_PROCESS_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- error codes ------------------------------------------------------ */
+
+/* Errno-derived codes equal -errno, so libuv and libc statuses pass through
+ * unchanged. Engine codes live in their own band, -5000 and below. */
+#define SX_EINVAL (-EINVAL)
+#define SX_ENOMEM (-ENOMEM)
+#define SX_ETIMEDOUT (-ETIMEDOUT)
+#define SX_ECANCELLED (-ECANCELED)
+#define SX_EPROTO (-EPROTO)
+#define SX_ENOTFOUND (-5001)
+#define SX_ECLOSED (-5002)
+#define SX_ESTOPPING (-5003)
+#define SX_ELIMIT (-5004)
+#define SX_EUNKNOWN_TYPE (-5005)
+#define SX_EUNKNOWN_METHOD (-5006)
+#define SX_EUNKNOWN_COMMAND (-5007)
+#define SX_ETERMINATED (-5008)
+#define SX_EFAILED (-5009)
+#define SX_EEXIST (-5010)
+#define SX_ESTATE (-5011)
+
+/* A static message for code (never allocates, never NULL). Any thread. */
+const char *sx_strerror(int code);
+/* The code's short name, e.g. "SX_ENOTFOUND" (never NULL). Any thread. */
+const char *sx_errname(int code);
+
+/* ---- payloads --------------------------------------------------------- */
+
+/* One msgpack-encoded value. Who owns the bytes is said wherever one is
+ * handed over; an empty payload (len 0) stands for "no value" (nil). */
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} sx_payload;
+
+/* ---- PIDs ------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t node;
+    uint32_t host;
+    uint64_t id;
+} sx_pid;
+
+#define SX_PID_TEXT_MAX 48 /* enough for "{4294967295@4294967295|<u64>}" */
+
+/* Writes "{node@host|id}" with a NUL into buf. Returns the text length, or
+ * SX_EINVAL when buf is NULL or cap is too small (buf then holds ""). */
+int sx_pid_format(sx_pid pid, char *buf, size_t cap);
+/* Parses the exact text form (no spaces, decimal, no sign, no overflow).
+ * Returns 0 or SX_EINVAL; *out is untouched on error. */
+int sx_pid_parse(const char *text, sx_pid *out);
+bool sx_pid_eq(sx_pid a, sx_pid b);
+#define SX_PID_NONE ((sx_pid){ 0, 0, 0 })
+
+/* ---- events handed to step -------------------------------------------- */
+
+typedef enum { SX_EVENT_YIELD_COMPLETE = 0, SX_EVENT_MESSAGE = 1 } sx_event_type;
+
+typedef struct {
+    sx_event_type type;
+    uint64_t tag;          /* YIELD_COMPLETE: the tag chosen for the yield  */
+    int error;             /* 0, or a negative SX_E* code                   */
+    const char *error_msg; /* NULL when error == 0                          */
+    sx_payload data;       /* result or message body; valid during the step */
+    const char *topic;     /* MESSAGE only (NUL-terminated)                 */
+    sx_pid from;           /* MESSAGE only                                  */
+} sx_event;
+
+/* Topics the engine itself uses for messages. */
+#define SX_TOPIC_CANCEL "@cancel" /* soft cancel; data = reason (string)  */
+#define SX_TOPIC_EXIT "@exit"     /* monitor: a watched process finished  */
+
+/* ---- what a step writes ----------------------------------------------- */
+
+typedef struct sx_step_output sx_step_output; /* opaque, owned by the engine */
+
+/* Tag for a yield that wants no completion event (fire and forget). The
+ * command still runs; a failure is counted as a dead letter. */
+#define SX_TAG_NONE UINT64_MAX
+
+/* Appends a yield of command cmd with the caller's tag. args are copied.
+ * The first two yields of a step need no allocation. Returns 0, SX_EINVAL
+ * (out NULL), or SX_ENOMEM. Only inside the step that received out. */
+int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
+void sx_continue(sx_step_output *out);                /* default status    */
+void sx_wait(sx_step_output *out);                    /* yields / messages */
+void sx_idle(sx_step_output *out);                    /* a message only    */
+void sx_done(sx_step_output *out, sx_payload result); /* result copied     */
+void sx_fail(sx_step_output *out, const char *message); /* message copied  */
+
+/* ---- a process type --------------------------------------------------- */
+
+typedef struct sx_init_ctx sx_init_ctx; /* valid only during init */
+typedef struct sx_engine sx_engine;
+
+sx_pid sx_init_pid(const sx_init_ctx *ctx);
+sx_engine *sx_init_engine(const sx_init_ctx *ctx);
+void *sx_init_user(const sx_init_ctx *ctx); /* the type's user pointer  */
+sx_pid sx_init_parent(const sx_init_ctx *ctx); /* spawner, or SX_PID_NONE */
+
+typedef struct {
+    const char *name;  /* unique type name, e.g. "order-workflow"           */
+    size_t state_size; /* bytes of zeroed state the engine gives a process  */
+    /* Returns 0, or a negative code (SX_EUNKNOWN_METHOD for a method it does
+     * not have): that code is submit's error and nothing is queued. */
+    int (*init)(void *state, const sx_init_ctx *ctx, const char *method,
+                const sx_payload *input, size_t n_input);
+    /* Returns 0, or a negative code: the process then fails with it. */
+    int (*step)(void *state, const sx_event *events, size_t n_events,
+                sx_step_output *out);
+    void (*close)(void *state); /* may be NULL; once per successful init */
+    /* Extensions beyond API.md (may be left zero): */
+    const char *const *methods; /* NULL-terminated entry methods; when set,
+                                   an unlisted method is SX_EUNKNOWN_METHOD
+                                   before init runs. */
+    void *user;                 /* handed to init via sx_init_user        */
+} sx_process_type;
+
+/* ---- payload helpers: building ---------------------------------------- */
+
+/* A msgpack writer. Either growing on the heap (sx_pack_init) or writing
+ * into caller storage (sx_pack_init_fixed). Errors are sticky: after the
+ * first failure (SX_ENOMEM, or SX_ELIMIT when a fixed buffer is full) every
+ * call returns that error and writes nothing. */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    int err;
+    int fixed; /* 1: data is caller storage and never grows or is freed */
+} sx_pack;
+
+void sx_pack_init(sx_pack *pk);
+void sx_pack_init_fixed(sx_pack *pk, void *buf, size_t cap);
+void sx_pack_fini(sx_pack *pk); /* frees heap storage; pk may be reused */
+void sx_pack_reset(sx_pack *pk); /* len = 0, err = 0, storage kept      */
+int sx_pack_nil(sx_pack *pk);
+int sx_pack_bool(sx_pack *pk, bool v);
+int sx_pack_int(sx_pack *pk, int64_t v);
+int sx_pack_uint(sx_pack *pk, uint64_t v);
+int sx_pack_double(sx_pack *pk, double v);
+int sx_pack_str(sx_pack *pk, const char *s); /* NUL-terminated; NULL = nil */
+int sx_pack_strn(sx_pack *pk, const char *s, size_t n);
+int sx_pack_bin(sx_pack *pk, const void *p, size_t n);
+int sx_pack_array(sx_pack *pk, uint32_t n); /* then n values */
+int sx_pack_map(sx_pack *pk, uint32_t n);   /* then n key, value pairs */
+int sx_pack_pid(sx_pack *pk, sx_pid pid);   /* as [node, host, id] */
+/* Appends an already-encoded value verbatim (an empty payload packs nil). */
+int sx_pack_raw(sx_pack *pk, sx_payload v);
+/* The bytes written so far; owned by pk and valid until it changes. */
+sx_payload sx_pack_payload(const sx_pack *pk);
+
+/* One-value payloads into caller storage (no allocation). */
+#define SX_PAYLOAD_INT_MAX 9
+sx_payload sx_payload_int(uint8_t buf[SX_PAYLOAD_INT_MAX], int64_t v);
+
+/* ---- payload helpers: reading ----------------------------------------- */
+
+/* A cursor over msgpack bytes. It never allocates and never reads past the
+ * end; strings and binaries point into the payload (not NUL-terminated).
+ * Errors are sticky: SX_EPROTO for malformed or truncated data or a type
+ * mismatch (the cursor does not move on a mismatch before the first error,
+ * so a caller may try another type), SX_ELIMIT for an integer that does
+ * not fit the requested type. */
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+    int err;
+} sx_unpack;
+
+typedef enum {
+    SX_MP_NIL = 1,
+    SX_MP_BOOL,
+    SX_MP_INT, /* signed or unsigned */
+    SX_MP_FLOAT,
+    SX_MP_STR,
+    SX_MP_BIN,
+    SX_MP_ARRAY,
+    SX_MP_MAP,
+    SX_MP_EXT
+} sx_mp_type;
+
+void sx_unpack_init(sx_unpack *u, sx_payload pl);
+/* The type of the next value, or SX_EPROTO at the end or on bad data. */
+int sx_unpack_type(const sx_unpack *u);
+bool sx_unpack_done(const sx_unpack *u); /* true when no bytes are left */
+int sx_unpack_nil(sx_unpack *u);
+int sx_unpack_bool(sx_unpack *u, bool *out);
+int sx_unpack_int(sx_unpack *u, int64_t *out);
+int sx_unpack_uint(sx_unpack *u, uint64_t *out);
+int sx_unpack_double(sx_unpack *u, double *out); /* floats and integers */
+int sx_unpack_str(sx_unpack *u, const char **s, size_t *len);
+int sx_unpack_bin(sx_unpack *u, const void **p, size_t *len);
+int sx_unpack_array(sx_unpack *u, uint32_t *n);
+int sx_unpack_map(sx_unpack *u, uint32_t *n);
+/* A PID written as [node, host, id] or as its text form. */
+int sx_unpack_pid(sx_unpack *u, sx_pid *out);
+/* Skips one whole value (nesting bounded by SX_UNPACK_MAX_DEPTH, beyond it
+ * SX_ELIMIT). */
+#define SX_UNPACK_MAX_DEPTH 64
+int sx_unpack_skip(sx_unpack *u);
+/* The bytes of the next whole value, pointing into the payload. */
+int sx_unpack_raw(sx_unpack *u, sx_payload *out);
+
+/* Shortcuts for a payload that is exactly one value. */
+int sx_payload_get_int(sx_payload pl, int64_t *out);
+/* Copies a string payload with a NUL into buf; SX_ELIMIT if it won't fit. */
+int sx_payload_get_str(sx_payload pl, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
