@@ -48,10 +48,14 @@ void sx__enqueue(sx_engine *e, sx__proc *p)
         global_push(e, p);
         return;
     }
-    /* Work in our own deque needs no wake-up for liveness (we run it);
-     * wake a parked worker only when nobody is spinning, so another core
-     * can steal it. relaxed: a hint; see park.c. */
-    if (atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
+    /* Work in our own deque needs no wake-up for liveness (we run it).
+     * Wake a parked worker only when there is more than the one item we
+     * will run next and nobody is spinning, so another core can steal it:
+     * a chain of single hand-offs (a ring, a ping-pong) then stays on this
+     * core instead of paying a futex wake per message. relaxed: a hint;
+     * see park.c. */
+    if (sx__deque_size(&w->dq) > 1 &&
+        atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
         atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
         sx__park_notify(e);
 }
@@ -320,6 +324,15 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     return SX_PSTATE_READY;
 }
 
+/* True when no other process is waiting for this worker (its deque and
+ * the global queue are empty). relaxed: a fairness heuristic; a process
+ * queued right after this check waits at most one more turn. */
+static bool nothing_else(sx_engine *e, sx__worker *w)
+{
+    return sx__deque_size(&w->dq) == 0 &&
+           atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0;
+}
+
 static void run(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     /* acquire: pairs with the release half of the CAS that made it READY
@@ -382,7 +395,12 @@ static void run(sx_engine *e, sx__worker *w, sx__proc *p)
                 continue;
 #endif
             }
-            if (++turns >= e->throughput) {
+            if (++turns >= e->throughput && nothing_else(e, w)) {
+                /* Nobody is waiting for this worker: keep going rather
+                 * than pay a trip through the global queue. */
+                turns = 0;
+            }
+            if (turns >= e->throughput) {
                 /* Turn used up: to the back of the global queue. release:
                  * the next worker's CAS READY -> RUNNING acquires it. */
                 if (atomic_compare_exchange_weak_explicit(
