@@ -26,7 +26,8 @@ static double now_s(void)
 static const sx_payload nil = { NULL, 0 };
 static int64_t arg_n;
 
-static int send_int(sx_step_output *out, sx_pid to, int64_t v)
+static int send_tagged(sx_step_output *out, sx_pid to, int64_t v,
+                       uint64_t tag)
 {
     uint8_t buf[64];
     sx_pack pk;
@@ -35,7 +36,13 @@ static int send_int(sx_step_output *out, sx_pid to, int64_t v)
     sx_pack_pid(&pk, to);
     sx_pack_str(&pk, "t");
     sx_pack_int(&pk, v);
-    return sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&pk));
+    return sx_yield(out, SX_CMD_SEND, tag, sx_pack_payload(&pk));
+}
+
+/* Fire and forget: no completion step for the sender. */
+static int send_int(sx_step_output *out, sx_pid to, int64_t v)
+{
+    return send_tagged(out, to, v, SX_TAG_NONE);
 }
 
 static int done_int(sx_step_output *out, int64_t v)
@@ -84,6 +91,7 @@ static int yield_step(void *st, const sx_event *ev, size_t n,
 typedef struct {
     sx_pid next;
     int64_t seen;
+    int stopping;
 } ring_state;
 
 static int ring_init(void *st, const sx_init_ctx *c, const char *m,
@@ -98,6 +106,8 @@ static int ring_step(void *st, const sx_event *ev, size_t n,
 {
     ring_state *s = st;
     for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && s->stopping)
+            return done_int(out, s->seen); /* the stop was passed on */
         if (ev[i].type != SX_EVENT_MESSAGE)
             continue;
         if (ev[i].topic[0] == 'n') { /* "next": who to forward to */
@@ -109,9 +119,12 @@ static int ring_step(void *st, const sx_event *ev, size_t n,
         int64_t t = 0;
         sx_payload_get_int(ev[i].data, &t);
         s->seen++;
-        if (t <= 0) { /* the end: pass the stop on and finish */
-            send_int(out, s->next, -1);
-            return done_int(out, s->seen);
+        if (t <= 0) {
+            /* The end: pass the stop on, and finish once that send is
+             * done (DONE in this step would discard the yield). */
+            s->stopping = 1;
+            sx_wait(out);
+            return send_tagged(out, s->next, -1, 1);
         }
         send_int(out, s->next, t - 1);
     }

@@ -62,6 +62,7 @@ static const sx_process_type counter = { .name = "counter",
 typedef struct {
     sx_pid self, next;
     int64_t hops;
+    int stopping;
 } ring_state;
 
 static int ring_init(void *st, const sx_init_ctx *ctx, const char *method,
@@ -74,7 +75,7 @@ static int ring_init(void *st, const sx_init_ctx *ctx, const char *method,
 }
 
 static int ring_send(sx_step_output *out, sx_pid to, const char *topic,
-                     int64_t v)
+                     int64_t v, uint64_t tag)
 {
     uint8_t buf[96];
     sx_pack pk;
@@ -83,15 +84,20 @@ static int ring_send(sx_step_output *out, sx_pid to, const char *topic,
     sx_pack_pid(&pk, to);
     sx_pack_str(&pk, topic);
     sx_pack_int(&pk, v);
-    /* SX_TAG_NONE: fire and forget, no completion step for the sender. */
-    return sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&pk));
+    return sx_yield(out, SX_CMD_SEND, tag, sx_pack_payload(&pk));
 }
 
 static int ring_step(void *st, const sx_event *ev, size_t n_ev,
                      sx_step_output *out)
 {
     ring_state *s = st;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
     for (size_t i = 0; i < n_ev; i++) {
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && s->stopping) {
+            /* The stop was passed on: finish. */
+            sx_done(out, sx_payload_int(buf, s->hops));
+            return 0;
+        }
         if (ev[i].type != SX_EVENT_MESSAGE)
             continue;
         if (strcmp(ev[i].topic, "next") == 0) {
@@ -102,13 +108,16 @@ static int ring_step(void *st, const sx_event *ev, size_t n_ev,
             int64_t t = 0;
             sx_payload_get_int(ev[i].data, &t);
             s->hops++;
-            ring_send(out, s->next, t > 1 ? "token" : "stop", t - 1);
+            /* SX_TAG_NONE: fire and forget, no completion step. */
+            ring_send(out, s->next, t > 1 ? "token" : "stop", t - 1,
+                      SX_TAG_NONE);
         } else if (strcmp(ev[i].topic, "stop") == 0 ||
                    strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
-            ring_send(out, s->next, "stop", 0);
-            uint8_t buf[SX_PAYLOAD_INT_MAX];
-            sx_done(out, sx_payload_int(buf, s->hops));
-            return 0;
+            /* Pass the stop on and finish when that send is done: DONE
+             * in this step would discard the yield. */
+            s->stopping = 1;
+            sx_wait(out);
+            return ring_send(out, s->next, "stop", 0, 1);
         }
     }
     sx_idle(out);

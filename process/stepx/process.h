@@ -179,11 +179,16 @@ sx_payload sx_payload_int(uint8_t buf[SX_PAYLOAD_INT_MAX], int64_t v);
 /* ---- payload helpers: reading ----------------------------------------- */
 
 /* A cursor over msgpack bytes. It never allocates and never reads past the
- * end; strings and binaries point into the payload (not NUL-terminated).
- * Errors are sticky: SX_EPROTO for malformed or truncated data or a type
- * mismatch (the cursor does not move on a mismatch before the first error,
- * so a caller may try another type), SX_ELIMIT for an integer that does
- * not fit the requested type. */
+ * end; strings and binaries point into the payload (not NUL-terminated). An
+ * empty payload reads as one nil. A call that fails never moves the cursor.
+ * - Malformed or truncated data (including reading past the last value) is
+ *   SX_EPROTO and sticky: err is set and every later call returns it.
+ * - A type mismatch (a well-formed value of another type) is SX_EPROTO and
+ *   NOT sticky: err stays 0, so the caller may try another type.
+ * - An integer that does not fit the requested type (a uint64 above
+ *   INT64_MAX for _int, a negative for _uint) is SX_ELIMIT, not sticky.
+ * - Nesting beyond SX_UNPACK_MAX_DEPTH (skip, raw) is SX_ELIMIT, sticky.
+ * NULL output pointers are allowed and discard the value. */
 typedef struct {
     const uint8_t *p;
     const uint8_t *end;

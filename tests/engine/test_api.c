@@ -1,0 +1,2198 @@
+/* tests/engine/test_api.c — the public engine API against the meanings that
+ * API.md pins down (its numbered list 1–15, one case each), plus API misuse
+ * and the built-in process commands.
+ *
+ * Each case builds its own engine with one or two workers, drives processes
+ * whose steps check what they receive (a mismatch fails the process with a
+ * message naming the check, which the case then reports), and stops and
+ * frees the engine at the end.
+ *
+ * Threads: cases run one at a time on the main thread. Steps, inits, closes
+ * and command handlers run on engine workers (init on the submitting
+ * thread); some cases add helper threads that complete held yields or send
+ * from outside. Everything the threads share is a C11 atomic or guarded by
+ * the context's mutex.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <stepx/stepx.h>
+
+#include "tests/harness.h"
+
+/* ---- small utilities -------------------------------------------------- */
+
+#define WAIT_MS 10000 /* generous bound for anything that should happen */
+#define HOLD_MAX 64
+#define IDX_MAX 1100
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Test counters use acquire/release throughout: the cost does not matter
+ * here, and a reader then sees everything written before the increment. */
+static int ld(atomic_int *p)
+{
+    return atomic_load_explicit(p, memory_order_acquire);
+}
+
+static int inc(atomic_int *p)
+{
+    return atomic_fetch_add_explicit(p, 1, memory_order_acq_rel) + 1;
+}
+
+static void st(atomic_int *p, int v)
+{
+    atomic_store_explicit(p, v, memory_order_release);
+}
+
+/* Polls until *p >= v; false after WAIT_MS. */
+static bool await_ge(atomic_int *p, int v)
+{
+    double end = sx_test_now_ms() + WAIT_MS;
+    while (ld(p) < v) {
+        if (sx_test_now_ms() > end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+static sx_payload nil_payload(void)
+{
+    return (sx_payload){ NULL, 0 };
+}
+
+/* ---- the per-case context --------------------------------------------- */
+
+/* A yield whose completer the test holds (CMD_HOLD) or the timer thread
+ * completes when due (CMD_DELAY). */
+typedef struct {
+    sx_completer *c;
+    sx_pid pid;
+    uint64_t tag;
+    double due_ms;
+    bool taken; /* sx_complete was (or is about to be) called on c */
+} held_item;
+
+typedef struct {
+    pthread_mutex_t mu;
+    held_item held[HOLD_MAX]; /* CMD_HOLD; guarded by mu */
+    int n_held;
+    held_item delayed[HOLD_MAX]; /* CMD_DELAY; guarded by mu */
+    int n_delayed;
+    pthread_t timer;
+    atomic_int timer_quit;
+    atomic_int steps;              /* step calls, every process of the case */
+    atomic_int inits;              /* init calls that returned 0 */
+    atomic_int closes;             /* close calls */
+    atomic_int handler_calls;      /* CMD_NOW and CMD_HOLD handler calls */
+    atomic_int cancels;            /* @cancel messages seen by steps */
+    atomic_int flag;               /* case-specific signal from a step */
+    atomic_int release;            /* case-specific signal to a step */
+    atomic_int per_steps[IDX_MAX]; /* step calls by process index */
+    atomic_int closed[IDX_MAX];    /* close calls by process index */
+} tctx;
+
+static void *timer_main(void *arg);
+
+static tctx *ctx_new(void)
+{
+    tctx *t = calloc(1, sizeof *t);
+    CHECK(t != NULL);
+    CHECK(pthread_mutex_init(&t->mu, NULL) == 0);
+    CHECK(pthread_create(&t->timer, NULL, timer_main, t) == 0);
+    return t;
+}
+
+/* Stops the timer thread, completing what it still has (late). */
+static void ctx_timer_stop(tctx *t)
+{
+    if (ld(&t->timer_quit))
+        return;
+    st(&t->timer_quit, 1);
+    CHECK(pthread_join(t->timer, NULL) == 0);
+}
+
+static void ctx_free(tctx *t)
+{
+    ctx_timer_stop(t);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* Completes CMD_DELAY yields when due (all of them once told to quit). */
+static void *timer_main(void *arg)
+{
+    tctx *t = arg;
+    for (;;) {
+        bool quit = ld(&t->timer_quit) != 0;
+        sx_completer *due = NULL;
+        pthread_mutex_lock(&t->mu);
+        double now = sx_test_now_ms();
+        for (int i = 0; i < t->n_delayed && due == NULL; i++) {
+            held_item *h = &t->delayed[i];
+            if (!h->taken && (quit || h->due_ms <= now)) {
+                h->taken = true;
+                due = h->c;
+            }
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (due != NULL) {
+            sx_complete(due, nil_payload(), 0, NULL);
+            continue;
+        }
+        if (quit)
+            return NULL;
+        sleep_ms(1);
+    }
+}
+
+/* Waits until at least n yields are held; false after WAIT_MS. */
+static bool hold_await(tctx *t, int n)
+{
+    double end = sx_test_now_ms() + WAIT_MS;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        int k = t->n_held;
+        pthread_mutex_unlock(&t->mu);
+        if (k >= n)
+            return true;
+        if (sx_test_now_ms() > end)
+            return false;
+        sleep_ms(1);
+    }
+}
+
+static int hold_count(tctx *t)
+{
+    pthread_mutex_lock(&t->mu);
+    int k = t->n_held;
+    pthread_mutex_unlock(&t->mu);
+    return k;
+}
+
+/* Index of the held yield of pid with tag, or -1. */
+static int hold_find(tctx *t, sx_pid pid, uint64_t tag)
+{
+    int found = -1;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < t->n_held && found < 0; i++)
+        if (sx_pid_eq(t->held[i].pid, pid) && t->held[i].tag == tag)
+            found = i;
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
+/* Completes held yield i with an integer result (or an error). */
+static void hold_complete(tctx *t, int i, int64_t value, int error)
+{
+    sx_completer *c = NULL;
+    pthread_mutex_lock(&t->mu);
+    if (i >= 0 && i < t->n_held && !t->held[i].taken) {
+        t->held[i].taken = true;
+        c = t->held[i].c;
+    }
+    pthread_mutex_unlock(&t->mu);
+    CHECK(c != NULL);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_complete(c, error ? nil_payload() : sx_payload_int(buf, value), error,
+                error ? "test" : NULL);
+}
+
+/* Completes every held yield not completed yet. Used after stop, where each
+ * is a late completion (a no-op) that still has to happen exactly once. */
+static void hold_release_all(tctx *t)
+{
+    for (int i = 0; i < hold_count(t); i++) {
+        pthread_mutex_lock(&t->mu);
+        bool taken = t->held[i].taken;
+        pthread_mutex_unlock(&t->mu);
+        if (!taken)
+            hold_complete(t, i, 0, SX_ECANCELLED);
+    }
+}
+
+/* Completions done by a helper thread: each after gap_ms[k]. */
+typedef struct {
+    tctx *t;
+    int n;
+    int idx[4];
+    int64_t value[4];
+    int gap_ms[4];
+} completion_job;
+
+static void *completion_main(void *arg)
+{
+    completion_job *job = arg;
+    for (int k = 0; k < job->n; k++) {
+        if (job->gap_ms[k] > 0)
+            sleep_ms(job->gap_ms[k]);
+        hold_complete(job->t, job->idx[k], job->value[k], 0);
+    }
+    return NULL;
+}
+
+static void run_completion_job(completion_job *job)
+{
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, completion_main, job) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+}
+
+/* ---- test commands ---------------------------------------------------- */
+
+enum {
+    CMD_NOW = SX_CMD_USER_MIN, /* completes inside the handler, echoing args */
+    CMD_HOLD,                  /* keeps the completer for the test           */
+    CMD_EIO,                   /* returns -EIO without completing            */
+    CMD_ERRC,                  /* completes with -ENOENT and "nope"          */
+    CMD_DELAY,                 /* args = ms; the timer thread completes it   */
+    CMD_UNKNOWN = 999          /* never registered                           */
+};
+
+static int cmd_now(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                   sx_payload args, sx_completer *done)
+{
+    (void)e;
+    (void)pid;
+    (void)tag;
+    inc(&((tctx *)user)->handler_calls);
+    sx_complete(done, args, 0, NULL);
+    return 0;
+}
+
+static int cmd_hold(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    tctx *t = user;
+    (void)e;
+    (void)args;
+    inc(&t->handler_calls);
+    pthread_mutex_lock(&t->mu);
+    if (t->n_held == HOLD_MAX) {
+        pthread_mutex_unlock(&t->mu);
+        return SX_ELIMIT;
+    }
+    t->held[t->n_held++] =
+        (held_item){ .c = done, .pid = pid, .tag = tag, .taken = false };
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+static int cmd_eio(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                   sx_payload args, sx_completer *done)
+{
+    (void)user;
+    (void)e;
+    (void)pid;
+    (void)tag;
+    (void)args;
+    (void)done;
+    return -EIO;
+}
+
+static int cmd_errc(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user;
+    (void)e;
+    (void)pid;
+    (void)tag;
+    (void)args;
+    sx_complete(done, nil_payload(), -ENOENT, "nope");
+    return 0;
+}
+
+static int cmd_delay(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    tctx *t = user;
+    int64_t ms = 0;
+    (void)e;
+    if (sx_payload_get_int(args, &ms) != 0)
+        return SX_EINVAL;
+    pthread_mutex_lock(&t->mu);
+    if (t->n_delayed == HOLD_MAX) {
+        pthread_mutex_unlock(&t->mu);
+        return SX_ELIMIT;
+    }
+    t->delayed[t->n_delayed++] =
+        (held_item){ .c = done,
+                     .pid = pid,
+                     .tag = tag,
+                     .due_ms = sx_test_now_ms() + (double)ms,
+                     .taken = false };
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+/* ---- process state and the shared hooks ------------------------------- */
+
+#define N_SENDERS 4
+#define PER_SENDER 10000
+
+typedef struct {
+    tctx *t;
+    sx_pid self;
+    int64_t idx; /* input[0] when given, else -1 */
+    int phase;   /* how many steps ran */
+    uint32_t seen;
+    int64_t acc;
+    sx_pid other;
+    int64_t next[N_SENDERS]; /* case 15: next sequence per sender */
+} pstate;
+
+/* In a step: fail the process with the text of the check that broke. */
+#define STR2_(x) #x
+#define STR_(x) STR2_(x)
+#define STEP_CHECK(out, cond)                                                  \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            sx_fail((out), "test_api.c:" STR_(__LINE__) ": " #cond);           \
+            return 0;                                                          \
+        }                                                                      \
+    } while (0)
+
+static int gen_init(void *state, const sx_init_ctx *ctx, const char *method,
+                    const sx_payload *input, size_t n_input)
+{
+    pstate *s = state;
+    (void)method;
+    s->t = sx_init_user(ctx);
+    s->self = sx_init_pid(ctx);
+    s->idx = -1;
+    if (n_input > 0 && sx_payload_get_int(input[0], &s->idx) != 0)
+        return SX_EINVAL;
+    inc(&s->t->inits);
+    return 0;
+}
+
+static void gen_close(void *state)
+{
+    pstate *s = state;
+    if (s->idx >= 0 && s->idx < IDX_MAX)
+        inc(&s->t->closed[s->idx]);
+    inc(&s->t->closes);
+}
+
+/* Counts the step (overall and per process index) and returns its number. */
+static int step_enter(pstate *s)
+{
+    inc(&s->t->steps);
+    if (s->idx >= 0 && s->idx < IDX_MAX)
+        inc(&s->t->per_steps[s->idx]);
+    return ++s->phase;
+}
+
+static bool is_cancel(const sx_event *ev)
+{
+    return ev->type == SX_EVENT_MESSAGE && ev->topic != NULL &&
+           strcmp(ev->topic, SX_TOPIC_CANCEL) == 0;
+}
+
+static bool ev_int_is(const sx_event *ev, int64_t want)
+{
+    int64_t v = 0;
+    return sx_payload_get_int(ev->data, &v) == 0 && v == want;
+}
+
+/* DONE with [topic, from, data] of a message, for the test to check. */
+static void done_with_message(sx_step_output *out, const sx_event *ev)
+{
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_array(&pk, 3);
+    sx_pack_str(&pk, ev->topic);
+    sx_pack_pid(&pk, ev->from);
+    sx_pack_raw(&pk, ev->data);
+    if (pk.err != 0)
+        sx_fail(out, "pack failed");
+    else
+        sx_done(out, sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
+}
+
+#define TYPE(nm, stepfn)                                                       \
+    {                                                                          \
+        .name = (nm), .state_size = sizeof(pstate), .init = gen_init,          \
+        .step = (stepfn), .close = gen_close, .user = t                        \
+    }
+
+/* ---- engine set-up and tear-down -------------------------------------- */
+
+static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
+                            const sx_process_type *types, size_t n_types)
+{
+    sx_engine_config cfg = { .workers = workers,
+                             .max_processes = max_processes };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK(e != NULL);
+    CHECK_RC(sx_engine_register_command(e, CMD_NOW, "test.now", cmd_now, t), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_HOLD, "test.hold", cmd_hold, t),
+             0);
+    CHECK_RC(sx_engine_register_command(e, CMD_EIO, "test.eio", cmd_eio, t), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_ERRC, "test.errc", cmd_errc, t),
+             0);
+    CHECK_RC(
+        sx_engine_register_command(e, CMD_DELAY, "test.delay", cmd_delay, t),
+        0);
+    for (size_t i = 0; i < n_types; i++)
+        CHECK_RC(sx_engine_register(e, &types[i]), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+/* Stops and frees e; held yields get their (late) completion in between,
+ * while the engine still exists. */
+static void engine_down(tctx *t, sx_engine *e)
+{
+    CHECK_RC(sx_engine_stop(e, 2000), 0);
+    ctx_timer_stop(t);
+    hold_release_all(t);
+    sx_engine_free(e);
+}
+
+static sx_pid submit_idx(sx_engine *e, const char *type, const char *method,
+                         int64_t idx)
+{
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, idx);
+    sx_pid pid = SX_PID_NONE;
+    CHECK_RC(sx_engine_submit(e, type, method, &in, 1, &pid), 0);
+    CHECK(pid.id != 0);
+    return pid;
+}
+
+/* Waits for pid's outcome and checks its error, printing the message. */
+#define WAIT_OUTCOME(e, pid, r, want)                                          \
+    do {                                                                       \
+        CHECK_RC(sx_engine_wait((e), (pid), WAIT_MS, (r)), 0);                 \
+        if ((r)->error != (want))                                              \
+            SX_FAILF("outcome %s (%s), wanted %s", sx_errname((r)->error),     \
+                     (r)->error_msg ? (r)->error_msg : "no message",           \
+                     sx_errname(want));                                        \
+    } while (0)
+
+static int64_t result_int(const sx_result *r)
+{
+    int64_t v = 0;
+    CHECK_RC(sx_payload_get_int(r->value, &v), 0);
+    return v;
+}
+
+/* Checks a done_with_message result: topic, sender (unless from is NULL)
+ * and integer data (unless data < 0). */
+static void check_message_result(const sx_result *r, const char *topic,
+                                 const sx_pid *from, int64_t data)
+{
+    sx_unpack u;
+    uint32_t n = 0;
+    const char *s = NULL;
+    size_t len = 0;
+    sx_pid got = SX_PID_NONE;
+    int64_t v = 0;
+    sx_unpack_init(&u, r->value);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK_RC(sx_unpack_str(&u, &s, &len), 0);
+    CHECK(len == strlen(topic) && memcmp(s, topic, len) == 0);
+    CHECK_RC(sx_unpack_pid(&u, &got), 0);
+    if (from != NULL)
+        CHECK(sx_pid_eq(got, *from));
+    if (data >= 0) {
+        CHECK_RC(sx_unpack_int(&u, &v), 0);
+        CHECK_EQ_INT(v, data);
+    }
+}
+
+/* The reason string of a cancel recorded by done_with_message. */
+static void message_result_str(const sx_result *r, char *buf, size_t cap)
+{
+    sx_unpack u;
+    uint32_t n = 0;
+    const char *s = NULL;
+    size_t len = 0;
+    sx_pid from;
+    sx_unpack_init(&u, r->value);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_RC(sx_unpack_str(&u, &s, &len), 0); /* topic */
+    CHECK_RC(sx_unpack_pid(&u, &from), 0);
+    CHECK_RC(sx_unpack_str(&u, &s, &len), 0); /* reason */
+    CHECK(len < cap);
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+}
+
+static void send_int(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                     int64_t v)
+{
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    CHECK_RC(sx_engine_send(e, from, to, topic, sx_payload_int(buf, v)), 0);
+}
+
+static sx_engine_stats stats_of(sx_engine *e)
+{
+    sx_engine_stats s;
+    memset(&s, 0, sizeof s);
+    CHECK_RC(sx_engine_stats_get(e, &s, NULL, 0), 0);
+    return s;
+}
+
+/* ---- step functions shared by several cases --------------------------- */
+
+/* IDLE at once; the first message finishes it with that message. */
+static int idle_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    step_enter(s);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_MESSAGE)
+            continue;
+        if (is_cancel(&ev[i]))
+            inc(&s->t->cancels);
+        done_with_message(out, &ev[i]);
+        return 0;
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* Yields CMD_HOLD (tag 1) and waits; a message finishes it with that
+ * message, the completion with its integer value. */
+static int blocked_step(void *state, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    pstate *s = state;
+    if (step_enter(s) == 1) {
+        STEP_CHECK(out, n == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 1, nil_payload()) == 0);
+        sx_wait(out);
+        return 0;
+    }
+    STEP_CHECK(out, n == 1);
+    if (ev[0].type == SX_EVENT_MESSAGE) {
+        if (is_cancel(&ev[0]))
+            inc(&s->t->cancels);
+        done_with_message(out, &ev[0]);
+        return 0;
+    }
+    STEP_CHECK(out, ev[0].tag == 1 && ev[0].error == 0);
+    sx_done(out, ev[0].data);
+    return 0;
+}
+
+/* ---- 1. a counter runs exactly N+1 steps ------------------------------ */
+
+/* Step k sees the completion of yield k-1 (tag and value k-1), yields tag
+ * k while k <= N, and finishes at step N+1 with the count it saw. */
+static int counter_step(void *state, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    pstate *s = state;
+    int k = step_enter(s);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (k == 1) {
+        STEP_CHECK(out, n == 0);
+    } else {
+        STEP_CHECK(out, n == 1);
+        STEP_CHECK(out, ev[0].type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, ev[0].tag == (uint64_t)(k - 1));
+        STEP_CHECK(out, ev[0].error == 0 && ev[0].error_msg == NULL);
+        STEP_CHECK(out, ev_int_is(&ev[0], k - 1));
+        s->acc++;
+    }
+    if (k <= s->idx) {
+        STEP_CHECK(out, sx_yield(out, CMD_NOW, (uint64_t)k,
+                                 sx_payload_int(buf, k)) == 0);
+        sx_continue(out);
+        return 0;
+    }
+    sx_done(out, sx_payload_int(buf, s->acc));
+    return 0;
+}
+
+/* API.md 1: a process that yields one command per step, each completed at
+ * once inside its handler, for N steps and then finishes runs exactly N+1
+ * steps on one worker (no lost and no extra wake-ups), and every step sees
+ * exactly the one completion it is owed. */
+static void test_counter_steps(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("counter", counter_step) };
+    sx_engine *e = engine_up(t, 1, 0, types, 1);
+    const int64_t n = 100;
+    for (int round = 0; round < 3; round++) {
+        int steps0 = ld(&t->steps), calls0 = ld(&t->handler_calls);
+        sx_pid pid = submit_idx(e, "counter", "run", n);
+        sx_result r;
+        WAIT_OUTCOME(e, pid, &r, 0);
+        CHECK_EQ_U64(r.steps, (uint64_t)n + 1);
+        CHECK_EQ_INT(result_int(&r), n);
+        CHECK_EQ_INT(ld(&t->steps) - steps0, n + 1);
+        CHECK_EQ_INT(ld(&t->handler_calls) - calls0, n);
+        sx_result_free(&r);
+    }
+    CHECK_EQ_INT(ld(&t->closes), 3);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 2. completion order, own tags ------------------------------------ */
+
+/* Two rounds of two held yields: tags 10 and 20, then 30 and 40. Each event
+ * must carry its own tag (the value equals the tag); the order seen is
+ * accumulated as decimal pairs and returned. */
+static int order_step(void *state, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    pstate *s = state;
+    if (step_enter(s) == 1) {
+        STEP_CHECK(out, n == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 10, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 20, nil_payload()) == 0);
+        sx_wait(out);
+        return 0;
+    }
+    STEP_CHECK(out, n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        STEP_CHECK(out, ev[i].type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, ev[i].error == 0);
+        STEP_CHECK(out, ev_int_is(&ev[i], (int64_t)ev[i].tag));
+        s->acc = s->acc * 100 + (int64_t)ev[i].tag;
+        s->seen++;
+    }
+    if (s->seen == 2) {
+        /* Round one is over: start round two (only once). */
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 30, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 40, nil_payload()) == 0);
+        sx_wait(out);
+        return 0;
+    }
+    if (s->seen == 4) {
+        uint8_t buf[SX_PAYLOAD_INT_MAX];
+        sx_done(out, sx_payload_int(buf, s->acc));
+        return 0;
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* API.md 2: two yields of one step completed in the opposite order arrive
+ * in completion order, each with its own tag — both when the completions
+ * come back to back (likely one batch) and 30 ms apart (two batches). */
+static void test_completion_order(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("order", order_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 1);
+    sx_pid pid = submit_idx(e, "order", "run", 0);
+
+    CHECK(hold_await(t, 2));
+    completion_job j1 = { .t = t,
+                          .n = 2,
+                          .idx = { hold_find(t, pid, 20),
+                                   hold_find(t, pid, 10) },
+                          .value = { 20, 10 } };
+    CHECK(j1.idx[0] >= 0 && j1.idx[1] >= 0);
+    run_completion_job(&j1);
+
+    CHECK(hold_await(t, 4));
+    completion_job j2 = { .t = t,
+                          .n = 2,
+                          .idx = { hold_find(t, pid, 40),
+                                   hold_find(t, pid, 30) },
+                          .value = { 40, 30 },
+                          .gap_ms = { 0, 30 } };
+    CHECK(j2.idx[0] >= 0 && j2.idx[1] >= 0);
+    run_completion_job(&j2);
+
+    sx_result r;
+    WAIT_OUTCOME(e, pid, &r, 0);
+    CHECK_EQ_INT(result_int(&r), 20104030);
+    CHECK(r.steps >= 3 && r.steps <= 5);
+    sx_result_free(&r);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 3. CONTINUE with yields waits ------------------------------------ */
+
+static int cont_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    if (step_enter(s) == 1) {
+        STEP_CHECK(out, n == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 1, nil_payload()) == 0);
+        sx_continue(out);
+        return 0;
+    }
+    STEP_CHECK(out, n == 1);
+    STEP_CHECK(out, ev[0].type == SX_EVENT_YIELD_COMPLETE && ev[0].tag == 1);
+    STEP_CHECK(out, ev_int_is(&ev[0], 5));
+    sx_done(out, ev[0].data);
+    return 0;
+}
+
+/* API.md 3: a step that returns CONTINUE with a pending yield is not run
+ * again until the yield completes (no busy re-run while it is pending);
+ * the completion, from another thread 100 ms later, runs it once more. */
+static void test_continue_waits(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("cont", cont_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 1);
+    sx_pid pid = submit_idx(e, "cont", "run", 0);
+    CHECK(hold_await(t, 1));
+    sleep_ms(100);
+    CHECK_EQ_INT(ld(&t->steps), 1);
+    completion_job j = { .t = t, .n = 1, .idx = { 0 }, .value = { 5 } };
+    run_completion_job(&j);
+    sx_result r;
+    WAIT_OUTCOME(e, pid, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    CHECK_EQ_INT(result_int(&r), 5);
+    CHECK_EQ_INT(ld(&t->steps), 2);
+    sx_result_free(&r);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 4. DONE discards the step's yields ------------------------------- */
+
+static int done_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    (void)ev;
+    (void)n;
+    step_enter(s);
+    STEP_CHECK(out, sx_yield(out, CMD_NOW, 1, nil_payload()) == 0);
+    STEP_CHECK(out, sx_yield(out, CMD_HOLD, 2, nil_payload()) == 0);
+    sx_done(out, sx_payload_int(buf, 7));
+    return 0;
+}
+
+static int fail_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    (void)ev;
+    (void)n;
+    step_enter(s);
+    STEP_CHECK(out, sx_yield(out, CMD_NOW, 1, nil_payload()) == 0);
+    STEP_CHECK(out, sx_yield(out, CMD_HOLD, 2, nil_payload()) == 0);
+    sx_fail(out, "boom");
+    return 0;
+}
+
+static int erring_step(void *state, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    pstate *s = state;
+    (void)ev;
+    (void)n;
+    step_enter(s);
+    if (sx_yield(out, CMD_NOW, 1, nil_payload()) != 0)
+        return SX_ENOMEM;
+    return -42;
+}
+
+/* API.md 4: DONE discards the yields written in the same step: their
+ * handlers never run, and the result is the one DONE gave. DESIGN.md §2
+ * says the same of FAIL and of a step returning an error. */
+static void test_done_discards_yields(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("doner", done_step),
+                                      TYPE("failer", fail_step),
+                                      TYPE("erring", erring_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 3);
+    sx_result r;
+
+    sx_pid p1 = submit_idx(e, "doner", "run", 0);
+    WAIT_OUTCOME(e, p1, &r, 0);
+    CHECK_EQ_INT(result_int(&r), 7);
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+
+    sx_pid p2 = submit_idx(e, "failer", "run", 1);
+    WAIT_OUTCOME(e, p2, &r, SX_EFAILED);
+    CHECK_STR(r.error_msg, "boom");
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+
+    sx_pid p3 = submit_idx(e, "erring", "run", 2);
+    CHECK_RC(sx_engine_wait(e, p3, WAIT_MS, &r), 0);
+    CHECK(r.error != 0);
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+
+    sleep_ms(50); /* a dispatch that wrongly happened would be done now */
+    CHECK_EQ_INT(ld(&t->handler_calls), 0);
+    CHECK_EQ_INT(hold_count(t), 0);
+    CHECK_EQ_INT(ld(&t->closes), 3);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 5. IDLE ---------------------------------------------------------- */
+
+/* Step 1 yields CMD_HOLD (tag 1) and CMD_NOW (tag 2) and waits; step 2 gets
+ * CMD_NOW's completion alone and goes IDLE with tag 1 still pending; step 3
+ * must see tag 1's completion and the waking message together. */
+static int idle_wake_step(void *state, const sx_event *ev, size_t n,
+                          sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    int k = step_enter(s);
+    if (k == 1) {
+        STEP_CHECK(out, n == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_HOLD, 1, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_NOW, 2, nil_payload()) == 0);
+        sx_wait(out);
+        return 0;
+    }
+    if (k == 2) {
+        STEP_CHECK(out, n == 1);
+        STEP_CHECK(out, ev[0].type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, ev[0].tag == 2);
+        sx_idle(out);
+        return 0;
+    }
+    STEP_CHECK(out, n == 2);
+    bool got_completion = false, got_message = false;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE) {
+            STEP_CHECK(out, ev[i].tag == 1 && ev[i].error == 0);
+            STEP_CHECK(out, ev_int_is(&ev[i], 11));
+            got_completion = true;
+        } else {
+            STEP_CHECK(out, strcmp(ev[i].topic, "wake") == 0);
+            STEP_CHECK(out, ev_int_is(&ev[i], 22));
+            got_message = true;
+        }
+    }
+    STEP_CHECK(out, got_completion && got_message);
+    sx_done(out, sx_payload_int(buf, k));
+    return 0;
+}
+
+/* Yields CMD_NOW and returns IDLE: with a yield written, IDLE does not
+ * apply and the completion runs it again. */
+static int idle_yield_step(void *state, const sx_event *ev, size_t n,
+                           sx_step_output *out)
+{
+    pstate *s = state;
+    if (step_enter(s) == 1) {
+        STEP_CHECK(out, sx_yield(out, CMD_NOW, 1, nil_payload()) == 0);
+        sx_idle(out);
+        return 0;
+    }
+    STEP_CHECK(out, n == 1 && ev[0].type == SX_EVENT_YIELD_COMPLETE);
+    sx_done(out, nil_payload());
+    return 0;
+}
+
+/* API.md 5: an IDLE process is not woken by a yield completion (completed
+ * from a helper thread, then 100 ms without a step); a message wakes it and
+ * that step gets the completion and the message in one batch. Cancel,
+ * terminate and stop each wake an idle process too. A step that wrote
+ * yields is woken by their completion whatever status it returned. */
+static void test_idle(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle_wake", idle_wake_step),
+                                      TYPE("idle", idle_step),
+                                      TYPE("idle_yield", idle_yield_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 3);
+    sx_result r;
+
+    /* A completion does not wake IDLE; a message does, in one batch. */
+    sx_pid p = submit_idx(e, "idle_wake", "run", 0);
+    CHECK(await_ge(&t->per_steps[0], 2));
+    CHECK(hold_await(t, 1));
+    sleep_ms(20);
+    completion_job j = {
+        .t = t, .n = 1, .idx = { hold_find(t, p, 1) }, .value = { 11 }
+    };
+    run_completion_job(&j);
+    sleep_ms(100);
+    CHECK_EQ_INT(ld(&t->per_steps[0]), 2);
+    send_int(e, SX_PID_NONE, p, "wake", 22);
+    WAIT_OUTCOME(e, p, &r, 0);
+    CHECK_EQ_U64(r.steps, 3);
+    sx_result_free(&r);
+
+    /* IDLE with a yield written waits for the yield instead. */
+    sx_pid py = submit_idx(e, "idle_yield", "run", 1);
+    WAIT_OUTCOME(e, py, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    sx_result_free(&r);
+
+    /* Cancel wakes an idle process with an @cancel message and reason. */
+    sx_pid pc = submit_idx(e, "idle", "run", 2);
+    CHECK(await_ge(&t->per_steps[2], 1));
+    sleep_ms(20);
+    CHECK_EQ_INT(ld(&t->per_steps[2]), 1);
+    CHECK_RC(sx_engine_cancel(e, pc, "bye"), 0);
+    WAIT_OUTCOME(e, pc, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    char reason[32];
+    message_result_str(&r, reason, sizeof reason);
+    CHECK_STR(reason, "bye");
+    sx_result_free(&r);
+
+    /* Terminate finishes an idle process. */
+    sx_pid pt = submit_idx(e, "idle", "run", 3);
+    CHECK(await_ge(&t->per_steps[3], 1));
+    sleep_ms(20);
+    CHECK_RC(sx_engine_terminate(e, pt), 0);
+    WAIT_OUTCOME(e, pt, &r, SX_ETERMINATED);
+    CHECK_EQ_U64(r.steps, 1);
+    CHECK_EQ_INT(ld(&t->closed[3]), 1);
+    sx_result_free(&r);
+
+    /* Stop wakes an idle process with a cancel, which it finishes on. */
+    sx_pid ps = submit_idx(e, "idle", "run", 4);
+    CHECK(await_ge(&t->per_steps[4], 1));
+    sleep_ms(20);
+    int cancels0 = ld(&t->cancels);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_stop(e, 5000), 0);
+    CHECK(sx_test_now_ms() - t0 < 2500);
+    CHECK_EQ_INT(ld(&t->cancels), cancels0 + 1);
+    WAIT_OUTCOME(e, ps, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    check_message_result(&r, SX_TOPIC_CANCEL, NULL, -1);
+    sx_result_free(&r);
+    CHECK_EQ_INT(ld(&t->closes), 5);
+
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 6. a message wakes IDLE and BLOCKED ------------------------------ */
+
+/* API.md 6: a message wakes an IDLE process and a BLOCKED one (waiting on a
+ * yield nobody completes); each then sees the message with its topic,
+ * sender and data. Neither ran a step while it waited. */
+static void test_message_wakes(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle", idle_step),
+                                      TYPE("blocked", blocked_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    const sx_pid from = { 3, 4, 77 };
+    sx_result r;
+
+    sx_pid pi = submit_idx(e, "idle", "run", 0);
+    sx_pid pb = submit_idx(e, "blocked", "run", 1);
+    CHECK(await_ge(&t->per_steps[0], 1));
+    CHECK(await_ge(&t->per_steps[1], 1));
+    CHECK(hold_await(t, 1));
+    sleep_ms(50);
+    CHECK_EQ_INT(ld(&t->per_steps[0]), 1);
+    CHECK_EQ_INT(ld(&t->per_steps[1]), 1);
+
+    send_int(e, from, pi, "ping", 5);
+    WAIT_OUTCOME(e, pi, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    check_message_result(&r, "ping", &from, 5);
+    sx_result_free(&r);
+
+    send_int(e, from, pb, "pong", 6);
+    WAIT_OUTCOME(e, pb, &r, 0);
+    CHECK_EQ_U64(r.steps, 2);
+    check_message_result(&r, "pong", &from, 6);
+    sx_result_free(&r);
+
+    /* The blocked process's yield is completed late: a no-op. */
+    hold_complete(t, 0, 1, 0);
+    CHECK_EQ_INT(ld(&t->steps), 4);
+    CHECK_EQ_INT(ld(&t->closes), 2);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 7. send to a finished or terminating PID ------------------------- */
+
+static int quick_step(void *state, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    (void)ev;
+    (void)n;
+    step_enter(s);
+    sx_done(out, sx_payload_int(buf, s->idx));
+    return 0;
+}
+
+/* Signals that it runs, then stays in its first step until released. */
+static int spinner_step(void *state, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    pstate *s = state;
+    (void)ev;
+    (void)n;
+    step_enter(s);
+    st(&s->t->flag, 1);
+    double end = sx_test_now_ms() + WAIT_MS;
+    while (!ld(&s->t->release) && sx_test_now_ms() < end)
+        sleep_ms(1);
+    sx_idle(out);
+    return 0;
+}
+
+/* API.md 7: send (and cancel) to a PID whose process finished returns
+ * SX_ENOTFOUND; to one being terminated (terminate called while its step
+ * runs) SX_ENOTFOUND or SX_ECLOSED, and the message is never stepped. */
+static void test_send_to_gone(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("quick", quick_step),
+                                      TYPE("spinner", spinner_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload one = sx_payload_int(buf, 1);
+    sx_result r;
+
+    sx_pid pq = submit_idx(e, "quick", "run", 0);
+    WAIT_OUTCOME(e, pq, &r, 0);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pq, "x", one), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_cancel(e, pq, "x"), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_terminate(e, pq), SX_ENOTFOUND);
+
+    sx_pid ps = submit_idx(e, "spinner", "run", 1);
+    CHECK(await_ge(&t->flag, 1));
+    CHECK_RC(sx_engine_terminate(e, ps), 0);
+    int rc = sx_engine_send(e, SX_PID_NONE, ps, "x", one);
+    if (rc != SX_ENOTFOUND && rc != SX_ECLOSED)
+        SX_FAILF("send to a terminating process: %s", sx_errname(rc));
+    rc = sx_engine_cancel(e, ps, "x");
+    if (rc != SX_ENOTFOUND && rc != SX_ECLOSED)
+        SX_FAILF("cancel of a terminating process: %s", sx_errname(rc));
+    st(&t->release, 1);
+    WAIT_OUTCOME(e, ps, &r, SX_ETERMINATED);
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, ps, "x", one), SX_ENOTFOUND);
+    CHECK_EQ_INT(ld(&t->per_steps[1]), 1);
+    CHECK_EQ_INT(ld(&t->closes), 2);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 8. terminate blocked and idle ------------------------------------ */
+
+/* API.md 8: terminate of a BLOCKED process (a yield pending forever) and of
+ * an IDLE one finishes each with SX_ETERMINATED without another step, and
+ * runs each one's close exactly once (still once after stop and free). A
+ * second terminate finds nothing. */
+static void test_terminate(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle", idle_step),
+                                      TYPE("blocked", blocked_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    sx_result r;
+
+    sx_pid pb = submit_idx(e, "blocked", "run", 0);
+    sx_pid pi = submit_idx(e, "idle", "run", 1);
+    CHECK(await_ge(&t->per_steps[0], 1));
+    CHECK(await_ge(&t->per_steps[1], 1));
+    CHECK(hold_await(t, 1));
+    sleep_ms(20);
+
+    CHECK_RC(sx_engine_terminate(e, pb), 0);
+    CHECK_RC(sx_engine_terminate(e, pi), 0);
+    WAIT_OUTCOME(e, pb, &r, SX_ETERMINATED);
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+    WAIT_OUTCOME(e, pi, &r, SX_ETERMINATED);
+    CHECK_EQ_U64(r.steps, 1);
+    sx_result_free(&r);
+    CHECK_EQ_INT(ld(&t->closed[0]), 1);
+    CHECK_EQ_INT(ld(&t->closed[1]), 1);
+    CHECK_RC(sx_engine_terminate(e, pb), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_terminate(e, pi), SX_ENOTFOUND);
+
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.terminated, 2);
+    CHECK_EQ_U64(s.live, 0);
+    engine_down(t, e);
+    CHECK_EQ_INT(ld(&t->closed[0]), 1);
+    CHECK_EQ_INT(ld(&t->closed[1]), 1);
+    CHECK_EQ_INT(ld(&t->steps), 2);
+    ctx_free(t);
+}
+
+/* ---- 9. stop ---------------------------------------------------------- */
+
+/* Ignores cancel: stays IDLE whatever arrives. */
+static int stubborn_step(void *state, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    pstate *s = state;
+    step_enter(s);
+    for (size_t i = 0; i < n; i++)
+        if (is_cancel(&ev[i]))
+            inc(&s->t->cancels);
+    sx_idle(out);
+    return 0;
+}
+
+/* Ignores cancel and runs again at once, forever. */
+static int busy_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    step_enter(s);
+    for (size_t i = 0; i < n; i++)
+        if (is_cancel(&ev[i]))
+            inc(&s->t->cancels);
+    sx_continue(out);
+    return 0;
+}
+
+/* IDLE; on cancel takes 50 ms (a CMD_DELAY) to finish, then DONE. */
+static int slow_polite_step(void *state, const sx_event *ev, size_t n,
+                            sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    step_enter(s);
+    for (size_t i = 0; i < n; i++) {
+        if (is_cancel(&ev[i])) {
+            inc(&s->t->cancels);
+            STEP_CHECK(
+                out, sx_yield(out, CMD_DELAY, 9, sx_payload_int(buf, 50)) == 0);
+            sx_wait(out);
+            return 0;
+        }
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 9) {
+            sx_done(out, sx_payload_int(buf, 9));
+            return 0;
+        }
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* API.md 9: stop delivers a cancel message to every live process; the ones
+ * that finish on it (at once, blocked on a yield, or 50 ms later) finish
+ * normally; the ones that ignore it (idle or busy re-running) are
+ * terminated at the deadline. With a 200 ms deadline stop returns in under
+ * 500 ms; afterwards no step runs, every close has run, the outcomes can
+ * still be waited for, and submit returns SX_ESTOPPING. Stop is
+ * idempotent. */
+static void test_stop(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle", idle_step),
+                                      TYPE("blocked", blocked_step),
+                                      TYPE("slow", slow_polite_step),
+                                      TYPE("stubborn", stubborn_step),
+                                      TYPE("busy", busy_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 5);
+    static const struct {
+        const char *type;
+        int want;
+    } plan[] = {
+        { "idle", 0 },
+        { "idle", 0 },
+        { "idle", 0 },
+        { "blocked", 0 },
+        { "blocked", 0 },
+        { "slow", 0 },
+        { "slow", 0 },
+        { "stubborn", SX_ETERMINATED },
+        { "stubborn", SX_ETERMINATED },
+        { "busy", SX_ETERMINATED },
+    };
+    enum { N = sizeof plan / sizeof plan[0] };
+    sx_pid pids[N];
+    for (int i = 0; i < N; i++)
+        pids[i] = submit_idx(e, plan[i].type, "run", i);
+    for (int i = 0; i < N; i++)
+        CHECK(await_ge(&t->per_steps[i], 1));
+    CHECK(hold_await(t, 2));
+    sleep_ms(20);
+
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_stop(e, 200), 0);
+    double took = sx_test_now_ms() - t0;
+    if (took >= 500)
+        SX_FAILF("stop with a 200 ms deadline took %.1f ms", took);
+
+    int steps_after = ld(&t->steps);
+    CHECK_EQ_INT(ld(&t->closes), N);
+    CHECK_EQ_INT(ld(&t->cancels), N);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ_INT(ld(&t->closed[i]), 1);
+    for (int i = 0; i < N; i++) {
+        sx_result r;
+        WAIT_OUTCOME(e, pids[i], &r, plan[i].want);
+        sx_result_free(&r);
+    }
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, 0);
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &p), SX_ESTOPPING);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pids[7], "x", in), SX_ENOTFOUND);
+    sleep_ms(100);
+    CHECK_EQ_INT(ld(&t->steps), steps_after);
+    CHECK_RC(sx_engine_stop(e, 200), 0);
+    CHECK_EQ_INT(ld(&t->closes), N);
+
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.live, 0);
+    CHECK_EQ_U64(s.completed, 7);
+    CHECK_EQ_U64(s.terminated, 3);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 10. a thousand processes, closes and the table ------------------- */
+
+/* Close that takes a while before it marks the process closed: 1 ms for
+ * the bulk, 20 ms for the processes waited on while they run. */
+static void slow_close(void *state)
+{
+    pstate *s = state;
+    sleep_ms(s->idx < 1000 ? 1 : 20);
+    gen_close(state);
+}
+
+/* API.md 10: 1000 processes that finish give exactly 1000 close calls
+ * (one per process) and leave the process table empty (list returns none,
+ * stats say 0 live); and a close has returned before wait can see its
+ * process's outcome (close marks the process only after sleeping). */
+static void test_thousand(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { { .name = "quick",
+                                        .state_size = sizeof(pstate),
+                                        .init = gen_init,
+                                        .step = quick_step,
+                                        .close = slow_close,
+                                        .user = t } };
+    sx_engine *e = engine_up(t, 2, 0, types, 1);
+    enum { N = 1000, M = 20 };
+    static sx_pid pids[N];
+    sx_result r;
+
+    for (int i = 0; i < N; i++)
+        pids[i] = submit_idx(e, "quick", "run", i);
+    for (int i = 0; i < N; i++) {
+        WAIT_OUTCOME(e, pids[i], &r, 0);
+        CHECK_EQ_INT(result_int(&r), i);
+        CHECK_EQ_U64(r.steps, 1);
+        sx_result_free(&r);
+        CHECK_EQ_INT(ld(&t->closed[i]), 1);
+    }
+    /* Waited on while running: the 20 ms close must be over. */
+    for (int i = N; i < N + M; i++) {
+        sx_pid p = submit_idx(e, "quick", "run", i);
+        WAIT_OUTCOME(e, p, &r, 0);
+        sx_result_free(&r);
+        CHECK_EQ_INT(ld(&t->closed[i]), 1);
+    }
+    CHECK_EQ_INT(ld(&t->closes), N + M);
+    for (int i = 0; i < N + M; i++)
+        CHECK_EQ_INT(ld(&t->closed[i]), 1);
+
+    sx_process_info info[8];
+    CHECK_EQ_INT(sx_engine_list(e, info, 8), 0);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.live, 0);
+    CHECK_EQ_U64(s.submitted, N + M);
+    CHECK_EQ_U64(s.completed, N + M);
+    engine_down(t, e);
+    CHECK_EQ_INT(ld(&t->closes), N + M);
+    ctx_free(t);
+}
+
+/* ---- 11. init errors -------------------------------------------------- */
+
+static int picky_init(void *state, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *input, size_t n_input)
+{
+    pstate *s = state;
+    tctx *t = sx_init_user(ctx);
+    inc(&t->flag); /* every init call, failing or not */
+    if (method != NULL && strcmp(method, "fail42") == 0)
+        return -42;
+    if (method == NULL || strcmp(method, "run") != 0)
+        return SX_EUNKNOWN_METHOD;
+    return gen_init(s, ctx, method, input, n_input);
+}
+
+static const char *const listed_methods[] = { "a", "b", NULL };
+
+/* API.md 11: an init error is submit's error (SX_EUNKNOWN_METHOD, or init's
+ * own -42), nothing is queued (no step, no new live process, submitted
+ * unchanged) and close is not called. With a methods list, an unlisted
+ * method is SX_EUNKNOWN_METHOD before init runs. */
+static void test_init_error(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = {
+        { .name = "picky",
+          .state_size = sizeof(pstate),
+          .init = picky_init,
+          .step = quick_step,
+          .close = gen_close,
+          .user = t },
+        { .name = "listed",
+          .state_size = sizeof(pstate),
+          .init = gen_init,
+          .step = quick_step,
+          .close = gen_close,
+          .methods = listed_methods,
+          .user = t },
+    };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, 0);
+    sx_pid pid = SX_PID_NONE;
+    sx_result r;
+
+    CHECK_RC(sx_engine_submit(e, "picky", "nope", &in, 1, &pid),
+             SX_EUNKNOWN_METHOD);
+    CHECK_RC(sx_engine_submit(e, "picky", "fail42", &in, 1, &pid), -42);
+    CHECK_EQ_INT(ld(&t->flag), 2);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.submitted, 0);
+    CHECK_EQ_U64(s.live, 0);
+    sx_process_info info[4];
+    CHECK_EQ_INT(sx_engine_list(e, info, 4), 0);
+
+    CHECK_RC(sx_engine_submit(e, "listed", "c", &in, 1, &pid),
+             SX_EUNKNOWN_METHOD);
+    CHECK_EQ_INT(ld(&t->inits), 0);
+
+    sleep_ms(30);
+    CHECK_EQ_INT(ld(&t->steps), 0);
+    CHECK_EQ_INT(ld(&t->closes), 0);
+
+    /* The good paths still work, and only they close. */
+    sx_pid p1 = submit_idx(e, "picky", "run", 1);
+    sx_pid p2 = submit_idx(e, "listed", "b", 2);
+    WAIT_OUTCOME(e, p1, &r, 0);
+    sx_result_free(&r);
+    WAIT_OUTCOME(e, p2, &r, 0);
+    sx_result_free(&r);
+    s = stats_of(e);
+    CHECK_EQ_U64(s.submitted, 2);
+    CHECK_EQ_INT(ld(&t->closes), 2);
+    engine_down(t, e);
+    CHECK_EQ_INT(ld(&t->closes), 2);
+    ctx_free(t);
+}
+
+/* ---- 12. command errors ----------------------------------------------- */
+
+/* Yields an unknown user id (tag 1), an unknown built-in id (tag 2), a
+ * handler that returns -EIO (tag 3), one that completes with -ENOENT (tag
+ * 4), a good one (tag 5), and an unknown id with SX_TAG_NONE (no event). */
+static int cmderr_step(void *state, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (step_enter(s) == 1) {
+        STEP_CHECK(out, sx_yield(out, CMD_UNKNOWN, 1, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, 200, 2, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_EIO, 3, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_ERRC, 4, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_NOW, 5, sx_payload_int(buf, 5)) == 0);
+        STEP_CHECK(out,
+                   sx_yield(out, CMD_UNKNOWN, SX_TAG_NONE, nil_payload()) == 0);
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        STEP_CHECK(out, v->type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, v->tag >= 1 && v->tag <= 5);
+        STEP_CHECK(out, (s->seen & (1u << v->tag)) == 0);
+        s->seen |= 1u << v->tag;
+        switch (v->tag) {
+        case 1:
+        case 2:
+            STEP_CHECK(out, v->error == SX_EUNKNOWN_COMMAND);
+            break;
+        case 3:
+            STEP_CHECK(out, v->error == -EIO);
+            break;
+        case 4:
+            STEP_CHECK(out, v->error == -ENOENT);
+            STEP_CHECK(out, v->error_msg && strcmp(v->error_msg, "nope") == 0);
+            break;
+        default:
+            STEP_CHECK(out, v->error == 0 && v->error_msg == NULL);
+            STEP_CHECK(out, ev_int_is(v, 5));
+            break;
+        }
+    }
+    if (s->seen == 0x3e)
+        sx_done(out, nil_payload());
+    else
+        sx_wait(out);
+    return 0;
+}
+
+/* API.md 12: an unknown command id (user range or built-in range) and a
+ * handler that returns an error each give the process an error completion
+ * for that tag (SX_EUNKNOWN_COMMAND, or the handler's code); a handler's
+ * own error completion arrives with its code and message; the good yield
+ * beside them is unaffected; an unknown command with SX_TAG_NONE gives no
+ * event and counts one dead letter. */
+static void test_command_errors(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("cmderr", cmderr_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 1);
+    sx_result r;
+    sx_pid p = submit_idx(e, "cmderr", "run", 0);
+    WAIT_OUTCOME(e, p, &r, 0);
+    CHECK(r.steps >= 2 && r.steps <= 6);
+    sx_result_free(&r);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.dead_letters, 1);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 13. a late completion is a no-op --------------------------------- */
+
+typedef struct {
+    sx_completer *c;
+} late_arg;
+
+static void *late_main(void *arg)
+{
+    late_arg *a = arg;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_complete(a->c, sx_payload_int(buf, 100), 0, NULL);
+    return NULL;
+}
+
+/* API.md 13: sx_complete for a yield of a process that was terminated (and
+ * whose outcome was already seen) is a silent no-op from another thread:
+ * no crash (meaningful under ASan), and it does not reach a new process
+ * that may reuse the slot and waits on a yield with the same tag. */
+static void test_late_complete(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("blocked", blocked_step) };
+    sx_engine *e = engine_up(t, 1, 0, types, 1);
+    sx_result r;
+
+    sx_pid p1 = submit_idx(e, "blocked", "run", 1);
+    CHECK(hold_await(t, 1));
+    int i1 = hold_find(t, p1, 1);
+    CHECK(i1 >= 0);
+    CHECK_RC(sx_engine_terminate(e, p1), 0);
+    WAIT_OUTCOME(e, p1, &r, SX_ETERMINATED);
+    sx_result_free(&r);
+
+    sx_pid p2 = submit_idx(e, "blocked", "run", 2);
+    CHECK(hold_await(t, 2));
+    int i2 = hold_find(t, p2, 1);
+    CHECK(i2 >= 0);
+
+    /* Take p1's completer and complete it late, from another thread. */
+    late_arg a = { NULL };
+    pthread_mutex_lock(&t->mu);
+    a.c = t->held[i1].c;
+    t->held[i1].taken = true;
+    pthread_mutex_unlock(&t->mu);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, late_main, &a) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    sleep_ms(50);
+    CHECK_EQ_INT(ld(&t->per_steps[2]), 1);
+    CHECK_EQ_INT(ld(&t->per_steps[1]), 1);
+
+    completion_job j = { .t = t, .n = 1, .idx = { i2 }, .value = { 200 } };
+    run_completion_job(&j);
+    WAIT_OUTCOME(e, p2, &r, 0);
+    CHECK_EQ_INT(result_int(&r), 200);
+    CHECK_EQ_U64(r.steps, 2);
+    sx_result_free(&r);
+    CHECK_EQ_INT(ld(&t->closes), 2);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- 14. max_processes ------------------------------------------------ */
+
+/* API.md 14: with max_processes = 10, ten idle processes fill the engine:
+ * the 11th submit fails with SX_ELIMIT (init not run, nothing counted);
+ * once one of them finishes (wait has seen its outcome), a submit succeeds
+ * again, and the limit holds again after that. Repeated 200 times, so that
+ * a finished process still counted as live for a moment after its outcome
+ * is visible shows up. */
+static void test_max_processes(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle", idle_step) };
+    sx_engine *e = engine_up(t, 2, 10, types, 1);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, 99);
+    sx_pid pids[10], extra = SX_PID_NONE;
+    sx_result r;
+    enum { ROUNDS = 200 };
+
+    for (int i = 0; i < 10; i++)
+        pids[i] = submit_idx(e, "idle", "run", i);
+    CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &extra), SX_ELIMIT);
+    CHECK_EQ_INT(ld(&t->inits), 10);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.live, 10);
+    CHECK_EQ_U64(s.submitted, 10);
+
+    for (int k = 0; k < ROUNDS; k++) {
+        int i = k % 10;
+        send_int(e, SX_PID_NONE, pids[i], "quit", 0);
+        WAIT_OUTCOME(e, pids[i], &r, 0);
+        sx_result_free(&r);
+        CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &pids[i]), 0);
+        CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &extra), SX_ELIMIT);
+    }
+    CHECK_EQ_INT(ld(&t->inits), 10 + ROUNDS);
+    s = stats_of(e);
+    CHECK_EQ_U64(s.live, 10);
+    CHECK_EQ_U64(s.submitted, 10 + ROUNDS);
+    engine_down(t, e);
+    CHECK_EQ_INT(ld(&t->closes), 10 + ROUNDS);
+    ctx_free(t);
+}
+
+/* ---- 15. concurrent senders ------------------------------------------- */
+
+/* Checks every message: [sender, seq] from {0, 1, 1000 + sender}, seq the
+ * next expected for that sender; finishes with the count after all. */
+static int sink_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    step_enter(s);
+    for (size_t i = 0; i < n; i++) {
+        sx_unpack u;
+        uint32_t len = 0;
+        int64_t who = -1, seq = -1;
+        STEP_CHECK(out, ev[i].type == SX_EVENT_MESSAGE);
+        STEP_CHECK(out, strcmp(ev[i].topic, "m") == 0);
+        sx_unpack_init(&u, ev[i].data);
+        STEP_CHECK(out, sx_unpack_array(&u, &len) == 0 && len == 2);
+        STEP_CHECK(out, sx_unpack_int(&u, &who) == 0);
+        STEP_CHECK(out, sx_unpack_int(&u, &seq) == 0);
+        STEP_CHECK(out, who >= 0 && who < N_SENDERS);
+        STEP_CHECK(out, ev[i].from.id == (uint64_t)(1000 + who));
+        STEP_CHECK(out, seq == s->next[who]);
+        s->next[who]++;
+        s->acc++;
+    }
+    if (s->acc == (int64_t)N_SENDERS * PER_SENDER)
+        sx_done(out, sx_payload_int(buf, s->acc));
+    else
+        sx_idle(out);
+    return 0;
+}
+
+typedef struct {
+    sx_engine *e;
+    sx_pid to;
+    int who;
+    atomic_int *go;
+    int bad_rc; /* first send error, or 0 */
+} sender_arg;
+
+static void *sender_main(void *arg)
+{
+    sender_arg *a = arg;
+    sx_pid from = { 0, 1, 1000 + (uint64_t)a->who };
+    while (!ld(a->go)) {
+    }
+    for (int seq = 0; seq < PER_SENDER; seq++) {
+        uint8_t buf[32];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_array(&pk, 2);
+        sx_pack_int(&pk, a->who);
+        sx_pack_int(&pk, seq);
+        int rc = pk.err ? pk.err
+                        : sx_engine_send(a->e, from, a->to, "m",
+                                         sx_pack_payload(&pk));
+        if (rc != 0) {
+            a->bad_rc = rc;
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* API.md 15: four outside threads each send 10,000 messages to one process
+ * at the same time; the process sees every message exactly once (the total
+ * is exact, no sequence number repeats or is skipped) and in order per
+ * sender, with the right sender PID. */
+static void test_concurrent_senders(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("sink", sink_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 1);
+    sx_pid p = submit_idx(e, "sink", "run", 0);
+    atomic_int go;
+    atomic_init(&go, 0);
+    sender_arg args[N_SENDERS];
+    pthread_t th[N_SENDERS];
+    for (int i = 0; i < N_SENDERS; i++) {
+        args[i] = (sender_arg){ .e = e, .to = p, .who = i, .go = &go };
+        CHECK(pthread_create(&th[i], NULL, sender_main, &args[i]) == 0);
+    }
+    st(&go, 1);
+    for (int i = 0; i < N_SENDERS; i++) {
+        CHECK(pthread_join(th[i], NULL) == 0);
+        CHECK_RC(args[i].bad_rc, 0);
+    }
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, p, 60000, &r), 0);
+    if (r.error != 0)
+        SX_FAILF("sink failed: %s", r.error_msg ? r.error_msg : "?");
+    CHECK_EQ_INT(result_int(&r), N_SENDERS * PER_SENDER);
+    sx_result_free(&r);
+    sx_engine_stats s = stats_of(e);
+    CHECK(s.messages >= (uint64_t)N_SENDERS * PER_SENDER);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- misuse ----------------------------------------------------------- */
+
+static int nop_init(void *state, const sx_init_ctx *ctx, const char *method,
+                    const sx_payload *input, size_t n_input)
+{
+    (void)state;
+    (void)ctx;
+    (void)method;
+    (void)input;
+    (void)n_input;
+    return 0;
+}
+
+static int nop_step(void *state, const sx_event *ev, size_t n,
+                    sx_step_output *out)
+{
+    (void)state;
+    (void)ev;
+    (void)n;
+    sx_idle(out);
+    return 0;
+}
+
+/* NULL and malformed arguments give SX_EINVAL (or, where the header names
+ * no code, some error) and never crash; the engine stays usable. */
+static void test_misuse_null_args(void)
+{
+    sx_engine *e = NULL;
+    sx_engine_config cfg = { .workers = SX_MAX_WORKERS + 1 };
+    CHECK_RC(sx_engine_new(NULL, NULL), SX_EINVAL);
+    CHECK_RC(sx_engine_new(&cfg, &e), SX_EINVAL);
+    CHECK(e == NULL);
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+
+    const sx_process_type ok = { .name = "ok",
+                                 .init = nop_init,
+                                 .step = nop_step };
+    const sx_process_type no_name = { .init = nop_init, .step = nop_step };
+    const sx_process_type no_init = { .name = "x", .step = nop_step };
+    const sx_process_type no_step = { .name = "y", .init = nop_init };
+    CHECK_RC(sx_engine_register(NULL, &ok), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, NULL), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, &no_name), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, &no_init), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, &no_step), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, &ok), 0);
+    CHECK_RC(sx_engine_register_command(NULL, 300, "c", cmd_eio, NULL),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_register_command(e, 300, "c", NULL, NULL), SX_EINVAL);
+    CHECK(sx_engine_start(NULL) < 0);
+    CHECK_RC(sx_engine_start(e), 0);
+
+    sx_pid pid = SX_PID_NONE;
+    CHECK_RC(sx_engine_submit(NULL, "ok", "run", NULL, 0, &pid), SX_EINVAL);
+    CHECK_RC(sx_engine_submit(e, NULL, "run", NULL, 0, &pid), SX_EINVAL);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 1, &pid), SX_EINVAL);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, NULL), 0);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
+
+    char topic[300];
+    memset(topic, 't', sizeof topic);
+    topic[256] = '\0';
+    CHECK_RC(sx_engine_send(NULL, SX_PID_NONE, pid, "x", nil_payload()),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, NULL, nil_payload()),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, topic, nil_payload()),
+             SX_EINVAL);
+    topic[255] = '\0';
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, topic, nil_payload()), 0);
+    CHECK(sx_engine_cancel(NULL, pid, "r") < 0);
+    CHECK(sx_engine_terminate(NULL, pid) < 0);
+
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 0, NULL), SX_EINVAL);
+    CHECK(sx_engine_wait(NULL, pid, 0, &r) < 0);
+    CHECK_RC(sx_engine_stats_get(e, NULL, NULL, 0), SX_EINVAL);
+    CHECK_RC(sx_engine_stats_get(NULL, NULL, NULL, 0), SX_EINVAL);
+    sx_process_info info[2];
+    CHECK_RC(sx_engine_list(NULL, info, 2), SX_EINVAL);
+    CHECK_RC(sx_engine_list(e, NULL, 2), SX_EINVAL);
+    CHECK_RC(sx_yield(NULL, CMD_NOW, 1, nil_payload()), SX_EINVAL);
+    CHECK(sx_engine_stop(NULL, 0) < 0);
+    sx_engine_free(NULL);
+
+    /* Still usable: the idle process is there and takes a terminate. */
+    CHECK_EQ_INT(sx_engine_list(e, info, 2), 2);
+    CHECK_RC(sx_engine_terminate(e, pid), 0);
+    CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &r), 0);
+    CHECK_RC(r.error, SX_ETERMINATED);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_stop(e, 50), 0);
+    sx_engine_free(e);
+}
+
+/* Submit, send, wait, cancel and terminate name what they do not know:
+ * an unknown type is SX_EUNKNOWN_TYPE, an unknown PID SX_ENOTFOUND; a
+ * wait on a live process with a 50 ms timeout is SX_ETIMEDOUT after
+ * about that long. */
+static void test_misuse_unknown(void)
+{
+    sx_engine *e = NULL;
+    const sx_process_type ok = { .name = "ok",
+                                 .init = nop_init,
+                                 .step = nop_step };
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_register(e, &ok), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+
+    sx_pid pid = SX_PID_NONE;
+    const sx_pid nobody = { 0, 1, 123456789 };
+    sx_result r;
+    CHECK_RC(sx_engine_submit(e, "nope", "run", NULL, 0, &pid),
+             SX_EUNKNOWN_TYPE);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, nobody, "x", nil_payload()),
+             SX_ENOTFOUND);
+    CHECK_RC(sx_engine_cancel(e, nobody, NULL), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_terminate(e, nobody), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_wait(e, nobody, 10, &r), SX_ENOTFOUND);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.submitted, 0);
+
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_wait(e, pid, 50, &r), SX_ETIMEDOUT);
+    double took = sx_test_now_ms() - t0;
+    CHECK(took >= 40 && took < 2000);
+    CHECK_RC(sx_engine_stop(e, 50), 0); /* nop_step ignores the cancel */
+    sx_engine_free(e);
+}
+
+/* The lifecycle order is enforced: submit or stop before start is
+ * SX_ESTATE, start twice is SX_ESTATE, register and register_command after
+ * start are SX_ESTATE, submit after stop is SX_ESTOPPING, stop twice is 0;
+ * a never-started engine frees cleanly. */
+static void test_misuse_state(void)
+{
+    sx_engine *e = NULL;
+    const sx_process_type ok = { .name = "ok",
+                                 .init = nop_init,
+                                 .step = nop_step };
+    const sx_process_type late = { .name = "late",
+                                   .init = nop_init,
+                                   .step = nop_step };
+    sx_pid pid;
+
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    sx_engine_free(e); /* never started */
+
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_register(e, &ok), 0);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), SX_ESTATE);
+    CHECK_RC(sx_engine_stop(e, 0), SX_ESTATE);
+    CHECK_RC(sx_engine_start(e), 0);
+    CHECK_RC(sx_engine_start(e), SX_ESTATE);
+    CHECK_RC(sx_engine_register(e, &late), SX_ESTATE);
+    CHECK_RC(sx_engine_register_command(e, 300, "late", cmd_eio, NULL),
+             SX_ESTATE);
+    CHECK_RC(sx_engine_submit(e, "late", "run", NULL, 0, &pid),
+             SX_EUNKNOWN_TYPE);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
+    CHECK_RC(sx_engine_stop(e, 100), 0);
+    CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), SX_ESTOPPING);
+    CHECK_RC(sx_engine_stop(e, 100), 0);
+    sx_engine_free(e);
+}
+
+/* Names and command ids are unique, and user commands start at 256: a
+ * duplicate type name is SX_EEXIST (also from a different struct), a
+ * duplicate command id SX_EEXIST, ids below 256 SX_EINVAL. */
+static void test_misuse_registration(void)
+{
+    sx_engine *e = NULL;
+    const sx_process_type a = { .name = "dup",
+                                .init = nop_init,
+                                .step = nop_step };
+    const sx_process_type b = { .name = "dup",
+                                .init = nop_init,
+                                .step = nop_step };
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_register(e, &a), 0);
+    CHECK_RC(sx_engine_register(e, &b), SX_EEXIST);
+    CHECK_RC(sx_engine_register(e, &a), SX_EEXIST);
+    CHECK_RC(sx_engine_register_command(e, 0, "c0", cmd_eio, NULL), SX_EINVAL);
+    CHECK_RC(sx_engine_register_command(e, SX_CMD_SEND, "c2", cmd_eio, NULL),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_register_command(e, 255, "c255", cmd_eio, NULL),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_register_command(e, 256, "c256", cmd_eio, NULL), 0);
+    CHECK_RC(sx_engine_register_command(e, 256, "again", cmd_eio, NULL),
+             SX_EEXIST);
+    CHECK_RC(sx_engine_register_command(e, 65535, "cmax", cmd_eio, NULL), 0);
+    const sx_process_type *list[4];
+    CHECK_EQ_U64(sx_engine_types(e, list, 4), 1);
+    CHECK_STR(list[0]->name, "dup");
+    CHECK_RC(sx_engine_start(e), 0);
+    CHECK_RC(sx_engine_stop(e, 100), 0);
+    sx_engine_free(e);
+}
+
+/* sx_strerror and sx_errname give a non-empty static string for every
+ * code, known or not; the names are those of the constants. */
+static void test_strerror(void)
+{
+    static const struct {
+        int code;
+        const char *name;
+    } codes[] = {
+        { SX_EINVAL, "SX_EINVAL" },
+        { SX_ENOMEM, "SX_ENOMEM" },
+        { SX_ENOTFOUND, "SX_ENOTFOUND" },
+        { SX_ECLOSED, "SX_ECLOSED" },
+        { SX_ESTOPPING, "SX_ESTOPPING" },
+        { SX_ELIMIT, "SX_ELIMIT" },
+        { SX_EUNKNOWN_TYPE, "SX_EUNKNOWN_TYPE" },
+        { SX_EUNKNOWN_METHOD, "SX_EUNKNOWN_METHOD" },
+        { SX_EUNKNOWN_COMMAND, "SX_EUNKNOWN_COMMAND" },
+        { SX_ETERMINATED, "SX_ETERMINATED" },
+        { SX_ECANCELLED, "SX_ECANCELLED" },
+        { SX_EFAILED, "SX_EFAILED" },
+        { SX_ETIMEDOUT, "SX_ETIMEDOUT" },
+        { SX_EPROTO, "SX_EPROTO" },
+        { SX_EEXIST, "SX_EEXIST" },
+        { SX_ESTATE, "SX_ESTATE" },
+    };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        const char *m = sx_strerror(codes[i].code);
+        CHECK(m != NULL && m[0] != '\0');
+        CHECK_STR(sx_errname(codes[i].code), codes[i].name);
+    }
+    static const int odd[] = { 0,     1,      -1,    -EIO,      -4999,    -5000,
+                               -5999, -99999, 12345, INT32_MIN, INT32_MAX };
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        const char *m = sx_strerror(odd[i]);
+        const char *nm = sx_errname(odd[i]);
+        CHECK(m != NULL && m[0] != '\0');
+        CHECK(nm != NULL && nm[0] != '\0');
+    }
+}
+
+/* ---- built-in process commands ---------------------------------------- */
+
+/* Child: method "double" finishes at once with twice its input; method
+ * "idle" waits for any message and finishes with it. */
+static int child_step(void *state, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    s->phase++;
+    if (s->idx >= 0) {
+        sx_done(out, sx_payload_int(buf, s->idx * 2));
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_MESSAGE) {
+            done_with_message(out, &ev[i]);
+            return 0;
+        }
+    }
+    sx_idle(out);
+    return 0;
+}
+
+static int child_init(void *state, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *input, size_t n_input)
+{
+    pstate *s = state;
+    int rc = gen_init(state, ctx, method, input, n_input);
+    if (rc != 0)
+        return rc;
+    if (method == NULL)
+        return SX_EUNKNOWN_METHOD;
+    if (strcmp(method, "idle") == 0)
+        s->idx = -1;
+    else if (strcmp(method, "double") != 0 || s->idx < 0)
+        return SX_EUNKNOWN_METHOD;
+    s->other = sx_init_parent(ctx);
+    return 0;
+}
+
+/* Packs [type, method, [input...]] (an empty input list when n is 0). */
+static int pack_spawn(sx_pack *pk, const char *type, const char *method, int n,
+                      int64_t v)
+{
+    sx_pack_reset(pk);
+    sx_pack_array(pk, 3);
+    sx_pack_str(pk, type);
+    sx_pack_str(pk, method);
+    sx_pack_array(pk, (uint32_t)n);
+    if (n > 0)
+        sx_pack_int(pk, v);
+    return pk->err;
+}
+
+/* Writes the yields and status that open the parent's phase s->acc:
+ *   1: NOOP (tag 1) -> nil; SPAWN_WAIT child double 21 (tag 2) -> 42;
+ *      SPAWN child idle (tag 3) -> its PID; SPAWN_WAIT of an unknown type
+ *      (tag 4) -> an error.
+ *   2: MONITOR that child (tag 5) -> nil.
+ *   3: SEND it "hi" 5 (tag 6) -> nil; it finishes, so @exit arrives.
+ *   4: SEND self "me" 4 with SX_TAG_NONE, and IDLE.
+ *   5: SPAWN child idle (tag 7) -> its PID.
+ *   6: TERMINATE it (tag 8) -> nil; CANCEL an unknown PID (tag 9) -> error.
+ *   7: DONE with the terminated child's PID.
+ * Returns 0, or nonzero when a pack or a yield failed. */
+static int parent_phase(pstate *s, sx_step_output *out)
+{
+    sx_pack pk;
+    int rc = 0;
+    sx_pack_init(&pk);
+    switch (s->acc) {
+    case 1:
+        rc |= sx_yield(out, SX_CMD_NOOP, 1, nil_payload());
+        rc |= pack_spawn(&pk, "child", "double", 1, 21);
+        rc |= sx_yield(out, SX_CMD_SPAWN_WAIT, 2, sx_pack_payload(&pk));
+        rc |= pack_spawn(&pk, "child", "idle", 0, 0);
+        rc |= sx_yield(out, SX_CMD_SPAWN, 3, sx_pack_payload(&pk));
+        rc |= pack_spawn(&pk, "nope", "x", 0, 0);
+        rc |= sx_yield(out, SX_CMD_SPAWN_WAIT, 4, sx_pack_payload(&pk));
+        sx_wait(out);
+        break;
+    case 2:
+        sx_pack_array(&pk, 1);
+        sx_pack_pid(&pk, s->other);
+        rc |= sx_yield(out, SX_CMD_MONITOR, 5, sx_pack_payload(&pk));
+        sx_wait(out);
+        break;
+    case 3:
+        sx_pack_array(&pk, 3);
+        sx_pack_pid(&pk, s->other);
+        sx_pack_str(&pk, "hi");
+        sx_pack_int(&pk, 5);
+        rc |= sx_yield(out, SX_CMD_SEND, 6, sx_pack_payload(&pk));
+        sx_wait(out);
+        break;
+    case 4:
+        sx_pack_array(&pk, 3);
+        sx_pack_pid(&pk, s->self);
+        sx_pack_str(&pk, "me");
+        sx_pack_int(&pk, 4);
+        rc |= sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&pk));
+        sx_idle(out);
+        break;
+    case 5:
+        rc |= pack_spawn(&pk, "child", "idle", 0, 0);
+        rc |= sx_yield(out, SX_CMD_SPAWN, 7, sx_pack_payload(&pk));
+        sx_wait(out);
+        break;
+    case 6:
+        sx_pack_array(&pk, 1);
+        sx_pack_pid(&pk, s->other);
+        rc |= sx_yield(out, SX_CMD_TERMINATE, 8, sx_pack_payload(&pk));
+        sx_pack_reset(&pk);
+        sx_pack_array(&pk, 2);
+        sx_pack_pid(&pk, (sx_pid){ 0, 1, 987654321 });
+        sx_pack_str(&pk, "why");
+        rc |= sx_yield(out, SX_CMD_CANCEL, 9, sx_pack_payload(&pk));
+        sx_wait(out);
+        break;
+    default:
+        sx_pack_pid(&pk, s->other);
+        if (pk.err == 0)
+            sx_done(out, sx_pack_payload(&pk));
+        break;
+    }
+    rc |= pk.err;
+    sx_pack_fini(&pk);
+    return rc;
+}
+
+/* What must have arrived before phase i is over (bit = tag; bit 10 = the
+ * @exit message, bit 11 = the "me" message). */
+static const uint32_t parent_need[] = {
+    0, 0x1e, 0x20, 0x440, 0x800, 0x80, 0x300
+};
+
+/* The parent: checks every event against its phase (see parent_phase). */
+static int parent_step(void *state, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    pstate *s = state;
+    int k = step_enter(s);
+    if (k == 1) {
+        s->acc = 1;
+        STEP_CHECK(out, parent_phase(s, out) == 0);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type == SX_EVENT_MESSAGE) {
+            if (strcmp(v->topic, SX_TOPIC_EXIT) == 0) {
+                STEP_CHECK(out, s->acc == 3);
+                STEP_CHECK(out, sx_pid_eq(v->from, s->other));
+                s->seen |= 1u << 10;
+                continue;
+            }
+            /* The fire-and-forget send to self: no completion event, and
+             * the very next step is this message alone. */
+            STEP_CHECK(out, strcmp(v->topic, "me") == 0);
+            STEP_CHECK(out, s->acc == 4 && n == 1);
+            STEP_CHECK(out, k == s->next[0] + 1);
+            STEP_CHECK(out, sx_pid_eq(v->from, s->self));
+            STEP_CHECK(out, ev_int_is(v, 4));
+            s->seen |= 1u << 11;
+            continue;
+        }
+        STEP_CHECK(out, v->tag >= 1 && v->tag <= 9);
+        STEP_CHECK(out, (parent_need[s->acc] & (1u << v->tag)) != 0);
+        STEP_CHECK(out, (s->seen & (1u << v->tag)) == 0);
+        s->seen |= 1u << v->tag;
+        if (v->tag == 4 || v->tag == 9) {
+            STEP_CHECK(out, v->error != 0);
+            continue;
+        }
+        STEP_CHECK(out, v->error == 0);
+        if (v->tag == 1) {
+            sx_unpack u;
+            sx_unpack_init(&u, v->data);
+            STEP_CHECK(out, v->data.len == 0 || sx_unpack_nil(&u) == 0);
+        }
+        if (v->tag == 2)
+            STEP_CHECK(out, ev_int_is(v, 42));
+        if (v->tag == 3 || v->tag == 7) {
+            sx_unpack u;
+            sx_unpack_init(&u, v->data);
+            STEP_CHECK(out, sx_unpack_pid(&u, &s->other) == 0);
+            STEP_CHECK(out, s->other.id != 0);
+        }
+    }
+    if ((s->seen & parent_need[s->acc]) != parent_need[s->acc]) {
+        sx_wait(out);
+        return 0;
+    }
+    s->seen = 0;
+    s->acc++;
+    s->next[0] = k; /* the step that opened the phase */
+    STEP_CHECK(out, parent_phase(s, out) == 0);
+    return 0;
+}
+
+/* The built-in process commands do what engine.h says: NOOP completes with
+ * nil; SPAWN_WAIT completes with the child's result (an error for an
+ * unknown type); SPAWN gives the child's PID; MONITOR later brings an @exit
+ * message from the watched child once it finishes; SEND delivers to the
+ * child, and with SX_TAG_NONE to the sender itself without a completion
+ * event or an extra step; TERMINATE finishes a child with SX_ETERMINATED;
+ * CANCEL of an unknown PID is an error completion. */
+static void test_builtin_commands(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = {
+        TYPE("parent", parent_step),
+        { .name = "child",
+          .state_size = sizeof(pstate),
+          .init = child_init,
+          .step = child_step,
+          .close = gen_close,
+          .user = t },
+    };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    sx_pid p = submit_idx(e, "parent", "run", 0);
+    sx_pid killed = SX_PID_NONE;
+    sx_result r;
+    sx_unpack u;
+    WAIT_OUTCOME(e, p, &r, 0);
+    sx_unpack_init(&u, r.value);
+    CHECK_RC(sx_unpack_pid(&u, &killed), 0);
+    sx_result_free(&r);
+    WAIT_OUTCOME(e, killed, &r, SX_ETERMINATED);
+    sx_result_free(&r);
+    /* Parent and three children (double, idle finished by "hi", idle
+     * terminated); the unknown type's spawn counts nowhere. */
+    CHECK_EQ_INT(ld(&t->closes), 4);
+    sx_engine_stats s = stats_of(e);
+    CHECK_EQ_U64(s.submitted, 4);
+    CHECK_EQ_U64(s.terminated, 1);
+    CHECK_EQ_U64(s.live, 0);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+static const sx_test_case cases[] = {
+    { "counter_steps", test_counter_steps },
+    { "completion_order", test_completion_order },
+    { "continue_waits", test_continue_waits },
+    { "done_discards_yields", test_done_discards_yields },
+    { "idle", test_idle },
+    { "message_wakes", test_message_wakes },
+    { "send_to_gone", test_send_to_gone },
+    { "terminate", test_terminate },
+    { "stop", test_stop },
+    { "thousand", test_thousand },
+    { "init_error", test_init_error },
+    { "command_errors", test_command_errors },
+    { "late_complete", test_late_complete },
+    { "max_processes", test_max_processes },
+    { "concurrent_senders", test_concurrent_senders },
+    { "misuse_null_args", test_misuse_null_args },
+    { "misuse_unknown", test_misuse_unknown },
+    { "misuse_state", test_misuse_state },
+    { "misuse_registration", test_misuse_registration },
+    { "strerror", test_strerror },
+    { "builtin_commands", test_builtin_commands },
+};
+
+SX_TEST_MAIN(cases)
