@@ -417,14 +417,24 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     sx_pid pid = sx__proc_pid(e, p);
     /* relaxed: only this worker wrote steps. */
     uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
-    /* close has returned before the outcome is visible to wait. */
-    sx__outcomes_put(e, pid.id, error, msg, value, steps);
+    /* The figures and `live` change before the outcome is visible, so a
+     * waiter that sees the outcome also sees them. */
     if (error == 0)
         atomic_fetch_add_explicit(&e->completed, 1, memory_order_relaxed);
     else if (error == SX_ETERMINATED)
         atomic_fetch_add_explicit(&e->terminated, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    /* seq_cst: pairs with stop's read of live (see sx__spawn). */
+    if (atomic_fetch_sub_explicit(&e->live, 1, memory_order_seq_cst) == 1 &&
+        atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
+        pthread_mutex_lock(&e->life_mu);
+        pthread_cond_broadcast(&e->life_cv);
+        pthread_mutex_unlock(&e->life_mu);
+    }
+    /* close has returned before the outcome is visible to wait; the PID
+     * stops resolving in the same critical section (outcome.c). */
+    sx__outcomes_put(e, p, pid.id, error, msg, value, steps);
     /* acq_rel: acquire the watchers registered (release CAS in sx__watch);
      * CLOSED tells later registrants to look at the outcome instead. */
     sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
@@ -435,14 +445,6 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                                                       memory_order_relaxed);
         sx__watch_fire(e, w, pid, error, msg, value);
         w = next;
-    }
-    sx__ptable_retire(e, p);
-    /* seq_cst: pairs with stop's read of live (see sx__spawn). */
-    if (atomic_fetch_sub_explicit(&e->live, 1, memory_order_seq_cst) == 1 &&
-        atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
-        pthread_mutex_lock(&e->life_mu);
-        pthread_cond_broadcast(&e->life_cv);
-        pthread_mutex_unlock(&e->life_mu);
     }
     sx__proc_release(e, p); /* the table's reference */
 }

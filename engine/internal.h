@@ -298,9 +298,10 @@ bool sx__work_visible(sx_engine *e);
 /* engine/outcome.c */
 int sx__outcomes_init(sx__outcomes *o, size_t keep);
 void sx__outcomes_fini(sx__outcomes *o);
-/* Records p's outcome (copied) and wakes its waiters. */
-void sx__outcomes_put(sx_engine *e, uint64_t id, int error, const char *msg,
-                      sx_payload value, uint64_t steps);
+/* Records p's outcome (copied), retires p from the table, and wakes its
+ * waiters, all under the outcome lock. */
+void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
+                      const char *msg, sx_payload value, uint64_t steps);
 /* Copies the outcome of id into *out (free with sx_result_free); false
  * when it is not kept. */
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);

@@ -75,8 +75,8 @@ static void unlink_hash(sx__outcomes *o, sx__outcome *x)
     *pp = x->hnext;
 }
 
-void sx__outcomes_put(sx_engine *e, uint64_t id, int error, const char *msg,
-                      sx_payload value, uint64_t steps)
+void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
+                      const char *msg, sx_payload value, uint64_t steps)
 {
     sx__outcomes *o = &e->outcomes;
     size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
@@ -106,6 +106,9 @@ void sx__outcomes_put(sx_engine *e, uint64_t id, int error, const char *msg,
         x->hnext = o->buckets[b];
         o->buckets[b] = x;
     }
+    /* Under the same lock: from now on the PID no longer resolves, and a
+     * waiter holding the lock sees the outcome or the live process. */
+    sx__ptable_retire(e, p);
     /* Out of memory: the outcome is not kept; waiters are still woken and
      * then find neither outcome nor process (SX_ENOTFOUND). */
     for (sx__waiter *w = o->waiters; w != NULL; w = w->next)

@@ -85,6 +85,8 @@ static sx__proc *free_pop(sx_engine *e)
         if (idx == SX__FREE_NONE)
             return NULL;
         sx__proc *p = slot_at(e, idx);
+        if (p == NULL)
+            return NULL; /* cannot happen: free slots are in segments */
         /* relaxed: if another thread popped p meanwhile, the tag in the
          * head changed and the CAS below fails, whatever we read here. */
         uint32_t next =

@@ -635,35 +635,48 @@ static void test_pid_values(void)
 
 /* ---- writer buffers ------------------------------------------------------- */
 
-/* Packs a fixed sequence of values of assorted sizes into pk; returns the
- * first error. */
-static int pack_sequence(sx_pack *pk)
+/* Packs a fixed sequence of calls of assorted sizes into pk and records in
+ * ends[] (when not NULL) pk->len after each call; returns the number of
+ * calls. */
+static size_t pack_sequence(sx_pack *pk, size_t *ends)
 {
     static const uint8_t blob[40] = { 1, 2, 3 };
-    sx_pack_array(pk, 3);
-    sx_pack_int(pk, -100000);
-    sx_pack_str(pk, "a string that takes a str8 header!");
-    sx_pack_double(pk, 2.5);
-    sx_pack_map(pk, 1);
-    sx_pack_pid(pk, (sx_pid){ 1, 2, 1ULL << 40 });
-    sx_pack_bin(pk, blob, sizeof(blob));
-    sx_pack_raw(pk, pl_of("\x92\x01\xc3", 3));
-    sx_pack_raw(pk, pl_of(NULL, 0));
-    sx_pack_uint(pk, UINT64_MAX);
-    sx_pack_nil(pk);
-    sx_pack_bool(pk, true);
-    return pk->err; /* sticky: the first error, if any */
+    size_t k = 0;
+#define STEP(call)                                                             \
+    do {                                                                       \
+        (void)(call);                                                          \
+        if (ends != NULL)                                                      \
+            ends[k] = pk->len;                                                 \
+        k++;                                                                   \
+    } while (0)
+    STEP(sx_pack_array(pk, 3));
+    STEP(sx_pack_int(pk, -100000));
+    STEP(sx_pack_str(pk, "a string that takes a str8 header!"));
+    STEP(sx_pack_double(pk, 2.5));
+    STEP(sx_pack_map(pk, 1));
+    STEP(sx_pack_pid(pk, (sx_pid){ 1, 2, 1ULL << 40 }));
+    STEP(sx_pack_bin(pk, blob, sizeof(blob)));
+    STEP(sx_pack_raw(pk, pl_of("\x92\x01\xc3", 3)));
+    STEP(sx_pack_raw(pk, pl_of(NULL, 0)));
+    STEP(sx_pack_uint(pk, UINT64_MAX));
+    STEP(sx_pack_nil(pk));
+    STEP(sx_pack_bool(pk, true));
+#undef STEP
+    return k;
 }
 
 /* A fixed buffer of every capacity short of the whole sequence ends in a
- * sticky SX_ELIMIT, keeps only complete values (a failed value is rolled
- * back, never half-written) and writes nothing past cap; reset clears the
- * error and keeps the storage. */
+ * sticky SX_ELIMIT and keeps exactly the calls that fit before the first
+ * one that did not (a failed call is rolled back, never half-written, and
+ * nothing is written past cap); reset clears the error and keeps the
+ * storage. */
 static void test_fixed_overflow(void)
 {
+    size_t ends[16];
     sx_pack heap;
     sx_pack_init(&heap);
-    CHECK_RC(pack_sequence(&heap), 0);
+    size_t calls = pack_sequence(&heap, ends);
+    CHECK_RC(heap.err, 0);
     size_t total = heap.len;
 
     for (size_t cap = 0; cap <= total; cap++) {
@@ -671,24 +684,20 @@ static void test_fixed_overflow(void)
         sx_pack pk;
         CHECK(buf != NULL);
         sx_pack_init_fixed(&pk, buf, cap);
-        int rc = pack_sequence(&pk);
+        pack_sequence(&pk, NULL);
         if (cap == total) {
-            CHECK_RC(rc, 0);
+            CHECK_RC(pk.err, 0);
             CHECK(memcmp(buf, heap.data, total) == 0);
         } else {
-            CHECK(rc != 0);
+            size_t want = 0;
+            for (size_t k = 0; k < calls && ends[k] <= cap; k++)
+                want = ends[k];
             CHECK_RC(pk.err, SX_ELIMIT);
-            CHECK(pk.len <= cap);
+            CHECK_EQ_U64(pk.len, want);
             CHECK(memcmp(buf, heap.data, pk.len) == 0);
-            size_t len = pk.len;
             CHECK_RC(sx_pack_nil(&pk), SX_ELIMIT);
             CHECK_RC(sx_pack_raw(&pk, pl_of(NULL, 0)), SX_ELIMIT);
-            CHECK_EQ_U64(pk.len, len);
-            /* What is there is a sequence of whole values. */
-            sx_unpack u;
-            sx_unpack_init(&u, pl_of(buf, len));
-            while (len > 0 && !sx_unpack_done(&u))
-                CHECK_RC(sx_unpack_skip(&u), 0);
+            CHECK_EQ_U64(pk.len, want);
             sx_pack_reset(&pk);
             CHECK_RC(pk.err, 0);
             CHECK_EQ_U64(pk.len, 0);
@@ -1013,7 +1022,7 @@ static void build_composite(tbuf *b)
     sx_pack_bin(&pk, "\x00\x01\x02", 3);
     sx_pack_strn(&pk, "0123456789012345678901234567890123456789", 40);
     sx_pack_pid(&pk, (sx_pid){ 9, 8, 7 });
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 10; i++)
         sx_pack_int(&pk, i);
     tb_take(b, &pk);
     tb_ext(b, 0xd6, 5, 4); /* the 17th element */
@@ -1125,7 +1134,6 @@ static void test_huge_claims(void)
         { 0xc6, 0xff, 0xff, 0xff, 0xff }, { 0xc9, 0xff, 0xff, 0xff, 0xff },
         { 0xdc, 0xff, 0xff, 0x00, 0x00 }, { 0xde, 0x00, 0x03, 0xc0, 0xc0 },
     };
-    double t0 = sx_test_now_ms();
     for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
         tbuf b = { 0 };
         tb_put(&b, heads[i], 5);
@@ -1143,8 +1151,11 @@ static void test_huge_claims(void)
     tb_put(&b, "\xdd\xff\xff\xff\xff", 5);
     for (int i = 0; i < 1000000; i++)
         tb_byte(&b, 0xc0);
+    /* Walking the claim would take seconds; the check takes microseconds.
+     * The bound is loose for loaded machines and sanitizers. */
+    double t0 = sx_test_now_ms();
     CHECK_RC(skip_exact(b.p, b.n, NULL), SX_EPROTO);
-    CHECK(sx_test_now_ms() - t0 < 1000);
+    CHECK(sx_test_now_ms() - t0 < 500);
     /* The same header claiming exactly what is there reads whole. */
     b.p[1] = 0x00, b.p[2] = 0x0f, b.p[3] = 0x42, b.p[4] = 0x40;
     size_t used;
@@ -1194,7 +1205,7 @@ static void test_depth_limit(void)
         tb_byte(&b, 0x91);
     double t0 = sx_test_now_ms();
     CHECK_RC(skip_exact(b.p, b.n, NULL), SX_ELIMIT);
-    CHECK(sx_test_now_ms() - t0 < 100);
+    CHECK(sx_test_now_ms() - t0 < 500);
     free(b.p);
 }
 
