@@ -258,15 +258,26 @@ static bool is_message(const sx__mpsc_node *n)
     return ((const sx__ev *)n)->kind == SX__EV_MESSAGE;
 }
 
-/* After a batch that used the whole budget: is there still something that
- * should run the process again? For IDLE only a message counts. */
+static bool is_any(const sx__mpsc_node *n)
+{
+    (void)n;
+    return true;
+}
+
+/* After a step (or a wake-up with nothing collected): is something still
+ * queued that should run the process again? For IDLE only a message
+ * counts. This also covers the wake-up that collected nothing because an
+ * earlier producer's push was half done (mailbox.h): the walk waits for
+ * that push, so the event behind it is not left queued while the process
+ * sleeps. */
 static bool backlog(sx__proc *p, uint8_t want)
 {
     if (sx__ctlstack_nonempty(&p->ctl))
         return true;
-    if (want == SX_PSTATE_IDLE)
-        return sx__mpsc_find(&p->mbox, is_message);
-    return !sx__mpsc_empty(&p->mbox);
+    if (want == SX_PSTATE_READY)
+        return false; /* it runs again anyway */
+    return sx__mpsc_find(&p->mbox,
+                         want == SX_PSTATE_IDLE ? is_message : is_any);
 }
 
 /* Runs one step. Returns the state the process wants next (READY to run
@@ -365,7 +376,7 @@ static void run(sx_engine *e, sx__worker *w, sx__proc *p)
         } else {
             want = p->wait_kind; /* woken, but nothing to deliver yet */
         }
-        bool more = n == e->throughput && backlog(p, want);
+        bool more = backlog(p, want);
 
         /* acquire: see the flags producers set (their fetch_or is a
          * release) and the events they pushed before. */

@@ -2,6 +2,8 @@
  * and the control stack; see mailbox.h for the contract. */
 #include "process/mailbox.h"
 
+#include <sched.h>
+
 void sx__mpsc_init(sx__mpsc *q)
 {
     /* relaxed: the queue is not shared yet; whoever publishes it (the
@@ -71,13 +73,25 @@ bool sx__mpsc_empty(sx__mpsc *q)
 
 bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *))
 {
-    for (sx__mpsc_node *n = q->tail; n != NULL;
-         /* acquire: pairs with the release store of next in push. */
-         n = atomic_load_explicit(&n->next, memory_order_acquire)) {
+    /* acquire: pairs with the exchange in push: every push whose exchange
+     * is ordered before this load is waited for below. */
+    sx__mpsc_node *h = atomic_load_explicit(&q->head, memory_order_acquire);
+    sx__mpsc_node *n = q->tail;
+    for (;;) {
         if (n != &q->stub && pred(n))
             return true;
+        if (n == h)
+            return false;
+        sx__mpsc_node *next;
+        unsigned spins = 0;
+        /* acquire: pairs with the release store of next in push. */
+        while ((next = atomic_load_explicit(&n->next,
+                                            memory_order_acquire)) == NULL) {
+            if (++spins > 64)
+                sched_yield(); /* the producer was preempted mid-push */
+        }
+        n = next;
     }
-    return false;
 }
 
 void sx__ctlstack_init(sx__ctlstack *s)

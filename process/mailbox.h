@@ -49,8 +49,11 @@ sx__mpsc_node *sx__mpsc_pop(sx__mpsc *q);
 bool sx__mpsc_empty(sx__mpsc *q);
 
 /* [consumer] Walks the queued nodes oldest first, without popping, until
- * pred returns true (then true). Stops at a half-done push: a node behind
- * it is not seen (its producer rings the state word after linking). */
+ * pred returns true (then true). Every push that had exchanged head when
+ * the walk began is waited for: if such a push is half done, the walk
+ * spins (then yields the CPU) until its link appears, so no node queued
+ * before the call is missed. The wait is bounded by a producer finishing
+ * two instructions (longer only if it is preempted between them). */
 bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *));
 
 /* The control stack: a singly linked list through sx__mpsc_node.next. */

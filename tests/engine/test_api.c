@@ -454,10 +454,17 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
 }
 
 /* Stops and frees e; held yields get their (late) completion in between,
- * while the engine still exists. */
+ * while the engine still exists. No worker may have found work after a
+ * park timed out (a lost wake-up, STYLE.md "Concurrency"). */
 static void engine_down(tctx *t, sx_engine *e)
 {
     CHECK_RC(sx_engine_stop(e, 2000), 0);
+    sx_engine_stats st_;
+    sx_worker_stats ws[4];
+    memset(ws, 0, sizeof ws);
+    CHECK_RC(sx_engine_stats_get(e, &st_, ws, 4), 0);
+    for (unsigned i = 0; i < st_.workers && i < 4; i++)
+        CHECK_EQ_U64(ws[i].timeout_finds, 0);
     ctx_timer_stop(t);
     hold_release_all(t);
     sx_engine_free(e);
@@ -1248,7 +1255,11 @@ static void test_stop(void)
         CHECK_EQ_INT(ld(&t->closed[i]), 1);
     for (int i = 0; i < N; i++) {
         sx_result r;
-        WAIT_OUTCOME(e, pids[i], &r, plan[i].want);
+        CHECK_RC(sx_engine_wait(e, pids[i], WAIT_MS, &r), 0);
+        if (r.error != plan[i].want)
+            SX_FAILF("process %d (%s, %d steps): %s, wanted %s", i,
+                     plan[i].type, (int)r.steps, sx_errname(r.error),
+                     sx_errname(plan[i].want));
         sx_result_free(&r);
     }
     uint8_t buf[SX_PAYLOAD_INT_MAX];

@@ -1304,7 +1304,7 @@ static bool gen_odd(tbuf *b, sx_pack *scr, int depth, bool *minimal)
 static void gen_value(tbuf *b, sx_pack *scr, int depth, bool raw_forms,
                       bool *minimal)
 {
-    unsigned kind = (unsigned)rng_below(depth > 0 ? 9 : 11);
+    unsigned kind = (unsigned)rng_below(depth > 0 ? 11 : 9);
     if (raw_forms && rng_below(6) == 0 && gen_odd(b, scr, depth, minimal))
         return;
     switch (kind) {
