@@ -309,18 +309,16 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
         sx__ev_free(ev);
         return SX_ENOTFOUND;
     }
+    /* Counted before the delivery (and taken back if it fails), so that a
+     * receiver that saw the message also sees it counted. relaxed:
+     * figures only. */
+    sx__worker *w = sx__current_worker(e);
+    _Atomic uint64_t *count = w != NULL ? &w->st.messages : &e->ext_messages;
+    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
     int rc = sx__deliver(e, p, ev);
+    if (rc != 0)
+        atomic_fetch_sub_explicit(count, 1, memory_order_relaxed);
     sx__proc_release(e, p);
-    if (rc == 0 && ev->kind == SX__EV_MESSAGE) {
-        sx__worker *w = sx__current_worker(e);
-        /* relaxed: figures only. */
-        if (w != NULL)
-            atomic_fetch_add_explicit(&w->st.messages, 1,
-                                      memory_order_relaxed);
-        else
-            atomic_fetch_add_explicit(&e->ext_messages, 1,
-                                      memory_order_relaxed);
-    }
     return rc;
 }
 

@@ -1341,9 +1341,16 @@ static void gen_value(tbuf *b, sx_pack *scr, int depth, bool raw_forms,
         free(s);
         break;
     }
-    case 7:
-        sx_pack_pid(scr, (sx_pid){ (uint32_t)rng(), (uint32_t)rng(), rng() });
+    case 7: {
+        /* One draw per statement: initializers are evaluated in no fixed
+         * order, and the sequence must not depend on the compiler. */
+        sx_pid pid;
+        pid.node = (uint32_t)rng();
+        pid.host = (uint32_t)rng();
+        pid.id = rng();
+        sx_pack_pid(scr, pid);
         break;
+    }
     case 8:
         sx_pack_str(scr, "");
         break;

@@ -1431,9 +1431,16 @@ static void stress(unsigned workers)
     stop_sinks();
     CHECK_EQ_U64(get(&T.closes), get(&T.inits));
 
+    /* A finished process leaves `live` just after its outcome is visible
+     * to wait: poll until it is 0. */
     static sx_worker_stats ws[SX_MAX_WORKERS];
     sx_engine_stats st;
     uint64_t steps = total_steps(&st, ws);
+    while (st.live > 0) {
+        watch("quiesce");
+        nap_us(200);
+        steps = total_steps(&st, ws);
+    }
     stop_completers();
     CHECK_EQ_U64(get(&T.items_in), get(&T.items_out));
     CHECK_RC(sx_engine_stop(T.e, 1000), 0);
