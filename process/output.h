@@ -50,7 +50,7 @@ void sx__output_reset(sx_step_output *out);
 static inline const uint8_t *sx__output_bytes(const sx_step_output *out,
                                               size_t off)
 {
-    return out->arena + off;
+    return out->arena != NULL ? out->arena + off : NULL;
 }
 
 #endif

@@ -20,11 +20,12 @@
 
 /* ==== writer ============================================================
  *
- * Every sx_pack_* call writes one whole value or nothing: on failure len is
- * rolled back to where the call started, so the bytes so far are always a
- * sequence of complete values, and the error is kept in pk->err. Every error
- * is sticky, including SX_EINVAL for bad arguments, so a caller may check
- * once at the end. A NULL pk returns SX_EINVAL and is not otherwise touched.
+ * Every sx_pack_* call writes all of its bytes (a whole value, or for
+ * sx_pack_array and sx_pack_map the container header) or none: on failure
+ * len is rolled back to where the call started and the error is kept in
+ * pk->err. Every error is sticky, including SX_EINVAL for bad arguments, so a
+ * caller may check once at the end. A NULL pk returns SX_EINVAL and is not
+ * otherwise touched.
  */
 
 #define PACK_MIN_CAP 64
@@ -337,12 +338,12 @@ sx_payload sx_payload_int(uint8_t buf[SX_PAYLOAD_INT_MAX], int64_t v)
  *    above UINT32_MAX) returns SX_ELIMIT, likewise not sticky and not moving.
  *  - Nesting deeper than SX_UNPACK_MAX_DEPTH in skip and raw returns SX_ELIMIT
  *    and is sticky (the data cannot be walked by this reader).
- *  - NULL u returns SX_EINVAL. NULL output pointers are allowed and mean
- *    "discard".
+ *  - NULL u returns SX_EINVAL, and a payload with NULL data but a non-zero
+ *    length makes a cursor whose sticky error is SX_EINVAL. NULL output
+ *    pointers are allowed and mean "discard".
  * An empty payload reads as a single nil (the header's "len 0 stands for
  * nil"): sx_unpack_init points the cursor at a static nil byte.
  */
-
 
 static const uint8_t unpack_nil_byte = 0xc0;
 
@@ -567,8 +568,7 @@ static size_t head_span(const mp_head *h)
  * value itself), so d is the nesting depth of the next value. Every step
  * consumes at least one byte and head_read bounds each count by the bytes
  * left, so the walk is linear in the bytes present. */
-static int value_end(const uint8_t *p, const uint8_t *end,
-                     const uint8_t **out)
+static int value_end(const uint8_t *p, const uint8_t *end, const uint8_t **out)
 {
     uint64_t left[SX_UNPACK_MAX_DEPTH + 1];
     size_t d = 0;

@@ -10,8 +10,9 @@
  * Threads: cases run one at a time on the main thread. Steps, inits, closes
  * and command handlers run on engine workers (init on the submitting
  * thread); some cases add helper threads that complete held yields or send
- * from outside. Everything the threads share is a C11 atomic or guarded by
- * the context's mutex.
+ * from outside. No check depends on a helper thread being scheduled within
+ * a deadline (the test machines may be loaded). Everything the threads share is
+ * a C11 atomic or guarded by the context's mutex.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -74,13 +75,11 @@ static sx_payload nil_payload(void)
 
 /* ---- the per-case context --------------------------------------------- */
 
-/* A yield whose completer the test holds (CMD_HOLD) or the timer thread
- * completes when due (CMD_DELAY). */
+/* A yield whose completer the test holds (CMD_HOLD). */
 typedef struct {
     sx_completer *c;
     sx_pid pid;
     uint64_t tag;
-    double due_ms;
     bool taken; /* sx_complete was (or is about to be) called on c */
 } held_item;
 
@@ -88,10 +87,6 @@ typedef struct {
     pthread_mutex_t mu;
     held_item held[HOLD_MAX]; /* CMD_HOLD; guarded by mu */
     int n_held;
-    held_item delayed[HOLD_MAX]; /* CMD_DELAY; guarded by mu */
-    int n_delayed;
-    pthread_t timer;
-    atomic_int timer_quit;
     atomic_int steps;              /* step calls, every process of the case */
     atomic_int inits;              /* init calls that returned 0 */
     atomic_int closes;             /* close calls */
@@ -103,58 +98,18 @@ typedef struct {
     atomic_int closed[IDX_MAX];    /* close calls by process index */
 } tctx;
 
-static void *timer_main(void *arg);
-
 static tctx *ctx_new(void)
 {
     tctx *t = calloc(1, sizeof *t);
     CHECK(t != NULL);
     CHECK(pthread_mutex_init(&t->mu, NULL) == 0);
-    CHECK(pthread_create(&t->timer, NULL, timer_main, t) == 0);
     return t;
-}
-
-/* Stops the timer thread, completing what it still has (late). */
-static void ctx_timer_stop(tctx *t)
-{
-    if (ld(&t->timer_quit))
-        return;
-    st(&t->timer_quit, 1);
-    CHECK(pthread_join(t->timer, NULL) == 0);
 }
 
 static void ctx_free(tctx *t)
 {
-    ctx_timer_stop(t);
     pthread_mutex_destroy(&t->mu);
     free(t);
-}
-
-/* Completes CMD_DELAY yields when due (all of them once told to quit). */
-static void *timer_main(void *arg)
-{
-    tctx *t = arg;
-    for (;;) {
-        bool quit = ld(&t->timer_quit) != 0;
-        sx_completer *due = NULL;
-        pthread_mutex_lock(&t->mu);
-        double now = sx_test_now_ms();
-        for (int i = 0; i < t->n_delayed && due == NULL; i++) {
-            held_item *h = &t->delayed[i];
-            if (!h->taken && (quit || h->due_ms <= now)) {
-                h->taken = true;
-                due = h->c;
-            }
-        }
-        pthread_mutex_unlock(&t->mu);
-        if (due != NULL) {
-            sx_complete(due, nil_payload(), 0, NULL);
-            continue;
-        }
-        if (quit)
-            return NULL;
-        sleep_ms(1);
-    }
 }
 
 /* Waits until at least n yields are held; false after WAIT_MS. */
@@ -256,7 +211,6 @@ enum {
     CMD_HOLD,                  /* keeps the completer for the test           */
     CMD_EIO,                   /* returns -EIO without completing            */
     CMD_ERRC,                  /* completes with -ENOENT and "nope"          */
-    CMD_DELAY,                 /* args = ms; the timer thread completes it   */
     CMD_UNKNOWN = 999          /* never registered                           */
 };
 
@@ -310,29 +264,6 @@ static int cmd_errc(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     (void)tag;
     (void)args;
     sx_complete(done, nil_payload(), -ENOENT, "nope");
-    return 0;
-}
-
-static int cmd_delay(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
-                     sx_payload args, sx_completer *done)
-{
-    tctx *t = user;
-    int64_t ms = 0;
-    (void)e;
-    if (sx_payload_get_int(args, &ms) != 0)
-        return SX_EINVAL;
-    pthread_mutex_lock(&t->mu);
-    if (t->n_delayed == HOLD_MAX) {
-        pthread_mutex_unlock(&t->mu);
-        return SX_ELIMIT;
-    }
-    t->delayed[t->n_delayed++] =
-        (held_item){ .c = done,
-                     .pid = pid,
-                     .tag = tag,
-                     .due_ms = sx_test_now_ms() + (double)ms,
-                     .taken = false };
-    pthread_mutex_unlock(&t->mu);
     return 0;
 }
 
@@ -444,9 +375,6 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
     CHECK_RC(sx_engine_register_command(e, CMD_EIO, "test.eio", cmd_eio, t), 0);
     CHECK_RC(sx_engine_register_command(e, CMD_ERRC, "test.errc", cmd_errc, t),
              0);
-    CHECK_RC(
-        sx_engine_register_command(e, CMD_DELAY, "test.delay", cmd_delay, t),
-        0);
     for (size_t i = 0; i < n_types; i++)
         CHECK_RC(sx_engine_register(e, &types[i]), 0);
     CHECK_RC(sx_engine_start(e), 0);
@@ -465,7 +393,6 @@ static void engine_down(tctx *t, sx_engine *e)
     CHECK_RC(sx_engine_stats_get(e, &st_, ws, 4), 0);
     for (unsigned i = 0; i < st_.workers && i < 4; i++)
         CHECK_EQ_U64(ws[i].timeout_finds, 0);
-    ctx_timer_stop(t);
     hold_release_all(t);
     sx_engine_free(e);
 }
@@ -1178,7 +1105,8 @@ static int busy_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* IDLE; on cancel takes 50 ms (a CMD_DELAY) to finish, then DONE. */
+/* IDLE; on cancel needs one more round trip (a yield completed inside its
+ * handler, so no outside thread is involved) before it is DONE. */
 static int slow_polite_step(void *state, const sx_event *ev, size_t n,
                             sx_step_output *out)
 {
@@ -1188,8 +1116,8 @@ static int slow_polite_step(void *state, const sx_event *ev, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (is_cancel(&ev[i])) {
             inc(&s->t->cancels);
-            STEP_CHECK(
-                out, sx_yield(out, CMD_DELAY, 9, sx_payload_int(buf, 50)) == 0);
+            STEP_CHECK(out,
+                       sx_yield(out, CMD_NOW, 9, sx_payload_int(buf, 9)) == 0);
             sx_wait(out);
             return 0;
         }
@@ -1203,12 +1131,12 @@ static int slow_polite_step(void *state, const sx_event *ev, size_t n,
 }
 
 /* API.md 9: stop delivers a cancel message to every live process; the ones
- * that finish on it (at once, blocked on a yield, or 50 ms later) finish
- * normally; the ones that ignore it (idle or busy re-running) are
- * terminated at the deadline. With a 200 ms deadline stop returns in under
- * 500 ms; afterwards no step runs, every close has run, the outcomes can
- * still be waited for, and submit returns SX_ESTOPPING. Stop is
- * idempotent. */
+ * that finish on it (at once, blocked on a yield, or after one more round
+ * trip) finish normally; the ones that ignore it (idle, or busy re-running)
+ * are terminated at the deadline, not before (stop takes at least the
+ * deadline). With a 200 ms deadline stop returns in under 500 ms;
+ * afterwards no step runs, every close has run, the outcomes can still be
+ * waited for, and submit returns SX_ESTOPPING. Stop is idempotent. */
 static void test_stop(void)
 {
     tctx *t = ctx_new();
@@ -1245,7 +1173,7 @@ static void test_stop(void)
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_stop(e, 200), 0);
     double took = sx_test_now_ms() - t0;
-    if (took >= 500)
+    if (took >= 500 || took < 190)
         SX_FAILF("stop with a 200 ms deadline took %.1f ms", took);
 
     int steps_after = ld(&t->steps);

@@ -30,21 +30,24 @@ static const struct {
     { SX_ESTATE, "SX_ESTATE" },
 };
 
-#define ERRNO(e) { -e, #e }
+#define ERRNO(e)                                                               \
+    {                                                                          \
+        -(e), #e                                                               \
+    }
 static const struct {
     int code;
     const char *name;
 } errno_codes[] = {
-    ERRNO(EPERM),        ERRNO(ENOENT),      ERRNO(ESRCH),
-    ERRNO(EINTR),        ERRNO(EIO),         ERRNO(EBADF),
-    ERRNO(ECHILD),       ERRNO(EAGAIN),      ERRNO(EACCES),
-    ERRNO(EEXIST),       ERRNO(ENOTDIR),     ERRNO(EISDIR),
-    ERRNO(EMFILE),       ERRNO(ENOSPC),      ERRNO(EPIPE),
+    ERRNO(EPERM),        ERRNO(ENOENT),       ERRNO(ESRCH),
+    ERRNO(EINTR),        ERRNO(EIO),          ERRNO(EBADF),
+    ERRNO(ECHILD),       ERRNO(EAGAIN),       ERRNO(EACCES),
+    ERRNO(EEXIST),       ERRNO(ENOTDIR),      ERRNO(EISDIR),
+    ERRNO(EMFILE),       ERRNO(ENOSPC),       ERRNO(EPIPE),
     ERRNO(ERANGE),       ERRNO(ECONNREFUSED), ERRNO(ECONNRESET),
-    ERRNO(EADDRINUSE),   ERRNO(ENOSYS),      ERRNO(ENOTSUP),
+    ERRNO(EADDRINUSE),   ERRNO(ENOSYS),       ERRNO(ENOTSUP),
     ERRNO(EOVERFLOW),    ERRNO(ENAMETOOLONG), ERRNO(ENOTEMPTY),
-    ERRNO(EHOSTUNREACH), ERRNO(ENETUNREACH), ERRNO(EALREADY),
-    ERRNO(EINPROGRESS),  ERRNO(EBUSY),       ERRNO(EFAULT),
+    ERRNO(EHOSTUNREACH), ERRNO(ENETUNREACH),  ERRNO(EALREADY),
+    ERRNO(EINPROGRESS),  ERRNO(EBUSY),        ERRNO(EFAULT),
     ERRNO(ENOTCONN),     ERRNO(ECONNABORTED), ERRNO(EMSGSIZE),
 };
 
@@ -93,9 +96,9 @@ static void test_errno_codes(void)
  * string is returned every time. */
 static void test_unknown_codes(void)
 {
-    static const int unknown[] = { 1,     EINVAL, 5001,  -5000, -5012,
-                                   -4999, -9999,  -3000, INT_MIN, INT_MAX,
-                                   INT_MIN + 1 };
+    static const int unknown[] = { 1,       EINVAL,  5001,       -5000,
+                                   -5012,   -4999,   -9999,      -3000,
+                                   INT_MIN, INT_MAX, INT_MIN + 1 };
     CHECK_STR(sx_strerror(0), "success");
     CHECK_STR(sx_errname(0), "OK");
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {

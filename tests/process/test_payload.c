@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers ---- */
 
 /* A growable byte buffer the tests assemble hand-made encodings in. */
 typedef struct {
@@ -107,7 +107,7 @@ static int skip_exact(const uint8_t *p, size_t n, size_t *used)
     return rc;
 }
 
-/* ---- integers ------------------------------------------------------------- */
+/* ---- integers ---- */
 
 /* Every integer packs in the smallest encoding msgpack allows (the encoded
  * size and marker at each boundary), sx_payload_int produces the same bytes,
@@ -245,14 +245,14 @@ static void test_int_all_encodings(void)
     }
 }
 
-/* ---- scalars -------------------------------------------------------------- */
+/* ---- scalars ---- */
 
 /* nil, booleans and doubles (signed zero, extremes, infinities, NaN) round
  * trip; float32 is read; the double reader also takes integers. */
 static void test_nil_bool_double(void)
 {
-    static const double ds[] = { 0.0,     -0.0,     1.5,     -1e300,
-                                 DBL_MAX, DBL_MIN,  -DBL_MIN, 1e-320,
+    static const double ds[] = { 0.0,      -0.0,      1.5,      -1e300,
+                                 DBL_MAX,  DBL_MIN,   -DBL_MIN, 1e-320,
                                  INFINITY, -INFINITY, NAN };
     sx_pack pk;
     sx_pack_init(&pk);
@@ -309,7 +309,7 @@ static void test_nil_bool_double(void)
     free(q);
 }
 
-/* ---- strings, binaries, containers ---------------------------------------- */
+/* ---- strings, binaries, containers ---- */
 
 /* Strings of each length class pack with the smallest header (fixstr, str8,
  * str16, str32 at 31/32/255/256/65535/65536) and read back byte for byte;
@@ -320,9 +320,9 @@ static void test_str_sizes(void)
         size_t n, hlen;
         uint8_t marker;
     } cases[] = {
-        { 0, 1, 0xa0 },      { 1, 1, 0xa1 },       { 31, 1, 0xbf },
-        { 32, 2, 0xd9 },     { 255, 2, 0xd9 },     { 256, 3, 0xda },
-        { 65535, 3, 0xda },  { 65536, 5, 0xdb },   { 70001, 5, 0xdb },
+        { 0, 1, 0xa0 },     { 1, 1, 0xa1 },     { 31, 1, 0xbf },
+        { 32, 2, 0xd9 },    { 255, 2, 0xd9 },   { 256, 3, 0xda },
+        { 65535, 3, 0xda }, { 65536, 5, 0xdb }, { 70001, 5, 0xdb },
     };
     char *text = malloc(70001);
     CHECK(text != NULL);
@@ -360,9 +360,9 @@ static void test_str_sizes(void)
     CHECK_RC(sx_pack_nil(&pk), SX_EINVAL); /* sticky */
     sx_pack_fini(&pk);
 
-    static const uint8_t odd[] = { 0xd9, 3,   'a', 'b', 'c', 0xda, 0,   3,
-                                   'a',  'b', 'c', 0xdb, 0,   0,    0,   3,
-                                   'a',  'b', 'c', 0xd9, 0 };
+    static const uint8_t odd[] = { 0xd9, 3,   'a', 'b', 'c',  0xda, 0,
+                                   3,    'a', 'b', 'c', 0xdb, 0,    0,
+                                   0,    3,   'a', 'b', 'c',  0xd9, 0 };
     uint8_t *q = dup_exact(odd, sizeof(odd));
     sx_unpack u;
     sx_unpack_init(&u, pl_of(q, sizeof(odd)));
@@ -388,8 +388,8 @@ static void test_bin_sizes(void)
         size_t n, hlen;
         uint8_t marker;
     } cases[] = {
-        { 0, 2, 0xc4 },     { 1, 2, 0xc4 },     { 255, 2, 0xc4 },
-        { 256, 3, 0xc5 },   { 65535, 3, 0xc5 }, { 65536, 5, 0xc6 },
+        { 0, 2, 0xc4 },      { 1, 2, 0xc4 },     { 255, 2, 0xc4 },
+        { 256, 3, 0xc5 },    { 65535, 3, 0xc5 }, { 65536, 5, 0xc6 },
         { 100000, 5, 0xc6 },
     };
     uint8_t *blob = malloc(100000);
@@ -426,9 +426,9 @@ static void test_container_sizes(void)
         size_t hlen;
         uint8_t amark, mmark;
     } cases[] = {
-        { 0, 1, 0x90, 0x80 },         { 15, 1, 0x9f, 0x8f },
-        { 16, 3, 0xdc, 0xde },        { 65535, 3, 0xdc, 0xde },
-        { 65536, 5, 0xdd, 0xdf },     { 70000, 5, 0xdd, 0xdf },
+        { 0, 1, 0x90, 0x80 },     { 15, 1, 0x9f, 0x8f },
+        { 16, 3, 0xdc, 0xde },    { 65535, 3, 0xdc, 0xde },
+        { 65536, 5, 0xdd, 0xdf }, { 70000, 5, 0xdd, 0xdf },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         for (int map = 0; map < 2; map++) {
@@ -451,8 +451,7 @@ static void test_container_sizes(void)
             CHECK_NOMOVE(&u,
                          map ? sx_unpack_array(&u, &n) : sx_unpack_map(&u, &n),
                          SX_EPROTO);
-            CHECK_RC(map ? sx_unpack_map(&u, &n) : sx_unpack_array(&u, &n),
-                     0);
+            CHECK_RC(map ? sx_unpack_map(&u, &n) : sx_unpack_array(&u, &n), 0);
             CHECK_EQ_U64(n, cases[i].n);
             for (uint32_t k = 0; k < n; k++) {
                 uint64_t v;
@@ -473,7 +472,7 @@ static void test_container_sizes(void)
     }
 }
 
-/* ---- ext ------------------------------------------------------------------ */
+/* ---- ext ---- */
 
 /* Appends an ext value in the given form: marker 0xd4..0xd8 (fixext, n
  * implied) or 0xc7..0xc9 (ext8/16/32). */
@@ -496,9 +495,9 @@ static void test_ext_all_forms(void)
         uint8_t marker;
         size_t n, total;
     } cases[] = {
-        { 0xd4, 1, 3 },       { 0xd5, 2, 4 },   { 0xd6, 4, 6 },
-        { 0xd7, 8, 10 },      { 0xd8, 16, 18 }, { 0xc7, 0, 3 },
-        { 0xc7, 200, 203 },   { 0xc8, 300, 304 }, { 0xc9, 70000, 70006 },
+        { 0xd4, 1, 3 },     { 0xd5, 2, 4 },     { 0xd6, 4, 6 },
+        { 0xd7, 8, 10 },    { 0xd8, 16, 18 },   { 0xc7, 0, 3 },
+        { 0xc7, 200, 203 }, { 0xc8, 300, 304 }, { 0xc9, 70000, 70006 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         tbuf b = { 0 };
@@ -531,7 +530,7 @@ static void test_ext_all_forms(void)
     }
 }
 
-/* ---- PIDs ----------------------------------------------------------------- */
+/* ---- PIDs ---- */
 
 /* A PID packs as [node, host, id] and reads back, also from its text form
  * and at the maximum values. Well-formed values that are not PIDs are
@@ -571,19 +570,19 @@ static void test_pid_values(void)
         size_t len;
         int rc;
     } bad[] = {
-        { "\x92\x01\x02", 3, SX_EPROTO },                 /* [1, 2] */
-        { "\x94\x01\x02\x03\x04", 5, SX_EPROTO },         /* 4 parts */
-        { "\x93\x01\xa1x\x03", 5, SX_EPROTO },            /* [1, "x", 3] */
-        { "\x93\x01\x02\xc0", 4, SX_EPROTO },             /* id nil */
+        { "\x92\x01\x02", 3, SX_EPROTO },                      /* [1, 2] */
+        { "\x94\x01\x02\x03\x04", 5, SX_EPROTO },              /* 4 parts */
+        { "\x93\x01\xa1x\x03", 5, SX_EPROTO },                 /* [1, "x", 3] */
+        { "\x93\x01\x02\xc0", 4, SX_EPROTO },                  /* id nil */
         { "\x93\x01\x02\xcb\0\0\0\0\0\0\0\0", 12, SX_EPROTO }, /* id 0.0 */
         { "\x93\xcf\0\0\0\1\0\0\0\0\x02\x03", 12, SX_ELIMIT }, /* node 2^32 */
-        { "\x93\x01\x02\xff", 4, SX_ELIMIT },             /* id -1 */
-        { "\x83\x01\x02\x03\x04\x05\x06", 7, SX_EPROTO }, /* a map */
-        { "\x03", 1, SX_EPROTO },                         /* an int */
-        { "\xa7{1@2|3", 8, SX_EPROTO },                   /* bad text */
-        { "\xa9{1@2|3}\0x", 10, SX_EPROTO },              /* NUL inside */
-        { "\xa8{1@2|3} ", 9, SX_EPROTO },                 /* trailing space */
-        { "\xa0", 1, SX_EPROTO },                         /* "" */
+        { "\x93\x01\x02\xff", 4, SX_ELIMIT },                  /* id -1 */
+        { "\x83\x01\x02\x03\x04\x05\x06", 7, SX_EPROTO },      /* a map */
+        { "\x03", 1, SX_EPROTO },                              /* an int */
+        { "\xa7{1@2|3", 8, SX_EPROTO },                        /* bad text */
+        { "\xa9{1@2|3}\0x", 10, SX_EPROTO },                   /* NUL inside */
+        { "\xa8{1@2|3} ", 9, SX_EPROTO }, /* trailing space */
+        { "\xa0", 1, SX_EPROTO },         /* "" */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint8_t *q = dup_exact(bad[i].bytes, bad[i].len);
@@ -633,7 +632,7 @@ static void test_pid_values(void)
     free(q);
 }
 
-/* ---- writer buffers ------------------------------------------------------- */
+/* ---- writer buffers ---- */
 
 /* Packs a fixed sequence of calls of assorted sizes into pk and records in
  * ends[] (when not NULL) pk->len after each call; returns the number of
@@ -769,7 +768,9 @@ static void test_pack_raw(void)
         { "\x01\x02", 2, SX_EPROTO },
         { "\x92\x01", 2, SX_EPROTO },
         { "\xc1", 1, SX_EPROTO },
-        { "\xd9\x05" "abc", 5, SX_EPROTO },
+        { "\xd9\x05"
+          "abc",
+          5, SX_EPROTO },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sx_pack pk;
@@ -794,7 +795,7 @@ static void test_pack_raw(void)
     sx_pack_fini(&pk);
 }
 
-/* ---- reader contract ------------------------------------------------------ */
+/* ---- reader contract ---- */
 
 /* NULL cursors and writers are SX_EINVAL; NULL outputs discard the value; a
  * payload with NULL data and a non-zero length is a sticky SX_EINVAL. */
@@ -844,8 +845,8 @@ static void test_mismatch_does_not_move(void)
     sx_pack_array(&pk, 0);
     sx_pack_map(&pk, 0);
     CHECK_RC(pk.err, 0);
-    static const int types[] = { SX_MP_NIL, SX_MP_BOOL, SX_MP_INT,
-                                 SX_MP_FLOAT, SX_MP_STR, SX_MP_BIN,
+    static const int types[] = { SX_MP_NIL,   SX_MP_BOOL, SX_MP_INT,
+                                 SX_MP_FLOAT, SX_MP_STR,  SX_MP_BIN,
                                  SX_MP_ARRAY, SX_MP_MAP };
     sx_unpack u;
     sx_unpack_init(&u, sx_pack_payload(&pk));
@@ -996,7 +997,7 @@ static void test_payload_get(void)
     CHECK_RC(sx_payload_get_str(pl_of("\xa3x", 2), buf, 8), SX_EPROTO);
 }
 
-/* ---- hostile input -------------------------------------------------------- */
+/* ---- hostile input ---- */
 
 /* Builds one composite value that uses every kind of header. */
 static void build_composite(tbuf *b)
@@ -1209,7 +1210,7 @@ static void test_depth_limit(void)
     free(b.p);
 }
 
-/* ---- cross-check with msgpack-c ------------------------------------------- */
+/* ---- cross-check with msgpack-c ---- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
@@ -1356,8 +1357,8 @@ static void gen_value(tbuf *b, sx_pack *scr, int depth, bool raw_forms,
         break;
     default: {
         bool map = kind == 10;
-        uint32_t n = (uint32_t)(rng_below(8) == 0 ? 14 + rng_below(6)
-                                                   : rng_below(5));
+        uint32_t n =
+            (uint32_t)(rng_below(8) == 0 ? 14 + rng_below(6) : rng_below(5));
         if (map)
             sx_pack_map(scr, n);
         else

@@ -53,8 +53,7 @@ static void test_round_trip(void)
 static void test_leading_zeros(void)
 {
     sx_pid pid;
-    CHECK_RC(sx_pid_parse("{007@0000|00000000000000000000000000042}", &pid),
-             0);
+    CHECK_RC(sx_pid_parse("{007@0000|00000000000000000000000000042}", &pid), 0);
     CHECK(pid.node == 7 && pid.host == 0 && pid.id == 42);
     CHECK_RC(sx_pid_parse("{04294967295@0|018446744073709551615}", &pid), 0);
     CHECK(pid.node == UINT32_MAX && pid.id == UINT64_MAX);

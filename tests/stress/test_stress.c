@@ -77,18 +77,19 @@
 #define STALL_MS 5000
 #endif
 
-#define LIVE_MAX 10000   /* stressors alive at once (submission throttle) */
-#define WINDOW 4096      /* peers, cancels: among the most recent indices */
-#define N_SINKS 4        /* long-lived receivers with exact accounting    */
-#define N_EXT 1          /* outside sender threads (sender ids N, N+1..)  */
-#define N_POOL 2         /* async completer threads                       */
-#define MAX_PENDING 16   /* tagged yields outstanding per process         */
-#define TAG_SLOTS 64     /* > MAX_PENDING: a free slot always exists      */
-#define PEER_MAX 2       /* peer messages a process may send              */
-#define PINGS_MAX 3      /* pings outstanding per process                 */
-#define CANCEL_EVERY 16  /* one cancel / terminate per 16 submitted       */
-#define EXT_EVERY 2      /* one outside message per 2 submitted           */
-#define BAD_PRINT 10     /* first problems printed as they happen         */
+#define LIVE_MAX 10000  /* stressors alive at once (submission throttle) */
+#define WINDOW 4096     /* peers, cancels: among the most recent indices */
+#define N_SINKS 4       /* long-lived receivers with exact accounting    */
+#define N_EXT 1         /* outside sender threads (sender ids N, N+1..)  */
+#define N_POOL 2        /* async completer threads                       */
+#define MAX_PENDING 16  /* tagged yields outstanding per process         */
+#define TAG_SLOTS 64    /* > MAX_PENDING: a free slot always exists      */
+#define PEER_MAX 2      /* peer messages a process may send              */
+#define PINGS_MAX 3     /* pings outstanding per process                 */
+#define QUIET_EVERY 4   /* every 4th stressor gets no peer / outside mail */
+#define CANCEL_EVERY 16 /* one cancel / terminate per 16 submitted       */
+#define EXT_EVERY 2     /* one outside message per 2 submitted           */
+#define BAD_PRINT 10    /* first problems printed as they happen         */
 
 enum {
     CMD_SYNC = SX_CMD_USER_MIN, /* completes inside the handler          */
@@ -132,10 +133,10 @@ typedef struct {
     uint32_t senders; /* n + N_EXT: sender ids at the sinks              */
     sx_engine *e;
 
-    _Atomic uint32_t next_idx;  /* index handed to the next init         */
-    _Atomic uint64_t *pids;     /* [n] pid.id of each stressor (init)    */
-    _Atomic uint8_t *closed;    /* [n] close count per stressor          */
-    _Atomic uint32_t *dbg;      /* [n] last step: pending|pings|act|st   */
+    _Atomic uint32_t next_idx; /* index handed to the next init         */
+    _Atomic uint64_t *pids;    /* [n] pid.id of each stressor (init)    */
+    _Atomic uint8_t *closed;   /* [n] close count per stressor          */
+    _Atomic uint32_t *dbg;     /* [n] last step: pending|pings|act|st   */
     /* [N_SINKS][senders]: written by the sender's steps (or the ext thread
      * before it is joined); read by main at the end. */
     uint32_t *sent_to;
@@ -151,8 +152,7 @@ typedef struct {
 
     _Atomic uint64_t inits, init_fails, closes, closes_done;
     _Atomic uint64_t in_step_violations, bad;
-    _Atomic uint64_t done_yields, done_completions, done_pings,
-        done_pings_recv;
+    _Atomic uint64_t done_yields, done_completions, done_pings, done_pings_recv;
     _Atomic uint64_t yields, completions, sink_msgs, sink_recv;
     _Atomic uint64_t peer_sent, peer_recv_n, ext_recv, pings_recv;
     _Atomic uint64_t cancels_ok, cancels_recv, terms_ok, spawns_ok;
@@ -228,10 +228,34 @@ static uint64_t pid_at(uint32_t idx)
     return atomic_load_explicit(&T.pids[idx], memory_order_acquire);
 }
 
-/* The most recent window of indices: [lo, hi). */
-static uint32_t recent_hi(void)
+/* A quiet stressor is never sent a peer message, an outside message or a
+ * cancel, so nothing can rescue it from a lost wake-up (see act). */
+static bool quiet(uint32_t idx)
+{
+    return idx % QUIET_EVERY == 0;
+}
+
+/* A random index among the most recent WINDOW, not a quiet one; or
+ * UINT32_MAX when there is none yet. */
+static uint32_t recent_target(uint64_t *rng)
 {
     /* relaxed: only picks targets. */
+    uint32_t hi = atomic_load_explicit(&T.next_idx, memory_order_relaxed);
+    if (hi > T.n)
+        hi = T.n;
+    uint32_t lo = hi > WINDOW ? hi - WINDOW : 0;
+    if (hi - lo < 2)
+        return UINT32_MAX;
+    uint32_t i = lo + (uint32_t)(rnd(rng) % (hi - lo));
+    if (quiet(i))
+        i = i + 1 < hi ? i + 1 : i - 1;
+    return i;
+}
+
+/* Stressor indices handed out so far (at most the budget). */
+static uint32_t indices_used(void)
+{
+    /* relaxed: a figure (targets; totals after the threads are done). */
     uint32_t hi = atomic_load_explicit(&T.next_idx, memory_order_relaxed);
     return hi < T.n ? hi : T.n;
 }
@@ -325,8 +349,7 @@ static void item_complete(aitem *it)
         sx_complete(it->done, (sx_payload){ NULL, 0 }, SX_ETIMEDOUT,
                     "stress: async error");
     else
-        sx_complete(it->done, sx_payload_int(buf, result_of(it->tag)), 0,
-                    NULL);
+        sx_complete(it->done, sx_payload_int(buf, result_of(it->tag)), 0, NULL);
 }
 
 static void item_run(aitem *it, uint64_t *rng)
@@ -422,8 +445,7 @@ static void *fast_main(void *arg)
         if (it == NULL) {
             /* acquire: pairs with the release store before the join. */
             if (atomic_load_explicit(&Q.fast_quit, memory_order_acquire) &&
-                atomic_load_explicit(&Q.fast_top, memory_order_acquire) ==
-                    NULL)
+                atomic_load_explicit(&Q.fast_top, memory_order_acquire) == NULL)
                 break;
             if (++idle % 64 == 0)
                 sched_yield(); /* 2 cores: let the workers run */
@@ -490,7 +512,7 @@ typedef struct {
     uint32_t idx;
     uint64_t rng;
     uint32_t steps, goal;
-    uint32_t pending;   /* tagged yields not yet answered */
+    uint32_t pending; /* tagged yields not yet answered */
     uint64_t next_tag;
     uint64_t slot_tag[TAG_SLOTS]; /* tag + 1 while pending, else 0 */
     uint8_t slot_kind[TAG_SLOTS];
@@ -511,8 +533,8 @@ static int stressor_init(void *state, const sx_init_ctx *ctx,
     if (strcmp(method, "bad") == 0)
         return SX_EUNKNOWN_METHOD; /* a deliberate init error */
     /* relaxed: only hands out unique indices. */
-    uint32_t idx = atomic_fetch_add_explicit(&T.next_idx, 1,
-                                             memory_order_relaxed);
+    uint32_t idx =
+        atomic_fetch_add_explicit(&T.next_idx, 1, memory_order_relaxed);
     if (idx >= T.n)
         return SX_ELIMIT; /* budget used up: submit / spawn fails */
     st->idx = idx;
@@ -550,8 +572,8 @@ static void on_completion(stressor *st, const sx_event *ev)
 {
     unsigned slot = (unsigned)(ev->tag % TAG_SLOTS);
     if (ev->tag == SX_TAG_NONE || st->slot_tag[slot] != ev->tag + 1) {
-        bad("stressor %u: completion for unknown or answered tag %llu",
-            st->idx, (unsigned long long)ev->tag);
+        bad("stressor %u: completion for unknown or answered tag %llu", st->idx,
+            (unsigned long long)ev->tag);
         return;
     }
     st->slot_tag[slot] = 0;
@@ -626,8 +648,7 @@ static void on_message(stressor *st, const sx_event *ev)
             bad("stressor %u: bad cancel", st->idx);
             return;
         }
-        atomic_fetch_add_explicit(&T.cancel_recv[id], 1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&T.cancel_recv[id], 1, memory_order_relaxed);
         cnt(&T.cancels_recv, 1);
         if (rnd(&st->rng) & 1)
             st->finishing = true;
@@ -701,11 +722,11 @@ static int send_sink(stressor *st, sx_step_output *out, bool can_untagged)
 {
     unsigned s = (unsigned)(rnd(&st->rng) % N_SINKS);
     uint8_t buf[64];
-    sx_payload args = pack_send(buf, sizeof(buf), T.sinks[s], "m", st->idx,
-                                st->sink_seq[s]);
+    sx_payload args =
+        pack_send(buf, sizeof(buf), T.sinks[s], "m", st->idx, st->sink_seq[s]);
     bool tagged = !can_untagged || rnd(&st->rng) % 3 != 0;
-    yield_or_die(out, SX_CMD_SEND,
-                 tagged ? tag_take(st, K_SINK) : SX_TAG_NONE, args);
+    yield_or_die(out, SX_CMD_SEND, tagged ? tag_take(st, K_SINK) : SX_TAG_NONE,
+                 args);
     st->sink_seq[s]++;
     T.sent_to[(size_t)s * T.senders + st->idx] = st->sink_seq[s];
     cnt(&T.sink_msgs, 1);
@@ -714,10 +735,8 @@ static int send_sink(stressor *st, sx_step_output *out, bool can_untagged)
 
 static int send_peer(stressor *st, sx_step_output *out, bool can_untagged)
 {
-    uint32_t hi = recent_hi();
-    uint32_t lo = hi > WINDOW ? hi - WINDOW : 0;
-    uint32_t to = lo + (uint32_t)(rnd(&st->rng) % (hi - lo));
-    uint64_t id = to != st->idx ? pid_at(to) : 0;
+    uint32_t to = recent_target(&st->rng);
+    uint64_t id = to != UINT32_MAX && to != st->idx ? pid_at(to) : 0;
     if (id == 0 || st->peers >= PEER_MAX)
         return SENT_NOTHING;
     uint32_t msg = st->idx * PEER_MAX + st->peers++;
@@ -799,6 +818,13 @@ static unsigned act(stressor *st, sx_step_output *out)
         return 2;
     }
     unsigned r = (unsigned)(rnd(&st->rng) % 100);
+    if (quiet(st->idx) && st->pending == 0 && st->pings_out == 0 && r < 50) {
+        /* The race the negative control needs: one fast completion is
+         * the only event that can ever wake this process. */
+        yield_int(st, out, CMD_FAST, K_FAST, 0);
+        sx_wait(out);
+        return 5;
+    }
     unsigned room = MAX_PENDING - st->pending;
     unsigned k = 1 + (unsigned)(rnd(&st->rng) % 3);
     if (k > room)
@@ -821,8 +847,6 @@ static unsigned act(stressor *st, sx_step_output *out)
         return 4;
     }
     if (r < 55 && k > 0) {
-        /* The race the negative control needs: with nothing else pending,
-         * this one fast completion is the only event that can wake us. */
         yield_int(st, out, CMD_FAST, K_FAST, 0);
         if (st->pending == 1 && st->pings_out == 0)
             sx_wait(out);
@@ -1012,14 +1036,11 @@ static bool outside_running(void)
     return !atomic_load_explicit(&outside_quit, memory_order_acquire);
 }
 
-/* A recent stressor's pid id, or 0. */
+/* A recent, not quiet stressor's pid id, or 0. */
 static uint64_t random_recent(uint64_t *rng)
 {
-    uint32_t hi = recent_hi();
-    if (hi == 0)
-        return 0;
-    uint32_t lo = hi > WINDOW ? hi - WINDOW : 0;
-    return pid_at(lo + (uint32_t)(rnd(rng) % (hi - lo)));
+    uint32_t i = recent_target(rng);
+    return i != UINT32_MAX ? pid_at(i) : 0;
 }
 
 static void *canceller_main(void *arg)
@@ -1028,7 +1049,7 @@ static void *canceller_main(void *arg)
     uint64_t rng, done = 0;
     seed(&rng, 77);
     while (outside_running()) {
-        if (done >= recent_hi() / CANCEL_EVERY) {
+        if (done >= indices_used() / CANCEL_EVERY) {
             nap_us(50);
             continue;
         }
@@ -1071,7 +1092,7 @@ static void *ext_main(void *arg)
     uint64_t rng, done = 0;
     seed(&rng, sender);
     while (outside_running()) {
-        if (done >= recent_hi() / EXT_EVERY) {
+        if (done >= indices_used() / EXT_EVERY) {
             nap_us(50);
             continue;
         }
@@ -1079,9 +1100,9 @@ static void *ext_main(void *arg)
         uint8_t buf[32];
         if (rnd(&rng) & 1) {
             unsigned s = (unsigned)(rnd(&rng) % N_SINKS);
-            int rc = sx_engine_send(T.e, SX_PID_NONE, T.sinks[s], "m",
-                                    pack_pair(buf, sizeof(buf), sender,
-                                              seq[s]));
+            int rc =
+                sx_engine_send(T.e, SX_PID_NONE, T.sinks[s], "m",
+                               pack_pair(buf, sizeof(buf), sender, seq[s]));
             if (rc != 0)
                 bad("ext send to sink %u: %s", s, sx_errname(rc));
             else
@@ -1105,7 +1126,8 @@ static void *ext_main(void *arg)
     return NULL;
 }
 
-/* ---- the watchdog ---------------------------------------------------------- */
+/* ---- the watchdog ----------------------------------------------------------
+ */
 
 static uint64_t total_steps(sx_engine_stats *st, sx_worker_stats *ws)
 {
@@ -1148,10 +1170,10 @@ static void stalled(const char *phase)
             "stress: STALL in %s: live %llu, listed %d (ready %u, running "
             "%u, blocked %u, idle %u), parked %u of %u workers, global "
             "queue %llu\n",
-            phase, (unsigned long long)st.live, n,
-            by_state[SX_PSTATE_READY], by_state[SX_PSTATE_RUNNING],
-            by_state[SX_PSTATE_BLOCKED], by_state[SX_PSTATE_IDLE], st.parked,
-            st.workers, (unsigned long long)st.global_queue);
+            phase, (unsigned long long)st.live, n, by_state[SX_PSTATE_READY],
+            by_state[SX_PSTATE_RUNNING], by_state[SX_PSTATE_BLOCKED],
+            by_state[SX_PSTATE_IDLE], st.parked, st.workers,
+            (unsigned long long)st.global_queue);
     for (unsigned i = 0; i < st.workers; i++)
         fprintf(stderr,
                 "  worker %u: steps %llu parks %llu wakeups %llu "
@@ -1166,9 +1188,9 @@ static void stalled(const char *phase)
         int idx = strcmp(info[i].type, "stressor") == 0
                       ? stressor_of(info[i].pid.id)
                       : -1;
-        uint32_t d = idx >= 0 ? atomic_load_explicit(&T.dbg[idx],
-                                                     memory_order_relaxed)
-                              : 0;
+        uint32_t d =
+            idx >= 0 ? atomic_load_explicit(&T.dbg[idx], memory_order_relaxed)
+                     : 0;
         fprintf(stderr,
                 "  %s %s #%d: %s, %llu steps; last step: pending %u, "
                 "pings out %u, action %u, finishing %u\n",
@@ -1202,7 +1224,8 @@ static void watch(const char *phase)
         stalled(phase);
 }
 
-/* ---- a case ------------------------------------------------------------------ */
+/* ---- a case
+ * ------------------------------------------------------------------ */
 
 static uint32_t budget(void)
 {
@@ -1249,8 +1272,7 @@ static void ctx_init(unsigned workers)
     CHECK_RC(sx_engine_new(&cfg, &T.e), 0);
     CHECK_RC(sx_engine_register(T.e, &stressor_type), 0);
     CHECK_RC(sx_engine_register(T.e, &sink_type), 0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_SYNC, "sync", cmd_sync,
-                                        NULL),
+    CHECK_RC(sx_engine_register_command(T.e, CMD_SYNC, "sync", cmd_sync, NULL),
              0);
     CHECK_RC(sx_engine_register_command(T.e, CMD_ASYNC, "async", cmd_async,
                                         (void *)(intptr_t)CMD_ASYNC),
@@ -1289,14 +1311,12 @@ static void threads_start(pthread_t *outside)
     atomic_init(&Q.fast_quit, false);
     atomic_init(&outside_quit, false);
     for (uintptr_t i = 0; i < N_POOL; i++)
-        CHECK_EQ_INT(pthread_create(&Q.pool[i], NULL, pool_main,
-                                    (void *)(i + 1000)),
-                     0);
+        CHECK_EQ_INT(
+            pthread_create(&Q.pool[i], NULL, pool_main, (void *)(i + 1000)), 0);
     CHECK_EQ_INT(pthread_create(&Q.fast, NULL, fast_main, NULL), 0);
     CHECK_EQ_INT(pthread_create(&outside[0], NULL, canceller_main, NULL), 0);
     for (uintptr_t i = 0; i < N_EXT; i++)
-        CHECK_EQ_INT(pthread_create(&outside[1 + i], NULL, ext_main,
-                                    (void *)i),
+        CHECK_EQ_INT(pthread_create(&outside[1 + i], NULL, ext_main, (void *)i),
                      0);
 }
 
@@ -1359,8 +1379,7 @@ static void stop_sinks(void)
     for (unsigned s = 0; s < N_SINKS; s++) {
         sx_result r;
         int rc;
-        while ((rc = sx_engine_wait(T.e, T.sinks[s], 20, &r)) ==
-               SX_ETIMEDOUT)
+        while ((rc = sx_engine_wait(T.e, T.sinks[s], 20, &r)) == SX_ETIMEDOUT)
             watch("sinks");
         CHECK_RC(rc, 0);
         CHECK_RC(r.error, 0);
@@ -1370,7 +1389,7 @@ static void stop_sinks(void)
 
 static void check_exactly_once(void)
 {
-    uint32_t used = recent_hi();
+    uint32_t used = indices_used();
     for (uint32_t i = 0; i < used; i++)
         if (atomic_load_explicit(&T.closed[i], memory_order_relaxed) != 1)
             SX_FAILF("stressor %u closed %u times", i,
@@ -1381,44 +1400,42 @@ static void check_exactly_once(void)
             SX_FAILF("sink %zu, sender %zu: received %u of %u messages",
                      i / T.senders, i % T.senders, T.expect[i], T.sent_to[i]);
     for (size_t i = 0; i < (size_t)T.n * PEER_MAX; i++) {
-        unsigned r = atomic_load_explicit(&T.peer_recv[i],
-                                          memory_order_relaxed);
-        unsigned s = atomic_load_explicit(&T.peer_status[i],
-                                          memory_order_relaxed);
+        unsigned r =
+            atomic_load_explicit(&T.peer_recv[i], memory_order_relaxed);
+        unsigned s =
+            atomic_load_explicit(&T.peer_status[i], memory_order_relaxed);
         if (r > 1 || (r == 1 && (s == ST_REJECTED || s == ST_NONE)))
-            SX_FAILF("peer message %zu: received %u times, status %u", i, r,
-                     s);
+            SX_FAILF("peer message %zu: received %u times, status %u", i, r, s);
     }
     for (size_t i = 0; i < T.cancel_max; i++) {
-        unsigned r = atomic_load_explicit(&T.cancel_recv[i],
-                                          memory_order_relaxed);
-        unsigned s = atomic_load_explicit(&T.cancel_status[i],
-                                          memory_order_relaxed);
+        unsigned r =
+            atomic_load_explicit(&T.cancel_recv[i], memory_order_relaxed);
+        unsigned s =
+            atomic_load_explicit(&T.cancel_status[i], memory_order_relaxed);
         if (r > 1 || (r == 1 && s == ST_REJECTED))
             SX_FAILF("cancel %zu: received %u times, status %u", i, r, s);
     }
 }
 
-static void stress(unsigned workers)
+/* What the engine said at the end of a run. */
+typedef struct {
+    sx_engine_stats st;
+    sx_worker_stats ws[SX_MAX_WORKERS];
+    uint64_t steps;
+} end_stats;
+
+/* Runs a whole case on the engine: sinks, threads, every stressor, the
+ * sinks' stop; fills *out once the engine is quiet, then frees it. */
+static void run(end_stats *out)
 {
-    double t0 = sx_test_now_ms();
-    ctx_init(workers);
-    printf("# %u workers, %u processes%s\n", workers, T.n,
-#ifdef SANITIZED
-           " (sanitizer build)"
-#else
-           ""
-#endif
-    );
-    fflush(stdout);
-    pthread_t outside[1 + N_EXT];
-    threads_start(outside);
+    /* The sinks first: the threads read T.sinks. */
     for (unsigned s = 0; s < N_SINKS; s++) {
         uint8_t buf[SX_PAYLOAD_INT_MAX];
         sx_payload in = sx_payload_int(buf, s);
-        CHECK_RC(sx_engine_submit(T.e, "sink", "sink", &in, 1, &T.sinks[s]),
-                 0);
+        CHECK_RC(sx_engine_submit(T.e, "sink", "sink", &in, 1, &T.sinks[s]), 0);
     }
+    pthread_t outside[1 + N_EXT];
+    threads_start(outside);
 
     submit_all();
     stop_outside(outside);
@@ -1433,47 +1450,56 @@ static void stress(unsigned workers)
 
     /* A finished process leaves `live` just after its outcome is visible
      * to wait: poll until it is 0. */
-    static sx_worker_stats ws[SX_MAX_WORKERS];
-    sx_engine_stats st;
-    uint64_t steps = total_steps(&st, ws);
-    while (st.live > 0) {
+    out->steps = total_steps(&out->st, out->ws);
+    while (out->st.live > 0) {
         watch("quiesce");
         nap_us(200);
-        steps = total_steps(&st, ws);
+        out->steps = total_steps(&out->st, out->ws);
     }
     stop_completers();
     CHECK_EQ_U64(get(&T.items_in), get(&T.items_out));
     CHECK_RC(sx_engine_stop(T.e, 1000), 0);
     sx_engine_free(T.e);
     T.e = NULL;
+}
 
+static void check_counts(const end_stats *es)
+{
+    const sx_engine_stats *st = &es->st;
     /* At most one step in flight, nothing odd seen by any step. */
     CHECK_EQ_U64(get(&T.in_step_violations), 0);
     CHECK_EQ_U64(get(&T.bad), 0);
     /* Close once per successful init; the engine agrees. */
-    CHECK_EQ_U64(get(&T.inits), recent_hi() + N_SINKS);
+    CHECK_EQ_U64(get(&T.inits), indices_used() + N_SINKS);
     CHECK_EQ_U64(get(&T.closes), get(&T.inits));
-    CHECK_EQ_U64(st.submitted, get(&T.inits));
-    CHECK_EQ_U64(st.live, 0);
-    CHECK_EQ_U64(st.failed, 0);
-    CHECK_EQ_U64(st.completed, get(&T.closes_done));
-    CHECK_EQ_U64(st.terminated, get(&T.closes) - get(&T.closes_done));
+    CHECK_EQ_U64(st->submitted, get(&T.inits));
+    CHECK_EQ_U64(st->live, 0);
+    CHECK_EQ_U64(st->failed, 0);
+    CHECK_EQ_U64(st->completed, get(&T.closes_done));
+    CHECK_EQ_U64(st->terminated, get(&T.closes) - get(&T.closes_done));
     /* Exactly once: yields and pings of processes that finished normally
      * (they wait for all of them), sinks, peers, cancels. */
     CHECK_EQ_U64(get(&T.done_completions), get(&T.done_yields));
     CHECK_EQ_U64(get(&T.done_pings_recv), get(&T.done_pings));
     check_exactly_once();
     /* No lost wake-up was papered over by the park timeout. */
-    for (unsigned i = 0; i < st.workers; i++)
-        CHECK_EQ_U64(ws[i].timeout_finds, 0);
+    for (unsigned i = 0; i < st->workers; i++)
+        CHECK_EQ_U64(es->ws[i].timeout_finds, 0);
+}
 
+static void report(const end_stats *es, double ms)
+{
+    uint64_t timeouts = 0;
+    for (unsigned i = 0; i < es->st.workers; i++)
+        timeouts += es->ws[i].parks - es->ws[i].wakeups;
     printf("# %u processes (%llu spawned, %llu init errors), %llu steps, "
            "%llu yields, %llu completions, %llu sink messages, %llu peer "
            "messages (%llu received), %llu pings, %llu outside messages, "
-           "%llu/%llu cancels received, %llu terminated, %.0f ms\n",
-           recent_hi(), (unsigned long long)get(&T.spawns_ok),
-           (unsigned long long)get(&T.init_fails), (unsigned long long)steps,
-           (unsigned long long)get(&T.yields),
+           "%llu/%llu cancels received, %llu terminated, %llu park "
+           "timeouts, %.0f ms\n",
+           indices_used(), (unsigned long long)get(&T.spawns_ok),
+           (unsigned long long)get(&T.init_fails),
+           (unsigned long long)es->steps, (unsigned long long)get(&T.yields),
            (unsigned long long)get(&T.completions),
            (unsigned long long)get(&T.sink_recv),
            (unsigned long long)get(&T.peer_sent),
@@ -1482,7 +1508,25 @@ static void stress(unsigned workers)
            (unsigned long long)get(&T.ext_recv),
            (unsigned long long)get(&T.cancels_recv),
            (unsigned long long)get(&T.cancels_ok),
-           (unsigned long long)st.terminated, sx_test_now_ms() - t0);
+           (unsigned long long)es->st.terminated, (unsigned long long)timeouts,
+           ms);
+}
+
+static void stress(unsigned workers)
+{
+    double t0 = sx_test_now_ms();
+    ctx_init(workers);
+#ifdef SANITIZED
+    const char *build = " (sanitizer build)";
+#else
+    const char *build = "";
+#endif
+    printf("# %u workers, %u processes%s\n", workers, T.n, build);
+    fflush(stdout);
+    static end_stats es;
+    run(&es);
+    check_counts(&es);
+    report(&es, sx_test_now_ms() - t0);
     ctx_fini();
 }
 
