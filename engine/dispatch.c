@@ -97,6 +97,18 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     ev->kind = SX__EV_COMPLETION;
     ev->error = error;
     sx__proc *p = ev->to;
+    sx__worker *w = sx__current_worker(e);
+    /* relaxed gen: only this thread changes it while it runs p. */
+    if (w != NULL && w->running == p &&
+        atomic_load_explicit(&p->gen, memory_order_relaxed) == ev->to_gen) {
+        /* Completed by a handler on the worker that is running the
+         * process (the common case for cheap commands): p cannot finish
+         * under us, and this worker checks the mailbox before it blocks or
+         * idles the process (worker.c, backlog), so neither a reference
+         * nor the state word's wake-up flag is needed — only the push. */
+        sx__mpsc_push(&p->mbox, &ev->node);
+        return;
+    }
     if (!sx__proc_acquire(e, p, ev->to_gen)) {
         sx__ev_free(ev); /* the process finished: a silent no-op */
         return;

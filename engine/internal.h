@@ -138,6 +138,7 @@ typedef struct sx__worker {
     pthread_t thread;
     uint64_t rng;                 /* victim selection */
     sx_step_output out;           /* reused for every step */
+    sx__proc *running;            /* the process this worker runs now */
     sx_event *batch;              /* throughput-sized event array */
     sx__ev **batch_ev;            /* the nodes behind batch */
     sx__wstats st;

@@ -344,7 +344,16 @@ static bool nothing_else(sx_engine *e, sx__worker *w)
            atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0;
 }
 
+static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p);
+
 static void run(sx_engine *e, sx__worker *w, sx__proc *p)
+{
+    w->running = p;
+    run_turn(e, w, p);
+    w->running = NULL;
+}
+
+static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     /* acquire: pairs with the release half of the CAS that made it READY
      * (and the publication of a new process). */

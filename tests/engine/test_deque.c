@@ -537,21 +537,33 @@ static void test_concurrent_3_thieves(void)
 typedef struct {
     sx__deque dq;
     uint64_t rounds;
+    /* Each round: the owner pushes and sets round; the thief sets armed;
+     * the owner waits for armed. From there both sides wait a random delay
+     * and race. The handshake makes both threads be running at the start
+     * of the race even on a loaded machine. */
     _Atomic uint64_t round;       /* owner: item of this round is pushed */
+    _Atomic uint64_t armed;       /* thief: about to race in this round */
     _Atomic uint64_t thief_round; /* thief: its attempt of this round done */
     _Atomic(void *) thief_got;    /* what the thief took this round */
     uint64_t aborts;              /* thief only; read after join */
 } dq_last;
 
-/* A delay drawn log-uniformly from [0, 2^max_log2): whatever the latency
- * between the two threads (a few hundred units on bare metal, thousands on
- * a small VM, other values under ThreadSanitizer or a loaded machine), a
- * good share of the rounds lands close to it, without calibration. */
-static unsigned race_delay(uint64_t *seed, unsigned max_log2)
+/* Waits a random while before racing: usually a spin drawn log-uniformly
+ * from [0, 2^14) spin() units, so that whatever the latency between the two
+ * threads (from a hundred units under ThreadSanitizer to thousands on a
+ * small VM) a good share of the rounds lands close to it without any
+ * calibration; one time in 16 a sched_yield, so that when both threads
+ * share one CPU (a loaded machine) the other side still gets to go first
+ * now and then. */
+static void race_wait(uint64_t *seed)
 {
     uint64_t x = rng_next(seed);
-    unsigned k = (unsigned)(x % (max_log2 + 1));
-    return k == 0 ? 0 : (unsigned)((x >> 8) & ((1u << k) - 1));
+    if (x % 16 == 0) {
+        sched_yield();
+        return;
+    }
+    unsigned k = (unsigned)((x >> 4) % 15);
+    spin(k == 0 ? 0 : (unsigned)((x >> 12) & ((1u << k) - 1)));
 }
 
 static void *dq_last_thief(void *arg)
@@ -561,7 +573,9 @@ static void *dq_last_thief(void *arg)
     void *out[1];
     for (uint64_t r = 1; r <= s->rounds; r++) {
         wait_for(&s->round, r);
-        spin(race_delay(&seed, 8));
+        /* relaxed: timing only, publishes nothing. */
+        atomic_store_explicit(&s->armed, r, memory_order_relaxed);
+        race_wait(&seed);
         void *p;
         if (r & 1) {
             p = sx__deque_steal(&s->dq);
@@ -595,7 +609,8 @@ static void test_last_item_race(void)
         CHECK(sx__deque_push(&s.dq, ITEM(r)));
         /* release: the thief that sees round r finds the item pushed. */
         atomic_store_explicit(&s.round, r, memory_order_release);
-        spin(race_delay(&seed, 14));
+        wait_for(&s.armed, r);
+        race_wait(&seed);
         void *mine = sx__deque_pop(&s.dq);
         wait_for(&s.thief_round, r);
         void *theirs = atomic_load_explicit(&s.thief_got, memory_order_relaxed);
