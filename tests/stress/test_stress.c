@@ -1448,8 +1448,8 @@ static void run(end_stats *out)
     stop_sinks();
     CHECK_EQ_U64(get(&T.closes), get(&T.inits));
 
-    /* A finished process leaves `live` just after its outcome is visible
-     * to wait: poll until it is 0. */
+    /* A stressor's close (counted above) runs before the engine takes it
+     * out of `live`: poll until the figure has caught up. */
     out->steps = total_steps(&out->st, out->ws);
     while (out->st.live > 0) {
         watch("quiesce");
