@@ -1188,15 +1188,19 @@ static void stalled(const char *phase)
         int idx = strcmp(info[i].type, "stressor") == 0
                       ? stressor_of(info[i].pid.id)
                       : -1;
-        uint32_t d =
-            idx >= 0 ? atomic_load_explicit(&T.dbg[idx], memory_order_relaxed)
-                     : 0;
-        fprintf(stderr,
-                "  %s %s #%d: %s, %llu steps; last step: pending %u, "
-                "pings out %u, action %u, finishing %u\n",
-                text, info[i].type, idx, sx_pstate_name(info[i].state),
-                (unsigned long long)info[i].steps, d >> 24, (d >> 16) & 0xff,
-                (d >> 8) & 0xff, d & 1);
+        fprintf(stderr, "  %s %s: %s, %llu steps", text, info[i].type,
+                sx_pstate_name(info[i].state),
+                (unsigned long long)info[i].steps);
+        if (idx >= 0) {
+            uint32_t d =
+                atomic_load_explicit(&T.dbg[idx], memory_order_relaxed);
+            fprintf(stderr,
+                    "; #%d%s, last step: pending %u, pings out %u, "
+                    "action %u, finishing %u",
+                    idx, quiet((uint32_t)idx) ? " (quiet)" : "", d >> 24,
+                    (d >> 16) & 0xff, (d >> 8) & 0xff, d & 1);
+        }
+        fputc('\n', stderr);
     }
     if (runnable && st.parked == st.workers)
         fprintf(stderr, "stress: runnable process while all workers parked\n");
