@@ -26,8 +26,7 @@ static double now_s(void)
 static const sx_payload nil = { NULL, 0 };
 static int64_t arg_n;
 
-static int send_tagged(sx_step_output *out, sx_pid to, int64_t v,
-                       uint64_t tag)
+static int send_tagged(sx_step_output *out, sx_pid to, int64_t v, uint64_t tag)
 {
     uint8_t buf[64];
     sx_pack pk;
@@ -150,8 +149,7 @@ static int sky_init(void *st, const sx_init_ctx *c, const char *m,
     return 0;
 }
 
-static int sky_step(void *st, const sx_event *ev, size_t n,
-                    sx_step_output *out)
+static int sky_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
 {
     sky_state *s = st;
     if (s->size == 1)
@@ -218,11 +216,17 @@ static int once_step(void *st, const sx_event *ev, size_t n,
 }
 
 static const sx_process_type types[] = {
-    { .name = "yield", .state_size = sizeof(yield_state), .init = yield_init,
+    { .name = "yield",
+      .state_size = sizeof(yield_state),
+      .init = yield_init,
       .step = yield_step },
-    { .name = "ring", .state_size = sizeof(ring_state), .init = ring_init,
+    { .name = "ring",
+      .state_size = sizeof(ring_state),
+      .init = ring_init,
       .step = ring_step },
-    { .name = "sky", .state_size = sizeof(sky_state), .init = sky_init,
+    { .name = "sky",
+      .state_size = sizeof(sky_state),
+      .init = sky_init,
       .step = sky_step },
     { .name = "idle", .state_size = 0, .init = one_init, .step = idle_step },
     { .name = "once", .state_size = 0, .init = one_init, .step = once_step },
@@ -344,7 +348,7 @@ int main(int argc, char **argv)
     sx_engine_free(e);
     printf("bench=%s runtime=stepx n=%lld secs=%.6f ns_per_op=%.2f "
            "ops_per_sec=%.0f ok=%d workers=%u\n",
-           name, (long long)n, secs, secs * 1e9 / (double)n,
-           (double)n / secs, ok, cfg.workers);
+           name, (long long)n, secs, secs * 1e9 / (double)n, (double)n / secs,
+           ok, cfg.workers);
     return ok ? 0 : 1;
 }

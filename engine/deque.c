@@ -66,9 +66,8 @@ void *sx__deque_pop(sx__deque *d)
     if (t == b) {
         /* The last item: race the thieves for it with the same CAS they use.
          * seq_cst: ordered with the thieves' CAS and loads. */
-        if (!atomic_compare_exchange_strong_explicit(&d->top, &t, t + 1,
-                                                     memory_order_seq_cst,
-                                                     memory_order_relaxed))
+        if (!atomic_compare_exchange_strong_explicit(
+                &d->top, &t, t + 1, memory_order_seq_cst, memory_order_relaxed))
             item = NULL;
         /* relaxed: the deque is empty either way (top == b + 1). */
         atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);

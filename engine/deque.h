@@ -31,8 +31,8 @@ typedef struct sx__deque {
     alignas(64) _Atomic int64_t top;
     /* Written by the owner only; read by thieves. */
     alignas(64) _Atomic int64_t bottom;
-    int64_t mask;          /* capacity - 1; immutable after init */
-    _Atomic(void *) *buf;  /* owned by the deque */
+    int64_t mask;         /* capacity - 1; immutable after init */
+    _Atomic(void *) *buf; /* owned by the deque */
 } sx__deque;
 
 /* A steal that lost a race (another thief or the owner got the item first);

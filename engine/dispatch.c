@@ -65,7 +65,7 @@ int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
     return 0;
 }
 
-/* ---- completion ------------------------------------------------------------ */
+/* ---- completion ---- */
 
 void sx_complete(sx_completer *done, sx_payload result, int error,
                  const char *error_msg)
@@ -150,7 +150,7 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
     return 0;
 }
 
-/* ---- watchers -------------------------------------------------------------- */
+/* ---- watchers ---- */
 
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                     const char *msg, sx_payload value)
@@ -202,7 +202,7 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
     sx__proc_release(e, p);
 }
 
-/* ---- the built-in "process" family ----------------------------------------- */
+/* ---- the built-in "process" family ---- */
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -373,8 +373,8 @@ void sx__commands_builtin(sx_engine *e)
     e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop" };
     e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send" };
     e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn" };
-    e->cmds[SX_CMD_SPAWN_WAIT] = (sx__cmd){ cmd_spawn_wait, NULL,
-                                            "spawn-wait" };
+    e->cmds[SX_CMD_SPAWN_WAIT] =
+        (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait" };
     e->cmds[SX_CMD_TERMINATE] = (sx__cmd){ cmd_terminate, NULL, "terminate" };
     e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
     e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };

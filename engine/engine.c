@@ -92,8 +92,8 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
     if (c.workers > SX_MAX_WORKERS || c.throughput > 1u << 20)
         return SX_EINVAL;
     if (c.workers == 0)
-        c.workers = online_cpus() < SX_MAX_WORKERS ? online_cpus()
-                                                    : SX_MAX_WORKERS;
+        c.workers =
+            online_cpus() < SX_MAX_WORKERS ? online_cpus() : SX_MAX_WORKERS;
     if (c.throughput == 0)
         c.throughput = 32;
     if (c.io_loops == 0)
@@ -167,8 +167,8 @@ static bool started(sx_engine *e)
 
 int sx_engine_register(sx_engine *e, const sx_process_type *type)
 {
-    if (e == NULL || type == NULL || type->name == NULL ||
-        type->name[0] == 0 || type->init == NULL || type->step == NULL)
+    if (e == NULL || type == NULL || type->name == NULL || type->name[0] == 0 ||
+        type->init == NULL || type->step == NULL)
         return SX_EINVAL;
     if (started(e))
         return SX_ESTATE;
@@ -224,9 +224,9 @@ static int method_check(const sx_process_type *t, const char *method,
     return SX_EUNKNOWN_METHOD;
 }
 
-int sx__spawn(sx_engine *e, sx_pid parent, const char *type,
-              const char *method, const sx_payload *input, size_t n_input,
-              sx__ev *watcher, sx_pid *out_pid)
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
+              const sx_payload *input, size_t n_input, sx__ev *watcher,
+              sx_pid *out_pid)
 {
     if (type == NULL || method == NULL || (input == NULL && n_input > 0))
         return SX_EINVAL;
@@ -242,7 +242,8 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type,
     /* seq_cst (both): live is counted before stopping is read, and stop
      * sets stopping before it reads live, so either we see stopping or
      * stop sees this process in live and waits for it. */
-    uint64_t live = atomic_fetch_add_explicit(&e->live, 1, memory_order_seq_cst);
+    uint64_t live =
+        atomic_fetch_add_explicit(&e->live, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
         rc = SX_ESTOPPING;
         goto fail_live;
@@ -401,7 +402,7 @@ int sx_engine_terminate(sx_engine *e, sx_pid pid)
     return rc;
 }
 
-/* ---- finishing ------------------------------------------------------------ */
+/* ---- finishing ---- */
 
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value)
@@ -439,8 +440,8 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                                          memory_order_acq_rel);
     while (w != NULL && w != SX__WATCH_CLOSED) {
         /* relaxed: the list is ours now. */
-        sx__ev *next = (sx__ev *)atomic_load_explicit(&w->node.next,
-                                                      memory_order_relaxed);
+        sx__ev *next =
+            (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
         sx__watch_fire(e, w, pid, error, msg, value);
         w = next;
     }
@@ -459,9 +460,9 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
                                   old != NULL ? &old->node : NULL,
                                   memory_order_relaxed);
             /* release: pairs with the acquire exchange in sx__finish. */
-            if (atomic_compare_exchange_weak_explicit(
-                    &p->watchers, &old, w, memory_order_release,
-                    memory_order_acquire)) {
+            if (atomic_compare_exchange_weak_explicit(&p->watchers, &old, w,
+                                                      memory_order_release,
+                                                      memory_order_acquire)) {
                 sx__proc_release(e, p);
                 return 0;
             }
@@ -470,8 +471,8 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
     }
     /* Finished (or never known): answer from the kept outcome. */
     sx_result r;
-    if (sx__outcomes_get(e, target.id, &r) &&
-        target.node == e->cfg.node && target.host == e->cfg.host) {
+    if (sx__outcomes_get(e, target.id, &r) && target.node == e->cfg.node &&
+        target.host == e->cfg.host) {
         sx__watch_fire(e, w, target, r.error, r.error_msg, r.value);
         sx_result_free(&r);
     } else {
@@ -481,7 +482,7 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
     return 0;
 }
 
-/* ---- stop and free -------------------------------------------------------- */
+/* ---- stop and free ---- */
 
 static void cancel_one(sx_engine *e, sx__proc *p, void *arg)
 {
@@ -581,7 +582,7 @@ void sx_engine_free(sx_engine *e)
     free(e);
 }
 
-/* ---- introspection -------------------------------------------------------- */
+/* ---- introspection ---- */
 
 int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
                         sx_worker_stats *workers, size_t cap)
@@ -598,14 +599,15 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         atomic_load_explicit(&e->terminated, memory_order_relaxed);
     out->dead_letters =
         atomic_load_explicit(&e->dead_letters, memory_order_relaxed);
-    out->messages = atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
+    out->messages =
+        atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
     out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed);
     out->workers = e->n_workers;
     out->parked = atomic_load_explicit(&e->park.n_parked, memory_order_relaxed);
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__wstats *s = &e->workers[i].st;
-        out->messages += atomic_load_explicit(&s->messages,
-                                              memory_order_relaxed);
+        out->messages +=
+            atomic_load_explicit(&s->messages, memory_order_relaxed);
         if (workers == NULL || i >= cap)
             continue;
         sx_worker_stats *o = &workers[i];

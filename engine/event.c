@@ -81,8 +81,8 @@ static uint8_t *ev_bytes(const sx__ev *ev)
     return ev->heap != NULL ? ev->heap : (uint8_t *)ev->inl;
 }
 
-int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len,
-               sx_payload data, const char *msg)
+int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
+               const char *msg)
 {
     size_t msg_len = msg != NULL ? strlen(msg) + 1 : 0;
     if (topic_len > 255 || data.len > UINT32_MAX || msg_len > UINT32_MAX)

@@ -98,20 +98,20 @@ typedef struct sx__proc {
     /* Written at allocation and at finish (release); read after a ref is
      * taken (acquire). */
     _Atomic uint32_t gen;
-    uint32_t index;           /* immutable */
-    sx__mpsc mbox;            /* events; consumer = the running worker */
-    sx__ctlstack ctl;         /* control events; same consumer */
+    uint32_t index;   /* immutable */
+    sx__mpsc mbox;    /* events; consumer = the running worker */
+    sx__ctlstack ctl; /* control events; same consumer */
     /* Watchers (sx__ev list) to tell when this process finishes; set to
      * SX__WATCH_CLOSED when it does. */
     _Atomic(sx__ev *) watchers;
-    sx__gq_node gq;           /* global queue link (queue's mutex) */
+    sx__gq_node gq; /* global queue link (queue's mutex) */
     /* Owned by the worker running the process (handed over by the state
      * word's acquire/release transitions): */
     const sx_process_type *type;
-    const char *method;       /* interned from type->methods, or NULL */
-    void *user_state;         /* owned: type->state_size bytes */
-    uint8_t wait_kind;        /* status that parked it: WAIT or IDLE */
-    uint8_t stepped;          /* 0 until the first step ran */
+    const char *method; /* interned from type->methods, or NULL */
+    void *user_state;   /* owned: type->state_size bytes */
+    uint8_t wait_kind;  /* status that parked it: WAIT or IDLE */
+    uint8_t stepped;    /* 0 until the first step ran */
     /* Read by listings and stats from any thread (relaxed). */
     _Atomic uint64_t steps;
     /* Free-list link while the slot is free (relaxed; see ptable.c). */
@@ -136,11 +136,11 @@ typedef struct sx__worker {
     alignas(64) sx_engine *engine;
     unsigned id;
     pthread_t thread;
-    uint64_t rng;                 /* victim selection */
-    sx_step_output out;           /* reused for every step */
-    sx__proc *running;            /* the process this worker runs now */
-    sx_event *batch;              /* throughput-sized event array */
-    sx__ev **batch_ev;            /* the nodes behind batch */
+    uint64_t rng;       /* victim selection */
+    sx_step_output out; /* reused for every step */
+    sx__proc *running;  /* the process this worker runs now */
+    sx_event *batch;    /* throughput-sized event array */
+    sx__ev **batch_ev;  /* the nodes behind batch */
     sx__wstats st;
 } sx__worker;
 
@@ -222,15 +222,15 @@ struct sx_engine {
 
     /* Lifecycle. */
     pthread_mutex_t life_mu;
-    pthread_cond_t life_cv;    /* signalled when live drops to 0 */
-    _Atomic int started;       /* 0, 1 = running */
-    _Atomic int stopping;      /* submits refused (acquire/release) */
-    int stopped;               /* under life_mu */
+    pthread_cond_t life_cv; /* signalled when live drops to 0 */
+    _Atomic int started;    /* 0, 1 = running */
+    _Atomic int stopping;   /* submits refused (acquire/release) */
+    int stopped;            /* under life_mu */
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
     pthread_mutex_t grow_mu;
-    unsigned n_segs;            /* under grow_mu */
+    unsigned n_segs;                        /* under grow_mu */
     alignas(64) _Atomic uint64_t free_head; /* ABA tag << 32 | index */
     alignas(64) _Atomic uint64_t live;
 
@@ -253,8 +253,8 @@ void sx__ev_cache_enable(void);
 void sx__ev_cache_flush(void);
 /* Sets the event's bytes: topic (NUL added), data, error message (NUL
  * added). Returns 0 or SX_ENOMEM. */
-int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len,
-               sx_payload data, const char *msg);
+int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
+               const char *msg);
 const char *sx__ev_topic(const sx__ev *ev);
 sx_payload sx__ev_data(const sx__ev *ev);
 const char *sx__ev_msg(const sx__ev *ev);
@@ -308,9 +308,9 @@ void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);
 
 /* engine/engine.c */
-int sx__spawn(sx_engine *e, sx_pid parent, const char *type,
-              const char *method, const sx_payload *input, size_t n_input,
-              sx__ev *watcher, sx_pid *out_pid);
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
+              const sx_payload *input, size_t n_input, sx__ev *watcher,
+              sx_pid *out_pid);
 /* Sends a message (ctl: a control event that overtakes user messages). */
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
              size_t topic_len, sx_payload data, bool ctl);

@@ -163,8 +163,7 @@ static int deadline_of(int64_t timeout_ms, struct timespec *ts)
     return 0;
 }
 
-int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
-                   sx_result *out)
+int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
 {
     if (e == NULL || out == NULL)
         return SX_EINVAL;
@@ -200,17 +199,15 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
         sx__proc_release(e, p);
         w.next = o->waiters;
         o->waiters = &w;
-        int wr = timeout_ms >= 0
-                     ? pthread_cond_timedwait(&w.cv, &o->mu, &dl)
-                     : pthread_cond_wait(&w.cv, &o->mu);
+        int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->mu, &dl)
+                                 : pthread_cond_wait(&w.cv, &o->mu);
         sx__waiter **pp = &o->waiters;
         while (*pp != &w)
             pp = &(*pp)->next;
         *pp = w.next;
         if (wr == ETIMEDOUT) {
             x = find(o, pid.id);
-            rc = x == NULL ? SX_ETIMEDOUT
-                           : (copy_out(x, out) ? 0 : SX_ENOMEM);
+            rc = x == NULL ? SX_ETIMEDOUT : (copy_out(x, out) ? 0 : SX_ENOMEM);
             break;
         }
     }

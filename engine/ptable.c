@@ -22,7 +22,8 @@ static uint32_t seg_of(uint32_t idx, uint32_t *off)
 {
     uint64_t q = (uint64_t)idx / SX__SEG_BASE + 1;
     uint32_t k = 63u - (uint32_t)__builtin_clzll(q);
-    *off = (uint32_t)((uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1));
+    *off =
+        (uint32_t)((uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1));
     return k;
 }
 
@@ -174,8 +175,7 @@ sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
 {
     /* relaxed: gen is stable while the caller holds a reference. */
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
-    sx_pid pid = { e->cfg.node, e->cfg.host,
-                   ((uint64_t)g << 32) | p->index };
+    sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)g << 32) | p->index };
     return pid;
 }
 

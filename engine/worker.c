@@ -164,15 +164,14 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
             sched_yield();
             continue;
         }
-        atomic_fetch_sub_explicit(&e->park.n_spinning, 1,
-                                  memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->park.n_spinning, 1, memory_order_relaxed);
         spins = 0;
         if (!sx__park_wait(e, w))
             return NULL;
     }
 }
 
-/* ---- delivering events ----------------------------------------------------- */
+/* ---- delivering events ---- */
 
 int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
 {
@@ -289,10 +288,9 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     int rc = p->type->step(p->user_state, w->batch, n, out);
     p->stepped = 1;
     /* relaxed: a figure for listings; only this worker writes it now. */
-    atomic_store_explicit(&p->steps,
-                          atomic_load_explicit(&p->steps,
-                                               memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    atomic_store_explicit(
+        &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     atomic_fetch_add_explicit(&w->st.steps, 1, memory_order_relaxed);
     for (size_t i = 0; i < n; i++)
         sx__ev_free(w->batch_ev[i]);
@@ -315,10 +313,10 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
         return 0;
     }
     if (out->status == SX__ST_FAIL) {
-        const char *m = out->result_len > 0
-                            ? (const char *)sx__output_bytes(out,
-                                                             out->result_off)
-                            : "failed";
+        const char *m =
+            out->result_len > 0
+                ? (const char *)sx__output_bytes(out, out->result_off)
+                : "failed";
         sx__finish(e, p, SX_EFAILED, m, (sx_payload){ NULL, 0 });
         return 0;
     }
@@ -396,8 +394,7 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                            (sx_payload){ NULL, 0 });
                 return;
             }
-            bool again = want == SX_PSTATE_READY || more ||
-                         (s & SX__F_MSG) ||
+            bool again = want == SX_PSTATE_READY || more || (s & SX__F_MSG) ||
                          (want == SX_PSTATE_BLOCKED && (s & SX__F_WAKE));
             if (!again) {
 #ifdef SX_NEGATIVE_CONTROL_NO_RECHECK
@@ -408,9 +405,9 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
 #else
                 /* release: hands the process to whoever wakes it next;
                  * failure (a flag flipped) re-evaluates with the new s. */
-                if (atomic_compare_exchange_weak_explicit(
-                        &p->state, &s, want, memory_order_release,
-                        memory_order_acquire))
+                if (atomic_compare_exchange_weak_explicit(&p->state, &s, want,
+                                                          memory_order_release,
+                                                          memory_order_acquire))
                     return;
                 continue;
 #endif

@@ -216,8 +216,8 @@ static int run_counters(sx_engine *e)
             bad++;
         sx_result_free(&r);
     }
-    printf("counters: %d processes x %d yields in %.3f s, %d wrong\n", N,
-           STEPS, now_s() - t0, bad);
+    printf("counters: %d processes x %d yields in %.3f s, %d wrong\n", N, STEPS,
+           now_s() - t0, bad);
     return bad != 0;
 }
 
@@ -297,13 +297,12 @@ int main(void)
            (unsigned long long)st.completed, (unsigned long long)st.failed,
            (unsigned long long)st.messages, (unsigned long long)st.live);
     for (unsigned i = 0; i < st.workers; i++)
-        printf("  worker %u: %llu steps, %llu steals (%llu processes), %llu "
-               "parks, %llu wake-ups\n",
-               i, (unsigned long long)ws[i].steps,
-               (unsigned long long)ws[i].steals,
-               (unsigned long long)ws[i].stolen,
-               (unsigned long long)ws[i].parks,
-               (unsigned long long)ws[i].wakeups);
+        printf(
+            "  worker %u: %llu steps, %llu steals (%llu processes), %llu "
+            "parks, %llu wake-ups\n",
+            i, (unsigned long long)ws[i].steps,
+            (unsigned long long)ws[i].steals, (unsigned long long)ws[i].stolen,
+            (unsigned long long)ws[i].parks, (unsigned long long)ws[i].wakeups);
     sx_engine_stop(e, 1000);
     sx_engine_free(e);
     printf(bad ? "stepx-demo: FAILED\n" : "stepx-demo: all checks passed\n");

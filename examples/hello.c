@@ -61,14 +61,15 @@ int main(void)
         sx_engine_start(e) != 0 ||
         sx_engine_submit(e, "hello", "count", &in, 1, &a) != 0 ||
         sx_engine_submit(e, "hello", "greet", NULL, 0, &b) != 0 ||
-        sx_engine_wait(e, a, -1, &ra) != 0 || sx_engine_wait(e, b, -1, &rb) != 0)
+        sx_engine_wait(e, a, -1, &ra) != 0 ||
+        sx_engine_wait(e, b, -1, &rb) != 0)
         return 1;
     int64_t count = -1;
     char text[64] = "";
     sx_payload_get_int(ra.value, &count);
     sx_payload_get_str(rb.value, text, sizeof(text));
-    printf("count -> %lld after %llu steps\ngreet -> \"%s\"\n", (long long)count,
-           (unsigned long long)ra.steps, text);
+    printf("count -> %lld after %llu steps\ngreet -> \"%s\"\n",
+           (long long)count, (unsigned long long)ra.steps, text);
     int ok = ra.error == 0 && count == 10 && ra.steps == 11 &&
              strcmp(text, "hello, world") == 0;
     sx_result_free(&ra);

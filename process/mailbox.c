@@ -85,8 +85,8 @@ bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *))
         sx__mpsc_node *next;
         unsigned spins = 0;
         /* acquire: pairs with the release store of next in push. */
-        while ((next = atomic_load_explicit(&n->next,
-                                            memory_order_acquire)) == NULL) {
+        while ((next = atomic_load_explicit(&n->next, memory_order_acquire)) ==
+               NULL) {
             if (++spins > 64)
                 sched_yield(); /* the producer was preempted mid-push */
         }

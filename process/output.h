@@ -30,15 +30,15 @@ typedef struct {
 
 struct sx_step_output {
     sx__status status;
-    int err;           /* first SX_ENOMEM while writing, else 0 */
+    int err; /* first SX_ENOMEM while writing, else 0 */
     size_t n_yields;
     size_t cap_yields; /* capacity of `yields` */
     sx__yield *yields; /* inl, or `more` once it overflowed */
     sx__yield inl[2];
-    sx__yield *more;   /* owned; kept across steps */
+    sx__yield *more; /* owned; kept across steps */
     size_t more_cap;
     size_t result_off, result_len; /* DONE result / FAIL message in arena */
-    uint8_t *arena;    /* owned; kept across steps */
+    uint8_t *arena;                /* owned; kept across steps */
     size_t arena_len, arena_cap;
 };
 

@@ -98,27 +98,27 @@ void sx_engine_free(sx_engine *e);
 /* ---- introspection ---------------------------------------------------- */
 
 typedef struct {
-    uint64_t steps;    /* step calls run on this worker                    */
-    uint64_t steals;   /* successful steal-half operations                 */
-    uint64_t stolen;   /* processes moved by those steals                  */
-    uint64_t parks;    /* times the worker parked                          */
-    uint64_t wakeups;  /* times it was woken by a producer                 */
+    uint64_t steps;       /* step calls run on this worker                    */
+    uint64_t steals;      /* successful steal-half operations                 */
+    uint64_t stolen;      /* processes moved by those steals                  */
+    uint64_t parks;       /* times the worker parked                          */
+    uint64_t wakeups;     /* times it was woken by a producer                 */
     uint64_t global_pops; /* processes taken from the global queue         */
     uint64_t timeout_finds; /* parks that timed out and found global work:
                                a lost wake-up; must stay 0                 */
 } sx_worker_stats;
 
 typedef struct {
-    uint64_t live;       /* processes not yet finished                      */
-    uint64_t submitted;  /* submits and spawns that succeeded               */
-    uint64_t completed;  /* finished DONE                                   */
-    uint64_t failed;     /* finished FAIL / step error                      */
-    uint64_t terminated; /* finished by terminate or stop                   */
-    uint64_t messages;   /* messages delivered to a mailbox                 */
+    uint64_t live;         /* processes not yet finished                      */
+    uint64_t submitted;    /* submits and spawns that succeeded               */
+    uint64_t completed;    /* finished DONE                                   */
+    uint64_t failed;       /* finished FAIL / step error                      */
+    uint64_t terminated;   /* finished by terminate or stop                   */
+    uint64_t messages;     /* messages delivered to a mailbox                 */
     uint64_t dead_letters; /* SX_TAG_NONE yields whose command failed       */
     uint64_t global_queue; /* processes in the global queue now             */
-    unsigned parked;     /* workers parked (or about to) now                */
-    unsigned workers;    /* number of workers                               */
+    unsigned parked;       /* workers parked (or about to) now                */
+    unsigned workers;      /* number of workers                               */
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.
@@ -163,9 +163,8 @@ typedef struct sx_completer sx_completer;
  * returns a negative code without calling sx_complete: the process then
  * gets an error completion with that code. args are valid only during the
  * call. */
-typedef int (*sx_command_fn)(void *user, sx_engine *e, sx_pid pid,
-                             uint64_t tag, sx_payload args,
-                             sx_completer *done);
+typedef int (*sx_command_fn)(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                             sx_payload args, sx_completer *done);
 
 /* Registers a command; before start only; ids >= 256 (lower ids are the
  * engine's). name is not copied. Errors: SX_EINVAL, SX_EEXIST, SX_ESTATE. */

@@ -76,7 +76,10 @@ bool sx_pid_eq(sx_pid a, sx_pid b);
 
 /* ---- events handed to step -------------------------------------------- */
 
-typedef enum { SX_EVENT_YIELD_COMPLETE = 0, SX_EVENT_MESSAGE = 1 } sx_event_type;
+typedef enum {
+    SX_EVENT_YIELD_COMPLETE = 0,
+    SX_EVENT_MESSAGE = 1
+} sx_event_type;
 
 typedef struct {
     sx_event_type type;
@@ -104,10 +107,10 @@ typedef struct sx_step_output sx_step_output; /* opaque, owned by the engine */
  * The first two yields of a step need no allocation. Returns 0, SX_EINVAL
  * (out NULL), or SX_ENOMEM. Only inside the step that received out. */
 int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
-void sx_continue(sx_step_output *out);                /* default status    */
-void sx_wait(sx_step_output *out);                    /* yields / messages */
-void sx_idle(sx_step_output *out);                    /* a message only    */
-void sx_done(sx_step_output *out, sx_payload result); /* result copied     */
+void sx_continue(sx_step_output *out);                  /* default status    */
+void sx_wait(sx_step_output *out);                      /* yields / messages */
+void sx_idle(sx_step_output *out);                      /* a message only    */
+void sx_done(sx_step_output *out, sx_payload result);   /* result copied     */
 void sx_fail(sx_step_output *out, const char *message); /* message copied  */
 
 /* ---- a process type --------------------------------------------------- */
@@ -117,7 +120,7 @@ typedef struct sx_engine sx_engine;
 
 sx_pid sx_init_pid(const sx_init_ctx *ctx);
 sx_engine *sx_init_engine(const sx_init_ctx *ctx);
-void *sx_init_user(const sx_init_ctx *ctx); /* the type's user pointer  */
+void *sx_init_user(const sx_init_ctx *ctx);    /* the type's user pointer  */
 sx_pid sx_init_parent(const sx_init_ctx *ctx); /* spawner, or SX_PID_NONE */
 
 typedef struct {
@@ -154,7 +157,7 @@ typedef struct {
 
 void sx_pack_init(sx_pack *pk);
 void sx_pack_init_fixed(sx_pack *pk, void *buf, size_t cap);
-void sx_pack_fini(sx_pack *pk); /* frees heap storage; pk may be reused */
+void sx_pack_fini(sx_pack *pk);  /* frees heap storage; pk may be reused */
 void sx_pack_reset(sx_pack *pk); /* len = 0, err = 0, storage kept      */
 int sx_pack_nil(sx_pack *pk);
 int sx_pack_bool(sx_pack *pk, bool v);

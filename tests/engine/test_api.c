@@ -1,21 +1,25 @@
 /* tests/engine/test_api.c — the public engine API against the meanings that
- * API.md pins down (its numbered list 1–15, one case each), plus API misuse
- * and the built-in process commands.
+ * API.md pins down (its numbered list 1–15, at least one case each), plus
+ * lost wake-ups, API misuse and the built-in process commands.
  *
  * Each case builds its own engine with one or two workers, drives processes
  * whose steps check what they receive (a mismatch fails the process with a
  * message naming the check, which the case then reports), and stops and
- * frees the engine at the end.
+ * frees the engine at the end (checking that no parked worker ever found
+ * work only by timing out).
  *
- * Threads: cases run one at a time on the main thread. Steps, inits, closes
- * and command handlers run on engine workers (init on the submitting
- * thread); some cases add helper threads that complete held yields or send
- * from outside. No check depends on a helper thread being scheduled within
- * a deadline (the test machines may be loaded). Everything the threads share is
- * a C11 atomic or guarded by the context's mutex.
+ * Threads: cases run one at a time on the main thread. Steps, closes and
+ * command handlers run on engine workers, init on the submitting thread;
+ * some cases add helper threads that complete held yields or send from
+ * outside. Everything the threads share is a C11 atomic or guarded by the
+ * context's mutex. Checks that something does not happen wait 50-100 ms;
+ * upper time bounds are generous, except stop_deadline's 500 ms, which is
+ * the contract's own (it can fail on a machine too loaded to schedule the
+ * workers for that long).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -94,6 +98,7 @@ typedef struct {
     atomic_int cancels;            /* @cancel messages seen by steps */
     atomic_int flag;               /* case-specific signal from a step */
     atomic_int release;            /* case-specific signal to a step */
+    _Atomic(sx_completer *) slot;  /* CMD_SLOT: one completer at a time */
     atomic_int per_steps[IDX_MAX]; /* step calls by process index */
     atomic_int closed[IDX_MAX];    /* close calls by process index */
 } tctx;
@@ -211,6 +216,7 @@ enum {
     CMD_HOLD,                  /* keeps the completer for the test           */
     CMD_EIO,                   /* returns -EIO without completing            */
     CMD_ERRC,                  /* completes with -ENOENT and "nope"          */
+    CMD_SLOT,                  /* parks the completer in tctx.slot           */
     CMD_UNKNOWN = 999          /* never registered                           */
 };
 
@@ -265,6 +271,20 @@ static int cmd_errc(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     (void)args;
     sx_complete(done, nil_payload(), -ENOENT, "nope");
     return 0;
+}
+
+static int cmd_slot(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    tctx *t = user;
+    (void)e;
+    (void)pid;
+    (void)tag;
+    (void)args;
+    /* release: pairs with the acquire exchange of the completing thread. */
+    sx_completer *old =
+        atomic_exchange_explicit(&t->slot, done, memory_order_release);
+    return old == NULL ? 0 : SX_ELIMIT; /* one outstanding at a time */
 }
 
 /* ---- process state and the shared hooks ------------------------------- */
@@ -374,6 +394,8 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
              0);
     CHECK_RC(sx_engine_register_command(e, CMD_EIO, "test.eio", cmd_eio, t), 0);
     CHECK_RC(sx_engine_register_command(e, CMD_ERRC, "test.errc", cmd_errc, t),
+             0);
+    CHECK_RC(sx_engine_register_command(e, CMD_SLOT, "test.slot", cmd_slot, t),
              0);
     for (size_t i = 0; i < n_types; i++)
         CHECK_RC(sx_engine_register(e, &types[i]), 0);
@@ -1669,6 +1691,129 @@ static void test_concurrent_senders(void)
     ctx_free(t);
 }
 
+/* ---- no lost wake-ups --------------------------------------------------- */
+
+#define PING_ROUNDS 10000
+
+/* Yields CMD_SLOT (tag k) and waits, PING_ROUNDS times; each completion
+ * must carry the tag and value k. */
+static int ping_yield_step(void *state, const sx_event *ev, size_t n,
+                           sx_step_output *out)
+{
+    pstate *s = state;
+    int k = step_enter(s);
+    if (k > 1) {
+        STEP_CHECK(out, n == 1 && ev[0].type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, ev[0].tag == (uint64_t)(k - 1));
+        STEP_CHECK(out, ev_int_is(&ev[0], k - 1));
+    }
+    if (k > PING_ROUNDS) {
+        sx_done(out, nil_payload());
+        return 0;
+    }
+    STEP_CHECK(out, sx_yield(out, CMD_SLOT, (uint64_t)k, nil_payload()) == 0);
+    sx_wait(out);
+    return 0;
+}
+
+/* Goes IDLE after every step; each step after the first must get exactly
+ * the next message. */
+static int ping_msg_step(void *state, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    pstate *s = state;
+    int k = step_enter(s);
+    if (k > 1) {
+        STEP_CHECK(out, n == 1 && ev[0].type == SX_EVENT_MESSAGE);
+        STEP_CHECK(out, ev_int_is(&ev[0], k - 1));
+    }
+    if (k > PING_ROUNDS)
+        sx_done(out, nil_payload());
+    else
+        sx_idle(out);
+    return 0;
+}
+
+/* Spins (yielding the CPU) until *p >= v; false after WAIT_MS. */
+static bool spin_ge(atomic_int *p, int v)
+{
+    double end = sx_test_now_ms() + WAIT_MS;
+    unsigned k = 0;
+    while (ld(p) < v) {
+        if ((++k & 255) == 0 && sx_test_now_ms() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+/* Busy-waits about (k * 977) % 2048 ns: successive rounds sweep the moment
+ * an answer lands across the worker's parking window. */
+static void jitter(int k)
+{
+    struct timespec a, b;
+    long ns = (long)(((unsigned)k * 977u) % 2048u);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) <
+             ns);
+}
+
+/* DESIGN.md §3 (the wake-up flag) under API.md 3, 5 and 6: a completion
+ * always wakes a BLOCKED process and a message always wakes an IDLE one,
+ * even when it arrives while the step that blocked it is still finishing.
+ * An outside thread answers each yield (and sends each message) the moment
+ * the process hands it out (or has stepped), after a delay that sweeps
+ * 0-2 us, so the answers race with the worker parking the process; with
+ * one answer outstanding at a time, a lost wake-up stalls the ping-pong
+ * for good. The window is a few instructions wide: against the
+ * no_flag_recheck negative control this case failed about once per
+ * 150,000-300,000 round trips (measured on 2 vCPUs), so it is a cheap
+ * conformance check here, and the stress suite is what must catch the
+ * negative control. */
+static void test_no_lost_wakeups(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("ping_yield", ping_yield_step),
+                                      TYPE("ping_msg", ping_msg_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    sx_result r;
+
+    sx_pid py = submit_idx(e, "ping_yield", "run", 0);
+    for (int k = 1; k <= PING_ROUNDS; k++) {
+        double end = sx_test_now_ms() + WAIT_MS;
+        sx_completer *c;
+        unsigned spins = 0;
+        /* acquire: pairs with the release exchange in cmd_slot. */
+        while ((c = atomic_exchange_explicit(&t->slot, NULL,
+                                             memory_order_acquire)) == NULL) {
+            if ((++spins & 255) == 0 && sx_test_now_ms() > end)
+                SX_FAILF("yield %d never came: completion %d lost", k, k - 1);
+            sched_yield();
+        }
+        uint8_t buf[SX_PAYLOAD_INT_MAX];
+        jitter(k);
+        sx_complete(c, sx_payload_int(buf, k), 0, NULL);
+    }
+    WAIT_OUTCOME(e, py, &r, 0);
+    CHECK_EQ_U64(r.steps, PING_ROUNDS + 1);
+    sx_result_free(&r);
+
+    sx_pid pm = submit_idx(e, "ping_msg", "run", 1);
+    for (int k = 1; k <= PING_ROUNDS; k++) {
+        if (!spin_ge(&t->per_steps[1], k))
+            SX_FAILF("step %d never ran: message %d lost", k, k - 1);
+        jitter(k);
+        send_int(e, SX_PID_NONE, pm, "ping", k);
+    }
+    WAIT_OUTCOME(e, pm, &r, 0);
+    CHECK_EQ_U64(r.steps, PING_ROUNDS + 1);
+    sx_result_free(&r);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
 /* ---- misuse ----------------------------------------------------------- */
 
 static int nop_init(void *state, const sx_init_ctx *ctx, const char *method,
@@ -2170,6 +2315,7 @@ static const sx_test_case cases[] = {
     { "late_complete", test_late_complete },
     { "max_processes", test_max_processes },
     { "concurrent_senders", test_concurrent_senders },
+    { "no_lost_wakeups", test_no_lost_wakeups },
     { "misuse_null_args", test_misuse_null_args },
     { "misuse_unknown", test_misuse_unknown },
     { "misuse_state", test_misuse_state },

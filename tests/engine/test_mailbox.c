@@ -14,9 +14,10 @@
  * test's own thread (the single consumer). SX_STRESS_SCALE=<factor> (e.g.
  * 0.2) scales the iteration counts of the concurrent cases.
  *
- * Negative controls, each run once on a scratch copy of process/mailbox.c
- * (never the real file), gcc -O2 on a 2-core x86-64 VM; what the test
- * reported is written at the case that caught it:
+ * Negative controls, each run on a scratch copy of process/mailbox.c (never
+ * the real file) with gcc -O2, on the 2-core x86-64 dev VM (M1 also 3 times
+ * on an idle machine pinned to 2 cores); what the test reported is written
+ * at the case that caught it:
  *  M1. pop without the `tail != head` check (re-inserts the stub although
  *      a push is half done; a second pop then pushes the stub twice);
  *  M2. push stores prev->next relaxed instead of release;
@@ -437,11 +438,12 @@ static void mb_stress_run(mb_stress *s)
  * the queue can grow thousands long) while one consumer pops: every event
  * arrives exactly once, in its producer's order, with the payload written
  * before the push.
- * Negative controls (see the file comment): M1 failed every run, with
- * "received 0x...ecd0, not a pushed node (the stub is 0x...ecd0)" or
- * "producer 0: got seq 143257, expected 139162"; M2 made ThreadSanitizer
- * report data races on the event's fields in mb_receive (plain build
- * passed). */
+ * Negative controls (see the file comment): M1 failed here on the loaded
+ * dev VM ("received 0x...ecd0, not a pushed node (the stub is
+ * 0x...ecd0)", or "producer 0: got seq 143257, expected 139162") but
+ * passed on an idle machine: it needs a producer preempted inside its push
+ * (mpsc_near_empty catches M1 everywhere). M2 made ThreadSanitizer report
+ * data races on the event's fields in mb_receive (plain build passed). */
 static void test_mpsc_producers(void)
 {
     static mb_stress s;
@@ -453,8 +455,8 @@ static void test_mpsc_producers(void)
  * consumer has taken it, so the queue stays near empty and the consumer
  * keeps taking the last node (stub re-insertion) while producers push:
  * 900k events, each exactly once and in its producer's order.
- * Negative control M1 (see the file comment): "received 0x...df0, not a
- * pushed node (the stub is 0x...df0)" in 3 runs out of 3. */
+ * Negative control M1 (see the file comment): "received 0x...d70, not a
+ * pushed node (the stub is 0x...d70)", 3 runs out of 3 on each machine. */
 static void test_mpsc_near_empty(void)
 {
     static mb_stress s;

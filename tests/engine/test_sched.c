@@ -53,8 +53,7 @@ static bool wait_done(sx_engine *e, sx_pid pid, int64_t ms, int *err)
 static _Atomic int hog_steps;
 
 /* Runs forever (CONTINUE without yields) until any message arrives. */
-static int hog_step(void *st, const sx_event *ev, size_t n,
-                    sx_step_output *out)
+static int hog_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
 {
     (void)st, (void)ev;
     atomic_fetch_add(&hog_steps, 1);
@@ -149,7 +148,7 @@ static void test_batch_limit(void)
     sx_engine_free(e);
 }
 
-/* ---- stealing ------------------------------------------------------------- */
+/* ---- stealing ---- */
 
 static int busy_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
@@ -166,8 +165,7 @@ typedef struct {
     int got;
 } fan_state;
 
-static int fan_step(void *st, const sx_event *ev, size_t n,
-                    sx_step_output *out)
+static int fan_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
 {
     fan_state *s = st;
     if (n == 0 && s->got == 0) {
@@ -199,7 +197,9 @@ static void test_stealing(void)
 {
     const sx_process_type t[] = {
         { .name = "busy", .init = no_init, .step = busy_step },
-        { .name = "fan", .state_size = sizeof(fan_state), .init = no_init,
+        { .name = "fan",
+          .state_size = sizeof(fan_state),
+          .init = no_init,
           .step = fan_step },
     };
     sx_engine *e = up(2, 0, t, 2);
@@ -222,7 +222,7 @@ static void test_stealing(void)
     sx_engine_free(e);
 }
 
-/* ---- parking --------------------------------------------------------------- */
+/* ---- parking ---- */
 
 static _Atomic int woke;
 
@@ -310,7 +310,9 @@ static const char *const methods[] = { "run", "other", NULL };
 static void test_listing(void)
 {
     const sx_process_type t[] = {
-        { .name = "idler", .init = no_init, .step = idler_step,
+        { .name = "idler",
+          .init = no_init,
+          .step = idler_step,
           .methods = methods },
         { .name = "blocker", .init = no_init, .step = blocker_step },
     };
@@ -361,10 +363,8 @@ static void test_listing(void)
 }
 
 static const sx_test_case cases[] = {
-    { "fairness", test_fairness },
-    { "batch_limit", test_batch_limit },
-    { "stealing", test_stealing },
-    { "park_and_wake", test_park_and_wake },
+    { "fairness", test_fairness }, { "batch_limit", test_batch_limit },
+    { "stealing", test_stealing }, { "park_and_wake", test_park_and_wake },
     { "listing", test_listing },
 };
 
