@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/internal.h"
+#include "engine/io.h"
 
 /* ---- registry ------------------------------------------------------------ */
 
@@ -74,6 +75,18 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
         return;
     sx__ev *ev = &done->ev;
     sx_engine *e = ev->engine;
+    if (ev->dl != NULL) {
+        /* A yield with a timeout: the first of this answer and the
+         * deadline's claims wins; the other is dropped. */
+        sx__iodl *dl = ev->dl;
+        ev->dl = NULL;
+        bool mine = sx__io_dl_claim(dl);
+        sx__io_dl_done(dl, mine);
+        if (!mine) {
+            sx__ev_free(ev);
+            return;
+        }
+    }
     if (ev->tag == SX_TAG_NONE) {
         /* Fire and forget: nobody waits for the answer. */
         if (error != 0)
@@ -133,6 +146,11 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
         ev->to_gen = gen;
         ev->engine = e;
         sx_completer *done = (sx_completer *)ev;
+        if (y->timeout_ms > 0 && sx__io_deadline(e, done, y->timeout_ms) != 0) {
+            sx_complete(done, (sx_payload){ NULL, 0 }, SX_ENOMEM,
+                        "no memory for the yield's timeout");
+            continue;
+        }
         const sx__cmd *c = cmd_find(e, y->cmd);
         if (c == NULL) {
             sx_complete(done, (sx_payload){ NULL, 0 }, SX_EUNKNOWN_COMMAND,
@@ -378,4 +396,5 @@ void sx__commands_builtin(sx_engine *e)
     e->cmds[SX_CMD_TERMINATE] = (sx__cmd){ cmd_terminate, NULL, "terminate" };
     e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
     e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };
+    sx__cmd_clock_register(e);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/internal.h"
+#include "engine/io.h"
 
 struct sx_init_ctx {
     sx_pid pid;
@@ -198,7 +199,12 @@ int sx_engine_start(sx_engine *e)
     /* release: publishes the registries to every thread that sees
      * started (submit, the workers via thread creation anyway). */
     atomic_store_explicit(&e->started, 1, memory_order_release);
-    int rc = sx__workers_start(e);
+    int rc = sx__io_start(e);
+    if (rc == 0) {
+        rc = sx__workers_start(e);
+        if (rc != 0)
+            sx__io_stop(e);
+    }
     if (rc != 0) {
         atomic_store_explicit(&e->started, 0, memory_order_release);
         e->stopped = 1;
@@ -411,6 +417,10 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
      * with the slot); nothing is delivered after this. */
     atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
                              memory_order_acq_rel);
+    /* Commands still running on a loop are cancelled (timers stopped,
+     * subprocesses killed, sockets closed); relaxed gen: ours. */
+    sx__io_proc_finished(e, p,
+                         atomic_load_explicit(&p->gen, memory_order_relaxed));
     if (p->type->close != NULL)
         p->type->close(p->user_state);
     sx_pid pid = sx__proc_pid(e, p);
@@ -559,6 +569,9 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
             pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
     }
     sx__workers_join(e);
+    /* No process is alive: every op still on a loop is being cancelled;
+     * the loops finish them (subprocesses killed) and exit. */
+    sx__io_stop(e);
     e->stopped = 1;
     pthread_mutex_unlock(&e->life_mu);
     return 0;

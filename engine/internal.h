@@ -70,6 +70,8 @@ typedef struct sx__ev {
     struct sx__proc *to;
     uint32_t to_gen;
     sx_engine *engine;
+    /* A completer's per-yield deadline (engine/io.h), or NULL. */
+    struct sx__iodl *dl;
     uint8_t *heap; /* owned: bytes when they do not fit inline */
     uint8_t inl[SX__EV_INLINE];
 } sx__ev;
@@ -116,6 +118,12 @@ typedef struct sx__proc {
     _Atomic uint64_t steps;
     /* Free-list link while the slot is free (relaxed; see ptable.c). */
     _Atomic uint32_t free_next;
+    /* Commands in flight on the process's libuv loop (engine/io.h): the
+     * ops and handles of this slot, every generation, owned by that loop's
+     * thread and never touched elsewhere (not even by slot reuse); and how
+     * many there are (relaxed counter, see io.c). */
+    struct sx__ioop *io_head;
+    _Atomic uint32_t io_live;
 } sx__proc;
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
@@ -242,6 +250,11 @@ struct sx_engine {
     sx__park park;
     sx__worker *workers;
     sx__outcomes outcomes;
+
+    /* libuv loop threads (engine/io.c); created by start, gone after
+     * stop. */
+    struct sx__ioloop *loops;
+    unsigned n_loops;
 };
 
 /* ---- internal functions -------------------------------------------------- */

@@ -90,7 +90,19 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
     y->tag = tag;
     y->off = off;
     y->len = args.len;
+    y->timeout_ms = 0;
     return 0;
+}
+
+int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
+                     sx_payload args, int64_t timeout_ms)
+{
+    if (out == NULL || timeout_ms < 0)
+        return SX_EINVAL;
+    int rc = sx_yield(out, cmd, tag, args);
+    if (rc == 0)
+        out->yields[out->n_yields - 1].timeout_ms = timeout_ms;
+    return rc;
 }
 
 void sx_continue(sx_step_output *out)

@@ -26,6 +26,7 @@ typedef struct {
     uint64_t tag;
     size_t off; /* arguments: arena[off, off + len) */
     size_t len;
+    int64_t timeout_ms; /* 0 = none */
 } sx__yield;
 
 struct sx_step_output {

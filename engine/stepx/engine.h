@@ -186,9 +186,21 @@ enum {
     SX_CMD_TERMINATE = 5,  /* [pid] -> nil                                   */
     SX_CMD_CANCEL = 6,     /* [pid, reason] -> nil                           */
     SX_CMD_MONITOR = 7,    /* [pid] -> nil; later an @exit message          */
-    SX_CMD_SLEEP = 16,     /* reserved for the clock family (libuv loops)   */
+    /* clock: on the libuv loops; deadlines are absolute and monotonic,
+     * fixed when the yield is dispatched, and never fire early. */
+    SX_CMD_SLEEP = 16,        /* ms -> nil (ms <= 0: at once)               */
+    SX_CMD_SLEEP_UNTIL = 17,  /* ns on sx_clock_now_ns's clock -> nil       */
+    SX_CMD_TIMER_START = 18,  /* ms -> timer handle (int)                   */
+    SX_CMD_TIMER_WAIT = 19,   /* handle -> nil when it fires                */
+    SX_CMD_TIMER_STOP = 20,   /* handle -> nil; waiters get SX_ECANCELLED   */
+    SX_CMD_TIMER_RESET = 21,  /* [handle, ms] -> nil; re-armed              */
+    SX_CMD_TICKER_START = 22, /* [ms, topic] -> handle; ticks as messages   */
+    SX_CMD_TICKER_STOP = 23,  /* handle -> nil                              */
     SX_CMD_USER_MIN = 256
 };
+
+/* The monotonic clock the clock commands use, in ns (CLOCK_MONOTONIC). */
+uint64_t sx_clock_now_ns(void);
 
 #ifdef __cplusplus
 }

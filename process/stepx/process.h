@@ -107,6 +107,15 @@ typedef struct sx_step_output sx_step_output; /* opaque, owned by the engine */
  * The first two yields of a step need no allocation. Returns 0, SX_EINVAL
  * (out NULL), or SX_ENOMEM. Only inside the step that received out. */
 int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
+/* As sx_yield, with a per-yield timeout (an extension of API.md): when
+ * timeout_ms (> 0; 0 = none) passes before the command answers, the
+ * process gets the completion for tag with error SX_ETIMEDOUT, the command
+ * is cancelled (libuv commands stop their work; other commands' late
+ * answers are dropped), and no other answer for tag follows. The clock
+ * starts when the engine dispatches the yield, right after the step.
+ * Errors: SX_EINVAL (out NULL, timeout_ms < 0), SX_ENOMEM. */
+int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
+                     sx_payload args, int64_t timeout_ms);
 void sx_continue(sx_step_output *out);                  /* default status    */
 void sx_wait(sx_step_output *out);                      /* yields / messages */
 void sx_idle(sx_step_output *out);                      /* a message only    */

@@ -1,0 +1,581 @@
+/* engine/io.c — libuv loop threads: the hand-off from workers, op
+ * bookkeeping, cancellation when a process finishes, per-yield deadlines,
+ * shutdown. The families (engine/cmd_*.c) build on this. See io.h.
+ *
+ * Threads: each loop's uv handles, lists and ops are touched by that
+ * loop's thread only; workers reach a loop only through its request queue
+ * (a Vyukov MPSC, process/mailbox.h) and uv_async_send, the one libuv call
+ * that is safe from any thread.
+ */
+#include "engine/io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct sx__ioloop {
+    sx_engine *engine;
+    unsigned id;
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t uv;
+    uv_async_t bell; /* the doorbell: uv_async_send from any thread */
+    sx__mpsc q;      /* requests; consumer: this loop's thread */
+    /* [loop] every op and handle alive on this loop */
+    sx__ioop *all;
+    size_t n_all;
+    uint64_t next_handle;
+    bool quitting, bell_closed;
+    unsigned walking; /* list walks in progress: releases are deferred */
+    sx__ioop *grave;  /* released during a walk, freed after it */
+    sx__ioreq quit;   /* the QUIT request */
+};
+
+/* A process finished with ops or handles alive. Owned by the queue, then
+ * by the loop (freed when handled). */
+typedef struct {
+    sx__ioreq req;
+    sx__proc *proc;
+    uint32_t gen;
+} sx__iocancel;
+
+uint64_t sx__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sx_clock_now_ns(void)
+{
+    return sx__now_ns();
+}
+
+static sx__ioloop *loop_of(sx_engine *e, sx__proc *p)
+{
+    return &e->loops[p->index % e->n_loops];
+}
+
+static void post(sx__ioloop *l, sx__ioreq *r)
+{
+    sx__mpsc_push(&l->q, &r->node);
+    /* uv_async_send is safe from any thread; a call while a ring is still
+     * pending coalesces with it, and libuv runs the callback at least once
+     * after this call, so the request is seen. */
+    uv_async_send(&l->bell);
+}
+
+/* ---- lists [loop] ---- */
+
+static void link_op(sx__ioloop *l, sx__ioop *op)
+{
+    sx__proc *p = op->proc;
+    op->pprev = NULL;
+    op->pnext = p->io_head;
+    if (p->io_head != NULL)
+        p->io_head->pprev = op;
+    p->io_head = op;
+    op->aprev = NULL;
+    op->anext = l->all;
+    if (l->all != NULL)
+        l->all->aprev = op;
+    l->all = op;
+    l->n_all++;
+}
+
+static void unlink_op(sx__ioloop *l, sx__ioop *op)
+{
+    sx__proc *p = op->proc;
+    if (op->pprev != NULL)
+        op->pprev->pnext = op->pnext;
+    else
+        p->io_head = op->pnext;
+    if (op->pnext != NULL)
+        op->pnext->pprev = op->pprev;
+    if (op->aprev != NULL)
+        op->aprev->anext = op->anext;
+    else
+        l->all = op->anext;
+    if (op->anext != NULL)
+        op->anext->aprev = op->aprev;
+    l->n_all--;
+    /* relaxed: a hint for sx__finish, which only needs to see non-zero
+     * while something is alive; every increment happens before (on the
+     * owner's chain of steps, or on this thread while another op lives). */
+    atomic_fetch_sub_explicit(&p->io_live, 1, memory_order_relaxed);
+}
+
+static void maybe_exit(sx__ioloop *l)
+{
+    if (l->quitting && l->all == NULL && !l->bell_closed) {
+        l->bell_closed = true;
+        uv_close((uv_handle_t *)&l->bell, NULL);
+    }
+}
+
+static void op_free(sx__ioop *op)
+{
+    if (op->vt != NULL && op->vt->fini != NULL)
+        op->vt->fini(op);
+    free(op);
+}
+
+static void walk_begin(sx__ioloop *l)
+{
+    l->walking++;
+}
+
+static void walk_end(sx__ioloop *l)
+{
+    if (--l->walking > 0)
+        return;
+    while (l->grave != NULL) {
+        sx__ioop *op = l->grave;
+        l->grave = op->pnext;
+        op_free(op);
+    }
+    maybe_exit(l);
+}
+
+/* ---- ops [loop] ---- */
+
+sx__ioop *sx__io_op_new(size_t size, const sx__ioop_vt *vt, sx_completer *done)
+{
+    if (size < sizeof(sx__ioop) || done == NULL)
+        return NULL;
+    sx__ioop *op = calloc(1, size);
+    if (op == NULL)
+        return NULL;
+    sx__ev *ev = &done->ev;
+    op->req.kind = SX__IOREQ_START;
+    op->vt = vt;
+    op->engine = ev->engine;
+    op->proc = ev->to;
+    op->gen = ev->to_gen;
+    op->loop = loop_of(ev->engine, ev->to);
+    op->done = done;
+    op->dl = ev->dl;
+    return op;
+}
+
+void sx__io_submit(sx__ioop *op)
+{
+    /* relaxed: see unlink_op; this worker runs the owner now. */
+    atomic_fetch_add_explicit(&op->proc->io_live, 1, memory_order_relaxed);
+    post(op->loop, &op->req);
+}
+
+sx__ioop *sx__io_handle_new(sx__ioop *op, size_t size, const sx__ioop_vt *vt)
+{
+    sx__ioop *h = calloc(1, size);
+    if (h == NULL)
+        return NULL;
+    h->vt = vt;
+    h->engine = op->engine;
+    h->loop = op->loop;
+    h->proc = op->proc;
+    h->gen = op->gen;
+    h->started = true;
+    h->handle = ++op->loop->next_handle;
+    /* relaxed: see unlink_op (op is alive, so the count is non-zero). */
+    atomic_fetch_add_explicit(&h->proc->io_live, 1, memory_order_relaxed);
+    link_op(op->loop, h);
+    return h;
+}
+
+sx__ioop *sx__io_handle_find(sx__ioop *op, uint64_t id)
+{
+    for (sx__ioop *h = op->proc->io_head; h != NULL; h = h->pnext)
+        if (h->handle == id && h->gen == op->gen && !h->released &&
+            !h->cancelled)
+            return h;
+    return NULL;
+}
+
+void sx__io_answer(sx__ioop *op, sx_payload result, int error, const char *msg)
+{
+    sx_completer *done = op->done;
+    if (done == NULL)
+        return;
+    op->done = NULL;
+    if (op->dl != NULL && op->dl->target == op)
+        op->dl->target = NULL;
+    op->dl = NULL; /* sx_complete takes it from the completer */
+    sx_complete(done, result, error, msg);
+}
+
+void sx__io_release(sx__ioop *op)
+{
+    if (op->released)
+        return;
+    if (op->done != NULL)
+        sx__io_answer(op, (sx_payload){ NULL, 0 }, SX_ECANCELLED, NULL);
+    sx__ioloop *l = op->loop;
+    op->released = true;
+    unlink_op(l, op);
+    if (l->walking > 0) {
+        op->pnext = l->grave;
+        l->grave = op;
+        return;
+    }
+    op_free(op);
+    maybe_exit(l);
+}
+
+void sx__io_cancel(sx__ioop *op)
+{
+    if (op->cancelled || op->released)
+        return;
+    op->cancelled = true;
+    if (op->vt != NULL && op->vt->cancel != NULL)
+        op->vt->cancel(op);
+}
+
+bool sx__io_quitting(const sx__ioop *op)
+{
+    return op->loop->quitting;
+}
+
+uv_loop_t *sx__io_uv(const sx__ioop *op)
+{
+    return &op->loop->uv;
+}
+
+sx_pid sx__io_pid(const sx__ioop *op)
+{
+    sx_engine *e = op->engine;
+    sx_pid pid = { e->cfg.node, e->cfg.host,
+                   ((uint64_t)op->gen << 32) | op->proc->index };
+    return pid;
+}
+
+/* ---- deadlines ---- */
+
+static void dl_unref(sx__iodl *dl)
+{
+    /* acq_rel: the last owner sees everything the other one wrote. */
+    if (atomic_fetch_sub_explicit(&dl->refs, 1, memory_order_acq_rel) == 1)
+        free(dl);
+}
+
+static void dl_closed(uv_handle_t *h)
+{
+    sx__iodl *dl = h->data;
+    dl_unref(dl); /* the loop's reference */
+}
+
+/* [loop] The loop is done with dl: off the lists, timer closed, the
+ * loop's reference dropped. Once only. */
+static void dl_close(sx__iodl *dl)
+{
+    if (dl->closing)
+        return;
+    dl->closing = true;
+    sx__ioloop *l = dl->op.loop;
+    if (dl->op.started) {
+        dl->op.released = true;
+        unlink_op(l, &dl->op);
+    }
+    if (dl->armed) {
+        uv_timer_stop(&dl->timer);
+        uv_close((uv_handle_t *)&dl->timer, dl_closed);
+    } else {
+        dl_unref(dl);
+    }
+    maybe_exit(l);
+}
+
+static void dl_cancel(sx__ioop *op)
+{
+    dl_close((sx__iodl *)op);
+}
+
+static const sx__ioop_vt dl_vt = { "deadline", NULL, dl_cancel, NULL };
+
+static void dl_fire(uv_timer_t *t)
+{
+    sx__iodl *dl = t->data;
+    /* acq_rel: the claim orders this answer against the completer's. */
+    if (atomic_exchange_explicit(&dl->claimed, 1, memory_order_acq_rel) == 0) {
+        sx__ev *ev = sx__ev_alloc();
+        if (ev != NULL) {
+            ev->kind = SX__EV_COMPLETION;
+            ev->tag = dl->tag;
+            ev->to = dl->op.proc;
+            ev->to_gen = dl->op.gen;
+            ev->engine = dl->op.engine;
+            sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 },
+                        SX_ETIMEDOUT, "the yield's timeout passed");
+        }
+        if (dl->target != NULL) {
+            sx__ioop *target = dl->target;
+            dl->target = NULL;
+            sx__io_cancel(target);
+        }
+    }
+    dl_close(dl);
+}
+
+int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms)
+{
+    sx__iodl *dl = calloc(1, sizeof(*dl));
+    if (dl == NULL)
+        return SX_ENOMEM;
+    sx__ev *ev = &done->ev;
+    dl->op.req.kind = SX__IOREQ_DL_START;
+    dl->op.vt = &dl_vt;
+    dl->op.engine = e;
+    dl->op.proc = ev->to;
+    dl->op.gen = ev->to_gen;
+    dl->op.loop = loop_of(e, ev->to);
+    dl->stop.kind = SX__IOREQ_DL_STOP;
+    dl->tag = ev->tag;
+    dl->deadline_ns = sx__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    /* relaxed: published to the loop by the queue push (release). */
+    atomic_init(&dl->refs, 2);
+    atomic_init(&dl->claimed, 0);
+    ev->dl = dl;
+    /* relaxed: see unlink_op. */
+    atomic_fetch_add_explicit(&ev->to->io_live, 1, memory_order_relaxed);
+    post(dl->op.loop, &dl->op.req);
+    return 0;
+}
+
+bool sx__io_dl_claim(sx__iodl *dl)
+{
+    /* acq_rel: see dl_fire. */
+    return atomic_exchange_explicit(&dl->claimed, 1, memory_order_acq_rel) == 0;
+}
+
+void sx__io_dl_done(sx__iodl *dl, bool answered)
+{
+    if (answered)
+        post(dl->op.loop, &dl->stop); /* our reference goes with it */
+    else
+        dl_unref(dl);
+}
+
+/* Milliseconds from the loop's clock to an absolute deadline, rounded so
+ * that the timer never fires before it: libuv fires a timer when its
+ * millisecond clock (floor of the monotonic ns) reaches now + timeout. */
+static uint64_t ms_until(uv_loop_t *uv, uint64_t deadline_ns)
+{
+    uint64_t due_ms = (deadline_ns + 999999u) / 1000000u;
+    uint64_t now_ms = uv_now(uv);
+    return due_ms > now_ms ? due_ms - now_ms : 0;
+}
+
+uint64_t sx__io_ms_until(const sx__ioop *op, uint64_t deadline_ns)
+{
+    return ms_until(&op->loop->uv, deadline_ns);
+}
+
+static void dl_start(sx__ioloop *l, sx__iodl *dl)
+{
+    dl->op.started = true;
+    link_op(l, &dl->op);
+    /* acquire: a completion claimed it already; DL_STOP follows. */
+    if (atomic_load_explicit(&dl->claimed, memory_order_acquire) != 0)
+        return;
+    if (l->quitting) {
+        sx__io_cancel(&dl->op);
+        return;
+    }
+    uv_timer_init(&l->uv, &dl->timer);
+    dl->timer.data = dl;
+    dl->armed = true;
+    uv_timer_start(&dl->timer, dl_fire, ms_until(&l->uv, dl->deadline_ns), 0);
+}
+
+/* ---- the request queue ---- */
+
+static void op_start(sx__ioloop *l, sx__ioop *op)
+{
+    link_op(l, op);
+    op->started = true;
+    /* acquire (gen): the owner may have finished before the loop got
+     * here; its CANCEL_PROC is queued behind this request, but there is
+     * no point starting. Likewise when the yield already timed out. */
+    bool dead =
+        atomic_load_explicit(&op->proc->gen, memory_order_acquire) != op->gen;
+    bool timed_out =
+        op->dl != NULL &&
+        atomic_load_explicit(&op->dl->claimed, memory_order_acquire) != 0;
+    if (dead || timed_out || l->quitting) {
+        op->cancelled = true;
+        sx__io_release(op);
+        return;
+    }
+    if (op->dl != NULL)
+        op->dl->target = op;
+    op->vt->start(op);
+}
+
+static void proc_cancel(sx__ioloop *l, sx__proc *p, uint32_t gen)
+{
+    walk_begin(l);
+    for (sx__ioop *op = p->io_head, *next; op != NULL; op = next) {
+        next = op->pnext;
+        if (op->gen == gen && !op->released)
+            sx__io_cancel(op);
+    }
+    walk_end(l);
+}
+
+static void quit_all(sx__ioloop *l)
+{
+    l->quitting = true;
+    walk_begin(l);
+    for (sx__ioop *op = l->all, *next; op != NULL; op = next) {
+        next = op->anext;
+        if (!op->released)
+            sx__io_cancel(op);
+    }
+    walk_end(l);
+    maybe_exit(l);
+}
+
+static void on_bell(uv_async_t *a)
+{
+    sx__ioloop *l = a->data;
+    /* Deadlines computed below are measured from a fresh clock. */
+    uv_update_time(&l->uv);
+    sx__mpsc_node *n;
+    while ((n = sx__mpsc_pop(&l->q)) != NULL) {
+        sx__ioreq *r = (sx__ioreq *)n;
+        switch ((sx__ioreq_kind)r->kind) {
+        case SX__IOREQ_START:
+            op_start(l, (sx__ioop *)r);
+            break;
+        case SX__IOREQ_CANCEL: {
+            sx__iocancel *c = (sx__iocancel *)r;
+            proc_cancel(l, c->proc, c->gen);
+            free(c);
+            break;
+        }
+        case SX__IOREQ_DL_START:
+            dl_start(l, (sx__iodl *)r);
+            break;
+        case SX__IOREQ_DL_STOP: {
+            sx__iodl *dl = (sx__iodl *)((char *)r - offsetof(sx__iodl, stop));
+            dl_close(dl);
+            dl_unref(dl); /* the completer's reference */
+            break;
+        }
+        case SX__IOREQ_QUIT:
+            quit_all(l);
+            break;
+        }
+    }
+}
+
+void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
+{
+    /* relaxed: see unlink_op. */
+    if (e->loops == NULL ||
+        atomic_load_explicit(&p->io_live, memory_order_relaxed) == 0)
+        return;
+    sx__iocancel *c = malloc(sizeof(*c));
+    if (c == NULL) {
+        /* Without the request the ops run to their natural end (answers
+         * dropped): slower to clean up, but nothing is lost or leaked. */
+        return;
+    }
+    c->req.kind = SX__IOREQ_CANCEL;
+    c->proc = p;
+    c->gen = gen;
+    post(loop_of(e, p), &c->req);
+}
+
+/* ---- loop threads ---- */
+
+static void *loop_main(void *arg)
+{
+    sx__ioloop *l = arg;
+    uv_run(&l->uv, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void loop_fini(sx__ioloop *l)
+{
+    /* Requests left behind (posted after quit): free them. */
+    sx__mpsc_node *n;
+    while ((n = sx__mpsc_pop(&l->q)) != NULL) {
+        sx__ioreq *r = (sx__ioreq *)n;
+        if (r->kind == SX__IOREQ_CANCEL)
+            free(r);
+        else if (r->kind == SX__IOREQ_START) {
+            sx__ioop *op = (sx__ioop *)r;
+            if (op->done != NULL)
+                sx_complete(op->done, (sx_payload){ NULL, 0 }, SX_ECANCELLED,
+                            NULL);
+            op_free(op);
+        }
+        /* DL_START / DL_STOP: only posted by live processes, which are
+         * all finished before quit. */
+    }
+    uv_loop_close(&l->uv);
+}
+
+int sx__io_start(sx_engine *e)
+{
+    unsigned n = e->cfg.io_loops;
+    e->loops = calloc(n, sizeof(*e->loops));
+    if (e->loops == NULL)
+        return SX_ENOMEM;
+    e->n_loops = n;
+    for (unsigned i = 0; i < n; i++) {
+        sx__ioloop *l = &e->loops[i];
+        l->engine = e;
+        l->id = i;
+        sx__mpsc_init(&l->q);
+        int rc = uv_loop_init(&l->uv);
+        if (rc == 0) {
+            rc = uv_async_init(&l->uv, &l->bell, on_bell);
+            if (rc != 0)
+                uv_loop_close(&l->uv);
+        }
+        if (rc != 0) {
+            e->n_loops = i;
+            sx__io_stop(e);
+            return rc == UV_ENOMEM ? SX_ENOMEM : SX_EINVAL;
+        }
+        l->bell.data = l;
+        rc = pthread_create(&l->thread, NULL, loop_main, l);
+        if (rc != 0) {
+            uv_close((uv_handle_t *)&l->bell, NULL);
+            uv_run(&l->uv, UV_RUN_DEFAULT);
+            uv_loop_close(&l->uv);
+            e->n_loops = i;
+            sx__io_stop(e);
+            return -rc;
+        }
+        l->thread_started = true;
+    }
+    return 0;
+}
+
+void sx__io_stop(sx_engine *e)
+{
+    if (e->loops == NULL)
+        return;
+    for (unsigned i = 0; i < e->n_loops; i++) {
+        sx__ioloop *l = &e->loops[i];
+        if (!l->thread_started)
+            continue;
+        l->quit.kind = SX__IOREQ_QUIT;
+        post(l, &l->quit);
+    }
+    for (unsigned i = 0; i < e->n_loops; i++) {
+        sx__ioloop *l = &e->loops[i];
+        if (!l->thread_started)
+            continue;
+        pthread_join(l->thread, NULL);
+        loop_fini(l);
+    }
+    free(e->loops);
+    e->loops = NULL;
+    e->n_loops = 0;
+}
