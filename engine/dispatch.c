@@ -397,4 +397,7 @@ void sx__commands_builtin(sx_engine *e)
     e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
     e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };
     sx__cmd_clock_register(e);
+    sx__cmd_exec_register(e);
+    sx__cmd_fs_register(e);
+    sx__cmd_net_register(e);
 }

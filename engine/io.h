@@ -153,6 +153,9 @@ void sx__io_dl_done(sx__iodl *dl, bool answered);
 
 /* the families (engine/cmd_*.c) register their commands */
 void sx__cmd_clock_register(sx_engine *e);
+void sx__cmd_exec_register(sx_engine *e);
+void sx__cmd_fs_register(sx_engine *e);
+void sx__cmd_net_register(sx_engine *e);
 
 /* ---- argument helpers for handlers [worker] ---- */
 

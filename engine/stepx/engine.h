@@ -196,6 +196,21 @@ enum {
     SX_CMD_TIMER_RESET = 21,  /* [handle, ms] -> nil; re-armed              */
     SX_CMD_TICKER_START = 22, /* [ms, topic] -> handle; ticks as messages   */
     SX_CMD_TICKER_STOP = 23,  /* handle -> nil                              */
+    /* exec: a subprocess on the libuv loop (docs/COMMANDS.md) */
+    SX_CMD_EXEC = 32, /* {argv, env, cwd, stdin, ...} -> {status, ...} */
+    /* fs: on libuv's thread pool; errors are -errno codes */
+    SX_CMD_FS_READ = 40,   /* path or {path, offset, max} -> bin          */
+    SX_CMD_FS_WRITE = 41,  /* [path, data] -> bytes written               */
+    SX_CMD_FS_APPEND = 42, /* [path, data] -> bytes written               */
+    SX_CMD_FS_STAT = 43,   /* path -> {size, mode, type, mtime_ns}        */
+    SX_CMD_FS_LIST = 44,   /* path -> [name...]                           */
+    SX_CMD_FS_REMOVE = 45, /* path -> nil                                 */
+    /* net: TCP connections owned by the process */
+    SX_CMD_NET_CONNECT = 56, /* [host, port] -> connection handle         */
+    SX_CMD_NET_WRITE = 57,   /* [handle, data] -> nil                     */
+    SX_CMD_NET_READ = 58,    /* [handle, max] or [handle, max, delim] -> bin */
+    SX_CMD_NET_CLOSE = 59,   /* handle -> nil                             */
+    SX_CMD_NET_HTTP = 60,    /* {method, url, headers, body} -> response  */
     SX_CMD_USER_MIN = 256
 };
 

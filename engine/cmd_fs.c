@@ -1,0 +1,9 @@
+/* engine/cmd_fs.c — the fs command family on the libuv loops
+ * (engine/io.h). Not written yet: until it is, its ids answer
+ * SX_EUNKNOWN_COMMAND like any unregistered id. */
+#include "engine/io.h"
+
+void sx__cmd_fs_register(sx_engine *e)
+{
+    (void)e;
+}
