@@ -616,6 +616,10 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
     out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed);
     out->workers = e->n_workers;
+    out->io_inflight =
+        atomic_load_explicit(&e->io_inflight, memory_order_relaxed);
+    out->io_ops = atomic_load_explicit(&e->io_ops, memory_order_relaxed);
+    out->timeouts = atomic_load_explicit(&e->io_timeouts, memory_order_relaxed);
     out->parked = atomic_load_explicit(&e->park.n_parked, memory_order_relaxed);
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__wstats *s = &e->workers[i].st;

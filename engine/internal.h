@@ -255,6 +255,8 @@ struct sx_engine {
      * stop. */
     struct sx__ioloop *loops;
     unsigned n_loops;
+    /* Figures (relaxed; written by the loop threads). */
+    alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
 };
 
 /* ---- internal functions -------------------------------------------------- */

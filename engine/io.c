@@ -83,6 +83,8 @@ static void link_op(sx__ioloop *l, sx__ioop *op)
         l->all->aprev = op;
     l->all = op;
     l->n_all++;
+    /* relaxed: figures only. */
+    atomic_fetch_add_explicit(&l->engine->io_inflight, 1, memory_order_relaxed);
 }
 
 static void unlink_op(sx__ioloop *l, sx__ioop *op)
@@ -101,6 +103,8 @@ static void unlink_op(sx__ioloop *l, sx__ioop *op)
     if (op->anext != NULL)
         op->anext->aprev = op->aprev;
     l->n_all--;
+    /* relaxed: figures only. */
+    atomic_fetch_sub_explicit(&l->engine->io_inflight, 1, memory_order_relaxed);
     /* relaxed: a hint for sx__finish, which only needs to see non-zero
      * while something is alive; every increment happens before (on the
      * owner's chain of steps, or on this thread while another op lives). */
@@ -256,8 +260,10 @@ sx_pid sx__io_pid(const sx__ioop *op)
 static void dl_unref(sx__iodl *dl)
 {
     /* acq_rel: the last owner sees everything the other one wrote. */
-    if (atomic_fetch_sub_explicit(&dl->refs, 1, memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&dl->refs, 1, memory_order_acq_rel) == 1) {
+        sx__ev_free(dl->tev);
         free(dl);
+    }
 }
 
 static void dl_closed(uv_handle_t *h)
@@ -299,16 +305,18 @@ static void dl_fire(uv_timer_t *t)
     sx__iodl *dl = t->data;
     /* acq_rel: the claim orders this answer against the completer's. */
     if (atomic_exchange_explicit(&dl->claimed, 1, memory_order_acq_rel) == 0) {
-        sx__ev *ev = sx__ev_alloc();
-        if (ev != NULL) {
-            ev->kind = SX__EV_COMPLETION;
-            ev->tag = dl->tag;
-            ev->to = dl->op.proc;
-            ev->to_gen = dl->op.gen;
-            ev->engine = dl->op.engine;
-            sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 },
-                        SX_ETIMEDOUT, "the yield's timeout passed");
-        }
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&dl->op.engine->io_timeouts, 1,
+                                  memory_order_relaxed);
+        sx__ev *ev = dl->tev; /* ownership passes to sx_complete */
+        dl->tev = NULL;
+        ev->kind = SX__EV_COMPLETION;
+        ev->tag = dl->tag;
+        ev->to = dl->op.proc;
+        ev->to_gen = dl->op.gen;
+        ev->engine = dl->op.engine;
+        sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 }, SX_ETIMEDOUT,
+                    "the yield's timeout passed");
         if (dl->target != NULL) {
             sx__ioop *target = dl->target;
             dl->target = NULL;
@@ -323,6 +331,11 @@ int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms)
     sx__iodl *dl = calloc(1, sizeof(*dl));
     if (dl == NULL)
         return SX_ENOMEM;
+    dl->tev = sx__ev_alloc();
+    if (dl->tev == NULL) {
+        free(dl);
+        return SX_ENOMEM;
+    }
     sx__ev *ev = &done->ev;
     dl->op.req.kind = SX__IOREQ_DL_START;
     dl->op.vt = &dl_vt;
@@ -410,6 +423,8 @@ static void op_start(sx__ioloop *l, sx__ioop *op)
     }
     if (op->dl != NULL)
         op->dl->target = op;
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&l->engine->io_ops, 1, memory_order_relaxed);
     op->vt->start(op);
 }
 

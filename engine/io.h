@@ -109,6 +109,8 @@ struct sx__iodl {
     uv_timer_t timer;
     bool armed, closing; /* [loop] */
     sx__ioop *target;    /* [loop] the io op this yield started, if any */
+    sx__ev *tev;         /* owned: the SX_ETIMEDOUT answer, made up front
+                            so that a timeout can always answer */
 };
 
 /* [worker] Allocates an op of `size` bytes (zeroed; size >= sizeof

@@ -119,6 +119,10 @@ typedef struct {
     uint64_t global_queue; /* processes in the global queue now             */
     unsigned parked;       /* workers parked (or about to) now                */
     unsigned workers;      /* number of workers                               */
+    /* libuv side (extensions): */
+    uint64_t io_inflight; /* ops, deadlines and handles alive on the loops  */
+    uint64_t io_ops;      /* ops started on the loops since start          */
+    uint64_t timeouts;    /* yields answered SX_ETIMEDOUT by their timeout */
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.
