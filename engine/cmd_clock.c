@@ -64,6 +64,7 @@ static void op_timer_closed(uv_handle_t *t)
 static void sleep_fire(uv_timer_t *t)
 {
     clk_op *c = t->data;
+    c->timer_open = false; /* closing: nothing left to cancel */
     sx__io_answer(&c->op, nil, 0, NULL);
     uv_close((uv_handle_t *)&c->timer, op_timer_closed);
 }
