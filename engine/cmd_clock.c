@@ -4,8 +4,9 @@
  *
  * Every deadline is absolute on the monotonic clock, fixed on the worker
  * when the yield is dispatched, and never fires early (io.c, ms_until).
- * A sleep is one uv timer; libuv keeps its timers in a heap, which
- * measures well at 100,000 concurrent sleeps (bench `timers`).
+ * Sleeps, timers and tickers live on the loop's timer heap (io.h,
+ * sx__iotimer): arming one is a heap insert, with no libuv handle to
+ * open and close.
  *
  * Threads: handlers [worker]; everything else [loop].
  */
@@ -32,8 +33,7 @@ typedef struct clk_op {
     uint64_t deadline_ns; /* sleep, timer start / reset */
     uint64_t ms;          /* ticker period */
     uint64_t hid;         /* the handle named in args */
-    uv_timer_t timer;     /* sleep */
-    bool timer_open;
+    sx__iotimer timer;    /* sleep */
     /* timer wait: on the handle's waiter list */
     clk_handle *on;
     struct clk_op *wprev, *wnext;
@@ -43,7 +43,8 @@ typedef struct clk_op {
 
 struct clk_handle {
     sx__ioop h; /* first; h.done == NULL */
-    uv_timer_t timer;
+    sx__iotimer timer;
+    uint64_t period_ns; /* ticker */
     bool ticker;
     bool fired; /* timer: fired since the last start / reset */
     uint64_t ticks;
@@ -56,26 +57,17 @@ static const sx_payload nil = { NULL, 0 };
 
 /* ---- sleep ---- */
 
-static void op_timer_closed(uv_handle_t *t)
+static void sleep_fire(sx__iotimer *t)
 {
-    sx__io_release(t->data);
-}
-
-static void sleep_fire(uv_timer_t *t)
-{
-    clk_op *c = t->data;
-    c->timer_open = false; /* closing: nothing left to cancel */
-    sx__io_answer(&c->op, nil, 0, NULL);
-    uv_close((uv_handle_t *)&c->timer, op_timer_closed);
+    clk_op *c = (clk_op *)((char *)t - offsetof(clk_op, timer));
+    sx__io_finish(&c->op, nil, 0, NULL);
 }
 
 static void sleep_start(clk_op *c)
 {
-    uv_timer_init(sx__io_uv(&c->op), &c->timer);
-    c->timer.data = c;
-    c->timer_open = true;
-    uv_timer_start(&c->timer, sleep_fire,
-                   sx__io_ms_until(&c->op, c->deadline_ns), 0);
+    c->timer.fire = sleep_fire;
+    if (sx__io_timer_set(&c->op, &c->timer, c->deadline_ns) != 0)
+        sx__io_finish(&c->op, nil, SX_ENOMEM, NULL);
 }
 
 /* ---- timers and tickers (handles) ---- */
@@ -101,44 +93,52 @@ static void waiters_answer(clk_handle *h, int error, const char *msg)
     while (h->waiters != NULL) {
         clk_op *w = h->waiters;
         waiter_unlink(w);
-        sx__io_answer(&w->op, nil, error, msg);
-        sx__io_release(&w->op);
+        sx__io_finish(&w->op, nil, error, msg);
     }
-}
-
-static void handle_closed(uv_handle_t *t)
-{
-    sx__io_release(t->data);
 }
 
 static void handle_cancel(sx__ioop *op)
 {
     clk_handle *h = (clk_handle *)op;
     waiters_answer(h, SX_ECANCELLED, "the timer was stopped");
-    uv_timer_stop(&h->timer);
-    uv_close((uv_handle_t *)&h->timer, handle_closed);
+    sx__io_timer_del(op, &h->timer);
+    sx__io_release(op);
 }
 
 static const sx__ioop_vt handle_vt = { "clock-handle", NULL, handle_cancel,
                                        NULL };
 
-static void timer_fire(uv_timer_t *t)
+static clk_handle *handle_of(sx__iotimer *t)
 {
-    clk_handle *h = t->data;
+    return (clk_handle *)((char *)t - offsetof(clk_handle, timer));
+}
+
+static void timer_fire(sx__iotimer *t)
+{
+    clk_handle *h = handle_of(t);
     h->fired = true;
     waiters_answer(h, 0, NULL);
 }
 
-static void ticker_fire(uv_timer_t *t)
+static void ticker_fire(sx__iotimer *t)
 {
-    clk_handle *h = t->data;
+    clk_handle *h = handle_of(t);
     uint8_t buf[SX_PAYLOAD_INT_MAX];
     sx_pid pid = sx__io_pid(&h->h);
     h->ticks++;
     int rc = sx__send(h->h.engine, pid, pid, h->topic, h->topic_len,
                       sx_payload_int(buf, (int64_t)h->ticks), false);
-    if (rc == SX_ENOTFOUND || rc == SX_ECLOSED)
+    if (rc == SX_ENOTFOUND || rc == SX_ECLOSED) {
         sx__io_cancel(&h->h); /* the owner is gone */
+        return;
+    }
+    /* The next tick on the original schedule (no drift); ticks missed
+     * while the loop was busy are skipped, not bunched up. */
+    uint64_t now = sx__now_ns(), due = t->due_ns + h->period_ns;
+    if (due <= now)
+        due = now + h->period_ns;
+    if (sx__io_timer_set(&h->h, t, due) != 0)
+        sx__io_cancel(&h->h); /* out of memory: the ticker stops */
 }
 
 static void handle_start(clk_op *c)
@@ -149,17 +149,22 @@ static void handle_start(clk_op *c)
         sx__io_answer(&c->op, nil, SX_ENOMEM, NULL);
         return;
     }
-    uv_timer_init(sx__io_uv(&c->op), &h->timer);
-    h->timer.data = h;
+    uint64_t due = c->deadline_ns;
     if (c->kind == K_TICKER_START) {
         h->ticker = true;
         memcpy(h->topic, c->topic, c->topic_len);
         h->topic[c->topic_len] = 0;
         h->topic_len = c->topic_len;
-        uv_timer_start(&h->timer, ticker_fire, c->ms, c->ms);
+        h->period_ns = c->ms * 1000000u;
+        h->timer.fire = ticker_fire;
+        due = sx__now_ns() + h->period_ns;
     } else {
-        uv_timer_start(&h->timer, timer_fire,
-                       sx__io_ms_until(&c->op, c->deadline_ns), 0);
+        h->timer.fire = timer_fire;
+    }
+    if (sx__io_timer_set(&h->h, &h->timer, due) != 0) {
+        sx__io_release(&h->h);
+        sx__io_answer(&c->op, nil, SX_ENOMEM, NULL);
+        return;
     }
     uint8_t buf[SX_PAYLOAD_INT_MAX];
     sx__io_answer(&c->op, sx_payload_int(buf, (int64_t)h->h.handle), 0, NULL);
@@ -207,9 +212,10 @@ static void clk_start(sx__ioop *op)
         if ((h = handle_get(c, false)) == NULL)
             break;
         h->fired = false;
-        uv_timer_start(&h->timer, timer_fire,
-                       sx__io_ms_until(op, c->deadline_ns), 0);
-        sx__io_answer(op, nil, 0, NULL);
+        if (sx__io_timer_set(&h->h, &h->timer, c->deadline_ns) != 0)
+            sx__io_answer(op, nil, SX_ENOMEM, NULL);
+        else
+            sx__io_answer(op, nil, 0, NULL);
         break;
     case K_TIMER_STOP:
     case K_TICKER_STOP:
@@ -225,15 +231,12 @@ static void clk_start(sx__ioop *op)
 static void clk_cancel(sx__ioop *op)
 {
     clk_op *c = (clk_op *)op;
-    if (c->kind == K_SLEEP && c->timer_open) {
-        uv_timer_stop(&c->timer);
-        sx__io_answer(op, nil, SX_ECANCELLED, NULL);
-        uv_close((uv_handle_t *)&c->timer, op_timer_closed);
-        c->timer_open = false;
+    if (c->kind == K_SLEEP) {
+        sx__io_timer_del(op, &c->timer);
+        sx__io_finish(op, nil, SX_ECANCELLED, NULL);
     } else if (c->kind == K_TIMER_WAIT && c->on != NULL) {
         waiter_unlink(c);
-        sx__io_answer(op, nil, SX_ECANCELLED, NULL);
-        sx__io_release(op);
+        sx__io_finish(op, nil, SX_ECANCELLED, NULL);
     }
 }
 

@@ -31,6 +31,12 @@ struct sx__ioloop {
     unsigned walking; /* list walks in progress: releases are deferred */
     sx__ioop *grave;  /* released during a walk, freed after it */
     sx__ioreq quit;   /* the QUIT request */
+    /* The timer heap (see sx__iotimer) and the one uv timer behind it,
+     * armed for tick_due (UINT64_MAX: stopped). */
+    sx__iotimer **heap;
+    size_t heap_n, heap_cap;
+    uv_timer_t tick;
+    uint64_t tick_due;
 };
 
 /* A process finished with ops or handles alive. Owned by the queue, then
@@ -116,6 +122,7 @@ static void maybe_exit(sx__ioloop *l)
     if (l->quitting && l->all == NULL && !l->bell_closed) {
         l->bell_closed = true;
         uv_close((uv_handle_t *)&l->bell, NULL);
+        uv_close((uv_handle_t *)&l->tick, NULL);
     }
 }
 
@@ -141,6 +148,143 @@ static void walk_end(sx__ioloop *l)
         op_free(op);
     }
     maybe_exit(l);
+}
+
+/* Milliseconds from the loop's clock to an absolute deadline, rounded so
+ * that the timer never fires before it: libuv fires a timer when its
+ * millisecond clock (floor of the monotonic ns) reaches now + timeout. */
+static uint64_t ms_until(uv_loop_t *uv, uint64_t deadline_ns)
+{
+    uint64_t due_ms = (deadline_ns + 999999u) / 1000000u;
+    uint64_t now_ms = uv_now(uv);
+    return due_ms > now_ms ? due_ms - now_ms : 0;
+}
+
+/* ---- the timer heap [loop] ---- */
+
+static bool heap_less(const sx__iotimer *a, const sx__iotimer *b)
+{
+    return a->due_ns < b->due_ns;
+}
+
+static void heap_put(sx__ioloop *l, size_t i, sx__iotimer *t)
+{
+    l->heap[i] = t;
+    t->idx = (uint32_t)i + 1;
+}
+
+static void heap_up(sx__ioloop *l, size_t i)
+{
+    sx__iotimer *t = l->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_less(t, l->heap[parent]))
+            break;
+        heap_put(l, i, l->heap[parent]);
+        i = parent;
+    }
+    heap_put(l, i, t);
+}
+
+static void heap_down(sx__ioloop *l, size_t i)
+{
+    sx__iotimer *t = l->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= l->heap_n)
+            break;
+        if (c + 1 < l->heap_n && heap_less(l->heap[c + 1], l->heap[c]))
+            c++;
+        if (!heap_less(l->heap[c], t))
+            break;
+        heap_put(l, i, l->heap[c]);
+        i = c;
+    }
+    heap_put(l, i, t);
+}
+
+static void heap_remove(sx__ioloop *l, sx__iotimer *t)
+{
+    size_t i = t->idx - 1;
+    t->idx = 0;
+    sx__iotimer *last = l->heap[--l->heap_n];
+    if (last == t)
+        return;
+    heap_put(l, i, last);
+    heap_up(l, i);
+    heap_down(l, last->idx - 1);
+}
+
+static void on_tick(uv_timer_t *h);
+
+/* Points the uv timer at the earliest deadline. */
+static void tick_arm(sx__ioloop *l)
+{
+    if (l->heap_n == 0) {
+        if (l->tick_due != UINT64_MAX) {
+            uv_timer_stop(&l->tick);
+            l->tick_due = UINT64_MAX;
+        }
+        return;
+    }
+    uint64_t due = l->heap[0]->due_ns;
+    if (due == l->tick_due)
+        return;
+    l->tick_due = due;
+    uv_update_time(&l->uv);
+    uv_timer_start(&l->tick, on_tick, ms_until(&l->uv, due), 0);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    sx__ioloop *l = h->data;
+    l->tick_due = UINT64_MAX;
+    uint64_t now = sx__now_ns();
+    while (l->heap_n > 0 && l->heap[0]->due_ns <= now) {
+        sx__iotimer *t = l->heap[0];
+        heap_remove(l, t);
+        t->fire(t);
+    }
+    tick_arm(l);
+}
+
+static bool heap_add(sx__ioloop *l, sx__iotimer *t)
+{
+    if (l->heap_n == l->heap_cap) {
+        size_t cap = l->heap_cap ? l->heap_cap * 2 : 1024;
+        sx__iotimer **h = realloc(l->heap, cap * sizeof(*h));
+        if (h == NULL)
+            return false;
+        l->heap = h;
+        l->heap_cap = cap;
+    }
+    l->heap_n++;
+    heap_put(l, l->heap_n - 1, t);
+    heap_up(l, l->heap_n - 1);
+    return true;
+}
+
+static int timer_set(sx__ioloop *l, sx__iotimer *t, uint64_t due_ns)
+{
+    if (t->idx != 0)
+        heap_remove(l, t);
+    t->due_ns = due_ns;
+    if (!heap_add(l, t))
+        return SX_ENOMEM;
+    if (due_ns < l->tick_due)
+        tick_arm(l);
+    return 0;
+}
+
+int sx__io_timer_set(sx__ioop *op, sx__iotimer *t, uint64_t due_ns)
+{
+    return timer_set(op->loop, t, due_ns);
+}
+
+void sx__io_timer_del(sx__ioop *op, sx__iotimer *t)
+{
+    if (t->idx != 0)
+        heap_remove(op->loop, t);
 }
 
 /* ---- ops [loop] ---- */
@@ -210,6 +354,18 @@ void sx__io_answer(sx__ioop *op, sx_payload result, int error, const char *msg)
     sx_complete(done, result, error, msg);
 }
 
+void sx__io_finish(sx__ioop *op, sx_payload result, int error, const char *msg)
+{
+    sx_completer *done = op->done;
+    op->done = NULL;
+    if (op->dl != NULL && op->dl->target == op)
+        op->dl->target = NULL;
+    op->dl = NULL;
+    sx__io_release(op);
+    if (done != NULL)
+        sx_complete(done, result, error, msg);
+}
+
 void sx__io_release(sx__ioop *op)
 {
     if (op->released)
@@ -266,13 +422,7 @@ static void dl_unref(sx__iodl *dl)
     }
 }
 
-static void dl_closed(uv_handle_t *h)
-{
-    sx__iodl *dl = h->data;
-    dl_unref(dl); /* the loop's reference */
-}
-
-/* [loop] The loop is done with dl: off the lists, timer closed, the
+/* [loop] The loop is done with dl: off the lists and the heap, the
  * loop's reference dropped. Once only. */
 static void dl_close(sx__iodl *dl)
 {
@@ -280,16 +430,13 @@ static void dl_close(sx__iodl *dl)
         return;
     dl->closing = true;
     sx__ioloop *l = dl->op.loop;
+    if (dl->timer.idx != 0)
+        heap_remove(l, &dl->timer);
     if (dl->op.started) {
         dl->op.released = true;
         unlink_op(l, &dl->op);
     }
-    if (dl->armed) {
-        uv_timer_stop(&dl->timer);
-        uv_close((uv_handle_t *)&dl->timer, dl_closed);
-    } else {
-        dl_unref(dl);
-    }
+    dl_unref(dl);
     maybe_exit(l);
 }
 
@@ -300,14 +447,16 @@ static void dl_cancel(sx__ioop *op)
 
 static const sx__ioop_vt dl_vt = { "deadline", NULL, dl_cancel, NULL };
 
-static void dl_fire(uv_timer_t *t)
+/* Answers dl's yield with error (unless the command answered first),
+ * cancels the op it guards, and closes dl. */
+static void dl_expire(sx__iodl *dl, int error, const char *msg)
 {
-    sx__iodl *dl = t->data;
     /* acq_rel: the claim orders this answer against the completer's. */
     if (atomic_exchange_explicit(&dl->claimed, 1, memory_order_acq_rel) == 0) {
         /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&dl->op.engine->io_timeouts, 1,
-                                  memory_order_relaxed);
+        if (error == SX_ETIMEDOUT)
+            atomic_fetch_add_explicit(&dl->op.engine->io_timeouts, 1,
+                                      memory_order_relaxed);
         sx__ev *ev = dl->tev; /* ownership passes to sx_complete */
         dl->tev = NULL;
         ev->kind = SX__EV_COMPLETION;
@@ -315,8 +464,7 @@ static void dl_fire(uv_timer_t *t)
         ev->to = dl->op.proc;
         ev->to_gen = dl->op.gen;
         ev->engine = dl->op.engine;
-        sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 }, SX_ETIMEDOUT,
-                    "the yield's timeout passed");
+        sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 }, error, msg);
         if (dl->target != NULL) {
             sx__ioop *target = dl->target;
             dl->target = NULL;
@@ -324,6 +472,12 @@ static void dl_fire(uv_timer_t *t)
         }
     }
     dl_close(dl);
+}
+
+static void dl_fire(sx__iotimer *t)
+{
+    sx__iodl *dl = (sx__iodl *)((char *)t - offsetof(sx__iodl, timer));
+    dl_expire(dl, SX_ETIMEDOUT, "the yield's timeout passed");
 }
 
 int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms)
@@ -370,16 +524,6 @@ void sx__io_dl_done(sx__iodl *dl, bool answered)
         dl_unref(dl);
 }
 
-/* Milliseconds from the loop's clock to an absolute deadline, rounded so
- * that the timer never fires before it: libuv fires a timer when its
- * millisecond clock (floor of the monotonic ns) reaches now + timeout. */
-static uint64_t ms_until(uv_loop_t *uv, uint64_t deadline_ns)
-{
-    uint64_t due_ms = (deadline_ns + 999999u) / 1000000u;
-    uint64_t now_ms = uv_now(uv);
-    return due_ms > now_ms ? due_ms - now_ms : 0;
-}
-
 uint64_t sx__io_ms_until(const sx__ioop *op, uint64_t deadline_ns)
 {
     return ms_until(&op->loop->uv, deadline_ns);
@@ -396,10 +540,9 @@ static void dl_start(sx__ioloop *l, sx__iodl *dl)
         sx__io_cancel(&dl->op);
         return;
     }
-    uv_timer_init(&l->uv, &dl->timer);
-    dl->timer.data = dl;
-    dl->armed = true;
-    uv_timer_start(&dl->timer, dl_fire, ms_until(&l->uv, dl->deadline_ns), 0);
+    dl->timer.fire = dl_fire;
+    if (timer_set(l, &dl->timer, dl->deadline_ns) != 0)
+        dl_expire(dl, SX_ENOMEM, "no memory for the yield's timeout");
 }
 
 /* ---- the request queue ---- */
@@ -532,6 +675,7 @@ static void loop_fini(sx__ioloop *l)
          * all finished before quit. */
     }
     uv_loop_close(&l->uv);
+    free(l->heap);
 }
 
 int sx__io_start(sx_engine *e)
@@ -549,8 +693,13 @@ int sx__io_start(sx_engine *e)
         int rc = uv_loop_init(&l->uv);
         if (rc == 0) {
             rc = uv_async_init(&l->uv, &l->bell, on_bell);
-            if (rc != 0)
+            if (rc == 0) {
+                uv_timer_init(&l->uv, &l->tick); /* cannot fail */
+                l->tick.data = l;
+                l->tick_due = UINT64_MAX;
+            } else {
                 uv_loop_close(&l->uv);
+            }
         }
         if (rc != 0) {
             e->n_loops = i;
@@ -561,6 +710,7 @@ int sx__io_start(sx_engine *e)
         rc = pthread_create(&l->thread, NULL, loop_main, l);
         if (rc != 0) {
             uv_close((uv_handle_t *)&l->bell, NULL);
+            uv_close((uv_handle_t *)&l->tick, NULL);
             uv_run(&l->uv, UV_RUN_DEFAULT);
             uv_loop_close(&l->uv);
             e->n_loops = i;

@@ -46,6 +46,16 @@ typedef struct sx__ioloop sx__ioloop;
 typedef struct sx__ioop sx__ioop;
 typedef struct sx__iodl sx__iodl;
 
+/* A deadline on a loop's timer heap: one binary min-heap of absolute
+ * monotonic deadlines per loop behind a single uv timer, so that a sleep
+ * or a yield's timeout costs a heap insert and no libuv handle (no
+ * uv_close round trip, no allocation). [loop] */
+typedef struct sx__iotimer {
+    uint64_t due_ns; /* absolute, sx__now_ns's clock */
+    uint32_t idx;    /* position in the heap + 1; 0 = not armed */
+    void (*fire)(struct sx__iotimer *t);
+} sx__iotimer;
+
 /* A request on a loop's queue. */
 typedef enum {
     SX__IOREQ_START = 1, /* sx__ioop: start it                     */
@@ -106,11 +116,11 @@ struct sx__iodl {
     _Atomic int refs;     /* see above */
     uint64_t deadline_ns; /* absolute, monotonic (sx_clock_now_ns) */
     uint64_t tag;
-    uv_timer_t timer;
-    bool armed, closing; /* [loop] */
-    sx__ioop *target;    /* [loop] the io op this yield started, if any */
-    sx__ev *tev;         /* owned: the SX_ETIMEDOUT answer, made up front
-                            so that a timeout can always answer */
+    sx__iotimer timer;
+    bool closing;     /* [loop] */
+    sx__ioop *target; /* [loop] the io op this yield started, if any */
+    sx__ev *tev;      /* owned: the SX_ETIMEDOUT answer, made up front
+                         so that a timeout can always answer */
 };
 
 /* [worker] Allocates an op of `size` bytes (zeroed; size >= sizeof
@@ -126,6 +136,15 @@ sx__ioop *sx__io_handle_new(sx__ioop *op, size_t size, const sx__ioop_vt *vt);
 sx__ioop *sx__io_handle_find(sx__ioop *op, uint64_t id);
 /* [loop] Answers op's yield once (later calls do nothing). */
 void sx__io_answer(sx__ioop *op, sx_payload result, int error, const char *msg);
+/* [loop] Releases op, then answers its yield: the owner never sees the
+ * answer while the op still counts as alive (so finishing right after it
+ * costs no cancel request). result must not point into the op. */
+void sx__io_finish(sx__ioop *op, sx_payload result, int error, const char *msg);
+/* [loop] Arms t to fire at due_ns (re-arms if armed): 0, or SX_ENOMEM
+ * (t is then not armed). _del disarms it. The callback runs on the loop,
+ * never before due_ns. */
+int sx__io_timer_set(sx__ioop *op, sx__iotimer *t, uint64_t due_ns);
+void sx__io_timer_del(sx__ioop *op, sx__iotimer *t);
 /* [loop] Unlinks and frees op (answering SX_ECANCELLED first if it was
  * never answered). op must hold no open libuv handle. */
 void sx__io_release(sx__ioop *op);

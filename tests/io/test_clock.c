@@ -517,7 +517,7 @@ static int long_step(void *st, const sx_event *ev, size_t n,
     for (size_t i = 0; i < n; i++)
         if (ev[i].type == SX_EVENT_YIELD_COMPLETE)
             sx_done(out, nil); /* the sleep ended: too late for the case */
-    return 0; /* messages (cancel) are ignored */
+    return 0;                  /* messages (cancel) are ignored */
 }
 
 static const sx_process_type long_t = { .name = "long",
@@ -657,13 +657,15 @@ static void test_many_sleepers(void)
                                 .state_size = sizeof(sleep_st),
                                 .init = take_int,
                                 .step = many_step };
-    sx_engine *e = up(2, &t, 1);
+    const char *w = getenv("SX_TEST_WORKERS");
+    sx_engine *e = up(w != NULL ? (unsigned)atoi(w) : 2, &t, 1);
     uint64_t rng = 0x9e3779b97f4a7c15u;
     double t0 = sx_test_now_ms();
     for (int i = 0; i < SLEEPERS; i++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         submit1(e, "many", 1 + (int64_t)(rng % 50));
     }
+    double submitted_ms = sx_test_now_ms() - t0;
     sx_engine_stats st;
     double end = sx_test_now_ms() + 60000;
     do {
@@ -680,9 +682,9 @@ static void test_many_sleepers(void)
     double p50 = late_us[SLEEPERS / 2] / 1e3;
     double p99 = late_us[SLEEPERS * 99 / 100] / 1e3;
     double max = late_us[SLEEPERS - 1] / 1e3;
-    printf("# %d sleepers of 1-50 ms: all done in %.0f ms (submits "
-           "included); lateness p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-           SLEEPERS, total, p50, p99, max);
+    printf("# %d sleepers of 1-50 ms: submitted in %.0f ms, all done in "
+           "%.0f ms; lateness p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+           SLEEPERS, submitted_ms, total, p50, p99, max);
     CHECK(p99 < 1000.0);
     down(e);
 }
