@@ -177,6 +177,32 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
         sx_complete((sx_completer *)w, value, error, msg);
         return;
     }
+    if (w->watch == SX__WATCH_LINK) {
+        /* The partner of a link finished. Unless the owner traps exits, a
+         * failure terminates it (as failed, naming the partner) and a
+         * normal finish does nothing; a trapping owner gets @exit. */
+        sx__proc *p = w->to;
+        if (!sx__proc_acquire(e, p, w->to_gen)) {
+            sx__ev_free(w);
+            return;
+        }
+        /* relaxed: see trap_exit in internal.h. */
+        if (!atomic_load_explicit(&p->trap_exit, memory_order_relaxed)) {
+            if (error != 0) {
+                uint64_t none = 0;
+                /* relaxed: the first failure names the reason; the TERM
+                 * flag's release (sx__terminate) publishes it. */
+                atomic_compare_exchange_strong_explicit(
+                    &p->link_failed, &none, target.id, memory_order_relaxed,
+                    memory_order_relaxed);
+                sx__terminate(e, p);
+            }
+            sx__proc_release(e, p);
+            sx__ev_free(w);
+            return;
+        }
+        sx__proc_release(e, p);
+    }
     /* An @exit message: {"ok": true, "result": v} or {"ok": false,
      * "error": name, "code": n, "message": text}. */
     uint8_t small[256];
@@ -386,6 +412,68 @@ static int cmd_monitor(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     return 0;
 }
 
+/* [pid]: links the caller and pid both ways (see docs/COMMANDS.md). */
+static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    if (sx_pid_eq(target, pid)) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "link: a process cannot link to "
+                    "itself");
+        return 0;
+    }
+    sx__proc *t = sx__ptable_get(e, target);
+    if (t == NULL) {
+        sx_complete(done, nil, SX_ENOTFOUND, "link: no such process");
+        return 0;
+    }
+    sx__ev *mine = sx__ev_alloc(), *theirs = sx__ev_alloc();
+    if (mine == NULL || theirs == NULL) {
+        sx__ev_free(mine);
+        sx__ev_free(theirs);
+        sx__proc_release(e, t);
+        return SX_ENOMEM;
+    }
+    /* mine: tells the caller when target finishes; theirs: the reverse. */
+    mine->watch = theirs->watch = SX__WATCH_LINK;
+    mine->engine = theirs->engine = e;
+    mine->to = done->ev.to;
+    mine->to_gen = done->ev.to_gen;
+    theirs->to = t;
+    theirs->to_gen = (uint32_t)(target.id >> 32);
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, mine);
+    sx__watch(e, pid, theirs);
+    sx__proc_release(e, t);
+    return 0;
+}
+
+/* bool (or [bool]): whether link exits arrive as @exit messages. */
+static int cmd_trap_exit(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    bool on;
+    sx_unpack_init(&u, args);
+    if (sx_unpack_array(&u, &n) == 0 && n != 1)
+        return SX_EINVAL;
+    if (sx_unpack_bool(&u, &on) != 0 || !sx_unpack_done(&u))
+        return SX_EINVAL;
+    /* relaxed: see trap_exit in internal.h. */
+    atomic_store_explicit(&done->ev.to->trap_exit, on, memory_order_relaxed);
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
 void sx__commands_builtin(sx_engine *e)
 {
     e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop" };
@@ -396,6 +484,8 @@ void sx__commands_builtin(sx_engine *e)
     e->cmds[SX_CMD_TERMINATE] = (sx__cmd){ cmd_terminate, NULL, "terminate" };
     e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
     e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };
+    e->cmds[SX_CMD_LINK] = (sx__cmd){ cmd_link, NULL, "link" };
+    e->cmds[SX_CMD_TRAP_EXIT] = (sx__cmd){ cmd_trap_exit, NULL, "trap-exit" };
     sx__cmd_clock_register(e);
     sx__cmd_exec_register(e);
     sx__cmd_fs_register(e);

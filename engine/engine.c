@@ -4,6 +4,7 @@
  * Threads: see engine.h; internal sx__finish runs on the worker that ran
  * the process's last step.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -375,6 +376,30 @@ int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
     return rc;
 }
 
+int sx__terminate(sx_engine *e, sx__proc *p)
+{
+    /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
+    uint32_t old =
+        atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
+    uint32_t st = old & SX__S_MASK;
+    if (st == SX_PSTATE_COMPLETE)
+        return SX_ENOTFOUND;
+    uint32_t cur = old | SX__F_TERM;
+    for (;;) {
+        st = cur & SX__S_MASK;
+        if (st != SX_PSTATE_BLOCKED && st != SX_PSTATE_IDLE)
+            break;
+        /* acq_rel: as in sx__deliver. */
+        if (atomic_compare_exchange_weak_explicit(
+                &p->state, &cur, SX_PSTATE_READY | SX__F_TERM,
+                memory_order_acq_rel, memory_order_acquire)) {
+            sx__enqueue(e, p);
+            break;
+        }
+    }
+    return 0;
+}
+
 int sx_engine_terminate(sx_engine *e, sx_pid pid)
 {
     if (e == NULL)
@@ -382,30 +407,24 @@ int sx_engine_terminate(sx_engine *e, sx_pid pid)
     sx__proc *p = sx__ptable_get(e, pid);
     if (p == NULL)
         return SX_ENOTFOUND;
-    /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
-    uint32_t old =
-        atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
-    int rc = 0;
-    uint32_t st = old & SX__S_MASK;
-    if (st == SX_PSTATE_COMPLETE) {
-        rc = SX_ENOTFOUND;
-    } else {
-        uint32_t cur = old | SX__F_TERM;
-        for (;;) {
-            st = cur & SX__S_MASK;
-            if (st != SX_PSTATE_BLOCKED && st != SX_PSTATE_IDLE)
-                break;
-            /* acq_rel: as in sx__deliver. */
-            if (atomic_compare_exchange_weak_explicit(
-                    &p->state, &cur, SX_PSTATE_READY | SX__F_TERM,
-                    memory_order_acq_rel, memory_order_acquire)) {
-                sx__enqueue(e, p);
-                break;
-            }
-        }
-    }
+    int rc = sx__terminate(e, p);
     sx__proc_release(e, p);
     return rc;
+}
+
+void sx__finish_terminated(sx_engine *e, sx__proc *p)
+{
+    /* relaxed: published by the TERM flag's release, which the worker's
+     * acquire load of the state word saw. */
+    uint64_t by = atomic_load_explicit(&p->link_failed, memory_order_relaxed);
+    if (by == 0) {
+        sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
+        return;
+    }
+    char pid[64], msg[128];
+    sx_pid_format((sx_pid){ e->cfg.node, e->cfg.host, by }, pid, sizeof pid);
+    snprintf(msg, sizeof msg, "linked process %s failed", pid);
+    sx__finish(e, p, SX_EFAILED, msg, (sx_payload){ NULL, 0 });
 }
 
 /* ---- finishing ---- */

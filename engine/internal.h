@@ -80,7 +80,7 @@ struct sx_completer {
     sx__ev ev;
 };
 
-enum { SX__WATCH_RESULT = 1, SX__WATCH_EXIT = 2 };
+enum { SX__WATCH_RESULT = 1, SX__WATCH_EXIT = 2, SX__WATCH_LINK = 3 };
 
 /* ---- processes ---------------------------------------------------------
  *
@@ -124,6 +124,13 @@ typedef struct sx__proc {
      * many there are (relaxed counter, see io.c). */
     struct sx__ioop *io_head;
     _Atomic uint32_t io_live;
+    /* Links (SX_CMD_LINK): trap_exit is set by the process's own
+     * SX_CMD_TRAP_EXIT and read by whoever fires a link watcher (relaxed:
+     * a flag with no data behind it); link_failed is the PID id of the
+     * linked process whose failure terminates this one, written before the
+     * TERM flag is raised (whose release publishes it). Reset at alloc. */
+    _Atomic uint8_t trap_exit;
+    _Atomic uint64_t link_failed;
 } sx__proc;
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
@@ -333,6 +340,11 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value);
 int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
+/* Raises p's TERM flag and queues it if it is waiting (the caller holds a
+ * reference). SX_ENOTFOUND when it is finishing already. */
+int sx__terminate(sx_engine *e, sx__proc *p);
+/* The error and message a terminated process finishes with. */
+void sx__finish_terminated(sx_engine *e, sx__proc *p);
 
 /* engine/dispatch.c */
 void sx__commands_builtin(sx_engine *e);

@@ -158,6 +158,8 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
     sx__ctlstack_init(&p->ctl);
     atomic_store_explicit(&p->watchers, NULL, memory_order_relaxed);
     atomic_store_explicit(&p->steps, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->trap_exit, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->link_failed, 0, memory_order_relaxed);
     atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_relaxed);
     p->gq.next = NULL;
     p->type = type;

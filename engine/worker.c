@@ -369,8 +369,7 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
     unsigned turns = 0;
     for (;;) {
         if (s & SX__F_TERM) {
-            sx__finish(e, p, SX_ETERMINATED, "terminated",
-                       (sx_payload){ NULL, 0 });
+            sx__finish_terminated(e, p);
             return;
         }
         size_t n = collect(e, w, p);
@@ -390,8 +389,7 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
         s = atomic_load_explicit(&p->state, memory_order_acquire);
         for (;;) {
             if (s & SX__F_TERM) {
-                sx__finish(e, p, SX_ETERMINATED, "terminated",
-                           (sx_payload){ NULL, 0 });
+                sx__finish_terminated(e, p);
                 return;
             }
             bool again = want == SX_PSTATE_READY || more || (s & SX__F_MSG) ||

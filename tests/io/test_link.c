@@ -1,0 +1,347 @@
+/* tests/io/test_link.c — links between processes (SX_CMD_LINK,
+ * SX_CMD_TRAP_EXIT): a failure of either partner fails the other unless it
+ * traps exits, in which case it gets an @exit message; a normal finish
+ * does not spread; links chain; bad links are answered with errors.
+ *
+ * The test drives "peer" processes with messages: "link" (data: a PID) to
+ * link, "trap" to trap exits, "fail" to fail, "done" to finish with a
+ * report {link: rc, exits: n, code: last @exit code}. Each link answer
+ * bumps a counter the case waits on before it goes on, so that no case
+ * depends on scheduling.
+ */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <stepx/stepx.h>
+
+#include "tests/harness.h"
+
+static const sx_payload nil = { NULL, 0 };
+static atomic_int answers; /* link / trap answers seen by any peer */
+static atomic_int exits;   /* @exit messages seen by any peer */
+
+typedef struct {
+    int64_t link_rc;
+    int64_t exits;
+    int64_t exit_code;
+    int64_t exit_ok;
+} peer_st;
+
+static int peer_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m, (void)in, (void)n;
+    peer_st *s = st;
+    s->link_rc = 1; /* not linked yet */
+    return 0;
+}
+
+/* The @exit data: {"ok": bool, ...,"code": n}. */
+static void read_exit(peer_st *s, sx_payload data)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, data);
+    if (sx_unpack_map(&u, &n) != 0)
+        return;
+    s->exit_code = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kl;
+        if (sx_unpack_str(&u, &k, &kl) != 0)
+            return;
+        bool ok;
+        if (kl == 2 && memcmp(k, "ok", 2) == 0 &&
+            sx_unpack_bool(&u, &ok) == 0) {
+            s->exit_ok = ok;
+            continue;
+        }
+        if (kl == 4 && memcmp(k, "code", 4) == 0 &&
+            sx_unpack_int(&u, &s->exit_code) == 0)
+            continue;
+        sx_unpack_skip(&u);
+    }
+}
+
+static int peer_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    peer_st *s = st;
+    sx_wait(out);
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type == SX_EVENT_YIELD_COMPLETE) {
+            if (v->tag == 1)
+                s->link_rc = v->error;
+            atomic_fetch_add(&answers, 1);
+            continue;
+        }
+        if (strcmp(v->topic, "link") == 0) {
+            sx_yield(out, SX_CMD_LINK, 1, v->data);
+        } else if (strcmp(v->topic, "trap") == 0) {
+            uint8_t t = 0xc3; /* msgpack true */
+            sx_yield(out, SX_CMD_TRAP_EXIT, 2, (sx_payload){ &t, 1 });
+        } else if (strcmp(v->topic, "fail") == 0) {
+            sx_fail(out, "asked to fail");
+            return 0;
+        } else if (strcmp(v->topic, SX_TOPIC_EXIT) == 0) {
+            s->exits++;
+            read_exit(s, v->data);
+            atomic_fetch_add(&exits, 1);
+        } else if (strcmp(v->topic, "done") == 0) {
+            uint8_t buf[128];
+            sx_pack pk;
+            sx_pack_init_fixed(&pk, buf, sizeof buf);
+            sx_pack_array(&pk, 4);
+            sx_pack_int(&pk, s->link_rc);
+            sx_pack_int(&pk, s->exits);
+            sx_pack_int(&pk, s->exit_code);
+            sx_pack_int(&pk, s->exit_ok);
+            sx_done(out, sx_pack_payload(&pk));
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static const sx_process_type peer_t = { .name = "peer",
+                                        .state_size = sizeof(peer_st),
+                                        .init = peer_init,
+                                        .step = peer_step };
+
+static sx_engine *up(void)
+{
+    sx_engine_config cfg = { .workers = 2 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &peer_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+static sx_pid peer(sx_engine *e)
+{
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "peer", "run", NULL, 0, &pid), 0);
+    return pid;
+}
+
+static void tell(sx_engine *e, sx_pid to, const char *topic, sx_payload d)
+{
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, to, topic, d), 0);
+}
+
+/* Sends "link" (b's PID) to a and waits for the answer. */
+static void link_and_wait(sx_engine *e, sx_pid a, sx_pid b)
+{
+    uint8_t buf[64];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_array(&pk, 1);
+    sx_pack_pid(&pk, b);
+    int before = atomic_load(&answers);
+    tell(e, a, "link", sx_pack_payload(&pk));
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&answers) == before) {
+        CHECK(sx_test_now_ms() < end);
+        struct timespec ts = { 0, 500000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void trap_and_wait(sx_engine *e, sx_pid a)
+{
+    int before = atomic_load(&answers);
+    tell(e, a, "trap", nil);
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&answers) == before) {
+        CHECK(sx_test_now_ms() < end);
+        struct timespec ts = { 0, 500000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits for pid's outcome; returns its error, and its report when DONE. */
+static int outcome(sx_engine *e, sx_pid pid, int64_t rep[4], char *msg,
+                   size_t cap)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    int err = r.error;
+    if (msg != NULL)
+        snprintf(msg, cap, "%s", r.error_msg != NULL ? r.error_msg : "");
+    if (err == 0 && rep != NULL) {
+        sx_unpack u;
+        uint32_t n;
+        sx_unpack_init(&u, r.value);
+        CHECK_RC(sx_unpack_array(&u, &n), 0);
+        CHECK_EQ_INT(n, 4);
+        for (int i = 0; i < 4; i++)
+            CHECK_RC(sx_unpack_int(&u, &rep[i]), 0);
+    }
+    sx_result_free(&r);
+    return err;
+}
+
+static void down(sx_engine *e)
+{
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+/* Property: when a linked partner fails, a process that does not trap
+ * exits finishes with SX_EFAILED and a message naming the partner; the
+ * link works in both directions. */
+static void test_failure_spreads(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e), b = peer(e);
+    link_and_wait(e, a, b);
+    tell(e, b, "fail", nil);
+    char msg[128], want[64];
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
+    CHECK_RC(outcome(e, a, NULL, msg, sizeof msg), SX_EFAILED);
+    sx_pid_format(b, want, sizeof want);
+    CHECK(strstr(msg, "linked process") != NULL);
+    CHECK(strstr(msg, want) != NULL);
+
+    /* The other direction: the linker fails, the linked one follows. */
+    sx_pid c = peer(e), d = peer(e);
+    link_and_wait(e, c, d);
+    tell(e, c, "fail", nil);
+    CHECK_RC(outcome(e, d, NULL, NULL, 0), SX_EFAILED);
+    down(e);
+}
+
+/* Property: a process that traps exits survives its partner's failure
+ * and gets one @exit message with ok = false and the partner's error
+ * code; a terminate of the partner (SX_ETERMINATED) counts as a failure
+ * too. */
+static void test_trap_exit(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e), b = peer(e);
+    trap_and_wait(e, a);
+    link_and_wait(e, a, b);
+    tell(e, b, "fail", nil);
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
+    /* The @exit comes from b's worker, "done" from us: wait until a has
+     * seen the first, so that the report includes it. */
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&exits) < 1) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    int64_t rep[4];
+    tell(e, a, "done", nil);
+    CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
+    CHECK_EQ_INT(rep[0], 0);          /* link answered ok */
+    CHECK_EQ_INT(rep[1], 1);          /* one @exit */
+    CHECK_EQ_INT(rep[2], SX_EFAILED); /* with b's code */
+    CHECK_EQ_INT(rep[3], 0);          /* ok = false */
+
+    sx_pid c = peer(e), d = peer(e);
+    link_and_wait(e, c, d);
+    CHECK_RC(sx_engine_terminate(e, d), 0);
+    CHECK_RC(outcome(e, d, NULL, NULL, 0), SX_ETERMINATED);
+    CHECK_RC(outcome(e, c, NULL, NULL, 0), SX_EFAILED);
+    down(e);
+}
+
+/* Property: a partner that finishes normally does not end a non-trapping
+ * process; a trapping one gets @exit with ok = true. */
+static void test_normal_exit(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e), b = peer(e), c = peer(e);
+    trap_and_wait(e, c);
+    link_and_wait(e, a, b);
+    link_and_wait(e, c, b);
+    int before = atomic_load(&exits);
+    tell(e, b, "done", nil);
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), 0);
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&exits) == before) { /* c's @exit */
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    struct timespec ts = { 0, 50000000 };
+    nanosleep(&ts, NULL); /* a would have had its (wrong) @exit by now */
+    int64_t rep[4];
+    tell(e, a, "done", nil);
+    CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
+    CHECK_EQ_INT(rep[1], 0); /* no @exit: a does not trap */
+    tell(e, c, "done", nil);
+    CHECK_RC(outcome(e, c, rep, NULL, 0), 0);
+    CHECK_EQ_INT(rep[1], 1);
+    CHECK_EQ_INT(rep[3], 1); /* ok = true */
+    down(e);
+}
+
+/* Property: links chain: a-b and b-c; c fails, b fails because of c, and
+ * a fails because of b (its message names b). */
+static void test_chain(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e), b = peer(e), c = peer(e);
+    link_and_wait(e, a, b);
+    link_and_wait(e, b, c);
+    tell(e, c, "fail", nil);
+    char msg[128], want[64];
+    CHECK_RC(outcome(e, a, NULL, msg, sizeof msg), SX_EFAILED);
+    sx_pid_format(b, want, sizeof want);
+    CHECK(strstr(msg, want) != NULL);
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
+    down(e);
+}
+
+/* Property: linking to an unknown (or finished) process answers
+ * SX_ENOTFOUND, to itself SX_EINVAL, with malformed args SX_EINVAL; the
+ * process carries on in each case. */
+static void test_bad_links(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e);
+    sx_pid ghost = { 0, 1, ((uint64_t)77 << 32) | 5 };
+    link_and_wait(e, a, ghost);
+    int64_t rep[4];
+    sx_pid b = peer(e);
+    tell(e, b, "done", nil);
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), 0);
+    sx_pid c = peer(e);
+    link_and_wait(e, c, b); /* finished */
+    sx_pid d = peer(e);
+    link_and_wait(e, d, d);
+    sx_pid f = peer(e);
+    int before = atomic_load(&answers);
+    uint8_t junk = 0xc0; /* nil */
+    tell(e, f, "link", (sx_payload){ &junk, 1 });
+    while (atomic_load(&answers) == before)
+        sched_yield();
+    tell(e, a, "done", nil);
+    CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
+    CHECK_RC((int)rep[0], SX_ENOTFOUND);
+    tell(e, c, "done", nil);
+    CHECK_RC(outcome(e, c, rep, NULL, 0), 0);
+    CHECK_RC((int)rep[0], SX_ENOTFOUND);
+    tell(e, d, "done", nil);
+    CHECK_RC(outcome(e, d, rep, NULL, 0), 0);
+    CHECK_RC((int)rep[0], SX_EINVAL);
+    tell(e, f, "done", nil);
+    CHECK_RC(outcome(e, f, rep, NULL, 0), 0);
+    CHECK_RC((int)rep[0], SX_EINVAL);
+    down(e);
+}
+
+static const sx_test_case cases[] = {
+    { "failure_spreads", test_failure_spreads },
+    { "trap_exit", test_trap_exit },
+    { "normal_exit", test_normal_exit },
+    { "chain", test_chain },
+    { "bad_links", test_bad_links },
+};
+
+SX_TEST_MAIN(cases)
