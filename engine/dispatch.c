@@ -171,8 +171,12 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
 /* ---- watchers ---- */
 
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value)
+                    const char *msg, sx_payload value, uint64_t steps)
 {
+    if (w->watch == SX__WATCH_FN) {
+        sx__watch_fn_fire(e, w, target, error, msg, value, steps);
+        return;
+    }
     if (w->watch == SX__WATCH_RESULT) {
         sx_complete((sx_completer *)w, value, error, msg);
         return;

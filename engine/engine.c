@@ -378,6 +378,8 @@ int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
 
 int sx__terminate(sx_engine *e, sx__proc *p)
 {
+    if (p->type == NULL)
+        return SX_ENOTFOUND; /* a mailbox, not a process */
     /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
     uint32_t old =
         atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
@@ -471,7 +473,7 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
         /* relaxed: the list is ours now. */
         sx__ev *next =
             (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        sx__watch_fire(e, w, pid, error, msg, value);
+        sx__watch_fire(e, w, pid, error, msg, value, steps);
         w = next;
     }
     sx__proc_release(e, p); /* the table's reference */
@@ -502,11 +504,11 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
     sx_result r;
     if (sx__outcomes_get(e, target.id, &r) && target.node == e->cfg.node &&
         target.host == e->cfg.host) {
-        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value);
+        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value, r.steps);
         sx_result_free(&r);
     } else {
         sx__watch_fire(e, w, target, SX_ENOTFOUND, "no such process",
-                       (sx_payload){ NULL, 0 });
+                       (sx_payload){ NULL, 0 }, 0);
     }
     return 0;
 }

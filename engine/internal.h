@@ -80,7 +80,17 @@ struct sx_completer {
     sx__ev ev;
 };
 
-enum { SX__WATCH_RESULT = 1, SX__WATCH_EXIT = 2, SX__WATCH_LINK = 3 };
+enum {
+    SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
+    SX__WATCH_EXIT = 2,   /* monitor: an @exit message                    */
+    SX__WATCH_LINK = 3,   /* link: fail the partner, or @exit if trapping */
+    SX__WATCH_FN = 4      /* sx_engine_watch: a callback (engine/outside.c) */
+};
+
+/* An outside mailbox (sx_engine_mailbox_new) is a process slot in this
+ * state (beyond sx_pstate): sx__deliver hands its messages to a callback
+ * instead of a queue. Never runs, never counts as live. */
+#define SX__PSTATE_MAILBOX 6u
 
 /* ---- processes ---------------------------------------------------------
  *
@@ -353,6 +363,14 @@ void sx__commands_builtin(sx_engine *e);
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out);
 /* Fills a finished process's outcome into a watcher and delivers it. */
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value);
+                    const char *msg, sx_payload value, uint64_t steps);
+
+/* engine/outside.c */
+/* Hands ev (a message) to the mailbox p (state SX__PSTATE_MAILBOX) and
+ * frees it. */
+void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+/* Calls an SX__WATCH_FN watcher and frees it. */
+void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                       const char *msg, sx_payload value, uint64_t steps);
 
 #endif

@@ -274,7 +274,10 @@ void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
                 continue;
             /* acquire: pairs with the release transitions of the state. */
             uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
-            if ((s & SX__S_MASK) != 0 && (s & SX__S_MASK) != SX_PSTATE_COMPLETE)
+            uint32_t st = s & SX__S_MASK;
+            /* Processes only: not mailboxes (no type, state MAILBOX). */
+            if (st != 0 && st != SX_PSTATE_COMPLETE &&
+                st != SX__PSTATE_MAILBOX && p->type != NULL)
                 fn(e, p, arg);
             sx__proc_release(e, p);
         }

@@ -176,6 +176,13 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
 int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
 {
     bool msg = ev->kind == SX__EV_MESSAGE;
+    /* acquire: a mailbox's callback and user pointer were published by
+     * the release store that made it a mailbox (engine/outside.c). */
+    uint32_t now = atomic_load_explicit(&p->state, memory_order_acquire);
+    if ((now & SX__S_MASK) == SX__PSTATE_MAILBOX && msg) {
+        sx__mailbox_deliver(e, p, ev);
+        return 0;
+    }
     if (ev->ctl)
         sx__ctlstack_push(&p->ctl, &ev->node);
     else
@@ -326,7 +333,15 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
                    (sx_payload){ NULL, 0 });
         return 0;
     }
-    if (n_yields > 0 || out->status == SX__ST_WAIT)
+    /* A step that wrote yields waits for an answer or a message (DESIGN.md
+     * §2), except CONTINUE whose yields are all fire-and-forget
+     * (SX_TAG_NONE): no answer will come, so it runs again, as CONTINUE
+     * says (docs/COMMANDS.md, "Fire and forget"). */
+    bool answers = false;
+    for (size_t i = 0; i < n_yields && !answers; i++)
+        answers = out->yields[i].tag != SX_TAG_NONE;
+    if (out->status == SX__ST_WAIT ||
+        (n_yields > 0 && (answers || out->status == SX__ST_IDLE)))
         return SX_PSTATE_BLOCKED;
     if (out->status == SX__ST_IDLE)
         return SX_PSTATE_IDLE;

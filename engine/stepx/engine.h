@@ -156,6 +156,49 @@ int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap);
  * pointers (engine-lifetime). */
 size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap);
 
+/* ---- outside mailboxes and watches (extensions for the relay) -------- */
+
+/* A message as an outside mailbox receives it; valid only during the
+ * call. */
+typedef struct {
+    sx_pid from;
+    sx_pid to;
+    const char *topic; /* NUL-terminated, at most 255 bytes */
+    sx_payload data;
+} sx_message;
+
+/* Called on the sending thread (a worker, a loop, a caller) for every
+ * message sent to the mailbox, in order per sender. It must not block and
+ * must not call sx_engine_mailbox_free on its own mailbox. */
+typedef void (*sx_mailbox_fn)(void *user, const sx_message *msg);
+
+/* Creates a mailbox: a PID that is not a process; messages sent to it (by
+ * send, the send command, monitor's @exit, ...) go to fn. It does not
+ * count as a live process and is not listed. Errors: SX_EINVAL, SX_ESTATE
+ * (not started), SX_ENOMEM. */
+int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
+                          sx_pid *out_pid);
+/* Closes a mailbox: sends to it fail with SX_ENOTFOUND from then on, and
+ * when this returns fn is running nowhere and will never run again.
+ * Monitors of the mailbox get @exit with SX_ECLOSED. [not from its fn]
+ * Errors: SX_EINVAL, SX_ENOTFOUND (not a live mailbox). */
+int sx_engine_mailbox_free(sx_engine *e, sx_pid pid);
+
+/* Sends `watcher` (a process or a mailbox) one @exit message when target
+ * finishes, as the monitor command does (at once if it already has; with
+ * SX_ENOTFOUND in the data when target is unknown). Errors: SX_EINVAL,
+ * SX_ENOTFOUND (no such watcher), SX_ENOMEM. */
+int sx_engine_monitor(sx_engine *e, sx_pid watcher, sx_pid target);
+
+/* Calls fn exactly once with target's outcome (r and its contents valid
+ * only during the call): on the thread that finishes it, or on the calling
+ * thread before this returns when it has finished already (its outcome is
+ * still kept). fn must not block. Errors (fn is then never called):
+ * SX_EINVAL, SX_ENOTFOUND (unknown PID, or outcome no longer kept),
+ * SX_ENOMEM. */
+typedef void (*sx_watch_fn)(void *user, sx_pid target, const sx_result *r);
+int sx_engine_watch(sx_engine *e, sx_pid target, sx_watch_fn fn, void *user);
+
 /* ---- commands --------------------------------------------------------- */
 
 /* One pending yield. Valid until sx_complete is called on it (exactly once,

@@ -1,0 +1,410 @@
+/* tests/engine/test_outside.c — the seams for code that is not a process
+ * (engine/outside.c): mailboxes, monitors set up from outside, outcome
+ * callbacks (sx_engine_watch). The relay server is built on these.
+ * Each case opens with the property it checks.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include <stepx/stepx.h>
+
+#include "tests/harness.h"
+
+static const sx_payload nil = { NULL, 0 };
+
+/* ---- a process that sends its input count of messages to a PID ---- */
+
+typedef struct {
+    sx_pid to;
+    int64_t n, sent;
+    int mode; /* 0: send n messages, then DONE n; 1: idle until a message */
+} sender_st;
+
+static int sender_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)c;
+    sender_st *s = st;
+    s->mode = strcmp(m, "idle") == 0;
+    if (s->mode)
+        return 0;
+    sx_unpack u;
+    if (n != 2 || sx_payload_get_int(in[1], &s->n) != 0)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    return sx_unpack_pid(&u, &s->to) == 0 ? 0 : SX_EINVAL;
+}
+
+static int sender_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    sender_st *s = st;
+    (void)ev;
+    if (s->mode) {
+        if (n > 0)
+            sx_done(out, nil);
+        else
+            sx_idle(out);
+        return 0;
+    }
+    uint8_t buf[64];
+    sx_pack pk;
+    if (s->sent == s->n) { /* not in the last sending step: DONE would
+                              discard its yields (API.md 4) */
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_done(out, sx_payload_int(b, s->n));
+        return 0;
+    }
+    /* Up to 8 sends per step, fire and forget (CONTINUE runs again). */
+    for (int k = 0; k < 8 && s->sent < s->n; k++, s->sent++) {
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_array(&pk, 3);
+        sx_pack_pid(&pk, s->to);
+        sx_pack_str(&pk, "seq");
+        sx_pack_int(&pk, s->sent);
+        sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&pk));
+    }
+    return 0;
+}
+
+static const sx_process_type sender_t = { .name = "sender",
+                                          .state_size = sizeof(sender_st),
+                                          .init = sender_init,
+                                          .step = sender_step };
+
+static sx_engine *up(void)
+{
+    sx_engine_config cfg = { .workers = 2 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &sender_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+static void down(sx_engine *e)
+{
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+/* ---- a mailbox that checks per-sender order ---- */
+
+#define SENDERS 8
+#define PER_SENDER 2000
+
+typedef struct {
+    pthread_mutex_t mu; /* guards the fields below (callbacks run on any
+                           thread) */
+    sx_pid senders[SENDERS];
+    int64_t next[SENDERS];
+    int64_t got, bad, exits, exit_code, exit_ok;
+    sx_pid to_seen;
+    atomic_int closed; /* set after mailbox_free returned */
+    atomic_int late;   /* callbacks that ran after it */
+} box;
+
+static void box_fn(void *user, const sx_message *m)
+{
+    box *b = user;
+    if (atomic_load(&b->closed))
+        atomic_fetch_add(&b->late, 1);
+    pthread_mutex_lock(&b->mu);
+    b->to_seen = m->to;
+    if (strcmp(m->topic, SX_TOPIC_EXIT) == 0) {
+        b->exits++;
+        sx_unpack u;
+        uint32_t n;
+        sx_unpack_init(&u, m->data);
+        if (sx_unpack_map(&u, &n) == 0) {
+            for (uint32_t i = 0; i < n; i++) {
+                const char *k;
+                size_t kl;
+                bool ok;
+                sx_unpack_str(&u, &k, &kl);
+                if (kl == 2 && memcmp(k, "ok", 2) == 0 &&
+                    sx_unpack_bool(&u, &ok) == 0)
+                    b->exit_ok = ok;
+                else if (kl == 4 && memcmp(k, "code", 4) == 0)
+                    sx_unpack_int(&u, &b->exit_code);
+                else
+                    sx_unpack_skip(&u);
+            }
+        }
+    } else if (strcmp(m->topic, "seq") == 0) {
+        int64_t v = -1;
+        sx_payload_get_int(m->data, &v);
+        int who = -1;
+        for (int i = 0; i < SENDERS; i++)
+            if (sx_pid_eq(b->senders[i], m->from))
+                who = i;
+        if (who < 0 || v != b->next[who])
+            b->bad++;
+        else
+            b->next[who]++;
+        b->got++;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int64_t box_get(box *b, int64_t *field)
+{
+    pthread_mutex_lock(&b->mu);
+    int64_t v = *field;
+    pthread_mutex_unlock(&b->mu);
+    return v;
+}
+
+static void wait_field(box *b, int64_t *field, int64_t want)
+{
+    double end = sx_test_now_ms() + 10000;
+    while (box_get(b, field) < want) {
+        if (sx_test_now_ms() > end)
+            SX_FAILF("waited 10 s for %lld, have %lld", (long long)want,
+                     (long long)box_get(b, field));
+        sched_yield();
+    }
+}
+
+/* Property: messages sent to a mailbox by processes (the send command)
+ * reach its callback exactly once each and in order per sender, with
+ * from = the sender and to = the mailbox; the mailbox is not a process
+ * (not listed, not live, terminate says SX_ENOTFOUND). */
+static void test_mailbox_order(void)
+{
+    sx_engine *e = up();
+    static box b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    sx_pid mb;
+    CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b, &mb), 0);
+    uint8_t pidbuf[64], nb[SX_PAYLOAD_INT_MAX];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, pidbuf, sizeof pidbuf);
+    sx_pack_pid(&pk, mb);
+    sx_payload in[2] = { sx_pack_payload(&pk), sx_payload_int(nb, PER_SENDER) };
+    pthread_mutex_lock(&b.mu); /* senders are known before any message */
+    for (int i = 0; i < SENDERS; i++)
+        CHECK_RC(sx_engine_submit(e, "sender", "run", in, 2, &b.senders[i]), 0);
+    pthread_mutex_unlock(&b.mu);
+    wait_field(&b, &b.got, SENDERS * PER_SENDER);
+    CHECK_EQ_INT(box_get(&b, &b.bad), 0);
+    pthread_mutex_lock(&b.mu);
+    CHECK(sx_pid_eq(b.to_seen, mb));
+    pthread_mutex_unlock(&b.mu);
+    sx_process_info info[4];
+    sx_engine_stats st;
+    double end = sx_test_now_ms() + 10000;
+    do {
+        CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+        CHECK(sx_test_now_ms() < end);
+    } while (st.live != 0);
+    CHECK_EQ_INT(sx_engine_list(e, info, 4), 0);
+    CHECK_RC(sx_engine_terminate(e, mb), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, mb, "seq", nil), SX_ENOTFOUND);
+    down(e);
+}
+
+/* ---- closing under fire ---- */
+
+typedef struct {
+    sx_engine *e;
+    sx_pid to;
+    atomic_int stop;
+    atomic_int after_enotfound;
+} hammer;
+
+static void *hammer_main(void *arg)
+{
+    hammer *h = arg;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    while (!atomic_load(&h->stop)) {
+        int rc =
+            sx_engine_send(h->e, SX_PID_NONE, h->to, "x", sx_payload_int(b, 1));
+        if (rc == SX_ENOTFOUND)
+            atomic_fetch_add(&h->after_enotfound, 1);
+        else if (rc != 0)
+            SX_FAILF("send: %d", rc);
+    }
+    return NULL;
+}
+
+static atomic_int storm_calls;
+static atomic_int storm_closed, storm_late;
+
+static void storm_fn(void *user, const sx_message *m)
+{
+    (void)user, (void)m;
+    if (atomic_load(&storm_closed))
+        atomic_fetch_add(&storm_late, 1);
+    atomic_fetch_add(&storm_calls, 1);
+}
+
+/* Property: while three threads send to a mailbox as fast as they can,
+ * sx_engine_mailbox_free returns only when no callback is running, and
+ * none starts afterwards (the sends then fail with SX_ENOTFOUND). */
+static void test_mailbox_free_under_fire(void)
+{
+    sx_engine *e = up();
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&storm_closed, 0);
+        atomic_store(&storm_calls, 0);
+        hammer h = { .e = e };
+        CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &h.to), 0);
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            CHECK(pthread_create(&t[i], NULL, hammer_main, &h) == 0);
+        while (atomic_load(&storm_calls) < 100)
+            sched_yield();
+        CHECK_RC(sx_engine_mailbox_free(e, h.to), 0);
+        atomic_store(&storm_closed, 1);
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+        atomic_store(&h.stop, 1);
+        for (int i = 0; i < 3; i++)
+            pthread_join(t[i], NULL);
+        CHECK(atomic_load(&h.after_enotfound) > 0);
+    }
+    CHECK_EQ_INT(atomic_load(&storm_late), 0);
+    down(e);
+}
+
+/* ---- monitor and watch ---- */
+
+/* Property: sx_engine_monitor sends the watcher mailbox one @exit when
+ * the target finishes (ok = true after DONE; the error code after a
+ * terminate), at once for an already finished target, and SX_ENOTFOUND
+ * data for an unknown one; an unknown watcher is SX_ENOTFOUND. */
+static void test_monitor(void)
+{
+    sx_engine *e = up();
+    static box b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    sx_pid mb, p;
+    CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b, &mb), 0);
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &p), 0);
+    CHECK_RC(sx_engine_monitor(e, mb, p), 0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
+    wait_field(&b, &b.exits, 1);
+    CHECK_EQ_INT(box_get(&b, &b.exit_ok), 1);
+    /* Already finished: at once. */
+    CHECK_RC(sx_engine_monitor(e, mb, p), 0);
+    wait_field(&b, &b.exits, 2);
+    CHECK_EQ_INT(box_get(&b, &b.exit_ok), 1);
+    /* Terminated. */
+    sx_pid q;
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &q), 0);
+    CHECK_RC(sx_engine_monitor(e, mb, q), 0);
+    CHECK_RC(sx_engine_terminate(e, q), 0);
+    wait_field(&b, &b.exits, 3);
+    CHECK_EQ_INT(box_get(&b, &b.exit_ok), 0);
+    CHECK_RC((int)box_get(&b, &b.exit_code), SX_ETERMINATED);
+    /* Unknown target, unknown watcher. */
+    sx_pid ghost = { 0, 1, ((uint64_t)9 << 32) | 77 };
+    CHECK_RC(sx_engine_monitor(e, mb, ghost), 0);
+    wait_field(&b, &b.exits, 4);
+    CHECK_RC((int)box_get(&b, &b.exit_code), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_monitor(e, ghost, q), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    down(e);
+}
+
+typedef struct {
+    atomic_int calls;
+    atomic_int error;
+    _Atomic uint64_t steps;
+    _Atomic int64_t value;
+} watched;
+
+static void watch_fn(void *user, sx_pid target, const sx_result *r)
+{
+    (void)target;
+    watched *w = user;
+    int64_t v = -1;
+    if (r->error == 0)
+        sx_payload_get_int(r->value, &v);
+    atomic_store(&w->value, v);
+    atomic_store(&w->steps, r->steps);
+    atomic_store(&w->error, r->error);
+    atomic_fetch_add(&w->calls, 1);
+}
+
+/* Property: sx_engine_watch calls its function exactly once with the
+ * outcome (value, steps; or the error) — later for a running process, at
+ * once (before returning) for a finished one — and never for an unknown
+ * PID, which is SX_ENOTFOUND. */
+static void test_watch(void)
+{
+    sx_engine *e = up();
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &p), 0);
+    static watched a, b, c;
+    CHECK_RC(sx_engine_watch(e, p, watch_fn, &a), 0);
+    CHECK_EQ_INT(atomic_load(&a.calls), 0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&a.calls) == 0) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    CHECK_EQ_INT(atomic_load(&a.error), 0);
+    /* 1 step if "go" arrived before the first step ran, else 2. */
+    uint64_t steps = atomic_load(&a.steps);
+    CHECK(steps == 1 || steps == 2);
+    CHECK_RC(sx_engine_watch(e, p, watch_fn, &b), 0);
+    CHECK_EQ_INT(atomic_load(&b.calls), 1); /* synchronously */
+    CHECK_EQ_U64(atomic_load(&b.steps), steps);
+    sx_pid q;
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &q), 0);
+    CHECK_RC(sx_engine_watch(e, q, watch_fn, &c), 0);
+    CHECK_RC(sx_engine_terminate(e, q), 0);
+    while (atomic_load(&c.calls) == 0) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    CHECK_RC(atomic_load(&c.error), SX_ETERMINATED);
+    sx_pid ghost = { 0, 1, ((uint64_t)9 << 32) | 77 };
+    static watched d;
+    CHECK_RC(sx_engine_watch(e, ghost, watch_fn, &d), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_watch(e, ghost, NULL, &d), SX_EINVAL);
+    down(e);
+    CHECK_EQ_INT(atomic_load(&a.calls), 1);
+    CHECK_EQ_INT(atomic_load(&c.calls), 1);
+    CHECK_EQ_INT(atomic_load(&d.calls), 0);
+}
+
+/* Property: misuse is refused: mailbox_new before start (SX_ESTATE) or
+ * without a function (SX_EINVAL); mailbox_free of a process's PID is
+ * SX_ENOTFOUND and leaves the process alone. */
+static void test_misuse(void)
+{
+    sx_engine *e;
+    sx_pid mb;
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &mb), SX_ESTATE);
+    sx_engine_free(e);
+    e = up();
+    CHECK_RC(sx_engine_mailbox_new(e, NULL, NULL, &mb), SX_EINVAL);
+    CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, NULL), SX_EINVAL);
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &p), 0);
+    CHECK_RC(sx_engine_mailbox_free(e, p), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, p, 10000, &r), 0);
+    CHECK_RC(r.error, 0);
+    sx_result_free(&r);
+    down(e);
+}
+
+static const sx_test_case cases[] = {
+    { "mailbox_order", test_mailbox_order },
+    { "mailbox_free_under_fire", test_mailbox_free_under_fire },
+    { "monitor", test_monitor },
+    { "watch", test_watch },
+    { "misuse", test_misuse },
+};
+
+SX_TEST_MAIN(cases)
