@@ -1,0 +1,193 @@
+/* relay/stepx/relay.h — the relay: the wire codec of the stepx protocol
+ * (docs/PROTOCOL.md), the router, the relay server that lets outside
+ * clients drive an engine over a Unix socket or TCP, and a C client.
+ *
+ * Threads: wire and router functions are [any thread] unless marked; the
+ * server runs its own libuv loop thread; a client is used by one thread
+ * at a time.
+ */
+#ifndef STEPX_RELAY_H
+#define STEPX_RELAY_H
+
+#include <stepx/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the wire: frames ------------------------------------------------- */
+
+/* A frame is a 4-byte big-endian length N, then N bytes holding exactly
+ * one msgpack map with string keys. */
+#define SX_WIRE_HEADER 4
+#define SX_WIRE_MAX_FRAME_DEFAULT (16u << 20) /* 16 MiB */
+#define SX_WIRE_MAX_DEPTH 32                  /* nesting of arrays/maps  */
+
+/* Checks that body[0, len) is exactly one well-formed msgpack map (string
+ * keys, nesting at most SX_WIRE_MAX_DEPTH, every declared string, binary,
+ * array and map length backed by bytes present, no trailing bytes). Never
+ * allocates, never recurses without bound. 0, or SX_EPROTO. */
+int sx_wire_check(const uint8_t *body, size_t len);
+
+/* A streaming decoder: feed it bytes as they arrive from a socket, in any
+ * split; it hands out whole frame bodies. Its buffer is bounded by the
+ * frame limit plus one read. */
+typedef struct sx_wire_decoder sx_wire_decoder;
+/* max_frame 0 = SX_WIRE_MAX_FRAME_DEFAULT. Errors: SX_ENOMEM. */
+int sx_wire_decoder_new(size_t max_frame, sx_wire_decoder **out);
+void sx_wire_decoder_free(sx_wire_decoder *d);
+/* Appends bytes (copied). Errors: SX_ENOMEM. */
+int sx_wire_decoder_feed(sx_wire_decoder *d, const void *bytes, size_t n);
+/* The next whole frame body, checked with sx_wire_check: returns 1 and
+ * sets *body (valid until the next call on d) when there is one, 0 when
+ * more bytes are needed, or a negative code when the stream is broken:
+ * SX_EPROTO (length 0, or a body that is not one map) or SX_ELIMIT
+ * (length above max_frame). After an error the decoder stays broken
+ * (every call returns the same error): the connection must be closed. */
+int sx_wire_decoder_next(sx_wire_decoder *d, sx_payload *body);
+
+/* Appends one frame holding body (already a msgpack map) to pk: the
+ * header, then the bytes. */
+int sx_wire_frame(sx_pack *pk, sx_payload body);
+
+/* Protocol error codes as strings (docs/PROTOCOL.md): "bad_frame",
+ * "bad_request", "unknown_op", "unknown_type", "unknown_method",
+ * "init_failed", "not_found", "closed", "limit", "stopping", "timeout",
+ * "failed", "terminated", "cancelled", "internal". */
+/* The protocol code for an SX_E* code (e.g. SX_ENOTFOUND -> "not_found";
+ * anything unmapped -> "internal"). Never NULL. */
+const char *sx_wire_code(int error);
+/* The SX_E* code for a protocol code string (unknown -> SX_EPROTO). */
+int sx_wire_error(const char *code, size_t len);
+
+/* ---- the router ----------------------------------------------------- */
+
+/* Delivers messages by PID: the local engine's node first, then a peer
+ * registered for the PID's node, then the remote transport (the seam for
+ * a multi-node bridge; none by default). Per-sender FIFO holds end to end
+ * as long as each hop keeps it. */
+typedef struct sx_router sx_router;
+/* Called for a message to another node; must not block; returns 0 or a
+ * negative code (the sender's send fails with it). */
+typedef int (*sx_route_fn)(void *user, const sx_message *msg);
+/* Errors: SX_EINVAL, SX_ENOMEM. */
+int sx_router_new(sx_engine *local, sx_router **out);
+void sx_router_free(sx_router *r);
+/* Routes messages for `node` to fn; replaces an earlier peer for it.
+ * Errors: SX_EINVAL (node is the local node's), SX_ENOMEM. */
+int sx_router_add_peer(sx_router *r, uint32_t node, sx_route_fn fn,
+                       void *user);
+int sx_router_remove_peer(sx_router *r, uint32_t node);
+/* The fallback for nodes without a peer (NULL fn: none). */
+void sx_router_set_transport(sx_router *r, sx_route_fn fn, void *user);
+/* Errors: the engine's send errors for local PIDs; SX_ENOTFOUND for a
+ * node with no peer and no transport; the route's own error. */
+int sx_router_send(sx_router *r, sx_pid from, sx_pid to, const char *topic,
+                   sx_payload data);
+
+/* ---- the server ------------------------------------------------------ */
+
+typedef struct {
+    const char *socket_path; /* Unix socket (mode 0600); NULL = none       */
+    const char *listen;      /* "HOST:PORT" for TCP; NULL = none; a host
+                                other than 127.0.0.1 / ::1 / localhost
+                                needs token                               */
+    const char *token;       /* when set, `hello` must carry it as "token" */
+    size_t max_frame;        /* 0 = SX_WIRE_MAX_FRAME_DEFAULT              */
+    size_t max_output;       /* unsent bytes per connection before it is
+                                dropped as too slow; 0 = 64 MiB            */
+    size_t max_connections;  /* 0 = 1024                                   */
+    const char *server_name; /* `hello`'s "server"; NULL = "stepxd/<ver>"  */
+} sx_server_config;
+
+typedef struct sx_server sx_server;
+
+/* Creates a server for engine e (started, outliving the server) and starts
+ * its loop thread listening where cfg says (at least one of socket_path
+ * and listen). Errors: SX_EINVAL (bad config, e.g. a non-loopback listen
+ * address without a token, a bad HOST:PORT), SX_ESTATE (engine not
+ * started), SX_ENOMEM, or -errno from bind/listen (e.g. -EADDRINUSE). */
+int sx_server_start(sx_engine *e, const sx_server_config *cfg,
+                    sx_server **out);
+/* The TCP port actually bound (useful with port 0), or 0. */
+int sx_server_port(const sx_server *s);
+typedef struct {
+    uint64_t connections; /* open now                     */
+    uint64_t accepted;    /* since start                  */
+    uint64_t requests;    /* requests answered            */
+    uint64_t bad_frames;  /* connections closed for them  */
+    uint64_t slow_drops;  /* connections dropped as slow  */
+    uint64_t pushes;      /* pushes sent                  */
+} sx_server_stats;
+void sx_server_stats_get(const sx_server *s, sx_server_stats *out);
+/* Closes the listeners and every connection (their mailboxes close,
+ * pending waits are dropped), joins the loop thread, frees s; removes the
+ * socket file. Does not stop the engine. [not from a step] */
+void sx_server_stop(sx_server *s);
+
+/* ---- the client ------------------------------------------------------ */
+
+/* A blocking client for one connection; one thread at a time. Requests
+ * and replies are msgpack maps; the helpers below build and read the
+ * common ones. Pushes that arrive while waiting for a reply are queued
+ * for sx_client_next_push. */
+typedef struct sx_client sx_client;
+
+/* Connects to "unix:PATH", a plain PATH (contains a '/'), or "HOST:PORT",
+ * and says hello (with token when not NULL). timeout_ms < 0: no limit.
+ * Errors: -errno from connect (e.g. -ENOENT, -ECONNREFUSED), SX_ETIMEDOUT,
+ * SX_EPROTO (not a stepx server), SX_EINVAL, SX_ENOMEM, and the server's
+ * refusal of hello as its code. */
+int sx_client_connect(const char *address, const char *token,
+                      int64_t timeout_ms, sx_client **out);
+void sx_client_close(sx_client *c);
+/* The connection's mailbox PID (from hello). */
+sx_pid sx_client_mailbox(const sx_client *c);
+
+/* A reply: ok, and either the reply map's bytes or the error. Owned by
+ * the caller; free with sx_reply_free. */
+typedef struct {
+    bool ok;
+    int error;        /* ok: 0; else the SX_E* code for error.code       */
+    char *code;       /* ok: NULL; else the protocol code, e.g. "not_found" */
+    char *message;    /* ok: NULL; else the error's message               */
+    sx_payload body;  /* the whole reply map (owned)                      */
+} sx_reply;
+void sx_reply_free(sx_reply *r);
+
+/* Sends one request (a msgpack map without "id": the client adds it) and
+ * waits for its reply. timeout_ms < 0: no limit. Returns 0 when a reply
+ * arrived (its own success or error is in *out), or SX_ETIMEDOUT,
+ * SX_ECLOSED (the server closed the connection), SX_EPROTO, -errno. */
+int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
+                   sx_reply *out);
+
+/* Shortcuts (each returns what sx_client_call returns; on a reply with
+ * ok = false they return its error code and leave the reply in out when
+ * out is not NULL). input: an array of n payloads. */
+int sx_client_submit(sx_client *c, const char *type, const char *method,
+                     const sx_payload *input, size_t n, sx_pid *out_pid,
+                     sx_reply *out);
+int sx_client_send(sx_client *c, sx_pid to, const char *topic,
+                   sx_payload data, sx_reply *out);
+/* The reply's "result" is in *out (body); steps in *out_steps. */
+int sx_client_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
+                   uint64_t *out_steps, sx_reply *out);
+int sx_client_cancel(sx_client *c, sx_pid pid, const char *reason,
+                     sx_reply *out);
+int sx_client_terminate(sx_client *c, sx_pid pid, sx_reply *out);
+int sx_client_subscribe(sx_client *c, sx_pid pid, sx_reply *out);
+
+/* The next push (a msgpack map: {"push": "message"|"exit", ...}), waiting
+ * up to timeout_ms (< 0: no limit). 0 and *out (owned: free with
+ * sx_reply_free; ok = true, body = the push) or SX_ETIMEDOUT, SX_ECLOSED. */
+int sx_client_next_push(sx_client *c, int64_t timeout_ms, sx_reply *out);
+
+/* Looks a key up in a map payload: 0 and *value (the value's bytes,
+ * pointing into map) or SX_ENOTFOUND / SX_EPROTO. */
+int sx_map_get(sx_payload map, const char *key, sx_payload *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
