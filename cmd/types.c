@@ -1,0 +1,430 @@
+/* cmd/types.c — the process types stepxd ships, exactly as PROTOCOL.md
+ * describes them (for examples, tests and benchmarks):
+ *
+ *   counter.run [n]            n no-op yields, one per step; DONE n
+ *   sleeper.run [ms]           one sleep of ms; DONE ms
+ *   echo.serve  []             IDLE; echoes each message to its sender;
+ *                              topic "stop" or a cancel: DONE with the count
+ *   fail.run    [message]      fails at once with message
+ *   exec.run    [argv, stdin?] runs argv; DONE {status, stdout, stderr}
+ *   fanout.run  [n, type, method, input]
+ *                              spawn-and-waits n children of type.method
+ *                              with input (an array of values); DONE with
+ *                              their results in child order
+ *
+ * Threads: init on the submitting thread, steps on workers (engine rules).
+ */
+#include "cmd/types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const sx_payload nil = { NULL, 0 };
+
+static const char *const run_methods[] = { "run", NULL };
+static const char *const serve_methods[] = { "serve", NULL };
+
+/* ---- counter ---- */
+
+typedef struct {
+    int64_t n, left;
+} counter_st;
+
+static int counter_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    counter_st *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0)
+        return SX_EINVAL;
+    s->left = s->n;
+    return 0;
+}
+
+static int counter_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    counter_st *s = st;
+    (void)ev, (void)n;
+    if (s->left-- > 0) {
+        sx_yield(out, SX_CMD_NOOP, 1, nil);
+        return 0;
+    }
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, s->n));
+    return 0;
+}
+
+/* ---- sleeper ---- */
+
+typedef struct {
+    int64_t ms;
+    int slept;
+} sleeper_st;
+
+static int sleeper_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sleeper_st *s = st;
+    return n == 1 && sx_payload_get_int(in[0], &s->ms) == 0 ? 0 : SX_EINVAL;
+}
+
+static int sleeper_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    sleeper_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (!s->slept) {
+        s->slept = 1;
+        sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_YIELD_COMPLETE)
+            continue; /* messages (a cancel) do not cut the sleep short */
+        if (ev[i].error != 0) {
+            sx_fail(out, ev[i].error_msg);
+            return 0;
+        }
+        sx_done(out, sx_payload_int(b, s->ms));
+        return 0;
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* ---- echo ---- */
+
+typedef struct {
+    int64_t echoed;
+    sx_pack pk;
+} echo_st;
+
+static int echo_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m, (void)in;
+    echo_st *s = st;
+    if (n != 0)
+        return SX_EINVAL;
+    sx_pack_init(&s->pk);
+    return 0;
+}
+
+static void echo_close(void *st)
+{
+    echo_st *s = st;
+    sx_pack_fini(&s->pk);
+}
+
+static int echo_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    echo_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type != SX_EVENT_MESSAGE)
+            continue; /* answers of our fire-and-forget sends: none */
+        if (strcmp(v->topic, "stop") == 0 ||
+            strcmp(v->topic, SX_TOPIC_CANCEL) == 0) {
+            sx_done(out, sx_payload_int(b, s->echoed));
+            return 0;
+        }
+        sx_pack_reset(&s->pk);
+        sx_pack_array(&s->pk, 3);
+        sx_pack_pid(&s->pk, v->from);
+        sx_pack_str(&s->pk, v->topic);
+        sx_pack_raw(&s->pk, v->data);
+        if (s->pk.err != 0)
+            return s->pk.err;
+        /* The send's answer is not needed: fire and forget. A sender that
+         * is gone makes it a dead letter. */
+        int rc =
+            sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&s->pk));
+        if (rc != 0)
+            return rc;
+        s->echoed++;
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* ---- fail ---- */
+
+typedef struct {
+    char msg[256];
+} fail_st;
+
+static int fail_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    fail_st *s = st;
+    if (n != 1)
+        return SX_EINVAL;
+    int rc = sx_payload_get_str(in[0], s->msg, sizeof s->msg);
+    if (rc == SX_ELIMIT) { /* a long message is cut, not refused */
+        sx_unpack u;
+        const char *p;
+        size_t len;
+        sx_unpack_init(&u, in[0]);
+        if (sx_unpack_str(&u, &p, &len) != 0)
+            return SX_EINVAL;
+        memcpy(s->msg, p, sizeof s->msg - 1);
+        s->msg[sizeof s->msg - 1] = 0;
+        return 0;
+    }
+    return rc == 0 ? 0 : SX_EINVAL;
+}
+
+static int fail_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    fail_st *s = st;
+    (void)ev, (void)n;
+    sx_fail(out, s->msg);
+    return 0;
+}
+
+/* ---- exec ---- */
+
+typedef struct {
+    uint8_t *args; /* owned: the SX_CMD_EXEC argument map */
+    size_t len;
+    int started;
+} exec_st;
+
+static int exec_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    exec_st *s = st;
+    if (n < 1 || n > 2)
+        return SX_EINVAL;
+    sx_unpack u;
+    uint32_t argc;
+    sx_unpack_init(&u, in[0]);
+    if (sx_unpack_array(&u, &argc) != 0 || argc == 0)
+        return SX_EINVAL;
+    for (uint32_t i = 0; i < argc; i++)
+        if (sx_unpack_str(&u, NULL, NULL) != 0)
+            return SX_EINVAL;
+    if (!sx_unpack_done(&u))
+        return SX_EINVAL;
+    if (n == 2) {
+        sx_unpack_init(&u, in[1]);
+        int t = sx_unpack_type(&u);
+        if (t != SX_MP_STR && t != SX_MP_BIN && t != SX_MP_NIL)
+            return SX_EINVAL;
+    }
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, n == 2 ? 2 : 1);
+    sx_pack_str(&pk, "argv");
+    sx_pack_raw(&pk, in[0]);
+    if (n == 2) {
+        sx_pack_str(&pk, "stdin");
+        sx_pack_raw(&pk, in[1]);
+    }
+    if (pk.err != 0) {
+        int rc = pk.err;
+        sx_pack_fini(&pk);
+        return rc;
+    }
+    s->args = pk.data; /* ownership passes to the state */
+    s->len = pk.len;
+    return 0;
+}
+
+static void exec_close(void *st)
+{
+    exec_st *s = st;
+    free(s->args);
+}
+
+/* The exec command's answer without "signal" when it is nil (PROTOCOL.md
+ * names {status, stdout, stderr}); the whole answer otherwise. */
+static int exec_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    exec_st *s = st;
+    if (!s->started) {
+        s->started = 1;
+        sx_yield(out, SX_CMD_EXEC, 1, (sx_payload){ s->args, s->len });
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_YIELD_COMPLETE)
+            continue;
+        if (ev[i].error != 0) {
+            sx_fail(out, ev[i].error_msg);
+            return 0;
+        }
+        sx_done(out, ev[i].data);
+        return 0;
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* ---- fanout ---- */
+
+typedef struct {
+    int64_t n, got;
+    uint8_t *spawn; /* owned: [type, method, input] for SX_CMD_SPAWN_WAIT */
+    size_t spawn_len;
+    sx_payload *results; /* owned copies, in child order */
+    int started;
+} fanout_st;
+
+#define FANOUT_MAX 100000
+
+static int fanout_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    fanout_st *s = st;
+    if (n != 4 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0 ||
+        s->n > FANOUT_MAX)
+        return SX_EINVAL;
+    sx_unpack u;
+    sx_unpack_init(&u, in[1]);
+    if (sx_unpack_str(&u, NULL, NULL) != 0)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[2]);
+    if (sx_unpack_str(&u, NULL, NULL) != 0)
+        return SX_EINVAL;
+    uint32_t k;
+    sx_unpack_init(&u, in[3]);
+    if (sx_unpack_array(&u, &k) != 0)
+        return SX_EINVAL;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_array(&pk, 3);
+    sx_pack_raw(&pk, in[1]);
+    sx_pack_raw(&pk, in[2]);
+    sx_pack_raw(&pk, in[3]);
+    if (pk.err != 0) {
+        int rc = pk.err;
+        sx_pack_fini(&pk);
+        return rc;
+    }
+    s->results = calloc(s->n > 0 ? (size_t)s->n : 1, sizeof(sx_payload));
+    if (s->results == NULL) {
+        sx_pack_fini(&pk);
+        return SX_ENOMEM;
+    }
+    s->spawn = pk.data; /* ownership passes to the state */
+    s->spawn_len = pk.len;
+    return 0;
+}
+
+static void fanout_close(void *st)
+{
+    fanout_st *s = st;
+    if (s->results != NULL)
+        for (int64_t i = 0; i < s->n; i++)
+            free((void *)s->results[i].data);
+    free(s->results);
+    free(s->spawn);
+}
+
+static int fanout_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    fanout_st *s = st;
+    if (!s->started) {
+        s->started = 1;
+        for (int64_t i = 0; i < s->n; i++) {
+            int rc = sx_yield(out, SX_CMD_SPAWN_WAIT, (uint64_t)i,
+                              (sx_payload){ s->spawn, s->spawn_len });
+            if (rc != 0)
+                return rc;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type != SX_EVENT_YIELD_COMPLETE || v->tag >= (uint64_t)s->n)
+            continue;
+        if (v->error != 0) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "child %llu: %s",
+                     (unsigned long long)v->tag,
+                     v->error_msg != NULL ? v->error_msg : "failed");
+            sx_fail(out, msg);
+            return 0;
+        }
+        uint8_t *copy = NULL;
+        if (v->data.len > 0) {
+            copy = malloc(v->data.len);
+            if (copy == NULL)
+                return SX_ENOMEM;
+            memcpy(copy, v->data.data, v->data.len);
+        }
+        s->results[v->tag] = (sx_payload){ copy, v->data.len };
+        s->got++;
+    }
+    if (s->got < s->n) {
+        sx_wait(out);
+        return 0;
+    }
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_array(&pk, (uint32_t)s->n);
+    for (int64_t i = 0; i < s->n; i++)
+        sx_pack_raw(&pk, s->results[i]);
+    int rc = pk.err;
+    if (rc == 0)
+        sx_done(out, sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
+    return rc;
+}
+
+static const sx_process_type types[] = {
+    { .name = "counter",
+      .state_size = sizeof(counter_st),
+      .init = counter_init,
+      .step = counter_step,
+      .methods = run_methods },
+    { .name = "sleeper",
+      .state_size = sizeof(sleeper_st),
+      .init = sleeper_init,
+      .step = sleeper_step,
+      .methods = run_methods },
+    { .name = "echo",
+      .state_size = sizeof(echo_st),
+      .init = echo_init,
+      .step = echo_step,
+      .close = echo_close,
+      .methods = serve_methods },
+    { .name = "fail",
+      .state_size = sizeof(fail_st),
+      .init = fail_init,
+      .step = fail_step,
+      .methods = run_methods },
+    { .name = "exec",
+      .state_size = sizeof(exec_st),
+      .init = exec_init,
+      .step = exec_step,
+      .close = exec_close,
+      .methods = run_methods },
+    { .name = "fanout",
+      .state_size = sizeof(fanout_st),
+      .init = fanout_init,
+      .step = fanout_step,
+      .close = fanout_close,
+      .methods = run_methods },
+};
+
+int sx_types_register_builtin(sx_engine *e)
+{
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        int rc = sx_engine_register(e, &types[i]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,273 @@
+/* tests/cmd/test_types.c — the process types stepxd ships (cmd/types.c)
+ * behave as PROTOCOL.md says, driven through the engine API: counter,
+ * sleeper, echo (with a mailbox as the sender), fail, exec, fanout, and
+ * their bad inputs. Each case opens with the property it checks. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <stepx/stepx.h>
+
+#include "cmd/types.h"
+#include "tests/harness.h"
+
+static sx_engine *up(void)
+{
+    sx_engine_config cfg = { .workers = 2 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_types_register_builtin(e), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+static void down(sx_engine *e)
+{
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+static int64_t result_int(const sx_result *r)
+{
+    int64_t v = -1;
+    CHECK_RC(sx_payload_get_int(r->value, &v), 0);
+    return v;
+}
+
+static sx_pid submit(sx_engine *e, const char *type, const char *method,
+                     const sx_payload *in, size_t n)
+{
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, type, method, in, n, &pid), 0);
+    return pid;
+}
+
+static void wait_ok(sx_engine *e, sx_pid pid, sx_result *r)
+{
+    CHECK_RC(sx_engine_wait(e, pid, 30000, r), 0);
+    if (r->error != 0)
+        SX_FAILF("process failed: %s (%s)", r->error_msg, sx_errname(r->error));
+}
+
+/* Property: counter(5) runs 6 steps and finishes with 5; sleeper(20)
+ * finishes with 20 after at least 20 ms; bad inputs are submit errors. */
+static void test_counter_sleeper(void)
+{
+    sx_engine *e = up();
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload five = sx_payload_int(b, 5);
+    sx_result r;
+    wait_ok(e, submit(e, "counter", "run", &five, 1), &r);
+    CHECK_EQ_INT(result_int(&r), 5);
+    CHECK_EQ_U64(r.steps, 6);
+    sx_result_free(&r);
+    uint8_t c[SX_PAYLOAD_INT_MAX];
+    sx_payload twenty = sx_payload_int(c, 20);
+    double t0 = sx_test_now_ms();
+    wait_ok(e, submit(e, "sleeper", "run", &twenty, 1), &r);
+    CHECK(sx_test_now_ms() - t0 >= 20.0);
+    CHECK_EQ_INT(result_int(&r), 20);
+    sx_result_free(&r);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "counter", "run", NULL, 0, &pid), SX_EINVAL);
+    CHECK_RC(sx_engine_submit(e, "counter", "go", &five, 1, &pid),
+             SX_EUNKNOWN_METHOD);
+    down(e);
+}
+
+/* ---- echo, seen from a mailbox ---- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    int64_t got, next, bad;
+} echo_box;
+
+static void box_fn(void *user, const sx_message *m)
+{
+    echo_box *b = user;
+    int64_t v = -1;
+    sx_payload_get_int(m->data, &v);
+    pthread_mutex_lock(&b->mu);
+    if (strcmp(m->topic, "t") != 0 || v != b->next)
+        b->bad++;
+    b->next++;
+    b->got++;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Property: echo sends each message back to its sender with the same
+ * topic and data, in order; "stop" finishes it with the number echoed. */
+static void test_echo(void)
+{
+    sx_engine *e = up();
+    static echo_box box = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    sx_pid mb;
+    CHECK_RC(sx_engine_mailbox_new(e, box_fn, &box, &mb), 0);
+    sx_pid echo = submit(e, "echo", "serve", NULL, 0);
+    for (int i = 0; i < 500; i++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        CHECK_RC(sx_engine_send(e, mb, echo, "t", sx_payload_int(b, i)), 0);
+    }
+    double end = sx_test_now_ms() + 10000;
+    for (;;) {
+        pthread_mutex_lock(&box.mu);
+        int64_t got = box.got;
+        pthread_mutex_unlock(&box.mu);
+        if (got == 500)
+            break;
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    CHECK_RC(sx_engine_send(e, mb, echo, "stop", (sx_payload){ NULL, 0 }), 0);
+    sx_result r;
+    wait_ok(e, echo, &r);
+    CHECK_EQ_INT(result_int(&r), 500);
+    sx_result_free(&r);
+    CHECK_EQ_INT(box.bad, 0);
+    /* A cancel finishes it the same way. */
+    sx_pid echo2 = submit(e, "echo", "serve", NULL, 0);
+    CHECK_RC(sx_engine_cancel(e, echo2, "enough"), 0);
+    wait_ok(e, echo2, &r);
+    CHECK_EQ_INT(result_int(&r), 0);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    down(e);
+}
+
+/* Property: fail finishes SX_EFAILED with its message at once. */
+static void test_fail(void)
+{
+    sx_engine *e = up();
+    uint8_t buf[64];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_str(&pk, "boom");
+    sx_payload in = sx_pack_payload(&pk);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, submit(e, "fail", "run", &in, 1), 10000, &r), 0);
+    CHECK_RC(r.error, SX_EFAILED);
+    CHECK_STR(r.error_msg, "boom");
+    sx_result_free(&r);
+    down(e);
+}
+
+/* Reads {status, stdout, ...} from an exec result. */
+static void exec_result(const sx_result *r, int64_t *status, char *out,
+                        size_t cap)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, r->value);
+    CHECK_RC(sx_unpack_map(&u, &n), 0);
+    *status = -1;
+    out[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kl;
+        CHECK_RC(sx_unpack_str(&u, &k, &kl), 0);
+        if (kl == 6 && memcmp(k, "status", 6) == 0 &&
+            sx_unpack_int(&u, status) == 0)
+            continue;
+        const void *p;
+        size_t len;
+        if (kl == 6 && memcmp(k, "stdout", 6) == 0 &&
+            sx_unpack_bin(&u, &p, &len) == 0) {
+            CHECK(len < cap);
+            memcpy(out, p, len);
+            out[len] = 0;
+            continue;
+        }
+        CHECK_RC(sx_unpack_skip(&u), 0);
+    }
+}
+
+/* Property: exec runs argv with the given stdin and finishes with its
+ * exit status and captured stdout; a missing binary fails the process. */
+static void test_exec(void)
+{
+    sx_engine *e = up();
+    uint8_t a[128], s[32];
+    sx_pack pk, ps;
+    sx_pack_init_fixed(&pk, a, sizeof a);
+    sx_pack_array(&pk, 3);
+    sx_pack_str(&pk, "/bin/sh");
+    sx_pack_str(&pk, "-c");
+    sx_pack_str(&pk, "tr a-z A-Z; exit 3");
+    sx_pack_init_fixed(&ps, s, sizeof s);
+    sx_pack_str(&ps, "hello");
+    sx_payload in[2] = { sx_pack_payload(&pk), sx_pack_payload(&ps) };
+    sx_result r;
+    wait_ok(e, submit(e, "exec", "run", in, 2), &r);
+    int64_t status;
+    char out[64];
+    exec_result(&r, &status, out, sizeof out);
+    CHECK_EQ_INT(status, 3);
+    CHECK_STR(out, "HELLO");
+    sx_result_free(&r);
+    sx_pack_init_fixed(&pk, a, sizeof a);
+    sx_pack_array(&pk, 1);
+    sx_pack_str(&pk, "/nonexistent/stepx-test-binary");
+    in[0] = sx_pack_payload(&pk);
+    CHECK_RC(sx_engine_wait(e, submit(e, "exec", "run", in, 1), 10000, &r), 0);
+    CHECK(r.error != 0);
+    sx_result_free(&r);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "exec", "run", in + 1, 1, &pid), SX_EINVAL);
+    down(e);
+}
+
+/* Property: fanout(5, counter, run, [3]) finishes with [3,3,3,3,3];
+ * fanout of a failing child fails naming the child. */
+static void test_fanout(void)
+{
+    sx_engine *e = up();
+    uint8_t b[4][64];
+    sx_pack pk[4];
+    for (int i = 0; i < 4; i++)
+        sx_pack_init_fixed(&pk[i], b[i], sizeof b[i]);
+    sx_pack_int(&pk[0], 5);
+    sx_pack_str(&pk[1], "counter");
+    sx_pack_str(&pk[2], "run");
+    sx_pack_array(&pk[3], 1);
+    sx_pack_int(&pk[3], 3);
+    sx_payload in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = sx_pack_payload(&pk[i]);
+    sx_result r;
+    wait_ok(e, submit(e, "fanout", "run", in, 4), &r);
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, r.value);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 5);
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t v;
+        CHECK_RC(sx_unpack_int(&u, &v), 0);
+        CHECK_EQ_INT(v, 3);
+    }
+    sx_result_free(&r);
+    sx_pack_init_fixed(&pk[1], b[1], sizeof b[1]);
+    sx_pack_str(&pk[1], "fail");
+    sx_pack_init_fixed(&pk[3], b[3], sizeof b[3]);
+    sx_pack_array(&pk[3], 1);
+    sx_pack_str(&pk[3], "child says no");
+    in[1] = sx_pack_payload(&pk[1]);
+    in[3] = sx_pack_payload(&pk[3]);
+    CHECK_RC(sx_engine_wait(e, submit(e, "fanout", "run", in, 4), 10000, &r),
+             0);
+    CHECK_RC(r.error, SX_EFAILED);
+    CHECK(strstr(r.error_msg, "child says no") != NULL);
+    sx_result_free(&r);
+    down(e);
+}
+
+static const sx_test_case cases[] = {
+    { "counter_sleeper", test_counter_sleeper },
+    { "echo", test_echo },
+    { "fail", test_fail },
+    { "exec", test_exec },
+    { "fanout", test_fanout },
+};
+
+SX_TEST_MAIN(cases)
