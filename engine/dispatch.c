@@ -87,6 +87,14 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
             return;
         }
     }
+    if (ev->t0 != 0) {
+        uint64_t us = (sx__now_ns() - ev->t0) / 1000u;
+        unsigned k = us == 0 ? 0 : 64u - (unsigned)__builtin_clzll(us);
+        if (k >= SX_LATENCY_BUCKETS)
+            k = SX_LATENCY_BUCKETS - 1;
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->latency[k], 1, memory_order_relaxed);
+    }
     if (ev->tag == SX_TAG_NONE) {
         /* Fire and forget: nobody waits for the answer. */
         if (error != 0)
@@ -135,6 +143,7 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
     sx_pid pid = sx__proc_pid(e, p);
     /* relaxed: we run p, so its gen is stable. */
     uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    sx__worker *w = sx__current_worker(e);
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
         sx__ev *ev = sx__ev_alloc();
@@ -145,6 +154,8 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
         ev->to = p;
         ev->to_gen = gen;
         ev->engine = e;
+        if (w != NULL && (++w->lat_sample & 63) == 0)
+            ev->t0 = sx__now_ns(); /* one yield in 64 is timed */
         sx_completer *done = (sx_completer *)ev;
         if (y->timeout_ms > 0 && sx__io_deadline(e, done, y->timeout_ms) != 0) {
             sx_complete(done, (sx_payload){ NULL, 0 }, SX_ENOMEM,

@@ -641,6 +641,9 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         atomic_load_explicit(&e->io_inflight, memory_order_relaxed);
     out->io_ops = atomic_load_explicit(&e->io_ops, memory_order_relaxed);
     out->timeouts = atomic_load_explicit(&e->io_timeouts, memory_order_relaxed);
+    for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
+        out->latency_us[k] =
+            atomic_load_explicit(&e->latency[k], memory_order_relaxed);
     out->parked = atomic_load_explicit(&e->park.n_parked, memory_order_relaxed);
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__wstats *s = &e->workers[i].st;
@@ -700,6 +703,26 @@ static void list_one(sx_engine *e, sx__proc *p, void *arg)
     i->state = (int)(atomic_load_explicit(&p->state, memory_order_relaxed) &
                      SX__S_MASK);
     i->steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
+}
+
+static void count_one(sx_engine *e, sx__proc *p, void *arg)
+{
+    (void)e;
+    uint64_t *out = arg;
+    /* relaxed: a figure; the state may change right after. */
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_relaxed);
+    s &= SX__S_MASK;
+    if (s >= 1 && s <= SX_PSTATE_COMPLETE)
+        out[s]++;
+}
+
+int sx_engine_count_states(sx_engine *e, uint64_t out[SX_PSTATE_COMPLETE + 1])
+{
+    if (e == NULL || out == NULL)
+        return SX_EINVAL;
+    memset(out, 0, sizeof(uint64_t) * (SX_PSTATE_COMPLETE + 1));
+    sx__ptable_each(e, count_one, out);
+    return 0;
 }
 
 int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap)

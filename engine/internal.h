@@ -72,6 +72,8 @@ typedef struct sx__ev {
     sx_engine *engine;
     /* A completer's per-yield deadline (engine/io.h), or NULL. */
     struct sx__iodl *dl;
+    /* A sampled completer: when it was dispatched (ns), else 0. */
+    uint64_t t0;
     uint8_t *heap; /* owned: bytes when they do not fit inline */
     uint8_t inl[SX__EV_INLINE];
 } sx__ev;
@@ -167,6 +169,7 @@ typedef struct sx__worker {
     sx_event *batch;    /* throughput-sized event array */
     sx__ev **batch_ev;  /* the nodes behind batch */
     sx__wstats st;
+    uint32_t lat_sample; /* dispatches since the last latency sample */
 } sx__worker;
 
 /* ---- park ---------------------------------------------------------------- */
@@ -274,6 +277,8 @@ struct sx_engine {
     unsigned n_loops;
     /* Figures (relaxed; written by the loop threads). */
     alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
+    /* Command latency histogram (sampled; relaxed figures). */
+    alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
 };
 
 /* ---- internal functions -------------------------------------------------- */

@@ -108,6 +108,8 @@ typedef struct {
                                a lost wake-up; must stay 0                 */
 } sx_worker_stats;
 
+#define SX_LATENCY_BUCKETS 24
+
 typedef struct {
     uint64_t live;         /* processes not yet finished                      */
     uint64_t submitted;    /* submits and spawns that succeeded               */
@@ -123,6 +125,10 @@ typedef struct {
     uint64_t io_inflight; /* ops, deadlines and handles alive on the loops  */
     uint64_t io_ops;      /* ops started on the loops since start          */
     uint64_t timeouts;    /* yields answered SX_ETIMEDOUT by their timeout */
+    /* Command latency, dispatch to answer, sampled on one yield in 64:
+     * latency_us[k] counts samples under 2^k microseconds (and at least
+     * 2^(k-1), k >= 1); the last bucket also holds everything slower. */
+    uint64_t latency_us[SX_LATENCY_BUCKETS];
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.
@@ -147,6 +153,11 @@ typedef struct {
     int state;          /* sx_pstate                                        */
     uint64_t steps;
 } sx_process_info;
+
+/* Counts live processes by state: out[s] for each sx_pstate s (out[0]
+ * is unused). One walk of the process table, no copying. Errors:
+ * SX_EINVAL. */
+int sx_engine_count_states(sx_engine *e, uint64_t out[SX_PSTATE_COMPLETE + 1]);
 
 /* Lists up to cap live processes into out. Returns how many were written
  * (>= 0) or SX_EINVAL. */
