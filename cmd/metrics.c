@@ -1,0 +1,382 @@
+/* cmd/metrics.c — Prometheus text metrics for stepxd (GET /metrics).
+ *
+ * One thread with a blocking listener: poll(2) on the listening socket and
+ * a self-pipe (for stop); each request is read (up to 8 KiB, 2 s), answered
+ * and closed. Scrapes are rare, so a connection at a time is plenty, and
+ * the engine's figures are read with its own lock-free getters.
+ */
+#include "cmd/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct sx_metrics {
+    sx_engine *engine;
+    sx_server *server;
+    int listen_fd;
+    int stop_pipe[2];
+    pthread_t thread;
+};
+
+/* ---- rendering ---- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)n + 1;
+        char *b = realloc(t->buf, cap);
+        if (b == NULL) {
+            t->oom = true;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+static void counter(text *t, const char *name, const char *help, uint64_t v)
+{
+    put(t, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+        (unsigned long long)v);
+}
+
+static void gauge(text *t, const char *name, const char *help, uint64_t v)
+{
+    put(t, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", name, help, name, name,
+        (unsigned long long)v);
+}
+
+char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
+{
+    text t = { malloc(4096), 0, 4096, false };
+    if (t.buf == NULL)
+        return NULL;
+    sx_engine_stats st;
+    sx_worker_stats ws[SX_MAX_WORKERS];
+    sx_engine_stats_get(e, &st, ws, SX_MAX_WORKERS);
+    uint64_t states[SX_PSTATE_COMPLETE + 1];
+    sx_engine_count_states(e, states);
+
+    put(&t, "# HELP stepx_processes Live processes by state.\n"
+            "# TYPE stepx_processes gauge\n");
+    for (int s = SX_PSTATE_READY; s < SX_PSTATE_COMPLETE; s++)
+        put(&t, "stepx_processes{state=\"%s\"} %llu\n", sx_pstate_name(s),
+            (unsigned long long)states[s]);
+    gauge(&t, "stepx_processes_live", "Processes not yet finished.", st.live);
+    counter(&t, "stepx_processes_submitted_total",
+            "Submits and spawns that succeeded.", st.submitted);
+    counter(&t, "stepx_processes_completed_total",
+            "Processes that finished "
+            "DONE.",
+            st.completed);
+    counter(&t, "stepx_processes_failed_total", "Processes that failed.",
+            st.failed);
+    counter(&t, "stepx_processes_terminated_total",
+            "Processes terminated (terminate, stop, a linked failure).",
+            st.terminated);
+    counter(&t, "stepx_messages_total", "Messages delivered to mailboxes.",
+            st.messages);
+    counter(&t, "stepx_dead_letters_total",
+            "Fire-and-forget yields whose command failed.", st.dead_letters);
+    gauge(&t, "stepx_global_queue_depth", "Processes in the global queue.",
+          st.global_queue);
+    gauge(&t, "stepx_workers_parked", "Workers parked now.", st.parked);
+    gauge(&t, "stepx_io_inflight",
+          "Commands, deadlines and handles alive "
+          "on the libuv loops.",
+          st.io_inflight);
+    counter(&t, "stepx_io_ops_total", "Commands started on the libuv loops.",
+            st.io_ops);
+    counter(&t, "stepx_yield_timeouts_total",
+            "Yields answered SX_ETIMEDOUT by their timeout.", st.timeouts);
+
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } per[] = {
+        { "stepx_worker_steps_total", "Steps run by the worker.",
+          offsetof(sx_worker_stats, steps) },
+        { "stepx_worker_steals_total", "Successful steal-half operations.",
+          offsetof(sx_worker_stats, steals) },
+        { "stepx_worker_stolen_total", "Processes moved by steals.",
+          offsetof(sx_worker_stats, stolen) },
+        { "stepx_worker_parks_total", "Times the worker parked.",
+          offsetof(sx_worker_stats, parks) },
+        { "stepx_worker_wakeups_total", "Times a producer woke the worker.",
+          offsetof(sx_worker_stats, wakeups) },
+        { "stepx_worker_global_pops_total",
+          "Processes taken from the global queue.",
+          offsetof(sx_worker_stats, global_pops) },
+    };
+    unsigned nw = st.workers < SX_MAX_WORKERS ? st.workers : SX_MAX_WORKERS;
+    for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
+        put(&t, "# HELP %s %s\n# TYPE %s counter\n", per[k].name, per[k].help,
+            per[k].name);
+        for (unsigned i = 0; i < nw; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&ws[i] + per[k].off, sizeof v);
+            put(&t, "%s{worker=\"%u\"} %llu\n", per[k].name, i,
+                (unsigned long long)v);
+        }
+    }
+
+    /* The sampled latency histogram: bucket k holds samples under 2^k us. */
+    put(&t, "# HELP stepx_command_latency_seconds Command latency, dispatch "
+            "to answer (one yield in 64 sampled).\n"
+            "# TYPE stepx_command_latency_seconds histogram\n");
+    uint64_t cum = 0;
+    for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++) {
+        cum += st.latency_us[k];
+        if (k + 1 < SX_LATENCY_BUCKETS)
+            put(&t, "stepx_command_latency_seconds_bucket{le=\"%g\"} %llu\n",
+                (double)(1ull << k) / 1e6, (unsigned long long)cum);
+    }
+    put(&t, "stepx_command_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+        (unsigned long long)cum);
+    put(&t, "stepx_command_latency_seconds_count %llu\n",
+        (unsigned long long)cum);
+
+    if (srv != NULL) {
+        sx_server_stats ss;
+        sx_server_stats_get(srv, &ss);
+        gauge(&t, "stepx_relay_connections", "Open relay connections.",
+              ss.connections);
+        counter(&t, "stepx_relay_accepted_total",
+                "Relay connections "
+                "accepted.",
+                ss.accepted);
+        counter(&t, "stepx_relay_requests_total", "Relay requests answered.",
+                ss.requests);
+        counter(&t, "stepx_relay_bad_frames_total",
+                "Connections closed for a bad frame.", ss.bad_frames);
+        counter(&t, "stepx_relay_slow_drops_total",
+                "Connections dropped for not reading.", ss.slow_drops);
+        counter(&t, "stepx_relay_pushes_total", "Pushes sent to clients.",
+                ss.pushes);
+    }
+    if (t.oom) {
+        free(t.buf);
+        return NULL;
+    }
+    *len = t.len;
+    return t.buf;
+}
+
+/* ---- serving ---- */
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void serve_one(sx_metrics *m, int fd)
+{
+    char req[8192];
+    size_t got = 0;
+    /* Read the request head (2 s at most). */
+    while (got < sizeof req - 1) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        if (poll(&p, 1, 2000) <= 0)
+            return;
+        ssize_t r = read(fd, req + got, sizeof req - 1 - got);
+        if (r <= 0)
+            return;
+        got += (size_t)r;
+        req[got] = 0;
+        if (strstr(req, "\r\n\r\n") != NULL || strstr(req, "\n\n") != NULL)
+            break;
+    }
+    char head[256];
+    if (strncmp(req, "GET /metrics", 12) != 0 &&
+        strncmp(req, "GET / ", 6) != 0) {
+        static const char nf[] = "not found: try /metrics\n";
+        int n = snprintf(head, sizeof head,
+                         "HTTP/1.1 404 Not Found\r\nContent-Type: "
+                         "text/plain\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n\r\n",
+                         sizeof nf - 1);
+        write_all(fd, head, (size_t)n);
+        write_all(fd, nf, sizeof nf - 1);
+        return;
+    }
+    size_t len = 0;
+    char *body = sx_metrics_render(m->engine, m->server, &len);
+    if (body == NULL) {
+        static const char err[] = "HTTP/1.1 500 Internal Server Error\r\n"
+                                  "Content-Length: 0\r\nConnection: "
+                                  "close\r\n\r\n";
+        write_all(fd, err, sizeof err - 1);
+        return;
+    }
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
+                     "version=0.0.4\r\nContent-Length: %zu\r\nConnection: "
+                     "close\r\n\r\n",
+                     len);
+    write_all(fd, head, (size_t)n);
+    write_all(fd, body, len);
+    free(body);
+}
+
+static void *metrics_main(void *arg)
+{
+    sx_metrics *m = arg;
+    for (;;) {
+        struct pollfd p[2] = { { m->listen_fd, POLLIN, 0 },
+                               { m->stop_pipe[0], POLLIN, 0 } };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents != 0)
+            break;
+        if (p[0].revents & POLLIN) {
+            int fd = accept(m->listen_fd, NULL, NULL);
+            if (fd >= 0) {
+                serve_one(m, fd);
+                close(fd);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* "HOST:PORT" (HOST may be [v6]) into a socket address. */
+static int parse_address(const char *a, struct sockaddr_storage *ss,
+                         socklen_t *len)
+{
+    char host[256];
+    const char *colon = strrchr(a, ':');
+    if (colon == NULL || colon == a || (size_t)(colon - a) >= sizeof host)
+        return SX_EINVAL;
+    memcpy(host, a, (size_t)(colon - a));
+    host[colon - a] = 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != 0 || colon[1] == 0 || port < 0 || port > 65535)
+        return SX_EINVAL;
+    char *h = host;
+    size_t hl = strlen(h);
+    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+        h[hl - 1] = 0;
+        h++;
+    }
+    if (strcmp(h, "localhost") == 0)
+        h = "127.0.0.1";
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof *v4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof *v6;
+        return 0;
+    }
+    return SX_EINVAL;
+}
+
+int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
+                     sx_metrics **out)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (e == NULL || address == NULL || out == NULL ||
+        parse_address(address, &ss, &sl) != 0)
+        return SX_EINVAL;
+    sx_metrics *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return SX_ENOMEM;
+    m->engine = e;
+    m->server = srv;
+    int rc;
+    m->listen_fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (m->listen_fd < 0) {
+        rc = -errno;
+        goto fail_socket;
+    }
+    fcntl(m->listen_fd, F_SETFD, FD_CLOEXEC);
+    int one = 1;
+    setsockopt(m->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(m->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
+        listen(m->listen_fd, 16) != 0) {
+        rc = -errno;
+        goto fail_bind;
+    }
+    if (pipe(m->stop_pipe) != 0) {
+        rc = -errno;
+        goto fail_bind;
+    }
+    if ((rc = pthread_create(&m->thread, NULL, metrics_main, m)) != 0) {
+        rc = -rc;
+        goto fail_thread;
+    }
+    *out = m;
+    return 0;
+
+fail_thread:
+    close(m->stop_pipe[0]);
+    close(m->stop_pipe[1]);
+fail_bind:
+    close(m->listen_fd);
+fail_socket:
+    free(m);
+    return rc;
+}
+
+void sx_metrics_stop(sx_metrics *m)
+{
+    if (m == NULL)
+        return;
+    char c = 0;
+    write_all(m->stop_pipe[1], &c, 1);
+    pthread_join(m->thread, NULL);
+    close(m->stop_pipe[0]);
+    close(m->stop_pipe[1]);
+    close(m->listen_fd);
+    free(m);
+}

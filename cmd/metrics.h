@@ -1,0 +1,21 @@
+/* cmd/metrics.h — Prometheus metrics for stepxd over HTTP (GET /metrics),
+ * served by one thread of its own. */
+#ifndef SX_CMD_METRICS_H
+#define SX_CMD_METRICS_H
+
+#include <stepx/stepx.h>
+
+typedef struct sx_metrics sx_metrics;
+
+/* Listens on "HOST:PORT" (IPv4 or IPv6 literal, or localhost) and serves
+ * the figures of e and srv (srv may be NULL) until sx_metrics_stop.
+ * Errors: SX_EINVAL (bad address), SX_ENOMEM, -errno (bind, listen). */
+int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
+                     sx_metrics **out);
+/* Stops serving, joins the thread, frees m (NULL is fine). */
+void sx_metrics_stop(sx_metrics *m);
+/* Writes the Prometheus text for e and srv into a new buffer (owned by
+ * the caller, free()); NULL when out of memory. */
+char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len);
+
+#endif

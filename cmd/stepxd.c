@@ -1,0 +1,286 @@
+/* cmd/stepxd.c — the stepx daemon: an engine with the shipped process
+ * types (cmd/types.c) and any loaded from shared objects, behind the relay
+ * server (relay/stepx/relay.h), with Prometheus metrics on request.
+ *
+ *   stepxd [--socket PATH] [--listen HOST:PORT] [--token T]
+ *          [--workers N] [--io-loops N] [--max-processes N]
+ *          [--keep-outcomes N] [--stop-deadline MS] [--node N]
+ *          [--load LIB.so]... [--metrics HOST:PORT] [--max-frame BYTES]
+ *
+ * Signals: SIGINT and SIGTERM stop it gracefully: the server stops taking
+ * connections, every process gets a cancel, the engine waits up to the
+ * stop deadline, terminates the rest, and the daemon exits 0. Threads:
+ * the main thread only waits for a signal (sigwait); everything else runs
+ * on the engine's, the server's and the metrics' threads, which start
+ * with both signals blocked.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <stepx/stepx.h>
+
+#include "cmd/metrics.h"
+#include "cmd/types.h"
+
+#define MAX_LOADS 32
+
+/* A shared object given with --load exports this function, which
+ * registers its process types (and commands) on the engine before start;
+ * it returns 0 or a negative SX_E* code. */
+#define PLUGIN_SYMBOL "stepx_plugin_register"
+typedef int (*plugin_fn)(sx_engine *e);
+
+typedef struct {
+    const char *socket_path;
+    const char *listen;
+    const char *token;
+    const char *metrics;
+    const char *loads[MAX_LOADS];
+    size_t n_loads;
+    unsigned workers, io_loops;
+    size_t max_processes, keep_outcomes, max_frame;
+    int64_t stop_deadline_ms;
+    uint32_t node;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: stepxd [options]\n"
+            "  --socket PATH        Unix socket to listen on (default: "
+            "$STEPX_SOCKET or /tmp/stepx-$UID.sock)\n"
+            "  --listen HOST:PORT   also listen on TCP (loopback unless "
+            "--token is given)\n"
+            "  --token TOKEN        clients must send it in hello\n"
+            "  --workers N          worker threads (default: one per CPU)\n"
+            "  --io-loops N         libuv loop threads for commands "
+            "(default 1)\n"
+            "  --max-processes N    refuse submits beyond N live processes\n"
+            "  --keep-outcomes N    finished outcomes kept for wait "
+            "(default 10000)\n"
+            "  --stop-deadline MS   on SIGINT/SIGTERM, wait this long "
+            "before terminating (default 5000)\n"
+            "  --node N             this engine's node number in PIDs\n"
+            "  --load LIB.so        load process types from a shared object "
+            "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
+            "  --metrics HOST:PORT  serve Prometheus metrics at "
+            "http://HOST:PORT/metrics\n"
+            "  --max-frame BYTES    largest frame accepted (default 16 MiB)\n"
+            "  --help               this text\n");
+}
+
+/* Parses an unsigned number in [min, max]; false if it is not one. */
+static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != 0 || s[0] == '-' || v < min ||
+        v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    static char default_socket[PATH_MAX];
+    const char *env = getenv("STEPX_SOCKET");
+    if (env != NULL && env[0] != 0)
+        o->socket_path = env;
+    else {
+        snprintf(default_socket, sizeof default_socket, "/tmp/stepx-%u.sock",
+                 (unsigned)getuid());
+        o->socket_path = default_socket;
+    }
+    o->stop_deadline_ms = 5000;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "stepxd: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        uint64_t n;
+        if (strcmp(a, "--socket") == 0)
+            o->socket_path = v;
+        else if (strcmp(a, "--listen") == 0)
+            o->listen = v;
+        else if (strcmp(a, "--token") == 0)
+            o->token = v;
+        else if (strcmp(a, "--metrics") == 0)
+            o->metrics = v;
+        else if (strcmp(a, "--load") == 0) {
+            if (o->n_loads == MAX_LOADS) {
+                fprintf(stderr, "stepxd: at most %d --load options\n",
+                        MAX_LOADS);
+                return 2;
+            }
+            o->loads[o->n_loads++] = v;
+        } else if (strcmp(a, "--workers") == 0 &&
+                   parse_u64(v, 1, SX_MAX_WORKERS, &n))
+            o->workers = (unsigned)n;
+        else if (strcmp(a, "--io-loops") == 0 && parse_u64(v, 1, 64, &n))
+            o->io_loops = (unsigned)n;
+        else if (strcmp(a, "--max-processes") == 0 &&
+                 parse_u64(v, 1, UINT32_MAX, &n))
+            o->max_processes = (size_t)n;
+        else if (strcmp(a, "--keep-outcomes") == 0 &&
+                 parse_u64(v, 1, 100000000, &n))
+            o->keep_outcomes = (size_t)n;
+        else if (strcmp(a, "--max-frame") == 0 &&
+                 parse_u64(v, 64, (uint64_t)1 << 30, &n))
+            o->max_frame = (size_t)n;
+        else if (strcmp(a, "--stop-deadline") == 0 &&
+                 parse_u64(v, 0, 3600000, &n))
+            o->stop_deadline_ms = (int64_t)n;
+        else if (strcmp(a, "--node") == 0 && parse_u64(v, 0, UINT32_MAX, &n))
+            o->node = (uint32_t)n;
+        else {
+            fprintf(stderr, "stepxd: bad option or value: %s %s (see --help)\n",
+                    a, v);
+            return 2;
+        }
+    }
+    if (o->socket_path != NULL && o->socket_path[0] == 0)
+        o->socket_path = NULL; /* --socket "": TCP only */
+    if (o->socket_path == NULL && o->listen == NULL) {
+        fprintf(stderr, "stepxd: nothing to listen on (--socket or "
+                        "--listen)\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int load_plugins(sx_engine *e, const options *o)
+{
+    for (size_t i = 0; i < o->n_loads; i++) {
+        /* The handle stays open for the life of the process: the types'
+         * code and tables live in it. */
+        void *h = dlopen(o->loads[i], RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL) {
+            fprintf(stderr, "stepxd: --load %s: %s\n", o->loads[i], dlerror());
+            return 1;
+        }
+        plugin_fn fn;
+        *(void **)&fn = dlsym(h, PLUGIN_SYMBOL);
+        if (fn == NULL) {
+            fprintf(stderr, "stepxd: --load %s: no function %s\n", o->loads[i],
+                    PLUGIN_SYMBOL);
+            return 1;
+        }
+        int rc = fn(e);
+        if (rc != 0) {
+            fprintf(stderr, "stepxd: --load %s: %s failed: %s (%s)\n",
+                    o->loads[i], PLUGIN_SYMBOL, sx_strerror(rc),
+                    sx_errname(rc));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o = { 0 };
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc;
+
+    /* Every thread created from here on inherits the mask: the signals
+     * reach only the sigwait below. SIGPIPE is ignored (a client that
+     * goes away is a write error, not a crash). */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    sx_engine_config cfg = { .workers = o.workers,
+                             .io_loops = o.io_loops,
+                             .max_processes = o.max_processes,
+                             .keep_outcomes = o.keep_outcomes,
+                             .node = o.node };
+    sx_engine *e;
+    if ((rc = sx_engine_new(&cfg, &e)) != 0) {
+        fprintf(stderr, "stepxd: engine: %s\n", sx_strerror(rc));
+        return 1;
+    }
+    if ((rc = sx_types_register_builtin(e)) != 0) {
+        fprintf(stderr, "stepxd: types: %s\n", sx_strerror(rc));
+        sx_engine_free(e);
+        return 1;
+    }
+    if (load_plugins(e, &o) != 0) {
+        sx_engine_free(e);
+        return 1;
+    }
+    if ((rc = sx_engine_start(e)) != 0) {
+        fprintf(stderr, "stepxd: start: %s\n", sx_strerror(rc));
+        sx_engine_free(e);
+        return 1;
+    }
+    sx_server_config scfg = { .socket_path = o.socket_path,
+                              .listen = o.listen,
+                              .token = o.token,
+                              .max_frame = o.max_frame };
+    sx_server *srv;
+    if ((rc = sx_server_start(e, &scfg, &srv)) != 0) {
+        fprintf(stderr, "stepxd: cannot listen: %s (%s)\n", sx_strerror(rc),
+                sx_errname(rc));
+        sx_engine_stop(e, 0);
+        sx_engine_free(e);
+        return 1;
+    }
+    sx_metrics *m = NULL;
+    if (o.metrics != NULL &&
+        (rc = sx_metrics_start(e, srv, o.metrics, &m)) != 0) {
+        fprintf(stderr, "stepxd: --metrics %s: %s\n", o.metrics,
+                sx_strerror(rc));
+        sx_server_stop(srv);
+        sx_engine_stop(e, 0);
+        sx_engine_free(e);
+        return 1;
+    }
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, NULL, 0);
+    if (o.socket_path != NULL)
+        printf("stepxd: listening on unix:%s\n", o.socket_path);
+    if (o.listen != NULL)
+        printf("stepxd: listening on tcp:%s (port %d)\n", o.listen,
+               sx_server_port(srv));
+    if (m != NULL)
+        printf("stepxd: metrics on http://%s/metrics\n", o.metrics);
+    printf("stepxd: %u workers, pid %d; SIGINT or SIGTERM stops it\n",
+           st.workers, (int)getpid());
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    printf("stepxd: %s: stopping (cancel, up to %lld ms, then "
+           "terminate)\n",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)o.stop_deadline_ms);
+    fflush(stdout);
+    /* The engine first, so that waiting clients get their processes'
+     * outcomes before their connections close. */
+    rc = sx_engine_stop(e, o.stop_deadline_ms);
+    sx_metrics_stop(m);
+    sx_server_stop(srv);
+    sx_engine_stats_get(e, &st, NULL, 0);
+    printf("stepxd: stopped: %llu completed, %llu failed, %llu terminated\n",
+           (unsigned long long)st.completed, (unsigned long long)st.failed,
+           (unsigned long long)st.terminated);
+    sx_engine_free(e);
+    return rc == 0 ? 0 : 1;
+}
