@@ -10,6 +10,7 @@
 #include "engine/io.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -652,6 +653,12 @@ void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
 static void *loop_main(void *arg)
 {
     sx__ioloop *l = arg;
+    /* A write to a socket or pipe whose reader is gone must fail with
+     * EPIPE on this thread, not kill the whole host with SIGPIPE. */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     uv_run(&l->uv, UV_RUN_DEFAULT);
     return NULL;
 }
