@@ -38,7 +38,7 @@ typedef struct clk_op {
     clk_handle *on;
     struct clk_op *wprev, *wnext;
     uint8_t topic_len;
-    char topic[256];
+    char topic[]; /* ticker start only: the op is allocated to fit it */
 } clk_op;
 
 struct clk_handle {
@@ -248,7 +248,8 @@ static int submit(sx_completer *done, clk_kind kind, uint64_t deadline_ns,
                   uint64_t ms, uint64_t hid, const char *topic,
                   size_t topic_len)
 {
-    clk_op *c = (clk_op *)sx__io_op_new(sizeof(clk_op), &clk_vt, done);
+    size_t size = sizeof(clk_op) + (topic != NULL ? topic_len + 1 : 0);
+    clk_op *c = (clk_op *)sx__io_op_new(size, &clk_vt, done);
     if (c == NULL)
         return SX_ENOMEM;
     c->kind = kind;
@@ -257,6 +258,7 @@ static int submit(sx_completer *done, clk_kind kind, uint64_t deadline_ns,
     c->hid = hid;
     if (topic != NULL) {
         memcpy(c->topic, topic, topic_len);
+        c->topic[topic_len] = 0;
         c->topic_len = (uint8_t)topic_len;
     }
     sx__io_submit(&c->op);
