@@ -18,6 +18,7 @@ PACKAGES=(
     libclang-rt-14-dev
     libjansson-dev
     gcc
+    spin
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

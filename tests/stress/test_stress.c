@@ -27,15 +27,29 @@
  * Negative control for the wake-up protocol (DESIGN.md §3, engine/worker.c
  * SX_NEGATIVE_CONTROL_NO_RECHECK: the worker blocks a process with a plain
  * store instead of a CAS that re-checks the wake-up flag). Proved once, on
- * a 2-core machine, with
+ * a 2-core machine (commit 70a5743, gcc, the plain debugoptimized build),
+ * with
  *     meson setup /tmp/build-nc -Dno_flag_recheck=true
- *     ninja -C /tmp/build-nc && /tmp/build-nc/tests/stress/test_stress
- * NEGATIVE-CONTROL-RESULT
- * The processes that make it sensitive: a "fast" completer thread spins on
- * a lock-free stack and completes at once, and a process that yields one
- * such command with nothing else pending and WAITs has exactly one event
- * that can wake it; if that completion lands between the worker's load of
- * the state word and its plain store, the flag is lost and it never runs.
+ *     ninja -C /tmp/build-nc && meson test -C /tmp/build-nc --suite stress
+ *     /tmp/build-nc/tests/stress/test_stress workers_N    (N = 1, 2, 8)
+ * Every run failed: 24 of 24 (3 runs of the meson suite, i.e. 9 cases, and
+ * 5 direct runs of each of workers_1, workers_2, workers_8), each after
+ * ~7-10 s (the run, then STALL_MS of silence) with the watchdog's
+ *     stress: STALL in drain: live 8, listed 8 (ready 0, running 0,
+ *       blocked 4, idle 4), parked 1 of 1 workers, global queue 0
+ *     test_stress.c:1208: FAIL: stalled: 8 processes left (drain)
+ * Per run 1 to 15 stressors were stranded (beside the 4 sinks, which are
+ * idle by design): BLOCKED with one completion still to receive, or IDLE
+ * with a ping still to receive, while every worker was parked and the
+ * global queue empty — the lost wake-up exactly; never a wrong count. The same
+ * cases pass in the normal build in 1.5-4 s each. (tests/engine/test_api.c
+ * no_lost_wakeups, which aims at the same window with a single ping-pong,
+ * failed 1 run in 50 in that build.) The processes that make it sensitive: a
+ * "fast" completer thread spins on a lock-free stack and completes at once, and
+ * a process that yields one such command with nothing else pending and WAITs
+ * has exactly one event that can wake it; if that completion lands between the
+ * worker's load of the state word and its plain store, the flag is lost and it
+ * never runs.
  *
  * Scale: SX_STRESS_SCALE (a float, default 1) multiplies the process count.
  *
