@@ -138,6 +138,30 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     sx__proc_release(e, p);
 }
 
+/* sx_send: no completer, no argument decoding. */
+static void direct_send(sx_engine *e, sx_pid from, const sx_step_output *out,
+                        const sx__yield *y)
+{
+    const uint8_t *b = sx__output_bytes(out, y->off);
+    sx_pid to;
+    memcpy(&to, b, sizeof to);
+    size_t tl = b[sizeof to];
+    const char *topic = (const char *)b + sizeof to + 1;
+    size_t dl = y->len - sizeof to - 1 - tl;
+    sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL, dl };
+    if (sx__send(e, from, to, topic, tl, data, false) != 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->dead_letters, 1, memory_order_relaxed);
+}
+
+void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sx_pid pid = sx__proc_pid(e, p);
+    for (size_t i = 0; i < out->n_yields; i++)
+        if (out->yields[i].cmd == SX__CMD_DIRECT_SEND)
+            direct_send(e, pid, out, &out->yields[i]);
+}
+
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
 {
     sx_pid pid = sx__proc_pid(e, p);
@@ -146,6 +170,10 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
     sx__worker *w = sx__current_worker(e);
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
+        if (y->cmd == SX__CMD_DIRECT_SEND) {
+            direct_send(e, pid, out, y);
+            continue;
+        }
         sx__ev *ev = sx__ev_alloc();
         if (ev == NULL)
             return SX_ENOMEM;

@@ -366,6 +366,9 @@ void sx__commands_builtin(sx_engine *e);
 /* Runs the handlers of the yields in out; SX_ENOMEM when a completer could
  * not be allocated (the process then fails). */
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out);
+/* Sends only the sx_send messages of out (a step that ended DONE or FAIL:
+ * its yields are discarded, its messages still go). */
+void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out);
 /* Fills a finished process's outcome into a watcher and delivers it. */
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                     const char *msg, sx_payload value, uint64_t steps);

@@ -311,6 +311,9 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
                    (sx_payload){ NULL, 0 });
         return 0;
     }
+    if ((out->status == SX__ST_DONE || out->status == SX__ST_FAIL) &&
+        out->n_yields > 0)
+        sx__dispatch_sends(e, p, out); /* messages go; yields are dropped */
     if (out->status == SX__ST_DONE) {
         sx_payload v = { NULL, 0 };
         if (out->result_len > 0)
@@ -337,11 +340,14 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
      * §2), except CONTINUE whose yields are all fire-and-forget
      * (SX_TAG_NONE): no answer will come, so it runs again, as CONTINUE
      * says (docs/COMMANDS.md, "Fire and forget"). */
-    bool answers = false;
-    for (size_t i = 0; i < n_yields && !answers; i++)
+    bool answers = false, commands = false;
+    for (size_t i = 0; i < n_yields && !answers; i++) {
         answers = out->yields[i].tag != SX_TAG_NONE;
+        commands |= out->yields[i].cmd != SX__CMD_DIRECT_SEND;
+    }
+    /* sx_send writes no yield as far as the status goes. */
     if (out->status == SX__ST_WAIT ||
-        (n_yields > 0 && (answers || out->status == SX__ST_IDLE)))
+        (commands && (answers || out->status == SX__ST_IDLE)))
         return SX_PSTATE_BLOCKED;
     if (out->status == SX__ST_IDLE)
         return SX_PSTATE_IDLE;

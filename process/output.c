@@ -94,6 +94,30 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
     return 0;
 }
 
+int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
+{
+    if (out == NULL || topic == NULL || (data.data == NULL && data.len > 0))
+        return SX_EINVAL;
+    size_t tl = strlen(topic);
+    if (tl > 255)
+        return SX_EINVAL;
+    if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
+        return out->err = SX_ENOMEM;
+    uint8_t tlb = (uint8_t)tl;
+    size_t off = arena_put(out, &to, sizeof to);
+    if (off == SIZE_MAX || arena_put(out, &tlb, 1) == SIZE_MAX ||
+        arena_put(out, topic, tl) == SIZE_MAX ||
+        arena_put(out, data.data, data.len) == SIZE_MAX)
+        return out->err = SX_ENOMEM;
+    sx__yield *y = &out->yields[out->n_yields++];
+    y->cmd = SX__CMD_DIRECT_SEND;
+    y->tag = SX_TAG_NONE;
+    y->off = off;
+    y->len = sizeof to + 1 + tl + data.len;
+    y->timeout_ms = 0;
+    return 0;
+}
+
 int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
                      sx_payload args, int64_t timeout_ms)
 {

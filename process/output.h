@@ -21,6 +21,10 @@ typedef enum {
     SX__ST_FAIL
 } sx__status;
 
+/* A yield with cmd SX__CMD_DIRECT_SEND is an sx_send: its arena bytes are
+ * the sx_pid, one topic-length byte, the topic, then the data. */
+#define SX__CMD_DIRECT_SEND 0
+
 typedef struct {
     uint16_t cmd;
     uint64_t tag;

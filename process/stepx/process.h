@@ -116,6 +116,16 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
  * Errors: SX_EINVAL (out NULL, timeout_ms < 0), SX_ENOMEM. */
 int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
                      sx_payload args, int64_t timeout_ms);
+/* Sends a message {from: this process, topic, data} to `to` once the step
+ * returns, like yielding SX_CMD_SEND with tag SX_TAG_NONE but without
+ * packing arguments (an extension of API.md; the fast path for messaging):
+ * no answer, a failure (no such process, ...) counts as a dead letter, and
+ * the step's status applies as if no yield had been written. Unlike
+ * yields, the message goes even when the step ends DONE or FAIL. topic and
+ * data are copied. Messages from one process arrive in the order sent.
+ * Errors: SX_EINVAL (out or topic NULL, topic over 255 bytes), SX_ENOMEM.
+ * Only inside the step that received out. */
+int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data);
 void sx_continue(sx_step_output *out);                  /* default status    */
 void sx_wait(sx_step_output *out);                      /* yields / messages */
 void sx_idle(sx_step_output *out);                      /* a message only    */
