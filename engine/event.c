@@ -16,11 +16,12 @@
 
 #define CACHE_MAX 4096
 
+/* initial-exec: see tls_worker in worker.c. */
 static _Thread_local struct {
     sx__ev *head;
     unsigned n;
     bool on;
-} cache;
+} cache __attribute__((tls_model("initial-exec")));
 
 void sx__ev_cache_enable(void)
 {

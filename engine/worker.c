@@ -25,7 +25,12 @@
 
 #include "engine/internal.h"
 
-static _Thread_local sx__worker *tls_worker;
+/* initial-exec: the library's objects are built as PIC (also the static
+ * ones), where the default TLS model calls __tls_get_addr on every
+ * access; this variable is read on every send and enqueue. glibc keeps
+ * static TLS room for libraries loaded later too. */
+static _Thread_local sx__worker *tls_worker
+    __attribute__((tls_model("initial-exec")));
 
 sx__worker *sx__current_worker(sx_engine *e)
 {

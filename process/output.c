@@ -30,7 +30,8 @@ void sx__output_reset(sx_step_output *out)
     out->cap_yields = 2;
 }
 
-/* Copies n bytes into the arena; returns the offset or SIZE_MAX. */
+/* Copies n bytes into the arena (or, with p NULL, reserves them);
+ * returns the offset or SIZE_MAX. */
 static size_t arena_put(sx_step_output *out, const void *p, size_t n)
 {
     if (n > out->arena_cap - out->arena_len) {
@@ -47,7 +48,7 @@ static size_t arena_put(sx_step_output *out, const void *p, size_t n)
         out->arena_cap = cap;
     }
     size_t off = out->arena_len;
-    if (n > 0)
+    if (n > 0 && p != NULL) /* p NULL: reserve only */
         memcpy(out->arena + off, p, n);
     out->arena_len += n;
     return off;
@@ -103,17 +104,21 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
         return SX_EINVAL;
     if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
         return out->err = SX_ENOMEM;
-    uint8_t tlb = (uint8_t)tl;
-    size_t off = arena_put(out, &to, sizeof to);
-    if (off == SIZE_MAX || arena_put(out, &tlb, 1) == SIZE_MAX ||
-        arena_put(out, topic, tl) == SIZE_MAX ||
-        arena_put(out, data.data, data.len) == SIZE_MAX)
+    size_t len = sizeof to + 1 + tl + data.len;
+    size_t off = arena_put(out, NULL, len); /* one reservation, then fill */
+    if (off == SIZE_MAX)
         return out->err = SX_ENOMEM;
+    uint8_t *b = out->arena + off;
+    memcpy(b, &to, sizeof to);
+    b[sizeof to] = (uint8_t)tl;
+    memcpy(b + sizeof to + 1, topic, tl);
+    if (data.len > 0)
+        memcpy(b + sizeof to + 1 + tl, data.data, data.len);
     sx__yield *y = &out->yields[out->n_yields++];
     y->cmd = SX__CMD_DIRECT_SEND;
     y->tag = SX_TAG_NONE;
     y->off = off;
-    y->len = sizeof to + 1 + tl + data.len;
+    y->len = len;
     y->timeout_ms = 0;
     return 0;
 }
