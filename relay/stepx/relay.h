@@ -36,7 +36,10 @@ typedef struct sx_wire_decoder sx_wire_decoder;
 /* max_frame 0 = SX_WIRE_MAX_FRAME_DEFAULT. Errors: SX_ENOMEM. */
 int sx_wire_decoder_new(size_t max_frame, sx_wire_decoder **out);
 void sx_wire_decoder_free(sx_wire_decoder *d);
-/* Appends bytes (copied). Errors: SX_ENOMEM. */
+/* Appends bytes (copied). Errors: SX_ENOMEM (nothing was appended), or,
+ * on a decoder already broken (see next), that same error (the bytes are
+ * dropped). The buffer bound above holds when the caller calls next until
+ * it returns 0 between feeds. */
 int sx_wire_decoder_feed(sx_wire_decoder *d, const void *bytes, size_t n);
 /* The next whole frame body, checked with sx_wire_check: returns 1 and
  * sets *body (valid until the next call on d) when there is one, 0 when
@@ -45,9 +48,13 @@ int sx_wire_decoder_feed(sx_wire_decoder *d, const void *bytes, size_t n);
  * (length above max_frame). After an error the decoder stays broken
  * (every call returns the same error): the connection must be closed. */
 int sx_wire_decoder_next(sx_wire_decoder *d, sx_payload *body);
+/* Bytes of buffer d holds now (an extension: for figures and tests). */
+size_t sx_wire_decoder_footprint(const sx_wire_decoder *d);
 
 /* Appends one frame holding body (already a msgpack map) to pk: the
- * header, then the bytes. */
+ * header, then the bytes. Errors (sticky in pk, as every sx_pack error;
+ * nothing is appended): SX_EINVAL (body fails sx_wire_check), SX_ELIMIT
+ * (body over 2^32 - 1 bytes, or a fixed writer is full), SX_ENOMEM. */
 int sx_wire_frame(sx_pack *pk, sx_payload body);
 
 /* Protocol error codes as strings (docs/PROTOCOL.md): "bad_frame",
@@ -77,8 +84,14 @@ void sx_router_free(sx_router *r);
  * Errors: SX_EINVAL (node is the local node's), SX_ENOMEM. */
 int sx_router_add_peer(sx_router *r, uint32_t node, sx_route_fn fn,
                        void *user);
+/* Removes the peer for `node`; its messages then go to the transport.
+ * When add_peer (replacing) or remove_peer returns, the old fn is running
+ * nowhere and is never called again (its user may be freed). A route fn
+ * must not call add/remove_peer or set_transport on its own router.
+ * Errors: SX_EINVAL, SX_ENOTFOUND (no peer for node). */
 int sx_router_remove_peer(sx_router *r, uint32_t node);
-/* The fallback for nodes without a peer (NULL fn: none). */
+/* The fallback for nodes without a peer (NULL fn: none). When it returns,
+ * the old transport is running nowhere and is never called again. */
 void sx_router_set_transport(sx_router *r, sx_route_fn fn, void *user);
 /* Errors: the engine's send errors for local PIDs; SX_ENOTFOUND for a
  * node with no peer and no transport; the route's own error. */
