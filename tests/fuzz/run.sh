@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tests/fuzz/run.sh: builds the wire fuzzer standalone (no meson) with
+# clang -fsanitize=fuzzer,address,undefined from the sources it needs
+# (tests/fuzz/fuzz_wire.c, relay/wire.c, relay/codes.c, process/payload.c,
+# process/pid.c, process/errors.c; msgpack-c for the payload writer) and runs it for
+# FUZZ_SECONDS (default 60) on the seed corpus tests/fuzz/corpus/wire.
+#
+# Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
+# any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
+# kept); CLANG (default clang).
+# Exit status: 0 no crash; 1 a crash, a leak, a timeout or an oracle
+# failure (the reproducer is in $FUZZ_WORK/artifacts/; replay it with
+# `$FUZZ_WORK/fuzz_wire FILE`); 2 the build failed; 77 (meson's "skipped")
+# clang or libFuzzer is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+seconds=${FUZZ_SECONDS:-60}
+clang=${CLANG:-clang}
+work=${FUZZ_WORK:-$(mktemp -d /tmp/stepx-fuzz.XXXXXX)}
+
+if ! command -v "$clang" >/dev/null 2>&1; then
+    echo "run.sh: $clang not found; skipping" >&2
+    exit 77
+fi
+probe=$(mktemp -d /tmp/stepx-fuzz-probe.XXXXXX)
+trap 'rm -rf "$probe"' EXIT
+printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);' \
+    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)' \
+    '{ (void)d; (void)n; return 0; }' >"$probe/p.c"
+if ! "$clang" -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null; then
+    echo "run.sh: $clang cannot link -fsanitize=fuzzer (libclang-rt-*-dev); skipping" >&2
+    exit 77
+fi
+
+msgpack_libs=$(pkg-config --libs msgpack-c 2>/dev/null ||
+    pkg-config --libs msgpack 2>/dev/null || echo -lmsgpackc)
+msgpack_cflags=$(pkg-config --cflags msgpack-c 2>/dev/null ||
+    pkg-config --cflags msgpack 2>/dev/null || true)
+
+mkdir -p "$work/corpus" "$work/artifacts"
+echo "run.sh: building $work/fuzz_wire"
+# shellcheck disable=SC2086 # the pkg-config words are meant to split
+if ! "$clang" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -Wall -Wextra -Werror \
+    -I"$root" -I"$root/process" -I"$root/engine" -I"$root/relay" \
+    $msgpack_cflags \
+    "$here/fuzz_wire.c" "$root/relay/wire.c" "$root/relay/codes.c" \
+    "$root/process/payload.c" "$root/process/pid.c" "$root/process/errors.c" \
+    $msgpack_libs -o "$work/fuzz_wire"; then
+    echo "run.sh: build failed" >&2
+    exit 2
+fi
+
+echo "run.sh: fuzzing for ${seconds}s (new inputs go to $work/corpus)"
+# The first corpus folder is written to, the seed folder only read.
+# -error_exitcode=1: libFuzzer's default (77) would read as "skipped".
+set +e
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    "$work/fuzz_wire" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -max_len=65536 -error_exitcode=1 \
+    -timeout_exitcode=1 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts/" \
+    "$work/corpus" "$here/corpus/wire"
+rc=$?
+set -e
+if [ "$rc" -ne 0 ]; then
+    echo "run.sh: FAILED (exit $rc); reproducers:" >&2
+    ls -l "$work/artifacts/" >&2 || true
+    exit 1
+fi
+echo "run.sh: no crash in ${seconds}s"
