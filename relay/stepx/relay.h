@@ -131,6 +131,10 @@ typedef struct {
     uint64_t bad_frames;  /* connections closed for them  */
     uint64_t slow_drops;  /* connections dropped as slow  */
     uint64_t pushes;      /* pushes sent                  */
+    /* Extension: the most bytes one connection ever held unsent (queued
+     * for writing and not yet taken by the kernel); back-pressure keeps
+     * it within about twice max_output plus one frame. */
+    uint64_t output_peak;
 } sx_server_stats;
 void sx_server_stats_get(const sx_server *s, sx_server_stats *out);
 /* Closes the listeners and every connection (their mailboxes close,

@@ -1,0 +1,461 @@
+/* relay/conn.c — one client connection of the relay server: accept,
+ * reads through the streaming decoder, framed writes with back-pressure,
+ * the connection's mailbox, and its lifetime (a reference count, because
+ * hub items and pending waits may outlive the socket).
+ *
+ * Threads: everything here runs on the server's loop thread except
+ * mailbox_cb (any engine thread: whoever sends to the mailbox) and the
+ * reference counting (any thread). See relay/server.h and docs/RELAY.md.
+ */
+#include "relay/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- references ---- */
+
+void sx__relay_conn_ref(relay_conn *c)
+{
+    /* relaxed: the caller holds a reference, or runs inside the mailbox
+     * callback, which the mailbox's lifetime keeps before the loop drops
+     * its own (sx_engine_mailbox_free waits for it). */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void sx__relay_conn_unref(relay_conn *c)
+{
+    /* acq_rel: release our uses; the freeing thread acquires them all.
+     * By the last drop the handle is closed and the decoder freed, so
+     * only plain memory is left, which any thread may free. */
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        free(c);
+}
+
+/* ---- the mailbox: messages become pushes [any thread] ---- */
+
+/* Marks c for dropping (once) and tells the loop: slow (its output is
+ * over the limit) or not (a push that cannot be built or framed: out of
+ * memory, data too deep or too big for a frame). Either way the client
+ * sees its connection close rather than a message go missing. */
+static void mark_drop(relay_conn *c, bool slow)
+{
+    /* acq_rel: exactly one caller wins and posts the embedded item. */
+    if (atomic_exchange_explicit(&c->slow, 1, memory_order_acq_rel) != 0)
+        return;
+    sx__relay_conn_ref(c);
+    c->slow_item.conn = c;
+    c->slow_item.slow = slow;
+    if (sx__relay_hub_post(c->srv->hub, &c->slow_item) != 0)
+        sx__relay_conn_unref(c);
+}
+
+/* Runs on the sender's thread for every message to the connection's
+ * mailbox, in order per sender; it must not block. It builds the push
+ * frame here (one allocation) and queues it in the hub, whose FIFO keeps
+ * the per-sender order. A connection whose queued and unsent bytes would
+ * pass max_output is dropped instead: its later messages are dropped
+ * too, and the client sees the connection close, never a gap. */
+static void mailbox_cb(void *user, const sx_message *m)
+{
+    relay_conn *c = user;
+    /* relaxed: a flag with no data behind it; a late sight only costs
+     * one more item, which the loop drops. */
+    if (atomic_load_explicit(&c->slow, memory_order_relaxed) != 0)
+        return;
+    size_t tl = strlen(m->topic);
+    /* Bound on the body: map header, the keys, a PID's text, the topic
+     * with its header, the data (nil when empty). */
+    size_t cap = SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl + m->data.len;
+    /* relaxed: limit checks only (see the fields). */
+    size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
+                     atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
+    if (pending + cap > c->max_output) {
+        mark_drop(c, true);
+        return;
+    }
+    relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, cap);
+    if (o == NULL) {
+        mark_drop(c, false); /* losing one message silently is worse */
+        return;
+    }
+    char from[SX_PID_TEXT_MAX];
+    sx_pid_format(m->from, from, sizeof(from));
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
+    sx_pack_map(&pk, 4);
+    sx_pack_str(&pk, "push");
+    sx_pack_str(&pk, "message");
+    sx_pack_str(&pk, "from");
+    sx_pack_str(&pk, from);
+    sx_pack_str(&pk, "topic");
+    sx_pack_strn(&pk, m->topic, tl);
+    sx_pack_str(&pk, "data");
+    sx_pack_raw(&pk, m->data);
+    /* A frame the client would refuse (data nested deeper than the wire
+     * allows, a body over max_frame) must not be sent either. */
+    if (pk.err != 0 || pk.len > c->srv->max_frame ||
+        sx_wire_check(pk.data, pk.len) != 0) {
+        sx__relay_out_free(o);
+        mark_drop(c, false);
+        return;
+    }
+    sx__relay_out_seal(o, pk.len);
+    o->conn = c;
+    sx__relay_conn_ref(c); /* the item's reference */
+    atomic_fetch_add_explicit(&c->queued, o->len, memory_order_relaxed);
+    if (sx__relay_hub_post(c->srv->hub, o) != 0) {
+        atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
+        sx__relay_out_free(o);
+        sx__relay_conn_unref(c);
+    }
+}
+
+/* ---- closing [loop] ---- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    relay_conn *c = h->data;
+    if (c->dec != NULL)
+        sx_wire_decoder_free(c->dec);
+    c->dec = NULL;
+    sx__relay_conn_unref(c); /* the loop's reference */
+}
+
+void sx__relay_conn_close(relay_conn *c)
+{
+    if (c->state == RELAY_CONN_CLOSED)
+        return;
+    sx_server *s = c->srv;
+    c->state = RELAY_CONN_CLOSED;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    atomic_fetch_sub_explicit(&s->st_connections, 1, memory_order_relaxed);
+    /* After this no mailbox callback runs or will run: the items it
+     * queued hold references and are dropped by the loop. */
+    if (c->has_mailbox)
+        sx_engine_mailbox_free(s->engine, c->mailbox);
+    c->has_mailbox = false;
+    sx__relay_pending_abandon_all(c);
+    /* Pending writes are cancelled: their callbacks run before ours. */
+    uv_close((uv_handle_t *)&c->h.stream, handle_closed);
+}
+
+static void set_unsent(relay_conn *c, size_t n)
+{
+    c->unsent = n;
+    /* relaxed: read by mailbox callbacks for a limit check only. */
+    atomic_store_explicit(&c->unsent_pub, n, memory_order_relaxed);
+    /* relaxed: a figure; the loop is its only writer. */
+    _Atomic uint64_t *peak = &c->srv->st_output_peak;
+    if (n > atomic_load_explicit(peak, memory_order_relaxed))
+        atomic_store_explicit(peak, n, memory_order_relaxed);
+}
+
+static void drop_slow(relay_conn *c)
+{
+    atomic_fetch_add_explicit(&c->srv->st_slow_drops, 1, memory_order_relaxed);
+    sx__relay_conn_close(c);
+}
+
+/* ---- reading [loop] ---- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    relay_conn *c = h->data;
+    /* One buffer for the whole server: read_cb hands its bytes to the
+     * decoder (which copies) before the loop reads anything else. */
+    buf->base = c->srv->rbuf;
+    buf->len = sizeof(c->srv->rbuf);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void reading(relay_conn *c, bool on)
+{
+    if (c->reading == on || c->state == RELAY_CONN_CLOSED)
+        return;
+    if (on) {
+        if (uv_read_start(&c->h.stream, alloc_cb, read_cb) != 0) {
+            sx__relay_conn_close(c);
+            return;
+        }
+    } else {
+        uv_read_stop(&c->h.stream);
+    }
+    c->reading = on;
+}
+
+/* Answers the frames the decoder holds while the connection is under its
+ * output limit, then reads more; over the limit it stops reading until
+ * writes drain below half of it (write_cb calls back here). */
+static void pump(relay_conn *c)
+{
+    if (c->pumping)
+        return;
+    c->pumping = true;
+    while (c->state == RELAY_CONN_OPEN) {
+        if (c->unsent > c->max_output) {
+            reading(c, false);
+            break;
+        }
+        sx_payload body;
+        int rc = sx_wire_decoder_next(c->dec, &body);
+        if (rc == 0) {
+            reading(c, true);
+            break;
+        }
+        if (rc < 0) {
+            atomic_fetch_add_explicit(&c->srv->st_bad_frames, 1,
+                                      memory_order_relaxed);
+            sx__relay_bad_frame(c, rc);
+            break;
+        }
+        sx__relay_handle(c, body);
+    }
+    c->pumping = false;
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    relay_conn *c = st->data;
+    if (nread == 0)
+        return;
+    if (c->state == RELAY_CONN_DRAINING && nread > 0)
+        return; /* read and dropped: closing with unread bytes would
+                   reset a TCP connection before our last frame lands */
+    if (nread < 0) {
+        /* EOF or an error: the client is gone (a client that shuts down
+         * its sending side is treated the same). */
+        sx__relay_conn_close(c);
+        return;
+    }
+    if (sx_wire_decoder_feed(c->dec, buf->base, (size_t)nread) != 0) {
+        sx__relay_conn_close(c);
+        return;
+    }
+    pump(c);
+}
+
+/* ---- writing [loop] ---- */
+
+static void write_cb(uv_write_t *req, int status)
+{
+    relay_out *o = (relay_out *)req; /* req is the first member */
+    relay_conn *c = req->data;
+    set_unsent(c, c->unsent - o->len);
+    sx__relay_out_free(o);
+    if (c->state == RELAY_CONN_CLOSED)
+        return;
+    if (status < 0) {
+        sx__relay_conn_close(c);
+        return;
+    }
+    if (c->state == RELAY_CONN_DRAINING) {
+        if (c->unsent == 0)
+            sx__relay_conn_close(c);
+        return;
+    }
+    if (!c->reading && c->unsent <= c->max_output / 2)
+        pump(c);
+}
+
+void sx__relay_conn_write(relay_conn *c, relay_out *o)
+{
+    if (c->state != RELAY_CONN_OPEN) {
+        sx__relay_out_free(o);
+        return;
+    }
+    /* A push onto a connection already over its limit, or anything past
+     * twice the limit (wait answers keep coming while reads are stopped):
+     * the client does not read; drop it rather than grow without bound.
+     * One frame alone on an empty connection always goes. */
+    if ((o->kind == RELAY_OUT_PUSH && c->unsent > c->max_output) ||
+        (c->unsent > 0 && c->unsent + o->len > 2 * c->max_output)) {
+        sx__relay_out_free(o);
+        drop_slow(c);
+        return;
+    }
+    if (o->kind == RELAY_OUT_PUSH)
+        atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
+    o->req.data = c;
+    uv_buf_t b = uv_buf_init((char *)o->data, (unsigned)o->len);
+    set_unsent(c, c->unsent + o->len);
+    int rc = uv_write(&o->req, &c->h.stream, &b, 1, write_cb);
+    if (rc != 0) {
+        set_unsent(c, c->unsent - o->len);
+        sx__relay_out_free(o);
+        sx__relay_conn_close(c);
+        return;
+    }
+    if (c->unsent > c->max_output)
+        reading(c, false);
+}
+
+void sx__relay_conn_reply(relay_conn *c)
+{
+    sx_server *s = c->srv;
+    if (s->pk.err != 0) {
+        sx__relay_conn_close(c); /* out of memory building the reply */
+        return;
+    }
+    sx_payload body = sx_pack_payload(&s->pk);
+    relay_out *o =
+        sx__relay_out_new(RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
+    if (o == NULL) {
+        sx__relay_conn_close(c);
+        return;
+    }
+    sx_pack fr;
+    sx_pack_init_fixed(&fr, o->data, o->cap);
+    if (sx_wire_frame(&fr, body) != 0) {
+        sx__relay_out_free(o);
+        sx__relay_conn_close(c);
+        return;
+    }
+    o->len = fr.len;
+    atomic_fetch_add_explicit(&s->st_requests, 1, memory_order_relaxed);
+    sx__relay_conn_write(c, o);
+}
+
+void sx__relay_conn_drain(relay_conn *c)
+{
+    if (c->state != RELAY_CONN_OPEN)
+        return;
+    c->state = RELAY_CONN_DRAINING;
+    if (c->unsent == 0) {
+        sx__relay_conn_close(c);
+        return;
+    }
+    /* Keep reading (and dropping) until the last frame is written. */
+    reading(c, true);
+}
+
+/* ---- items from the hub [loop] ---- */
+
+void sx__relay_conn_take(sx_server *s, relay_out *o)
+{
+    (void)s;
+    relay_conn *c = o->conn;
+    switch (o->kind) {
+    case RELAY_OUT_PUSH:
+        /* relaxed: see the field. */
+        atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
+        sx__relay_conn_write(c, o);
+        sx__relay_conn_unref(c); /* the item's reference */
+        break;
+    case RELAY_OUT_SLOW:
+        if (c->state != RELAY_CONN_CLOSED) {
+            if (o->slow)
+                drop_slow(c);
+            else
+                sx__relay_conn_close(c);
+        }
+        sx__relay_conn_unref(c);
+        break;
+    case RELAY_OUT_DONE:
+        sx__relay_pending_done(o->pend, o);
+        break;
+    default:
+        sx__relay_out_free(o);
+    }
+}
+
+/* ---- accepting [loop] ---- */
+
+static void refused_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* Takes the pending connection off the listener and closes it: libuv
+ * stops accepting until the one it holds is taken. */
+static void refuse(uv_stream_t *listener)
+{
+    sx_server *s = listener->data;
+    uv_stream_t *h;
+    if (listener == (uv_stream_t *)&s->pipe) {
+        uv_pipe_t *p = malloc(sizeof(*p));
+        if (p == NULL || uv_pipe_init(&s->loop, p, 0) != 0) {
+            free(p);
+            return;
+        }
+        h = (uv_stream_t *)p;
+    } else {
+        uv_tcp_t *t = malloc(sizeof(*t));
+        if (t == NULL || uv_tcp_init(&s->loop, t) != 0) {
+            free(t);
+            return;
+        }
+        h = (uv_stream_t *)t;
+    }
+    uv_accept(listener, h);
+    uv_close((uv_handle_t *)h, refused_closed);
+}
+
+static int conn_open(relay_conn *c)
+{
+    sx_server *s = c->srv;
+    int rc = sx_wire_decoder_new(s->max_frame, &c->dec);
+    if (rc != 0)
+        return rc;
+    rc = sx_engine_mailbox_new(s->engine, mailbox_cb, c, &c->mailbox);
+    if (rc != 0)
+        return rc;
+    c->has_mailbox = true;
+    reading(c, true);
+    return c->state == RELAY_CONN_OPEN ? 0 : SX_ECLOSED;
+}
+
+void sx__relay_accept(uv_stream_t *listener, int status)
+{
+    sx_server *s = listener->data;
+    if (status < 0 || s->stopping)
+        return;
+    relay_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        refuse(listener);
+        return;
+    }
+    int rc = listener == (uv_stream_t *)&s->pipe
+                 ? uv_pipe_init(&s->loop, &c->h.pipe, 0)
+                 : uv_tcp_init(&s->loop, &c->h.tcp);
+    if (rc != 0) {
+        free(c);
+        refuse(listener);
+        return;
+    }
+    atomic_init(&c->refs, 1);
+    c->srv = s;
+    c->h.stream.data = c;
+    c->max_output = s->max_output;
+    c->authed = s->token == NULL;
+    c->state = RELAY_CONN_OPEN;
+    c->slow_item.kind = RELAY_OUT_SLOW;
+    c->slow_item.embedded = 1;
+    c->next = s->conns;
+    if (s->conns != NULL)
+        s->conns->prev = c;
+    s->conns = c;
+    atomic_fetch_add_explicit(&s->st_connections, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st_accepted, 1, memory_order_relaxed);
+    if ((rc = uv_accept(listener, &c->h.stream)) != 0) {
+        sx__relay_conn_close(c);
+        return;
+    }
+    if (listener == (uv_stream_t *)&s->tcp)
+        uv_tcp_nodelay(&c->h.tcp, 1);
+    /* relaxed: the loop alone writes it. */
+    if (atomic_load_explicit(&s->st_connections, memory_order_relaxed) >
+        s->max_connections) {
+        sx__relay_refuse(c, "limit", "too many connections");
+        return;
+    }
+    if (conn_open(c) != 0)
+        sx__relay_conn_close(c);
+}

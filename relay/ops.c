@@ -1,0 +1,905 @@
+/* relay/ops.c — the operations of the stepx wire protocol (PROTOCOL.md):
+ * request fields checked, the engine called, replies built; and the
+ * pending records behind `wait` and `subscribe`, whose answers come from
+ * engine watch callbacks.
+ *
+ * Threads: request handling runs on the server's loop thread; watch_cb
+ * runs on whichever engine thread finishes the watched process (or on the
+ * loop, inside sx_engine_watch, when it had finished already) and reaches
+ * the loop through the hub. See relay/server.h and docs/RELAY.md.
+ */
+#include "relay/server.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INPUTS 65536       /* submit's input array               */
+#define MAX_PENDING (1u << 16) /* waits + subscribes per connection  */
+
+/* ---- replies [loop] ---- */
+
+/* Starts a reply in srv->pk: {id, ok, ...extra more pairs}. */
+static sx_pack *reply_begin(relay_conn *c, uint64_t id, bool ok, uint32_t extra)
+{
+    sx_pack *pk = &c->srv->pk;
+    sx_pack_reset(pk);
+    sx_pack_map(pk, 2 + extra);
+    sx_pack_str(pk, "id");
+    sx_pack_uint(pk, id);
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, ok);
+    return pk;
+}
+
+static void pack_error(sx_pack *pk, const char *code, const char *message)
+{
+    sx_pack_str(pk, "error");
+    sx_pack_map(pk, 2);
+    sx_pack_str(pk, "code");
+    sx_pack_str(pk, code);
+    sx_pack_str(pk, "message");
+    sx_pack_str(pk, message);
+}
+
+static void reply_error(relay_conn *c, uint64_t id, const char *code,
+                        const char *message)
+{
+    sx_pack *pk = reply_begin(c, id, false, 1);
+    pack_error(pk, code, message);
+    sx__relay_conn_reply(c);
+}
+
+static void reply_ok(relay_conn *c, uint64_t id)
+{
+    reply_begin(c, id, true, 0);
+    sx__relay_conn_reply(c);
+}
+
+/* An engine error as a reply: the protocol code, and the engine's own
+ * words with the PID it was about. */
+static void reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
+{
+    char msg[160], txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    if (rc == SX_ENOTFOUND)
+        snprintf(msg, sizeof(msg), "no process %s", txt);
+    else
+        snprintf(msg, sizeof(msg), "%s: %s", txt, sx_strerror(rc));
+    reply_error(c, id, sx_wire_code(rc), msg);
+}
+
+void sx__relay_bad_frame(relay_conn *c, int rc)
+{
+    char msg[128];
+    if (rc == SX_ELIMIT)
+        snprintf(msg, sizeof(msg), "frame longer than %zu bytes",
+                 c->srv->max_frame);
+    else
+        snprintf(msg, sizeof(msg),
+                 "bad frame: a zero length, or not exactly one msgpack map "
+                 "with string keys");
+    sx__relay_refuse(c, "bad_frame", msg);
+}
+
+void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
+{
+    reply_error(c, 0, code, message);
+    sx__relay_conn_drain(c);
+}
+
+/* ---- request fields [loop] ---- */
+
+/* A field's value: 0 and *v, 1 when absent. */
+static int field(sx_payload req, const char *key, sx_payload *v)
+{
+    return sx_map_get(req, key, v) == 0 ? 0 : 1;
+}
+
+/* Field readers: 0 (read), 1 (absent), or SX_EPROTO (wrong type). */
+static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
+{
+    sx_payload v;
+    if (field(req, key, &v) != 0)
+        return 1;
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    return sx_unpack_str(&u, s, n) == 0 ? 0 : SX_EPROTO;
+}
+
+static int field_uint(sx_payload req, const char *key, uint64_t *out)
+{
+    sx_payload v;
+    if (field(req, key, &v) != 0)
+        return 1;
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    return sx_unpack_uint(&u, out) == 0 ? 0 : SX_EPROTO;
+}
+
+/* bad_request for a field that is missing (rc 1) or wrongly typed. */
+static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
+                      const char *want)
+{
+    char msg[128];
+    snprintf(msg, sizeof(msg), "field \"%s\": %s (want %s)", key,
+             rc == 1 ? "missing" : "wrong type", want);
+    reply_error(c, id, "bad_request", msg);
+}
+
+/* A required PID field in text form. 0, or the reply has been sent. */
+static int field_pid(relay_conn *c, uint64_t id, sx_payload req,
+                     const char *key, sx_pid *out)
+{
+    const char *s;
+    size_t n;
+    int rc = field_str(req, key, &s, &n);
+    if (rc != 0) {
+        bad_field(c, id, key, rc, "a PID string");
+        return -1;
+    }
+    char buf[SX_PID_TEXT_MAX];
+    if (n >= sizeof(buf) || memchr(s, '\0', n) != NULL) {
+        bad_field(c, id, key, 2, "a PID string {node@host|id}");
+        return -1;
+    }
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (sx_pid_parse(buf, out) != 0) {
+        bad_field(c, id, key, 2, "a PID string {node@host|id}");
+        return -1;
+    }
+    return 0;
+}
+
+/* A NUL-terminated heap copy of an optional string field: 0 (*out set,
+ * NULL when absent), or the reply has been sent. */
+static int field_strdup(relay_conn *c, uint64_t id, sx_payload req,
+                        const char *key, bool required, char **out)
+{
+    const char *s;
+    size_t n;
+    *out = NULL;
+    int rc = field_str(req, key, &s, &n);
+    if (rc == 1 && !required)
+        return 0;
+    if (rc != 0 || memchr(s, '\0', n) != NULL) {
+        bad_field(c, id, key, rc != 0 ? rc : 2, "a string without NUL");
+        return -1;
+    }
+    *out = malloc(n + 1);
+    if (*out == NULL) {
+        reply_error(c, id, "internal", "out of memory");
+        return -1;
+    }
+    memcpy(*out, s, n);
+    (*out)[n] = '\0';
+    return 0;
+}
+
+/* ---- hello ---- */
+
+/* Compares without an early exit, so that timing tells nothing about how
+ * much of a guessed token was right. */
+static bool token_eq(const char *want, size_t wn, const char *got, size_t gn)
+{
+    unsigned char d = (unsigned char)(wn != gn);
+    for (size_t i = 0; i < wn; i++)
+        d |= (unsigned char)(want[i] ^ (i < gn ? got[i] : 0));
+    return d == 0;
+}
+
+static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_server *s = c->srv;
+    if (s->token != NULL) {
+        const char *t = NULL;
+        size_t tn = 0;
+        if (field_str(req, "token", &t, &tn) != 0 ||
+            !token_eq(s->token, s->token_len, t, tn)) {
+            reply_error(c, id, "bad_request",
+                        "this server needs its token in hello");
+            sx__relay_conn_drain(c);
+            return;
+        }
+        c->authed = true;
+    }
+    uint64_t v;
+    int rc = field_uint(req, "version", &v);
+    if (rc != 0) {
+        bad_field(c, id, "version", rc, "an integer");
+        return;
+    }
+    if (v != 1) {
+        char msg[96];
+        snprintf(msg, sizeof(msg),
+                 "protocol version %" PRIu64 " unsupported (this is 1)", v);
+        reply_error(c, id, "bad_request", msg);
+        return;
+    }
+    char mb[SX_PID_TEXT_MAX];
+    sx_pid_format(c->mailbox, mb, sizeof(mb));
+    sx_pack *pk = reply_begin(c, id, true, 4);
+    sx_pack_str(pk, "version");
+    sx_pack_uint(pk, 1);
+    sx_pack_str(pk, "node");
+    sx_pack_uint(pk, c->mailbox.node);
+    sx_pack_str(pk, "server");
+    sx_pack_str(pk, s->server_name);
+    sx_pack_str(pk, "mailbox");
+    sx_pack_str(pk, mb);
+    sx__relay_conn_reply(c);
+}
+
+/* ---- submit ---- */
+
+static const sx_process_type *find_type(sx_server *s, const char *name,
+                                        size_t n)
+{
+    for (size_t i = 0; i < s->n_types; i++)
+        if (strlen(s->types[i]->name) == n &&
+            memcmp(s->types[i]->name, name, n) == 0)
+            return s->types[i];
+    return NULL;
+}
+
+/* The input array's elements as payloads (pointing into req). 0, or the
+ * reply has been sent. *out is the caller's to free. */
+static int submit_inputs(relay_conn *c, uint64_t id, sx_payload req,
+                         sx_payload **out, size_t *n_out)
+{
+    sx_payload v;
+    uint32_t n;
+    sx_unpack u;
+    if (field(req, "input", &v) != 0) {
+        bad_field(c, id, "input", 1, "an array");
+        return -1;
+    }
+    sx_unpack_init(&u, v);
+    if (sx_unpack_array(&u, &n) != 0) {
+        bad_field(c, id, "input", 2, "an array");
+        return -1;
+    }
+    if (n > MAX_INPUTS) {
+        reply_error(c, id, "bad_request", "field \"input\": too many elements");
+        return -1;
+    }
+    *out = calloc(n > 0 ? n : 1, sizeof(**out));
+    if (*out == NULL) {
+        reply_error(c, id, "internal", "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (sx_unpack_raw(&u, &(*out)[i]) != 0) {
+            free(*out);
+            reply_error(c, id, "bad_request", "field \"input\": bad element");
+            return -1;
+        }
+    *n_out = n;
+    return 0;
+}
+
+/* The protocol code for a submit error: the engine's own refusals keep
+ * theirs; anything else came from the type's init. */
+static const char *submit_code(int rc)
+{
+    switch (rc) {
+    case SX_ESTOPPING:
+    case SX_ELIMIT:
+    case SX_EUNKNOWN_TYPE:
+    case SX_EUNKNOWN_METHOD:
+    case SX_ENOMEM:
+        return sx_wire_code(rc);
+    case SX_ESTATE:
+        return "stopping";
+    default:
+        return "init_failed";
+    }
+}
+
+static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_server *s = c->srv;
+    const char *tn, *mn;
+    size_t tl, ml;
+    int rc = field_str(req, "type", &tn, &tl);
+    if (rc != 0) {
+        bad_field(c, id, "type", rc, "a string");
+        return;
+    }
+    if ((rc = field_str(req, "method", &mn, &ml)) != 0) {
+        bad_field(c, id, "method", rc, "a string");
+        return;
+    }
+    sx_payload *in;
+    size_t n;
+    if (submit_inputs(c, id, req, &in, &n) != 0)
+        return;
+    char msg[160];
+    const sx_process_type *t = find_type(s, tn, tl);
+    if (t == NULL) {
+        snprintf(msg, sizeof(msg), "no process type \"%.*s\"",
+                 (int)(tl > 64 ? 64 : tl), tn);
+        reply_error(c, id, "unknown_type", msg);
+        free(in);
+        return;
+    }
+    char *method = malloc(ml + 1);
+    if (method == NULL) {
+        reply_error(c, id, "internal", "out of memory");
+        free(in);
+        return;
+    }
+    memcpy(method, mn, ml);
+    method[ml] = '\0';
+    sx_pid pid;
+    if (memchr(mn, '\0', ml) != NULL)
+        rc = SX_EUNKNOWN_METHOD;
+    else
+        rc = sx_engine_submit(s->engine, t->name, method, in, n, &pid);
+    free(in);
+    if (rc != 0) {
+        const char *code = submit_code(rc);
+        if (rc == SX_EUNKNOWN_METHOD)
+            snprintf(msg, sizeof(msg), "type %s has no method \"%.*s\"",
+                     t->name, (int)(ml > 64 ? 64 : ml), mn);
+        else if (strcmp(code, "init_failed") == 0)
+            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", t->name,
+                     method, sx_strerror(rc), sx_errname(rc));
+        else
+            snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
+        free(method);
+        reply_error(c, id, code, msg);
+        return;
+    }
+    free(method);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "pid");
+    sx_pack_str(pk, txt);
+    sx__relay_conn_reply(c);
+}
+
+/* ---- send, cancel, terminate ---- */
+
+static void op_send(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_pid to;
+    if (field_pid(c, id, req, "to", &to) != 0)
+        return;
+    const char *tp;
+    size_t tl;
+    int rc = field_str(req, "topic", &tp, &tl);
+    if (rc != 0 || tl > 255 || memchr(tp, '\0', tl) != NULL) {
+        bad_field(c, id, "topic", rc != 0 ? rc : 2,
+                  "a string of at most 255 bytes");
+        return;
+    }
+    sx_payload data;
+    if (field(req, "data", &data) != 0) {
+        bad_field(c, id, "data", 1, "any value");
+        return;
+    }
+    char topic[256];
+    memcpy(topic, tp, tl);
+    topic[tl] = '\0';
+    rc = sx_engine_send(c->srv->engine, c->mailbox, to, topic, data);
+    if (rc != 0)
+        reply_engine(c, id, rc, to);
+    else
+        reply_ok(c, id);
+}
+
+static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_pid pid;
+    char *reason;
+    if (field_pid(c, id, req, "pid", &pid) != 0 ||
+        field_strdup(c, id, req, "reason", false, &reason) != 0)
+        return;
+    int rc = sx_engine_cancel(c->srv->engine, pid, reason);
+    free(reason);
+    if (rc != 0)
+        reply_engine(c, id, rc, pid);
+    else
+        reply_ok(c, id);
+}
+
+static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_pid pid;
+    if (field_pid(c, id, req, "pid", &pid) != 0)
+        return;
+    int rc = sx_engine_terminate(c->srv->engine, pid);
+    if (rc != 0)
+        reply_engine(c, id, rc, pid);
+    else
+        reply_ok(c, id);
+}
+
+/* ---- wait and subscribe: pending records ---- */
+
+static void pending_free(relay_pending *p)
+{
+    sx__relay_hub_unref(p->hub);
+    free(p);
+}
+
+void sx__relay_pending_unref(relay_pending *p)
+{
+    /* acq_rel: release our uses; the freeing thread acquires them. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        pending_free(p);
+}
+
+/* The code a finished process's error travels under. */
+static const char *outcome_code(int error)
+{
+    switch (error) {
+    case SX_ETERMINATED:
+        return "terminated";
+    case SX_ECANCELLED:
+        return "cancelled";
+    case SX_ENOTFOUND:
+        return "not_found";
+    case SX_ECLOSED:
+        return "closed";
+    default:
+        return "failed";
+    }
+}
+
+/* The answer body for p: a wait's reply or a subscribe's exit push. code:
+ * the error code to use instead of the outcome's own, or NULL. */
+static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
+                         const sx_result *r, const char *code)
+{
+    bool wait = p->kind == RELAY_PEND_WAIT;
+    sx_pack_map(pk, wait && r->error == 0 ? 4 : 3 + (wait ? 0 : 1));
+    if (wait) {
+        sx_pack_str(pk, "id");
+        sx_pack_uint(pk, p->id);
+    } else {
+        sx_pack_str(pk, "push");
+        sx_pack_str(pk, "exit");
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, pid);
+    }
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, r->error == 0);
+    if (r->error != 0) {
+        pack_error(pk, code != NULL ? code : outcome_code(r->error),
+                   r->error_msg != NULL ? r->error_msg : sx_strerror(r->error));
+        return;
+    }
+    sx_pack_str(pk, "result");
+    sx_pack_raw(pk, r->value);
+    if (wait) {
+        sx_pack_str(pk, "steps");
+        sx_pack_uint(pk, r->steps);
+    }
+}
+
+/* Called exactly once per successful sx_engine_watch, on the thread that
+ * finished the process; must not block. Builds the answer (one
+ * allocation) and hands it to the loop through the hub. */
+static void watch_cb(void *user, sx_pid target, const sx_result *r)
+{
+    relay_pending *p = user;
+    char pid[SX_PID_TEXT_MAX];
+    sx_pid_format(target, pid, sizeof(pid));
+    const char *msg = r->error == 0          ? ""
+                      : r->error_msg != NULL ? r->error_msg
+                                             : sx_strerror(r->error);
+    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + strlen(msg) +
+                 (r->error == 0 ? r->value.len : 0);
+    relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
+    if (o != NULL) {
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
+        pack_outcome(&pk, p, pid, r, NULL);
+        /* A frame the client would refuse must not be sent: a value that
+         * is not one msgpack value, nested deeper than the wire allows,
+         * or bigger than a frame. The client learns why instead. */
+        if (pk.err != 0 || pk.len > p->max_frame ||
+            sx_wire_check(pk.data, pk.len) != 0) {
+            char why[128];
+            snprintf(why, sizeof(why),
+                     "the result cannot be sent (%zu bytes; malformed, too "
+                     "big or nested too deep)",
+                     r->value.len);
+            sx_result bad = { SX_EFAILED, why, { NULL, 0 }, r->steps };
+            sx_pack_reset(&pk);
+            pack_outcome(&pk, p, pid, &bad, "internal");
+        }
+        sx__relay_out_seal(o, pk.len);
+    } else {
+        o = &p->oom; /* the loop answers `internal` */
+    }
+    o->pend = p; /* the watch's reference travels with the item */
+    /* release: pairs with the acquire in watch_start. */
+    atomic_store_explicit(&p->fired, true, memory_order_release);
+    if (sx__relay_hub_post(p->hub, o) != 0) {
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p);
+    }
+}
+
+static void pending_unlink(relay_pending *p)
+{
+    relay_conn *c = p->conn;
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        c->pending = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    sx__relay_pending_unref(h->data); /* the loop's reference */
+}
+
+/* p is answered, timed out or abandoned: it leaves its connection (and
+ * drops its reference to it: nothing reads p->conn once done) and the
+ * loop lets go of it once its timer is closed. [loop] */
+static void pending_finish(relay_pending *p)
+{
+    p->done = true;
+    pending_unlink(p);
+    p->conn->n_pending--;
+    sx__relay_conn_unref(p->conn);
+    p->conn = NULL;
+    if (p->has_timer) {
+        uv_timer_stop(&p->timer);
+        uv_close((uv_handle_t *)&p->timer, timer_closed);
+    } else {
+        sx__relay_pending_unref(p);
+    }
+}
+
+void sx__relay_pending_abandon_all(relay_conn *c)
+{
+    while (c->pending != NULL)
+        pending_finish(c->pending);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    relay_pending *p = t->data;
+    if (p->done)
+        return;
+    relay_conn *c = p->conn;
+    uint64_t id = p->id;
+    sx__relay_conn_ref(c);
+    pending_finish(p);
+    reply_error(c, id, "timeout", "no outcome within timeout_ms");
+    sx__relay_conn_unref(c);
+}
+
+void sx__relay_pending_done(relay_pending *p, relay_out *o)
+{
+    if (p->done || p->conn->state != RELAY_CONN_OPEN) {
+        if (!p->done)
+            pending_finish(p);
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p); /* the watch's */
+        return;
+    }
+    relay_conn *c = p->conn;
+    sx__relay_conn_ref(c);
+    bool wait = p->kind == RELAY_PEND_WAIT;
+    uint64_t id = p->id;
+    sx_pid pid = p->pid;
+    pending_finish(p);
+    if (o->embedded) {
+        /* The callback ran out of memory building the answer. */
+        if (wait) {
+            reply_error(c, id, "internal", "out of memory");
+        } else {
+            char txt[SX_PID_TEXT_MAX];
+            sx_pid_format(pid, txt, sizeof(txt));
+            sx_pack *pk = &c->srv->pk;
+            sx_pack_reset(pk);
+            sx_pack_map(pk, 4);
+            sx_pack_str(pk, "push");
+            sx_pack_str(pk, "exit");
+            sx_pack_str(pk, "pid");
+            sx_pack_str(pk, txt);
+            sx_pack_str(pk, "ok");
+            sx_pack_bool(pk, false);
+            pack_error(pk, "internal", "out of memory");
+            sx__relay_conn_reply(c);
+        }
+    } else {
+        o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
+        if (wait)
+            atomic_fetch_add_explicit(&c->srv->st_requests, 1,
+                                      memory_order_relaxed);
+        sx__relay_conn_write(c, o);
+    }
+    sx__relay_conn_unref(c);
+    sx__relay_pending_unref(p); /* the watch's */
+}
+
+/* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
+static void watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
+                        int64_t timeout_ms)
+{
+    if (c->n_pending >= MAX_PENDING) {
+        reply_error(c, id, "limit",
+                    "too many waits and subscriptions on this connection");
+        return;
+    }
+    relay_pending *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        reply_error(c, id, "internal", "out of memory");
+        return;
+    }
+    atomic_init(&p->refs, 2); /* the loop's and the watch's */
+    p->kind = kind;
+    p->id = id;
+    p->pid = pid;
+    p->conn = c;
+    sx__relay_conn_ref(c);
+    p->hub = c->srv->hub;
+    sx__relay_hub_ref(p->hub);
+    p->max_frame = c->srv->max_frame;
+    p->oom.kind = RELAY_OUT_DONE;
+    p->oom.embedded = 1;
+    p->next = c->pending;
+    if (c->pending != NULL)
+        c->pending->prev = p;
+    c->pending = p;
+    c->n_pending++;
+    int rc = sx_engine_watch(c->srv->engine, pid, watch_cb, p);
+    if (rc != 0) {
+        /* The callback will never run: its reference goes now. */
+        sx__relay_pending_unref(p);
+        pending_finish(p);
+        reply_engine(c, id, rc, pid);
+        return;
+    }
+    if (kind == RELAY_PEND_SUBSCRIBE) {
+        reply_ok(c, id); /* before the push: that is drained later */
+        return;
+    }
+    /* acquire: pairs with the release in watch_cb; an answer already on
+     * its way needs no timer (a 0 ms timer could beat it to the loop). */
+    if (timeout_ms >= 0 &&
+        !atomic_load_explicit(&p->fired, memory_order_acquire)) {
+        if (uv_timer_init(&c->srv->loop, &p->timer) == 0) {
+            p->timer.data = p;
+            p->has_timer = true;
+            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
+        }
+    }
+}
+
+static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_pid pid;
+    if (field_pid(c, id, req, "pid", &pid) != 0)
+        return;
+    uint64_t t = 0;
+    int rc = field_uint(req, "timeout_ms", &t);
+    if (rc == SX_EPROTO || (rc == 0 && t > INT64_MAX)) {
+        bad_field(c, id, "timeout_ms", 2, "a non-negative integer");
+        return;
+    }
+    watch_start(c, id, RELAY_PEND_WAIT, pid, rc == 0 ? (int64_t)t : -1);
+}
+
+static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
+{
+    sx_pid pid;
+    if (field_pid(c, id, req, "pid", &pid) != 0)
+        return;
+    watch_start(c, id, RELAY_PEND_SUBSCRIBE, pid, -1);
+}
+
+/* ---- ps, stats, types ---- */
+
+static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
+{
+    uint64_t limit = SX_RELAY_PS_DEFAULT;
+    int rc = field_uint(req, "limit", &limit);
+    if (rc == SX_EPROTO) {
+        bad_field(c, id, "limit", 2, "a non-negative integer");
+        return;
+    }
+    /* Grows the buffer until the listing fits or reaches limit. */
+    size_t cap = limit < 256 ? (size_t)limit : 256;
+    sx_process_info *info = NULL;
+    int n = 0;
+    for (;;) {
+        sx_process_info *ni = realloc(info, (cap > 0 ? cap : 1) * sizeof(*ni));
+        if (ni == NULL) {
+            free(info);
+            reply_error(c, id, "internal", "out of memory");
+            return;
+        }
+        info = ni;
+        n = sx_engine_list(c->srv->engine, info, cap);
+        if (n < 0)
+            n = 0;
+        if ((size_t)n < cap || cap >= limit || cap >= (size_t)INT32_MAX / 2)
+            break;
+        cap = cap * 2 < limit ? cap * 2 : (size_t)limit;
+    }
+    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "processes");
+    sx_pack_array(pk, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(info[i].pid, txt, sizeof(txt));
+        sx_pack_map(pk, 5);
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, txt);
+        sx_pack_str(pk, "type");
+        sx_pack_str(pk, info[i].type);
+        sx_pack_str(pk, "method");
+        sx_pack_str(pk, info[i].method); /* NULL packs nil */
+        sx_pack_str(pk, "state");
+        sx_pack_str(pk, sx_pstate_name(info[i].state));
+        sx_pack_str(pk, "steps");
+        sx_pack_uint(pk, info[i].steps);
+    }
+    free(info);
+    sx__relay_conn_reply(c);
+}
+
+static void kv(sx_pack *pk, const char *k, uint64_t v)
+{
+    sx_pack_str(pk, k);
+    sx_pack_uint(pk, v);
+}
+
+static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
+{
+    (void)req;
+    sx_server *s = c->srv;
+    sx_engine_stats st;
+    sx_worker_stats *w = calloc(SX_MAX_WORKERS, sizeof(*w));
+    if (w == NULL ||
+        sx_engine_stats_get(s->engine, &st, w, SX_MAX_WORKERS) != 0) {
+        free(w);
+        reply_error(c, id, "internal", "stats unavailable");
+        return;
+    }
+    unsigned nw = st.workers < SX_MAX_WORKERS ? st.workers : SX_MAX_WORKERS;
+    uint64_t steps = 0, steals = 0, stolen = 0, parks = 0, wakeups = 0;
+    for (unsigned i = 0; i < nw; i++) {
+        steps += w[i].steps;
+        steals += w[i].steals;
+        stolen += w[i].stolen;
+        parks += w[i].parks;
+        wakeups += w[i].wakeups;
+    }
+    sx_server_stats ss;
+    sx_server_stats_get(s, &ss);
+    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "stats");
+    sx_pack_map(pk, 25);
+    kv(pk, "live", st.live);
+    kv(pk, "submitted", st.submitted);
+    kv(pk, "completed", st.completed);
+    kv(pk, "failed", st.failed);
+    kv(pk, "terminated", st.terminated);
+    kv(pk, "steps", steps);
+    kv(pk, "messages", st.messages);
+    kv(pk, "dead_letters", st.dead_letters);
+    kv(pk, "steals", steals);
+    kv(pk, "stolen", stolen);
+    kv(pk, "parks", parks);
+    kv(pk, "wakeups", wakeups);
+    kv(pk, "global_queue", st.global_queue);
+    kv(pk, "parked", st.parked);
+    kv(pk, "workers", st.workers);
+    kv(pk, "io_inflight", st.io_inflight);
+    kv(pk, "io_ops", st.io_ops);
+    kv(pk, "timeouts", st.timeouts);
+    kv(pk, "relay_connections", ss.connections);
+    kv(pk, "relay_accepted", ss.accepted);
+    kv(pk, "relay_requests", ss.requests);
+    kv(pk, "relay_bad_frames", ss.bad_frames);
+    kv(pk, "relay_slow_drops", ss.slow_drops);
+    kv(pk, "relay_pushes", ss.pushes);
+    sx_pack_str(pk, "per_worker");
+    sx_pack_array(pk, nw);
+    for (unsigned i = 0; i < nw; i++) {
+        sx_pack_map(pk, 7);
+        kv(pk, "steps", w[i].steps);
+        kv(pk, "steals", w[i].steals);
+        kv(pk, "stolen", w[i].stolen);
+        kv(pk, "parks", w[i].parks);
+        kv(pk, "wakeups", w[i].wakeups);
+        kv(pk, "global_pops", w[i].global_pops);
+        kv(pk, "timeout_finds", w[i].timeout_finds);
+    }
+    free(w);
+    sx__relay_conn_reply(c);
+}
+
+static void op_types(relay_conn *c, uint64_t id, sx_payload req)
+{
+    (void)req;
+    sx_server *s = c->srv;
+    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "types");
+    sx_pack_array(pk, (uint32_t)s->n_types);
+    for (size_t i = 0; i < s->n_types; i++) {
+        const sx_process_type *t = s->types[i];
+        uint32_t nm = 0;
+        while (t->methods != NULL && t->methods[nm] != NULL)
+            nm++;
+        sx_pack_map(pk, 2);
+        sx_pack_str(pk, "name");
+        sx_pack_str(pk, t->name);
+        sx_pack_str(pk, "methods");
+        sx_pack_array(pk, nm);
+        for (uint32_t j = 0; j < nm; j++)
+            sx_pack_str(pk, t->methods[j]);
+    }
+    sx__relay_conn_reply(c);
+}
+
+/* ---- dispatch ---- */
+
+typedef void (*op_fn)(relay_conn *c, uint64_t id, sx_payload req);
+
+static const struct {
+    const char *name;
+    op_fn fn;
+} ops[] = {
+    { "hello", op_hello },
+    { "submit", op_submit },
+    { "send", op_send },
+    { "wait", op_wait },
+    { "cancel", op_cancel },
+    { "terminate", op_terminate },
+    { "ps", op_ps },
+    { "stats", op_stats },
+    { "subscribe", op_subscribe },
+    { "types", op_types },
+};
+
+void sx__relay_handle(relay_conn *c, sx_payload body)
+{
+    uint64_t id = 0;
+    int id_rc = field_uint(body, "id", &id);
+    if (id_rc != 0)
+        id = 0;
+    const char *op = NULL;
+    size_t on = 0;
+    int op_rc = field_str(body, "op", &op, &on);
+    bool is_hello = op_rc == 0 && on == 5 && memcmp(op, "hello", 5) == 0;
+    if (!c->authed && !is_hello) {
+        /* A token is configured: nothing before a hello that carries it. */
+        reply_error(c, id, "bad_request",
+                    "this server needs hello with its token first");
+        sx__relay_conn_drain(c);
+        return;
+    }
+    if (id_rc != 0) {
+        bad_field(c, 0, "id", id_rc, "an unsigned integer");
+        return;
+    }
+    if (op_rc != 0) {
+        bad_field(c, id, "op", op_rc, "a string");
+        return;
+    }
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strlen(ops[i].name) == on && memcmp(ops[i].name, op, on) == 0) {
+            ops[i].fn(c, id, body);
+            return;
+        }
+    char msg[96];
+    snprintf(msg, sizeof(msg), "unknown op \"%.*s\"", (int)(on > 32 ? 32 : on),
+             op);
+    reply_error(c, id, "unknown_op", msg);
+}

@@ -1,0 +1,522 @@
+/* relay/server.c — the relay server: start and stop, its loop thread, the
+ * listeners (a Unix socket and/or TCP), and the hub through which engine
+ * threads hand frames to the loop.
+ *
+ * Threads: sx_server_start binds the listeners on the caller's thread
+ * before the loop thread exists (so bind errors come back at once), then
+ * hands every uv handle to the loop thread, which alone touches them from
+ * then on. sx_server_stop asks the loop to finish through the hub and
+ * joins it. sx_server_stats_get and sx_server_port are [any thread].
+ * Connection I/O is in relay/conn.c, the operations in relay/ops.c; the
+ * whole design is in docs/RELAY.md.
+ */
+#include "relay/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* ---- items ---- */
+
+relay_out *sx__relay_out_new(uint8_t kind, size_t cap)
+{
+    relay_out *o = malloc(sizeof(*o) + cap);
+    if (o == NULL)
+        return NULL;
+    memset(o, 0, sizeof(*o));
+    o->kind = kind;
+    o->cap = cap;
+    o->data = (uint8_t *)(o + 1);
+    return o;
+}
+
+void sx__relay_out_free(relay_out *o)
+{
+    if (o != NULL && !o->embedded)
+        free(o);
+}
+
+void sx__relay_out_seal(relay_out *o, size_t body_len)
+{
+    /* The frame header (PROTOCOL.md "Frames"): big-endian body length.
+     * Written by hand here because callbacks pack the body in place, one
+     * allocation per frame; sx_wire_frame serves replies built apart. */
+    o->data[0] = (uint8_t)(body_len >> 24);
+    o->data[1] = (uint8_t)(body_len >> 16);
+    o->data[2] = (uint8_t)(body_len >> 8);
+    o->data[3] = (uint8_t)body_len;
+    o->len = SX_WIRE_HEADER + body_len;
+}
+
+/* ---- the hub ---- */
+
+void sx__relay_hub_ref(relay_hub *h)
+{
+    /* relaxed: the caller already holds a reference. */
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
+
+void sx__relay_hub_unref(relay_hub *h)
+{
+    /* acq_rel: release our uses of the hub; the thread that frees it
+     * acquires everyone else's. */
+    if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+int sx__relay_hub_post(relay_hub *h, relay_out *o)
+{
+    o->next = NULL;
+    pthread_mutex_lock(&h->mu);
+    if (h->closed) {
+        pthread_mutex_unlock(&h->mu);
+        return SX_ECLOSED;
+    }
+    if (h->tail != NULL)
+        h->tail->next = o;
+    else
+        h->head = o;
+    h->tail = o;
+    /* Rung under the mutex: the loop closes the bell only after setting
+     * closed under the same mutex, so the handle is alive here. */
+    uv_async_send(h->bell);
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+}
+
+/* Drops an item the loop will not write (the hub closed, or its
+ * connection is gone), with the reference it carries. [loop or the
+ * poster] */
+static void item_discard(relay_out *o)
+{
+    switch (o->kind) {
+    case RELAY_OUT_PUSH:
+    case RELAY_OUT_SLOW: {
+        relay_conn *c = o->conn;
+        sx__relay_out_free(o);
+        sx__relay_conn_unref(c);
+        break;
+    }
+    case RELAY_OUT_DONE: {
+        relay_pending *p = o->pend;
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p);
+        break;
+    }
+    default:
+        sx__relay_out_free(o);
+    }
+}
+
+static void close_all(sx_server *s);
+
+/* The doorbell: drains the hub until it is empty (sends coalesce). */
+static void bell_cb(uv_async_t *a)
+{
+    sx_server *s = a->data;
+    for (;;) {
+        pthread_mutex_lock(&s->hub->mu);
+        relay_out *o = s->hub->head;
+        s->hub->head = s->hub->tail = NULL;
+        bool stop = s->hub->stop;
+        pthread_mutex_unlock(&s->hub->mu);
+        if (o == NULL && !stop)
+            return;
+        while (o != NULL) {
+            relay_out *next = o->next;
+            if (s->stopping)
+                item_discard(o);
+            else
+                sx__relay_conn_take(s, o);
+            o = next;
+        }
+        if (stop && !s->stopping) {
+            close_all(s);
+            return;
+        }
+        if (s->stopping)
+            return;
+    }
+}
+
+/* ---- stop ---- */
+
+static void listener_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+/* Ends the loop: listeners and connections close (each connection frees
+ * its mailbox, abandons its waits), then the hub closes, what is still
+ * queued is dropped, and the bell closes. uv_run returns once every
+ * handle's close callback has run. */
+static void close_all(sx_server *s)
+{
+    s->stopping = true;
+    if (s->has_pipe)
+        uv_close((uv_handle_t *)&s->pipe, listener_closed);
+    if (s->has_tcp)
+        uv_close((uv_handle_t *)&s->tcp, listener_closed);
+    while (s->conns != NULL)
+        sx__relay_conn_close(s->conns);
+    pthread_mutex_lock(&s->hub->mu);
+    s->hub->closed = true;
+    s->hub->bell = NULL;
+    relay_out *o = s->hub->head;
+    s->hub->head = s->hub->tail = NULL;
+    pthread_mutex_unlock(&s->hub->mu);
+    while (o != NULL) {
+        relay_out *next = o->next;
+        item_discard(o);
+        o = next;
+    }
+    uv_close((uv_handle_t *)&s->bell, listener_closed);
+}
+
+static void *loop_main(void *arg)
+{
+    sx_server *s = arg;
+    /* A write to a client that has gone must fail with EPIPE, not raise
+     * SIGPIPE in the whole process. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- configuration ---- */
+
+/* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it into *ss. */
+static int parse_listen(const char *listen, struct sockaddr_storage *ss)
+{
+    const char *colon = strrchr(listen, ':');
+    if (colon == NULL || colon == listen || colon[1] == '\0')
+        return SX_EINVAL;
+    char host[256];
+    const char *h = listen;
+    size_t hl = (size_t)(colon - listen);
+    if (h[0] == '[') {
+        if (hl < 2 || h[hl - 1] != ']')
+            return SX_EINVAL;
+        h++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= sizeof(host))
+        return SX_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || errno != 0 || port > 65535 || colon[1] == '-' ||
+        colon[1] == '+')
+        return SX_EINVAL;
+    memset(ss, 0, sizeof(*ss));
+    if (strcmp(host, "localhost") == 0)
+        strcpy(host, "127.0.0.1");
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        return 0;
+    }
+    struct addrinfo hints = { 0 }, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || ai == NULL)
+        return SX_EINVAL;
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    if (ss->ss_family == AF_INET)
+        v4->sin_port = htons((uint16_t)port);
+    else if (ss->ss_family == AF_INET6)
+        v6->sin6_port = htons((uint16_t)port);
+    else
+        return SX_EINVAL;
+    return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)ss;
+        return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    }
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)ss;
+    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+}
+
+/* A socket file at path: free to bind (0, a stale file removed), owned
+ * by a live server (-EADDRINUSE), or something else (-EEXIST). */
+static int clear_stale(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode))
+        return -EEXIST;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int err = rc == 0 ? 0 : errno;
+    close(fd);
+    if (rc == 0)
+        return -EADDRINUSE; /* someone answers: a live server */
+    if (err != ECONNREFUSED)
+        return -err;
+    /* Nobody listens: a file left by a server that died. */
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+static int listen_unix(sx_server *s)
+{
+    const char *path = s->socket_path;
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return SX_EINVAL;
+    int rc = clear_stale(path);
+    if (rc != 0)
+        return rc;
+    if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0)
+        return rc;
+    s->has_pipe = true;
+    s->pipe.data = s;
+    if ((rc = uv_pipe_bind(&s->pipe, path)) != 0)
+        return rc;
+    /* 0600 before listen: until listen nobody can connect, so there is
+     * no window with a wider mode. */
+    if (chmod(path, 0600) != 0)
+        return -errno;
+    return uv_listen((uv_stream_t *)&s->pipe, SOMAXCONN, sx__relay_accept);
+}
+
+static int listen_tcp(sx_server *s, const struct sockaddr_storage *ss)
+{
+    int rc = uv_tcp_init(&s->loop, &s->tcp);
+    if (rc != 0)
+        return rc;
+    s->has_tcp = true;
+    s->tcp.data = s;
+    if ((rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)ss, 0)) != 0)
+        return rc;
+    if ((rc = uv_listen((uv_stream_t *)&s->tcp, SOMAXCONN, sx__relay_accept)) !=
+        0)
+        return rc;
+    struct sockaddr_storage got;
+    int len = sizeof(got);
+    if ((rc = uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&got, &len)) != 0)
+        return rc;
+    s->port = got.ss_family == AF_INET
+                  ? ntohs(((struct sockaddr_in *)&got)->sin_port)
+                  : ntohs(((struct sockaddr_in6 *)&got)->sin6_port);
+    return 0;
+}
+
+static char *dup_str(const char *x)
+{
+    size_t n = strlen(x) + 1;
+    char *d = malloc(n);
+    if (d != NULL)
+        memcpy(d, x, n);
+    return d;
+}
+
+static void probe_fn(void *user, const sx_message *m)
+{
+    (void)user, (void)m;
+}
+
+/* Is the engine started? A mailbox can only be made when it is. */
+static int engine_started(sx_engine *e)
+{
+    sx_pid pid;
+    int rc = sx_engine_mailbox_new(e, probe_fn, NULL, &pid);
+    if (rc != 0)
+        return rc;
+    sx_engine_mailbox_free(e, pid);
+    return 0;
+}
+
+static void server_free(sx_server *s)
+{
+    sx_pack_fini(&s->pk);
+    free(s->types);
+    free(s->socket_path);
+    free(s->token);
+    free(s->server_name);
+    if (s->hub != NULL)
+        sx__relay_hub_unref(s->hub);
+    free(s);
+}
+
+static int config_copy(sx_server *s, const sx_server_config *cfg)
+{
+    s->max_frame =
+        cfg->max_frame != 0 ? cfg->max_frame : SX_WIRE_MAX_FRAME_DEFAULT;
+    s->max_output =
+        cfg->max_output != 0 ? cfg->max_output : SX_RELAY_MAX_OUTPUT_DEFAULT;
+    s->max_connections = cfg->max_connections != 0
+                             ? cfg->max_connections
+                             : SX_RELAY_MAX_CONNECTIONS_DEFAULT;
+    s->server_name = dup_str(cfg->server_name != NULL ? cfg->server_name
+                                                      : SX_RELAY_SERVER_NAME);
+    if (s->server_name == NULL)
+        return SX_ENOMEM;
+    if (cfg->socket_path != NULL &&
+        (s->socket_path = dup_str(cfg->socket_path)) == NULL)
+        return SX_ENOMEM;
+    if (cfg->token != NULL) {
+        if ((s->token = dup_str(cfg->token)) == NULL)
+            return SX_ENOMEM;
+        s->token_len = strlen(s->token);
+    }
+    size_t n = sx_engine_types(s->engine, NULL, 0);
+    s->types = calloc(n + 1, sizeof(*s->types));
+    if (s->types == NULL)
+        return SX_ENOMEM;
+    s->n_types = sx_engine_types(s->engine, s->types, n);
+    return 0;
+}
+
+static int hub_new(sx_server *s)
+{
+    relay_hub *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return SX_ENOMEM;
+    int rc = pthread_mutex_init(&h->mu, NULL);
+    if (rc != 0) {
+        free(h);
+        return -rc;
+    }
+    atomic_init(&h->refs, 1);
+    h->bell = &s->bell;
+    s->hub = h;
+    return 0;
+}
+
+int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
+{
+    if (e == NULL || cfg == NULL || out == NULL ||
+        (cfg->socket_path == NULL && cfg->listen == NULL) ||
+        (cfg->socket_path != NULL && cfg->socket_path[0] == '\0'))
+        return SX_EINVAL;
+    struct sockaddr_storage ss;
+    if (cfg->listen != NULL) {
+        if (parse_listen(cfg->listen, &ss) != 0)
+            return SX_EINVAL;
+        bool has_token = cfg->token != NULL && cfg->token[0] != '\0';
+        if (!is_loopback(&ss) && !has_token)
+            return SX_EINVAL;
+    }
+    int rc = engine_started(e);
+    if (rc != 0)
+        return rc;
+    sx_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return SX_ENOMEM;
+    s->engine = e;
+    sx_pack_init(&s->pk);
+    if ((rc = config_copy(s, cfg)) != 0 || (rc = hub_new(s)) != 0)
+        goto fail_alloc;
+    if ((rc = uv_loop_init(&s->loop)) != 0)
+        goto fail_alloc;
+    if ((rc = uv_async_init(&s->loop, &s->bell, bell_cb)) != 0)
+        goto fail_loop;
+    s->bell.data = s;
+    if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
+        if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
+            /* Lost a race with another server: the file is not ours. */
+            free(s->socket_path);
+            s->socket_path = NULL;
+        }
+        goto fail_handles;
+    }
+    if (cfg->listen != NULL && (rc = listen_tcp(s, &ss)) != 0)
+        goto fail_handles;
+    if ((rc = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
+        rc = -rc;
+        goto fail_handles;
+    }
+    *out = s;
+    return 0;
+
+fail_handles:
+    if (s->has_pipe)
+        uv_close((uv_handle_t *)&s->pipe, listener_closed);
+    if (s->has_tcp)
+        uv_close((uv_handle_t *)&s->tcp, listener_closed);
+    uv_close((uv_handle_t *)&s->bell, listener_closed);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    if (s->has_pipe && s->socket_path != NULL)
+        unlink(s->socket_path);
+fail_loop:
+    uv_loop_close(&s->loop);
+fail_alloc:
+    server_free(s);
+    return rc;
+}
+
+int sx_server_port(const sx_server *s)
+{
+    return s != NULL ? s->port : 0;
+}
+
+void sx_server_stats_get(const sx_server *s, sx_server_stats *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof(*out));
+    if (s == NULL)
+        return;
+    /* relaxed: figures only (see the fields). */
+    out->connections =
+        atomic_load_explicit(&s->st_connections, memory_order_relaxed);
+    out->accepted = atomic_load_explicit(&s->st_accepted, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&s->st_requests, memory_order_relaxed);
+    out->bad_frames =
+        atomic_load_explicit(&s->st_bad_frames, memory_order_relaxed);
+    out->slow_drops =
+        atomic_load_explicit(&s->st_slow_drops, memory_order_relaxed);
+    out->pushes = atomic_load_explicit(&s->st_pushes, memory_order_relaxed);
+    out->output_peak =
+        atomic_load_explicit(&s->st_output_peak, memory_order_relaxed);
+}
+
+void sx_server_stop(sx_server *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->hub->mu);
+    s->hub->stop = true;
+    uv_async_send(s->hub->bell);
+    pthread_mutex_unlock(&s->hub->mu);
+    pthread_join(s->thread, NULL);
+    uv_loop_close(&s->loop);
+    if (s->socket_path != NULL)
+        unlink(s->socket_path);
+    server_free(s);
+}

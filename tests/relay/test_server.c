@@ -1,0 +1,1488 @@
+/* tests/relay/test_server.c — the relay server end to end: a server on a
+ * temporary Unix socket and on TCP 127.0.0.1:0 over an engine with test
+ * process types, driven through the C client (and raw frames where the
+ * client would hide something). Every op of PROTOCOL.md, every error code
+ * the server can produce, pushes in per-sender order, subscribe and wait
+ * on finished PIDs, the token rules, the socket file's rules. Each case
+ * opens with the property it checks.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stepx/relay.h>
+
+#include "tests/harness.h"
+
+/* ==== test process types ================================================ */
+
+static const sx_payload nil = { NULL, 0 };
+static const char *const run_m[] = { "run", NULL };
+static const char *const serve_m[] = { "serve", NULL };
+
+/* counter.run [n]: n no-op yields (one per step), DONE n. */
+typedef struct {
+    int64_t n, left;
+} counter_st;
+
+static int counter_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    counter_st *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0)
+        return SX_EINVAL;
+    s->left = s->n;
+    return 0;
+}
+
+static int counter_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)ev, (void)n;
+    counter_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (s->left-- > 0) {
+        sx_yield(out, SX_CMD_NOOP, 1, nil);
+        sx_wait(out);
+        return 0;
+    }
+    sx_done(out, sx_payload_int(b, s->n));
+    return 0;
+}
+
+/* sleeper.run [ms]: one sleep, DONE ms. */
+typedef struct {
+    int64_t ms;
+    int slept;
+} sleeper_st;
+
+static int sleeper_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sleeper_st *s = st;
+    return n == 1 && sx_payload_get_int(in[0], &s->ms) == 0 ? 0 : SX_EINVAL;
+}
+
+static int sleeper_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    sleeper_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (!s->slept) {
+        s->slept = 1;
+        sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE) {
+            sx_done(out, sx_payload_int(b, s->ms));
+            return 0;
+        }
+    sx_wait(out);
+    return 0;
+}
+
+/* echo.serve []: each message goes back to its sender; "stop" or a
+ * cancel: DONE with the count. */
+typedef struct {
+    int64_t echoed;
+} echo_st;
+
+static int echo_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in;
+    return n == 0 ? 0 : SX_EINVAL;
+}
+
+static int echo_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    echo_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_MESSAGE)
+            continue;
+        if (strcmp(ev[i].topic, "stop") == 0 ||
+            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
+            sx_done(out, sx_payload_int(b, s->echoed));
+            return 0;
+        }
+        sx_send(out, ev[i].from, ev[i].topic, ev[i].data);
+        s->echoed++;
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* fail.run [message]: fails at once with message. */
+typedef struct {
+    char msg[128];
+} fail_st;
+
+static int fail_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    fail_st *s = st;
+    return n == 1 && sx_payload_get_str(in[0], s->msg, sizeof(s->msg)) == 0
+               ? 0
+               : SX_EINVAL;
+}
+
+static int fail_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    sx_fail(out, ((fail_st *)st)->msg);
+    return 0;
+}
+
+/* badinit.run: init refuses with -EIO (an init's own error). */
+static int badinit_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return -EIO;
+}
+
+/* idle.serve: IDLE until terminated; a cancel ends it with
+ * SX_ECANCELLED (the process's own error). */
+static int idle_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return 0;
+}
+
+static int idle_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_MESSAGE &&
+            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0)
+            return SX_ECANCELLED;
+    sx_idle(out);
+    return 0;
+}
+
+/* blocker.run: its first step blocks until the test opens the gate (so
+ * that a terminate leaves it "finishing" for a while), then IDLE. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open, gate_entered;
+
+static int blocker_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    pthread_mutex_lock(&gate_mu);
+    gate_entered = 1;
+    pthread_cond_broadcast(&gate_cv);
+    while (!gate_open)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    sx_idle(out);
+    return 0;
+}
+
+/* flood.run [to, n, size]: sends n messages to the PID text `to`, topic
+ * "seq", data [i, bin(size)], 64 per step; DONE n. */
+typedef struct {
+    sx_pid to;
+    int64_t n, i, size;
+    uint8_t *pad;
+} flood_st;
+
+static int flood_init(void *st, const sx_init_ctx *c, const char *m,
+                      const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    flood_st *s = st;
+    char txt[SX_PID_TEXT_MAX];
+    if (n != 3 || sx_payload_get_str(in[0], txt, sizeof(txt)) != 0 ||
+        sx_pid_parse(txt, &s->to) != 0 ||
+        sx_payload_get_int(in[1], &s->n) != 0 ||
+        sx_payload_get_int(in[2], &s->size) != 0 || s->size < 0)
+        return SX_EINVAL;
+    s->pad = calloc(1, (size_t)s->size + 1);
+    return s->pad != NULL ? 0 : SX_ENOMEM;
+}
+
+static void flood_close(void *st)
+{
+    free(((flood_st *)st)->pad);
+}
+
+static int flood_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)ev, (void)n;
+    flood_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (int k = 0; k < 64 && s->i < s->n; k++, s->i++) {
+        uint8_t buf[256];
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_array(&pk, 2);
+        sx_pack_int(&pk, s->i);
+        sx_pack_bin(&pk, s->pad, (size_t)s->size);
+        (void)buf;
+        sx_send(out, s->to, "seq", sx_pack_payload(&pk));
+        sx_pack_fini(&pk);
+    }
+    if (s->i >= s->n)
+        sx_done(out, sx_payload_int(b, s->n));
+    else
+        sx_continue(out);
+    return 0;
+}
+
+/* deep.run [d] or [d, to]: sends d-deep nested arrays to the PID text
+ * `to` (when given), then DONE with them. */
+static int deep_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    int64_t *d = st;
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid *to = (sx_pid *)(d + 1);
+    if (n < 1 || n > 2 || sx_payload_get_int(in[0], d) != 0 || *d < 0)
+        return SX_EINVAL;
+    if (n == 2 && (sx_payload_get_str(in[1], txt, sizeof(txt)) != 0 ||
+                   sx_pid_parse(txt, to) != 0))
+        return SX_EINVAL;
+    return 0;
+}
+
+static int deep_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    int64_t *d = st;
+    sx_pid *to = (sx_pid *)(d + 1);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    for (int64_t i = 0; i < *d; i++)
+        sx_pack_array(&pk, 1);
+    sx_pack_nil(&pk);
+    if (!sx_pid_eq(*to, SX_PID_NONE))
+        sx_send(out, *to, "deep", sx_pack_payload(&pk));
+    sx_done(out, sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
+    return 0;
+}
+
+static const sx_process_type test_types[] = {
+    { .name = "counter",
+      .state_size = sizeof(counter_st),
+      .init = counter_init,
+      .step = counter_step,
+      .methods = run_m },
+    { .name = "sleeper",
+      .state_size = sizeof(sleeper_st),
+      .init = sleeper_init,
+      .step = sleeper_step,
+      .methods = run_m },
+    { .name = "echo",
+      .state_size = sizeof(echo_st),
+      .init = echo_init,
+      .step = echo_step,
+      .methods = serve_m },
+    { .name = "fail",
+      .state_size = sizeof(fail_st),
+      .init = fail_init,
+      .step = fail_step,
+      .methods = run_m },
+    { .name = "badinit",
+      .state_size = 8,
+      .init = badinit_init,
+      .step = idle_step,
+      .methods = run_m },
+    { .name = "idle",
+      .state_size = 8,
+      .init = idle_init,
+      .step = idle_step,
+      .methods = serve_m },
+    { .name = "blocker",
+      .state_size = 8,
+      .init = idle_init,
+      .step = blocker_step,
+      .methods = run_m },
+    { .name = "flood",
+      .state_size = sizeof(flood_st),
+      .init = flood_init,
+      .step = flood_step,
+      .close = flood_close,
+      .methods = run_m },
+    { .name = "deep",
+      .state_size = sizeof(int64_t) + sizeof(sx_pid),
+      .init = deep_init,
+      .step = deep_step,
+      .methods = run_m },
+};
+
+/* ==== fixture =========================================================== */
+
+typedef struct {
+    sx_engine *e;
+    sx_server *s;
+    char dir[64];
+    char path[128];
+    char unix_addr[140];
+    char tcp_addr[64];
+} fixture;
+
+static void fx_up_cfg(fixture *f, size_t max_processes,
+                      const sx_server_config *extra)
+{
+    memset(f, 0, sizeof(*f));
+    sx_engine_config ec = { .workers = 2, .max_processes = max_processes };
+    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
+    for (size_t i = 0; i < sizeof(test_types) / sizeof(test_types[0]); i++)
+        CHECK_RC(sx_engine_register(f->e, &test_types[i]), 0);
+    CHECK_RC(sx_engine_start(f->e), 0);
+    strcpy(f->dir, "/tmp/sxsrvXXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
+    snprintf(f->unix_addr, sizeof(f->unix_addr), "unix:%s", f->path);
+    sx_server_config sc = { 0 };
+    if (extra != NULL)
+        sc = *extra;
+    sc.socket_path = f->path;
+    if (sc.listen == NULL)
+        sc.listen = "127.0.0.1:0";
+    if (sc.server_name == NULL)
+        sc.server_name = "test-server/1";
+    CHECK_RC(sx_server_start(f->e, &sc, &f->s), 0);
+    snprintf(f->tcp_addr, sizeof(f->tcp_addr), "127.0.0.1:%d",
+             sx_server_port(f->s));
+}
+
+static void fx_up(fixture *f)
+{
+    fx_up_cfg(f, 0, NULL);
+}
+
+static void fx_down(fixture *f)
+{
+    sx_server_stop(f->s);
+    struct stat st;
+    CHECK(stat(f->path, &st) != 0); /* the socket file is removed */
+    CHECK_RC(sx_engine_stop(f->e, 1000), 0);
+    sx_engine_free(f->e);
+    rmdir(f->dir);
+}
+
+static sx_client *connect_ok(const char *addr)
+{
+    sx_client *c = NULL;
+    CHECK_RC(sx_client_connect(addr, NULL, 10000, &c), 0);
+    return c;
+}
+
+/* ==== payload helpers =================================================== */
+
+static int64_t map_int(sx_payload m, const char *key)
+{
+    sx_payload v;
+    int64_t x = -1;
+    CHECK_RC(sx_map_get(m, key, &v), 0);
+    CHECK_RC(sx_payload_get_int(v, &x), 0);
+    return x;
+}
+
+/* The string at key, copied into buf. */
+static const char *map_str(sx_payload m, const char *key, char *buf, size_t cap)
+{
+    sx_payload v;
+    CHECK_RC(sx_map_get(m, key, &v), 0);
+    CHECK_RC(sx_payload_get_str(v, buf, cap), 0);
+    return buf;
+}
+
+static bool map_bool(sx_payload m, const char *key)
+{
+    sx_payload v;
+    bool b = false;
+    CHECK_RC(sx_map_get(m, key, &v), 0);
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    CHECK_RC(sx_unpack_bool(&u, &b), 0);
+    return b;
+}
+
+/* The error code of a reply or push map ({"error": {"code": ...}}). */
+static const char *err_code(sx_payload m, char *buf, size_t cap)
+{
+    sx_payload e;
+    CHECK_RC(sx_map_get(m, "error", &e), 0);
+    return map_str(e, "code", buf, cap);
+}
+
+static sx_pid map_pid(sx_payload m, const char *key)
+{
+    char buf[SX_PID_TEXT_MAX];
+    sx_pid p;
+    map_str(m, key, buf, sizeof(buf));
+    CHECK_RC(sx_pid_parse(buf, &p), 0);
+    return p;
+}
+
+static sx_pid submit_ok(sx_client *c, const char *type, const char *method,
+                        const sx_payload *in, size_t n)
+{
+    sx_pid pid;
+    CHECK_RC(sx_client_submit(c, type, method, in, n, &pid, NULL), 0);
+    return pid;
+}
+
+static sx_pid submit_int(sx_client *c, const char *type, int64_t v)
+{
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, v);
+    return submit_ok(c, type, "run", &in, 1);
+}
+
+/* Calls with a request built in pk (freed), expecting ok = false with
+ * code; returns nothing, checks everything. */
+static void call_expect(sx_client *c, sx_pack *pk, const char *code)
+{
+    sx_reply r;
+    CHECK_RC(pk->err, 0);
+    CHECK_RC(sx_client_call(c, sx_pack_payload(pk), 10000, &r), 0);
+    sx_pack_fini(pk);
+    if (code == NULL) {
+        CHECK(r.ok);
+    } else {
+        CHECK(!r.ok);
+        CHECK_STR(r.code, code);
+        CHECK(r.message != NULL && r.message[0] != '\0');
+        CHECK(r.error != 0);
+    }
+    sx_reply_free(&r);
+}
+
+static void pk_op(sx_pack *pk, uint32_t n, const char *op)
+{
+    sx_pack_init(pk);
+    sx_pack_map(pk, n);
+    sx_pack_str(pk, "op");
+    sx_pack_str(pk, op);
+}
+
+static void pk_pid(sx_pack *pk, const char *key, sx_pid pid)
+{
+    char t[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, t, sizeof(t));
+    sx_pack_str(pk, key);
+    sx_pack_str(pk, t);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* ==== raw sockets ======================================================= */
+
+static int raw_unix(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static void raw_write(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        CHECK(w > 0);
+        b += w;
+        n -= (size_t)w;
+    }
+}
+
+static void raw_frame(int fd, sx_pack *body)
+{
+    sx_pack fr;
+    sx_pack_init(&fr);
+    CHECK_RC(sx_wire_frame(&fr, sx_pack_payload(body)), 0);
+    raw_write(fd, fr.data, fr.len);
+    sx_pack_fini(&fr);
+}
+
+/* Reads exactly n bytes: 0, 1 at EOF, -1 on timeout. */
+static int raw_read_n(int fd, uint8_t *b, size_t n, int timeout_ms)
+{
+    double until = sx_test_now_ms() + timeout_ms;
+    while (n > 0) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int left = (int)(until - sx_test_now_ms());
+        if (left < 0 || poll(&p, 1, left) == 0)
+            return -1;
+        ssize_t r = recv(fd, b, n, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET))
+            return 1;
+        CHECK(r > 0);
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* One frame's body into *out (malloc'd): 0, 1 at EOF, -1 on timeout. */
+static int raw_read(int fd, int timeout_ms, sx_payload *out)
+{
+    uint8_t h[4];
+    int rc = raw_read_n(fd, h, 4, timeout_ms);
+    if (rc != 0)
+        return rc;
+    size_t n =
+        (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+    uint8_t *b = malloc(n + 1);
+    CHECK(b != NULL);
+    CHECK_RC(raw_read_n(fd, b, n, timeout_ms), 0);
+    CHECK_RC(sx_wire_check(b, n), 0);
+    *out = (sx_payload){ b, n };
+    return 0;
+}
+
+/* ==== cases ============================================================= */
+
+/* Property: hello answers version 1, the node, the configured server name
+ * and the connection's own mailbox PID (the client keeps it); two
+ * connections get different mailboxes; both transports answer. */
+static void test_hello(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *a = connect_ok(f.unix_addr);
+    sx_client *b = connect_ok(f.tcp_addr);
+    CHECK(!sx_pid_eq(sx_client_mailbox(a), sx_client_mailbox(b)));
+    CHECK(!sx_pid_eq(sx_client_mailbox(a), SX_PID_NONE));
+    sx_pack pk;
+    pk_op(&pk, 2, "hello");
+    sx_pack_str(&pk, "version");
+    sx_pack_uint(&pk, 1);
+    sx_reply r;
+    CHECK_RC(sx_client_call(a, sx_pack_payload(&pk), 10000, &r), 0);
+    sx_pack_fini(&pk);
+    CHECK(r.ok);
+    char buf[64];
+    CHECK_EQ_INT(map_int(r.body, "version"), 1);
+    CHECK_EQ_INT(map_int(r.body, "node"), 0);
+    CHECK_STR(map_str(r.body, "server", buf, sizeof(buf)), "test-server/1");
+    CHECK(sx_pid_eq(map_pid(r.body, "mailbox"), sx_client_mailbox(a)));
+    sx_reply_free(&r);
+    /* A version this server does not speak is bad_request; the connection
+     * stays usable. */
+    pk_op(&pk, 2, "hello");
+    sx_pack_str(&pk, "version");
+    sx_pack_uint(&pk, 2);
+    call_expect(a, &pk, "bad_request");
+    pk_op(&pk, 1, "hello");
+    call_expect(a, &pk, "bad_request");
+    pk_op(&pk, 1, "types");
+    call_expect(a, &pk, NULL);
+    sx_client_close(a);
+    sx_client_close(b);
+    fx_down(&f);
+}
+
+/* Property: submit + wait over both transports returns the process's
+ * result and its step count (counter(5): result 5, 6 steps). */
+static void test_submit_wait(void)
+{
+    fixture f;
+    fx_up(&f);
+    const char *addrs[2] = { f.unix_addr, f.tcp_addr };
+    for (int i = 0; i < 2; i++) {
+        sx_client *c = connect_ok(addrs[i]);
+        sx_pid pid = submit_int(c, "counter", 5);
+        uint64_t steps = 0;
+        sx_reply r;
+        CHECK_RC(sx_client_wait(c, pid, -1, &steps, &r), 0);
+        CHECK(r.ok);
+        CHECK_EQ_INT(map_int(r.body, "result"), 5);
+        CHECK_EQ_U64(steps, 6);
+        CHECK_EQ_INT(map_int(r.body, "steps"), 6);
+        sx_reply_free(&r);
+        sx_client_close(c);
+    }
+    fx_down(&f);
+}
+
+/* Property: wait on a PID that finished before the wait began still
+ * returns its outcome (kept outcomes), successful or failed. */
+static void test_wait_after_finish(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid pid = submit_int(c, "counter", 3);
+    sx_result res;
+    CHECK_RC(sx_engine_wait(f.e, pid, 10000, &res), 0);
+    sx_result_free(&res);
+    sx_reply r;
+    uint64_t steps = 0;
+    CHECK_RC(sx_client_wait(c, pid, 1000, &steps, &r), 0);
+    CHECK_EQ_INT(map_int(r.body, "result"), 3);
+    CHECK_EQ_U64(steps, 4);
+    sx_reply_free(&r);
+    /* A 0 ms timeout on a finished PID still gets the outcome. */
+    CHECK_RC(sx_client_wait(c, pid, 0, NULL, &r), 0);
+    sx_reply_free(&r);
+    /* A failed one, after it finished. */
+    sx_payload m;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_str(&pk, "it broke");
+    m = sx_pack_payload(&pk);
+    sx_pid fp = submit_ok(c, "fail", "run", &m, 1);
+    sx_pack_fini(&pk);
+    CHECK_RC(sx_engine_wait(f.e, fp, 10000, &res), 0);
+    sx_result_free(&res);
+    CHECK(sx_client_wait(c, fp, -1, NULL, &r) != 0);
+    CHECK_STR(r.code, "failed");
+    CHECK_STR(r.message, "it broke");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: failed, terminated and cancelled processes answer wait with
+ * ok = false and codes failed / terminated / cancelled and their
+ * messages; wait's timeout_ms gives timeout while the process lives. */
+static void test_wait_errors(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_reply r;
+    /* failed */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_str(&pk, "no luck");
+    sx_payload m = sx_pack_payload(&pk);
+    sx_pid fp = submit_ok(c, "fail", "run", &m, 1);
+    sx_pack_fini(&pk);
+    CHECK_RC(sx_client_wait(c, fp, -1, NULL, &r), sx_wire_error("failed", 6));
+    CHECK(!r.ok);
+    CHECK_STR(r.code, "failed");
+    CHECK_STR(r.message, "no luck");
+    sx_reply_free(&r);
+    /* timeout, then terminated */
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_client_wait(c, ip, 50, NULL, &r), SX_ETIMEDOUT);
+    CHECK(sx_test_now_ms() - t0 >= 45);
+    CHECK_STR(r.code, "timeout");
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_terminate(c, ip, NULL), 0);
+    CHECK_RC(sx_client_wait(c, ip, -1, NULL, &r),
+             sx_wire_error("terminated", 10));
+    CHECK_STR(r.code, "terminated");
+    sx_reply_free(&r);
+    /* cancelled: the process's own SX_ECANCELLED on a cancel */
+    sx_pid cp = submit_ok(c, "idle", "serve", NULL, 0);
+    CHECK_RC(sx_client_cancel(c, cp, "enough", NULL), 0);
+    CHECK(sx_client_wait(c, cp, -1, NULL, &r) != 0);
+    CHECK_STR(r.code, "cancelled");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: cancel delivers the soft cancel (echo finishes with its
+ * count); terminate ends a process at once; both answer not_found for
+ * an unknown PID. */
+static void test_cancel_terminate(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.tcp_addr);
+    sx_pid ep = submit_ok(c, "echo", "serve", NULL, 0);
+    CHECK_RC(sx_client_cancel(c, ep, NULL, NULL), 0);
+    sx_reply r;
+    CHECK_RC(sx_client_wait(c, ep, -1, NULL, &r), 0);
+    CHECK_EQ_INT(map_int(r.body, "result"), 0);
+    sx_reply_free(&r);
+    sx_pid none = { 0, 1, 999999 };
+    CHECK_RC(sx_client_cancel(c, none, "x", &r), SX_ENOTFOUND);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_terminate(c, none, &r), SX_ENOTFOUND);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: messages a process sends to a connection's mailbox arrive as
+ * pushes {push: message, from, topic, data}, once each, in order; send
+ * uses the mailbox as `from` (echo answers to it). */
+static void test_send_echo(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid ep = submit_ok(c, "echo", "serve", NULL, 0);
+    const int n = 200;
+    for (int i = 0; i < n; i++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        CHECK_RC(sx_client_send(c, ep, i % 2 ? "odd" : "even",
+                                sx_payload_int(b, i), NULL),
+                 0);
+    }
+    for (int i = 0; i < n; i++) {
+        sx_reply p;
+        CHECK_RC(sx_client_next_push(c, 10000, &p), 0);
+        char buf[32];
+        CHECK_STR(map_str(p.body, "push", buf, sizeof(buf)), "message");
+        CHECK(sx_pid_eq(map_pid(p.body, "from"), ep));
+        CHECK_STR(map_str(p.body, "topic", buf, sizeof(buf)),
+                  i % 2 ? "odd" : "even");
+        CHECK_EQ_INT(map_int(p.body, "data"), i);
+        sx_reply_free(&p);
+    }
+    sx_reply p;
+    CHECK_RC(sx_client_next_push(c, 50, &p), SX_ETIMEDOUT);
+    CHECK_RC(sx_client_send(c, ep, "stop", nil, NULL), 0);
+    sx_reply r;
+    CHECK_RC(sx_client_wait(c, ep, -1, NULL, &r), 0);
+    CHECK_EQ_INT(map_int(r.body, "result"), n);
+    sx_reply_free(&r);
+    /* send errors: unknown PID, bad topic */
+    CHECK_RC(sx_client_send(c, ep, "late", nil, &r), SX_ENOTFOUND);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    char long_topic[300];
+    memset(long_topic, 'a', sizeof(long_topic) - 1);
+    long_topic[299] = '\0';
+    CHECK(sx_client_send(c, ep, long_topic, nil, &r) != 0);
+    CHECK_STR(r.code, "bad_request");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: per-sender FIFO: two processes flooding one connection's
+ * mailbox interleave, but each one's messages arrive exactly once and in
+ * the order it sent them. */
+static void test_push_order(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    char mb[SX_PID_TEXT_MAX];
+    sx_pid_format(sx_client_mailbox(c), mb, sizeof(mb));
+    const int n = 3000;
+    sx_pid senders[2];
+    for (int k = 0; k < 2; k++) {
+        sx_pack a, b2, c2;
+        sx_pack_init(&a);
+        sx_pack_init(&b2);
+        sx_pack_init(&c2);
+        sx_pack_str(&a, mb);
+        sx_pack_int(&b2, n);
+        sx_pack_int(&c2, 16);
+        sx_payload in[3] = { sx_pack_payload(&a), sx_pack_payload(&b2),
+                             sx_pack_payload(&c2) };
+        senders[k] = submit_ok(c, "flood", "run", in, 3);
+        sx_pack_fini(&a);
+        sx_pack_fini(&b2);
+        sx_pack_fini(&c2);
+    }
+    int64_t next[2] = { 0, 0 };
+    for (int i = 0; i < 2 * n; i++) {
+        sx_reply p;
+        CHECK_RC(sx_client_next_push(c, 20000, &p), 0);
+        sx_pid from = map_pid(p.body, "from");
+        int k = sx_pid_eq(from, senders[0]) ? 0 : 1;
+        CHECK(sx_pid_eq(from, senders[k]));
+        sx_payload d;
+        CHECK_RC(sx_map_get(p.body, "data", &d), 0);
+        sx_unpack u;
+        uint32_t len;
+        int64_t seq;
+        sx_unpack_init(&u, d);
+        CHECK_RC(sx_unpack_array(&u, &len), 0);
+        CHECK_RC(sx_unpack_int(&u, &seq), 0);
+        CHECK_EQ_INT(seq, next[k]);
+        next[k]++;
+        sx_reply_free(&p);
+    }
+    CHECK_EQ_INT(next[0], n);
+    CHECK_EQ_INT(next[1], n);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK(st.pushes >= (uint64_t)(2 * n));
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: subscribe replies ok, then one exit push when the process
+ * finishes (result or error); at once for a PID that already finished;
+ * not_found for an unknown PID. */
+static void test_subscribe(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid sp = submit_int(c, "sleeper", 30);
+    CHECK_RC(sx_client_subscribe(c, sp, NULL), 0);
+    sx_reply p;
+    char buf[32];
+    CHECK_RC(sx_client_next_push(c, 10000, &p), 0);
+    CHECK_STR(map_str(p.body, "push", buf, sizeof(buf)), "exit");
+    CHECK(sx_pid_eq(map_pid(p.body, "pid"), sp));
+    CHECK(map_bool(p.body, "ok"));
+    CHECK_EQ_INT(map_int(p.body, "result"), 30);
+    sx_reply_free(&p);
+    /* Exactly once: no second push. */
+    CHECK_RC(sx_client_next_push(c, 50, &p), SX_ETIMEDOUT);
+    /* Already finished: the push comes at once. */
+    CHECK_RC(sx_client_subscribe(c, sp, NULL), 0);
+    CHECK_RC(sx_client_next_push(c, 10000, &p), 0);
+    CHECK_EQ_INT(map_int(p.body, "result"), 30);
+    sx_reply_free(&p);
+    /* A failure: ok false and the error. */
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    CHECK_RC(sx_client_subscribe(c, ip, NULL), 0);
+    CHECK_RC(sx_client_terminate(c, ip, NULL), 0);
+    CHECK_RC(sx_client_next_push(c, 10000, &p), 0);
+    CHECK(!map_bool(p.body, "ok"));
+    CHECK_STR(err_code(p.body, buf, sizeof(buf)), "terminated");
+    CHECK(sx_map_get(p.body, "result", NULL) == SX_ENOTFOUND);
+    sx_reply_free(&p);
+    sx_reply r;
+    sx_pid none = { 0, 1, 777777 };
+    CHECK_RC(sx_client_subscribe(c, none, &r), SX_ENOTFOUND);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: ps lists live processes {pid, type, method, state, steps} up
+ * to limit; stats is a map of counters that moves with the work; types
+ * lists every registered type with its methods. */
+static void test_ps_stats_types(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid a = submit_ok(c, "idle", "serve", NULL, 0);
+    sx_pid b = submit_ok(c, "echo", "serve", NULL, 0);
+    sx_pack pk;
+    sx_reply r;
+    pk_op(&pk, 1, "ps");
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 10000, &r), 0);
+    sx_pack_fini(&pk);
+    CHECK(r.ok);
+    sx_payload list;
+    CHECK_RC(sx_map_get(r.body, "processes", &list), 0);
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, list);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    int seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        sx_payload e;
+        CHECK_RC(sx_unpack_raw(&u, &e), 0);
+        char t[32], m[32], s[32];
+        sx_pid pid = map_pid(e, "pid");
+        map_str(e, "type", t, sizeof(t));
+        map_str(e, "method", m, sizeof(m));
+        map_str(e, "state", s, sizeof(s));
+        CHECK(map_int(e, "steps") >= 0);
+        CHECK_STR(m, "serve");
+        if (sx_pid_eq(pid, a)) {
+            CHECK_STR(t, "idle");
+            seen |= 1;
+        } else if (sx_pid_eq(pid, b)) {
+            CHECK_STR(t, "echo");
+            seen |= 2;
+        }
+    }
+    CHECK_EQ_INT(seen, 3);
+    sx_reply_free(&r);
+    pk_op(&pk, 2, "ps");
+    sx_pack_str(&pk, "limit");
+    sx_pack_uint(&pk, 1);
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 10000, &r), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(sx_map_get(r.body, "processes", &list), 0);
+    sx_unpack_init(&u, list);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    sx_reply_free(&r);
+    pk_op(&pk, 2, "ps");
+    sx_pack_str(&pk, "limit");
+    sx_pack_int(&pk, -1);
+    call_expect(c, &pk, "bad_request");
+
+    pk_op(&pk, 1, "stats");
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 10000, &r), 0);
+    sx_pack_fini(&pk);
+    sx_payload st;
+    CHECK_RC(sx_map_get(r.body, "stats", &st), 0);
+    CHECK_EQ_INT(map_int(st, "live"), 2);
+    CHECK_EQ_INT(map_int(st, "submitted"), 2);
+    CHECK_EQ_INT(map_int(st, "workers"), 2);
+    CHECK(map_int(st, "steps") >= 0);
+    CHECK(map_int(st, "completed") == 0);
+    CHECK(map_int(st, "failed") == 0);
+    CHECK(map_int(st, "messages") >= 0);
+    CHECK(map_int(st, "steals") >= 0);
+    CHECK(map_int(st, "parks") >= 0);
+    CHECK_EQ_INT(map_int(st, "relay_connections"), 1);
+    sx_payload pw;
+    CHECK_RC(sx_map_get(st, "per_worker", &pw), 0);
+    sx_unpack_init(&u, pw);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    sx_payload w0;
+    CHECK_RC(sx_unpack_raw(&u, &w0), 0);
+    CHECK(map_int(w0, "steps") >= 0);
+    sx_reply_free(&r);
+
+    pk_op(&pk, 1, "types");
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 10000, &r), 0);
+    sx_pack_fini(&pk);
+    sx_payload ty;
+    CHECK_RC(sx_map_get(r.body, "types", &ty), 0);
+    sx_unpack_init(&u, ty);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, sizeof(test_types) / sizeof(test_types[0]));
+    for (uint32_t i = 0; i < n; i++) {
+        sx_payload e, ms;
+        char name[32], m0[32];
+        CHECK_RC(sx_unpack_raw(&u, &e), 0);
+        map_str(e, "name", name, sizeof(name));
+        CHECK_STR(name, test_types[i].name);
+        CHECK_RC(sx_map_get(e, "methods", &ms), 0);
+        sx_unpack mu;
+        uint32_t nm;
+        sx_unpack_init(&mu, ms);
+        CHECK_RC(sx_unpack_array(&mu, &nm), 0);
+        CHECK_EQ_INT(nm, 1);
+        sx_payload s0;
+        CHECK_RC(sx_unpack_raw(&mu, &s0), 0);
+        CHECK_RC(sx_payload_get_str(s0, m0, sizeof(m0)), 0);
+        CHECK_STR(m0, test_types[i].methods[0]);
+    }
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: each request error has its code and a message, and the
+ * connection stays usable after every one: bad_request (missing and
+ * wrongly typed fields), unknown_op, unknown_type, unknown_method,
+ * init_failed, not_found. */
+static void test_request_errors(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pack pk;
+    /* bad_request: missing fields, wrong types */
+    pk_op(&pk, 1, "submit");
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 4, "submit");
+    sx_pack_str(&pk, "type");
+    sx_pack_int(&pk, 5);
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 0);
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 3, "submit");
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "counter");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    call_expect(c, &pk, "bad_request"); /* no input */
+    pk_op(&pk, 4, "submit");
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "counter");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_int(&pk, 3);
+    call_expect(c, &pk, "bad_request"); /* input not an array */
+    pk_op(&pk, 2, "wait");
+    sx_pack_str(&pk, "pid");
+    sx_pack_str(&pk, "not a pid");
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 3, "wait");
+    pk_pid(&pk, "pid", (sx_pid){ 0, 1, 1 });
+    sx_pack_str(&pk, "timeout_ms");
+    sx_pack_str(&pk, "soon");
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 3, "send");
+    pk_pid(&pk, "to", (sx_pid){ 0, 1, 1 });
+    sx_pack_str(&pk, "topic");
+    sx_pack_str(&pk, "t");
+    call_expect(c, &pk, "bad_request"); /* no data */
+    pk_op(&pk, 1, "cancel");
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 3, "cancel");
+    pk_pid(&pk, "pid", (sx_pid){ 0, 1, 1 });
+    sx_pack_str(&pk, "reason");
+    sx_pack_int(&pk, 1);
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 2, "terminate");
+    sx_pack_str(&pk, "pid");
+    sx_pack_array(&pk, 0);
+    call_expect(c, &pk, "bad_request");
+    pk_op(&pk, 1, "subscribe");
+    call_expect(c, &pk, "bad_request");
+    /* op wrongly typed, and op missing */
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 1);
+    sx_pack_str(&pk, "op");
+    sx_pack_int(&pk, 3);
+    call_expect(c, &pk, "bad_request");
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 1);
+    sx_pack_str(&pk, "hi");
+    sx_pack_int(&pk, 3);
+    call_expect(c, &pk, "bad_request");
+    /* unknown_op */
+    pk_op(&pk, 1, "reboot");
+    call_expect(c, &pk, "unknown_op");
+    /* unknown_type, unknown_method, init_failed */
+    sx_reply r;
+    CHECK_RC(sx_client_submit(c, "nosuch", "run", NULL, 0, NULL, &r),
+             sx_wire_error("unknown_type", 12));
+    CHECK_STR(r.code, "unknown_type");
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_submit(c, "counter", "jump", NULL, 0, NULL, &r),
+             sx_wire_error("unknown_method", 14));
+    CHECK_STR(r.code, "unknown_method");
+    sx_reply_free(&r);
+    CHECK(sx_client_submit(c, "badinit", "run", NULL, 0, NULL, &r) != 0);
+    CHECK_STR(r.code, "init_failed");
+    sx_reply_free(&r);
+    CHECK(sx_client_submit(c, "counter", "run", NULL, 0, NULL, &r) != 0);
+    CHECK_STR(r.code, "init_failed"); /* counter's init wants [n] */
+    sx_reply_free(&r);
+    /* not_found */
+    sx_pid none = { 0, 1, 424242 };
+    CHECK_RC(sx_client_wait(c, none, 100, NULL, &r), SX_ENOTFOUND);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    /* still usable */
+    sx_pid pid = submit_int(c, "counter", 1);
+    CHECK_RC(sx_client_wait(c, pid, -1, NULL, NULL), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+static void *open_gate_later(void *arg)
+{
+    (void)arg;
+    sleep_ms(20);
+    pthread_mutex_lock(&gate_mu);
+    gate_open = 1;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+    return NULL;
+}
+
+/* Property: closed — a send to a process that is finishing (terminate
+ * requested while its step runs) is refused with code closed; the process
+ * then ends terminated. */
+static void test_closed(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    gate_open = gate_entered = 0;
+    sx_pid bp = submit_ok(c, "blocker", "run", NULL, 0);
+    pthread_mutex_lock(&gate_mu);
+    while (!gate_entered)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    CHECK_RC(sx_client_terminate(c, bp, NULL), 0);
+    sx_reply r;
+    CHECK_RC(sx_client_send(c, bp, "hi", nil, &r), SX_ECLOSED);
+    CHECK_STR(r.code, "closed");
+    sx_reply_free(&r);
+    pthread_t t;
+    pthread_create(&t, NULL, open_gate_later, NULL);
+    CHECK(sx_client_wait(c, bp, -1, NULL, &r) != 0);
+    CHECK_STR(r.code, "terminated");
+    sx_reply_free(&r);
+    pthread_join(t, NULL);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: limit — with max_processes 2 the third submit gets code
+ * limit; stopping — after the engine stops, submit gets code stopping
+ * (the server keeps answering). */
+static void test_limit_stopping(void)
+{
+    fixture f;
+    fx_up_cfg(&f, 2, NULL);
+    sx_client *c = connect_ok(f.unix_addr);
+    submit_ok(c, "idle", "serve", NULL, 0);
+    submit_ok(c, "idle", "serve", NULL, 0);
+    sx_reply r;
+    CHECK_RC(sx_client_submit(c, "idle", "serve", NULL, 0, NULL, &r),
+             SX_ELIMIT);
+    CHECK_STR(r.code, "limit");
+    sx_reply_free(&r);
+    CHECK_RC(sx_engine_stop(f.e, 0), 0);
+    CHECK(sx_client_submit(c, "idle", "serve", NULL, 0, NULL, &r) != 0);
+    CHECK_STR(r.code, "stopping");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: replies may come out of order: a wait sent first is answered
+ * after a ps sent behind it on the same connection (raw frames, which the
+ * one-call-at-a-time client cannot show). */
+static void test_out_of_order(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid sp = submit_int(c, "sleeper", 200);
+    int fd = raw_unix(f.path);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 3);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "wait");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 1);
+    pk_pid(&pk, "pid", sp);
+    raw_frame(fd, &pk);
+    sx_pack_reset(&pk);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "ps");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 2);
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    sx_payload b1, b2;
+    CHECK_RC(raw_read(fd, 10000, &b1), 0);
+    CHECK_RC(raw_read(fd, 10000, &b2), 0);
+    CHECK_EQ_INT(map_int(b1, "id"), 2);
+    CHECK_EQ_INT(map_int(b2, "id"), 1);
+    CHECK_EQ_INT(map_int(b2, "result"), 200);
+    free((void *)b1.data);
+    free((void *)b2.data);
+    close(fd);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: a non-loopback listen address without a token is refused
+ * (SX_EINVAL) and so are bad addresses; with a token configured, a
+ * connection must say hello with it before anything else: a request
+ * first, a missing or wrong token get an error reply and the connection
+ * closed; the right token works. */
+static void test_token(void)
+{
+    sx_engine_config ec = { .workers = 1 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&ec, &e), 0);
+    CHECK_RC(sx_engine_register(e, &test_types[0]), 0);
+    sx_server *s;
+    sx_server_config bad = { .listen = "127.0.0.1:0" };
+    CHECK_RC(sx_server_start(e, &bad, &s), SX_ESTATE); /* not started */
+    CHECK_RC(sx_engine_start(e), 0);
+    sx_server_config nl = { .listen = "0.0.0.0:0" };
+    CHECK_RC(sx_server_start(e, &nl, &s), SX_EINVAL);
+    nl.token = "";
+    CHECK_RC(sx_server_start(e, &nl, &s), SX_EINVAL);
+    sx_server_config none = { 0 };
+    CHECK_RC(sx_server_start(e, &none, &s), SX_EINVAL);
+    const char *bad_addrs[] = { "127.0.0.1", "127.0.0.1:", ":80",
+                                "127.0.0.1:99999", "127.0.0.1:x" };
+    for (size_t i = 0; i < sizeof(bad_addrs) / sizeof(bad_addrs[0]); i++) {
+        sx_server_config b = { .listen = bad_addrs[i] };
+        CHECK_RC(sx_server_start(e, &b, &s), SX_EINVAL);
+    }
+    sx_server_config ok = { .listen = "0.0.0.0:0", .token = "s3cret" };
+    CHECK_RC(sx_server_start(e, &ok, &s), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", sx_server_port(s));
+    sx_client *c = NULL;
+    CHECK_RC(sx_client_connect(addr, NULL, 10000, &c),
+             sx_wire_error("bad_request", 11));
+    CHECK_RC(sx_client_connect(addr, "wrong", 10000, &c),
+             sx_wire_error("bad_request", 11));
+    CHECK_RC(sx_client_connect(addr, "s3cret", 10000, &c), 0);
+    sx_pid pid = submit_int(c, "counter", 2);
+    CHECK_RC(sx_client_wait(c, pid, -1, NULL, NULL), 0);
+    sx_client_close(c);
+    /* Raw: a request before hello gets an error and the connection
+     * closes. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { 0 };
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)sx_server_port(s));
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "ps");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 9);
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK(!map_bool(b, "ok"));
+    char code[32];
+    CHECK_STR(err_code(b, code, sizeof(code)), "bad_request");
+    free((void *)b.data);
+    CHECK_RC(raw_read(fd, 10000, &b), 1); /* closed */
+    close(fd);
+    sx_server_stop(s);
+    sx_engine_free(e);
+}
+
+/* Property: the socket file is mode 0600; a second server on the same
+ * path while the first lives is refused with -EADDRINUSE (and the first
+ * keeps its file); a stale file nobody answers on is replaced; a path
+ * that is not a socket is left alone. */
+static void test_socket_file(void)
+{
+    fixture f;
+    fx_up(&f);
+    struct stat st;
+    CHECK_RC(stat(f.path, &st), 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    CHECK_EQ_INT(st.st_mode & 0777, 0600);
+    sx_server *s2;
+    sx_server_config sc = { .socket_path = f.path };
+    CHECK_RC(sx_server_start(f.e, &sc, &s2), -EADDRINUSE);
+    CHECK_RC(stat(f.path, &st), 0);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    /* A stale socket file: bound, never listened, closed. */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, f.path);
+    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+    CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+    c = connect_ok(f.unix_addr);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    /* Not a socket: refused, and the file is not touched. */
+    FILE *fp = fopen(f.path, "w");
+    CHECK(fp != NULL);
+    fclose(fp);
+    CHECK(sx_server_start(f.e, &sc, &s2) < 0);
+    CHECK_RC(stat(f.path, &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    unlink(f.path);
+    CHECK_RC(sx_client_connect(f.unix_addr, NULL, 1000, &c), -ENOENT);
+    sx_engine_free(f.e);
+    rmdir(f.dir);
+}
+
+/* Property: stopping the server with waits and subscriptions pending on
+ * an IDLE process closes the connections (the client sees closed), and
+ * the engine's later watch callbacks find nothing to free twice (LSan
+ * and ASan check the rest when the engine is freed). */
+static void test_stop_with_pending(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    CHECK_RC(sx_client_subscribe(c, ip, NULL), 0);
+    int fd = raw_unix(f.path);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 4);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "wait");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 1);
+    pk_pid(&pk, "pid", ip);
+    sx_pack_str(&pk, "timeout_ms");
+    sx_pack_uint(&pk, 100000);
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    /* The wait is registered once a later request is answered. */
+    CHECK_RC(sx_client_wait(c, submit_int(c, "counter", 1), -1, NULL, NULL), 0);
+    sx_server_stop(f.s);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 10000, &b), 1);
+    close(fd);
+    sx_reply r;
+    CHECK_RC(sx_client_next_push(c, 10000, &r), SX_ECLOSED);
+    sx_client_close(c);
+    /* The engine finishes ip now: the watches fire into a closed hub. */
+    CHECK_RC(sx_engine_stop(f.e, 1000), 0);
+    sx_engine_free(f.e);
+    rmdir(f.dir);
+}
+
+/* Property: the server's figures count connections open and accepted and
+ * requests answered. */
+static void test_server_stats(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.connections, 0);
+    sx_client *a = connect_ok(f.unix_addr);
+    sx_client *b = connect_ok(f.tcp_addr);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.connections, 2);
+    CHECK_EQ_U64(st.accepted, 2);
+    CHECK(st.requests >= 2); /* two hellos */
+    sx_client_close(a);
+    sx_client_close(b);
+    double until = sx_test_now_ms() + 10000;
+    do {
+        sx_server_stats_get(f.s, &st);
+        if (st.connections == 0)
+            break;
+        sleep_ms(1);
+    } while (sx_test_now_ms() < until);
+    CHECK_EQ_U64(st.connections, 0);
+    CHECK_EQ_U64(st.accepted, 2);
+    fx_down(&f);
+}
+
+/* Property: a result or a pushed message the client could not read
+ * (nested deeper than SX_WIRE_MAX_DEPTH allows inside a frame) is never
+ * sent: wait answers code internal and the connection stays usable; the
+ * message closes the connection (not counted as slow) instead of going
+ * missing. Within the limit both arrive intact. */
+static void test_unsendable(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    char mb[SX_PID_TEXT_MAX];
+    sx_pid_format(sx_client_mailbox(c), mb, sizeof(mb));
+    sx_pack a, b;
+    sx_pack_init(&a);
+    sx_pack_init(&b);
+    sx_pack_str(&b, mb);
+    /* within: depth 30 under a frame's map (2 levels) */
+    sx_pack_int(&a, SX_WIRE_MAX_DEPTH - 2);
+    sx_payload in[2] = { sx_pack_payload(&a), sx_pack_payload(&b) };
+    sx_pid pid = submit_ok(c, "deep", "run", in, 2);
+    sx_reply r;
+    CHECK_RC(sx_client_wait(c, pid, -1, NULL, &r), 0);
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_next_push(c, 10000, &r), 0);
+    sx_reply_free(&r);
+    /* beyond, as a result */
+    sx_pack_reset(&a);
+    sx_pack_int(&a, SX_WIRE_MAX_DEPTH + 8);
+    in[0] = sx_pack_payload(&a);
+    pid = submit_ok(c, "deep", "run", in, 1);
+    CHECK(sx_client_wait(c, pid, -1, NULL, &r) != 0);
+    CHECK_STR(r.code, "internal");
+    sx_reply_free(&r);
+    sx_pid ok = submit_int(c, "counter", 1);
+    CHECK_RC(sx_client_wait(c, ok, -1, NULL, NULL), 0);
+    /* beyond, as a message: the connection closes */
+    pid = submit_ok(c, "deep", "run", in, 2);
+    CHECK_RC(sx_client_next_push(c, 10000, &r), SX_ECLOSED);
+    sx_pack_fini(&a);
+    sx_pack_fini(&b);
+    sx_client_close(c);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.slow_drops, 0);
+    fx_down(&f);
+}
+
+/* Property: past max_connections a new connection gets an error frame
+ * with code limit and is closed (the client's connect returns
+ * SX_ELIMIT); once one closes, a new one is served again. */
+static void test_max_connections(void)
+{
+    fixture f;
+    sx_server_config sc = { .max_connections = 2 };
+    fx_up_cfg(&f, 0, &sc);
+    sx_client *a = connect_ok(f.unix_addr);
+    sx_client *b = connect_ok(f.tcp_addr);
+    sx_client *c = NULL;
+    CHECK_RC(sx_client_connect(f.unix_addr, NULL, 10000, &c), SX_ELIMIT);
+    sx_client_close(a);
+    double until = sx_test_now_ms() + 10000;
+    int rc;
+    while ((rc = sx_client_connect(f.unix_addr, NULL, 10000, &c)) ==
+               SX_ELIMIT &&
+           sx_test_now_ms() < until)
+        sleep_ms(1);
+    CHECK_RC(rc, 0);
+    sx_client_close(b);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+static const sx_test_case cases[] = {
+    { "hello", test_hello },
+    { "submit_wait", test_submit_wait },
+    { "wait_after_finish", test_wait_after_finish },
+    { "wait_errors", test_wait_errors },
+    { "cancel_terminate", test_cancel_terminate },
+    { "send_echo", test_send_echo },
+    { "push_order", test_push_order },
+    { "subscribe", test_subscribe },
+    { "ps_stats_types", test_ps_stats_types },
+    { "request_errors", test_request_errors },
+    { "closed", test_closed },
+    { "limit_stopping", test_limit_stopping },
+    { "out_of_order", test_out_of_order },
+    { "token", test_token },
+    { "socket_file", test_socket_file },
+    { "stop_with_pending", test_stop_with_pending },
+    { "server_stats", test_server_stats },
+    { "unsendable", test_unsendable },
+    { "max_connections", test_max_connections },
+};
+
+SX_TEST_MAIN(cases)
