@@ -1,12 +1,9 @@
 /* relay/ops.c — the operations of the stepx wire protocol (PROTOCOL.md):
- * request fields checked, the engine called, replies built; and the
- * pending records behind `wait` and `subscribe`, whose answers come from
- * engine watch callbacks.
+ * request fields checked, the engine called, replies built. `wait` and
+ * `subscribe` hand over to relay/pending.c.
  *
- * Threads: request handling runs on the server's loop thread; watch_cb
- * runs on whichever engine thread finishes the watched process (or on the
- * loop, inside sx_engine_watch, when it had finished already) and reaches
- * the loop through the hub. See relay/server.h and docs/RELAY.md.
+ * Threads: the server's loop thread only. See relay/server.h and
+ * docs/RELAY.md.
  */
 #include "relay/server.h"
 
@@ -15,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_INPUTS 65536       /* submit's input array               */
-#define MAX_PENDING (1u << 16) /* waits + subscribes per connection  */
+#define MAX_INPUTS 65536 /* submit's input array               */
 
 /* ---- replies [loop] ---- */
 
@@ -33,7 +29,7 @@ static sx_pack *reply_begin(relay_conn *c, uint64_t id, bool ok, uint32_t extra)
     return pk;
 }
 
-static void pack_error(sx_pack *pk, const char *code, const char *message)
+void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message)
 {
     sx_pack_str(pk, "error");
     sx_pack_map(pk, 2);
@@ -43,15 +39,15 @@ static void pack_error(sx_pack *pk, const char *code, const char *message)
     sx_pack_str(pk, message);
 }
 
-static void reply_error(relay_conn *c, uint64_t id, const char *code,
-                        const char *message)
+void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
+                           const char *message)
 {
     sx_pack *pk = reply_begin(c, id, false, 1);
-    pack_error(pk, code, message);
+    sx__relay_pack_error(pk, code, message);
     sx__relay_conn_reply(c);
 }
 
-static void reply_ok(relay_conn *c, uint64_t id)
+void sx__relay_reply_ok(relay_conn *c, uint64_t id)
 {
     reply_begin(c, id, true, 0);
     sx__relay_conn_reply(c);
@@ -59,7 +55,7 @@ static void reply_ok(relay_conn *c, uint64_t id)
 
 /* An engine error as a reply: the protocol code, and the engine's own
  * words with the PID it was about. */
-static void reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
+void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
 {
     char msg[160], txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
@@ -67,7 +63,7 @@ static void reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
         snprintf(msg, sizeof(msg), "no process %s", txt);
     else
         snprintf(msg, sizeof(msg), "%s: %s", txt, sx_strerror(rc));
-    reply_error(c, id, sx_wire_code(rc), msg);
+    sx__relay_reply_error(c, id, sx_wire_code(rc), msg);
 }
 
 void sx__relay_bad_frame(relay_conn *c, int rc)
@@ -85,7 +81,7 @@ void sx__relay_bad_frame(relay_conn *c, int rc)
 
 void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
 {
-    reply_error(c, 0, code, message);
+    sx__relay_reply_error(c, 0, code, message);
     sx__relay_conn_drain(c);
 }
 
@@ -125,7 +121,7 @@ static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
     char msg[128];
     snprintf(msg, sizeof(msg), "field \"%s\": %s (want %s)", key,
              rc == 1 ? "missing" : "wrong type", want);
-    reply_error(c, id, "bad_request", msg);
+    sx__relay_reply_error(c, id, "bad_request", msg);
 }
 
 /* A required PID field in text form. 0, or the reply has been sent. */
@@ -170,7 +166,7 @@ static int field_strdup(relay_conn *c, uint64_t id, sx_payload req,
     }
     *out = malloc(n + 1);
     if (*out == NULL) {
-        reply_error(c, id, "internal", "out of memory");
+        sx__relay_reply_error(c, id, "internal", "out of memory");
         return -1;
     }
     memcpy(*out, s, n);
@@ -198,8 +194,8 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
         size_t tn = 0;
         if (field_str(req, "token", &t, &tn) != 0 ||
             !token_eq(s->token, s->token_len, t, tn)) {
-            reply_error(c, id, "bad_request",
-                        "this server needs its token in hello");
+            sx__relay_reply_error(c, id, "bad_request",
+                                  "this server needs its token in hello");
             sx__relay_conn_drain(c);
             return;
         }
@@ -215,7 +211,7 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
         char msg[96];
         snprintf(msg, sizeof(msg),
                  "protocol version %" PRIu64 " unsupported (this is 1)", v);
-        reply_error(c, id, "bad_request", msg);
+        sx__relay_reply_error(c, id, "bad_request", msg);
         return;
     }
     char mb[SX_PID_TEXT_MAX];
@@ -262,18 +258,20 @@ static int submit_inputs(relay_conn *c, uint64_t id, sx_payload req,
         return -1;
     }
     if (n > MAX_INPUTS) {
-        reply_error(c, id, "bad_request", "field \"input\": too many elements");
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"input\": too many elements");
         return -1;
     }
     *out = calloc(n > 0 ? n : 1, sizeof(**out));
     if (*out == NULL) {
-        reply_error(c, id, "internal", "out of memory");
+        sx__relay_reply_error(c, id, "internal", "out of memory");
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
         if (sx_unpack_raw(&u, &(*out)[i]) != 0) {
             free(*out);
-            reply_error(c, id, "bad_request", "field \"input\": bad element");
+            sx__relay_reply_error(c, id, "bad_request",
+                                  "field \"input\": bad element");
             return -1;
         }
     *n_out = n;
@@ -321,13 +319,13 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     if (t == NULL) {
         snprintf(msg, sizeof(msg), "no process type \"%.*s\"",
                  (int)(tl > 64 ? 64 : tl), tn);
-        reply_error(c, id, "unknown_type", msg);
+        sx__relay_reply_error(c, id, "unknown_type", msg);
         free(in);
         return;
     }
     char *method = malloc(ml + 1);
     if (method == NULL) {
-        reply_error(c, id, "internal", "out of memory");
+        sx__relay_reply_error(c, id, "internal", "out of memory");
         free(in);
         return;
     }
@@ -350,7 +348,7 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
         free(method);
-        reply_error(c, id, code, msg);
+        sx__relay_reply_error(c, id, code, msg);
         return;
     }
     free(method);
@@ -387,9 +385,9 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
     topic[tl] = '\0';
     rc = sx_engine_send(c->srv->engine, c->mailbox, to, topic, data);
     if (rc != 0)
-        reply_engine(c, id, rc, to);
+        sx__relay_reply_engine(c, id, rc, to);
     else
-        reply_ok(c, id);
+        sx__relay_reply_ok(c, id);
 }
 
 static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
@@ -402,9 +400,9 @@ static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
     int rc = sx_engine_cancel(c->srv->engine, pid, reason);
     free(reason);
     if (rc != 0)
-        reply_engine(c, id, rc, pid);
+        sx__relay_reply_engine(c, id, rc, pid);
     else
-        reply_ok(c, id);
+        sx__relay_reply_ok(c, id);
 }
 
 static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
@@ -414,270 +412,9 @@ static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
         return;
     int rc = sx_engine_terminate(c->srv->engine, pid);
     if (rc != 0)
-        reply_engine(c, id, rc, pid);
+        sx__relay_reply_engine(c, id, rc, pid);
     else
-        reply_ok(c, id);
-}
-
-/* ---- wait and subscribe: pending records ---- */
-
-static void pending_free(relay_pending *p)
-{
-    sx__relay_hub_unref(p->hub);
-    free(p);
-}
-
-void sx__relay_pending_unref(relay_pending *p)
-{
-    /* acq_rel: release our uses; the freeing thread acquires them. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
-        pending_free(p);
-}
-
-/* The code a finished process's error travels under. */
-static const char *outcome_code(int error)
-{
-    switch (error) {
-    case SX_ETERMINATED:
-        return "terminated";
-    case SX_ECANCELLED:
-        return "cancelled";
-    case SX_ENOTFOUND:
-        return "not_found";
-    case SX_ECLOSED:
-        return "closed";
-    default:
-        return "failed";
-    }
-}
-
-/* The answer body for p: a wait's reply or a subscribe's exit push. code:
- * the error code to use instead of the outcome's own, or NULL. */
-static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
-                         const sx_result *r, const char *code)
-{
-    bool wait = p->kind == RELAY_PEND_WAIT;
-    sx_pack_map(pk, wait && r->error == 0 ? 4 : 3 + (wait ? 0 : 1));
-    if (wait) {
-        sx_pack_str(pk, "id");
-        sx_pack_uint(pk, p->id);
-    } else {
-        sx_pack_str(pk, "push");
-        sx_pack_str(pk, "exit");
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, pid);
-    }
-    sx_pack_str(pk, "ok");
-    sx_pack_bool(pk, r->error == 0);
-    if (r->error != 0) {
-        pack_error(pk, code != NULL ? code : outcome_code(r->error),
-                   r->error_msg != NULL ? r->error_msg : sx_strerror(r->error));
-        return;
-    }
-    sx_pack_str(pk, "result");
-    sx_pack_raw(pk, r->value);
-    if (wait) {
-        sx_pack_str(pk, "steps");
-        sx_pack_uint(pk, r->steps);
-    }
-}
-
-/* Called exactly once per successful sx_engine_watch, on the thread that
- * finished the process; must not block. Builds the answer (one
- * allocation) and hands it to the loop through the hub. */
-static void watch_cb(void *user, sx_pid target, const sx_result *r)
-{
-    relay_pending *p = user;
-    char pid[SX_PID_TEXT_MAX];
-    sx_pid_format(target, pid, sizeof(pid));
-    const char *msg = r->error == 0          ? ""
-                      : r->error_msg != NULL ? r->error_msg
-                                             : sx_strerror(r->error);
-    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + strlen(msg) +
-                 (r->error == 0 ? r->value.len : 0);
-    relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
-    if (o != NULL) {
-        sx_pack pk;
-        sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
-        pack_outcome(&pk, p, pid, r, NULL);
-        /* A frame the client would refuse must not be sent: a value that
-         * is not one msgpack value, nested deeper than the wire allows,
-         * or bigger than a frame. The client learns why instead. */
-        if (pk.err != 0 || pk.len > p->max_frame ||
-            sx_wire_check(pk.data, pk.len) != 0) {
-            char why[128];
-            snprintf(why, sizeof(why),
-                     "the result cannot be sent (%zu bytes; malformed, too "
-                     "big or nested too deep)",
-                     r->value.len);
-            sx_result bad = { SX_EFAILED, why, { NULL, 0 }, r->steps };
-            sx_pack_reset(&pk);
-            pack_outcome(&pk, p, pid, &bad, "internal");
-        }
-        sx__relay_out_seal(o, pk.len);
-    } else {
-        o = &p->oom; /* the loop answers `internal` */
-    }
-    o->pend = p; /* the watch's reference travels with the item */
-    /* release: pairs with the acquire in watch_start. */
-    atomic_store_explicit(&p->fired, true, memory_order_release);
-    if (sx__relay_hub_post(p->hub, o) != 0) {
-        sx__relay_out_free(o);
-        sx__relay_pending_unref(p);
-    }
-}
-
-static void pending_unlink(relay_pending *p)
-{
-    relay_conn *c = p->conn;
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        c->pending = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
-    p->prev = p->next = NULL;
-}
-
-static void timer_closed(uv_handle_t *h)
-{
-    sx__relay_pending_unref(h->data); /* the loop's reference */
-}
-
-/* p is answered, timed out or abandoned: it leaves its connection (and
- * drops its reference to it: nothing reads p->conn once done) and the
- * loop lets go of it once its timer is closed. [loop] */
-static void pending_finish(relay_pending *p)
-{
-    p->done = true;
-    pending_unlink(p);
-    p->conn->n_pending--;
-    sx__relay_conn_unref(p->conn);
-    p->conn = NULL;
-    if (p->has_timer) {
-        uv_timer_stop(&p->timer);
-        uv_close((uv_handle_t *)&p->timer, timer_closed);
-    } else {
-        sx__relay_pending_unref(p);
-    }
-}
-
-void sx__relay_pending_abandon_all(relay_conn *c)
-{
-    while (c->pending != NULL)
-        pending_finish(c->pending);
-}
-
-static void timer_cb(uv_timer_t *t)
-{
-    relay_pending *p = t->data;
-    if (p->done)
-        return;
-    relay_conn *c = p->conn;
-    uint64_t id = p->id;
-    sx__relay_conn_ref(c);
-    pending_finish(p);
-    reply_error(c, id, "timeout", "no outcome within timeout_ms");
-    sx__relay_conn_unref(c);
-}
-
-void sx__relay_pending_done(relay_pending *p, relay_out *o)
-{
-    if (p->done || p->conn->state != RELAY_CONN_OPEN) {
-        if (!p->done)
-            pending_finish(p);
-        sx__relay_out_free(o);
-        sx__relay_pending_unref(p); /* the watch's */
-        return;
-    }
-    relay_conn *c = p->conn;
-    sx__relay_conn_ref(c);
-    bool wait = p->kind == RELAY_PEND_WAIT;
-    uint64_t id = p->id;
-    sx_pid pid = p->pid;
-    pending_finish(p);
-    if (o->embedded) {
-        /* The callback ran out of memory building the answer. */
-        if (wait) {
-            reply_error(c, id, "internal", "out of memory");
-        } else {
-            char txt[SX_PID_TEXT_MAX];
-            sx_pid_format(pid, txt, sizeof(txt));
-            sx_pack *pk = &c->srv->pk;
-            sx_pack_reset(pk);
-            sx_pack_map(pk, 4);
-            sx_pack_str(pk, "push");
-            sx_pack_str(pk, "exit");
-            sx_pack_str(pk, "pid");
-            sx_pack_str(pk, txt);
-            sx_pack_str(pk, "ok");
-            sx_pack_bool(pk, false);
-            pack_error(pk, "internal", "out of memory");
-            sx__relay_conn_reply(c);
-        }
-    } else {
-        o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
-        if (wait)
-            atomic_fetch_add_explicit(&c->srv->st_requests, 1,
-                                      memory_order_relaxed);
-        sx__relay_conn_write(c, o);
-    }
-    sx__relay_conn_unref(c);
-    sx__relay_pending_unref(p); /* the watch's */
-}
-
-/* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
-static void watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
-                        int64_t timeout_ms)
-{
-    if (c->n_pending >= MAX_PENDING) {
-        reply_error(c, id, "limit",
-                    "too many waits and subscriptions on this connection");
-        return;
-    }
-    relay_pending *p = calloc(1, sizeof(*p));
-    if (p == NULL) {
-        reply_error(c, id, "internal", "out of memory");
-        return;
-    }
-    atomic_init(&p->refs, 2); /* the loop's and the watch's */
-    p->kind = kind;
-    p->id = id;
-    p->pid = pid;
-    p->conn = c;
-    sx__relay_conn_ref(c);
-    p->hub = c->srv->hub;
-    sx__relay_hub_ref(p->hub);
-    p->max_frame = c->srv->max_frame;
-    p->oom.kind = RELAY_OUT_DONE;
-    p->oom.embedded = 1;
-    p->next = c->pending;
-    if (c->pending != NULL)
-        c->pending->prev = p;
-    c->pending = p;
-    c->n_pending++;
-    int rc = sx_engine_watch(c->srv->engine, pid, watch_cb, p);
-    if (rc != 0) {
-        /* The callback will never run: its reference goes now. */
-        sx__relay_pending_unref(p);
-        pending_finish(p);
-        reply_engine(c, id, rc, pid);
-        return;
-    }
-    if (kind == RELAY_PEND_SUBSCRIBE) {
-        reply_ok(c, id); /* before the push: that is drained later */
-        return;
-    }
-    /* acquire: pairs with the release in watch_cb; an answer already on
-     * its way needs no timer (a 0 ms timer could beat it to the loop). */
-    if (timeout_ms >= 0 &&
-        !atomic_load_explicit(&p->fired, memory_order_acquire)) {
-        if (uv_timer_init(&c->srv->loop, &p->timer) == 0) {
-            p->timer.data = p;
-            p->has_timer = true;
-            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
-        }
-    }
+        sx__relay_reply_ok(c, id);
 }
 
 static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
@@ -691,7 +428,8 @@ static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
         bad_field(c, id, "timeout_ms", 2, "a non-negative integer");
         return;
     }
-    watch_start(c, id, RELAY_PEND_WAIT, pid, rc == 0 ? (int64_t)t : -1);
+    sx__relay_watch_start(c, id, RELAY_PEND_WAIT, pid,
+                          rc == 0 ? (int64_t)t : -1);
 }
 
 static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
@@ -699,7 +437,7 @@ static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
         return;
-    watch_start(c, id, RELAY_PEND_SUBSCRIBE, pid, -1);
+    sx__relay_watch_start(c, id, RELAY_PEND_SUBSCRIBE, pid, -1);
 }
 
 /* ---- ps, stats, types ---- */
@@ -720,7 +458,7 @@ static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
         sx_process_info *ni = realloc(info, (cap > 0 ? cap : 1) * sizeof(*ni));
         if (ni == NULL) {
             free(info);
-            reply_error(c, id, "internal", "out of memory");
+            sx__relay_reply_error(c, id, "internal", "out of memory");
             return;
         }
         info = ni;
@@ -768,7 +506,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     if (w == NULL ||
         sx_engine_stats_get(s->engine, &st, w, SX_MAX_WORKERS) != 0) {
         free(w);
-        reply_error(c, id, "internal", "stats unavailable");
+        sx__relay_reply_error(c, id, "internal", "stats unavailable");
         return;
     }
     unsigned nw = st.workers < SX_MAX_WORKERS ? st.workers : SX_MAX_WORKERS;
@@ -880,8 +618,8 @@ void sx__relay_handle(relay_conn *c, sx_payload body)
     bool is_hello = op_rc == 0 && on == 5 && memcmp(op, "hello", 5) == 0;
     if (!c->authed && !is_hello) {
         /* A token is configured: nothing before a hello that carries it. */
-        reply_error(c, id, "bad_request",
-                    "this server needs hello with its token first");
+        sx__relay_reply_error(c, id, "bad_request",
+                              "this server needs hello with its token first");
         sx__relay_conn_drain(c);
         return;
     }
@@ -901,5 +639,5 @@ void sx__relay_handle(relay_conn *c, sx_payload body)
     char msg[96];
     snprintf(msg, sizeof(msg), "unknown op \"%.*s\"", (int)(on > 32 ? 32 : on),
              op);
-    reply_error(c, id, "unknown_op", msg);
+    sx__relay_reply_error(c, id, "unknown_op", msg);
 }

@@ -26,7 +26,9 @@
 #define SX_RELAY_MAX_OUTPUT_DEFAULT ((size_t)64 << 20)
 #define SX_RELAY_MAX_CONNECTIONS_DEFAULT 1024
 #define SX_RELAY_READ_BUF 65536
-#define SX_RELAY_PS_DEFAULT 10000 /* `ps` without `limit` */
+#define SX_RELAY_PS_DEFAULT 10000       /* `ps` without `limit` */
+#define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection   \
+                                         */
 
 typedef struct relay_conn relay_conn;
 typedef struct relay_pending relay_pending;
@@ -211,6 +213,16 @@ void sx__relay_conn_take(sx_server *s, relay_out *o);
 
 /* ---- relay/ops.c [loop] ---- */
 
+/* Reply builders (in srv->pk, then written): an error with code and
+ * message; ok with no fields; an engine error rc about pid (its protocol
+ * code by sx_wire_code). */
+void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
+                           const char *message);
+void sx__relay_reply_ok(relay_conn *c, uint64_t id);
+void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid);
+/* Packs "error": {code, message} (a key and its value) into pk. */
+void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
+
 /* Answers one request (a checked frame body, valid during the call). */
 void sx__relay_handle(relay_conn *c, sx_payload body);
 /* The decoder rejected the stream (rc): an error frame with id 0 and code
@@ -219,6 +231,12 @@ void sx__relay_bad_frame(relay_conn *c, int rc);
 /* An error frame with id 0 and code, then the connection drains and
  * closes (too many connections). */
 void sx__relay_refuse(relay_conn *c, const char *code, const char *message);
+/* ---- relay/pending.c ---- */
+
+/* Starts a wait (timeout_ms < 0: none) or a subscribe (kind) on pid for
+ * request id; replies at once on errors (and to a subscribe). [loop] */
+void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
+                           int64_t timeout_ms);
 /* A DONE item arrived for p: answers it unless it is done already. */
 void sx__relay_pending_done(relay_pending *p, relay_out *o);
 /* The connection closes: every pending record is abandoned. */

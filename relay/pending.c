@@ -1,0 +1,278 @@
+/* relay/pending.c — the records behind `wait` and `subscribe`: one per
+ * request, answered by an engine watch callback (sx_engine_watch), timed
+ * out by a uv timer (wait's timeout_ms), or abandoned when its connection
+ * closes. The callback may fire long after either of those (an IDLE
+ * process finishes only when the engine stops), so a record is
+ * refcounted: the watch's reference and the loop's.
+ *
+ * Threads: watch_cb runs on whichever engine thread finishes the watched
+ * process (or on the loop, inside sx_engine_watch, when it had finished
+ * already) and reaches the loop only through the hub; everything else
+ * runs on the server's loop thread. See relay/server.h and docs/RELAY.md.
+ */
+#include "relay/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void pending_free(relay_pending *p)
+{
+    sx__relay_hub_unref(p->hub);
+    free(p);
+}
+
+void sx__relay_pending_unref(relay_pending *p)
+{
+    /* acq_rel: release our uses; the freeing thread acquires them. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        pending_free(p);
+}
+
+/* The code a finished process's error travels under. */
+static const char *outcome_code(int error)
+{
+    switch (error) {
+    case SX_ETERMINATED:
+        return "terminated";
+    case SX_ECANCELLED:
+        return "cancelled";
+    case SX_ENOTFOUND:
+        return "not_found";
+    case SX_ECLOSED:
+        return "closed";
+    default:
+        return "failed";
+    }
+}
+
+/* The answer body for p: a wait's reply or a subscribe's exit push. code:
+ * the error code to use instead of the outcome's own, or NULL. */
+static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
+                         const sx_result *r, const char *code)
+{
+    bool wait = p->kind == RELAY_PEND_WAIT;
+    sx_pack_map(pk, wait && r->error == 0 ? 4 : 3 + (wait ? 0 : 1));
+    if (wait) {
+        sx_pack_str(pk, "id");
+        sx_pack_uint(pk, p->id);
+    } else {
+        sx_pack_str(pk, "push");
+        sx_pack_str(pk, "exit");
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, pid);
+    }
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, r->error == 0);
+    if (r->error != 0) {
+        sx__relay_pack_error(pk, code != NULL ? code : outcome_code(r->error),
+                             r->error_msg != NULL ? r->error_msg
+                                                  : sx_strerror(r->error));
+        return;
+    }
+    sx_pack_str(pk, "result");
+    sx_pack_raw(pk, r->value);
+    if (wait) {
+        sx_pack_str(pk, "steps");
+        sx_pack_uint(pk, r->steps);
+    }
+}
+
+/* Called exactly once per successful sx_engine_watch, on the thread that
+ * finished the process; must not block. Builds the answer (one
+ * allocation) and hands it to the loop through the hub. */
+static void watch_cb(void *user, sx_pid target, const sx_result *r)
+{
+    relay_pending *p = user;
+    char pid[SX_PID_TEXT_MAX];
+    sx_pid_format(target, pid, sizeof(pid));
+    const char *msg = r->error == 0          ? ""
+                      : r->error_msg != NULL ? r->error_msg
+                                             : sx_strerror(r->error);
+    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + strlen(msg) +
+                 (r->error == 0 ? r->value.len : 0);
+    relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
+    if (o != NULL) {
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
+        pack_outcome(&pk, p, pid, r, NULL);
+        /* A frame the client would refuse must not be sent: a value that
+         * is not one msgpack value, nested deeper than the wire allows,
+         * or bigger than a frame. The client learns why instead. */
+        if (pk.err != 0 || pk.len > p->max_frame ||
+            sx_wire_check(pk.data, pk.len) != 0) {
+            char why[128];
+            snprintf(why, sizeof(why),
+                     "the result cannot be sent (%zu bytes; malformed, too "
+                     "big or nested too deep)",
+                     r->value.len);
+            sx_result bad = { SX_EFAILED, why, { NULL, 0 }, r->steps };
+            sx_pack_reset(&pk);
+            pack_outcome(&pk, p, pid, &bad, "internal");
+        }
+        sx__relay_out_seal(o, pk.len);
+    } else {
+        o = &p->oom; /* the loop answers `internal` */
+    }
+    o->pend = p; /* the watch's reference travels with the item */
+    /* release: pairs with the acquire in watch_start. */
+    atomic_store_explicit(&p->fired, true, memory_order_release);
+    if (sx__relay_hub_post(p->hub, o) != 0) {
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p);
+    }
+}
+
+static void pending_unlink(relay_pending *p)
+{
+    relay_conn *c = p->conn;
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        c->pending = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    sx__relay_pending_unref(h->data); /* the loop's reference */
+}
+
+/* p is answered, timed out or abandoned: it leaves its connection (and
+ * drops its reference to it: nothing reads p->conn once done) and the
+ * loop lets go of it once its timer is closed. [loop] */
+static void pending_finish(relay_pending *p)
+{
+    p->done = true;
+    pending_unlink(p);
+    p->conn->n_pending--;
+    sx__relay_conn_unref(p->conn);
+    p->conn = NULL;
+    if (p->has_timer) {
+        uv_timer_stop(&p->timer);
+        uv_close((uv_handle_t *)&p->timer, timer_closed);
+    } else {
+        sx__relay_pending_unref(p);
+    }
+}
+
+void sx__relay_pending_abandon_all(relay_conn *c)
+{
+    while (c->pending != NULL)
+        pending_finish(c->pending);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    relay_pending *p = t->data;
+    if (p->done)
+        return;
+    relay_conn *c = p->conn;
+    uint64_t id = p->id;
+    sx__relay_conn_ref(c);
+    pending_finish(p);
+    sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
+    sx__relay_conn_unref(c);
+}
+
+void sx__relay_pending_done(relay_pending *p, relay_out *o)
+{
+    if (p->done || p->conn->state != RELAY_CONN_OPEN) {
+        if (!p->done)
+            pending_finish(p);
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p); /* the watch's */
+        return;
+    }
+    relay_conn *c = p->conn;
+    sx__relay_conn_ref(c);
+    bool wait = p->kind == RELAY_PEND_WAIT;
+    uint64_t id = p->id;
+    sx_pid pid = p->pid;
+    pending_finish(p);
+    if (o->embedded) {
+        /* The callback ran out of memory building the answer. */
+        if (wait) {
+            sx__relay_reply_error(c, id, "internal", "out of memory");
+        } else {
+            char txt[SX_PID_TEXT_MAX];
+            sx_pid_format(pid, txt, sizeof(txt));
+            sx_pack *pk = &c->srv->pk;
+            sx_pack_reset(pk);
+            sx_pack_map(pk, 4);
+            sx_pack_str(pk, "push");
+            sx_pack_str(pk, "exit");
+            sx_pack_str(pk, "pid");
+            sx_pack_str(pk, txt);
+            sx_pack_str(pk, "ok");
+            sx_pack_bool(pk, false);
+            sx__relay_pack_error(pk, "internal", "out of memory");
+            sx__relay_conn_reply(c);
+        }
+    } else {
+        o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
+        if (wait)
+            atomic_fetch_add_explicit(&c->srv->st_requests, 1,
+                                      memory_order_relaxed);
+        sx__relay_conn_write(c, o);
+    }
+    sx__relay_conn_unref(c);
+    sx__relay_pending_unref(p); /* the watch's */
+}
+
+/* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
+void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
+                           int64_t timeout_ms)
+{
+    if (c->n_pending >= SX_RELAY_MAX_PENDING) {
+        sx__relay_reply_error(
+            c, id, "limit",
+            "too many waits and subscriptions on this connection");
+        return;
+    }
+    relay_pending *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+        return;
+    }
+    atomic_init(&p->refs, 2); /* the loop's and the watch's */
+    p->kind = kind;
+    p->id = id;
+    p->pid = pid;
+    p->conn = c;
+    sx__relay_conn_ref(c);
+    p->hub = c->srv->hub;
+    sx__relay_hub_ref(p->hub);
+    p->max_frame = c->srv->max_frame;
+    p->oom.kind = RELAY_OUT_DONE;
+    p->oom.embedded = 1;
+    p->next = c->pending;
+    if (c->pending != NULL)
+        c->pending->prev = p;
+    c->pending = p;
+    c->n_pending++;
+    int rc = sx_engine_watch(c->srv->engine, pid, watch_cb, p);
+    if (rc != 0) {
+        /* The callback will never run: its reference goes now. */
+        sx__relay_pending_unref(p);
+        pending_finish(p);
+        sx__relay_reply_engine(c, id, rc, pid);
+        return;
+    }
+    if (kind == RELAY_PEND_SUBSCRIBE) {
+        sx__relay_reply_ok(c, id); /* before the push: that is drained later */
+        return;
+    }
+    /* acquire: pairs with the release in watch_cb; an answer already on
+     * its way needs no timer (a 0 ms timer could beat it to the loop). */
+    if (timeout_ms >= 0 &&
+        !atomic_load_explicit(&p->fired, memory_order_acquire)) {
+        if (uv_timer_init(&c->srv->loop, &p->timer) == 0) {
+            p->timer.data = p;
+            p->has_timer = true;
+            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
+        }
+    }
+}
