@@ -166,8 +166,9 @@ int sx_wire_check(const uint8_t *body, size_t len)
  * SX_WIRE_HEADER) or the bytes held, whichever is more. As long as the
  * caller drains next until it returns 0 between feeds (the server does),
  * the bytes held are one partial frame plus the chunk being fed.
- * After a big frame it shrinks back, so an idle connection keeps at most
- * WIRE_KEEP bytes.
+ * After a big frame it shrinks back: next releases a drained buffer over
+ * WIRE_KEEP bytes, and feed shrinks one that holds little, so an idle
+ * connection keeps at most WIRE_KEEP bytes.
  */
 
 #define WIRE_MIN_CAP 4096
@@ -312,6 +313,13 @@ int sx_wire_decoder_next(sx_wire_decoder *d, sx_payload *body)
     if (d->err != 0)
         return d->err;
     avail = d->tail - d->head;
+    if (avail == 0 && d->cap > WIRE_KEEP) {
+        /* Drained after a big frame (whose body died with this call):
+         * an idle connection holds no big buffer. */
+        free(d->buf);
+        d->buf = NULL;
+        d->cap = d->head = d->tail = 0;
+    }
     if (avail < SX_WIRE_HEADER)
         return 0;
     /* The header alone decides these two: no need to wait for a body that

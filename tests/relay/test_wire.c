@@ -578,6 +578,21 @@ static void decoder_long_lived(void)
     }
     CHECK(sx_wire_decoder_footprint(d) >= big);
     CHECK(sx_wire_decoder_footprint(d) <= big + SX_WIRE_HEADER + 65536);
+    /* Drained: the big buffer goes at once. */
+    CHECK_RC(sx_wire_decoder_next(d, &out), 0);
+    CHECK(sx_wire_decoder_footprint(d) <= 65536);
+    /* A big frame and the start of a small one in one chunk: the small
+     * frames that follow bring the buffer back down. */
+    CHECK_RC(sx_wire_decoder_feed(d, f.p, f.len), 0);
+    CHECK_RC(sx_wire_decoder_feed(d, s.p, 3), 0);
+    CHECK_RC(sx_wire_decoder_next(d, &out), 1);
+    CHECK_EQ_U64(out.len, big);
+    CHECK_RC(sx_wire_decoder_next(d, &out), 0);
+    CHECK(sx_wire_decoder_footprint(d) >= big);
+    CHECK_RC(sx_wire_decoder_feed(d, s.p + 3, 4 + sizeof(body) - 3), 0);
+    CHECK_RC(sx_wire_decoder_next(d, &out), 1);
+    CHECK(memcmp(out.data, body, sizeof(body)) == 0);
+    CHECK_RC(sx_wire_decoder_next(d, &out), 0);
     for (int i = 0; i < 3; i++) {
         CHECK_RC(sx_wire_decoder_feed(d, s.p, 4 + sizeof(body)), 0);
         CHECK_RC(sx_wire_decoder_next(d, &out), 1);
