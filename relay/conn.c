@@ -134,6 +134,7 @@ void sx__relay_conn_close(relay_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    /* relaxed: a figure (server.h: st_*). */
     atomic_fetch_sub_explicit(&s->st_connections, 1, memory_order_relaxed);
     /* After this no mailbox callback runs or will run: the items it
      * queued hold references and are dropped by the loop. */
@@ -158,6 +159,7 @@ static void set_unsent(relay_conn *c, size_t n)
 
 static void drop_slow(relay_conn *c)
 {
+    /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_slow_drops, 1, memory_order_relaxed);
     sx__relay_conn_close(c);
 }
@@ -211,6 +213,7 @@ static void pump(relay_conn *c)
             break;
         }
         if (rc < 0) {
+            /* relaxed: a figure. */
             atomic_fetch_add_explicit(&c->srv->st_bad_frames, 1,
                                       memory_order_relaxed);
             sx__relay_bad_frame(c, rc);
@@ -281,7 +284,7 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
         drop_slow(c);
         return;
     }
-    if (o->kind == RELAY_OUT_PUSH)
+    if (o->kind == RELAY_OUT_PUSH) /* relaxed: a figure */
         atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
     o->req.data = c;
     uv_buf_t b = uv_buf_init((char *)o->data, (unsigned)o->len);
@@ -319,6 +322,7 @@ void sx__relay_conn_reply(relay_conn *c)
         return;
     }
     o->len = fr.len;
+    /* relaxed: a figure. */
     atomic_fetch_add_explicit(&s->st_requests, 1, memory_order_relaxed);
     sx__relay_conn_write(c, o);
 }
@@ -442,6 +446,7 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     if (s->conns != NULL)
         s->conns->prev = c;
     s->conns = c;
+    /* relaxed: figures. */
     atomic_fetch_add_explicit(&s->st_connections, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->st_accepted, 1, memory_order_relaxed);
     if ((rc = uv_accept(listener, &c->h.stream)) != 0) {

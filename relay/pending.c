@@ -213,7 +213,7 @@ void sx__relay_pending_done(relay_pending *p, relay_out *o)
         }
     } else {
         o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
-        if (wait)
+        if (wait) /* relaxed: a figure */
             atomic_fetch_add_explicit(&c->srv->st_requests, 1,
                                       memory_order_relaxed);
         sx__relay_conn_write(c, o);

@@ -1,7 +1,8 @@
 /* relay/server.h — the relay server's internal data, shared by
  * relay/server.c (start, stop, listeners, the hand-off queue),
  * relay/conn.c (one client connection: reads, writes, back-pressure, its
- * mailbox) and relay/ops.c (the protocol's operations). Never installed.
+ * mailbox), relay/ops.c (the protocol's operations) and relay/pending.c
+ * (the records behind wait and subscribe). Never installed.
  *
  * Threads: the server runs one libuv loop thread of its own. Everything
  * marked [loop] is touched by that thread only. Engine threads (workers,
@@ -26,9 +27,10 @@
 #define SX_RELAY_MAX_OUTPUT_DEFAULT ((size_t)64 << 20)
 #define SX_RELAY_MAX_CONNECTIONS_DEFAULT 1024
 #define SX_RELAY_READ_BUF 65536
-#define SX_RELAY_PS_DEFAULT 10000       /* `ps` without `limit` */
-#define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection   \
-                                         */
+#define SX_RELAY_PS_DEFAULT 10000 /* `ps` without `limit` */
+#define SX_RELAY_MAX_PENDING                                                   \
+    (1u << 16) /* waits + subscribes per connection                            \
+                */
 
 typedef struct relay_conn relay_conn;
 typedef struct relay_pending relay_pending;
