@@ -188,6 +188,22 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
         sx__mailbox_deliver(e, p, ev);
         return 0;
     }
+    /* Errors are decided here, before the push, never after it: once an
+     * event is queued a running step may collect it at any moment, so a
+     * send that returned SX_ECLOSED or SX_ENOTFOUND must not have queued
+     * anything (the stress test's pings_recv <= pings_sent caught a ping
+     * that was reported closed and delivered all the same). A finish or
+     * terminate that races past this check finds the event queued, like a
+     * message left unread at DONE: accepted (0), then dropped. */
+    uint32_t st0 = now & SX__S_MASK;
+    if (st0 == SX_PSTATE_COMPLETE || st0 == 0) {
+        sx__ev_free(ev);
+        return SX_ENOTFOUND;
+    }
+    if ((now & SX__F_TERM) && msg) {
+        sx__ev_free(ev);
+        return SX_ECLOSED;
+    }
     if (ev->ctl)
         sx__ctlstack_push(&p->ctl, &ev->node);
     else
@@ -199,10 +215,8 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
     uint32_t old =
         atomic_fetch_or_explicit(&p->state, bits, memory_order_acq_rel);
     uint32_t st = old & SX__S_MASK;
-    if (st == SX_PSTATE_COMPLETE || st == 0)
-        return SX_ENOTFOUND; /* ev stays queued; freed with the slot */
-    if (old & SX__F_TERM)
-        return msg ? SX_ECLOSED : 0;
+    if (st == SX_PSTATE_COMPLETE || st == 0 || (old & SX__F_TERM))
+        return 0; /* finished meanwhile: ev stays queued, freed with the slot */
     uint32_t cur = old | bits;
     for (;;) {
         st = cur & SX__S_MASK;
