@@ -99,24 +99,13 @@ static int sleeper_step(void *st, const sx_event *ev, size_t n,
 
 typedef struct {
     int64_t echoed;
-    sx_pack pk;
 } echo_st;
 
 static int echo_init(void *st, const sx_init_ctx *c, const char *m,
                      const sx_payload *in, size_t n)
 {
-    (void)c, (void)m, (void)in;
-    echo_st *s = st;
-    if (n != 0)
-        return SX_EINVAL;
-    sx_pack_init(&s->pk);
-    return 0;
-}
-
-static void echo_close(void *st)
-{
-    echo_st *s = st;
-    sx_pack_fini(&s->pk);
+    (void)st, (void)c, (void)m, (void)in;
+    return n == 0 ? 0 : SX_EINVAL;
 }
 
 static int echo_step(void *st, const sx_event *ev, size_t n,
@@ -127,23 +116,17 @@ static int echo_step(void *st, const sx_event *ev, size_t n,
     for (size_t i = 0; i < n; i++) {
         const sx_event *v = &ev[i];
         if (v->type != SX_EVENT_MESSAGE)
-            continue; /* answers of our fire-and-forget sends: none */
+            continue;
         if (strcmp(v->topic, "stop") == 0 ||
             strcmp(v->topic, SX_TOPIC_CANCEL) == 0) {
             sx_done(out, sx_payload_int(b, s->echoed));
             return 0;
         }
-        sx_pack_reset(&s->pk);
-        sx_pack_array(&s->pk, 3);
-        sx_pack_pid(&s->pk, v->from);
-        sx_pack_str(&s->pk, v->topic);
-        sx_pack_raw(&s->pk, v->data);
-        if (s->pk.err != 0)
-            return s->pk.err;
-        /* The send's answer is not needed: fire and forget. A sender that
-         * is gone makes it a dead letter. */
-        int rc =
-            sx_yield(out, SX_CMD_SEND, SX_TAG_NONE, sx_pack_payload(&s->pk));
+        /* sx_send, not a yielded SX_CMD_SEND: a step that ends DONE drops
+         * its yields but not its sends, so messages that arrive in the
+         * same batch as "stop" are echoed too, and before the outcome is
+         * published. A sender that is gone makes it a dead letter. */
+        int rc = sx_send(out, v->from, v->topic, v->data);
         if (rc != 0)
             return rc;
         s->echoed++;
@@ -398,7 +381,6 @@ static const sx_process_type types[] = {
       .state_size = sizeof(echo_st),
       .init = echo_init,
       .step = echo_step,
-      .close = echo_close,
       .methods = serve_methods },
     { .name = "fail",
       .state_size = sizeof(fail_st),

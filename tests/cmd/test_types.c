@@ -135,6 +135,41 @@ static void test_echo(void)
     down(e);
 }
 
+/* Property: messages that arrive together with "stop" (one step sees them
+ * all) are still echoed, and before the outcome: every one counted in the
+ * result has reached the sender by the time wait returns. (A yielded send
+ * is dropped when the step ends DONE; echo uses sx_send.) */
+static void test_echo_then_stop(void)
+{
+    sx_engine *e = up();
+    for (int round = 0; round < 20; round++) {
+        static echo_box box = { .mu = PTHREAD_MUTEX_INITIALIZER };
+        pthread_mutex_lock(&box.mu);
+        box.got = box.next = box.bad = 0;
+        pthread_mutex_unlock(&box.mu);
+        sx_pid mb;
+        CHECK_RC(sx_engine_mailbox_new(e, box_fn, &box, &mb), 0);
+        sx_pid echo = submit(e, "echo", "serve", NULL, 0);
+        for (int i = 0; i < 50; i++) {
+            uint8_t b[SX_PAYLOAD_INT_MAX];
+            CHECK_RC(sx_engine_send(e, mb, echo, "t", sx_payload_int(b, i)), 0);
+        }
+        CHECK_RC(sx_engine_send(e, mb, echo, "stop", (sx_payload){ NULL, 0 }),
+                 0);
+        sx_result r;
+        wait_ok(e, echo, &r);
+        CHECK_EQ_INT(result_int(&r), 50);
+        sx_result_free(&r);
+        pthread_mutex_lock(&box.mu);
+        int64_t got = box.got, bad = box.bad;
+        pthread_mutex_unlock(&box.mu);
+        CHECK_EQ_INT(got, 50);
+        CHECK_EQ_INT(bad, 0);
+        CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    }
+    down(e);
+}
+
 /* Property: fail finishes SX_EFAILED with its message at once. */
 static void test_fail(void)
 {
@@ -265,6 +300,7 @@ static void test_fanout(void)
 static const sx_test_case cases[] = {
     { "counter_sleeper", test_counter_sleeper },
     { "echo", test_echo },
+    { "echo_then_stop", test_echo_then_stop },
     { "fail", test_fail },
     { "exec", test_exec },
     { "fanout", test_fanout },
