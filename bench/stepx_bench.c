@@ -7,14 +7,25 @@
  *   bench=<name> runtime=stepx n=<n> secs=<s> ns_per_op=<ns>
  *   ops_per_sec=<ops> ok=<1|0> [key=value ...]
  * and nothing else on stdout. ok=1 only when the workload checked its own
- * result. Workloads: yield, ring, pingpong, skynet, spawnidle, submit.
+ * result. Workloads: yield, ring, pingpong, skynet, fanin, spawnidle,
+ * submit, wake, idle, timers, relay.
+ *
+ * Each workload has the same program shape as its peers in bench/peers/
+ * (go, erlang, caf); bench/run.sh runs them side by side and writes
+ * docs/BENCHMARKS.md.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <stepx/stepx.h>
+
+#include "cmd/types.h" /* the shipped types: relay runs counter(1) */
 
 static double now_s(void)
 {
@@ -23,25 +34,29 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 static const sx_payload nil = { NULL, 0 };
 static int64_t arg_n;
 
-static int send_tagged(sx_step_output *out, sx_pid to, int64_t v, uint64_t tag)
-{
-    uint8_t buf[64];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_array(&pk, 3);
-    sx_pack_pid(&pk, to);
-    sx_pack_str(&pk, "t");
-    sx_pack_int(&pk, v);
-    return sx_yield(out, SX_CMD_SEND, tag, sx_pack_payload(&pk));
-}
-
-/* Fire and forget: no completion step for the sender. */
+/* A message from a step: sx_send, the direct send (no argument packing, no
+ * completer, no answer; delivered even when the step ends DONE). */
 static int send_int(sx_step_output *out, sx_pid to, int64_t v)
 {
-    return send_tagged(out, to, v, SX_TAG_NONE);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    return sx_send(out, to, "t", sx_payload_int(buf, v));
 }
 
 static int done_int(sx_step_output *out, int64_t v)
@@ -85,12 +100,17 @@ static int yield_step(void *st, const sx_event *ev, size_t n,
     return done_int(out, s->got);
 }
 
-/* ---- ring / pingpong: a token passed between processes ---- */
+/* ---- ring / pingpong: a token passed between processes ----
+ *
+ * The token starts at n-1 at process 0; each hop forwards t-1. Whoever
+ * sees 0 sends a stop (-1) on and finishes; whoever sees the stop forwards
+ * it and finishes (the last stop reaches a finished process and counts as
+ * a dead letter). Each process finishes with how many messages it saw:
+ * n tokens + m-1 stops in all. The same program as the peers'. */
 
 typedef struct {
     sx_pid next;
     int64_t seen;
-    int stopping;
 } ring_state;
 
 static int ring_init(void *st, const sx_init_ctx *c, const char *m,
@@ -105,27 +125,29 @@ static int ring_step(void *st, const sx_event *ev, size_t n,
 {
     ring_state *s = st;
     for (size_t i = 0; i < n; i++) {
-        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && s->stopping)
-            return done_int(out, s->seen); /* the stop was passed on */
         if (ev[i].type != SX_EVENT_MESSAGE)
             continue;
         if (ev[i].topic[0] == 'n') { /* "next": who to forward to */
             sx_unpack u;
             sx_unpack_init(&u, ev[i].data);
-            sx_unpack_pid(&u, &s->next);
+            if (sx_unpack_pid(&u, &s->next) != 0)
+                return SX_EINVAL;
             continue;
         }
         int64_t t = 0;
-        sx_payload_get_int(ev[i].data, &t);
+        if (sx_payload_get_int(ev[i].data, &t) != 0)
+            return SX_EINVAL;
         s->seen++;
         if (t <= 0) {
-            /* The end: pass the stop on, and finish once that send is
-             * done (DONE in this step would discard the yield). */
-            s->stopping = 1;
-            sx_wait(out);
-            return send_tagged(out, s->next, -1, 1);
+            /* The end: pass the stop on and finish (sx_send's message
+             * goes even though the step ends DONE). A batch never holds
+             * more after this: the ring has one token. */
+            int rc = send_int(out, s->next, -1);
+            return rc != 0 ? rc : done_int(out, s->seen);
         }
-        send_int(out, s->next, t - 1);
+        int rc = send_int(out, s->next, t - 1);
+        if (rc != 0)
+            return rc;
     }
     sx_idle(out);
     return 0;
@@ -215,6 +237,161 @@ static int once_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* ---- fanin: 2 producers send n/2 messages each to one consumer ---- */
+
+/* A producer sends up to FANIN_BATCH messages per step with sx_send and
+ * continues (sx_send writes no yield, so CONTINUE runs the step again at
+ * once). The batch is the producer's loop body between two scheduling
+ * points, as in the peers' send loops. The consumer counts the messages
+ * and checks that each producer's arrive in the order sent (0, 1, 2, ...). */
+#ifndef FANIN_BATCH
+#define FANIN_BATCH 32
+#endif
+
+typedef struct {
+    sx_pid to;
+    int64_t left, next;
+} src_state;
+
+static int src_init(void *st, const sx_init_ctx *c, const char *m,
+                    const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    src_state *s = st;
+    sx_unpack u;
+    if (n != 2)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    if (sx_unpack_pid(&u, &s->to) != 0 ||
+        sx_payload_get_int(in[1], &s->left) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int src_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    (void)ev, (void)n;
+    src_state *s = st;
+    if (s->left == 0)
+        return done_int(out, s->next);
+    int64_t k = s->left < FANIN_BATCH ? s->left : FANIN_BATCH;
+    for (int64_t i = 0; i < k; i++) {
+        int rc = send_int(out, s->to, s->next++);
+        if (rc != 0)
+            return rc;
+    }
+    s->left -= k;
+    sx_continue(out);
+    return 0;
+}
+
+typedef struct {
+    int64_t got, bad;
+    sx_pid from[2];
+    int64_t next[2]; /* the value expected next from from[i] */
+    int senders;
+} sink_state;
+
+static int sink_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    sink_state *s = st;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_MESSAGE)
+            continue;
+        int64_t v = -1;
+        int k = 0;
+        while (k < s->senders && !sx_pid_eq(s->from[k], ev[i].from))
+            k++;
+        if (k == s->senders && k < 2)
+            s->from[s->senders++] = ev[i].from;
+        if (k == 2 || sx_payload_get_int(ev[i].data, &v) != 0 ||
+            v != s->next[k])
+            s->bad++;
+        else
+            s->next[k]++;
+        s->got++;
+    }
+    if (s->got >= arg_n)
+        return done_int(out, s->bad == 0 ? s->got : -1);
+    sx_idle(out);
+    return 0;
+}
+
+/* ---- wake: an IDLE process woken by one outside message ---- */
+
+static int64_t *wake_lat; /* ns from sx_engine_send to the step */
+static _Atomic int64_t wake_got;
+
+static int wake_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st;
+    int64_t t1 = now_ns();
+    for (size_t i = 0; i < n; i++) {
+        int64_t t0 = 0;
+        if (ev[i].type != SX_EVENT_MESSAGE ||
+            sx_payload_get_int(ev[i].data, &t0) != 0)
+            continue;
+        int64_t k = atomic_load_explicit(&wake_got, memory_order_relaxed);
+        if (k < arg_n)
+            wake_lat[k] = t1 - t0;
+        /* release: the sample is written before the count says so. */
+        atomic_store_explicit(&wake_got, k + 1, memory_order_release);
+    }
+    if (atomic_load_explicit(&wake_got, memory_order_relaxed) >= arg_n)
+        return done_int(out, arg_n);
+    sx_idle(out);
+    return 0;
+}
+
+/* ---- timers: n processes each sleep a random 1-50 ms, then finish ----
+ *
+ * A process notes the time in its first step and yields SX_CMD_SLEEP; the
+ * step that gets the completion records its lateness: now - (then + ms).
+ * The deadline is fixed when the engine dispatches the yield, just after
+ * the step, so a wake-up before then + ms would be a timer firing early
+ * (a failed check). */
+
+static int64_t *timer_late; /* ns late, one per process */
+
+typedef struct {
+    int64_t ms, idx, t0;
+} timer_state;
+
+static int timer_init(void *st, const sx_init_ctx *c, const char *m,
+                      const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    timer_state *s = st;
+    if (n != 2 || sx_payload_get_int(in[0], &s->ms) != 0 ||
+        sx_payload_get_int(in[1], &s->idx) != 0 || s->idx < 0 ||
+        s->idx >= arg_n)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int timer_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    timer_state *s = st;
+    if (s->t0 == 0) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        s->t0 = now_ns();
+        sx_wait(out);
+        return sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 1) {
+            if (ev[i].error != 0)
+                return ev[i].error;
+            timer_late[s->idx] = now_ns() - (s->t0 + s->ms * 1000000);
+            return done_int(out, s->ms);
+        }
+    sx_wait(out);
+    return 0;
+}
+
 static const sx_process_type types[] = {
     { .name = "yield",
       .state_size = sizeof(yield_state),
@@ -230,6 +407,19 @@ static const sx_process_type types[] = {
       .step = sky_step },
     { .name = "idle", .state_size = 0, .init = one_init, .step = idle_step },
     { .name = "once", .state_size = 0, .init = one_init, .step = once_step },
+    { .name = "src",
+      .state_size = sizeof(src_state),
+      .init = src_init,
+      .step = src_step },
+    { .name = "sink",
+      .state_size = sizeof(sink_state),
+      .init = one_init,
+      .step = sink_step },
+    { .name = "wake", .state_size = 0, .init = one_init, .step = wake_step },
+    { .name = "timer",
+      .state_size = sizeof(timer_state),
+      .init = timer_init,
+      .step = timer_step },
 };
 
 static int wait_int(sx_engine *e, sx_pid pid, int64_t *v)
@@ -255,33 +445,323 @@ static int send_next(sx_engine *e, sx_pid to, sx_pid next)
 static int token_ring(sx_engine *e, int64_t m, int64_t n)
 {
     sx_pid *p = calloc((size_t)m, sizeof(*p));
-    if (p == NULL)
-        return 0;
-    for (int64_t i = 0; i < m; i++)
-        if (sx_engine_submit(e, "ring", "run", NULL, 0, &p[i]) != 0)
-            return 0;
-    for (int64_t i = 0; i < m; i++)
-        send_next(e, p[i], p[(i + 1) % m]);
+    int ok = p != NULL;
+    for (int64_t i = 0; ok && i < m; i++)
+        ok = sx_engine_submit(e, "ring", "run", NULL, 0, &p[i]) == 0;
+    for (int64_t i = 0; ok && i < m; i++)
+        ok = send_next(e, p[i], p[(i + 1) % m]) == 0;
     uint8_t b[SX_PAYLOAD_INT_MAX];
-    sx_engine_send(e, SX_PID_NONE, p[0], "t", sx_payload_int(b, n - 1));
-    /* Every process sees the n tokens between them plus the final stop
-     * (the first to see t = 0 sends the stop around once more). */
+    ok = ok && sx_engine_send(e, SX_PID_NONE, p[0], "t",
+                              sx_payload_int(b, n - 1)) == 0;
+    /* Every process sees the n tokens between them, and all but the one
+     * that saw 0 see the stop once. */
     int64_t total = 0;
-    for (int64_t i = 0; i < m; i++) {
+    for (int64_t i = 0; ok && i < m; i++) {
         int64_t v = 0;
-        if (wait_int(e, p[i], &v) != 0)
-            return 0;
+        ok = wait_int(e, p[i], &v) == 0;
         total += v;
     }
     free(p);
-    return total == n + m - 1;
+    return ok && total == n + m - 1;
+}
+
+/* Waits (sleeping, so that the waiting thread does not take a core from
+ * the workers on a small machine) until n processes have finished DONE;
+ * returns ok. */
+static int wait_completed(sx_engine *e, int64_t n)
+{
+    sx_engine_stats st;
+    for (;;) {
+        sx_engine_stats_get(e, &st, NULL, 0);
+        if (st.completed + st.failed + st.terminated >= (uint64_t)n)
+            break;
+        sleep_ns(20000);
+    }
+    return st.completed == (uint64_t)n && st.failed == 0 && st.terminated == 0;
+}
+
+/* spawnidle: n processes that each wait for one message, then one message
+ * each; submit: n one-step processes. */
+static int spawn_many(sx_engine *e, int64_t n, int idle)
+{
+    sx_pid *p = calloc((size_t)n, sizeof(*p));
+    int ok = p != NULL;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = sx_engine_submit(e, idle ? "idle" : "once", "run", NULL, 0,
+                              &p[i]) == 0;
+    for (int64_t i = 0; ok && idle && i < n; i++)
+        ok = sx_engine_send(e, SX_PID_NONE, p[i], "go", nil) == 0;
+    ok = ok && wait_completed(e, n);
+    free(p);
+    return ok;
+}
+
+static int fanin(sx_engine *e, int64_t n)
+{
+    sx_pid sink, src[2];
+    int64_t got = 0, sent = 0;
+    if (sx_engine_submit(e, "sink", "run", NULL, 0, &sink) != 0)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        uint8_t pb[64], nb[SX_PAYLOAD_INT_MAX];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, pb, sizeof(pb));
+        sx_pack_pid(&pk, sink);
+        sx_payload in[2] = { sx_pack_payload(&pk),
+                             sx_payload_int(nb, i == 0 ? n - n / 2 : n / 2) };
+        if (sx_engine_submit(e, "src", "run", in, 2, &src[i]) != 0)
+            return 0;
+    }
+    for (int i = 0; i < 2; i++) {
+        int64_t v = 0;
+        if (wait_int(e, src[i], &v) != 0)
+            return 0;
+        sent += v;
+    }
+    return wait_int(e, sink, &got) == 0 && got == n && sent == n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* wake: every 1 ms (after the previous sample was seen) an outside thread
+ * sends one message, carrying the send time, to an IDLE process; the step
+ * records now - then. Reports p50 (the figure) and p99 in us, and how many
+ * sends found every worker parked. */
+static int wake(sx_engine *e, int64_t n, char *extra, size_t cap,
+                double *figure)
+{
+    wake_lat = calloc((size_t)n, sizeof(*wake_lat));
+    sx_pid p;
+    if (wake_lat == NULL)
+        return 0;
+    if (sx_engine_submit(e, "wake", "run", NULL, 0, &p) != 0) {
+        free(wake_lat);
+        return 0;
+    }
+    int64_t all_parked = 0;
+    for (int64_t i = 0; i < n; i++) {
+        do
+            sleep_ns(1000000);
+        while (atomic_load_explicit(&wake_got, memory_order_acquire) < i);
+        sx_engine_stats st;
+        sx_engine_stats_get(e, &st, NULL, 0);
+        all_parked += st.parked == st.workers;
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        if (sx_engine_send(e, SX_PID_NONE, p, "t",
+                           sx_payload_int(b, now_ns())) != 0)
+            return 0;
+    }
+    int64_t v = 0;
+    int ok = wait_int(e, p, &v) == 0 && v == n &&
+             atomic_load_explicit(&wake_got, memory_order_acquire) == n;
+    qsort(wake_lat, (size_t)n, sizeof(*wake_lat), cmp_i64);
+    double p50 = (double)wake_lat[(n - 1) / 2];
+    double p99 = (double)wake_lat[(n * 99 + 99) / 100 - 1];
+    double max = (double)wake_lat[n - 1];
+    ok = ok && wake_lat[0] > 0;
+    snprintf(extra, cap,
+             " p50_us=%.2f p99_us=%.2f max_us=%.2f all_parked_pct=%.1f",
+             p50 / 1e3, p99 / 1e3, max / 1e3,
+             100.0 * (double)all_parked / (double)n);
+    *figure = p50;
+    free(wake_lat);
+    return ok;
+}
+
+/* timers: the driver submits the n sleepers (sleeps drawn from a fixed
+ * xorshift sequence, uniform in 1..50 ms) and waits for all to finish.
+ * The figure is the whole time, from the first submit to the last finish
+ * (ideal: about the longest sleep, 50 ms); lateness percentiles in ms. */
+static int timers(sx_engine *e, int64_t n, char *extra, size_t cap)
+{
+    timer_late = malloc((size_t)n * sizeof(*timer_late));
+    if (timer_late == NULL)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        timer_late[i] = INT64_MIN; /* not yet woken */
+    uint64_t x = 88172645463325252ull;
+    int64_t max_ms = 0;
+    int ok = 1;
+    double t0 = now_s();
+    for (int64_t i = 0; ok && i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t ms = 1 + (int64_t)(x % 50);
+        max_ms = ms > max_ms ? ms : max_ms;
+        uint8_t b0[SX_PAYLOAD_INT_MAX], b1[SX_PAYLOAD_INT_MAX];
+        sx_payload in[2] = { sx_payload_int(b0, ms), sx_payload_int(b1, i) };
+        ok = sx_engine_submit(e, "timer", "run", in, 2, NULL) == 0;
+    }
+    double submitted = now_s() - t0;
+    ok = ok && wait_completed(e, n);
+    int64_t early = 0;
+    for (int64_t i = 0; ok && i < n; i++)
+        early += timer_late[i] < 0; /* early, or never woke */
+    ok = ok && early == 0;
+    if (ok) {
+        qsort(timer_late, (size_t)n, sizeof(*timer_late), cmp_i64);
+        snprintf(extra, cap,
+                 " p50_late_ms=%.3f p99_late_ms=%.3f max_late_ms=%.3f"
+                 " longest_sleep_ms=%lld submit_secs=%.4f",
+                 (double)timer_late[(n - 1) / 2] / 1e6,
+                 (double)timer_late[(n * 99 + 99) / 100 - 1] / 1e6,
+                 (double)timer_late[n - 1] / 1e6, (long long)max_ms,
+                 submitted);
+    } else {
+        snprintf(extra, cap, " early_or_missing=%lld", (long long)early);
+    }
+    free(timer_late);
+    return ok;
+}
+
+/* relay: a relay server in this process (the one stepxd runs, on a Unix
+ * socket in a fresh temporary directory) and RELAY_CONNS client threads,
+ * each on its own connection through the C client, each doing its share
+ * of the n jobs one after the other: submit counter(1), then wait for its
+ * outcome. A job counts only when the wait says result 1 in 2 steps. The
+ * clock runs from when every connection has said hello to the last
+ * answer. */
+#define RELAY_CONNS 8
+
+typedef struct {
+    int64_t jobs, good;
+    int rc;
+    pthread_barrier_t *go;
+    sx_client *c;
+} relay_conn;
+
+static void *relay_client(void *arg)
+{
+    relay_conn *rc = arg;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload one = sx_payload_int(b, 1);
+    pthread_barrier_wait(rc->go);
+    for (int64_t i = 0; i < rc->jobs && rc->rc == 0; i++) {
+        sx_pid pid;
+        sx_reply r;
+        uint64_t steps = 0;
+        int64_t v = -1;
+        rc->rc = sx_client_submit(rc->c, "counter", "run", &one, 1, &pid,
+                                  NULL);
+        if (rc->rc != 0)
+            break;
+        rc->rc = sx_client_wait(rc->c, pid, -1, &steps, &r);
+        if (rc->rc == 0) {
+            sx_payload res;
+            if (sx_map_get(r.body, "result", &res) == 0 &&
+                sx_payload_get_int(res, &v) == 0 && v == 1 && steps == 2)
+                rc->good++;
+            sx_reply_free(&r);
+        }
+    }
+    pthread_barrier_wait(rc->go); /* the driver stops the clock here */
+    return NULL;
+}
+
+static int relay(sx_engine *e, int64_t n, char *extra, size_t cap,
+                 double *secs)
+{
+    char dir[] = "/tmp/stepx-bench-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return 0;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/relay.sock", dir);
+    sx_server_config sc = { .socket_path = path };
+    sx_server *srv;
+    if (sx_server_start(e, &sc, &srv) != 0) {
+        rmdir(dir);
+        return 0;
+    }
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, RELAY_CONNS + 1);
+    relay_conn conn[RELAY_CONNS];
+    pthread_t th[RELAY_CONNS];
+    int ok = 1;
+    for (int i = 0; i < RELAY_CONNS; i++) {
+        conn[i] = (relay_conn){ .jobs = n / RELAY_CONNS +
+                                        (i < n % RELAY_CONNS ? 1 : 0),
+                                .go = &go };
+        if (sx_client_connect(path, NULL, 5000, &conn[i].c) != 0)
+            ok = 0, conn[i].c = NULL, conn[i].rc = SX_ECLOSED;
+        pthread_create(&th[i], NULL, relay_client, &conn[i]);
+    }
+    pthread_barrier_wait(&go);
+    double t0 = now_s(); /* connections open: the jobs begin */
+    pthread_barrier_wait(&go);
+    *secs = now_s() - t0; /* the last answer is in */
+    int64_t good = 0;
+    for (int i = 0; i < RELAY_CONNS; i++) {
+        pthread_join(th[i], NULL);
+        good += conn[i].good;
+        ok = ok && conn[i].rc == 0;
+        if (conn[i].c != NULL)
+            sx_client_close(conn[i].c);
+    }
+    pthread_barrier_destroy(&go);
+    sx_server_stats ss;
+    sx_server_stats_get(srv, &ss);
+    sx_server_stop(srv);
+    rmdir(dir);
+    snprintf(extra, cap, " conns=%d jobs_ok=%lld requests=%llu", RELAY_CONNS,
+             (long long)good, (unsigned long long)ss.requests);
+    return ok && good == n;
+}
+
+static double cpu_secs(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Sums per-worker figures: parks and steps. */
+static void worker_sums(sx_engine *e, uint64_t *parks, uint64_t *steps)
+{
+    sx_worker_stats w[SX_MAX_WORKERS];
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, w, SX_MAX_WORKERS);
+    *parks = *steps = 0;
+    for (unsigned i = 0; i < st.workers && i < SX_MAX_WORKERS; i++) {
+        *parks += w[i].parks;
+        *steps += w[i].steps;
+    }
+}
+
+/* idle: a started engine with no work for n seconds; the CPU time the
+ * process used in that window (user + sys). */
+static int idle(sx_engine *e, int64_t n, char *extra, size_t cap,
+                double *figure)
+{
+    sleep_ns(10000000); /* let start-up settle: workers park */
+    uint64_t k0, k1, s0, s1;
+    worker_sums(e, &k0, &s0);
+    double c0 = cpu_secs();
+    sleep_ns(n * 1000000000);
+    double c1 = cpu_secs();
+    worker_sums(e, &k1, &s1);
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, NULL, 0);
+    double cpu = c1 - c0;
+    snprintf(extra, cap, " cpu_secs=%.4f parks=%llu parked_at_end=%u", cpu,
+             (unsigned long long)(k1 - k0), st.parked);
+    *figure = cpu * 1e9 / (double)n; /* CPU ns per idle second */
+    /* The check: no step ran and nothing is live. (Not "every worker
+     * parked": a worker re-checks the queues every 500 ms, so at any
+     * instant one may be between two parks.) */
+    return c0 >= 0 && c1 >= 0 && s1 == 0 && st.live == 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|"
-                        "spawnidle|submit> <n> [--workers K]\n");
+        fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
+                        "spawnidle|submit|wake|idle|timers|relay> <n> "
+                        "[--workers K]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -294,19 +774,38 @@ int main(int argc, char **argv)
         fprintf(stderr, "stepx-bench: n must be positive\n");
         return 2;
     }
+    static const char *const known[] = { "yield",  "ring",  "pingpong",
+                                         "skynet", "fanin", "spawnidle",
+                                         "submit", "wake",  "idle",
+                                         "timers", "relay" };
+    int found = 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        found |= strcmp(name, known[i]) == 0;
+    if (!found) {
+        fprintf(stderr, "stepx-bench: unknown workload '%s'\n", name);
+        return 2;
+    }
     sx_engine_config cfg = { .workers = workers };
-    if (strcmp(name, "spawnidle") == 0 || strcmp(name, "submit") == 0)
+    if (strcmp(name, "spawnidle") == 0 || strcmp(name, "submit") == 0 ||
+        strcmp(name, "timers") == 0)
         cfg.keep_outcomes = 16;
     sx_engine *e;
     if (sx_engine_new(&cfg, &e) != 0)
         return 1;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         sx_engine_register(e, &types[i]);
+    if (strcmp(name, "relay") == 0 && sx_types_register_builtin(e) != 0)
+        return 1;
     sx_engine_register_command(e, 256, "complete-now", complete_now, NULL);
     if (sx_engine_start(e) != 0)
         return 1;
+    sx_engine_stats st0;
+    sx_engine_stats_get(e, &st0, NULL, 0);
     int64_t n = arg_n;
     int ok = 0;
+    char extra[256] = "";
+    double figure = -1; /* ns_per_op when the workload sets its own */
+    double secs_own = -1; /* the time, when the workload takes its own */
     double t0 = now_s();
     if (strcmp(name, "yield") == 0) {
         sx_pid p;
@@ -324,31 +823,46 @@ int main(int argc, char **argv)
         int64_t sum = 0;
         ok = sx_engine_submit(e, "sky", "run", in, 2, &root) == 0 &&
              wait_int(e, root, &sum) == 0 && sum == n * (n - 1) / 2;
-    } else if (strcmp(name, "spawnidle") == 0 || strcmp(name, "submit") == 0) {
-        int idle = name[1] == 'p';
-        sx_pid *p = calloc((size_t)n, sizeof(*p));
-        ok = p != NULL;
-        for (int64_t i = 0; ok && i < n; i++)
-            ok = sx_engine_submit(e, idle ? "idle" : "once", "run", NULL, 0,
-                                  &p[i]) == 0;
-        for (int64_t i = 0; ok && idle && i < n; i++)
-            ok = sx_engine_send(e, SX_PID_NONE, p[i], "go", nil) == 0;
-        sx_engine_stats st;
-        do {
-            sx_engine_stats_get(e, &st, NULL, 0);
-        } while (ok && st.completed < (uint64_t)n);
-        ok = ok && st.completed == (uint64_t)n && st.failed == 0;
-        free(p);
+    } else if (strcmp(name, "fanin") == 0) {
+        ok = fanin(e, n);
+    } else if (strcmp(name, "spawnidle") == 0) {
+        ok = spawn_many(e, n, 1);
+    } else if (strcmp(name, "submit") == 0) {
+        ok = spawn_many(e, n, 0);
+    } else if (strcmp(name, "wake") == 0) {
+        ok = wake(e, n, extra, sizeof(extra), &figure);
+    } else if (strcmp(name, "timers") == 0) {
+        ok = timers(e, n, extra, sizeof(extra));
+    } else if (strcmp(name, "relay") == 0) {
+        ok = relay(e, n, extra, sizeof(extra), &secs_own);
     } else {
-        fprintf(stderr, "stepx-bench: unknown workload '%s'\n", name);
-        return 2;
+        ok = idle(e, n, extra, sizeof(extra), &figure);
     }
-    double secs = now_s() - t0;
+    double secs = secs_own >= 0 ? secs_own : now_s() - t0;
+    if (strcmp(name, "idle") != 0) {
+        /* Scheduler figures for the whole workload: how often workers
+         * parked (each park after the first is a wake-up) and stole. */
+        sx_worker_stats w[SX_MAX_WORKERS];
+        sx_engine_stats st;
+        sx_engine_stats_get(e, &st, w, SX_MAX_WORKERS);
+        uint64_t parks = 0, steals = 0, steps = 0;
+        for (unsigned i = 0; i < st.workers && i < SX_MAX_WORKERS; i++) {
+            parks += w[i].parks;
+            steals += w[i].steals;
+            steps += w[i].steps;
+        }
+        size_t l = strlen(extra);
+        snprintf(extra + l, sizeof(extra) - l,
+                 " steps=%llu parks=%llu steals=%llu",
+                 (unsigned long long)steps, (unsigned long long)parks,
+                 (unsigned long long)steals);
+    }
     sx_engine_stop(e, 1000);
     sx_engine_free(e);
+    double ns = figure >= 0 ? figure : secs * 1e9 / (double)n;
     printf("bench=%s runtime=stepx n=%lld secs=%.6f ns_per_op=%.2f "
-           "ops_per_sec=%.0f ok=%d workers=%u\n",
-           name, (long long)n, secs, secs * 1e9 / (double)n, (double)n / secs,
-           ok, cfg.workers);
+           "ops_per_sec=%.0f ok=%d workers=%u%s\n",
+           name, (long long)n, secs, ns, ns > 0 ? 1e9 / ns : 0.0, ok,
+           st0.workers, extra);
     return ok ? 0 : 1;
 }

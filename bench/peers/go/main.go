@@ -1,7 +1,7 @@
 // bench/peers/go/main.go — the Go peer of the stepx benchmark suite
 // (see ../../../../shared/design/BENCHMARKS.md, the benchmark contract).
 //
-//	stepx-peer-go <ring|pingpong|skynet|spawnidle|submit> <n>
+//	stepx-peer-go <yield|ring|pingpong|skynet|fanin|spawnidle|submit|wake|idle|timers> <n>
 //
 // prints one line, the same as bench/stepx-bench:
 //
@@ -17,11 +17,40 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
+
+// yield: stepx's yield is a process that yields a command which a handler
+// completes at once, n times. The Go shape: a goroutine does n
+// request/response round trips on unbuffered channels with a helper
+// goroutine that answers at once.
+func yield(n int64) bool {
+	req := make(chan int64)
+	resp := make(chan int64)
+	go func() {
+		for r := range req {
+			resp <- r
+		}
+	}()
+	res := make(chan int64)
+	go func() {
+		var got int64
+		for i := int64(0); i < n; i++ {
+			req <- i
+			if <-resp == i {
+				got++
+			}
+		}
+		close(req)
+		res <- got
+	}()
+	return <-res == n
+}
 
 // tokenRing: m goroutines in a ring pass a token n hops. The token starts at
 // n-1 and each hop decrements it; whoever sees 0 sends a stop (-1) around
@@ -79,6 +108,130 @@ func skynet(c chan<- int64, num, size int64) {
 	c <- sum
 }
 
+// fanin: 2 producer goroutines each send n/2 messages on one channel (the
+// consumer's mailbox; buffered, fanInBuffer slots) to one consumer, which
+// counts them. Each producer reports how many it sent.
+const fanInBuffer = 1024
+
+func fanin(n int64) bool {
+	ch := make(chan int64, fanInBuffer)
+	sent := make(chan int64, 2)
+	got := make(chan int64)
+	go func() {
+		var c int64
+		for c < n {
+			<-ch
+			c++
+		}
+		got <- c
+	}()
+	for i := 0; i < 2; i++ {
+		k := n / 2
+		if i == 0 {
+			k = n - n/2
+		}
+		go func(k int64) {
+			var j int64
+			for ; j < k; j++ {
+				ch <- j
+			}
+			sent <- j
+		}(k)
+	}
+	c := <-got
+	return c == n && <-sent+<-sent == n
+}
+
+// wake: every 1 ms (after the previous sample was seen) the main goroutine
+// sends the send time to a goroutine blocked on a channel receive, which
+// records how long that took. Returns p50 (the figure) and the extra
+// key=value text.
+func wake(n int64) (bool, float64, string) {
+	ch := make(chan time.Time, 1)
+	lat := make([]time.Duration, n)
+	var got int64
+	done := make(chan struct{})
+	go func() {
+		for i := int64(0); i < n; i++ {
+			t0 := <-ch
+			lat[i] = time.Since(t0)
+			atomic.StoreInt64(&got, i+1)
+		}
+		close(done)
+	}()
+	for i := int64(0); i < n; i++ {
+		for {
+			time.Sleep(time.Millisecond)
+			if atomic.LoadInt64(&got) >= i {
+				break
+			}
+		}
+		ch <- time.Now()
+	}
+	<-done
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	p50 := float64(lat[(n-1)/2].Nanoseconds())
+	p99 := float64(lat[(n*99+99)/100-1].Nanoseconds())
+	mx := float64(lat[n-1].Nanoseconds())
+	ok := atomic.LoadInt64(&got) == n && lat[0] > 0
+	return ok, p50, fmt.Sprintf(" p50_us=%.2f p99_us=%.2f max_us=%.2f", p50/1e3, p99/1e3, mx/1e3)
+}
+
+// timers: n goroutines each sleep a random 1-50 ms (the same xorshift
+// sequence as stepx_bench.c), then finish; each records how late it woke:
+// now - (its start + the sleep). Wait for all with a WaitGroup. A
+// reference: BENCHMARKS.md names no peer for timers.
+func timers(n int64) (bool, string) {
+	var wg sync.WaitGroup
+	late := make([]time.Duration, n)
+	x := uint64(88172645463325252)
+	var maxMs uint64
+	wg.Add(int(n))
+	for i := int64(0); i < n; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		ms := 1 + x%50
+		if ms > maxMs {
+			maxMs = ms
+		}
+		go func(i int64, d time.Duration) {
+			t0 := time.Now()
+			time.Sleep(d)
+			late[i] = time.Since(t0) - d
+			wg.Done()
+		}(i, time.Duration(ms)*time.Millisecond)
+	}
+	wg.Wait()
+	sort.Slice(late, func(a, b int) bool { return late[a] < late[b] })
+	ok := late[0] >= 0
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	return ok, fmt.Sprintf(" p50_late_ms=%.3f p99_late_ms=%.3f max_late_ms=%.3f longest_sleep_ms=%d",
+		ms(late[(n-1)/2]), ms(late[(n*99+99)/100-1]), ms(late[n-1]), maxMs)
+}
+
+func cpuSecs() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// idle: the runtime started, one goroutine blocked on a channel (an idle
+// process), nothing to do for n seconds: the CPU time used in that window.
+func idle(n int64) (bool, float64, string) {
+	ch := make(chan struct{})
+	go func() { <-ch }()
+	time.Sleep(10 * time.Millisecond)
+	c0 := cpuSecs()
+	time.Sleep(time.Duration(n) * time.Second)
+	c1 := cpuSecs()
+	close(ch)
+	cpu := c1 - c0
+	return c0 >= 0 && c1 >= 0, cpu * 1e9 / float64(n), fmt.Sprintf(" cpu_secs=%.4f", cpu)
+}
+
 // spawnidle: n goroutines each wait on their own (1-slot) channel for one
 // message; then each is sent one; wait for all with a WaitGroup.
 func spawnidle(n int64) bool {
@@ -121,7 +274,7 @@ func submit(n int64) bool {
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: stepx-peer-go <ring|pingpong|skynet|spawnidle|submit> <n>")
+		fmt.Fprintln(os.Stderr, "usage: stepx-peer-go <yield|ring|pingpong|skynet|fanin|spawnidle|submit|wake|idle|timers> <n>")
 		os.Exit(2)
 	}
 	name := os.Args[1]
@@ -131,8 +284,18 @@ func main() {
 		os.Exit(2)
 	}
 	ok := false
+	figure := -1.0 // ns_per_op when the workload sets its own
+	extra := ""
 	t0 := time.Now()
 	switch name {
+	case "yield":
+		ok = yield(n)
+	case "fanin":
+		ok = fanin(n)
+	case "wake":
+		ok, figure, extra = wake(n)
+	case "idle":
+		ok, figure, extra = idle(n)
 	case "ring":
 		ok = tokenRing(503, n)
 	case "pingpong":
@@ -145,6 +308,8 @@ func main() {
 		ok = spawnidle(n)
 	case "submit":
 		ok = submit(n)
+	case "timers":
+		ok, extra = timers(n)
 	default:
 		fmt.Fprintf(os.Stderr, "stepx-peer-go: unknown workload '%s'\n", name)
 		os.Exit(2)
@@ -154,8 +319,16 @@ func main() {
 	if ok {
 		okn = 1
 	}
-	fmt.Printf("bench=%s runtime=go n=%d secs=%.6f ns_per_op=%.2f ops_per_sec=%.0f ok=%d gomaxprocs=%d\n",
-		name, n, secs, secs*1e9/float64(n), float64(n)/secs, okn, runtime.GOMAXPROCS(0))
+	ns := secs * 1e9 / float64(n)
+	if figure >= 0 {
+		ns = figure
+	}
+	ops := 0.0
+	if ns > 0 {
+		ops = 1e9 / ns
+	}
+	fmt.Printf("bench=%s runtime=go n=%d secs=%.6f ns_per_op=%.2f ops_per_sec=%.0f ok=%d gomaxprocs=%d%s\n",
+		name, n, secs, ns, ops, okn, runtime.GOMAXPROCS(0), extra)
 	if !ok {
 		os.Exit(1)
 	}
