@@ -1,0 +1,192 @@
+/* cmd/cli.h — the stepx CLI's internals, shared by cmd/stepx.c (options,
+ * connection, errors, dispatch), cmd/cli_json.c (JSON <-> msgpack),
+ * cmd/cli_ops.c (submit, send, wait, cancel, kill, ps, stats, types),
+ * cmd/cli_render.c (tables and trees for people) and cmd/cli_watch.c
+ * (watch, top). Never installed.
+ *
+ * Threads: the CLI is single-threaded; one blocking relay client.
+ */
+#ifndef SX_CMD_CLI_H
+#define SX_CMD_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include <stepx/relay.h>
+
+/* Exit codes (documented in `stepx --help` and the README). */
+enum {
+    CLI_OK = 0,       /* success                                          */
+    CLI_FAILED = 1,   /* the process failed, was terminated or cancelled */
+    CLI_USAGE = 2,    /* bad command line, bad JSON, bad PID             */
+    CLI_CONNECT = 3,  /* cannot connect, or the connection was lost      */
+    CLI_SERVER = 4,   /* the server answered with an error               */
+    CLI_TIMEOUT = 5,  /* --timeout passed                                */
+    CLI_INTERNAL = 6, /* out of memory, a reply the CLI cannot read      */
+};
+
+#define CLI_MAX_POS 8
+#define CLI_MAX_SENDS 32
+
+/* The command line, parsed: global options and the subcommand's. */
+typedef struct {
+    /* global */
+    const char *socket_path; /* --socket, else $STEPX_SOCKET or default */
+    const char *connect;     /* --connect HOST:PORT (wins over socket)  */
+    const char *token;       /* --token, else $STEPX_TOKEN              */
+    int64_t timeout_ms;      /* --timeout; -1 when not given            */
+    bool json;               /* --json                                  */
+    bool quiet;              /* --quiet: no progress lines              */
+    /* the subcommand */
+    const char *cmd;
+    const char *pos[CLI_MAX_POS];
+    int n_pos;
+    /* subcommand options */
+    uint64_t count;      /* submit --count (1 when not given)         */
+    bool wait;           /* submit --wait                             */
+    int64_t limit;       /* ps --limit; -1 = server default           */
+    int64_t interval_ms; /* top --interval (1000)                     */
+    int64_t iterations;  /* top -n; -1 = until q                      */
+    const char *reason;  /* cancel --reason                           */
+    const char *sends[CLI_MAX_SENDS][2]; /* watch --send TOPIC JSON    */
+    int n_sends;
+} cli_args;
+
+/* A session: the arguments, the connection and where it goes. */
+typedef struct {
+    const cli_args *a;
+    char address[4200];
+    sx_client *client; /* NULL until cli_connect */
+    sx_pid mailbox;
+} cli;
+
+/* ---- cmd/stepx.c ---- */
+
+/* Connects (when not yet) to the daemon: 0 or an exit code (printed). */
+int cli_connect(cli *c);
+/* Sends request (a msgpack map, no id) and waits up to timeout_ms (< 0:
+ * none) for its reply. Returns 0 with *out holding an ok reply (the
+ * caller frees it); otherwise prints the problem (what names the
+ * request, e.g. "submit"), frees what it got and returns the exit code.
+ * An error reply whose code is in pass (a NULL-terminated list; NULL for
+ * none) is not printed: it returns 0 with *out holding it, out->ok false. */
+int cli_request(cli *c, const char *what, sx_payload request,
+                int64_t timeout_ms, const char *const *pass, sx_reply *out);
+/* A pass list that lets every error reply through. */
+extern const char *const cli_pass_all[];
+/* The exit code an error reply stands for (no printing). */
+int cli_reply_exit(const sx_reply *r);
+/* The exit code for an error reply, after printing it (and, with --json,
+ * writing {"ok": false, "error": {...}} plus extra fields to stdout). */
+int cli_reply_error(cli *c, const char *what, const sx_reply *r, json_t *extra);
+/* The timeout for one plain request: --timeout, else 30 s. */
+int64_t cli_request_timeout(const cli *c);
+/* Parses a PID argument ("{node@host|id}", or a bare id on the daemon's
+ * node and host once connected): 0, or CLI_USAGE (printed). */
+int cli_parse_pid(cli *c, const char *text, sx_pid *out);
+/* Monotonic milliseconds. */
+int64_t cli_now_ms(void);
+/* A progress line on stderr (unless --quiet): on a terminal it rewrites
+ * one line; elsewhere it prints a line at most every `every_s` seconds
+ * of the elapsed time. cli_progress_end clears a terminal's line. */
+typedef struct {
+    int64_t start_ms;
+    int64_t last_s;
+    bool shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p);
+void cli_progress_show(const cli *c, cli_progress *p, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void cli_progress_end(const cli *c, cli_progress *p);
+/* "stepx: " + the message, on stderr (notes and hints; no JSON). */
+void cli_errorf(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* A failure the command ends with: "stepx: " + the message on stderr
+ * and, with --json, {"ok": false, "error": {"code", "message"}} on
+ * stdout, the code named after ex ("usage", "connection", "timeout",
+ * "internal", ...). Returns ex. */
+int cli_fail(int ex, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- cmd/cli_json.c ---- */
+
+/* The JSON form of one msgpack value: integers stay integers (an unsigned
+ * above INT64_MAX becomes a real), strings and binaries that are valid
+ * UTF-8 become strings, other binaries {"$bin": base64}, extensions
+ * {"$ext": base64 of the whole encoded value}, non-string map keys their
+ * compact JSON text. An empty payload is null. NULL on malformed data or
+ * out of memory. */
+json_t *cli_json_from_mp(sx_payload p);
+/* Packs j as msgpack into pk: integers as integers, reals as doubles,
+ * {"$bin": base64} as a binary. 0, SX_EINVAL (bad base64) or pk's error. */
+int cli_json_to_mp(const json_t *j, sx_pack *pk);
+/* Parses text (any JSON value). NULL after reporting (cli_fail with
+ * CLI_USAGE) "bad JSON for <what>" with the parser's position. */
+json_t *cli_json_parse(const char *text, const char *what);
+/* Compact text of j (any value); the caller frees it. NULL when out of
+ * memory. */
+char *cli_json_text(const json_t *j);
+/* Compact text of a msgpack value, for human output; caller frees. */
+char *cli_mp_text(sx_payload p);
+/* Writes j compactly on one line of stdout. */
+void cli_json_print(const json_t *j);
+
+/* Reads a reply field: the text of a string (into buf, NUL-terminated,
+ * cut at cap - 1), an unsigned integer, or the JSON of any value. */
+bool cli_get_str(sx_payload map, const char *key, char *buf, size_t cap);
+bool cli_get_u64(sx_payload map, const char *key, uint64_t *out);
+json_t *cli_get_json(sx_payload map, const char *key);
+
+/* ---- cmd/cli_render.c ---- */
+
+/* Prints rows (a JSON array of objects) as a table with one column per
+ * key in keys (headers: the keys upper-cased); strings as they are,
+ * numbers right-aligned, null or missing as "-". */
+void cli_print_table(FILE *f, const json_t *rows, const char *const *keys,
+                     size_t n_keys);
+/* Prints a JSON value for people: objects as aligned "name  value" lines
+ * (nested objects indented, arrays of objects as tables). */
+void cli_print_tree(FILE *f, const json_t *v, int indent);
+
+/* ---- cmd/cli_ops.c and cmd/cli_watch.c: the subcommands ---- */
+
+/* The stats map, and up to limit (< 0: the server's default) processes,
+ * as JSON: 0 or an exit code (printed). */
+int cli_fetch_stats(cli *c, json_t **out);
+int cli_fetch_ps(cli *c, int64_t limit, json_t **out);
+
+int cli_cmd_submit(cli *c);
+int cli_cmd_send(cli *c);
+int cli_cmd_wait(cli *c);
+int cli_cmd_cancel(cli *c);
+int cli_cmd_kill(cli *c);
+int cli_cmd_ps(cli *c);
+int cli_cmd_stats(cli *c);
+int cli_cmd_types(cli *c);
+int cli_cmd_watch(cli *c);
+int cli_cmd_top(cli *c);
+
+/* Waits for pid until deadline_ms (cli_now_ms clock; < 0: none), asking
+ * in slices of a second; after each slice that ends without an outcome it
+ * shows label on p (NULL: no progress; the caller starts and ends p).
+ * Returns 0 with *out the final reply (ok, or an error reply with code
+ * failed / terminated / cancelled), or an exit code (printed). */
+int cli_wait_pid(cli *c, sx_pid pid, int64_t deadline_ms, cli_progress *p,
+                 const char *label, sx_reply *out);
+/* Prints a wait's outcome for pid (human or JSON) and returns 0 or
+ * CLI_FAILED. */
+int cli_print_outcome(cli *c, const char *pid, const sx_reply *r);
+
+#endif

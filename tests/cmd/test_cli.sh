@@ -1,0 +1,573 @@
+#!/usr/bin/env bash
+# tests/cmd/test_cli.sh — end to end: a real stepxd driven by the stepx CLI.
+#
+#   bash tests/cmd/test_cli.sh PATH/TO/stepxd PATH/TO/stepx
+#
+# Starts stepxd on a temporary socket (plus TCP, a token, Prometheus
+# metrics on a free loopback port, and the example plugin from
+# $STEPX_TEST_PLUGIN), then checks every subcommand in human and --json
+# output, every documented exit code (1 process failed, 2 usage / bad
+# JSON / bad PID, 3 no daemon, 4 error reply, 5 timeout), the plugin's
+# type, the metrics text, and a graceful SIGTERM with a 60 s sleeper
+# running (the cancel is delivered, --stop-deadline is respected, exit 0).
+# Prints one line per check and "N passed, N failed"; exits non-zero when
+# anything failed. Needs bash and python3 (for JSON checks); no curl.
+set -u
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 STEPXD STEPX" >&2
+    exit 2
+fi
+STEPXD=$1
+STEPX=$2
+PLUGIN=${STEPX_TEST_PLUGIN:-$(dirname "$STEPX")/../tests/cmd/plugin_example.so}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/stepx-cli.XXXXXX")
+SOCK=$TMP/stepxd.sock
+DEADLINE_MS=1500
+DPID=
+passed=0
+failed=0
+
+cleanup()
+{
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        kill -KILL "$DPID" 2>/dev/null
+        wait "$DPID" 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok()
+{
+    passed=$((passed + 1))
+    echo "ok    $1"
+}
+
+bad()
+{
+    failed=$((failed + 1))
+    echo "FAIL  $1"
+    if [ $# -gt 1 ]; then
+        printf '%s\n' "$2" | head -n 30 | sed 's/^/      | /'
+    fi
+}
+
+# run CMD...: runs stepx (20 s at most) with stdout in $OUT, stderr in
+# $ERR and the exit status in $RC.
+run()
+{
+    timeout 20 "$STEPX" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+    RC=$?
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+show()
+{
+    printf 'rc %s\nstdout: %s\nstderr: %s' "$RC" "$OUT" "$ERR"
+}
+
+# expect NAME RC [GREP-PATTERN-IN-STDOUT+STDERR]: checks the last run.
+expect()
+{
+    local name=$1 want=$2 pat=${3:-}
+    if [ "$RC" -ne "$want" ]; then
+        bad "$name (exit $RC, want $want)" "$(show)"
+    elif [ -n "$pat" ] && ! printf '%s\n%s\n' "$OUT" "$ERR" | grep -qE -- "$pat"; then
+        bad "$name (output lacks /$pat/)" "$(show)"
+    else
+        ok "$name"
+    fi
+}
+
+# json NAME PYTHON-EXPR [RC]: checks the last run's exit status (default
+# 0) and its stdout as JSON; the expression sees d (the last document)
+# and lines (every line parsed).
+json()
+{
+    local name=$1 expr=$2 want=${3:-0}
+    if [ "$RC" -ne "$want" ]; then
+        bad "$name (exit $RC, want $want)" "$(show)"
+        return
+    fi
+    if printf '%s' "$OUT" | "$PY" -c "
+import json, sys
+text = sys.stdin.read()
+lines = [json.loads(l) for l in text.splitlines() if l.strip()]
+d = lines[-1] if lines else None
+sys.exit(0 if ($expr) else 1)
+" 2>"$TMP/pyerr"; then
+        ok "$name"
+    else
+        bad "$name (JSON check failed: $expr)" "$(show; cat "$TMP/pyerr")"
+    fi
+}
+
+PID_RE='^\{[0-9]+@[0-9]+\|[0-9]+\}$'
+
+free_port()
+{
+    "$PY" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((20000 + RANDOM % 30000))
+}
+
+# GET /metrics with bash's /dev/tcp (curl may be missing).
+fetch_metrics()
+{
+    local body
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+    printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+    body=$(timeout 5 cat <&3)
+    exec 3<&-
+    printf '%s' "$body"
+}
+
+# ---- no daemon yet: exit code 3 ----
+
+STEPX_SOCKET=$TMP/none.sock
+export STEPX_SOCKET
+run types
+expect "no daemon running: exit 3" 3 "cannot connect"
+run --json ps
+json "no daemon running, --json: an error document" \
+    "d['ok'] is False and d['error']['code'] == 'connection'" 3
+unset STEPX_SOCKET
+run --socket "$TMP/none.sock" stats
+expect "--socket to nowhere: exit 3" 3 "none.sock"
+run
+expect "no command: exit 2" 2 "usage"
+run frobnicate
+expect "unknown command: exit 2" 2 "unknown command"
+run --help
+expect "--help: exit 0, documents the exit codes" 0 "exit codes"
+# Usage errors are found before connecting: exit 2 even with no daemon.
+run send 5 topic 'hello'
+expect "bad JSON, no daemon: still exit 2" 2 "bad JSON for the message"
+run watch 5 --send t '[1,'
+expect "watch --send bad JSON, no daemon: exit 2" 2 "bad JSON for --send"
+run --json submit counter run '[1'
+json "bad JSON --json: a usage error document" \
+    "d['ok'] is False and d['error']['code'] == 'usage' and 'bad JSON' in d['error']['message']" 2
+run --json frobnicate
+json "unknown command --json: a usage error document" \
+    "d['ok'] is False and d['error']['code'] == 'usage'" 2
+
+# ---- the daemon ----
+
+if [ ! -f "$PLUGIN" ]; then
+    bad "plugin $PLUGIN exists (set STEPX_TEST_PLUGIN)"
+fi
+MPORT=$(free_port)
+TPORT=$(free_port)
+while [ "$TPORT" = "$MPORT" ]; do TPORT=$(free_port); done
+DEADPORT=$(free_port)
+
+# ---- --load: a plugin that cannot be loaded stops stepxd at once ----
+
+# start_fail NAME RC PATTERN ARGS...: stepxd ARGS must exit RC before
+# listening, saying PATTERN.
+start_fail()
+{
+    local name=$1 want=$2 pat=$3
+    shift 3
+    timeout 20 "$STEPXD" --socket "$TMP/fail.sock" "$@" >"$TMP/fail.log" 2>&1
+    local rc=$?
+    if [ "$rc" -eq "$want" ] && grep -qE -- "$pat" "$TMP/fail.log" &&
+        [ ! -e "$TMP/fail.sock" ]; then
+        ok "$name"
+    else
+        bad "$name (exit $rc, want $want)" "$(cat "$TMP/fail.log")"
+    fi
+}
+start_fail "stepxd --load of a missing file: exit 1" 1 \
+    "--load .*nosuch.so" --load "$TMP/nosuch.so"
+start_fail "stepxd --load of a library without the register function: exit 1" 1 \
+    "no function stepx_plugin_register" --load libm.so.6
+start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
+    "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
+start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
+TOKEN=sesame
+"$STEPXD" --socket "$SOCK" --listen "127.0.0.1:$TPORT" --token "$TOKEN" \
+    --workers 2 --metrics "127.0.0.1:$MPORT" --load "$PLUGIN" \
+    --stop-deadline "$DEADLINE_MS" >"$TMP/stepxd.log" 2>&1 &
+DPID=$!
+for _ in $(seq 1 100); do
+    [ -S "$SOCK" ] && grep -q "SIGTERM stops it" "$TMP/stepxd.log" && break
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -S "$SOCK" ]; then
+    ok "stepxd listens on $SOCK"
+else
+    bad "stepxd did not start" "$(cat "$TMP/stepxd.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+fi
+export STEPX_SOCKET=$SOCK
+export STEPX_TOKEN=$TOKEN
+
+# ---- token, TCP ----
+
+run --token wrong types
+expect "a wrong token is refused: exit 3" 3
+run --connect "127.0.0.1:$TPORT" types
+expect "--connect HOST:PORT over TCP" 0 "counter"
+run --connect "127.0.0.1:$DEADPORT" types
+expect "--connect to a closed port: exit 3" 3 "cannot connect"
+
+# ---- types (and the plugin) ----
+
+run types
+expect "types: the shipped types" 0 "exec"
+expect "types: the plugin's greeter (stepxd --load)" 0 "greeter +hello"
+run --json types
+json "types --json" "sorted(t['name'] for t in d['types']) == \
+['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'sleeper'] and \
+['run'] in [t['methods'] for t in d['types']]"
+
+# ---- submit, wait ----
+
+run submit counter run '[5]'
+expect "submit prints a PID" 0
+if printf '%s' "$OUT" | grep -qE "$PID_RE"; then ok "submit: PID in text form"; else bad "submit: PID in text form" "$(show)"; fi
+CPID=$OUT
+run wait "$CPID"
+expect "wait: result and steps" 0 "done in 6 steps: 5$"
+run --json wait "$CPID"
+json "wait --json" "d == {'pid': '$CPID', 'ok': True, 'result': 5, 'steps': 6}"
+CPID_ID=${CPID##*|}
+run wait "${CPID_ID%\}}"
+expect "wait with a bare id" 0 "done in 6 steps"
+run --json submit counter run '[3]'
+json "submit --json" "set(d) == {'pid', 'ok'} and d['pid'].startswith('{')"
+run --json submit --wait sleeper run '[50]'
+json "submit --wait sleeper" "d['result'] == 50 and d['ok'] is True"
+run submit --wait counter run '[2]'
+expect "submit --wait (human)" 0 "done in 3 steps: 2$"
+run --json submit --wait exec run '[["sh", "-c", "echo hi; echo err >&2"]]'
+json "exec: {status, stdout, stderr}" \
+    "d['result']['status'] == 0 and d['result']['stdout'] == 'hi\n' and d['result']['stderr'] == 'err\n'"
+run --json submit --wait exec run '[["cat"], "fed to stdin"]'
+json "exec with stdin" "d['result']['stdout'] == 'fed to stdin'"
+run --json submit --wait fanout run '[3, "counter", "run", [4]]'
+json "fanout: children's results in order" "d['result'] == [4, 4, 4]"
+run --json submit --wait greeter hello '["bob"]'
+json "plugin type runs: greeter.hello" "d['result'] == 'hello, bob'"
+
+# ---- failures: exit 1 ----
+
+run submit --wait fail run '["boom"]'
+expect "fail: exit 1 with the message" 1 "boom"
+run --json submit --wait fail run '["kaboom"]'
+json "fail --json: error document" \
+    "d['ok'] is False and d['error']['code'] == 'failed' and 'kaboom' in d['error']['message']" 1
+
+# ---- batch ----
+
+run submit --count 200 counter run '[3]' --wait
+expect "submit --count 200 --wait: summary" 0 "200 completed, 0 failed"
+run --json submit --count 50 counter run '[1]'
+json "submit --count --json" "d['submitted'] == 50 and d['count'] == 50 and d['ok']"
+run --json submit --count 20 fail run '["bad"]' --wait
+json "batch with failures: exit 1, counted" \
+    "d['failed'] == 20 and d['completed'] == 0 and 'bad' in d['first_error']" 1
+
+# ---- echo: send, watch, cancel ----
+
+run submit echo serve
+EPID=$OUT
+run send "$EPID" greet '"hi"'
+expect "send: human" 0 "sent 'greet'"
+run --json send "$EPID" greet '{"k": [1, 2]}'
+json "send --json" "d['ok'] is True and d['topic'] == 'greet'"
+run watch "$EPID" --send hello '"there"' --send stop null
+expect "watch: the echoed message" 0 "message from \{[0-9@|]+\} \[hello\]: \"there\""
+expect "watch: the exit (3 echoed)" 0 "exit .*: done: 3"
+run submit echo serve
+EPID=$OUT
+# shellcheck disable=SC2016 # "$bin" is JSON, not a shell variable
+VALUE='{"i":9007199254740993,"neg":-7,"f":1.5,"s":"h\u00e9llo","b":{"$bin":"/wD/"},"n":null,"a":[true,false,[]]}'
+run --json watch "$EPID" --send data "$VALUE" --send stop null
+json "watch --json: one push per line, values round-trip" \
+    "len(lines) == 2 and lines[0]['push'] == 'message' and \
+lines[0]['data'] == json.loads('''$VALUE''') and \
+lines[0]['topic'] == 'data' and lines[1]['push'] == 'exit' and \
+lines[1]['ok'] is True and lines[1]['result'] == 1 and \
+type(lines[0]['data']['i']) is int"
+run submit echo serve
+EPID=$OUT
+run cancel "$EPID" "enough"
+expect "cancel: human" 0 "cancel sent"
+run --json wait "$EPID"
+json "cancel reached the echo (done with its count)" "d['ok'] and d['result'] == 0"
+run submit echo serve
+EPID=$OUT
+run send "$EPID" one 1
+run --json cancel "$EPID" --reason "via --reason"
+json "cancel --json (--reason)" "d == {'pid': '$EPID', 'ok': True}"
+run --json wait "$EPID"
+json "cancel --reason reached the echo (1 echoed)" "d['ok'] and d['result'] == 1"
+run cancel "$EPID"
+expect "cancel of a finished process: exit 4" 4 "not_found"
+
+# ---- ps, kill ----
+
+run submit sleeper run '[30000]'
+SPID=$OUT
+run ps
+expect "ps: header and the sleeper" 0 "PID +TYPE +METHOD +STATE +STEPS"
+if printf '%s' "$OUT" | grep -F "$SPID" | grep -q sleeper; then ok "ps lists the sleeper"; else bad "ps lists the sleeper" "$(show)"; fi
+run --json ps
+json "ps --json" "any(p['pid'] == '$SPID' and p['type'] == 'sleeper' for p in d['processes'])"
+run submit sleeper run '[30000]'
+SPID2=$OUT
+run --json ps --limit 1
+json "ps --limit 1" "len(d['processes']) == 1"
+run ps --limit 1
+expect "ps --limit 1: human says the limit was reached" 0 "1 live process listed \(--limit reached\)"
+run --json kill "$SPID2"
+json "kill --json" "d == {'pid': '$SPID2', 'ok': True}"
+run --json wait "$SPID2"
+json "wait on a killed process --json: terminated" \
+    "d['ok'] is False and d['error']['code'] == 'terminated' and d['pid'] == '$SPID2'" 1
+
+# ---- timeouts: exit 5, with a progress line ----
+
+T0=$(date +%s%N)
+run --timeout 1500 wait "$SPID"
+T1=$(date +%s%N)
+expect "wait past --timeout: exit 5" 5 "still running"
+expect "long wait: progress line on stderr" 5 "waiting for \{.*\}\.\.\. 1 s"
+MS=$(((T1 - T0) / 1000000))
+if [ "$MS" -ge 1400 ] && [ "$MS" -lt 6000 ]; then ok "timeout honoured (${MS} ms)"; else bad "timeout honoured (${MS} ms, want ~1500)"; fi
+run --json --timeout 300 submit --wait sleeper run '[5000]'
+json "submit --wait --timeout --json: error document" \
+    "d['ok'] is False and d['error']['code'] == 'timeout'" 5
+run --timeout 300 watch "$SPID"
+expect "watch past --timeout: exit 5" 5 "did not exit within 300 ms"
+run --json --timeout 300 watch "$SPID"
+json "watch past --timeout --json: error document" \
+    "d['ok'] is False and d['error']['code'] == 'timeout'" 5
+run --quiet --timeout 1200 wait "$SPID"
+if [ "$RC" -eq 5 ] && ! printf '%s' "$ERR" | grep -q "waiting for"; then
+    ok "--quiet: no progress line"
+else
+    bad "--quiet: no progress line" "$(show)"
+fi
+run submit --count 2 sleeper run '[1300]' --wait
+expect "batch --wait: a progress line while the first holds the count" 0 \
+    "finished 0/2\.\.\. 1 s"
+expect "batch --wait: the summary" 0 "2 completed, 0 failed"
+
+run kill "$SPID"
+expect "kill" 0 "terminated"
+run wait "$SPID"
+expect "wait on a killed process: exit 1" 1 "terminated"
+
+# ---- errors: exit 4 (server), exit 2 (usage) ----
+
+run submit nosuch run '[]'
+expect "unknown type: exit 4" 4 "unknown_type"
+run --json submit nosuch run '[]'
+json "unknown type --json" "d['error']['code'] == 'unknown_type'" 4
+run submit counter nosuch '[1]'
+expect "unknown method: exit 4" 4 "unknown_method"
+run submit counter run '["not a number"]'
+expect "bad input for init: exit 4" 4
+run wait 999999999
+expect "unknown PID: wait exit 4" 4 "not_found"
+run kill '{0@1|999999999}'
+expect "unknown PID: kill exit 4" 4 "not_found"
+run send 999999999 t '1'
+expect "unknown PID: send exit 4" 4
+run submit counter run '[5'
+expect "bad JSON: exit 2" 2 "bad JSON"
+run submit counter run '5'
+expect "ARGS not an array: exit 2" 2 "JSON array"
+run send "$CPID" topic 'hello'
+expect "bad JSON message (unquoted string): exit 2" 2 "JSON quotes"
+run wait 'not-a-pid'
+expect "bad PID: exit 2" 2 "bad PID"
+run submit counter
+expect "missing arguments: exit 2" 2 "usage"
+run submit --count 0 counter run '[1]'
+expect "bad option value: exit 2" 2 "bad value"
+run ps --count 3
+expect "option for another command: exit 2" 2 "does not apply"
+run --timeout abc ps
+expect "bad --timeout: exit 2" 2
+
+# ---- stats, top ----
+
+run stats
+expect "stats: human: figures" 0 "^submitted +[0-9]+$"
+expect "stats: human: the per-worker table" 0 "^per_worker:"
+run --json stats
+json "stats --json" "isinstance(d['stats'], dict) and len(d['stats']) > 0"
+run top -n 2 --interval 200
+expect "top -n 2: two frames" 0 "FIGURE +VALUE +PER SECOND"
+if [ "$(printf '%s\n' "$OUT" | grep -c '^stepx top')" -eq 2 ]; then ok "top: 2 frames"; else bad "top: 2 frames" "$(show)"; fi
+run --json top -n 3 --interval 100
+json "top --json: one document per refresh" \
+    "len(lines) == 3 and all('stats' in l and 'rates' in l for l in lines)"
+T0=$(date +%s%N)
+printf 'q' | timeout 10 "$STEPX" top --interval 5000 >"$TMP/out" 2>&1
+RC=$?
+T1=$(date +%s%N)
+OUT=$(cat "$TMP/out")
+ERR=
+MS=$(((T1 - T0) / 1000000))
+if [ "$RC" -eq 0 ] && [ "$MS" -lt 4000 ]; then ok "top: q quits (${MS} ms)"; else bad "top: q quits (rc $RC, ${MS} ms)" "$(show)"; fi
+"$STEPX" top --interval 5000 </dev/null >"$TMP/out" 2>&1 &
+TOPPID=$!
+sleep 0.5
+kill -INT "$TOPPID"
+for _ in $(seq 1 50); do
+    kill -0 "$TOPPID" 2>/dev/null || break
+    sleep 0.1
+done
+if kill -0 "$TOPPID" 2>/dev/null; then
+    kill -KILL "$TOPPID"
+    wait "$TOPPID"
+    bad "top: SIGINT quits (still running after 5 s)" "$(cat "$TMP/out")"
+else
+    wait "$TOPPID"
+    RC=$?
+    if [ "$RC" -eq 0 ]; then ok "top: SIGINT (Ctrl-C) quits with 0"; else bad "top: SIGINT quits (rc $RC)" "$(cat "$TMP/out")"; fi
+fi
+
+# ---- metrics ----
+
+run --json stats
+SUBMITTED=$(printf '%s' "$OUT" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["stats"]["submitted"])')
+METRICS=$(fetch_metrics "$MPORT")
+if printf '%s' "$METRICS" | grep -q '^stepx_processes_live '; then
+    ok "metrics: stepx_processes_live"
+else
+    bad "metrics: stepx_processes_live" "$(printf '%s' "$METRICS" | head -n 5)"
+fi
+if printf '%s' "$METRICS" | head -n 1 | grep -q '200 OK'; then ok "metrics: HTTP 200"; else bad "metrics: HTTP 200"; fi
+# The whole body in the Prometheus text format: every sample has a # TYPE
+# line before it, values are numbers, histograms are cumulative and end in
+# +Inf = _count; the figures reflect this test's work.
+# shellcheck disable=SC2016 # a Python program in single quotes
+if printf '%s' "$METRICS" | SUBMITTED=$SUBMITTED "$PY" -c '
+import os, re, sys
+text = sys.stdin.read()
+head, _, body = text.partition("\r\n\r\n")
+assert "Content-Type: text/plain; version=0.0.4" in head, head
+types, samples = {}, {}
+for line in body.splitlines():
+    if line.startswith("# HELP "):
+        continue
+    if line.startswith("# TYPE "):
+        _, _, name, kind = line.split(" ")
+        assert kind in ("counter", "gauge", "histogram"), line
+        types[name] = kind
+        continue
+    m = re.fullmatch(r"([a-z_]+)(\{[a-z_]+=\"[^\"]*\"(,[a-z_]+=\"[^\"]*\")*\})? (\S+)", line)
+    assert m, "bad line: " + line
+    name, labels, value = m.group(1), m.group(2) or "", float(m.group(4))
+    base = re.sub(r"_(bucket|count|sum)$", "", name)
+    assert name in types or base in types, "no TYPE for " + name
+    if types.get(name) == "counter" or types.get(base) == "histogram":
+        assert value >= 0 and value == int(value), line
+    samples[name + labels] = value
+buckets = [v for k, v in samples.items() if k.startswith("stepx_command_latency_seconds_bucket")]
+assert buckets == sorted(buckets) and buckets[-1] == samples["stepx_command_latency_seconds_count"]
+# nothing was submitted since `stepx stats`: both say the same
+assert samples["stepx_processes_submitted_total"] == int(os.environ["SUBMITTED"]) >= 250, \
+    (samples["stepx_processes_submitted_total"], os.environ["SUBMITTED"])
+assert samples["stepx_processes_failed_total"] >= 22
+assert samples["stepx_relay_requests_total"] >= 300
+assert sum(v for k, v in samples.items() if k.startswith("stepx_processes{")) == samples["stepx_processes_live"]
+' 2>"$TMP/pyerr"; then
+    ok "metrics: valid Prometheus text, figures match the work done"
+else
+    bad "metrics: valid Prometheus text" "$(cat "$TMP/pyerr")"
+fi
+exec 3<>"/dev/tcp/127.0.0.1/$MPORT"
+printf 'GET /other HTTP/1.0\r\n\r\n' >&3
+NOTFOUND=$(timeout 5 head -n 1 <&3)
+exec 3<&-
+if printf '%s' "$NOTFOUND" | grep -q ' 404 '; then ok "metrics: 404 elsewhere"; else bad "metrics: 404 elsewhere" "$NOTFOUND"; fi
+
+# ---- SIGTERM with processes running ----
+
+run submit sleeper run '[60000]'
+LONG=$OUT
+run submit echo serve
+ECHO=$OUT
+timeout 30 "$STEPX" --json wait "$LONG" >"$TMP/wait_long" 2>/dev/null &
+W1=$!
+timeout 30 "$STEPX" --json wait "$ECHO" >"$TMP/wait_echo" 2>/dev/null &
+W2=$!
+sleep 0.3
+T0=$(date +%s%N)
+kill -TERM "$DPID"
+wait "$DPID"
+DRC=$?
+T1=$(date +%s%N)
+DPID=
+MS=$(((T1 - T0) / 1000000))
+LIMIT=$((DEADLINE_MS + 5000))
+if [ "$DRC" -eq 0 ]; then ok "SIGTERM: stepxd exits 0"; else bad "SIGTERM: stepxd exits 0 (got $DRC)" "$(cat "$TMP/stepxd.log")"; fi
+if [ "$MS" -ge $((DEADLINE_MS - 100)) ] && [ "$MS" -le "$LIMIT" ]; then
+    ok "SIGTERM: waited the ${DEADLINE_MS} ms stop deadline for the sleeper, no longer (${MS} ms)"
+else
+    bad "SIGTERM: stop took ${MS} ms (deadline ${DEADLINE_MS} ms, limit ${LIMIT} ms)"
+fi
+wait "$W2"
+RC=$?
+OUT=$(cat "$TMP/wait_echo")
+ERR=
+json "SIGTERM: the cancel reached the echo (waiting client got its outcome)" \
+    "d['ok'] is True and d['result'] == 0"
+wait "$W1"
+RC=$?
+OUT=$(cat "$TMP/wait_long")
+ERR=
+json "SIGTERM: the sleeper was terminated at the deadline (its waiter got that outcome)" \
+    "d['ok'] is False and d['error']['code'] == 'terminated'" 1
+if grep -qE "stopped: [0-9]+ completed, [0-9]+ failed, [1-9][0-9]* terminated" "$TMP/stepxd.log" &&
+    ! grep -qE "Sanitizer|runtime error" "$TMP/stepxd.log"; then
+    ok "stepxd log: clean stop"
+else
+    bad "stepxd log: clean stop" "$(cat "$TMP/stepxd.log")"
+fi
+if [ ! -e "$SOCK" ]; then ok "socket file removed"; else bad "socket file removed"; fi
+run types
+expect "after stop: exit 3" 3
+
+# ---- SIGINT, nothing running: a prompt clean stop ----
+
+SOCK2=$TMP/stepxd2.sock
+"$STEPXD" --socket "$SOCK2" --workers 1 >"$TMP/stepxd2.log" 2>&1 &
+DPID=$!
+for _ in $(seq 1 100); do
+    grep -q "SIGTERM stops it" "$TMP/stepxd2.log" && break
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+done
+run --socket "$SOCK2" --json submit --wait counter run '[2]'
+json "second daemon answers" "d['result'] == 2"
+T0=$(date +%s%N)
+kill -INT "$DPID"
+wait "$DPID"
+DRC=$?
+T1=$(date +%s%N)
+DPID=
+MS=$(((T1 - T0) / 1000000))
+if [ "$DRC" -eq 0 ] && [ "$MS" -lt 3000 ] && grep -q "SIGINT: stopping" "$TMP/stepxd2.log"; then
+    ok "SIGINT: exit 0 (${MS} ms, nothing to wait for)"
+else
+    bad "SIGINT: exit 0 promptly (exit $DRC, ${MS} ms)" "$(cat "$TMP/stepxd2.log")"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
