@@ -321,11 +321,18 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
      * receiver that saw the message also sees it counted. relaxed:
      * figures only. */
     sx__worker *w = sx__current_worker(e);
-    _Atomic uint64_t *count = w != NULL ? &w->st.messages : &e->ext_messages;
-    atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+    if (w != NULL)
+        sx__wstat_add(&w->st.messages, 1);
+    else
+        atomic_fetch_add_explicit(&e->ext_messages, 1, memory_order_relaxed);
     int rc = sx__deliver(e, p, ev);
-    if (rc != 0)
-        atomic_fetch_sub_explicit(count, 1, memory_order_relaxed);
+    if (rc != 0) {
+        if (w != NULL)
+            sx__wstat_add(&w->st.messages, (uint64_t)-1);
+        else
+            atomic_fetch_sub_explicit(&e->ext_messages, 1,
+                                      memory_order_relaxed);
+    }
     sx__proc_release(e, p);
     return rc;
 }

@@ -153,10 +153,21 @@ typedef struct sx__proc {
 #define SX__GQ_BATCH 16
 
 typedef struct {
-    /* Written by the worker only (relaxed); read by stats (relaxed). */
+    /* Written by the worker only (sx__wstat_add); read by stats (relaxed). */
     _Atomic uint64_t steps, steals, stolen, parks, wakeups, global_pops;
     _Atomic uint64_t messages, timeout_finds;
 } sx__wstats;
+
+/* Adds n to a counter that only the calling worker writes. relaxed load and
+ * store, not a fetch_add: with a single writer nothing can slip between the
+ * two, readers (stats, relaxed) see some recent value either way, and a
+ * fetch_add would be a locked instruction (~20 cycles) on every step and
+ * every message. */
+static inline void sx__wstat_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
 
 typedef struct sx__worker {
     alignas(64) sx__deque dq;
@@ -166,8 +177,14 @@ typedef struct sx__worker {
     uint64_t rng;       /* victim selection */
     sx_step_output out; /* reused for every step */
     sx__proc *running;  /* the process this worker runs now */
-    sx_event *batch;    /* throughput-sized event array */
-    sx__ev **batch_ev;  /* the nodes behind batch */
+    /* The process the worker's own steps woke last, run before the deque
+     * (Go's runnext). Owner only, not stealable: a chain of hand-offs (a
+     * ring, a ping-pong, a spawn) skips the deque's release store and the
+     * fence of its pop. Whatever it held before goes to the deque, where
+     * thieves see it. */
+    sx__proc *next;
+    sx_event *batch;   /* throughput-sized event array */
+    sx__ev **batch_ev; /* the nodes behind batch */
     sx__wstats st;
     uint32_t lat_sample; /* dispatches since the last latency sample */
 } sx__worker;

@@ -114,7 +114,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w)
         return true;
     }
     /* relaxed: only this worker writes its counters. */
-    atomic_fetch_add_explicit(&w->st.parks, 1, memory_order_relaxed);
+    sx__wstat_add(&w->st.parks, 1);
     pthread_mutex_lock(&pk->mu);
     bool timed_out = false;
     while (pk->tokens == 0 && !pk->shutdown) {
@@ -139,10 +139,9 @@ bool sx__park_wait(sx_engine *e, sx__worker *w)
     atomic_fetch_sub_explicit(&pk->n_parked, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pk->mu);
     if (woke)
-        atomic_fetch_add_explicit(&w->st.wakeups, 1, memory_order_relaxed);
+        sx__wstat_add(&w->st.wakeups, 1);
     else if (timed_out && sx__globalq_len(&e->gq) > 0)
-        atomic_fetch_add_explicit(&w->st.timeout_finds, 1,
-                                  memory_order_relaxed);
+        sx__wstat_add(&w->st.timeout_finds, 1);
     return !quit;
 }
 

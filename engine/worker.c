@@ -49,8 +49,16 @@ static void global_push(sx_engine *e, sx__proc *p)
 void sx__enqueue(sx_engine *e, sx__proc *p)
 {
     sx__worker *w = sx__current_worker(e);
-    if (w == NULL || !sx__deque_push(&w->dq, p)) {
+    if (w == NULL) {
         global_push(e, p);
+        return;
+    }
+    sx__proc *old = w->next;
+    w->next = p;
+    if (old == NULL)
+        return; /* the one item we run next: no wake-up needed */
+    if (!sx__deque_push(&w->dq, old)) {
+        global_push(e, old);
         return;
     }
     /* Work in our own deque needs no wake-up for liveness (we run it).
@@ -59,7 +67,7 @@ void sx__enqueue(sx_engine *e, sx__proc *p)
      * a chain of single hand-offs (a ring, a ping-pong) then stays on this
      * core instead of paying a futex wake per message. relaxed: a hint;
      * see park.c. */
-    if (sx__deque_size(&w->dq) > 1 &&
+    if (sx__deque_size(&w->dq) > 0 &&
         atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
         atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
         sx__park_notify(e);
@@ -96,7 +104,7 @@ static sx__proc *from_global(sx_engine *e, sx__worker *w)
         items[i] = proc_of(nodes[i]);
     deque_take_in(e, w, items + 1, n - 1);
     /* relaxed: only this worker writes its counters. */
-    atomic_fetch_add_explicit(&w->st.global_pops, n, memory_order_relaxed);
+    sx__wstat_add(&w->st.global_pops, n);
     return items[0];
 }
 
@@ -124,8 +132,8 @@ static sx__proc *from_victims(sx_engine *e, sx__worker *w)
         size_t m = sx__deque_steal_half(&v->dq, got, 64);
         if (m == 0)
             continue;
-        atomic_fetch_add_explicit(&w->st.steals, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&w->st.stolen, m, memory_order_relaxed);
+        sx__wstat_add(&w->st.steals, 1);
+        sx__wstat_add(&w->st.stolen, m);
         deque_take_in(e, w, (sx__proc **)got + 1, m - 1);
         return got[0];
     }
@@ -139,6 +147,10 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
         sx__proc *p = NULL;
         if (++*tick % 61 == 0)
             p = from_global(e, w);
+        if (p == NULL && w->next != NULL) {
+            p = w->next;
+            w->next = NULL;
+        }
         if (p == NULL)
             p = sx__deque_pop(&w->dq);
         if (p == NULL)
@@ -317,7 +329,7 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     atomic_store_explicit(
         &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
         memory_order_relaxed);
-    atomic_fetch_add_explicit(&w->st.steps, 1, memory_order_relaxed);
+    sx__wstat_add(&w->st.steps, 1);
     for (size_t i = 0; i < n; i++)
         sx__ev_free(w->batch_ev[i]);
     if (rc != 0) {
@@ -378,7 +390,7 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
  * queued right after this check waits at most one more turn. */
 static bool nothing_else(sx_engine *e, sx__worker *w)
 {
-    return sx__deque_size(&w->dq) == 0 &&
+    return w->next == NULL && sx__deque_size(&w->dq) == 0 &&
            atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0;
 }
 
