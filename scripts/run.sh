@@ -1,41 +1,129 @@
 #!/usr/bin/env bash
 # scripts/run.sh: the main job. Installs what is missing (scripts/setup.sh),
-# builds build/release (gcc, buildtype release) and runs the demo workload,
-# build/release/examples/stepx-demo. Arguments are passed to the demo.
+# builds the daemon stepxd and the CLI stepx in build/release (buildtype
+# release), starts stepxd in the background on a temporary socket, runs the
+# demo workload against it with the CLI (scripts/demo.sh), then stops the
+# daemon with SIGTERM and checks that it exits 0. Arguments are passed to
+# stepxd (e.g. --workers 4). Exits non-zero if anything went wrong.
 #
 # The build directory is reused when already configured and recreated when
-# it cannot be (another meson version, a broken earlier setup).
+# it cannot be (another meson version, a broken earlier setup). Only the
+# two programs and what they link are compiled, not tests or benchmarks.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+BUILD=build/release
+STEPXD=$BUILD/cmd/stepxd
+STEPX=$BUILD/cmd/stepx
+STOP_DEADLINE_MS=2000
+T_START=$(date +%s%N)
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/stepx-run.XXXXXX")
+SOCK=$TMP/stepxd.sock
+DLOG=$TMP/stepxd.log
+DPID=
+cleanup()
+{
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        kill -TERM "$DPID" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$DPID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$DPID" 2>/dev/null || true
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+say()
+{
+    printf '\n=== %s ===\n' "$*"
+}
+
+# ms_since T0: milliseconds since T0 (from date +%s%N).
+ms_since()
+{
+    echo $((($(date +%s%N) - $1) / 1000000))
+}
+
+say "1/5 packages (scripts/setup.sh)"
 bash scripts/setup.sh
 
-BUILD=build/release
-DEMO=$BUILD/examples/stepx-demo
-
-echo "=== release: configure ($BUILD) ==="
-if [ -f "$BUILD/meson-private/coredata.dat" ] &&
-    meson setup --reconfigure "$BUILD" --buildtype=release; then
-    :
-else
-    rm -rf "$BUILD"
-    meson setup "$BUILD" --buildtype=release
-fi
-
-# Only the demo and what it links are compiled: the main job should not wait
-# for (or trip over) tests and benchmarks.
-if ! grep -q '"name": "stepx-demo"' "$BUILD/meson-info/intro-targets.json"; then
-    echo "run.sh: the demo program does not exist yet: examples/meson.build" >&2
-    echo "run.sh: defines no executable('stepx-demo', ...)" >&2
+say "2/5 build stepxd and stepx (release, $BUILD)"
+# The build's own output goes to a log; it is shown when something fails.
+BLOG=$TMP/build.log
+build()
+{
+    if [ -f "$BUILD/meson-private/coredata.dat" ] &&
+        meson setup --reconfigure "$BUILD" --buildtype=release; then
+        :
+    else
+        rm -rf "$BUILD"
+        meson setup "$BUILD" --buildtype=release
+    fi
+    local t
+    for t in stepxd stepx; do
+        if ! grep -q "\"name\": \"$t\"" "$BUILD/meson-info/intro-targets.json"; then
+            echo "run.sh: cmd/meson.build defines no program $t (it needs" \
+                "relay/server.c, relay/client.c and libjansson-dev)"
+            return 1
+        fi
+    done
+    meson compile -C "$BUILD" cmd/stepxd cmd/stepx
+}
+T0=$(date +%s%N)
+if ! build >"$BLOG" 2>&1; then
+    tail -n 40 "$BLOG" >&2
+    echo "run.sh: the build failed (the last 40 lines of its log are above)" >&2
     exit 1
 fi
-echo "=== release: compile examples/stepx-demo ==="
-meson compile -C "$BUILD" examples/stepx-demo
-if [ ! -x "$DEMO" ]; then
-    echo "run.sh: $DEMO was not built" >&2
+echo "built $STEPXD and $STEPX in $(ms_since "$T0") ms"
+
+say "3/5 start the daemon: stepxd --socket $SOCK --stop-deadline $STOP_DEADLINE_MS $*"
+"$STEPXD" --socket "$SOCK" --stop-deadline "$STOP_DEADLINE_MS" "$@" \
+    >"$DLOG" 2>&1 &
+DPID=$!
+for _ in $(seq 1 100); do
+    if grep -q "SIGTERM stops it" "$DLOG" || ! kill -0 "$DPID" 2>/dev/null; then
+        break
+    fi
+    sleep 0.1
+done
+if ! grep -q "SIGTERM stops it" "$DLOG"; then
+    sed 's/^/  | /' "$DLOG" >&2
+    echo "run.sh: stepxd did not start (its output is above)" >&2
     exit 1
 fi
+sed 's/^/  | /' "$DLOG"
+DLINES=$(wc -l <"$DLOG")
 
-echo "=== running $DEMO $* ==="
-exec "$DEMO" "$@"
+say "4/5 the demo workload (scripts/demo.sh), every command run with the stepx CLI"
+demo_rc=0
+STEPX_SOCKET=$SOCK bash scripts/demo.sh "$STEPX" || demo_rc=$?
+
+say "5/5 stop the daemon with SIGTERM"
+LIVE=$(STEPX_SOCKET=$SOCK "$STEPX" ps 2>/dev/null | tail -n 1 || true)
+echo "still running: ${LIVE:-?}"
+echo "stepxd cancels every process, waits up to $STOP_DEADLINE_MS ms for them" \
+    "to finish, terminates the rest and exits 0:"
+T0=$(date +%s%N)
+kill -TERM "$DPID" 2>/dev/null || true
+daemon_rc=0
+wait "$DPID" || daemon_rc=$?
+DPID=
+tail -n +"$((DLINES + 1))" "$DLOG" | sed 's/^/  | /'
+echo "stepxd exited with status $daemon_rc after $(ms_since "$T0") ms"
+
+echo
+if [ "$daemon_rc" -ne 0 ]; then
+    echo "run.sh: FAILED: stepxd exited with status $daemon_rc, not 0" >&2
+    exit 1
+fi
+if [ "$demo_rc" -ne 0 ]; then
+    echo "run.sh: FAILED: the demo had failures (marked 'demo: FAILED' above)" >&2
+    exit 1
+fi
+echo "run.sh: OK: the demo went as expected and stepxd stopped cleanly" \
+    "($(($(ms_since "$T_START") / 1000)) s in all)"

@@ -1,9 +1,14 @@
 /* tests/cmd/plugin_example.c — a process-type plugin for `stepxd --load`
  * (and the template for writing one): a shared object exporting
  * stepx_plugin_register, which stepxd calls before it starts the engine.
- * It registers one type:
+ * It registers two types:
  *
  *   greeter.hello [name]   DONE with "hello, <name>" (one step)
+ *   napper.run [ms]        sleeps ms in init, then DONE with ms: a slow
+ *                          submit for tests of the CLI's batch progress.
+ *                          A real type must never block in init: it runs
+ *                          on the submitter's thread (stepxd: the relay
+ *                          server's, so every client waits).
  *
  * The engine's symbols come from stepxd itself (linked with
  * export_dynamic), so the plugin links no libstepx of its own. The type
@@ -13,6 +18,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <stepx/stepx.h>
 
@@ -55,7 +61,43 @@ static const sx_process_type greeter = { .name = "greeter",
                                          .step = greeter_step,
                                          .methods = greeter_methods };
 
+typedef struct {
+    int64_t ms;
+} napper_st;
+
+static int napper_init(void *st, const sx_init_ctx *ctx, const char *method,
+                       const sx_payload *in, size_t n)
+{
+    (void)ctx, (void)method;
+    napper_st *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->ms) != 0 || s->ms < 0 ||
+        s->ms > 1000)
+        return SX_EINVAL;
+    struct timespec ts = { s->ms / 1000, (long)(s->ms % 1000) * 1000000 };
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static int napper_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)ev, (void)n;
+    napper_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, s->ms));
+    return 0;
+}
+
+static const char *const napper_methods[] = { "run", NULL };
+
+static const sx_process_type napper = { .name = "napper",
+                                        .state_size = sizeof(napper_st),
+                                        .init = napper_init,
+                                        .step = napper_step,
+                                        .methods = napper_methods };
+
 int stepx_plugin_register(sx_engine *e)
 {
-    return sx_engine_register(e, &greeter);
+    int rc = sx_engine_register(e, &greeter);
+    return rc != 0 ? rc : sx_engine_register(e, &napper);
 }

@@ -227,7 +227,7 @@ expect "types: the shipped types" 0 "exec"
 expect "types: the plugin's greeter (stepxd --load)" 0 "greeter +hello"
 run --json types
 json "types --json" "sorted(t['name'] for t in d['types']) == \
-['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'sleeper'] and \
+['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'napper', 'sleeper'] and \
 ['run'] in [t['methods'] for t in d['types']]"
 
 # ---- submit, wait ----
@@ -273,6 +273,11 @@ run submit --count 200 counter run '[3]' --wait
 expect "submit --count 200 --wait: summary" 0 "200 completed, 0 failed"
 run --json submit --count 50 counter run '[1]'
 json "submit --count --json" "d['submitted'] == 50 and d['count'] == 50 and d['ok']"
+# napper (the plugin) sleeps 5 ms in init: 300 submits take over a second.
+run submit --count 300 napper run '[5]'
+expect "submit --count: a progress line on a batch over a second" 0 \
+    "submitted [0-9]+/300\.\.\. 1 s"
+expect "submit --count: the summary" 0 "submitted 300 of 300 napper.run in"
 run --json submit --count 20 fail run '["bad"]' --wait
 json "batch with failures: exit 1, counted" \
     "d['failed'] == 20 and d['completed'] == 0 and 'bad' in d['first_error']" 1
