@@ -158,7 +158,7 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++) {
         cum += st.latency_us[k];
         if (k + 1 < SX_LATENCY_BUCKETS)
-            put(&t, "stepx_command_latency_seconds_bucket{le=\"%g\"} %llu\n",
+            put(&t, "stepx_command_latency_seconds_bucket{le=\"%.9g\"} %llu\n",
                 (double)(1ull << k) / 1e6, (unsigned long long)cum);
     }
     put(&t, "stepx_command_latency_seconds_bucket{le=\"+Inf\"} %llu\n",

@@ -485,6 +485,9 @@ for line in body.splitlines():
     samples[name + labels] = value
 buckets = [v for k, v in samples.items() if k.startswith("stepx_command_latency_seconds_bucket")]
 assert buckets == sorted(buckets) and buckets[-1] == samples["stepx_command_latency_seconds_count"]
+# bucket k is under 2^k microseconds: the le labels say so exactly
+les = re.findall(r"stepx_command_latency_seconds_bucket\{le=\"([^\"]+)\"\}", body)
+assert les[-1] == "+Inf" and [float(x) for x in les[:-1]] == [2**k / 1e6 for k in range(len(les) - 1)], les
 # nothing was submitted since `stepx stats`: both say the same
 assert samples["stepx_processes_submitted_total"] == int(os.environ["SUBMITTED"]) >= 250, \
     (samples["stepx_processes_submitted_total"], os.environ["SUBMITTED"])
