@@ -6,8 +6,10 @@
 raw.tsv: one run a line, tab-separated: workload (spawnidle0 = the spawnidle
 baseline with n=1), runtime, round, exit code, peak RSS in kB, and the
 program's own line ("bench=... runtime=... ok=1 key=value ...").
-meta.txt: key=value lines about the machine and the run. Standard library
-only.
+meta.txt: key=value lines about the machine and the run. bench/FINDINGS.md,
+when present, is copied in after the summary: the hand-written analysis of
+the targets that were missed (it is not regenerated; update it with the
+run). Standard library only.
 """
 import os
 import statistics
