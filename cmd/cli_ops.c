@@ -506,9 +506,11 @@ int cli_fetch_ps(cli *c, int64_t limit, json_t **out)
     return fetch(c, "ps", limit, "processes", out);
 }
 
+/* {"ok": true, key: v} (takes v): every --json document has "ok". */
 static int print_doc(const char *key, json_t *v)
 {
     json_t *o = json_object();
+    json_object_set_new(o, "ok", json_true());
     json_object_set_new(o, key, v);
     cli_json_print(o);
     json_decref(o);

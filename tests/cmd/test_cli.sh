@@ -226,7 +226,7 @@ run types
 expect "types: the shipped types" 0 "exec"
 expect "types: the plugin's greeter (stepxd --load)" 0 "greeter +hello"
 run --json types
-json "types --json" "sorted(t['name'] for t in d['types']) == \
+json "types --json" "d['ok'] is True and sorted(t['name'] for t in d['types']) == \
 ['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'napper', 'sleeper'] and \
 ['run'] in [t['methods'] for t in d['types']]"
 
@@ -328,7 +328,7 @@ run ps
 expect "ps: header and the sleeper" 0 "PID +TYPE +METHOD +STATE +STEPS"
 if printf '%s' "$OUT" | grep -F "$SPID" | grep -q sleeper; then ok "ps lists the sleeper"; else bad "ps lists the sleeper" "$(show)"; fi
 run --json ps
-json "ps --json" "any(p['pid'] == '$SPID' and p['type'] == 'sleeper' for p in d['processes'])"
+json "ps --json" "d['ok'] is True and any(p['pid'] == '$SPID' and p['type'] == 'sleeper' for p in d['processes'])"
 run submit sleeper run '[30000]'
 SPID2=$OUT
 run --json ps --limit 1
@@ -413,7 +413,7 @@ run stats
 expect "stats: human: figures" 0 "^submitted +[0-9]+$"
 expect "stats: human: the per-worker table" 0 "^per_worker:"
 run --json stats
-json "stats --json" "isinstance(d['stats'], dict) and len(d['stats']) > 0"
+json "stats --json" "d['ok'] is True and isinstance(d['stats'], dict) and len(d['stats']) > 0"
 run top -n 2 --interval 200
 expect "top -n 2: two frames" 0 "FIGURE +VALUE +PER SECOND"
 if [ "$(printf '%s\n' "$OUT" | grep -c '^stepx top')" -eq 2 ]; then ok "top: 2 frames"; else bad "top: 2 frames" "$(show)"; fi
