@@ -364,9 +364,9 @@ if [ "$RC" -eq 5 ] && ! printf '%s' "$ERR" | grep -q "waiting for"; then
 else
     bad "--quiet: no progress line" "$(show)"
 fi
-run submit --count 2 sleeper run '[1300]' --wait
+run submit --count 2 sleeper run '[2200]' --wait
 expect "batch --wait: a progress line while the first holds the count" 0 \
-    "finished 0/2\.\.\. 1 s"
+    "finished 0/2\.\.\. [12] s"
 expect "batch --wait: the summary" 0 "2 completed, 0 failed"
 
 run kill "$SPID"
