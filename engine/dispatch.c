@@ -138,28 +138,76 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     sx__proc_release(e, p);
 }
 
-/* sx_send: no completer, no argument decoding. */
-static void direct_send(sx_engine *e, sx_pid from, const sx_step_output *out,
-                        const sx__yield *y)
+/* An sx_send record in the output arena: the PID, the topic length, the
+ * topic, the data. */
+static sx_pid send_to(const sx_step_output *out, const sx__yield *y)
 {
-    const uint8_t *b = sx__output_bytes(out, y->off);
     sx_pid to;
-    memcpy(&to, b, sizeof to);
-    size_t tl = b[sizeof to];
-    const char *topic = (const char *)b + sizeof to + 1;
-    size_t dl = y->len - sizeof to - 1 - tl;
-    sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL, dl };
-    if (sx__send(e, from, to, topic, tl, data, false) != 0)
+    memcpy(&to, sx__output_bytes(out, y->off), sizeof to);
+    return to;
+}
+
+/* sx_send: no completer, no argument decoding. The run of consecutive
+ * sends that starts at yield i and goes to one process travels as one
+ * chain: one look-up, one push, one wake-up for the lot (a producer that
+ * sends 32 messages per step to one consumer pays the consumer's cache
+ * lines once, not 32 times). Returns the index after the run. */
+static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
+                           size_t i)
+{
+    sx_pid to = send_to(out, &out->yields[i]);
+    sx__ev *first = NULL, *last = NULL;
+    size_t n = 0, lost = 0, j = i;
+    for (; j < out->n_yields; j++) {
+        const sx__yield *y = &out->yields[j];
+        if (y->cmd != SX__CMD_DIRECT_SEND ||
+            (j > i && !sx_pid_eq(send_to(out, y), to)))
+            break;
+        const uint8_t *b = sx__output_bytes(out, y->off);
+        size_t tl = b[sizeof to];
+        const char *topic = (const char *)b + sizeof to + 1;
+        size_t dl = y->len - sizeof to - 1 - tl;
+        sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL, dl };
+        sx__ev *ev = sx__ev_alloc();
+        if (ev == NULL) {
+            lost++;
+            continue;
+        }
+        ev->kind = SX__EV_MESSAGE;
+        ev->ctl = false;
+        ev->from = from;
+        ev->engine = e;
+        if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
+            sx__ev_free(ev);
+            lost++;
+            continue;
+        }
+        if (last != NULL)
+            /* relaxed: the chain is ours until the push publishes it. */
+            atomic_store_explicit(&last->node.next, &ev->node,
+                                  memory_order_relaxed);
+        else
+            first = ev;
+        last = ev;
+        n++;
+    }
+    if (n > 0 && sx__send_chain(e, to, first, last, n) != 0)
+        lost += n;
+    if (lost > 0)
         /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&e->dead_letters, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
+    return j;
 }
 
 void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
 {
     sx_pid pid = sx__proc_pid(e, p);
-    for (size_t i = 0; i < out->n_yields; i++)
+    for (size_t i = 0; i < out->n_yields;) {
         if (out->yields[i].cmd == SX__CMD_DIRECT_SEND)
-            direct_send(e, pid, out, &out->yields[i]);
+            i = direct_sends(e, pid, out, i);
+        else
+            i++;
+    }
 }
 
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
@@ -171,7 +219,7 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
         if (y->cmd == SX__CMD_DIRECT_SEND) {
-            direct_send(e, pid, out, y);
+            i = direct_sends(e, pid, out, i) - 1;
             continue;
         }
         sx__ev *ev = sx__ev_alloc();

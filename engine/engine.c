@@ -337,6 +337,33 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
     return rc;
 }
 
+/* Like send_ev for a chain of n messages (first..last, linked). */
+int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
+                   size_t n)
+{
+    sx__proc *p = sx__ptable_get(e, to);
+    if (p == NULL) {
+        sx__ev_free_chain(first);
+        return SX_ENOTFOUND;
+    }
+    /* Counted before the delivery, as in send_ev. */
+    sx__worker *w = sx__current_worker(e);
+    if (w != NULL)
+        sx__wstat_add(&w->st.messages, n);
+    else
+        atomic_fetch_add_explicit(&e->ext_messages, n, memory_order_relaxed);
+    int rc = sx__deliver_chain(e, p, first, last);
+    if (rc != 0) {
+        if (w != NULL)
+            sx__wstat_add(&w->st.messages, (uint64_t)0 - n);
+        else
+            atomic_fetch_sub_explicit(&e->ext_messages, n,
+                                      memory_order_relaxed);
+    }
+    sx__proc_release(e, p);
+    return rc;
+}
+
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
              size_t topic_len, sx_payload data, bool ctl)
 {
@@ -562,6 +589,10 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
     if (e == NULL)
         return SX_EINVAL;
     pthread_mutex_lock(&e->life_mu);
+    /* A second stop waits for the first: life_mu is let go while the
+     * first cancels, terminates and joins. */
+    while (e->stop_busy && !e->stopped)
+        pthread_cond_wait(&e->life_cv, &e->life_mu);
     if (e->stopped) {
         pthread_mutex_unlock(&e->life_mu);
         return 0;
@@ -570,6 +601,7 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         pthread_mutex_unlock(&e->life_mu);
         return SX_ESTATE;
     }
+    e->stop_busy = 1;
     /* seq_cst: see sx__spawn. */
     atomic_store_explicit(&e->stopping, 1, memory_order_seq_cst);
     if (live_now(e) > 0) {
@@ -596,11 +628,18 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         if (live_now(e) > 0)
             pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
     }
+    /* Not under life_mu: the worker that finished the last process may
+     * still be on its way to life_mu to broadcast (sx__finish), and it
+     * must get there for the join to return. Holding the mutex here
+     * deadlocked test_api about once in 30 runs under TSan. */
+    pthread_mutex_unlock(&e->life_mu);
     sx__workers_join(e);
     /* No process is alive: every op still on a loop is being cancelled;
      * the loops finish them (subprocesses killed) and exit. */
     sx__io_stop(e);
+    pthread_mutex_lock(&e->life_mu);
     e->stopped = 1;
+    pthread_cond_broadcast(&e->life_cv); /* a second stop waiting */
     pthread_mutex_unlock(&e->life_mu);
     return 0;
 }

@@ -172,6 +172,17 @@ void sx__ev_free(sx__ev *ev)
     cache.n++;
 }
 
+void sx__ev_free_chain(sx__ev *ev)
+{
+    while (ev != NULL) {
+        /* relaxed: the chain is in no queue; its links are ours. */
+        sx__ev *next = (sx__ev *)atomic_load_explicit(&ev->node.next,
+                                                      memory_order_relaxed);
+        sx__ev_free(ev);
+        ev = next;
+    }
+}
+
 static uint8_t *ev_bytes(const sx__ev *ev)
 {
     return ev->heap != NULL ? ev->heap : (uint8_t *)ev->inl;

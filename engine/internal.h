@@ -271,6 +271,7 @@ struct sx_engine {
     _Atomic int started;    /* 0, 1 = running */
     _Atomic int stopping;   /* submits refused (acquire/release) */
     int stopped;            /* under life_mu */
+    int stop_busy;          /* a stop is under way; under life_mu */
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
@@ -303,6 +304,9 @@ struct sx_engine {
 /* engine/event.c: [any thread]; per-thread caches on worker threads. */
 sx__ev *sx__ev_alloc(void);
 void sx__ev_free(sx__ev *ev);
+/* Frees ev and the events linked after it through node.next (a chain that
+ * is in no queue). */
+void sx__ev_free_chain(sx__ev *ev);
 void sx__ev_cache_enable(void);
 void sx__ev_cache_flush(void);
 /* Sets the event's bytes: topic (NUL added), data, error message (NUL
@@ -340,6 +344,9 @@ void sx__enqueue(sx_engine *e, sx__proc *p);
  * on: push + wake. Returns 0, or SX_ENOTFOUND / SX_ECLOSED when p finished
  * or is terminating (ev then stays queued and is freed with the slot). */
 int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+/* Messages first..last (linked through node.next, not control events) to
+ * p in one push; consumes them. The same results as sx__deliver. */
+int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
 
 /* engine/park.c */
@@ -366,6 +373,10 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
               const sx_payload *input, size_t n_input, sx__ev *watcher,
               sx_pid *out_pid);
 /* Sends a message (ctl: a control event that overtakes user messages). */
+/* n messages first..last (linked through node.next) to one process with
+ * one look-up and one push; consumes them. */
+int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
+                   size_t n);
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
              size_t topic_len, sx_payload data, bool ctl);
 /* Finishes p on the calling worker: close, outcome, watchers, retire. */

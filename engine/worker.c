@@ -190,36 +190,10 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
 
 /* ---- delivering events ---- */
 
-int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
+/* After a push: sets the wake-up flags and, when p waits for them, wins
+ * the wake-up and queues it. */
+static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
 {
-    bool msg = ev->kind == SX__EV_MESSAGE;
-    /* acquire: a mailbox's callback and user pointer were published by
-     * the release store that made it a mailbox (engine/outside.c). */
-    uint32_t now = atomic_load_explicit(&p->state, memory_order_acquire);
-    if ((now & SX__S_MASK) == SX__PSTATE_MAILBOX && msg) {
-        sx__mailbox_deliver(e, p, ev);
-        return 0;
-    }
-    /* Errors are decided here, before the push, never after it: once an
-     * event is queued a running step may collect it at any moment, so a
-     * send that returned SX_ECLOSED or SX_ENOTFOUND must not have queued
-     * anything (the stress test's pings_recv <= pings_sent caught a ping
-     * that was reported closed and delivered all the same). A finish or
-     * terminate that races past this check finds the event queued, like a
-     * message left unread at DONE: accepted (0), then dropped. */
-    uint32_t st0 = now & SX__S_MASK;
-    if (st0 == SX_PSTATE_COMPLETE || st0 == 0) {
-        sx__ev_free(ev);
-        return SX_ENOTFOUND;
-    }
-    if ((now & SX__F_TERM) && msg) {
-        sx__ev_free(ev);
-        return SX_ECLOSED;
-    }
-    if (ev->ctl)
-        sx__ctlstack_push(&p->ctl, &ev->node);
-    else
-        sx__mpsc_push(&p->mbox, &ev->node);
     uint32_t bits = SX__F_WAKE | (msg ? SX__F_MSG : 0);
     /* acq_rel: always a write, so that the worker's next CAS on the state
      * word (which clears the flags, then drains the mailbox) synchronises
@@ -228,12 +202,13 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
         atomic_fetch_or_explicit(&p->state, bits, memory_order_acq_rel);
     uint32_t st = old & SX__S_MASK;
     if (st == SX_PSTATE_COMPLETE || st == 0 || (old & SX__F_TERM))
-        return 0; /* finished meanwhile: ev stays queued, freed with the slot */
+        return; /* finished meanwhile: the events stay queued, freed with
+                 * the slot */
     uint32_t cur = old | bits;
     for (;;) {
         st = cur & SX__S_MASK;
         if (!(st == SX_PSTATE_BLOCKED || (st == SX_PSTATE_IDLE && msg)))
-            return 0; /* running, ready, or idle and this is no message */
+            return; /* running, ready, or idle and this is no message */
         /* acq_rel: we win the wake-up and hand the process to a queue;
          * the worker's CAS READY -> RUNNING acquires it. A failure means a
          * flag flipped or someone else woke it: re-evaluate. */
@@ -241,9 +216,74 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
                 &p->state, &cur, SX_PSTATE_READY | (cur & SX__F_TERM),
                 memory_order_acq_rel, memory_order_acquire)) {
             sx__enqueue(e, p);
-            return 0;
+            return;
         }
     }
+}
+
+/* The state before a push. Errors are decided here, never after the push:
+ * once an event is queued a running step may collect it at any moment, so
+ * a send that returned SX_ECLOSED or SX_ENOTFOUND must not have queued
+ * anything (the stress test's pings_recv <= pings_sent caught a ping that
+ * was reported closed and delivered all the same). A finish or terminate
+ * that races past this check finds the event queued, like a message left
+ * unread at DONE: accepted (0), then dropped. Returns 1 for a mailbox. */
+static int deliver_check(sx__proc *p, bool msg)
+{
+    /* acquire: a mailbox's callback and user pointer were published by
+     * the release store that made it a mailbox (engine/outside.c). */
+    uint32_t now = atomic_load_explicit(&p->state, memory_order_acquire);
+    uint32_t st = now & SX__S_MASK;
+    if (st == SX__PSTATE_MAILBOX && msg)
+        return 1;
+    if (st == SX_PSTATE_COMPLETE || st == 0)
+        return SX_ENOTFOUND;
+    if ((now & SX__F_TERM) && msg)
+        return SX_ECLOSED;
+    return 0;
+}
+
+int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
+{
+    bool msg = ev->kind == SX__EV_MESSAGE;
+    int rc = deliver_check(p, msg);
+    if (rc == 1) {
+        sx__mailbox_deliver(e, p, ev);
+        return 0;
+    }
+    if (rc != 0) {
+        sx__ev_free(ev);
+        return rc;
+    }
+    if (ev->ctl)
+        sx__ctlstack_push(&p->ctl, &ev->node);
+    else
+        sx__mpsc_push(&p->mbox, &ev->node);
+    wake_after_push(e, p, msg);
+    return 0;
+}
+
+int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last)
+{
+    int rc = deliver_check(p, true);
+    if (rc == 1) {
+        /* An outside mailbox takes them one at a time. */
+        while (first != NULL) {
+            /* relaxed: the chain is ours until delivered. */
+            sx__ev *next = (sx__ev *)atomic_load_explicit(&first->node.next,
+                                                          memory_order_relaxed);
+            sx__mailbox_deliver(e, p, first);
+            first = next;
+        }
+        return 0;
+    }
+    if (rc != 0) {
+        sx__ev_free_chain(first);
+        return rc;
+    }
+    sx__mpsc_push_chain(&p->mbox, &first->node, &last->node);
+    wake_after_push(e, p, true);
+    return 0;
 }
 
 /* ---- running a process --------------------------------------------------- */

@@ -28,6 +28,19 @@ void sx__mpsc_push(sx__mpsc *q, sx__mpsc_node *n)
     atomic_store_explicit(&prev->next, n, memory_order_release);
 }
 
+void sx__mpsc_push_chain(sx__mpsc *q, sx__mpsc_node *first, sx__mpsc_node *last)
+{
+    /* relaxed: as in push; the links inside the chain were written before
+     * and are published with it by the release store below. */
+    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+    /* acq_rel: as in push, for the whole chain at once. */
+    sx__mpsc_node *prev =
+        atomic_exchange_explicit(&q->head, last, memory_order_acq_rel);
+    /* release: the consumer that follows prev->next to first sees the
+     * chain's nodes and their links. */
+    atomic_store_explicit(&prev->next, first, memory_order_release);
+}
+
 sx__mpsc_node *sx__mpsc_pop(sx__mpsc *q)
 {
     sx__mpsc_node *tail = q->tail;

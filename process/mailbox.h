@@ -43,6 +43,11 @@ typedef struct {
 void sx__mpsc_init(sx__mpsc *q);
 /* [any thread] n must not be in any queue. */
 void sx__mpsc_push(sx__mpsc *q, sx__mpsc_node *n);
+/* [any thread] Pushes first..last, already linked through next (relaxed
+ * stores suffice) and in no queue, with one exchange: they arrive together,
+ * in chain order, like that many pushes by one producer. */
+void sx__mpsc_push_chain(sx__mpsc *q, sx__mpsc_node *first,
+                         sx__mpsc_node *last);
 /* [consumer] The oldest node, or NULL when empty or a push is half done. */
 sx__mpsc_node *sx__mpsc_pop(sx__mpsc *q);
 /* [consumer] True when there is nothing to pop and no push in progress. */

@@ -1612,12 +1612,12 @@ static void test_int_codec_vs_msgpack_c(void)
             uint64_t b = (uint64_t)1 << k;
             v = (int64_t)(b + (uint64_t)(i % 3) - 1);
             if (k & 1)
-                v = -v;
+                v = (int64_t)(0 - (uint64_t)v); /* INT64_MIN stays */
         } else {
             /* A random width, so that every encoding is common. */
             v = (int64_t)(rng >> (rng & 63));
             if (rng & 0x100)
-                v = -v;
+                v = (int64_t)(0 - (uint64_t)v); /* INT64_MIN stays */
         }
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
@@ -1648,7 +1648,8 @@ static void test_int_codec_vs_msgpack_c(void)
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         size_t len = 1 + (size_t)(rng % 9);
         for (size_t j = 0; j < len; j++)
-            b[j] = (uint8_t)(rng >> (8 * j) ^ (uint64_t)j * 131);
+            b[j] = (uint8_t)(rng >> (7 * j) ^
+                             (uint64_t)j * 131); /* j < 9: shift < 64 */
         b[0] = markers[(rng >> 40) % sizeof(markers)];
         sx_payload pl = { b, len };
         int64_t fast = 0, slow = 0;
