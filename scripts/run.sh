@@ -57,11 +57,11 @@ BLOG=$TMP/build.log
 build()
 {
     if [ -f "$BUILD/meson-private/coredata.dat" ] &&
-        meson setup --reconfigure "$BUILD" --buildtype=release; then
+        meson setup --reconfigure "$BUILD" --buildtype=release -Db_lto=true; then
         :
     else
         rm -rf "$BUILD"
-        meson setup "$BUILD" --buildtype=release
+        meson setup "$BUILD" --buildtype=release -Db_lto=true
     fi
     local t
     for t in stepxd stepx; do
