@@ -608,8 +608,7 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap)
                  " longest_sleep_ms=%lld submit_secs=%.4f",
                  (double)timer_late[(n - 1) / 2] / 1e6,
                  (double)timer_late[(n * 99 + 99) / 100 - 1] / 1e6,
-                 (double)timer_late[n - 1] / 1e6, (long long)max_ms,
-                 submitted);
+                 (double)timer_late[n - 1] / 1e6, (long long)max_ms, submitted);
     } else {
         snprintf(extra, cap, " early_or_missing=%lld", (long long)early);
     }
@@ -620,11 +619,18 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap)
 /* relay: a relay server in this process (the one stepxd runs, on a Unix
  * socket in a fresh temporary directory) and RELAY_CONNS client threads,
  * each on its own connection through the C client, each doing its share
- * of the n jobs one after the other: submit counter(1), then wait for its
- * outcome. A job counts only when the wait says result 1 in 2 steps. The
- * clock runs from when every connection has said hello to the last
- * answer. */
+ * of the n jobs: submit counter(1), then wait for its outcome. A job
+ * counts only when the wait says result 1 in 2 steps. Each connection
+ * keeps up to RELAY_WINDOW jobs in flight with the pipelined client API
+ * (sx_client_post_submit / post_wait / next_reply): a job's wait is posted
+ * when its submit's reply arrives, and a new job starts when one
+ * finishes. --window 1 is the old one-request-at-a-time client (sync
+ * calls). The clock runs from when every connection has said hello to
+ * the last answer. */
 #define RELAY_CONNS 8
+#define RELAY_WINDOW 64
+
+static int relay_window = RELAY_WINDOW;
 
 typedef struct {
     int64_t jobs, good;
@@ -633,36 +639,89 @@ typedef struct {
     sx_client *c;
 } relay_conn;
 
+/* A wait's reply: result 1 after 2 steps. */
+static int relay_good(const sx_reply *r)
+{
+    sx_payload res, st;
+    int64_t v = -1;
+    uint64_t steps = 0;
+    sx_unpack u;
+    if (sx_map_get(r->body, "steps", &st) != 0)
+        return 0;
+    sx_unpack_init(&u, st);
+    return sx_unpack_uint(&u, &steps) == 0 && steps == 2 &&
+           sx_map_get(r->body, "result", &res) == 0 &&
+           sx_payload_get_int(res, &v) == 0 && v == 1;
+}
+
+/* One job at a time: sx_client_submit, then sx_client_wait. */
+static void relay_sync(relay_conn *rc, sx_payload one)
+{
+    for (int64_t i = 0; i < rc->jobs && rc->rc == 0; i++) {
+        sx_pid pid;
+        sx_reply r;
+        uint64_t steps = 0;
+        rc->rc = sx_client_submit(rc->c, "counter", "run", &one, 1, &pid, NULL);
+        if (rc->rc != 0)
+            break;
+        rc->rc = sx_client_wait(rc->c, pid, -1, &steps, &r);
+        if (rc->rc == 0) {
+            rc->good += relay_good(&r);
+            sx_reply_free(&r);
+        }
+    }
+}
+
+/* relay_window jobs in flight: each reply to a submit (it has "pid")
+ * posts that job's wait; each reply to a wait ends a job and starts the
+ * next. */
+static void relay_pipelined(relay_conn *rc, sx_payload one)
+{
+    int64_t started = 0, done = 0;
+    while (rc->rc == 0 && started < rc->jobs && started < relay_window) {
+        rc->rc = sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
+        started++;
+    }
+    while (rc->rc == 0 && done < rc->jobs) {
+        sx_reply r;
+        sx_pid pid;
+        rc->rc = sx_client_next_reply(rc->c, -1, NULL, &r);
+        if (rc->rc != 0)
+            break;
+        if (!r.ok) {
+            rc->rc = r.error;
+        } else if (sx_reply_pid(&r, &pid) == 0) {
+            rc->rc = sx_client_post_wait(rc->c, pid, -1, NULL);
+        } else {
+            rc->good += relay_good(&r);
+            done++;
+            if (started < rc->jobs) {
+                rc->rc = sx_client_post_submit(rc->c, "counter", "run", &one, 1,
+                                               NULL);
+                started++;
+            }
+        }
+        sx_reply_free(&r);
+    }
+}
+
 static void *relay_client(void *arg)
 {
     relay_conn *rc = arg;
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_payload one = sx_payload_int(b, 1);
     pthread_barrier_wait(rc->go);
-    for (int64_t i = 0; i < rc->jobs && rc->rc == 0; i++) {
-        sx_pid pid;
-        sx_reply r;
-        uint64_t steps = 0;
-        int64_t v = -1;
-        rc->rc = sx_client_submit(rc->c, "counter", "run", &one, 1, &pid,
-                                  NULL);
-        if (rc->rc != 0)
-            break;
-        rc->rc = sx_client_wait(rc->c, pid, -1, &steps, &r);
-        if (rc->rc == 0) {
-            sx_payload res;
-            if (sx_map_get(r.body, "result", &res) == 0 &&
-                sx_payload_get_int(res, &v) == 0 && v == 1 && steps == 2)
-                rc->good++;
-            sx_reply_free(&r);
-        }
+    if (rc->rc == 0) {
+        if (relay_window <= 1)
+            relay_sync(rc, one);
+        else
+            relay_pipelined(rc, one);
     }
     pthread_barrier_wait(rc->go); /* the driver stops the clock here */
     return NULL;
 }
 
-static int relay(sx_engine *e, int64_t n, char *extra, size_t cap,
-                 double *secs)
+static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
 {
     char dir[] = "/tmp/stepx-bench-XXXXXX";
     if (mkdtemp(dir) == NULL)
@@ -681,9 +740,9 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap,
     pthread_t th[RELAY_CONNS];
     int ok = 1;
     for (int i = 0; i < RELAY_CONNS; i++) {
-        conn[i] = (relay_conn){ .jobs = n / RELAY_CONNS +
-                                        (i < n % RELAY_CONNS ? 1 : 0),
-                                .go = &go };
+        conn[i] = (relay_conn){
+            .jobs = n / RELAY_CONNS + (i < n % RELAY_CONNS ? 1 : 0), .go = &go
+        };
         if (sx_client_connect(path, NULL, 5000, &conn[i].c) != 0)
             ok = 0, conn[i].c = NULL, conn[i].rc = SX_ECLOSED;
         pthread_create(&th[i], NULL, relay_client, &conn[i]);
@@ -705,8 +764,9 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap,
     sx_server_stats_get(srv, &ss);
     sx_server_stop(srv);
     rmdir(dir);
-    snprintf(extra, cap, " conns=%d jobs_ok=%lld requests=%llu", RELAY_CONNS,
-             (long long)good, (unsigned long long)ss.requests);
+    snprintf(extra, cap, " conns=%d window=%d jobs_ok=%lld requests=%llu",
+             RELAY_CONNS, relay_window > 1 ? relay_window : 1, (long long)good,
+             (unsigned long long)ss.requests);
     return ok && good == n;
 }
 
@@ -761,15 +821,18 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
                         "spawnidle|submit|wake|idle|timers|relay> <n> "
-                        "[--workers K]\n");
+                        "[--workers K] [--window W (relay)]\n");
         return 2;
     }
     const char *name = argv[1];
     arg_n = atoll(argv[2]);
     unsigned workers = 0;
-    for (int i = 3; i + 1 < argc; i++)
+    for (int i = 3; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--workers") == 0)
             workers = (unsigned)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--window") == 0) /* relay only */
+            relay_window = atoi(argv[i + 1]);
+    }
     if (arg_n <= 0) {
         fprintf(stderr, "stepx-bench: n must be positive\n");
         return 2;
@@ -804,7 +867,7 @@ int main(int argc, char **argv)
     int64_t n = arg_n;
     int ok = 0;
     char extra[256] = "";
-    double figure = -1; /* ns_per_op when the workload sets its own */
+    double figure = -1;   /* ns_per_op when the workload sets its own */
     double secs_own = -1; /* the time, when the workload takes its own */
     double t0 = now_s();
     if (strcmp(name, "yield") == 0) {

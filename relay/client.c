@@ -1,7 +1,10 @@
 /* relay/client.c — the C client of the relay protocol (PROTOCOL.md): one
- * connection, requests answered one at a time, pushes queued in arrival
- * order for sx_client_next_push; and sx_map_get, which the server uses
- * too.
+ * connection; sync calls (a request, then its reply) and pipelined ones
+ * (sx_client_post*: many requests in flight, their replies taken with
+ * sx_client_next_reply in arrival order, matched by id); pushes queued in
+ * arrival order for sx_client_next_push; and sx_map_get, which the server
+ * uses too. Requests are buffered and go out together (one send for
+ * everything queued) when the client next waits on the socket.
  *
  * Threads: a client belongs to one thread at a time (no locks inside).
  * The socket is non-blocking and every wait is a poll with the time left,
@@ -23,21 +26,40 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct client_push {
-    struct client_push *next;
-    sx_reply r; /* owned */
-} client_push;
+typedef struct client_item {
+    struct client_item *next;
+    uint64_t id; /* a reply's id (0 for pushes and refusals) */
+    sx_reply r;  /* owned */
+} client_item;
+
+typedef struct {
+    client_item *head, *tail; /* oldest first */
+} client_queue;
 
 struct sx_client {
     int fd;
     sx_wire_decoder *dec; /* owned */
     uint64_t next_id;     /* ids of our requests: 1, 2, ... */
     sx_pid mailbox;
-    int broken;        /* 0, or the error every later call returns */
-    client_push *head; /* pushes not yet taken (owned), oldest first */
-    client_push *tail;
-    sx_pack body; /* request bodies are built here */
-    sx_pack frame;
+    int broken;           /* 0, or the error every later call returns */
+    client_queue pushes;  /* pushes not yet taken (owned) */
+    client_queue replies; /* replies to posted requests not yet taken */
+    sx_pack body;         /* request bodies are built here */
+    /* Frames not yet written: out.data[out_off, out.len). appended and
+     * written count bytes since connect (written <= appended). */
+    sx_pack out;
+    size_t out_off;
+    uint64_t appended, written;
+    bool wr_closed; /* the server closed: we only read from now on */
+    /* Ids of posted requests whose replies have not arrived: a set with
+     * open addressing (0 = empty slot); set_cap is a power of two. */
+    uint64_t *set;
+    size_t set_cap, set_n;
+    /* The sync call in progress: its id (0: none), and where its reply
+     * goes once it arrives. */
+    uint64_t sync_id;
+    bool sync_got;
+    sx_reply *sync_out;
 };
 
 /* ---- time ---- */
@@ -197,7 +219,7 @@ bad:
     return SX_EPROTO;
 }
 
-/* ---- frames ---- */
+/* ---- the output buffer and the posted-id set ---- */
 
 static int fail(sx_client *c, int rc)
 {
@@ -206,131 +228,121 @@ static int fail(sx_client *c, int rc)
     return rc;
 }
 
-/* Writes all of buf before deadline. */
-static int write_all(sx_client *c, const uint8_t *buf, size_t len,
-                     int64_t deadline)
+static size_t out_unsent(const sx_client *c)
 {
-    while (len > 0) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            buf += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(c->fd, POLLOUT, deadline);
-            if (rc != 0)
-                return fail(c, rc); /* a frame cut short: unusable */
-            continue;
-        }
-        return fail(c, errno == EPIPE || errno == ECONNRESET ? SX_ECLOSED
-                                                             : -errno);
-    }
-    return 0;
+    return c->out.len - c->out_off;
 }
 
-/* The next frame body (valid until the next decoder call): 0, or
- * SX_ETIMEDOUT (the connection stays usable), SX_ECLOSED, SX_EPROTO,
- * -errno. */
-static int read_frame(sx_client *c, int64_t deadline, sx_payload *body)
+/* Forgets what is written: the buffer restarts at 0 when empty, and
+ * moves its tail to the front when more than half of it is written. */
+static void out_compact(sx_client *c)
 {
-    uint8_t buf[65536];
-    for (;;) {
-        int rc = sx_wire_decoder_next(c->dec, body);
-        if (rc == 1)
-            return 0;
-        if (rc < 0)
-            return fail(c, SX_EPROTO);
-        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
-        if (n > 0) {
-            if ((rc = sx_wire_decoder_feed(c->dec, buf, (size_t)n)) != 0)
-                return fail(c, rc);
-            continue;
-        }
-        if (n == 0)
-            return fail(c, SX_ECLOSED);
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if ((rc = wait_fd(c->fd, POLLIN, deadline)) != 0)
-                return rc == SX_ETIMEDOUT ? rc : fail(c, rc);
-            continue;
-        }
-        return fail(c, errno == ECONNRESET ? SX_ECLOSED : -errno);
+    if (c->out_off == 0)
+        return;
+    size_t left = out_unsent(c);
+    if (left == 0) {
+        c->out.len = 0;
+        c->out_off = 0;
+    } else if (c->out_off >= left) {
+        memmove(c->out.data, c->out.data + c->out_off, left);
+        c->out.len = left;
+        c->out_off = 0;
     }
 }
 
-static int queue_push(sx_client *c, sx_payload body)
+/* Open addressing with linear probing over ids (never 0). Ids come in
+ * sequence, so id & mask spreads a window of them without collisions. */
+static int set_grow(sx_client *c)
 {
-    client_push *p = malloc(sizeof(*p));
-    if (p == NULL)
+    size_t cap = c->set_cap != 0 ? c->set_cap * 2 : 64;
+    uint64_t *s = calloc(cap, sizeof(*s));
+    if (s == NULL)
         return SX_ENOMEM;
-    int rc = reply_make(body, true, &p->r);
-    if (rc != 0) {
-        free(p);
-        return rc;
+    for (size_t i = 0; i < c->set_cap; i++) {
+        uint64_t id = c->set[i];
+        if (id == 0)
+            continue;
+        size_t j = (size_t)id & (cap - 1);
+        while (s[j] != 0)
+            j = (j + 1) & (cap - 1);
+        s[j] = id;
     }
-    p->next = NULL;
-    if (c->tail != NULL)
-        c->tail->next = p;
-    else
-        c->head = p;
-    c->tail = p;
+    free(c->set);
+    c->set = s;
+    c->set_cap = cap;
     return 0;
 }
 
-/* Reads frames until the reply with id arrives (pushes are queued,
- * replies to abandoned calls dropped). An error frame with id 0 is the
- * server refusing the connection: it is the answer, and the connection
- * is done. */
-static int read_reply(sx_client *c, uint64_t id, int64_t deadline,
-                      sx_reply *out)
+static int set_add(sx_client *c, uint64_t id)
 {
-    for (;;) {
-        sx_payload body;
-        int rc = read_frame(c, deadline, &body);
+    if (2 * (c->set_n + 1) > c->set_cap) {
+        int rc = set_grow(c);
         if (rc != 0)
             return rc;
-        if (sx_map_get(body, "push", NULL) == 0) {
-            if ((rc = queue_push(c, body)) != 0)
-                return fail(c, rc);
-            continue;
-        }
-        sx_payload v;
-        uint64_t got;
-        sx_unpack u;
-        if (sx_map_get(body, "id", &v) != 0)
-            return fail(c, SX_EPROTO);
-        sx_unpack_init(&u, v);
-        if (sx_unpack_uint(&u, &got) != 0)
-            return fail(c, SX_EPROTO);
-        if (got != id && got != 0)
-            continue;
-        if ((rc = reply_make(body, false, out)) != 0)
-            return fail(c, rc);
-        if (got == 0 && !out->ok)
-            fail(c, SX_ECLOSED);
-        return 0;
     }
+    size_t m = c->set_cap - 1, j = (size_t)id & m;
+    while (c->set[j] != 0)
+        j = (j + 1) & m;
+    c->set[j] = id;
+    c->set_n++;
+    return 0;
 }
 
-int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
-                   sx_reply *out)
+/* Removes id: true if it was there. Backward-shift deletion keeps every
+ * probe chain unbroken without tombstones. */
+static bool set_take(sx_client *c, uint64_t id)
 {
-    if (c == NULL || out == NULL)
-        return SX_EINVAL;
-    memset(out, 0, sizeof(*out));
-    if (c->broken != 0)
-        return c->broken;
-    int64_t deadline = deadline_of(timeout_ms);
+    if (c->set_n == 0)
+        return false;
+    size_t m = c->set_cap - 1, j = (size_t)id & m;
+    while (c->set[j] != id) {
+        if (c->set[j] == 0)
+            return false;
+        j = (j + 1) & m;
+    }
+    c->set_n--;
+    for (size_t k = (j + 1) & m;; k = (k + 1) & m) {
+        uint64_t o = c->set[k];
+        if (o == 0)
+            break;
+        size_t home = (size_t)o & m;
+        /* o may fill the hole at j unless its home lies in (j, k]. */
+        bool stays = j <= k ? (home > j && home <= k) : (home > j || home <= k);
+        if (!stays) {
+            c->set[j] = o;
+            j = k;
+        }
+    }
+    c->set[j] = 0;
+    return true;
+}
+
+/* Appends the request body in c->body (a map whose first key is "id") as
+ * one frame to the output buffer. Nothing is appended on an error. */
+static int out_append(sx_client *c)
+{
+    if (c->body.err != 0)
+        return c->body.err;
+    out_compact(c);
+    size_t mark = c->out.len;
+    int rc = sx_wire_frame(&c->out, sx_pack_payload(&c->body));
+    if (rc != 0) {
+        c->out.err = 0; /* sx_pack errors are sticky: undo it */
+        c->out.len = mark;
+        return rc;
+    }
+    c->appended += c->out.len - mark;
+    return 0;
+}
+
+/* Rebuilds request (a map without "id") in c->body with id first. */
+static int body_with_id(sx_client *c, sx_payload request, uint64_t id)
+{
     sx_unpack u;
     uint32_t n;
     sx_unpack_init(&u, request);
     if (sx_unpack_map(&u, &n) != 0 || n == UINT32_MAX)
         return SX_EINVAL;
-    uint64_t id = ++c->next_id;
     sx_pack_reset(&c->body);
     sx_pack_map(&c->body, n + 1);
     sx_pack_str(&c->body, "id");
@@ -343,22 +355,253 @@ int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
     }
     if (!sx_unpack_done(&u))
         return SX_EINVAL;
-    sx_pack_reset(&c->frame);
-    sx_wire_frame(&c->frame, sx_pack_payload(&c->body));
-    if (c->body.err != 0 || c->frame.err != 0)
-        return c->body.err != 0 ? c->body.err : c->frame.err;
-    int rc = write_all(c, c->frame.data, c->frame.len, deadline);
-    if (rc == SX_ECLOSED) {
-        /* The server may have said why before it closed (an error frame
-         * with id 0): that is the answer if it is there. */
-        c->broken = 0;
-        if (read_reply(c, id, deadline, out) == 0)
+    return c->body.err;
+}
+
+/* One non-blocking send of what is unsent: 0 (some, all or nothing
+ * written: EAGAIN is 0 too), or the broken code. A connection the server
+ * has closed (EPIPE, ECONNRESET) stops writing but stays readable: the
+ * server may have said why (an error frame with id 0) before it closed,
+ * and the reads find that, then the end. */
+static int out_send(sx_client *c)
+{
+    while (out_unsent(c) > 0 && !c->wr_closed) {
+        ssize_t n = send(c->fd, c->out.data + c->out_off, out_unsent(c),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            c->written += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
-        c->broken = rc;
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            c->wr_closed = true;
+            break;
+        }
+        return fail(c, -errno);
     }
+    if (c->wr_closed) {
+        c->out.len = 0; /* nothing more will be written */
+        c->out_off = 0;
+        c->written = c->appended;
+    }
+    out_compact(c);
+    return 0;
+}
+
+/* ---- reading: every frame lands where it belongs ---- */
+
+static int queue_item(client_queue *q, uint64_t id, sx_payload body,
+                      bool is_push)
+{
+    client_item *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return SX_ENOMEM;
+    int rc = reply_make(body, is_push, &p->r);
+    if (rc != 0) {
+        free(p);
+        return rc;
+    }
+    p->id = id;
+    p->next = NULL;
+    if (q->tail != NULL)
+        q->tail->next = p;
+    else
+        q->head = p;
+    q->tail = p;
+    return 0;
+}
+
+static void take_item(client_queue *q, uint64_t *id, sx_reply *out)
+{
+    client_item *p = q->head;
+    q->head = p->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    if (id != NULL)
+        *id = p->id;
+    *out = p->r;
+    free(p);
+}
+
+static void queue_free(client_queue *q)
+{
+    while (q->head != NULL) {
+        client_item *p = q->head;
+        q->head = p->next;
+        sx_reply_free(&p->r);
+        free(p);
+    }
+    q->tail = NULL;
+}
+
+/* Sends one frame body where it belongs (the rules are in relay.h): a
+ * push to the push queue; the reply to the sync call in progress to it;
+ * a reply to a posted request to the reply queue; an error frame with
+ * id 0 (the server refusing the connection) to the sync call, or else to
+ * the reply queue, and the connection is done; anything else is a reply
+ * to a sync call that gave up: dropped. */
+static int dispatch(sx_client *c, sx_payload body)
+{
+    int rc;
+    if (sx_map_get(body, "push", NULL) == 0) {
+        if ((rc = queue_item(&c->pushes, 0, body, true)) != 0)
+            return fail(c, rc);
+        return 0;
+    }
+    sx_payload v;
+    uint64_t got;
+    sx_unpack u;
+    if (sx_map_get(body, "id", &v) != 0)
+        return fail(c, SX_EPROTO);
+    sx_unpack_init(&u, v);
+    if (sx_unpack_uint(&u, &got) != 0)
+        return fail(c, SX_EPROTO);
+    bool refusal = got == 0;
+    if (c->sync_id != 0 && !c->sync_got && (got == c->sync_id || refusal)) {
+        if ((rc = reply_make(body, false, c->sync_out)) != 0)
+            return fail(c, rc);
+        c->sync_got = true;
+        if (refusal && !c->sync_out->ok)
+            fail(c, SX_ECLOSED);
+        return 0;
+    }
+    if (refusal || set_take(c, got)) {
+        if ((rc = queue_item(&c->replies, got, body, false)) != 0)
+            return fail(c, rc);
+        if (refusal)
+            fail(c, SX_ECLOSED);
+    }
+    return 0;
+}
+
+enum { WANT_SYNC, WANT_REPLY, WANT_PUSH, WANT_FLUSH };
+
+static bool wanted(const sx_client *c, int want)
+{
+    switch (want) {
+    case WANT_SYNC:
+        return c->sync_got;
+    case WANT_REPLY:
+        return c->replies.head != NULL;
+    case WANT_PUSH:
+        return c->pushes.head != NULL;
+    default:
+        return out_unsent(c) == 0 && !c->wr_closed;
+    }
+}
+
+/* The one I/O loop of the client: writes what is unsent whenever the
+ * socket takes it and reads (and dispatches) whatever arrives, until what
+ * `want` names is there or the deadline passes. Reading while writing
+ * matters: a server over its output limit stops reading until we read.
+ * 0, SX_ETIMEDOUT (the connection stays usable), or the broken code. */
+static int run_io(sx_client *c, int64_t deadline, int want)
+{
+    uint8_t buf[65536];
+    bool sent = false;
+    for (;;) {
+        /* Frames already read first: no system call for them. */
+        while (!wanted(c, want)) {
+            sx_payload body;
+            int rc = sx_wire_decoder_next(c->dec, &body);
+            if (rc == 0)
+                break;
+            if (rc < 0)
+                return fail(c, SX_EPROTO);
+            if ((rc = dispatch(c, body)) != 0)
+                return rc;
+        }
+        if (wanted(c, want))
+            return 0;
+        if (c->broken != 0)
+            return c->broken;
+        if (out_unsent(c) > 0 && !c->wr_closed) {
+            uint64_t before = c->written;
+            int rc = out_send(c);
+            if (rc != 0)
+                return rc;
+            sent = c->written != before;
+            if (wanted(c, want))
+                return 0;
+        }
+        /* Right after a write the answer is rarely there yet: poll
+         * before reading rather than spend a recv on EAGAIN. */
+        bool try_read = !sent;
+        sent = false;
+        if (try_read) {
+            ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n > 0) {
+                int rc = sx_wire_decoder_feed(c->dec, buf, (size_t)n);
+                if (rc != 0)
+                    return fail(c, rc);
+                continue;
+            }
+            if (n == 0)
+                return fail(c, SX_ECLOSED);
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return fail(c, errno == ECONNRESET ? SX_ECLOSED : -errno);
+        }
+        short ev = POLLIN;
+        if (out_unsent(c) > 0 && !c->wr_closed)
+            ev |= POLLOUT;
+        int rc = wait_fd(c->fd, ev, deadline);
+        if (rc != 0)
+            return rc == SX_ETIMEDOUT ? rc : fail(c, rc);
+        if (!try_read) {
+            /* poll said something is ready: read it (or write) now. */
+            ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n > 0) {
+                if ((rc = sx_wire_decoder_feed(c->dec, buf, (size_t)n)) != 0)
+                    return fail(c, rc);
+            } else if (n == 0) {
+                return fail(c, SX_ECLOSED);
+            } else if (errno != EINTR && errno != EAGAIN &&
+                       errno != EWOULDBLOCK) {
+                return fail(c, errno == ECONNRESET ? SX_ECLOSED : -errno);
+            }
+        }
+    }
+}
+
+int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
+                   sx_reply *out)
+{
+    if (c == NULL || out == NULL)
+        return SX_EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (c->broken != 0)
+        return c->broken;
+    int64_t deadline = deadline_of(timeout_ms);
+    uint64_t id = c->next_id + 1;
+    int rc = body_with_id(c, request, id);
+    if (rc == 0)
+        rc = out_append(c);
     if (rc != 0)
         return rc;
-    return read_reply(c, id, deadline, out);
+    c->next_id = id;
+    /* Till all of our frame is written, giving up would leave a frame cut
+     * short (or one that goes out later, unasked): that ends the client,
+     * as it always has. */
+    uint64_t frame_end = c->appended;
+    c->sync_id = id;
+    c->sync_got = false;
+    c->sync_out = out;
+    rc = run_io(c, deadline, WANT_SYNC);
+    bool got = c->sync_got;
+    c->sync_id = 0;
+    c->sync_got = false;
+    c->sync_out = NULL;
+    if (got)
+        return 0; /* even when the answer was the server's refusal */
+    if (rc == SX_ETIMEDOUT && c->written < frame_end)
+        return fail(c, rc);
+    return rc;
 }
 
 /* ---- connect ---- */
@@ -512,7 +755,7 @@ int sx_client_connect(const char *address, const char *token,
         return SX_ENOMEM;
     c->fd = -1;
     sx_pack_init(&c->body);
-    sx_pack_init(&c->frame);
+    sx_pack_init(&c->out);
     int rc = sx_wire_decoder_new(0, &c->dec);
     if (rc != 0)
         goto fail;
@@ -541,14 +784,11 @@ void sx_client_close(sx_client *c)
         close(c->fd);
     if (c->dec != NULL)
         sx_wire_decoder_free(c->dec);
-    while (c->head != NULL) {
-        client_push *p = c->head;
-        c->head = p->next;
-        sx_reply_free(&p->r);
-        free(p);
-    }
+    queue_free(&c->pushes);
+    queue_free(&c->replies);
+    free(c->set);
     sx_pack_fini(&c->body);
-    sx_pack_fini(&c->frame);
+    sx_pack_fini(&c->out);
     free(c);
 }
 
@@ -564,26 +804,160 @@ int sx_client_next_push(sx_client *c, int64_t timeout_ms, sx_reply *out)
     if (c == NULL || out == NULL)
         return SX_EINVAL;
     memset(out, 0, sizeof(*out));
-    int64_t deadline = deadline_of(timeout_ms);
-    while (c->head == NULL) {
+    if (c->pushes.head == NULL) {
         if (c->broken != 0)
             return c->broken;
-        sx_payload body;
-        int rc = read_frame(c, deadline, &body);
+        int rc = run_io(c, deadline_of(timeout_ms), WANT_PUSH);
+        if (c->pushes.head == NULL)
+            return rc != 0 ? rc : SX_EPROTO;
+    }
+    take_item(&c->pushes, NULL, out);
+    return 0;
+}
+
+/* ---- pipelined requests ---- */
+
+/* Queues the frame built in c->body under id (which the caller reserved
+ * as c->next_id + 1): refuses with SX_ELIMIT when the output buffer is
+ * over its bound, and writes when enough is queued to fill a segment. */
+static int post_body(sx_client *c, uint64_t id, uint64_t *out_id)
+{
+    if (out_unsent(c) >= SX_CLIENT_MAX_QUEUED) {
+        int rc = out_send(c); /* once, without waiting */
         if (rc != 0)
             return rc;
-        if (sx_map_get(body, "push", NULL) == 0 &&
-            (rc = queue_push(c, body)) != 0)
-            return fail(c, rc);
-        /* Anything else is a reply to a call that gave up: dropped. */
+        if (out_unsent(c) >= SX_CLIENT_MAX_QUEUED)
+            return SX_ELIMIT;
     }
-    client_push *p = c->head;
-    c->head = p->next;
-    if (c->head == NULL)
-        c->tail = NULL;
-    *out = p->r;
-    free(p);
+    int rc = set_add(c, id);
+    if (rc != 0)
+        return rc;
+    if ((rc = out_append(c)) != 0) {
+        set_take(c, id);
+        return rc;
+    }
+    c->next_id = id;
+    if (out_id != NULL)
+        *out_id = id;
+    if (out_unsent(c) >= SX_CLIENT_FLUSH_AT)
+        return out_send(c);
     return 0;
+}
+
+int sx_client_post(sx_client *c, sx_payload request, uint64_t *out_id)
+{
+    if (c == NULL)
+        return SX_EINVAL;
+    if (c->broken != 0)
+        return c->broken;
+    uint64_t id = c->next_id + 1;
+    int rc = body_with_id(c, request, id);
+    if (rc != 0)
+        return rc;
+    return post_body(c, id, out_id);
+}
+
+/* Starts c->body as a request map of n fields (id first, then op). */
+static void body_op(sx_client *c, uint32_t n, uint64_t id, const char *op)
+{
+    sx_pack_reset(&c->body);
+    sx_pack_map(&c->body, n + 1);
+    sx_pack_str(&c->body, "id");
+    sx_pack_uint(&c->body, id);
+    sx_pack_str(&c->body, "op");
+    sx_pack_str(&c->body, op);
+}
+
+static void pack_pid(sx_pack *pk, const char *key, sx_pid pid);
+
+int sx_client_post_submit(sx_client *c, const char *type, const char *method,
+                          const sx_payload *input, size_t n, uint64_t *out_id)
+{
+    if (c == NULL || type == NULL || method == NULL ||
+        (input == NULL && n > 0) || n > UINT32_MAX)
+        return SX_EINVAL;
+    if (c->broken != 0)
+        return c->broken;
+    uint64_t id = c->next_id + 1;
+    body_op(c, 4, id, "submit");
+    sx_pack_str(&c->body, "type");
+    sx_pack_str(&c->body, type);
+    sx_pack_str(&c->body, "method");
+    sx_pack_str(&c->body, method);
+    sx_pack_str(&c->body, "input");
+    sx_pack_array(&c->body, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        sx_pack_raw(&c->body, input[i]);
+    return post_body(c, id, out_id);
+}
+
+int sx_client_post_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
+                        uint64_t *out_id)
+{
+    if (c == NULL)
+        return SX_EINVAL;
+    if (c->broken != 0)
+        return c->broken;
+    uint64_t id = c->next_id + 1;
+    body_op(c, timeout_ms >= 0 ? 3 : 2, id, "wait");
+    pack_pid(&c->body, "pid", pid);
+    if (timeout_ms >= 0) {
+        sx_pack_str(&c->body, "timeout_ms");
+        sx_pack_int(&c->body, timeout_ms);
+    }
+    return post_body(c, id, out_id);
+}
+
+int sx_client_flush(sx_client *c, int64_t timeout_ms)
+{
+    if (c == NULL)
+        return SX_EINVAL;
+    if (c->broken != 0)
+        return c->broken;
+    return run_io(c, deadline_of(timeout_ms), WANT_FLUSH);
+}
+
+int sx_client_next_reply(sx_client *c, int64_t timeout_ms, uint64_t *out_id,
+                         sx_reply *out)
+{
+    if (c == NULL || out == NULL)
+        return SX_EINVAL;
+    memset(out, 0, sizeof(*out));
+    if (out_id != NULL)
+        *out_id = 0;
+    if (c->replies.head == NULL) {
+        if (c->broken != 0)
+            return c->broken;
+        if (c->set_n == 0)
+            return SX_ENOTFOUND; /* nothing posted is waiting */
+        int rc = run_io(c, deadline_of(timeout_ms), WANT_REPLY);
+        if (c->replies.head == NULL)
+            return rc != 0 ? rc : SX_EPROTO;
+    }
+    take_item(&c->replies, out_id, out);
+    return 0;
+}
+
+size_t sx_client_in_flight(const sx_client *c)
+{
+    return c != NULL ? c->set_n : 0;
+}
+
+int sx_reply_pid(const sx_reply *r, sx_pid *out)
+{
+    if (r == NULL || out == NULL)
+        return SX_EINVAL;
+    const char *s;
+    size_t l;
+    char buf[SX_PID_TEXT_MAX];
+    int rc = get_str(r->body, "pid", &s, &l);
+    if (rc != 0)
+        return rc == SX_ENOTFOUND ? rc : SX_EPROTO;
+    if (l >= sizeof(buf))
+        return SX_EPROTO;
+    memcpy(buf, s, l);
+    buf[l] = '\0';
+    return sx_pid_parse(buf, out) == 0 ? 0 : SX_EPROTO;
 }
 
 /* ---- shortcuts ---- */

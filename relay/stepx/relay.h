@@ -82,8 +82,7 @@ int sx_router_new(sx_engine *local, sx_router **out);
 void sx_router_free(sx_router *r);
 /* Routes messages for `node` to fn; replaces an earlier peer for it.
  * Errors: SX_EINVAL (node is the local node's), SX_ENOMEM. */
-int sx_router_add_peer(sx_router *r, uint32_t node, sx_route_fn fn,
-                       void *user);
+int sx_router_add_peer(sx_router *r, uint32_t node, sx_route_fn fn, void *user);
 /* Removes the peer for `node`; its messages then go to the transport.
  * When add_peer (replacing) or remove_peer returns, the old fn is running
  * nowhere and is never called again (its user may be freed). A route fn
@@ -120,8 +119,7 @@ typedef struct sx_server sx_server;
  * and listen). Errors: SX_EINVAL (bad config, e.g. a non-loopback listen
  * address without a token, a bad HOST:PORT), SX_ESTATE (engine not
  * started), SX_ENOMEM, or -errno from bind/listen (e.g. -EADDRINUSE). */
-int sx_server_start(sx_engine *e, const sx_server_config *cfg,
-                    sx_server **out);
+int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out);
 /* The TCP port actually bound (useful with port 0), or 0. */
 int sx_server_port(const sx_server *s);
 typedef struct {
@@ -147,7 +145,8 @@ void sx_server_stop(sx_server *s);
 /* A blocking client for one connection; one thread at a time. Requests
  * and replies are msgpack maps; the helpers below build and read the
  * common ones. Pushes that arrive while waiting for a reply are queued
- * for sx_client_next_push. */
+ * for sx_client_next_push. Besides one call at a time, requests can be
+ * pipelined (sx_client_post*, below). */
 typedef struct sx_client sx_client;
 
 /* Connects to "unix:PATH", a plain PATH (contains a '/'), or "HOST:PORT",
@@ -165,10 +164,10 @@ sx_pid sx_client_mailbox(const sx_client *c);
  * the caller; free with sx_reply_free. */
 typedef struct {
     bool ok;
-    int error;        /* ok: 0; else the SX_E* code for error.code       */
-    char *code;       /* ok: NULL; else the protocol code, e.g. "not_found" */
-    char *message;    /* ok: NULL; else the error's message               */
-    sx_payload body;  /* the whole reply map (owned)                      */
+    int error;       /* ok: 0; else the SX_E* code for error.code       */
+    char *code;      /* ok: NULL; else the protocol code, e.g. "not_found" */
+    char *message;   /* ok: NULL; else the error's message               */
+    sx_payload body; /* the whole reply map (owned)                      */
 } sx_reply;
 void sx_reply_free(sx_reply *r);
 
@@ -185,8 +184,8 @@ int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
 int sx_client_submit(sx_client *c, const char *type, const char *method,
                      const sx_payload *input, size_t n, sx_pid *out_pid,
                      sx_reply *out);
-int sx_client_send(sx_client *c, sx_pid to, const char *topic,
-                   sx_payload data, sx_reply *out);
+int sx_client_send(sx_client *c, sx_pid to, const char *topic, sx_payload data,
+                   sx_reply *out);
 /* The reply's "result" is in *out (body); steps in *out_steps. */
 int sx_client_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
                    uint64_t *out_steps, sx_reply *out);
@@ -199,6 +198,71 @@ int sx_client_subscribe(sx_client *c, sx_pid pid, sx_reply *out);
  * up to timeout_ms (< 0: no limit). 0 and *out (owned: free with
  * sx_reply_free; ok = true, body = the push) or SX_ETIMEDOUT, SX_ECLOSED. */
 int sx_client_next_push(sx_client *c, int64_t timeout_ms, sx_reply *out);
+
+/* ---- the client: pipelined requests (an extension) ----
+ *
+ * Many requests in flight on one connection (PROTOCOL.md lets replies to
+ * different requests come in any order). sx_client_post* queues a request
+ * and returns its id at once; sx_client_next_reply returns the next reply
+ * to a posted request, whichever it is, with its id. Posted requests wait
+ * in the client's output buffer and go out together, in one send, the
+ * next time the client waits on the socket (any call that reads, or
+ * sx_client_flush), or as soon as SX_CLIENT_FLUSH_AT bytes are queued.
+ *
+ * The rules when sync calls, posted requests and pushes mix:
+ * - Order on the wire is the order of the calls: a sync call's request
+ *   goes out after everything posted before it.
+ * - Every posted request gets exactly one reply through
+ *   sx_client_next_reply, never through a sync call or next_push; the
+ *   replies come in the order they arrive. A sync call returns only its
+ *   own reply; replies to posted requests that arrive while it waits are
+ *   kept for next_reply. Pushes only ever go to sx_client_next_push,
+ *   whichever call read them.
+ * - An error frame with id 0 (the server refusing the connection, e.g.
+ *   bad_frame) answers the sync call in progress if there is one, else it
+ *   is returned by next_reply with id 0; either way the connection is
+ *   done (later calls return SX_ECLOSED).
+ * - When the connection breaks (the server closes or dies), replies and
+ *   pushes that arrived before are still returned, then every call
+ *   returns the error (SX_ECLOSED); sx_client_in_flight says how many
+ *   posted requests got no reply. Nothing blocks past its timeout.
+ * - Memory: at most SX_CLIENT_MAX_QUEUED bytes of requests wait unsent
+ *   (post refuses with SX_ELIMIT beyond that: read replies, which sends
+ *   as it waits, then post again); replies are kept only for requests the
+ *   caller posted. The client reads while it writes, so a server that
+ *   stops reading until its replies are read cannot deadlock it. */
+#define SX_CLIENT_FLUSH_AT (64u << 10)  /* queued bytes that trigger a send */
+#define SX_CLIENT_MAX_QUEUED (1u << 20) /* unsent bytes before SX_ELIMIT    */
+
+/* Queues one request (a msgpack map without "id": the client adds it)
+ * and sets *out_id (may be NULL) to its id. Never waits: at most it
+ * tries one non-blocking send. Errors: SX_EINVAL (not a map, or not one
+ * the wire accepts), SX_ELIMIT (output buffer full; nothing queued),
+ * SX_ENOMEM, or the broken connection's error. */
+int sx_client_post(sx_client *c, sx_payload request, uint64_t *out_id);
+/* The same for submit and wait (as sx_client_submit and sx_client_wait
+ * build them; wait's timeout_ms < 0: none, the server answers `timeout`
+ * itself otherwise). */
+int sx_client_post_submit(sx_client *c, const char *type, const char *method,
+                          const sx_payload *input, size_t n, uint64_t *out_id);
+int sx_client_post_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
+                        uint64_t *out_id);
+/* Writes everything queued, waiting up to timeout_ms (< 0: no limit) and
+ * reading meanwhile (replies and pushes are kept). 0, SX_ETIMEDOUT (the
+ * connection stays usable: the rest goes later), or the broken error. */
+int sx_client_flush(sx_client *c, int64_t timeout_ms);
+/* The next reply to a posted request (any id, arrival order), sending
+ * what is queued and waiting up to timeout_ms (< 0: no limit). 0 with
+ * *out_id (may be NULL) and *out (owned: free with sx_reply_free; its own
+ * success or error is in it, as sx_client_call's), or SX_ENOTFOUND (no
+ * posted request is waiting for a reply: nothing to wait for),
+ * SX_ETIMEDOUT (usable), SX_ECLOSED, SX_EPROTO, -errno. */
+int sx_client_next_reply(sx_client *c, int64_t timeout_ms, uint64_t *out_id,
+                         sx_reply *out);
+/* Posted requests whose replies have not arrived yet (taken or not). */
+size_t sx_client_in_flight(const sx_client *c);
+/* The "pid" of a reply (submit's): 0, SX_ENOTFOUND, SX_EPROTO. */
+int sx_reply_pid(const sx_reply *r, sx_pid *out);
 
 /* Looks a key up in a map payload: 0 and *value (the value's bytes,
  * pointing into map) or SX_ENOTFOUND / SX_EPROTO. */
