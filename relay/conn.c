@@ -121,6 +121,29 @@ static void handle_closed(uv_handle_t *h)
     sx__relay_conn_unref(c); /* the loop's reference */
 }
 
+static void set_unsent(relay_conn *c, size_t n);
+
+/* Frees the frames not yet handed to libuv and takes c off the server's
+ * dirty list (a closed connection's memory may go before the flush). */
+static void batch_drop(relay_conn *c)
+{
+    while (c->batch != NULL) {
+        relay_out *o = c->batch;
+        c->batch = o->next;
+        set_unsent(c, c->unsent - o->len);
+        sx__relay_out_free(o);
+    }
+    c->batch_tail = NULL;
+    if (!c->dirty)
+        return;
+    relay_conn **pp = &c->srv->dirty;
+    while (*pp != c)
+        pp = &(*pp)->dirty_next;
+    *pp = c->dirty_next;
+    c->dirty = false;
+    c->dirty_next = NULL;
+}
+
 void sx__relay_conn_close(relay_conn *c)
 {
     if (c->state == RELAY_CONN_CLOSED)
@@ -142,6 +165,7 @@ void sx__relay_conn_close(relay_conn *c)
         sx_engine_mailbox_free(s->engine, c->mailbox);
     c->has_mailbox = false;
     sx__relay_pending_abandon_all(c);
+    batch_drop(c);
     /* Pending writes are cancelled: their callbacks run before ours. */
     uv_close((uv_handle_t *)&c->h.stream, handle_closed);
 }
@@ -247,12 +271,18 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- writing [loop] ---- */
 
+/* Frees a write request's items (the first carries wlen; the rest hang
+ * off next). */
 static void write_cb(uv_write_t *req, int status)
 {
     relay_out *o = (relay_out *)req; /* req is the first member */
     relay_conn *c = req->data;
-    set_unsent(c, c->unsent - o->len);
-    sx__relay_out_free(o);
+    set_unsent(c, c->unsent - o->wlen);
+    while (o != NULL) {
+        relay_out *next = o->next;
+        sx__relay_out_free(o);
+        o = next;
+    }
     if (c->state == RELAY_CONN_CLOSED)
         return;
     if (status < 0) {
@@ -266,6 +296,101 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (!c->reading && c->unsent <= c->max_output / 2)
         pump(c);
+}
+
+/* Writes up to SX_RELAY_WRITE_BUFS frames off the front of c's batch:
+ * first uv_try_write (one writev, no request, when nothing is queued in
+ * libuv), then one uv_write for what the socket did not take. false when
+ * the connection was closed (a write error). */
+static bool flush_some(relay_conn *c)
+{
+    uv_buf_t bufs[SX_RELAY_WRITE_BUFS];
+    unsigned n = 0;
+    relay_out *group = c->batch, *last = NULL;
+    for (relay_out *o = group; o != NULL && n < SX_RELAY_WRITE_BUFS;
+         o = o->next) {
+        bufs[n++] = uv_buf_init((char *)o->data, (unsigned)o->len);
+        last = o;
+    }
+    c->batch = last->next;
+    if (c->batch == NULL)
+        c->batch_tail = NULL;
+    last->next = NULL;
+    size_t off = 0; /* bytes of group's first item already written */
+    if (uv_stream_get_write_queue_size(&c->h.stream) == 0) {
+        int w = uv_try_write(&c->h.stream, bufs, n);
+        if (w < 0 && w != UV_EAGAIN && w != UV_ENOSYS) {
+            while (group != NULL) { /* the connection is gone */
+                relay_out *next = group->next;
+                set_unsent(c, c->unsent - group->len);
+                sx__relay_out_free(group);
+                group = next;
+            }
+            sx__relay_conn_close(c);
+            return false;
+        }
+        size_t done = w > 0 ? (size_t)w : 0;
+        set_unsent(c, c->unsent - done);
+        while (group != NULL && done >= group->len) {
+            relay_out *next = group->next;
+            done -= group->len;
+            sx__relay_out_free(group);
+            group = next;
+        }
+        off = done;
+    }
+    if (group == NULL)
+        return true;
+    n = 0;
+    size_t left = 0;
+    for (relay_out *o = group; o != NULL; o = o->next) {
+        size_t skip = o == group ? off : 0;
+        bufs[n++] =
+            uv_buf_init((char *)o->data + skip, (unsigned)(o->len - skip));
+        left += o->len - skip;
+    }
+    group->wlen = left;
+    group->req.data = c;
+    if (uv_write(&group->req, &c->h.stream, bufs, n, write_cb) != 0) {
+        set_unsent(c, c->unsent - left);
+        while (group != NULL) {
+            relay_out *next = group->next;
+            sx__relay_out_free(group);
+            group = next;
+        }
+        sx__relay_conn_close(c);
+        return false;
+    }
+    return true;
+}
+
+/* Writes c's whole batch; then, as a write callback would, closes a
+ * draining connection that has nothing left, or resumes reading. */
+static void conn_flush(relay_conn *c)
+{
+    while (c->batch != NULL && c->state != RELAY_CONN_CLOSED)
+        if (!flush_some(c))
+            return;
+    if (c->state == RELAY_CONN_DRAINING && c->unsent == 0)
+        sx__relay_conn_close(c);
+    else if (c->state == RELAY_CONN_OPEN && !c->reading &&
+             c->unsent <= c->max_output / 2)
+        pump(c);
+}
+
+void sx__relay_flush_cb(uv_prepare_t *h)
+{
+    sx_server *s = h->data;
+    /* pump may produce more frames (dirtying a connection again): the
+     * loop runs until the list stays empty. */
+    while (s->dirty != NULL) {
+        relay_conn *c = s->dirty;
+        s->dirty = c->dirty_next;
+        c->dirty = false;
+        c->dirty_next = NULL;
+        conn_flush(c);
+    }
+    uv_prepare_stop(h);
 }
 
 void sx__relay_conn_write(relay_conn *c, relay_out *o)
@@ -286,15 +411,22 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
     }
     if (o->kind == RELAY_OUT_PUSH) /* relaxed: a figure */
         atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
-    o->req.data = c;
-    uv_buf_t b = uv_buf_init((char *)o->data, (unsigned)o->len);
+    /* Batched: the flusher writes it with everything else this loop
+     * iteration produces for c, in the order produced. */
+    o->next = NULL;
+    if (c->batch_tail != NULL)
+        c->batch_tail->next = o;
+    else
+        c->batch = o;
+    c->batch_tail = o;
     set_unsent(c, c->unsent + o->len);
-    int rc = uv_write(&o->req, &c->h.stream, &b, 1, write_cb);
-    if (rc != 0) {
-        set_unsent(c, c->unsent - o->len);
-        sx__relay_out_free(o);
-        sx__relay_conn_close(c);
-        return;
+    if (!c->dirty) {
+        sx_server *s = c->srv;
+        c->dirty = true;
+        c->dirty_next = s->dirty;
+        s->dirty = c;
+        if (c->dirty_next == NULL)
+            uv_prepare_start(&s->flusher, sx__relay_flush_cb);
     }
     if (c->unsent > c->max_output)
         reading(c, false);

@@ -16,6 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The record whose sx_engine_watch this thread is inside (the loop
+ * thread only ever sets it): a watch_cb that finds its own record here
+ * runs inline, on the loop, for a process that had finished already. A
+ * thread-local, so other threads' callbacks never see the loop's. */
+static _Thread_local relay_pending *watching;
+
 static void pending_free(relay_pending *p)
 {
     sx__relay_hub_unref(p->hub);
@@ -115,6 +121,11 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
         o = &p->oom; /* the loop answers `internal` */
     }
     o->pend = p; /* the watch's reference travels with the item */
+    if (watching == p) {
+        /* On the loop, inside sx_engine_watch: no hub, no doorbell. */
+        p->inline_out = o;
+        return;
+    }
     /* release: pairs with the acquire in watch_start. */
     atomic_store_explicit(&p->fired, true, memory_order_release);
     if (sx__relay_hub_post(p->hub, o) != 0) {
@@ -253,7 +264,9 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
         c->pending->prev = p;
     c->pending = p;
     c->n_pending++;
+    watching = p;
     int rc = sx_engine_watch(c->srv->engine, pid, watch_cb, p);
+    watching = NULL;
     if (rc != 0) {
         /* The callback will never run: its reference goes now. */
         sx__relay_pending_unref(p);
@@ -261,10 +274,20 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
         sx__relay_reply_engine(c, id, rc, pid);
         return;
     }
-    if (kind == RELAY_PEND_SUBSCRIBE) {
-        sx__relay_reply_ok(c, id); /* before the push: that is drained later */
+    if (kind == RELAY_PEND_SUBSCRIBE)
+        sx__relay_reply_ok(c, id); /* before the push */
+    if (p->inline_out != NULL) {
+        /* Finished already: answered now, in this loop iteration's
+         * batch (the flusher writes it with the other replies). */
+        relay_out *o = p->inline_out;
+        p->inline_out = NULL;
+        sx__relay_conn_ref(c);
+        sx__relay_pending_done(p, o);
+        sx__relay_conn_unref(c);
         return;
     }
+    if (kind == RELAY_PEND_SUBSCRIBE)
+        return; /* the push is drained from the hub later */
     /* acquire: pairs with the release in watch_cb; an answer already on
      * its way needs no timer (a 0 ms timer could beat it to the loop). */
     if (timeout_ms >= 0 &&

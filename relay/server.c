@@ -180,6 +180,7 @@ static void close_all(sx_server *s)
         o = next;
     }
     uv_close((uv_handle_t *)&s->bell, listener_closed);
+    uv_close((uv_handle_t *)&s->flusher, listener_closed);
 }
 
 static void *loop_main(void *arg)
@@ -447,6 +448,12 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     if ((rc = uv_async_init(&s->loop, &s->bell, bell_cb)) != 0)
         goto fail_loop;
     s->bell.data = s;
+    if ((rc = uv_prepare_init(&s->loop, &s->flusher)) != 0) {
+        uv_close((uv_handle_t *)&s->bell, listener_closed);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        goto fail_loop;
+    }
+    s->flusher.data = s;
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours. */
@@ -470,6 +477,7 @@ fail_handles:
     if (s->has_tcp)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     uv_close((uv_handle_t *)&s->bell, listener_closed);
+    uv_close((uv_handle_t *)&s->flusher, listener_closed);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);

@@ -27,6 +27,7 @@
 #define SX_RELAY_MAX_OUTPUT_DEFAULT ((size_t)64 << 20)
 #define SX_RELAY_MAX_CONNECTIONS_DEFAULT 1024
 #define SX_RELAY_READ_BUF 65536
+#define SX_RELAY_WRITE_BUFS 64    /* frames per writev when flushing */
 #define SX_RELAY_PS_DEFAULT 10000 /* `ps` without `limit` */
 #define SX_RELAY_MAX_PENDING                                                   \
     (1u << 16) /* waits + subscribes per connection                            \
@@ -58,6 +59,9 @@ typedef struct relay_out {
     uint8_t embedded;
     uint8_t slow;        /* SLOW: 1 too slow, 0 a push that cannot
                             be framed (counted apart)               */
+    size_t wlen;         /* [loop] the first item of a write request:
+                            the bytes that request covers (the items
+                            after it hang off `next`)                */
     relay_conn *conn;    /* PUSH, SLOW: a reference to the connection */
     relay_pending *pend; /* DONE: the watch's reference to the record */
     size_t len;          /* bytes used in data (header included)       */
@@ -120,6 +124,10 @@ struct relay_pending {
     relay_pending *prev, *next; /* [loop] the connection's list */
     relay_out oom;              /* the answer when building one
                                    ran out of memory (embedded) */
+    /* [loop] The answer watch_cb built inline, inside sx_engine_watch on
+     * the loop thread (the process had finished already): watch_start
+     * answers it at once, without the hub's hop. */
+    relay_out *inline_out;
 };
 
 void sx__relay_pending_unref(relay_pending *p);
@@ -156,7 +164,13 @@ struct relay_conn {
     /* 0 -> 1 once (exchange, acq_rel) by the first callback that finds
      * the connection over its limit; it alone posts slow_item. */
     _Atomic uint8_t slow;
-    relay_out slow_item;     /* embedded, kind SLOW               */
+    relay_out slow_item; /* embedded, kind SLOW               */
+    /* [loop] Frames written this loop iteration, not yet handed to
+     * libuv (counted in unsent): the server's prepare handle writes them
+     * all at once (one writev) before the loop next waits. */
+    relay_out *batch, *batch_tail;
+    bool dirty;              /* [loop] on the server's dirty list */
+    relay_conn *dirty_next;  /* [loop] */
     relay_pending *pending;  /* [loop] waits and subscribes       */
     size_t n_pending;        /* [loop] how many                   */
     relay_conn *prev, *next; /* [loop] the server's list          */
@@ -169,7 +183,9 @@ struct sx_server {
     sx_engine *engine;
     relay_hub *hub; /* one reference                                    */
     uv_loop_t loop;
-    uv_async_t bell; /* the hub's doorbell                               */
+    uv_async_t bell;      /* the hub's doorbell                               */
+    uv_prepare_t flusher; /* writes every dirty connection's batch      */
+    relay_conn *dirty;    /* [loop] connections with a batch to write   */
     uv_pipe_t pipe;
     uv_tcp_t tcp;
     bool has_pipe, has_tcp;
@@ -198,9 +214,11 @@ struct sx_server {
 
 /* Accepts one connection from a listener. */
 void sx__relay_accept(uv_stream_t *listener, int status);
-/* Hands a finished frame to the connection (it takes o): written, or
- * freed when the connection is closing. A PUSH over the output limit drops
- * the connection as slow; so does any frame over twice the limit. */
+/* Hands a finished frame to the connection (it takes o): queued in the
+ * connection's batch, written with everything else produced this loop
+ * iteration before the loop next waits (sx__relay_flush_cb), or freed
+ * when the connection is closing. A PUSH over the output limit drops the
+ * connection as slow; so does any frame over twice the limit. */
 void sx__relay_conn_write(relay_conn *c, relay_out *o);
 /* Builds a frame from srv->pk (a reply body) and writes it; out of memory
  * closes the connection. Counts one answered request. */
@@ -212,6 +230,11 @@ void sx__relay_conn_drain(relay_conn *c);
 void sx__relay_conn_close(relay_conn *c);
 /* Takes one item from the hub (it owns it from now on). */
 void sx__relay_conn_take(sx_server *s, relay_out *o);
+/* The prepare callback: writes the batch of every dirty connection, each
+ * in as few writes as it takes (uv_try_write of up to
+ * SX_RELAY_WRITE_BUFS frames; a uv_write for what the socket did not
+ * take). */
+void sx__relay_flush_cb(uv_prepare_t *h);
 
 /* ---- relay/ops.c [loop] ---- */
 
