@@ -1,0 +1,598 @@
+/* tests/relay/test_pipeline.c — the C client's pipelined requests
+ * (sx_client_post*, sx_client_next_reply; rules in relay.h) against a
+ * real relay server: many requests in flight whose replies come out of
+ * request order, matched by id; sync calls interleaved with posted
+ * requests; pushes arriving in between; a server that goes away
+ * mid-pipeline (a clear error, no hang, no leak: LSan checks at exit);
+ * a client that posts without reading (its memory and the server's
+ * output stay bounded). Each case opens with the property it checks.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stepx/relay.h>
+
+#include "tests/harness.h"
+
+/* ==== process types ===================================================== */
+
+static const sx_payload nil = { NULL, 0 };
+static const char *const run_m[] = { "run", NULL };
+static const char *const serve_m[] = { "serve", NULL };
+
+/* square.run [x]: x % 3 no-op yields, DONE x * x. */
+typedef struct {
+    int64_t x, left;
+} square_st;
+
+static int square_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    square_st *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->x) != 0)
+        return SX_EINVAL;
+    s->left = s->x % 3;
+    return 0;
+}
+
+static int square_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)ev, (void)n;
+    square_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (s->left-- > 0) {
+        sx_yield(out, SX_CMD_NOOP, 1, nil);
+        sx_wait(out);
+        return 0;
+    }
+    sx_done(out, sx_payload_int(b, s->x * s->x));
+    return 0;
+}
+
+/* sleeper.run [ms]: one sleep, DONE ms. */
+typedef struct {
+    int64_t ms;
+    int slept;
+} sleeper_st;
+
+static int sleeper_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sleeper_st *s = st;
+    return n == 1 && sx_payload_get_int(in[0], &s->ms) == 0 ? 0 : SX_EINVAL;
+}
+
+static int sleeper_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    sleeper_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (!s->slept) {
+        s->slept = 1;
+        sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE) {
+            sx_done(out, sx_payload_int(b, s->ms));
+            return 0;
+        }
+    sx_wait(out);
+    return 0;
+}
+
+/* idle.serve: IDLE until terminated or stopped. */
+static int idle_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return 0;
+}
+
+static int idle_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    sx_idle(out);
+    return 0;
+}
+
+static const sx_process_type types[] = {
+    { .name = "square",
+      .state_size = sizeof(square_st),
+      .init = square_init,
+      .step = square_step,
+      .methods = run_m },
+    { .name = "sleeper",
+      .state_size = sizeof(sleeper_st),
+      .init = sleeper_init,
+      .step = sleeper_step,
+      .methods = run_m },
+    { .name = "idle",
+      .state_size = 8,
+      .init = idle_init,
+      .step = idle_step,
+      .methods = serve_m },
+};
+
+/* ==== fixture =========================================================== */
+
+typedef struct {
+    sx_engine *e;
+    sx_server *s;
+    char dir[64];
+    char path[128];
+} fixture;
+
+static void fx_up_out(fixture *f, size_t max_output)
+{
+    memset(f, 0, sizeof(*f));
+    sx_engine_config ec = { .workers = 2 };
+    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        CHECK_RC(sx_engine_register(f->e, &types[i]), 0);
+    CHECK_RC(sx_engine_start(f->e), 0);
+    strcpy(f->dir, "/tmp/sxpipXXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
+    sx_server_config sc = { .socket_path = f->path, .max_output = max_output };
+    CHECK_RC(sx_server_start(f->e, &sc, &f->s), 0);
+}
+
+static void fx_up(fixture *f)
+{
+    fx_up_out(f, 0);
+}
+
+static void fx_down(fixture *f)
+{
+    if (f->s != NULL)
+        sx_server_stop(f->s);
+    CHECK_RC(sx_engine_stop(f->e, 1000), 0);
+    sx_engine_free(f->e);
+    rmdir(f->dir);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static int64_t reply_int(const sx_reply *r, const char *key)
+{
+    sx_payload v;
+    int64_t x = -1;
+    CHECK_RC(sx_map_get(r->body, key, &v), 0);
+    CHECK_RC(sx_payload_get_int(v, &x), 0);
+    return x;
+}
+
+/* ==== helpers =========================================================== */
+
+static sx_client *connect_ok(const fixture *f)
+{
+    sx_client *c = NULL;
+    CHECK_RC(sx_client_connect(f->path, NULL, 5000, &c), 0);
+    return c;
+}
+
+/* Posts n sleepers with sleeps (n - i) * step ms (the last posted ends
+ * first) and returns their pids by index, via the submit replies. */
+static void post_sleepers(sx_client *c, int n, int step, sx_pid *pids)
+{
+    uint64_t ids[64];
+    CHECK(n <= 64);
+    for (int i = 0; i < n; i++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, (int64_t)(n - i) * step);
+        CHECK_RC(sx_client_post_submit(c, "sleeper", "run", &in, 1, &ids[i]),
+                 0);
+    }
+    CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)n);
+    for (int k = 0; k < n; k++) {
+        uint64_t id;
+        sx_reply r;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        CHECK(r.ok);
+        int at = -1;
+        for (int i = 0; i < n; i++)
+            if (ids[i] == id)
+                at = i;
+        CHECK(at >= 0);
+        CHECK_RC(sx_reply_pid(&r, &pids[at]), 0);
+        ids[at] = 0; /* each id answered once */
+        sx_reply_free(&r);
+    }
+}
+
+/* ==== out of order ======================================================= */
+
+/* Every posted request gets exactly one reply, matched by its id, even
+ * when the replies come in another order than the requests (waits on
+ * sleepers that end in reverse order), and a thousand pipelined jobs on
+ * one connection all come back right. */
+static void test_out_of_order(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    enum { N = 20 };
+    sx_pid pids[N];
+    post_sleepers(c, N, 5, pids);
+    uint64_t wid[N];
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_client_post_wait(c, pids[i], -1, &wid[i]), 0);
+    CHECK_RC(sx_client_flush(c, 5000), 0);
+    int order[N], got = 0;
+    bool seen[N] = { false };
+    while (got < N) {
+        uint64_t id;
+        sx_reply r;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        int at = -1;
+        for (int i = 0; i < N; i++)
+            if (wid[i] == id)
+                at = i;
+        CHECK(at >= 0 && !seen[at]);
+        seen[at] = true;
+        CHECK(r.ok);
+        CHECK_EQ_INT(reply_int(&r, "result"), (int64_t)(N - at) * 5);
+        order[got++] = at;
+        sx_reply_free(&r);
+    }
+    int inversions = 0;
+    for (int k = 1; k < N; k++)
+        inversions += order[k] < order[k - 1];
+    CHECK(inversions > 0); /* they did come out of request order */
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
+    sx_reply r;
+    CHECK_RC(sx_client_next_reply(c, 0, NULL, &r), SX_ENOTFOUND);
+
+    /* 1000 jobs, 50 in flight: submit, then wait, each checked. */
+    enum { JOBS = 1000, WINDOW = 50 };
+    int started = 0, done = 0;
+    int64_t expect[4096] = { 0 }; /* by id & 4095: a window fits */
+    while (started < WINDOW) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, started);
+        uint64_t id;
+        CHECK_RC(sx_client_post_submit(c, "square", "run", &in, 1, &id), 0);
+        expect[id & 4095] = (int64_t)started * started;
+        started++;
+    }
+    while (done < JOBS) {
+        uint64_t id;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        CHECK(r.ok);
+        sx_pid pid;
+        if (sx_reply_pid(&r, &pid) == 0) {
+            uint64_t wid1;
+            CHECK_RC(sx_client_post_wait(c, pid, -1, &wid1), 0);
+            expect[wid1 & 4095] = expect[id & 4095];
+        } else {
+            CHECK_EQ_INT(reply_int(&r, "result"), expect[id & 4095]);
+            done++;
+            if (started < JOBS) {
+                uint8_t b[SX_PAYLOAD_INT_MAX];
+                sx_payload in = sx_payload_int(b, started);
+                uint64_t id2;
+                CHECK_RC(
+                    sx_client_post_submit(c, "square", "run", &in, 1, &id2), 0);
+                expect[id2 & 4095] = (int64_t)started * started;
+                started++;
+            }
+        }
+        sx_reply_free(&r);
+    }
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* ==== sync calls in between ============================================= */
+
+/* A sync call in the middle of a pipeline returns only its own reply;
+ * replies to posted requests that arrive while it waits are kept, in
+ * arrival order, for next_reply; nothing is lost or answered twice. A
+ * bad posted request is refused at once and does not count. */
+static void test_interleaved_sync(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    enum { N = 8 };
+    sx_pid pids[N];
+    post_sleepers(c, N, 2, pids); /* 16 .. 2 ms */
+    uint64_t wid[N];
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_client_post_wait(c, pids[i], -1, &wid[i]), 0);
+    /* Not a map: refused, nothing queued. */
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    CHECK_RC(sx_client_post(c, sx_payload_int(b, 3), NULL), SX_EINVAL);
+    CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)N);
+    /* Sync calls while the waits are pending: a 40 ms sleeper, so every
+     * posted wait is answered while this call waits. */
+    sx_payload in = sx_payload_int(b, 40);
+    sx_pid slow;
+    CHECK_RC(sx_client_submit(c, "sleeper", "run", &in, 1, &slow, NULL), 0);
+    sx_reply r;
+    uint64_t steps = 0;
+    CHECK_RC(sx_client_wait(c, slow, 10000, &steps, &r), 0);
+    CHECK_EQ_INT(reply_int(&r, "result"), 40);
+    sx_reply_free(&r);
+    /* A post with sx_client_post (the generic one) after the sync call. */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 1);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "types");
+    uint64_t tid;
+    CHECK_RC(sx_client_post(c, sx_pack_payload(&pk), &tid), 0);
+    sx_pack_fini(&pk);
+    bool seen[N] = { false }, seen_types = false;
+    for (int k = 0; k < N + 1; k++) {
+        uint64_t id;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        CHECK(r.ok);
+        if (id == tid) {
+            CHECK(!seen_types);
+            CHECK_RC(sx_map_get(r.body, "types", NULL), 0);
+            seen_types = true;
+        } else {
+            int at = -1;
+            for (int i = 0; i < N; i++)
+                if (wid[i] == id)
+                    at = i;
+            CHECK(at >= 0 && !seen[at]);
+            seen[at] = true;
+            CHECK_EQ_INT(reply_int(&r, "result"), (int64_t)(N - at) * 2);
+        }
+        sx_reply_free(&r);
+    }
+    CHECK(seen_types);
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
+    CHECK_RC(sx_client_next_reply(c, 0, NULL, &r), SX_ENOTFOUND);
+    /* A sync wait that gives up: its late reply is dropped, not handed
+     * to next_reply as if it were a posted one. */
+    in = sx_payload_int(b, 30);
+    CHECK_RC(sx_client_submit(c, "sleeper", "run", &in, 1, &slow, NULL), 0);
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "wait");
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(slow, txt, sizeof(txt));
+    sx_pack_str(&pk, "pid");
+    sx_pack_str(&pk, txt);
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 5, &r), SX_ETIMEDOUT);
+    sx_pack_fini(&pk);
+    sx_pid p2;
+    in = sx_payload_int(b, 100);
+    CHECK_RC(sx_client_post_submit(c, "sleeper", "run", &in, 1, &tid), 0);
+    CHECK_RC(sx_client_next_reply(c, 10000, NULL, &r), 0);
+    CHECK_RC(sx_reply_pid(&r, &p2), 0);
+    sx_reply_free(&r);
+    uint64_t w2;
+    CHECK_RC(sx_client_post_wait(c, p2, -1, &w2), 0);
+    uint64_t id;
+    CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+    CHECK_EQ_U64(id, w2); /* not the 30 ms sleeper's late answer */
+    CHECK_EQ_INT(reply_int(&r, "result"), 100);
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* ==== pushes in between ================================================= */
+
+/* Pushes (messages to the connection's mailbox, a subscribe's exit push)
+ * that arrive among pipelined replies go to next_push only, in order, and
+ * never take a reply's place; replies never show up as pushes. */
+static void test_pushes_between(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    sx_pid mb = sx_client_mailbox(c);
+    enum { N = 10, M = 50 };
+    sx_pid pids[N];
+    post_sleepers(c, N, 3, pids);
+    uint64_t wid[N];
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_client_post_wait(c, pids[i], -1, &wid[i]), 0);
+    CHECK_RC(sx_client_flush(c, 5000), 0);
+    /* Messages from this thread (a non-process sender) to the mailbox,
+     * while the waits are pending. */
+    for (int k = 0; k < M; k++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        CHECK_RC(
+            sx_engine_send(f.e, SX_PID_NONE, mb, "n", sx_payload_int(b, k)), 0);
+    }
+    sx_reply r;
+    CHECK_RC(sx_client_subscribe(c, pids[0], &r), 0); /* sync, in between */
+    sx_reply_free(&r);
+    for (int k = 0; k < N; k++) {
+        uint64_t id;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        CHECK_RC(sx_map_get(r.body, "push", NULL), SX_ENOTFOUND);
+        CHECK_RC(sx_map_get(r.body, "id", NULL), 0);
+        int at = -1;
+        for (int i = 0; i < N; i++)
+            if (wid[i] == id)
+                at = i;
+        CHECK(at >= 0);
+        wid[at] = 0;
+        sx_reply_free(&r);
+    }
+    int next = 0, exits = 0;
+    while (next < M || exits < 1) {
+        CHECK_RC(sx_client_next_push(c, 10000, &r), 0);
+        const char *kind;
+        size_t kl;
+        sx_payload v;
+        sx_unpack u;
+        CHECK_RC(sx_map_get(r.body, "push", &v), 0);
+        sx_unpack_init(&u, v);
+        CHECK_RC(sx_unpack_str(&u, &kind, &kl), 0);
+        if (kl == 4 && memcmp(kind, "exit", 4) == 0) {
+            exits++;
+        } else {
+            CHECK_EQ_INT(reply_int(&r, "data"), next); /* in order */
+            next++;
+        }
+        sx_reply_free(&r);
+    }
+    CHECK_RC(sx_client_next_push(c, 50, &r), SX_ETIMEDOUT);
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* ==== the server goes away ============================================== */
+
+static void *stop_later(void *arg)
+{
+    fixture *f = arg;
+    sleep_ms(50);
+    sx_server_stop(f->s);
+    return NULL;
+}
+
+/* A server that stops with posted requests in flight (waits on idle
+ * processes that never finish), while the client waits for a reply: the
+ * client gets SX_ECLOSED promptly (not its 20 s timeout), in_flight says
+ * how many went unanswered, replies that did arrive before are still
+ * returned, every later call says SX_ECLOSED, and nothing leaks. */
+static void test_server_dies(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    enum { N = 16 };
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_client_post_submit(c, "idle", "serve", NULL, 0, &ids[i]),
+                 0);
+    sx_pid pids[N];
+    for (int k = 0; k < N; k++) {
+        uint64_t id;
+        sx_reply r;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        CHECK_RC(sx_reply_pid(&r, &pids[k]), 0);
+        sx_reply_free(&r);
+    }
+    for (int k = 0; k < N; k++)
+        CHECK_RC(sx_client_post_wait(c, pids[k], -1, NULL), 0);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, 2);
+    uint64_t quick;
+    CHECK_RC(sx_client_post_submit(c, "square", "run", &in, 1, &quick), 0);
+    CHECK_RC(sx_client_flush(c, 5000), 0);
+    sleep_ms(20); /* the submit's reply is in before the server stops */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, stop_later, &f) == 0);
+    double t0 = sx_test_now_ms();
+    uint64_t id;
+    sx_reply r;
+    CHECK_RC(sx_client_next_reply(c, 20000, &id, &r), 0); /* arrived */
+    CHECK_EQ_U64(id, quick);
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_next_reply(c, 20000, &id, &r), SX_ECLOSED);
+    CHECK(sx_test_now_ms() - t0 < 10000);
+    pthread_join(th, NULL);
+    f.s = NULL;
+    CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)N);
+    CHECK_RC(sx_client_post_wait(c, pids[0], -1, NULL), SX_ECLOSED);
+    CHECK_RC(sx_client_next_reply(c, 0, NULL, &r), SX_ECLOSED);
+    CHECK_RC(sx_client_flush(c, 0), SX_ECLOSED);
+    CHECK_RC(sx_client_submit(c, "square", "run", &in, 1, NULL, NULL),
+             SX_ECLOSED);
+    sx_client_close(c);
+
+    /* Posted but never flushed when the server is already gone: the
+     * flush finds the end, not a hang or SIGPIPE. */
+    fx_up(&f);
+    c = connect_ok(&f);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    for (int i = 0; i < 4; i++)
+        CHECK_RC(sx_client_post_submit(c, "square", "run", &in, 1, NULL), 0);
+    CHECK_RC(sx_client_next_reply(c, 5000, NULL, &r), SX_ECLOSED);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* ==== a client that does not read ======================================= */
+
+/* A client that posts and does not read: the server stops reading it once
+ * its unsent replies pass max_output (so the server holds at most about
+ * twice that), and the client's own buffer stops at SX_CLIENT_MAX_QUEUED
+ * (post says SX_ELIMIT; nothing queued, in_flight unchanged). Reading
+ * then drains everything: every posted request gets its reply. */
+static void test_slow_reader_bounded(void)
+{
+    fixture f;
+    fx_up_out(&f, 64 << 10);
+    sx_client *c = connect_ok(&f);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 1);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "types");
+    size_t posted = 0;
+    int rc;
+    while ((rc = sx_client_post(c, sx_pack_payload(&pk), NULL)) == 0) {
+        posted++;
+        CHECK(posted < 2000000); /* 1 MiB of ~20-byte frames: ~60,000 */
+        if (posted % 4096 == 0)
+            sleep_ms(1); /* let the server fill its side */
+    }
+    CHECK_RC(rc, SX_ELIMIT);
+    CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)posted);
+    /* Refused again without reading; nothing was queued. */
+    CHECK_RC(sx_client_post(c, sx_pack_payload(&pk), NULL), SX_ELIMIT);
+    CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)posted);
+    sleep_ms(100);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK(st.output_peak <= 2 * (64u << 10) + 4096);
+    CHECK(st.slow_drops == 0);
+    size_t got = 0;
+    sx_reply r;
+    while (got < posted) {
+        CHECK_RC(sx_client_next_reply(c, 20000, NULL, &r), 0);
+        CHECK(r.ok);
+        sx_reply_free(&r);
+        got++;
+    }
+    CHECK_RC(sx_client_next_reply(c, 0, NULL, &r), SX_ENOTFOUND);
+    sx_server_stats_get(f.s, &st);
+    CHECK(st.output_peak <= 2 * (64u << 10) + 4096);
+    sx_pack_fini(&pk);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+static const sx_test_case cases[] = {
+    { "out_of_order", test_out_of_order },
+    { "interleaved_sync", test_interleaved_sync },
+    { "pushes_between", test_pushes_between },
+    { "server_dies", test_server_dies },
+    { "slow_reader_bounded", test_slow_reader_bounded },
+};
+
+SX_TEST_MAIN(cases)
