@@ -124,6 +124,8 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         goto fail_ptable;
     if ((rc = sx__globalq_init(&e->gq)) != 0)
         goto fail_gq;
+    if ((rc = sx__globalq_init(&e->wq)) != 0)
+        goto fail_wq;
     if ((rc = sx__park_init(&e->park)) != 0)
         goto fail_park;
     if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes)) != 0)
@@ -140,6 +142,8 @@ fail_workers:
 fail_outcomes:
     sx__park_fini(&e->park);
 fail_park:
+    sx__globalq_fini(&e->wq);
+fail_wq:
     sx__globalq_fini(&e->gq);
 fail_gq:
     sx__ptable_fini(e);
@@ -285,7 +289,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     atomic_fetch_add_explicit(&e->submitted, 1, memory_order_relaxed);
     if (out_pid != NULL)
         *out_pid = ctx.pid;
-    sx__enqueue(e, p); /* p may run and finish from here on */
+    sx__enqueue_new(e, p); /* p may run and finish from here on */
     return 0;
 
 fail_slot:
@@ -653,6 +657,7 @@ void sx_engine_free(sx_engine *e)
     workers_fini(e);
     sx__outcomes_fini(&e->outcomes);
     sx__park_fini(&e->park);
+    sx__globalq_fini(&e->wq);
     sx__globalq_fini(&e->gq);
     sx__ptable_fini(e);
     pthread_cond_destroy(&e->life_cv);
@@ -681,7 +686,8 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         atomic_load_explicit(&e->dead_letters, memory_order_relaxed);
     out->messages =
         atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
-    out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed);
+    out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed) +
+                        atomic_load_explicit(&e->wq.len, memory_order_relaxed);
     out->workers = e->n_workers;
     out->io_inflight =
         atomic_load_explicit(&e->io_inflight, memory_order_relaxed);

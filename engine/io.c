@@ -10,6 +10,7 @@
 #include "engine/io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -596,13 +597,20 @@ static void quit_all(sx__ioloop *l)
     maybe_exit(l);
 }
 
+#define BELL_BATCH 256u
+
 static void on_bell(uv_async_t *a)
 {
     sx__ioloop *l = a->data;
     /* Deadlines computed below are measured from a fresh clock. */
     uv_update_time(&l->uv);
     sx__mpsc_node *n;
-    while ((n = sx__mpsc_pop(&l->q)) != NULL) {
+    /* At most BELL_BATCH requests per call: a burst of 100,000 sleeps would
+     * otherwise keep the loop here while timers that are due wait. When
+     * the batch is used up the bell rings itself (uv_async_send is safe
+     * from the loop thread too) and the loop runs its due timers first. */
+    unsigned left = BELL_BATCH;
+    while (left-- > 0 && (n = sx__mpsc_pop(&l->q)) != NULL) {
         sx__ioreq *r = (sx__ioreq *)n;
         switch ((sx__ioreq_kind)r->kind) {
         case SX__IOREQ_START:
@@ -628,6 +636,11 @@ static void on_bell(uv_async_t *a)
             break;
         }
     }
+    if (left != UINT_MAX)
+        return; /* the queue ran dry (or a push is half done: its producer
+                 * rings after it) */
+    if (!sx__mpsc_empty(&l->q))
+        uv_async_send(a); /* the batch ran out first: come back */
 }
 
 void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)

@@ -83,8 +83,8 @@ void sx__park_notify(sx_engine *e)
 
 bool sx__work_visible(sx_engine *e)
 {
-    if (sx__globalq_len(&e->gq) > 0) /* seq_cst load */
-        return true;
+    if (sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0)
+        return true; /* seq_cst loads */
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__deque *d = &e->workers[i].dq;
         /* seq_cst: the parker's read half of the handshake. */
@@ -140,7 +140,8 @@ bool sx__park_wait(sx_engine *e, sx__worker *w)
     pthread_mutex_unlock(&pk->mu);
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);
-    else if (timed_out && sx__globalq_len(&e->gq) > 0)
+    else if (timed_out &&
+             (sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0))
         sx__wstat_add(&w->st.timeout_finds, 1);
     return !quit;
 }

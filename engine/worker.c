@@ -40,17 +40,36 @@ sx__worker *sx__current_worker(sx_engine *e)
 
 /* ---- queues -------------------------------------------------------------- */
 
-static void global_push(sx_engine *e, sx__proc *p)
+static void queue_push(sx_engine *e, sx__globalq *q, sx__proc *p)
 {
-    sx__globalq_push(&e->gq, &p->gq); /* its len update is a seq_cst RMW */
+    sx__globalq_push(q, &p->gq); /* its len update is a seq_cst RMW */
     sx__park_notify(e);
 }
 
+static void global_push(sx_engine *e, sx__proc *p)
+{
+    queue_push(e, &e->gq, p);
+}
+
+static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside);
+
 void sx__enqueue(sx_engine *e, sx__proc *p)
+{
+    enqueue(e, p, &e->wq);
+}
+
+void sx__enqueue_new(sx_engine *e, sx__proc *p)
+{
+    enqueue(e, p, &e->gq);
+}
+
+/* On a worker: the next slot (what it held moves to the deque). Elsewhere:
+ * the queue `outside` (wq for wake-ups, gq for new processes). */
+static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside)
 {
     sx__worker *w = sx__current_worker(e);
     if (w == NULL) {
-        global_push(e, p);
+        queue_push(e, outside, p);
         return;
     }
     sx__proc *old = w->next;
@@ -93,10 +112,10 @@ static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
     }
 }
 
-static sx__proc *from_global(sx_engine *e, sx__worker *w)
+static sx__proc *from_queue(sx_engine *e, sx__worker *w, sx__globalq *q)
 {
     sx__gq_node *nodes[SX__GQ_BATCH + 1];
-    size_t n = sx__globalq_pop_batch(&e->gq, nodes, SX__GQ_BATCH + 1);
+    size_t n = sx__globalq_pop_batch(q, nodes, SX__GQ_BATCH + 1);
     if (n == 0)
         return NULL;
     sx__proc *items[SX__GQ_BATCH + 1];
@@ -106,6 +125,13 @@ static sx__proc *from_global(sx_engine *e, sx__worker *w)
     /* relaxed: only this worker writes its counters. */
     sx__wstat_add(&w->st.global_pops, n);
     return items[0];
+}
+
+/* Wake-ups first (see sx_engine.wq), then new processes. */
+static sx__proc *from_global(sx_engine *e, sx__worker *w)
+{
+    sx__proc *p = from_queue(e, w, &e->wq);
+    return p != NULL ? p : from_queue(e, w, &e->gq);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -145,8 +171,14 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
     unsigned spins = 0;
     for (;;) {
         sx__proc *p = NULL;
-        if (++*tick % 61 == 0)
-            p = from_global(e, w);
+        if (++*tick % 61 == 0) {
+            /* Now and then the queues from outside come first, new
+             * processes before wake-ups, so that neither a worker that
+             * keeps its deque full nor a stream of wake-ups starves them. */
+            p = from_queue(e, w, &e->gq);
+            if (p == NULL)
+                p = from_queue(e, w, &e->wq);
+        }
         if (p == NULL && w->next != NULL) {
             p = w->next;
             w->next = NULL;
@@ -431,7 +463,8 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
 static bool nothing_else(sx_engine *e, sx__worker *w)
 {
     return w->next == NULL && sx__deque_size(&w->dq) == 0 &&
-           atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0;
+           atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&e->wq.len, memory_order_relaxed) == 0;
 }
 
 static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p);
