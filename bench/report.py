@@ -65,7 +65,8 @@ SIZES = {
     "wake": "samples, 1 ms apart",
     "idle": "seconds",
     "timers": "processes, each sleeping 1–50 ms",
-    "relay": "jobs (counter(1) submitted and waited for, 8 connections)",
+    "relay": "jobs (counter(1) submitted and waited for, 8 connections, "
+             "64 jobs in flight each)",
 }
 
 
@@ -123,11 +124,16 @@ METHOD = """## How each workload is built (same shape everywhere)
 - **relay**: a relay server (the one stepxd runs, `sx_server_start`) in
   the benchmark process on a Unix socket, and 8 client threads, each on
   its own connection through the C client (relay.h), each doing its share
-  of the n jobs one after the other: `submit` counter(1) (the shipped type:
-  one no-op yield, then DONE 1), then `wait` for it; a job counts when the
-  wait answers result 1 in 2 steps. Two request/reply round trips per
-  job; clients, server loop, engine workers and I/O loop share the 2
-  cores. The clock starts when all 8 connections have said hello. No peer.
+  of the n jobs: `submit` counter(1) (the shipped type: one no-op yield,
+  then DONE 1), then `wait` for it; a job counts when the wait answers
+  result 1 in 2 steps. Each connection keeps a window of 64 jobs in flight
+  with the pipelined client API (`sx_client_post_submit`, `post_wait`,
+  `next_reply`; the line says `window=64`): a job's wait is posted when its
+  submit's reply arrives, a new job starts when one ends, and requests and
+  replies travel many to a write. `--window 1` runs the old client, one
+  request at a time. Clients, server loop, engine workers and I/O loop
+  share the 2 cores. The clock starts when all 8 connections have said
+  hello. No peer.
 - **idle**: a started runtime with nothing to do (Go: one goroutine blocked
   on a channel); CPU seconds (user + sys, `getrusage`) over the idle window,
   after 10 ms of settling.
