@@ -484,11 +484,13 @@ static int wait_completed(sx_engine *e, int64_t n)
  * each; submit: n one-step processes. */
 static int spawn_many(sx_engine *e, int64_t n, int idle)
 {
-    sx_pid *p = calloc((size_t)n, sizeof(*p));
-    int ok = p != NULL;
+    /* Only spawnidle needs the PIDs (to send to); submit keeps none, as the
+     * Go peer keeps no handle to its goroutines. */
+    sx_pid *p = idle ? calloc((size_t)n, sizeof(*p)) : NULL;
+    int ok = !idle || p != NULL;
     for (int64_t i = 0; ok && i < n; i++)
         ok = sx_engine_submit(e, idle ? "idle" : "once", "run", NULL, 0,
-                              &p[i]) == 0;
+                              idle ? &p[i] : NULL) == 0;
     for (int64_t i = 0; ok && idle && i < n; i++)
         ok = sx_engine_send(e, SX_PID_NONE, p[i], "go", nil) == 0;
     ok = ok && wait_completed(e, n);
