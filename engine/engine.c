@@ -314,6 +314,22 @@ int sx_engine_submit(sx_engine *e, const char *type, const char *method,
 
 /* ---- messages ------------------------------------------------------------ */
 
+/* Counts n messages sent (take back: uncounts them after a failed
+ * delivery). Counted before the delivery, so that a receiver that saw a
+ * message also sees it counted. A worker's counter has one writer
+ * (sx__wstat_add); outside threads share ext_messages (relaxed: figures
+ * only). */
+static void count_messages(sx_engine *e, sx__worker *w, uint64_t n,
+                           bool take_back)
+{
+    if (w != NULL)
+        sx__wstat_add(&w->st.messages, take_back ? (uint64_t)0 - n : n);
+    else if (take_back)
+        atomic_fetch_sub_explicit(&e->ext_messages, n, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&e->ext_messages, n, memory_order_relaxed);
+}
+
 static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
 {
     sx__proc *p = sx__ptable_get(e, to);
@@ -321,22 +337,11 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
         sx__ev_free(ev);
         return SX_ENOTFOUND;
     }
-    /* Counted before the delivery (and taken back if it fails), so that a
-     * receiver that saw the message also sees it counted. relaxed:
-     * figures only. */
     sx__worker *w = sx__current_worker(e);
-    if (w != NULL)
-        sx__wstat_add(&w->st.messages, 1);
-    else
-        atomic_fetch_add_explicit(&e->ext_messages, 1, memory_order_relaxed);
+    count_messages(e, w, 1, false);
     int rc = sx__deliver(e, p, ev);
-    if (rc != 0) {
-        if (w != NULL)
-            sx__wstat_add(&w->st.messages, (uint64_t)-1);
-        else
-            atomic_fetch_sub_explicit(&e->ext_messages, 1,
-                                      memory_order_relaxed);
-    }
+    if (rc != 0)
+        count_messages(e, w, 1, true);
     sx__proc_release(e, p);
     return rc;
 }
@@ -350,20 +355,11 @@ int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
         sx__ev_free_chain(first);
         return SX_ENOTFOUND;
     }
-    /* Counted before the delivery, as in send_ev. */
     sx__worker *w = sx__current_worker(e);
-    if (w != NULL)
-        sx__wstat_add(&w->st.messages, n);
-    else
-        atomic_fetch_add_explicit(&e->ext_messages, n, memory_order_relaxed);
+    count_messages(e, w, n, false);
     int rc = sx__deliver_chain(e, p, first, last);
-    if (rc != 0) {
-        if (w != NULL)
-            sx__wstat_add(&w->st.messages, (uint64_t)0 - n);
-        else
-            atomic_fetch_sub_explicit(&e->ext_messages, n,
-                                      memory_order_relaxed);
-    }
+    if (rc != 0)
+        count_messages(e, w, n, true);
     sx__proc_release(e, p);
     return rc;
 }
