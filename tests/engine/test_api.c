@@ -2298,6 +2298,52 @@ static void test_builtin_commands(void)
 
 /* ---- the table -------------------------------------------------------- */
 
+/* Concurrent stops: three threads stop one engine with live processes
+ * that ignore the cancel (so every stop outlasts its deadline) at once;
+ * each returns 0, none returns before the engine has stopped (submit then
+ * says SX_ESTOPPING), and nothing hangs. The first stop joins the workers
+ * without holding the engine's lifecycle lock (a worker finishing the last
+ * process needs it); the others wait for it to finish. */
+static void *stop_thread(void *arg)
+{
+    sx_engine *e = arg;
+    int rc = sx_engine_stop(e, 50);
+    sx_engine_stats st;
+    if (rc == 0 && (sx_engine_stats_get(e, &st, NULL, 0) != 0 || st.live != 0))
+        rc = -1; /* returned while processes were still alive */
+    return (void *)(intptr_t)rc;
+}
+
+static void test_stop_concurrent(void)
+{
+    for (int round = 0; round < 20; round++) {
+        sx_engine *e = NULL;
+        const sx_process_type ok = { .name = "ok",
+                                     .init = nop_init,
+                                     .step = nop_step };
+        CHECK_RC(sx_engine_new(NULL, &e), 0);
+        CHECK_RC(sx_engine_register(e, &ok), 0);
+        CHECK_RC(sx_engine_start(e), 0);
+        sx_pid pid;
+        for (int i = 0; i < 8; i++)
+            CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            CHECK(pthread_create(&t[i], NULL, stop_thread, e) == 0);
+        for (int i = 0; i < 3; i++) {
+            void *rc;
+            CHECK(pthread_join(t[i], &rc) == 0);
+            CHECK_EQ_INT((int)(intptr_t)rc, 0);
+            CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid),
+                     SX_ESTOPPING);
+        }
+        sx_engine_stats st;
+        CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+        CHECK_EQ_U64(st.live, 0);
+        sx_engine_free(e);
+    }
+}
+
 static const sx_test_case cases[] = {
     { "counter_steps", test_counter_steps },
     { "completion_order", test_completion_order },
@@ -2319,6 +2365,7 @@ static const sx_test_case cases[] = {
     { "misuse_null_args", test_misuse_null_args },
     { "misuse_unknown", test_misuse_unknown },
     { "misuse_state", test_misuse_state },
+    { "stop_concurrent", test_stop_concurrent },
     { "misuse_registration", test_misuse_registration },
     { "strerror", test_strerror },
     { "builtin_commands", test_builtin_commands },
