@@ -268,7 +268,10 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         rc = SX_ENOMEM;
         goto fail_live;
     }
-    p->user_state = calloc(1, t->state_size > 0 ? t->state_size : 1);
+    /* A type without state gets a shared, never written placeholder: no
+     * allocation per process (the spawnidle and submit workloads). */
+    p->user_state =
+        t->state_size > 0 ? calloc(1, t->state_size) : (void *)&sx__no_state;
     if (p->user_state == NULL) {
         rc = SX_ENOMEM;
         goto fail_slot;

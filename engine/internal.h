@@ -11,6 +11,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <stepx/engine.h>
@@ -146,6 +147,10 @@ typedef struct sx__proc {
 } sx__proc;
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
+
+/* The state of every process whose type has state_size 0 (ptable.c): not
+ * allocated, not freed, never written (const: a write faults). */
+extern const max_align_t sx__no_state;
 
 /* ---- workers ------------------------------------------------------------ */
 

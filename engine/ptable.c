@@ -13,10 +13,62 @@
  *
  * Threads: all functions [any thread].
  */
+/* MAP_ANONYMOUS and MADV_HUGEPAGE are not in POSIX.1-2008. */
+#define _DEFAULT_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/internal.h"
+
+/* Segments of at least this many bytes are mapped on their own, aligned to
+ * and rounded up to 2 MiB, and marked MADV_HUGEPAGE: with transparent huge
+ * pages in their default "madvise" mode, one fault then maps 2 MiB instead
+ * of 4 KiB. First-touch faults are the largest cost of a burst of new
+ * processes on a virtual machine (measured ~12 us per 4 KiB page here,
+ * bench/FINDINGS.md); a 64 MiB table fills in ~4 ms instead of ~200. Where
+ * the kernel has no huge page to give, the mapping works as plain pages. */
+const max_align_t sx__no_state;
+
+#define HUGE_SZ ((size_t)2 << 20)
+
+static size_t seg_bytes(unsigned k)
+{
+    size_t b = ((size_t)SX__SEG_BASE << k) * sizeof(sx__proc);
+    return b >= HUGE_SZ ? (b + HUGE_SZ - 1) & ~(HUGE_SZ - 1) : b;
+}
+
+/* Zeroed memory for segment k, or NULL. */
+static sx__proc *seg_map(unsigned k)
+{
+    size_t b = seg_bytes(k);
+    if (b < HUGE_SZ)
+        return calloc(1, b);
+    /* Over-map by 2 MiB and trim both ends to get 2 MiB alignment. */
+    uint8_t *m = mmap(NULL, b + HUGE_SZ, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    uintptr_t a = ((uintptr_t)m + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1);
+    size_t head = a - (uintptr_t)m;
+    if (head > 0)
+        munmap(m, head);
+    if (HUGE_SZ - head > 0)
+        munmap((uint8_t *)a + b, HUGE_SZ - head);
+#ifdef MADV_HUGEPAGE
+    (void)madvise((void *)a, b, MADV_HUGEPAGE); /* a hint; failure is fine */
+#endif
+    return (sx__proc *)a;
+}
+
+static void seg_unmap(sx__proc *seg, unsigned k)
+{
+    size_t b = seg_bytes(k);
+    if (b < HUGE_SZ)
+        free(seg);
+    else
+        munmap(seg, b);
+}
 
 static uint32_t seg_of(uint32_t idx, uint32_t *off)
 {
@@ -55,7 +107,8 @@ void sx__ptable_fini(sx_engine *e)
     for (size_t k = 0; k < SX__SEGS; k++) {
         /* relaxed: no other thread is left. */
         sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
-        free(seg);
+        if (seg != NULL)
+            seg_unmap(seg, (unsigned)k);
     }
     pthread_mutex_destroy(&e->grow_mu);
 }
@@ -116,21 +169,18 @@ static int grow(sx_engine *e)
         return SX_ELIMIT;
     }
     size_t n = (size_t)SX__SEG_BASE << k;
-    sx__proc *seg = calloc(n, sizeof(*seg));
+    sx__proc *seg = seg_map(k);
     if (seg == NULL) {
         pthread_mutex_unlock(&e->grow_mu);
         return SX_ENOMEM;
     }
     uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1));
+    /* The memory is zeroed: state, refs, gen, steps and watchers start at
+     * 0 / NULL as they should. */
     for (size_t i = 0; i < n; i++) {
         seg[i].index = base + (uint32_t)i;
-        atomic_init(&seg[i].state, 0);
-        atomic_init(&seg[i].refs, 0);
-        atomic_init(&seg[i].gen, 0);
         atomic_init(&seg[i].free_next,
                     i + 1 < n ? base + (uint32_t)i + 1 : SX__FREE_NONE);
-        atomic_init(&seg[i].steps, 0);
-        atomic_init(&seg[i].watchers, NULL);
     }
     /* release: pairs with the acquire load in slot_at. */
     atomic_store_explicit(&e->segs[k], seg, memory_order_release);
@@ -241,7 +291,8 @@ static void slot_free(sx_engine *e, sx__proc *p)
         sx__ev_free((sx__ev *)n);
         n = next;
     }
-    free(p->user_state);
+    if (p->user_state != &sx__no_state)
+        free(p->user_state);
     p->user_state = NULL;
     /* relaxed: the slot is unreachable (refs == 0); published by the
      * release CAS in free_push. */
