@@ -117,6 +117,8 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
           st.io_inflight);
     counter(&t, "stepx_io_ops_total", "Commands started on the libuv loops.",
             st.io_ops);
+    gauge(&t, "stepx_sleeps", "Sleeps waiting on the workers' timer heaps.",
+          st.sleeps);
     counter(&t, "stepx_yield_timeouts_total",
             "Yields answered SX_ETIMEDOUT by their timeout.", st.timeouts);
 

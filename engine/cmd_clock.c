@@ -283,10 +283,31 @@ static uint64_t after_ms(int64_t ms)
 
 #define MAX_MS ((int64_t)1 << 40) /* ~35 years: anything more is a bug */
 
+/* A sleep on the worker that runs the yielding step (engine/timers.c).
+ * On the loop instead: a sleep with a timeout (its deadline cancels the
+ * op there, so nothing of it stays once it has timed out), and any sleep
+ * not yielded from a step (no worker running the process: kept for
+ * safety). */
+static int sleep_at(sx_engine *e, sx_completer *done, uint64_t due)
+{
+    sx__worker *w = sx__current_worker(e);
+    sx__ev *ev = &done->ev;
+    if (w == NULL || w->running != ev->to || ev->dl != NULL)
+        return submit(done, K_SLEEP, due, 0, 0, NULL, 0);
+    ev->watch = SX__WATCH_SLEEP;
+    if (sx__timer_add(w, due, done) != 0) {
+        ev->watch = 0;
+        sx_complete(done, nil, SX_ENOMEM, NULL);
+        return 0;
+    }
+    w->running->sleeps++; /* the running worker owns the process */
+    return 0;
+}
+
 static int cmd_sleep(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                      sx_payload args, sx_completer *done)
 {
-    (void)user, (void)e, (void)pid, (void)tag;
+    (void)user, (void)pid, (void)tag;
     int64_t ms;
     if (sx_payload_get_int(args, &ms) != 0 || ms > MAX_MS)
         return bad_args(done, "sleep: args must be an integer number of ms");
@@ -294,13 +315,13 @@ static int cmd_sleep(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_complete(done, nil, 0, NULL);
         return 0;
     }
-    return submit(done, K_SLEEP, after_ms(ms), 0, 0, NULL, 0);
+    return sleep_at(e, done, after_ms(ms));
 }
 
 static int cmd_sleep_until(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                            sx_payload args, sx_completer *done)
 {
-    (void)user, (void)e, (void)pid, (void)tag;
+    (void)user, (void)pid, (void)tag;
     sx_unpack u;
     uint64_t at;
     sx_unpack_init(&u, args);
@@ -311,7 +332,7 @@ static int cmd_sleep_until(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_complete(done, nil, 0, NULL);
         return 0;
     }
-    return submit(done, K_SLEEP, at, 0, 0, NULL, 0);
+    return sleep_at(e, done, at);
 }
 
 static int cmd_timer_start(void *user, sx_engine *e, sx_pid pid, uint64_t tag,

@@ -62,8 +62,11 @@ static int workers_init(sx_engine *e)
         w->batch = calloc(e->throughput, sizeof(*w->batch));
         w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
         if (w->batch == NULL || w->batch_ev == NULL ||
-            sx__deque_init(&w->dq, SX__DEQUE_CAP) != 0)
+            sx__deque_init(&w->dq, SX__DEQUE_CAP) != 0 ||
+            sx__timers_init(&w->tm) != 0)
             return SX_ENOMEM;
+        w->tm_ok = true;
+        atomic_init(&w->parked, false);
     }
     return 0;
 }
@@ -78,6 +81,8 @@ static void workers_fini(sx_engine *e)
         free(w->batch);
         free(w->batch_ev);
         sx__deque_fini(&w->dq);
+        if (w->tm_ok)
+            sx__timers_fini(&w->tm);
     }
     free(e->workers);
     e->workers = NULL;
@@ -502,6 +507,13 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     /* close has returned before the outcome is visible to wait; the PID
      * stops resolving in the same critical section (outcome.c). */
     sx__outcomes_put(e, p, pid.id, error, msg, value, steps);
+    /* Sleeps still on a timer heap are dropped there lazily (timers.c),
+     * counted only now that the slot's generation has moved on. release:
+     * a purge that reads the count (acquire) then sees the new generation
+     * and finds these entries dead; counted earlier, a purge could take
+     * the count off without finding them, leaving them unpurged. */
+    if (p->sleeps > 0)
+        atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
     /* acq_rel: acquire the watchers registered (release CAS in sx__watch);
      * CLOSED tells later registrants to look at the outcome instead. */
     sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
@@ -637,6 +649,9 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
      * deadlocked test_api about once in 30 runs under TSan. */
     pthread_mutex_unlock(&e->life_mu);
     sx__workers_join(e);
+    /* Sleeps whose processes were terminated: their answers go nowhere
+     * (before the loops stop: an answer may disarm a yield's deadline). */
+    sx__timers_drain(e);
     /* No process is alive: every op still on a loop is being cancelled;
      * the loops finish them (subprocesses killed) and exit. */
     sx__io_stop(e);
@@ -692,6 +707,7 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         atomic_load_explicit(&e->io_inflight, memory_order_relaxed);
     out->io_ops = atomic_load_explicit(&e->io_ops, memory_order_relaxed);
     out->timeouts = atomic_load_explicit(&e->io_timeouts, memory_order_relaxed);
+    out->sleeps = e->workers != NULL ? sx__timers_count(e) : 0;
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);

@@ -87,7 +87,10 @@ enum {
     SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
     SX__WATCH_EXIT = 2,   /* monitor: an @exit message                    */
     SX__WATCH_LINK = 3,   /* link: fail the partner, or @exit if trapping */
-    SX__WATCH_FN = 4      /* sx_engine_watch: a callback (engine/outside.c) */
+    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (engine/outside.c) */
+    /* Not a watcher: marks the completer of a sleep on a worker's timer
+     * heap, so that collecting its answer counts the sleep done. */
+    SX__WATCH_SLEEP = 5
 };
 
 /* An outside mailbox (sx_engine_mailbox_new) is a process slot in this
@@ -126,7 +129,10 @@ typedef struct sx__proc {
     const char *method; /* interned from type->methods, or NULL */
     void *user_state;   /* owned: type->state_size bytes */
     uint8_t wait_kind;  /* status that parked it: WAIT or IDLE */
-    uint8_t stepped;    /* 0 until the first step ran */
+    /* Sleeps it yielded whose answers it has not collected (timers.c):
+     * added to e->tm_dead when it finishes. */
+    uint32_t sleeps;
+    uint8_t stepped; /* 0 until the first step ran */
     /* Read by listings and stats from any thread (relaxed). */
     _Atomic uint64_t steps;
     /* Free-list link while the slot is free (relaxed; see ptable.c). */
@@ -174,6 +180,24 @@ static inline void sx__wstat_add(_Atomic uint64_t *c, uint64_t n)
                           memory_order_relaxed);
 }
 
+/* A worker's sleeps (engine/timers.c): a 4-ary min-heap of deadlines. */
+typedef struct {
+    uint64_t due;    /* absolute, sx__now_ns's clock */
+    sx_completer *c; /* answered when due */
+} sx__tment;
+
+typedef struct {
+    pthread_mutex_t mu; /* the owner adds and fires; spinners trylock */
+    sx__tment *heap;    /* under mu */
+    size_t n, cap;      /* under mu */
+    /* heap[0].due, or UINT64_MAX when empty: written under mu, read
+     * without it as a hint (relaxed; see timers.c). */
+    _Atomic uint64_t next_due;
+    /* n, for stats and the purge rule: written under mu, read without
+     * it (relaxed). */
+    _Atomic size_t n_hint;
+} sx__timers;
+
 typedef struct sx__worker {
     alignas(64) sx__deque dq;
     alignas(64) sx_engine *engine;
@@ -191,7 +215,12 @@ typedef struct sx__worker {
     sx_event *batch;   /* throughput-sized event array */
     sx__ev **batch_ev; /* the nodes behind batch */
     sx__wstats st;
-    uint32_t lat_sample; /* dispatches since the last latency sample */
+    uint32_t lat_sample;       /* dispatches since the last latency sample */
+    alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */
+    bool tm_ok;                /* tm initialised (workers_fini) */
+    /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
+     * their own sleep while this one may sit on due timers: timers.c). */
+    _Atomic bool parked;
 } sx__worker;
 
 /* ---- park ---------------------------------------------------------------- */
@@ -307,6 +336,9 @@ struct sx_engine {
     unsigned n_loops;
     /* Figures (relaxed; written by the loop threads). */
     alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
+    /* Sleep entries whose processes finished (timers.c): a purge trigger,
+     * not an exact count (release add at finish, acquire load by purge). */
+    _Atomic uint64_t tm_dead;
     /* Command latency histogram (sampled; relaxed figures). */
     alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
 };
@@ -368,9 +400,37 @@ sx__worker *sx__current_worker(sx_engine *e);
 int sx__park_init(sx__park *pk);
 void sx__park_fini(sx__park *pk);
 void sx__park_notify(sx_engine *e);
-bool sx__park_wait(sx_engine *e, sx__worker *w); /* false: shutting down */
+/* Parks w until a token, shutdown, or until_ns (absolute, sx__now_ns's
+ * clock; the park's own periodic re-check if that comes first). false:
+ * shutting down. */
+bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns);
 void sx__park_shutdown(sx_engine *e);
 bool sx__work_visible(sx_engine *e);
+
+/* engine/timers.c */
+int sx__timers_init(sx__timers *tm);
+void sx__timers_fini(sx__timers *tm);
+/* [owning worker] Answers done (no result) at due_ns or later. */
+int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done);
+/* Fires tm's entries due at now; wait_lock false: only if the lock is
+ * free. Returns how many fired. */
+size_t sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock);
+/* Fires the due entries of every other worker whose lock is free. */
+size_t sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now);
+/* The earliest deadline of all workers, UINT64_MAX when none. */
+uint64_t sx__timers_earliest(sx_engine *e);
+/* How long w may park: until the earliest deadline, and at most
+ * SX__TIMER_RECHECK_MS while another worker that is not parked holds
+ * timers (it may be stuck in a long step). */
+uint64_t sx__timers_park_until(sx_engine *e, sx__worker *w);
+#define SX__TIMER_RECHECK_MS 10
+/* [stopper, workers joined] Answers every entry left SX_ECANCELLED. */
+void sx__timers_drain(sx_engine *e);
+/* Entries on all heaps (relaxed sum). */
+uint64_t sx__timers_count(sx_engine *e);
+/* [worker] Drops the entries of finished processes when they are at least
+ * half of all entries (amortised O(1) per entry). */
+void sx__timers_purge_maybe(sx_engine *e);
 
 /* engine/outcome.c */
 int sx__outcomes_init(sx__outcomes *o, size_t keep);

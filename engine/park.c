@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "engine/internal.h"
+#include "engine/io.h" /* sx__now_ns */
 
 /* A parked worker re-checks the queues this often even without a token.
  * Finding work in the global queue that way would mean a lost wake-up; the
@@ -96,7 +97,7 @@ bool sx__work_visible(sx_engine *e)
     return false;
 }
 
-bool sx__park_wait(sx_engine *e, sx__worker *w)
+bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
 {
     sx__park *pk = &e->park;
     /* seq_cst: the parker's write half of the handshake. */
@@ -115,17 +116,18 @@ bool sx__park_wait(sx_engine *e, sx__worker *w)
     }
     /* relaxed: only this worker writes its counters. */
     sx__wstat_add(&w->st.parks, 1);
+    /* The periodic re-check, or a sleep's deadline if that comes first
+     * (engine/timers.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv. */
+    uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
+    if (until_ns < until)
+        until = until_ns;
+    struct timespec ts = { (time_t)(until / 1000000000u),
+                           (long)(until % 1000000000u) };
+    /* relaxed: a hint for other parkers (sx__timers_park_until). */
+    atomic_store_explicit(&w->parked, true, memory_order_relaxed);
     pthread_mutex_lock(&pk->mu);
     bool timed_out = false;
     while (pk->tokens == 0 && !pk->shutdown) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += PARK_TIMEOUT_MS / 1000;
-        ts.tv_nsec += (long)(PARK_TIMEOUT_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
         if (pthread_cond_timedwait(&pk->cv, &pk->mu, &ts) == ETIMEDOUT) {
             timed_out = true;
             break;
@@ -138,6 +140,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w)
     /* relaxed: under mu (see notify). */
     atomic_fetch_sub_explicit(&pk->n_parked, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pk->mu);
+    atomic_store_explicit(&w->parked, false, memory_order_relaxed);
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);
     else if (timed_out &&

@@ -216,6 +216,7 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
     p->method = method;
     p->user_state = NULL;
     p->wait_kind = 0;
+    p->sleeps = 0;
     p->stepped = 0;
     /* release: pairs with the acquire CAS in sx__proc_acquire; a thread
      * that takes a reference sees the initialised slot and its gen. */

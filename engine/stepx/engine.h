@@ -125,6 +125,11 @@ typedef struct {
     uint64_t io_inflight; /* ops, deadlines and handles alive on the loops  */
     uint64_t io_ops;      /* ops started on the loops since start          */
     uint64_t timeouts;    /* yields answered SX_ETIMEDOUT by their timeout */
+    /* Sleeps (SX_CMD_SLEEP, SX_CMD_SLEEP_UNTIL without a timeout) wait on
+     * the workers, not the loops: entries on the workers' timer heaps now,
+     * including those of processes that finished meanwhile until they are
+     * purged (docs/COMMANDS.md). */
+    uint64_t sleeps;
     /* Command latency, dispatch to answer, sampled on one yield in 64:
      * latency_us[k] counts samples under 2^k microseconds (and at least
      * 2^(k-1), k >= 1); the last bucket also holds everything slower. */

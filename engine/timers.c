@@ -1,0 +1,314 @@
+/* engine/timers.c — sleeps on the workers: per-worker timer heaps.
+ *
+ * SX_CMD_SLEEP and SX_CMD_SLEEP_UNTIL do not go to a libuv loop. The
+ * worker whose step yielded the sleep puts (deadline, completer) into its
+ * own 4-ary min-heap and fires it itself, between steps, when the deadline
+ * has passed: the woken process goes to that worker's next slot or deque
+ * with no doorbell, no loop thread, no allocation per sleep and no wake
+ * queue mutex. This is Go's design (per-P timer heaps, checked by the
+ * scheduler, parks bounded by the next deadline); the loop design it
+ * replaces for sleeps needed a third thread that competed with the
+ * workers for the cores, one op allocation per sleep, and one wake-queue
+ * lock per firing (bench/FINDINGS.md, timers).
+ *
+ * Who fires what:
+ *   - the owner, in find_work: every 8th look for work, and on every
+ *     spin round while it finds none;
+ *   - any worker that is spinning: the other workers' due timers too
+ *     (trylock), so a worker stuck in a long step does not hold its
+ *     sleepers back while another core idles;
+ *   - a worker about to park bounds its sleep by the earliest deadline of
+ *     all workers, and by SX__TIMER_RECHECK_MS while a worker that is not
+ *     parked holds timers (sx__timers_park_until), so due timers wake a
+ *     parked engine and a worker stuck in a long step delays its sleepers
+ *     by at most about that much; a heap that gets its first entry wakes
+ *     a parked worker to re-time its park.
+ * A timer never fires early: it fires when now >= its deadline.
+ *
+ * Deletion is lazy, as in Go: a process that finishes or is terminated
+ * while it sleeps leaves its entry in the heap. Such entries are counted
+ * (the process's `sleeps`, added to e->tm_dead at finish) and dropped in
+ * one pass over the heaps once they are at least half of all entries
+ * (sx__timers_purge_maybe), or when they come due (the completer finds the
+ * slot's generation changed: the answer is dropped, as any late answer
+ * is). Memory held by dead entries is so bounded by the live ones. A sleep
+ * with a yield timeout stays on the loop (cmd_clock.c), where the timeout
+ * cancels it. At engine stop the entries left are freed.
+ *
+ * Threads: add [the owning worker]; run [any worker; the owner or a
+ * trylock winner]; earliest [any worker]; drain [the stopper, after the
+ * workers are joined].
+ */
+#include <stdlib.h>
+
+#include "engine/internal.h"
+#include "engine/io.h"
+
+#define ARITY 4
+#define FIRE_BATCH 64
+
+int sx__timers_init(sx__timers *tm)
+{
+    tm->heap = NULL;
+    tm->n = tm->cap = 0;
+    atomic_init(&tm->next_due, UINT64_MAX);
+    atomic_init(&tm->n_hint, 0);
+    return -pthread_mutex_init(&tm->mu, NULL);
+}
+
+void sx__timers_fini(sx__timers *tm)
+{
+    free(tm->heap);
+    tm->heap = NULL;
+    pthread_mutex_destroy(&tm->mu);
+}
+
+static void publish_next(sx__timers *tm)
+{
+    /* relaxed: a figure (stats) and a purge trigger. */
+    atomic_store_explicit(&tm->n_hint, tm->n, memory_order_relaxed);
+    /* relaxed: a hint read without the lock (find_work, park); the heap
+     * itself is only read under mu. A stale value makes a worker look or
+     * sleep a little early or late by one check, never lose a timer: the
+     * owner checks its heap under mu on every 8th look and every spin. */
+    atomic_store_explicit(&tm->next_due,
+                          tm->n > 0 ? tm->heap[0].due : UINT64_MAX,
+                          memory_order_relaxed);
+}
+
+static void sift_up(sx__tment *h, size_t i)
+{
+    sx__tment x = h[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / ARITY;
+        if (h[parent].due <= x.due)
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = x;
+}
+
+static void sift_down(sx__tment *h, size_t n, size_t i)
+{
+    sx__tment x = h[i];
+    for (;;) {
+        size_t c = i * ARITY + 1;
+        if (c >= n)
+            break;
+        size_t best = c, end = c + ARITY < n ? c + ARITY : n;
+        for (size_t k = c + 1; k < end; k++)
+            if (h[k].due < h[best].due)
+                best = k;
+        if (h[best].due >= x.due)
+            break;
+        h[i] = h[best];
+        i = best;
+    }
+    h[i] = x;
+}
+
+int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
+{
+    sx__timers *tm = &w->tm;
+    pthread_mutex_lock(&tm->mu);
+    if (tm->n == tm->cap) {
+        /* Grows by doubling, never shrinks: no allocation in steady state. */
+        size_t cap = tm->cap > 0 ? tm->cap * 2 : 256;
+        sx__tment *h = realloc(tm->heap, cap * sizeof(*h));
+        if (h == NULL) {
+            pthread_mutex_unlock(&tm->mu);
+            return SX_ENOMEM;
+        }
+        tm->heap = h;
+        tm->cap = cap;
+    }
+    bool first = tm->n == 0;
+    tm->heap[tm->n] = (sx__tment){ due_ns, done };
+    sift_up(tm->heap, tm->n++);
+    publish_next(tm);
+    pthread_mutex_unlock(&tm->mu);
+    /* A worker parked before this heap had timers sleeps without a bound
+     * for them; should this worker get stuck in a long step, nobody would
+     * fire them. Wake one to re-time its park (sx__timers_park_until). */
+    if (first)
+        sx__park_notify(w->engine);
+    return 0;
+}
+
+/* Takes up to max due entries out of tm (under its lock). */
+static size_t take_due(sx__timers *tm, uint64_t now, sx_completer **out,
+                       size_t max)
+{
+    size_t k = 0;
+    while (k < max && tm->n > 0 && tm->heap[0].due <= now) {
+        out[k++] = tm->heap[0].c;
+        tm->heap[0] = tm->heap[--tm->n];
+        if (tm->n > 0)
+            sift_down(tm->heap, tm->n, 0);
+    }
+    publish_next(tm);
+    return k;
+}
+
+size_t sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
+{
+    size_t fired = 0;
+    for (;;) {
+        sx_completer *due[FIRE_BATCH];
+        if (wait_lock)
+            pthread_mutex_lock(&tm->mu);
+        else if (pthread_mutex_trylock(&tm->mu) != 0)
+            return fired;
+        size_t k = take_due(tm, now, due, FIRE_BATCH);
+        pthread_mutex_unlock(&tm->mu);
+        /* Answered outside the lock: an answer runs the delivery path. */
+        for (size_t i = 0; i < k; i++)
+            sx_complete(due[i], (sx_payload){ NULL, 0 }, 0, NULL);
+        fired += k;
+        if (k < FIRE_BATCH)
+            return fired;
+    }
+}
+
+uint64_t sx__timers_earliest(sx_engine *e)
+{
+    uint64_t m = UINT64_MAX;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        /* relaxed: a hint; see publish_next. */
+        uint64_t d = atomic_load_explicit(&e->workers[i].tm.next_due,
+                                          memory_order_relaxed);
+        if (d < m)
+            m = d;
+    }
+    return m;
+}
+
+uint64_t sx__timers_park_until(sx_engine *e, sx__worker *w)
+{
+    uint64_t m = UINT64_MAX, now = 0;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__worker *v = &e->workers[i];
+        /* relaxed (both): hints; see publish_next and park.c. */
+        uint64_t d =
+            atomic_load_explicit(&v->tm.next_due, memory_order_relaxed);
+        if (d == UINT64_MAX)
+            continue;
+        if (v != w && !atomic_load_explicit(&v->parked, memory_order_relaxed)) {
+            if (now == 0)
+                now = sx__now_ns();
+            uint64_t re = now + (uint64_t)SX__TIMER_RECHECK_MS * 1000000u;
+            if (re < d)
+                d = re;
+        }
+        if (d < m)
+            m = d;
+    }
+    return m;
+}
+
+size_t sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now)
+{
+    size_t fired = 0;
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__worker *v = &e->workers[i];
+        /* relaxed: a hint; see publish_next. */
+        if (v != self &&
+            atomic_load_explicit(&v->tm.next_due, memory_order_relaxed) <= now)
+            fired += sx__timers_run(&v->tm, now, false);
+    }
+    return fired;
+}
+
+void sx__timers_drain(sx_engine *e)
+{
+    /* No process is alive: the answers would go nowhere. Worker sleeps
+     * have no deadline (dl) to release, so freeing the node is all. */
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__timers *tm = &e->workers[i].tm;
+        pthread_mutex_lock(&tm->mu);
+        for (size_t j = 0; j < tm->n; j++)
+            sx__ev_free(&tm->heap[j].c->ev);
+        tm->n = 0;
+        publish_next(tm);
+        pthread_mutex_unlock(&tm->mu);
+    }
+}
+
+uint64_t sx__timers_count(sx_engine *e)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < e->n_workers; i++)
+        /* relaxed: a figure. */
+        n += atomic_load_explicit(&e->workers[i].tm.n_hint,
+                                  memory_order_relaxed);
+    return n;
+}
+
+/* The entry's process has finished: its slot's generation moved on. */
+static bool entry_dead(const sx__tment *t)
+{
+    const sx__ev *ev = &t->c->ev;
+    /* acquire: pairs with the release store of gen at retire. The slot is
+     * type-stable, so reading it is safe whatever happened to it. */
+    return atomic_load_explicit(&ev->to->gen, memory_order_acquire) !=
+           ev->to_gen;
+}
+
+/* Drops tm's dead entries in one pass and rebuilds the heap; their nodes
+ * are freed after the lock is let go. */
+static void purge(sx__timers *tm)
+{
+    sx__ev *dead = NULL;
+    pthread_mutex_lock(&tm->mu);
+    size_t keep = 0;
+    for (size_t i = 0; i < tm->n; i++) {
+        if (entry_dead(&tm->heap[i])) {
+            sx__ev *ev = &tm->heap[i].c->ev;
+            /* relaxed: the node is ours (off the heap); a private list. */
+            atomic_store_explicit(&ev->node.next, (sx__mpsc_node *)dead,
+                                  memory_order_relaxed);
+            dead = ev;
+        } else {
+            tm->heap[keep++] = tm->heap[i];
+        }
+    }
+    tm->n = keep;
+    for (size_t j = keep / ARITY + 1; j-- > 0;) /* heapify */
+        if (j < keep)
+            sift_down(tm->heap, keep, j);
+    publish_next(tm);
+    pthread_mutex_unlock(&tm->mu);
+    while (dead != NULL) {
+        /* relaxed: as above. */
+        sx__ev *next = (sx__ev *)atomic_load_explicit(&dead->node.next,
+                                                      memory_order_relaxed);
+        sx__ev_free(dead);
+        dead = next;
+    }
+}
+
+void sx__timers_purge_maybe(sx_engine *e)
+{
+    /* acquire: pairs with the release add in sx__finish: the entries this
+     * count stands for are seen dead by the purge below. */
+    uint64_t dead = atomic_load_explicit(&e->tm_dead, memory_order_acquire);
+    if (dead == 0)
+        return;
+    if (dead * 2 < sx__timers_count(e))
+        return;
+    for (unsigned i = 0; i < e->n_workers; i++)
+        purge(&e->workers[i].tm);
+    /* Take off the count this purge answered for, never below 0 (another
+     * purge may have run meanwhile); what finishes during the purge stays
+     * counted for the next. The count over-counts answers already fired
+     * but not collected: resetting it rather than subtracting what was
+     * found keeps such phantoms from triggering purge after purge.
+     * relaxed: as above. */
+    uint64_t cur = atomic_load_explicit(&e->tm_dead, memory_order_relaxed);
+    uint64_t next;
+    do {
+        next = cur > dead ? cur - dead : 0;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &e->tm_dead, &cur, next, memory_order_relaxed, memory_order_relaxed));
+}
