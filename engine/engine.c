@@ -161,12 +161,51 @@ fail_life_mu:
     return rc;
 }
 
+/* Type names hash into an open-addressed table of indices + 1 (0 =
+ * empty), at most half full, rebuilt by register (before start; read-only
+ * after): a submit costs one hash and one strcmp, not one strcmp per type
+ * registered before its own (100 of ~1,000 instructions per submit with
+ * five types, callgrind). */
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s != 0; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
 static const sx_process_type *type_find(sx_engine *e, const char *name)
 {
-    for (size_t i = 0; i < e->n_types; i++)
-        if (strcmp(e->types[i]->name, name) == 0)
-            return e->types[i];
-    return NULL;
+    if (e->type_hash == NULL)
+        return NULL;
+    size_t mask = e->type_hash_cap - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t k = e->type_hash[i];
+        if (k == 0)
+            return NULL;
+        if (strcmp(e->types[k - 1]->name, name) == 0)
+            return e->types[k - 1];
+    }
+}
+
+static int type_hash_build(sx_engine *e)
+{
+    size_t cap = 16;
+    while (cap < 2 * e->n_types)
+        cap *= 2;
+    uint32_t *h = calloc(cap, sizeof(*h));
+    if (h == NULL)
+        return SX_ENOMEM;
+    for (size_t j = 0; j < e->n_types; j++) {
+        size_t i = name_hash(e->types[j]->name) & (cap - 1);
+        while (h[i] != 0)
+            i = (i + 1) & (cap - 1);
+        h[i] = (uint32_t)j + 1;
+    }
+    free(e->type_hash);
+    e->type_hash = h;
+    e->type_hash_cap = cap;
+    return 0;
 }
 
 static bool started(sx_engine *e)
@@ -194,6 +233,10 @@ int sx_engine_register(sx_engine *e, const sx_process_type *type)
         e->cap_types = cap;
     }
     e->types[e->n_types++] = type;
+    if (type_hash_build(e) != 0) {
+        e->n_types--;
+        return SX_ENOMEM;
+    }
     return 0;
 }
 
@@ -677,6 +720,7 @@ void sx_engine_free(sx_engine *e)
     pthread_cond_destroy(&e->life_cv);
     pthread_mutex_destroy(&e->life_mu);
     free(e->types);
+    free(e->type_hash);
     free(e->ext_cmds);
     free(e);
 }

@@ -249,6 +249,7 @@ typedef struct sx__outcome {
     char *msg;      /* points into the same allocation, or NULL */
     uint8_t *value; /* same allocation */
     size_t len;
+    size_t cap; /* bytes for value and msg after the header */
 } sx__outcome;
 
 typedef struct sx__waiter {
@@ -295,6 +296,8 @@ struct sx_engine {
      * creation publishes them). */
     const sx_process_type **types;
     size_t n_types, cap_types;
+    uint32_t *type_hash; /* engine.c: type_find */
+    size_t type_hash_cap;
     sx__cmd cmds[256];
     sx__cmd_ext *ext_cmds; /* sorted by id */
     size_t n_ext_cmds, cap_ext_cmds;
@@ -433,6 +436,10 @@ uint64_t sx__timers_count(sx_engine *e);
 void sx__timers_purge_maybe(sx_engine *e);
 
 /* engine/outcome.c */
+/* [worker] Keep one evicted outcome record per worker thread for the next
+ * put (no malloc/free per finish in steady state); flush frees it. */
+void sx__outcome_spare_enable(void);
+void sx__outcome_spare_flush(void);
 int sx__outcomes_init(sx__outcomes *o, size_t keep);
 void sx__outcomes_fini(sx__outcomes *o);
 /* Records p's outcome (copied), retires p from the table, and wakes its

@@ -75,12 +75,60 @@ static void unlink_hash(sx__outcomes *o, sx__outcome *x)
     *pp = x->hnext;
 }
 
+/* A record evicted from the ring, kept by a worker thread for its next
+ * put: once the ring is full every finish evicts one record and needs one,
+ * so a worker reuses them instead of a malloc and a free per finish (the
+ * free often on another thread's arena). Records are plain heap blocks,
+ * not tied to an engine. initial-exec: see tls_worker in worker.c. */
+static _Thread_local struct {
+    sx__outcome *x;
+    bool on;
+} spare __attribute__((tls_model("initial-exec")));
+
+/* Room for small values and messages, so that records are reusable. */
+#define OUTCOME_MIN_CAP 48
+
+void sx__outcome_spare_enable(void)
+{
+    spare.on = true;
+}
+
+void sx__outcome_spare_flush(void)
+{
+    free(spare.x);
+    spare.x = NULL;
+    spare.on = false;
+}
+
+static sx__outcome *record_get(size_t need)
+{
+    sx__outcome *x = spare.x;
+    if (x != NULL && x->cap >= need) {
+        spare.x = NULL;
+        return x;
+    }
+    size_t cap = need > OUTCOME_MIN_CAP ? need : OUTCOME_MIN_CAP;
+    x = malloc(sizeof(*x) + cap);
+    if (x != NULL)
+        x->cap = cap;
+    return x;
+}
+
+static void record_put(sx__outcome *x)
+{
+    if (spare.on && spare.x == NULL)
+        spare.x = x;
+    else
+        free(x);
+}
+
 void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
                       const char *msg, sx_payload value, uint64_t steps)
 {
     sx__outcomes *o = &e->outcomes;
     size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
-    sx__outcome *x = malloc(sizeof(*x) + ml + value.len);
+    sx__outcome *x = record_get(ml + value.len);
+    sx__outcome *evicted = NULL;
     pthread_mutex_lock(&o->mu);
     if (x != NULL) {
         x->id = id;
@@ -96,7 +144,7 @@ void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
         sx__outcome *old = o->ring[o->ring_head];
         if (old != NULL) {
             unlink_hash(o, old);
-            free(old);
+            evicted = old; /* freed or kept after the lock */
         } else {
             o->count++;
         }
@@ -115,6 +163,8 @@ void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
         if (w->id == id)
             pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&o->mu);
+    if (evicted != NULL)
+        record_put(evicted);
 }
 
 static bool copy_out(const sx__outcome *x, sx_result *out)

@@ -601,6 +601,7 @@ static void *worker_main(void *arg)
     sx_engine *e = w->engine;
     tls_worker = w;
     sx__ev_cache_enable();
+    sx__outcome_spare_enable();
     uint64_t tick = 0;
     for (;;) {
         sx__proc *p = find_work(e, w, &tick);
@@ -609,6 +610,7 @@ static void *worker_main(void *arg)
         run(e, w, p);
     }
     sx__ev_cache_flush();
+    sx__outcome_spare_flush();
     tls_worker = NULL;
     return NULL;
 }

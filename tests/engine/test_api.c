@@ -1981,6 +1981,183 @@ static void test_misuse_state(void)
     sx_engine_free(e);
 }
 
+/* ---- many types ---- */
+
+static int ident_init(void *state, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *input, size_t n_input)
+{
+    (void)method, (void)input, (void)n_input;
+    *(int64_t *)state = (int64_t)(intptr_t)sx_init_user(ctx);
+    return 0;
+}
+
+static int ident_step(void *state, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, *(int64_t *)state));
+    return 0;
+}
+
+/* Type look-up by name (a hash table since the submit path was profiled):
+ * with 300 types registered, a submit by each name runs that type (its
+ * user pointer comes back as the result), in a reverse order of
+ * registration; names that differ only in their last byte, a prefix, or
+ * a longer name of a registered one are unknown (SX_EUNKNOWN_TYPE); every
+ * name registered again is SX_EEXIST. */
+static void test_many_types(void)
+{
+    enum { N = 300 };
+    static char names[N][16];
+    static sx_process_type types[N];
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "type-%d", i);
+        types[i] = (sx_process_type){ .name = names[i],
+                                      .state_size = sizeof(int64_t),
+                                      .init = ident_init,
+                                      .step = ident_step,
+                                      .user = (void *)(intptr_t)i };
+        CHECK_RC(sx_engine_register(e, &types[i]), 0);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_engine_register(e, &types[i]), SX_EEXIST);
+    CHECK_RC(sx_engine_start(e), 0);
+    for (int i = N - 1; i >= 0; i--) {
+        char name[16];
+        snprintf(name, sizeof name, "type-%d", i); /* not the same pointer */
+        sx_pid pid;
+        CHECK_RC(sx_engine_submit(e, name, "run", NULL, 0, &pid), 0);
+        sx_result r;
+        CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+        int64_t v = -1;
+        CHECK_RC(r.error, 0);
+        CHECK_RC(sx_payload_get_int(r.value, &v), 0);
+        CHECK_EQ_INT((int)v, i);
+        sx_result_free(&r);
+    }
+    const char *unknown[] = { "type-300", "type-", "type",  "type-1x",
+                              "type-10 ", "ype-1", "TYPE-1" };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK_RC(sx_engine_submit(e, unknown[i], "run", NULL, 0, NULL),
+                 SX_EUNKNOWN_TYPE);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+/* ---- outcomes kept ---- */
+
+/* Outcome i: a bin of sizes[i % 8] bytes of (i + k) & 0xff, or (odd i
+ * with an odd size) a failure whose message is that many letters. */
+static const size_t out_sizes[8] = { 0, 1, 47, 48, 49, 200, 3000, 5 };
+
+static void out_expect(int64_t i, uint8_t *buf, size_t *n, bool *fail)
+{
+    size_t sz = out_sizes[i % 8];
+    *fail = (i & 1) && (sz & 1);
+    for (size_t k = 0; k < sz; k++)
+        buf[k] = *fail ? (uint8_t)('a' + (i + (int64_t)k) % 26)
+                       : (uint8_t)((i + (int64_t)k) & 0xff);
+    *n = sz;
+}
+
+static int out_init(void *state, const sx_init_ctx *ctx, const char *method,
+                    const sx_payload *input, size_t n_input)
+{
+    (void)ctx, (void)method;
+    if (n_input != 1 || sx_payload_get_int(input[0], (int64_t *)state) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int out_step(void *state, const sx_event *ev, size_t n,
+                    sx_step_output *out)
+{
+    (void)ev, (void)n;
+    int64_t i = *(int64_t *)state;
+    uint8_t buf[3001];
+    size_t len;
+    bool fail;
+    out_expect(i, buf, &len, &fail);
+    if (fail) {
+        buf[len] = 0;
+        sx_fail(out, (const char *)buf);
+        return 0;
+    }
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_bin(&pk, buf, len);
+    sx_done(out, sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
+    return 0;
+}
+
+static void out_check(sx_engine *e, sx_pid pid, int64_t i)
+{
+    uint8_t want[3001];
+    size_t len;
+    bool fail;
+    out_expect(i, want, &len, &fail);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &r), 0);
+    if (fail) {
+        CHECK_RC(r.error, SX_EFAILED);
+        want[len] = 0;
+        CHECK_STR(r.error_msg, (const char *)want);
+    } else {
+        CHECK_RC(r.error, 0);
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_bin(&pk, want, len);
+        sx_payload p = sx_pack_payload(&pk);
+        CHECK_EQ_U64(r.value.len, p.len);
+        CHECK(memcmp(r.value.data, p.data, p.len) == 0);
+        sx_pack_fini(&pk);
+    }
+    sx_result_free(&r);
+}
+
+/* keep_outcomes = 8: each of 400 processes finishes with a value or a
+ * failure message of one of 8 sizes (0 to 3,000 bytes: records are
+ * reused when the size fits, and not when it does not), and its outcome
+ * reads back byte for byte; afterwards exactly the last 8 are kept (the
+ * 9th from last is SX_ENOTFOUND), still byte for byte. Run on 1 worker and
+ * on 2 (where records move between threads' spares). */
+static void outcomes_kept(unsigned workers)
+{
+    enum { N = 400, KEEP = 8 };
+    const sx_process_type t = { .name = "out",
+                                .state_size = sizeof(int64_t),
+                                .init = out_init,
+                                .step = out_step };
+    sx_engine_config cfg = { .workers = workers, .keep_outcomes = KEEP };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    static sx_pid pids[N];
+    for (int64_t i = 0; i < N; i++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, i);
+        CHECK_RC(sx_engine_submit(e, "out", "run", &in, 1, &pids[i]), 0);
+        out_check(e, pids[i], i);
+    }
+    for (int64_t i = N - KEEP; i < N; i++)
+        out_check(e, pids[i], i);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pids[N - KEEP - 1], WAIT_MS, &r), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+static void test_outcomes_kept(void)
+{
+    outcomes_kept(1);
+    outcomes_kept(2);
+}
+
 /* Names and command ids are unique, and user commands start at 256: a
  * duplicate type name is SX_EEXIST (also from a different struct), a
  * duplicate command id SX_EEXIST, ids below 256 SX_EINVAL. */
@@ -2369,6 +2546,8 @@ static const sx_test_case cases[] = {
     { "misuse_state", test_misuse_state },
     { "stop_concurrent", test_stop_concurrent },
     { "misuse_registration", test_misuse_registration },
+    { "many_types", test_many_types },
+    { "outcomes_kept", test_outcomes_kept },
     { "strerror", test_strerror },
     { "builtin_commands", test_builtin_commands },
 };
