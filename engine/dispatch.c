@@ -168,7 +168,7 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
         const char *topic = (const char *)b + sizeof to + 1;
         size_t dl = y->len - sizeof to - 1 - tl;
         sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL, dl };
-        sx__ev *ev = sx__ev_alloc();
+        sx__ev *ev = sx__ev_alloc_sized(tl + 1 + dl);
         if (ev == NULL) {
             lost++;
             continue;
@@ -176,7 +176,6 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
         ev->kind = SX__EV_MESSAGE;
         ev->ctl = false;
         ev->from = from;
-        ev->engine = e;
         if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
             sx__ev_free(ev);
             lost++;

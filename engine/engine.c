@@ -420,13 +420,13 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 {
     if (topic_len > 255 || (data.data == NULL && data.len > 0))
         return SX_EINVAL;
-    sx__ev *ev = sx__ev_alloc();
+    sx__ev *ev =
+        sx__ev_alloc_sized((topic != NULL ? topic_len + 1 : 0) + data.len);
     if (ev == NULL)
         return SX_ENOMEM;
     ev->kind = SX__EV_MESSAGE;
     ev->ctl = ctl;
     ev->from = from;
-    ev->engine = e;
     int rc = sx__ev_set(ev, topic, topic_len, data, NULL);
     if (rc != 0) {
         sx__ev_free(ev);

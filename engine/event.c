@@ -14,6 +14,14 @@
  * use malloc directly. Bytes that do not fit the node's inline area go
  * into one extra heap block.
  *
+ * Nodes come in two sizes (internal.h): small for messages whose bytes fit
+ * SX__EV_SMALL (104 bytes, a 112-byte malloc chunk), large for the rest
+ * and for every completer and watcher (200 bytes, 208). Each size has its
+ * own cache list and depot list; a node goes back to the lists of its
+ * size (sx__ev.big). A message in flight is thus about half the memory it
+ * was with one size: spawnidle's n messages in flight were most of the
+ * bytes of an idle process.
+ *
  * Threads: [any thread]; the cache is thread-local; the depot is global
  * (nodes are not tied to an engine) and guarded by its mutex.
  */
@@ -23,23 +31,41 @@
 
 #include "engine/internal.h"
 
-#define CACHE_MAX 4096
+#define CACHE_MAX 4096 /* nodes of one size */
 #define DEPOT_BATCH 256
-#define DEPOT_MAX (256 * 1024) /* nodes; beyond it, free() */
+#define DEPOT_MAX (256 * 1024) /* nodes of one size; beyond it, free() */
+
+/* The two sizes (internal.h): a small node is a message whose bytes fit
+ * SX__EV_SMALL; a large one is everything else. Each size has its own
+ * cache list and depot list, indexed by sx__ev.big. */
+#define SMALL_SIZE (offsetof(sx__ev, small) + SX__EV_SMALL)
+#define LARGE_SIZE (sizeof(sx__ev) + SX__EV_INLINE)
+_Static_assert(SMALL_SIZE >= sizeof(sx__ev),
+               "a small node must still hold a whole sx__ev");
+_Static_assert(SX__EV_SMALL < SX__EV_INLINE,
+               "a small node must be the smaller one");
+_Static_assert(sizeof(void *) != 8 || SMALL_SIZE + 8 <= 112,
+               "a small node fits a 112-byte malloc chunk on LP64");
+
+static const size_t node_size[2] = { SMALL_SIZE, LARGE_SIZE };
+
+typedef struct {
+    sx__ev *head;
+    unsigned n;
+} ev_list;
 
 /* initial-exec: see tls_worker in worker.c. */
 static _Thread_local struct {
-    sx__ev *head;
-    unsigned n;
+    ev_list l[2]; /* [big] */
     bool on;
 } cache __attribute__((tls_model("initial-exec")));
 
 static struct {
     pthread_mutex_t mu;
-    sx__ev *head;    /* under mu */
-    size_t n;        /* under mu */
+    sx__ev *head[2]; /* [big]; under mu */
+    size_t n[2];     /* under mu */
     unsigned caches; /* enabled caches (workers alive); under mu */
-} depot = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0 };
+} depot = { PTHREAD_MUTEX_INITIALIZER, { NULL, NULL }, { 0, 0 }, 0 };
 
 static sx__ev *next_of(const sx__ev *ev)
 {
@@ -74,60 +100,68 @@ void sx__ev_cache_enable(void)
 
 void sx__ev_cache_flush(void)
 {
-    free_chain(cache.head);
-    cache.head = NULL;
-    cache.n = 0;
+    for (int big = 0; big < 2; big++) {
+        free_chain(cache.l[big].head);
+        cache.l[big].head = NULL;
+        cache.l[big].n = 0;
+    }
     cache.on = false;
     /* The last worker to go empties the depot: nothing outlives the
      * engines. */
-    sx__ev *drop = NULL;
+    sx__ev *drop[2] = { NULL, NULL };
     pthread_mutex_lock(&depot.mu);
     if (--depot.caches == 0) {
-        drop = depot.head;
-        depot.head = NULL;
-        depot.n = 0;
+        for (int big = 0; big < 2; big++) {
+            drop[big] = depot.head[big];
+            depot.head[big] = NULL;
+            depot.n[big] = 0;
+        }
     }
     pthread_mutex_unlock(&depot.mu);
-    free_chain(drop);
+    free_chain(drop[0]);
+    free_chain(drop[1]);
 }
 
-/* An empty cache takes a batch from the depot; false if it has none. */
-static bool refill(void)
+/* An empty cache list takes a batch from the depot; false if it has
+ * none. Out of line (as spill is): the fast paths of alloc and free then
+ * save no registers. */
+static __attribute__((noinline, cold)) bool refill(int big)
 {
     pthread_mutex_lock(&depot.mu);
-    sx__ev *first = depot.head, *last = NULL;
+    sx__ev *first = depot.head[big], *last = NULL;
     unsigned k = 0;
     for (sx__ev *ev = first; ev != NULL && k < DEPOT_BATCH; ev = next_of(ev)) {
         last = ev;
         k++;
     }
     if (k > 0) {
-        depot.head = next_of(last);
-        depot.n -= k;
+        depot.head[big] = next_of(last);
+        depot.n[big] -= k;
     }
     pthread_mutex_unlock(&depot.mu);
     if (k == 0)
         return false;
     set_next(last, NULL);
-    cache.head = first;
-    cache.n = k;
+    cache.l[big].head = first;
+    cache.l[big].n = k;
     return true;
 }
 
-/* A full cache hands its newest DEPOT_BATCH nodes to the depot. */
-static void spill(void)
+/* A full cache list hands its newest DEPOT_BATCH nodes to the depot. */
+static __attribute__((noinline, cold)) void spill(int big)
 {
-    sx__ev *first = cache.head, *last = first;
+    ev_list *l = &cache.l[big];
+    sx__ev *first = l->head, *last = first;
     for (unsigned k = 1; k < DEPOT_BATCH; k++)
         last = next_of(last);
-    cache.head = next_of(last);
-    cache.n -= DEPOT_BATCH;
+    l->head = next_of(last);
+    l->n -= DEPOT_BATCH;
     pthread_mutex_lock(&depot.mu);
-    bool keep = depot.n < DEPOT_MAX;
+    bool keep = depot.n[big] < DEPOT_MAX;
     if (keep) {
-        set_next(last, depot.head);
-        depot.head = first;
-        depot.n += DEPOT_BATCH;
+        set_next(last, depot.head[big]);
+        depot.head[big] = first;
+        depot.n[big] += DEPOT_BATCH;
     }
     pthread_mutex_unlock(&depot.mu);
     if (!keep) {
@@ -136,26 +170,45 @@ static void spill(void)
     }
 }
 
-sx__ev *sx__ev_alloc(void)
+/* Always inlined, so that each caller's `big` is a constant: the memset
+ * then compiles to a few stores, as it did with one size (a variable
+ * length cost ~17 instructions per node in callgrind). */
+static inline __attribute__((always_inline)) sx__ev *ev_alloc(int big)
 {
-    sx__ev *ev = cache.head;
-    if (ev == NULL && cache.on && refill())
-        ev = cache.head;
+    ev_list *l = &cache.l[big];
+    sx__ev *ev = l->head;
+    if (ev == NULL && cache.on && refill(big))
+        ev = l->head;
     if (ev != NULL) {
-        cache.head = next_of(ev);
-        cache.n--;
+        l->head = next_of(ev);
+        l->n--;
     } else {
-        ev = malloc(sizeof(*ev));
+        ev = malloc(node_size[big]);
         if (ev == NULL)
             return NULL;
     }
-    /* Only the header is cleared: the inline bytes are written before they
-     * are read. */
-    memset(ev, 0, offsetof(sx__ev, inl));
+    /* Only the fields are cleared (a small node's stop at its bytes): the
+     * inline bytes are written before they are read. */
+    memset(ev, 0, big ? sizeof(sx__ev) : offsetof(sx__ev, small));
+    ev->big = (uint8_t)big;
     return ev;
 }
 
-void sx__ev_free(sx__ev *ev)
+sx__ev *sx__ev_alloc(void)
+{
+    return ev_alloc(1);
+}
+
+sx__ev *sx__ev_alloc_sized(size_t n)
+{
+    return n > SX__EV_SMALL ? ev_alloc(1) : ev_alloc(0);
+}
+
+/* Out of line on purpose: with LTO, inlined into the worker loop it
+ * crowded sx__proc_release out of the inliner's budget, +6 instructions
+ * per pingpong message in callgrind; out of line, pingpong and ring take
+ * ~0.7% fewer instructions than with one node size. */
+__attribute__((noinline)) void sx__ev_free(sx__ev *ev)
 {
     if (ev == NULL)
         return;
@@ -165,11 +218,12 @@ void sx__ev_free(sx__ev *ev)
         free(ev);
         return;
     }
-    if (cache.n >= CACHE_MAX)
-        spill();
-    set_next(ev, cache.head);
-    cache.head = ev;
-    cache.n++;
+    ev_list *l = &cache.l[ev->big];
+    if (l->n >= CACHE_MAX)
+        spill(ev->big);
+    set_next(ev, l->head);
+    l->head = ev;
+    l->n++;
 }
 
 void sx__ev_free_chain(sx__ev *ev)
@@ -183,9 +237,15 @@ void sx__ev_free_chain(sx__ev *ev)
     }
 }
 
+/* The bytes: in the heap block, or inline (a small node's from `small`
+ * on, addressed from the node's start since they run past the struct). */
 static uint8_t *ev_bytes(const sx__ev *ev)
 {
-    return ev->heap != NULL ? ev->heap : (uint8_t *)ev->inl;
+    if (ev->heap != NULL)
+        return ev->heap;
+    if (ev->big)
+        return sx__ev_inl((sx__ev *)ev);
+    return (uint8_t *)ev + offsetof(sx__ev, small);
 }
 
 int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
@@ -198,7 +258,7 @@ int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
     size_t total = tl + data.len + msg_len;
     free(ev->heap);
     ev->heap = NULL;
-    if (total > SX__EV_INLINE) {
+    if (total > (ev->big ? SX__EV_INLINE : SX__EV_SMALL)) {
         ev->heap = malloc(total);
         if (ev->heap == NULL)
             return SX_ENOMEM;

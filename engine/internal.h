@@ -47,13 +47,24 @@ typedef enum {
     SX__EV_MESSAGE = 1,    /* send / cancel / @exit       */
 } sx__ev_kind;
 
-#define SX__EV_INLINE 96 /* topic, data and error message bytes in-node */
+/* Two sizes of event node (engine/event.c). A large node carries a
+ * completer's fields and SX__EV_INLINE bytes after them: completers, watchers
+ * and every node from sx__ev_alloc. A small node is only a message, from
+ * sx__ev_alloc_sized when its bytes fit SX__EV_SMALL: its bytes overlay the
+ * completer fields (which a message never uses) and run on past
+ * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
+ * bytes (a message used 208 before): at spawnidle's peak most of its n
+ * messages are in flight, so this is most of a process's bytes. */
+#define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
+#define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
 
 /* One event node: a queued event, and before that the completer of a
  * pending yield (sx_completer is this struct) or a watcher waiting for a
  * process to finish. Allocated from a per-thread cache (engine/event.c).
  * Owner: whoever holds the pointer; once pushed into a mailbox, the
- * process's consumer. */
+ * process's consumer. Only a large node (big = 1) may touch to, engine,
+ * dl, t0 and sx__ev_inl: a small one ends SX__EV_SMALL bytes after
+ * `small`. */
 typedef struct sx__ev {
     sx__mpsc_node node; /* first: the mailbox link */
     uint8_t kind;       /* sx__ev_kind */
@@ -61,27 +72,43 @@ typedef struct sx__ev {
     uint8_t watch;      /* watcher kind while on a watch list */
     uint8_t topic_len;  /* bytes, without the NUL */
     uint8_t has_topic;
+    uint8_t big; /* 1: a large node; set by the allocation, kept */
     int32_t error;
     uint32_t data_len;
     uint32_t msg_len; /* error message bytes with the NUL, 0 = none */
+    uint32_t to_gen;  /* generation of `to` (below) */
     uint64_t tag;
     sx_pid from;
-    /* Addressee while a completer / watcher: the process and its
-     * generation (a late delivery to a recycled slot is a no-op). */
-    struct sx__proc *to;
-    uint32_t to_gen;
-    sx_engine *engine;
-    /* A completer's per-yield deadline (engine/io.h), or NULL. */
-    struct sx__iodl *dl;
-    /* A sampled completer: when it was dispatched (ns), else 0. */
-    uint64_t t0;
     uint8_t *heap; /* owned: bytes when they do not fit inline */
-    uint8_t inl[SX__EV_INLINE];
+    union {
+        /* A small node's bytes start here and run on past the struct
+         * (SX__EV_SMALL of them; engine/event.c addresses them from the
+         * node's start, not through this array). */
+        uint8_t small[4 * sizeof(void *)];
+        struct {
+            /* Addressee while a completer / watcher: the process (and
+             * to_gen above: a late delivery to a recycled slot is a
+             * no-op). */
+            struct sx__proc *to;
+            sx_engine *engine;
+            /* A completer's per-yield deadline (engine/io.h), or NULL. */
+            struct sx__iodl *dl;
+            /* A sampled completer: when it was dispatched (ns), else 0. */
+            uint64_t t0;
+        };
+    };
+    /* A large node's SX__EV_INLINE bytes follow the struct (sx__ev_inl). */
 } sx__ev;
 
 struct sx_completer {
     sx__ev ev;
 };
+
+/* A large node's inline bytes (SX__EV_INLINE). */
+static inline uint8_t *sx__ev_inl(sx__ev *ev)
+{
+    return (uint8_t *)ev + sizeof(sx__ev);
+}
 
 enum {
     SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
@@ -349,7 +376,12 @@ struct sx_engine {
 /* ---- internal functions -------------------------------------------------- */
 
 /* engine/event.c: [any thread]; per-thread caches on worker threads. */
+/* A large node (any event, completer or watcher). */
 sx__ev *sx__ev_alloc(void);
+/* A node for a message whose bytes (as sx__ev_set counts them: topic with
+ * its NUL, data, error message with its NUL) total n: small when they fit
+ * SX__EV_SMALL. Only for messages: a small node has no completer fields. */
+sx__ev *sx__ev_alloc_sized(size_t n);
 void sx__ev_free(sx__ev *ev);
 /* Frees ev and the events linked after it through node.next (a chain that
  * is in no queue). */

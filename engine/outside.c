@@ -144,7 +144,7 @@ void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
 {
     (void)e;
     watch_hook h;
-    memcpy(&h, w->inl, sizeof(h));
+    memcpy(&h, sx__ev_inl(w), sizeof(h));
     sx_result r = { error, (char *)(error != 0 ? msg : NULL),
                     error == 0 ? value : (sx_payload){ NULL, 0 }, steps };
     if (r.error != 0 && r.error_msg == NULL)
@@ -175,7 +175,7 @@ int sx_engine_watch(sx_engine *e, sx_pid target, sx_watch_fn fn, void *user)
     w->watch = SX__WATCH_FN;
     w->engine = e;
     watch_hook h = { fn, user };
-    memcpy(w->inl, &h, sizeof(h));
+    memcpy(sx__ev_inl(w), &h, sizeof(h));
     /* Registers, or (if target finished meanwhile) fires at once from the
      * kept outcome: fn runs exactly once either way. */
     sx__watch(e, target, w);
