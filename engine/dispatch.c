@@ -142,10 +142,34 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
  * topic, the data. */
 static sx_pid send_to(const sx_step_output *out, const sx__yield *y)
 {
+    if (y->ev != NULL)
+        return y->to;
     sx_pid to;
     memcpy(&to, sx__output_bytes(out, y->off), sizeof to);
     return to;
 }
+
+/* The send hooks of the workers' outputs (process/output.h): an sx_send
+ * in a step builds its event node at once, one copy of its bytes. */
+static void *send_make(const char *topic, size_t topic_len, sx_payload data)
+{
+    sx__ev *ev = sx__ev_alloc_sized(topic_len + 1 + data.len);
+    if (ev == NULL)
+        return NULL;
+    ev->kind = SX__EV_MESSAGE;
+    if (sx__ev_set(ev, topic, topic_len, data, NULL) != 0) {
+        sx__ev_free(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+static void send_drop(void *ev)
+{
+    sx__ev_free(ev);
+}
+
+const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop };
 
 /* sx_send: no completer, no argument decoding. The run of consecutive
  * sends that starts at yield i and goes to one process travels as one
@@ -163,24 +187,31 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
         if (y->cmd != SX__CMD_DIRECT_SEND ||
             (j > i && !sx_pid_eq(send_to(out, y), to)))
             break;
-        const uint8_t *b = sx__output_bytes(out, y->off);
-        size_t tl = b[sizeof to];
-        const char *topic = (const char *)b + sizeof to + 1;
-        size_t dl = y->len - sizeof to - 1 - tl;
-        sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL, dl };
-        sx__ev *ev = sx__ev_alloc_sized(tl + 1 + dl);
-        if (ev == NULL) {
-            lost++;
-            continue;
+        sx__ev *ev = y->ev;
+        if (ev != NULL) {
+            /* Built by sx_send; ours now (the output must not drop it). */
+            ((sx__yield *)y)->ev = NULL;
+        } else {
+            const uint8_t *b = sx__output_bytes(out, y->off);
+            size_t tl = b[sizeof to];
+            const char *topic = (const char *)b + sizeof to + 1;
+            size_t dl = y->len - sizeof to - 1 - tl;
+            sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL,
+                                dl };
+            ev = sx__ev_alloc_sized(tl + 1 + dl);
+            if (ev == NULL) {
+                lost++;
+                continue;
+            }
+            ev->kind = SX__EV_MESSAGE;
+            if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
+                sx__ev_free(ev);
+                lost++;
+                continue;
+            }
         }
-        ev->kind = SX__EV_MESSAGE;
         ev->ctl = false;
         ev->from = from;
-        if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
-            sx__ev_free(ev);
-            lost++;
-            continue;
-        }
         if (last != NULL)
             /* relaxed: the chain is ours until the push publishes it. */
             atomic_store_explicit(&last->node.next, &ev->node,
@@ -237,7 +268,7 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
                         "no memory for the yield's timeout");
             continue;
         }
-        const sx__cmd *c = cmd_find(e, y->cmd);
+        const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
         if (c == NULL) {
             sx_complete(done, (sx_payload){ NULL, 0 }, SX_EUNKNOWN_COMMAND,
                         NULL);

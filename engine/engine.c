@@ -59,6 +59,7 @@ static int workers_init(sx_engine *e)
         w->id = i;
         w->rng = 0x9E3779B97F4A7C15ULL * (i + 1);
         sx__output_init(&w->out);
+        w->out.hooks = &sx__worker_send_hooks;
         w->batch = calloc(e->throughput, sizeof(*w->batch));
         w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
         if (w->batch == NULL || w->batch_ev == NULL ||

@@ -156,10 +156,10 @@ typedef struct sx__proc {
     const char *method; /* interned from type->methods, or NULL */
     void *user_state;   /* owned: type->state_size bytes */
     uint8_t wait_kind;  /* status that parked it: WAIT or IDLE */
+    uint8_t stepped;    /* 0 until the first step ran */
     /* Sleeps it yielded whose answers it has not collected (timers.c):
      * added to e->tm_dead when it finishes. */
     uint32_t sleeps;
-    uint8_t stepped; /* 0 until the first step ran */
     /* Read by listings and stats from any thread (relaxed). */
     _Atomic uint64_t steps;
     /* Free-list link while the slot is free (relaxed; see ptable.c). */
@@ -430,6 +430,8 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
  * p in one push; consumes them. The same results as sx__deliver. */
 int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
+/* engine/dispatch.c: sx_send builds its event at once on a worker. */
+extern const sx__send_hooks sx__worker_send_hooks;
 
 /* engine/park.c */
 int sx__park_init(sx__park *pk);

@@ -255,6 +255,23 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
  * the wake-up and queues it. */
 static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
 {
+    /* The common hand-off (a ping-pong, a ring, a completion): the
+     * receiver waits with no flag set. Then one CAS makes it READY, one
+     * locked instruction instead of the fetch_or and the CAS below: no
+     * worker runs it, so nobody needs the flags (the worker that runs it
+     * next drains the mailbox after its READY -> RUNNING CAS). relaxed
+     * load: the CAS checks it. acq_rel on success: release publishes our
+     * push to that worker's acquire CAS; failure (relaxed): a flag, a
+     * terminate or another waker got there first; the general path below
+     * re-reads the state. */
+    uint32_t cur = atomic_load_explicit(&p->state, memory_order_relaxed);
+    if ((cur == SX_PSTATE_BLOCKED || (msg && cur == SX_PSTATE_IDLE)) &&
+        atomic_compare_exchange_strong_explicit(
+            &p->state, &cur, SX_PSTATE_READY, memory_order_acq_rel,
+            memory_order_relaxed)) {
+        sx__enqueue(e, p);
+        return;
+    }
     uint32_t bits = SX__F_WAKE | (msg ? SX__F_MSG : 0);
     /* acq_rel: always a write, so that the worker's next CAS on the state
      * word (which clears the flags, then drains the mailbox) synchronises
@@ -265,7 +282,7 @@ static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
     if (st == SX_PSTATE_COMPLETE || st == 0 || (old & SX__F_TERM))
         return; /* finished meanwhile: the events stay queued, freed with
                  * the slot */
-    uint32_t cur = old | bits;
+    cur = old | bits;
     for (;;) {
         st = cur & SX__S_MASK;
         if (!(st == SX_PSTATE_BLOCKED || (st == SX_PSTATE_IDLE && msg)))

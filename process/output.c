@@ -12,8 +12,23 @@ void sx__output_init(sx_step_output *out)
     out->cap_yields = 2;
 }
 
+/* Frees the built messages dispatch did not take. */
+static void drop_sends(sx_step_output *out)
+{
+    if (out->hooks == NULL)
+        return;
+    for (size_t i = 0; i < out->n_yields; i++) {
+        sx__yield *y = &out->yields[i];
+        if (y->cmd == SX__CMD_DIRECT_SEND && y->ev != NULL) {
+            out->hooks->drop(y->ev);
+            y->ev = NULL;
+        }
+    }
+}
+
 void sx__output_fini(sx_step_output *out)
 {
+    drop_sends(out);
     free(out->more);
     free(out->arena);
     memset(out, 0, sizeof(*out));
@@ -21,6 +36,7 @@ void sx__output_fini(sx_step_output *out)
 
 void sx__output_reset(sx_step_output *out)
 {
+    drop_sends(out);
     out->status = SX__ST_CONTINUE;
     out->err = 0;
     out->n_yields = 0;
@@ -104,6 +120,19 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
         return SX_EINVAL;
     if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
         return out->err = SX_ENOMEM;
+    if (out->hooks != NULL) {
+        void *ev = out->hooks->make(topic, tl, data);
+        if (ev == NULL)
+            return out->err = SX_ENOMEM;
+        sx__yield *y = &out->yields[out->n_yields++];
+        y->cmd = SX__CMD_DIRECT_SEND;
+        y->tag = SX_TAG_NONE;
+        y->off = y->len = 0;
+        y->timeout_ms = 0;
+        y->ev = ev;
+        y->to = to;
+        return 0;
+    }
     size_t len = sizeof to + 1 + tl + data.len;
     size_t off = arena_put(out, NULL, len); /* one reservation, then fill */
     if (off == SIZE_MAX)
@@ -120,6 +149,7 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
     y->off = off;
     y->len = len;
     y->timeout_ms = 0;
+    y->ev = NULL;
     return 0;
 }
 

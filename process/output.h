@@ -21,17 +21,36 @@ typedef enum {
     SX__ST_FAIL
 } sx__status;
 
-/* A yield with cmd SX__CMD_DIRECT_SEND is an sx_send: its arena bytes are
- * the sx_pid, one topic-length byte, the topic, then the data. */
-#define SX__CMD_DIRECT_SEND 0
+/* A yield with cmd SX__CMD_DIRECT_SEND is an sx_send. With send hooks
+ * (below) the message is built at once: `ev` is the engine's event node
+ * holding the topic and data, `to` the addressee. Without (ev NULL), its
+ * arena bytes are the sx_pid, one topic-length byte, the topic, then the
+ * data. The id is outside the 16-bit command space, so that no yield
+ * (command 0 included, an unknown command like any other) can pass for
+ * a send. */
+#define SX__CMD_DIRECT_SEND 0x10000u
 
 typedef struct {
-    uint16_t cmd;
+    uint32_t cmd; /* a command id (16 bits), or SX__CMD_DIRECT_SEND */
     uint64_t tag;
     size_t off; /* arguments: arena[off, off + len) */
     size_t len;
     int64_t timeout_ms; /* 0 = none */
+    /* DIRECT_SEND with hooks: the built message, owned until dispatch
+     * takes it (and sets NULL), and its addressee. */
+    void *ev;
+    sx_pid to;
 } sx__yield;
+
+/* Set by the engine on a worker's output: sx_send builds the message node
+ * itself (topic and data copied once, straight into the node) instead of
+ * copying them into the arena for dispatch to copy again. make returns
+ * NULL when out of memory; drop frees a node that was never dispatched
+ * (the step failed, or finished with an error). */
+typedef struct {
+    void *(*make)(const char *topic, size_t topic_len, sx_payload data);
+    void (*drop)(void *ev);
+} sx__send_hooks;
 
 struct sx_step_output {
     sx__status status;
@@ -45,11 +64,13 @@ struct sx_step_output {
     size_t result_off, result_len; /* DONE result / FAIL message in arena */
     uint8_t *arena;                /* owned; kept across steps */
     size_t arena_len, arena_cap;
+    const sx__send_hooks *hooks; /* NULL: sends go through the arena */
 };
 
 void sx__output_init(sx_step_output *out);
 void sx__output_fini(sx_step_output *out);
-/* Forgets the previous step's status, yields and arena contents. */
+/* Forgets the previous step's status, yields and arena contents (and
+ * drops the messages of sends that were not dispatched). */
 void sx__output_reset(sx_step_output *out);
 /* Pointer to arena bytes (valid until the next write). */
 static inline const uint8_t *sx__output_bytes(const sx_step_output *out,

@@ -938,9 +938,7 @@ static bool int_decode(const uint8_t *p, size_t len, int64_t *out)
     size_t w = (size_t)1 << ((c - 0xcc) & 3);
     if (len != 1 + w)
         return false;
-    uint64_t f = 0;
-    for (size_t i = 0; i < w; i++)
-        f = f << 8 | p[1 + i];
+    uint64_t f = be_field(p + 1, w); /* a load and a byte swap */
     if (c <= 0xcf) {
         if (f > INT64_MAX)
             return false;

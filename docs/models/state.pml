@@ -9,9 +9,11 @@
  *
  * The state word: READY / RUNNING / BLOCKED / IDLE / COMPLETE in bits 0-2,
  * WAKE (an event arrived) and WAKE_MSG (it was a message). Producers push
- * the event, fetch_or the flags, and if the old state was BLOCKED (or IDLE
- * and this is a message) race with a CAS to READY; the winner queues the
- * process. The worker takes it with CAS READY -> RUNNING, collects up to T
+ * the event; if the state is exactly BLOCKED (or IDLE and this is a
+ * message) with no flag, they try one CAS to READY (the fast path);
+ * otherwise they fetch_or the flags, and if the old state was BLOCKED (or
+ * IDLE and this is a message) race with a CAS to READY; the winner queues
+ * the process. The worker takes it with CAS READY -> RUNNING, collects up to T
  * events, runs the step (skipped when woken with nothing to collect),
  * checks the mailbox for a backlog, loads the state word and decides:
  * again (CAS -> RUNNING, clearing the flags), turn used up (CAS -> READY,
@@ -144,9 +146,27 @@ inline push(kind) {
   ml[slot] = 1
 }
 
-/* sx__deliver */
+/* sx__deliver (wake_after_push) */
 inline deliver(kind) {
   push(kind);
+  /* Fast path: exactly BLOCKED (or IDLE and a message), no flag: one CAS
+   * to READY. The relaxed load and the CAS are separate steps. */
+  cur = state;
+  ok = 0;
+  if
+  :: cur == BLOCKED || (cur == IDLE && kind == KMSG) ->
+     atomic {                                /* CAS cur -> READY, acq_rel */
+       if
+       :: state == cur -> state = READY; ok = 1
+       :: else -> skip
+       fi
+     }
+  :: else -> skip
+  fi;
+  if
+  :: ok -> enqueue(); goto delivered
+  :: else -> skip
+  fi;
   atomic {                                   /* fetch_or, acq_rel */
     old = state;
     state = state | WAKE | (kind == KMSG -> WAKE_MSG : 0)
@@ -177,7 +197,8 @@ inline deliver(kind) {
         fi
 #endif
      od
-  fi
+  fi;
+delivered: skip
 }
 
 proctype completer() {

@@ -1415,7 +1415,9 @@ static void test_init_error(void)
 
 /* Yields an unknown user id (tag 1), an unknown built-in id (tag 2), a
  * handler that returns -EIO (tag 3), one that completes with -ENOENT (tag
- * 4), a good one (tag 5), and an unknown id with SX_TAG_NONE (no event). */
+ * 4), a good one (tag 5), an unknown id with SX_TAG_NONE (no event), and
+ * command id 0 (tag 6): unknown like any other, never taken for an
+ * sx_send (sends are marked outside the 16-bit command space). */
 static int cmderr_step(void *state, const sx_event *ev, size_t n,
                        sx_step_output *out)
 {
@@ -1429,18 +1431,20 @@ static int cmderr_step(void *state, const sx_event *ev, size_t n,
         STEP_CHECK(out, sx_yield(out, CMD_NOW, 5, sx_payload_int(buf, 5)) == 0);
         STEP_CHECK(out,
                    sx_yield(out, CMD_UNKNOWN, SX_TAG_NONE, nil_payload()) == 0);
+        STEP_CHECK(out, sx_yield(out, 0, 6, sx_payload_int(buf, 1)) == 0);
         sx_wait(out);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
         const sx_event *v = &ev[i];
         STEP_CHECK(out, v->type == SX_EVENT_YIELD_COMPLETE);
-        STEP_CHECK(out, v->tag >= 1 && v->tag <= 5);
+        STEP_CHECK(out, v->tag >= 1 && v->tag <= 6);
         STEP_CHECK(out, (s->seen & (1u << v->tag)) == 0);
         s->seen |= 1u << v->tag;
         switch (v->tag) {
         case 1:
         case 2:
+        case 6:
             STEP_CHECK(out, v->error == SX_EUNKNOWN_COMMAND);
             break;
         case 3:
@@ -1456,7 +1460,7 @@ static int cmderr_step(void *state, const sx_event *ev, size_t n,
             break;
         }
     }
-    if (s->seen == 0x3e)
+    if (s->seen == 0x7e)
         sx_done(out, nil_payload());
     else
         sx_wait(out);
