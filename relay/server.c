@@ -161,6 +161,15 @@ static void listener_closed(uv_handle_t *h)
  * handle's close callback has run. */
 static void close_all(sx_server *s)
 {
+    /* Replies produced in this loop iteration wait for the flusher (a
+     * uv_prepare that would run before the next poll): write them now, or
+     * closing the connections below drops them. The bell can hand over the
+     * last outcomes (a process terminated at the stop deadline, whose
+     * waiting client must get that outcome) and the stop flag in one call;
+     * stepxd stops the engine first for exactly that reason. What the
+     * socket takes at once goes out; a write still pending when the
+     * connection closes is cancelled (a client that does not read). */
+    sx__relay_flush_cb(&s->flusher);
     s->stopping = true;
     if (s->has_pipe)
         uv_close((uv_handle_t *)&s->pipe, listener_closed);

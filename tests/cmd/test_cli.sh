@@ -518,7 +518,20 @@ timeout 30 "$STEPX" --json wait "$LONG" >"$TMP/wait_long" 2>/dev/null &
 W1=$!
 timeout 30 "$STEPX" --json wait "$ECHO" >"$TMP/wait_echo" 2>/dev/null &
 W2=$!
-sleep 0.3
+# Both waiters connected (the stats call itself is the third connection)
+# before the signal: a fixed 0.3 s was not always enough on a loaded
+# machine, and a waiter that had not connected yet got exit 3.
+for _ in $(seq 1 200); do
+    run --json stats
+    if printf '%s' "$OUT" | "$PY" -c "
+import json, sys
+d = json.loads(sys.stdin.read().splitlines()[-1])
+sys.exit(0 if d['stats']['relay_connections'] >= 3 else 1)" 2>/dev/null; then
+        break
+    fi
+    sleep 0.05
+done
+sleep 0.2 # connected, and their wait requests sent
 T0=$(date +%s%N)
 kill -TERM "$DPID"
 wait "$DPID"

@@ -380,6 +380,50 @@ static void test_server_dies(void)
     fx_down(&f);
 }
 
+/* ==== stop: the last outcomes still go out ============================== */
+
+/* Stopped as stepxd stops on SIGTERM (the engine first, then the server),
+ * N waiting clients' processes (60 s sleepers) are terminated by the stop
+ * and every wait still gets its reply, "terminated", before the
+ * connection closes. The server's close now writes the replies still
+ * batched for the next loop iteration first: when the server thread is
+ * starved, the last outcomes and the stop flag reach it in one doorbell
+ * call, and closing dropped them (tests/cmd/test_cli.sh's SIGTERM check
+ * saw a waiter lose its reply twice in a day of CI-like runs). On an idle
+ * machine the server thread takes the outcomes before the stop and this
+ * test did not hit that race in 8 runs without the fix: it pins the
+ * property, not the race. */
+static void test_stop_delivers_last_outcomes(void)
+{
+    for (int round = 0; round < 5; round++) {
+        fixture f;
+        fx_up(&f);
+        sx_client *c = connect_ok(&f);
+        enum { N = 64 };
+        for (int i = 0; i < N; i++) {
+            uint8_t b[SX_PAYLOAD_INT_MAX];
+            sx_payload in = sx_payload_int(b, 60000);
+            sx_pid pid;
+            CHECK_RC(sx_engine_submit(f.e, "sleeper", "run", &in, 1, &pid), 0);
+            CHECK_RC(sx_client_post_wait(c, pid, -1, NULL), 0);
+        }
+        CHECK_RC(sx_client_flush(c, 5000), 0);
+        sleep_ms(50); /* the server has registered the waits */
+        CHECK_RC(sx_engine_stop(f.e, 0), 0);
+        sx_server_stop(f.s);
+        f.s = NULL;
+        for (int k = 0; k < N; k++) {
+            sx_reply r;
+            CHECK_RC(sx_client_next_reply(c, 5000, NULL, &r), 0);
+            CHECK(!r.ok);
+            CHECK_STR(r.code, "terminated");
+            sx_reply_free(&r);
+        }
+        sx_client_close(c);
+        fx_down(&f);
+    }
+}
+
 /* ==== a client that does not read ======================================= */
 
 /* A client that posts and does not read: the server stops reading it once
@@ -437,6 +481,7 @@ static const sx_test_case cases[] = {
     { "pushes_between", test_pushes_between },
     { "server_dies", test_server_dies },
     { "slow_reader_bounded", test_slow_reader_bounded },
+    { "stop_delivers_last_outcomes", test_stop_delivers_last_outcomes },
 };
 
 SX_TEST_MAIN(cases)
