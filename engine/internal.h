@@ -450,10 +450,10 @@ void sx__timers_fini(sx__timers *tm);
 /* [owning worker] Answers done (no result) at due_ns or later. */
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done);
 /* Fires tm's entries due at now; wait_lock false: only if the lock is
- * free. Returns how many fired. */
-size_t sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock);
+ * free. */
+void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock);
 /* Fires the due entries of every other worker whose lock is free. */
-size_t sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now);
+void sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now);
 /* The earliest deadline of all workers, UINT64_MAX when none. */
 uint64_t sx__timers_earliest(sx_engine *e);
 /* How long w may park: until the earliest deadline, and at most

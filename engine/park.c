@@ -140,6 +140,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     /* relaxed: under mu (see notify). */
     atomic_fetch_sub_explicit(&pk->n_parked, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pk->mu);
+    /* relaxed: the same hint, withdrawn. */
     atomic_store_explicit(&w->parked, false, memory_order_relaxed);
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);

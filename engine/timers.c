@@ -151,23 +151,21 @@ static size_t take_due(sx__timers *tm, uint64_t now, sx_completer **out,
     return k;
 }
 
-size_t sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
+void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
 {
-    size_t fired = 0;
     for (;;) {
         sx_completer *due[FIRE_BATCH];
         if (wait_lock)
             pthread_mutex_lock(&tm->mu);
         else if (pthread_mutex_trylock(&tm->mu) != 0)
-            return fired;
+            return;
         size_t k = take_due(tm, now, due, FIRE_BATCH);
         pthread_mutex_unlock(&tm->mu);
         /* Answered outside the lock: an answer runs the delivery path. */
         for (size_t i = 0; i < k; i++)
             sx_complete(due[i], (sx_payload){ NULL, 0 }, 0, NULL);
-        fired += k;
         if (k < FIRE_BATCH)
-            return fired;
+            return;
     }
 }
 
@@ -207,17 +205,15 @@ uint64_t sx__timers_park_until(sx_engine *e, sx__worker *w)
     return m;
 }
 
-size_t sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now)
+void sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now)
 {
-    size_t fired = 0;
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__worker *v = &e->workers[i];
         /* relaxed: a hint; see publish_next. */
         if (v != self &&
             atomic_load_explicit(&v->tm.next_due, memory_order_relaxed) <= now)
-            fired += sx__timers_run(&v->tm, now, false);
+            sx__timers_run(&v->tm, now, false);
     }
-    return fired;
 }
 
 void sx__timers_drain(sx_engine *e)

@@ -1841,6 +1841,19 @@ static int nop_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* A started engine (default config) with one type, "ok" (nop steps). */
+static sx_engine *ok_engine(void)
+{
+    static const sx_process_type ok = { .name = "ok",
+                                        .init = nop_init,
+                                        .step = nop_step };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_register(e, &ok), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
 /* NULL and malformed arguments give SX_EINVAL (or, where the header names
  * no code, some error) and never crash; the engine stays usable. */
 static void test_misuse_null_args(void)
@@ -1919,13 +1932,7 @@ static void test_misuse_null_args(void)
  * about that long. */
 static void test_misuse_unknown(void)
 {
-    sx_engine *e = NULL;
-    const sx_process_type ok = { .name = "ok",
-                                 .init = nop_init,
-                                 .step = nop_step };
-    CHECK_RC(sx_engine_new(NULL, &e), 0);
-    CHECK_RC(sx_engine_register(e, &ok), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = ok_engine();
 
     sx_pid pid = SX_PID_NONE;
     const sx_pid nobody = { 0, 1, 123456789 };
@@ -2498,13 +2505,7 @@ static void *stop_thread(void *arg)
 static void test_stop_concurrent(void)
 {
     for (int round = 0; round < 20; round++) {
-        sx_engine *e = NULL;
-        const sx_process_type ok = { .name = "ok",
-                                     .init = nop_init,
-                                     .step = nop_step };
-        CHECK_RC(sx_engine_new(NULL, &e), 0);
-        CHECK_RC(sx_engine_register(e, &ok), 0);
-        CHECK_RC(sx_engine_start(e), 0);
+        sx_engine *e = ok_engine();
         sx_pid pid;
         for (int i = 0; i < 8; i++)
             CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
