@@ -119,6 +119,8 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
             st.io_ops);
     gauge(&t, "stepx_sleeps", "Sleeps waiting on the workers' timer heaps.",
           st.sleeps);
+    gauge(&t, "stepx_process_slots",
+          "Process slots in the table, in use or free.", st.slots);
     counter(&t, "stepx_yield_timeouts_total",
             "Yields answered SX_ETIMEDOUT by their timeout.", st.timeouts);
 

@@ -58,6 +58,7 @@ static int workers_init(sx_engine *e)
         w->engine = e;
         w->id = i;
         w->rng = 0x9E3779B97F4A7C15ULL * (i + 1);
+        sx__slotcache_init(&w->slots);
         sx__output_init(&w->out);
         w->out.hooks = &sx__worker_send_hooks;
         w->batch = calloc(e->throughput, sizeof(*w->batch));
@@ -753,6 +754,7 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     out->io_ops = atomic_load_explicit(&e->io_ops, memory_order_relaxed);
     out->timeouts = atomic_load_explicit(&e->io_timeouts, memory_order_relaxed);
     out->sleeps = e->workers != NULL ? sx__timers_count(e) : 0;
+    out->slots = sx__ptable_slots(e);
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);

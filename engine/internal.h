@@ -162,8 +162,11 @@ typedef struct sx__proc {
     uint32_t sleeps;
     /* Read by listings and stats from any thread (relaxed). */
     _Atomic uint64_t steps;
-    /* Free-list link while the slot is free (relaxed; see ptable.c). */
+    /* Free-list links while the slot is free (relaxed; see ptable.c): the
+     * next slot of its magazine, and in a magazine's first slot the next
+     * magazine on the engine's stack. */
     _Atomic uint32_t free_next;
+    _Atomic uint32_t mag_next;
     /* Commands in flight on the process's libuv loop (engine/io.h): the
      * ops and handles of this slot, every generation, owned by that loop's
      * thread and never touched elsewhere (not even by slot reuse); and how
@@ -184,6 +187,20 @@ typedef struct sx__proc {
 /* The state of every process whose type has state_size 0 (ptable.c): not
  * allocated, not freed, never written (const: a write faults). */
 extern const max_align_t sx__no_state;
+
+/* ---- free slots ---------------------------------------------------------- */
+
+/* Free process slots kept by one thread (engine/ptable.c): a loaded
+ * magazine and a full one kept back, each a chain of slot indexes linked by
+ * free_next and ended by SX__FREE_NONE. Owned by one worker, or by the
+ * engine's outside threads under ext_slots_mu. */
+typedef struct {
+    uint32_t cur;   /* first slot of the loaded magazine, or SX__FREE_NONE */
+    uint32_t cur_n; /* how many it holds, about (see ptable.c) */
+    uint32_t full;  /* a full magazine kept back, or SX__FREE_NONE */
+} sx__slotcache;
+
+void sx__slotcache_init(sx__slotcache *c);
 
 /* ---- workers ------------------------------------------------------------ */
 
@@ -239,8 +256,9 @@ typedef struct sx__worker {
      * fence of its pop. Whatever it held before goes to the deque, where
      * thieves see it. */
     sx__proc *next;
-    sx_event *batch;   /* throughput-sized event array */
-    sx__ev **batch_ev; /* the nodes behind batch */
+    sx__slotcache slots; /* free process slots (ptable.c) */
+    sx_event *batch;     /* throughput-sized event array */
+    sx__ev **batch_ev;   /* the nodes behind batch */
     sx__wstats st;
     uint32_t lat_sample;       /* dispatches since the last latency sample */
     alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */
@@ -340,8 +358,13 @@ struct sx_engine {
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
     pthread_mutex_t grow_mu;
-    unsigned n_segs;                        /* under grow_mu */
-    alignas(64) _Atomic uint64_t free_head; /* ABA tag << 32 | index */
+    unsigned n_segs; /* under grow_mu */
+    /* The stack of free-slot magazines: ABA tag << 32 | the index of the
+     * first slot of the top magazine. */
+    alignas(64) _Atomic uint64_t free_head;
+    /* Free slots for threads that are not workers (submitters, loops). */
+    alignas(64) pthread_mutex_t ext_slots_mu;
+    sx__slotcache ext_slots; /* under ext_slots_mu */
     alignas(64) _Atomic uint64_t live;
 
     /* Counters shared by all threads (relaxed; figures only). */
@@ -403,6 +426,8 @@ void sx__ptable_fini(sx_engine *e);
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
                            const char *method);
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
+/* How many slots the table has (in use or free). */
+uint64_t sx__ptable_slots(sx_engine *e);
 /* Takes a reference on the live process named by pid; NULL if none. */
 sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid);
 /* Takes a reference if p still has generation gen; false if not. */

@@ -522,7 +522,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 26);
+    sx_pack_map(pk, 27);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -542,6 +542,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "io_ops", st.io_ops);
     kv(pk, "timeouts", st.timeouts);
     kv(pk, "sleeps", st.sleeps);
+    kv(pk, "slots", st.slots);
     kv(pk, "relay_connections", ss.connections);
     kv(pk, "relay_accepted", ss.accepted);
     kv(pk, "relay_requests", ss.requests);
