@@ -133,6 +133,8 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         goto fail_gq;
     if ((rc = sx__globalq_init(&e->wq)) != 0)
         goto fail_wq;
+    if ((rc = sx__injq_init(&e->inj, SX__INJQ_CAP)) != 0)
+        goto fail_inj;
     if ((rc = sx__park_init(&e->park)) != 0)
         goto fail_park;
     if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes)) != 0)
@@ -149,6 +151,8 @@ fail_workers:
 fail_outcomes:
     sx__park_fini(&e->park);
 fail_park:
+    sx__injq_fini(&e->inj);
+fail_inj:
     sx__globalq_fini(&e->wq);
 fail_wq:
     sx__globalq_fini(&e->gq);
@@ -339,7 +343,11 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         atomic_store_explicit(&watcher->node.next, NULL, memory_order_relaxed);
         atomic_store_explicit(&p->watchers, watcher, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(&e->submitted, 1, memory_order_relaxed);
+    sx__worker *w = sx__current_worker(e);
+    if (w != NULL)
+        sx__wstat_add(&w->st.spawned, 1);
+    else
+        atomic_fetch_add_explicit(&e->submitted, 1, memory_order_relaxed);
     if (out_pid != NULL)
         *out_pid = ctx.pid;
     sx__enqueue_new(e, p); /* p may run and finish from here on */
@@ -536,12 +544,18 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
     /* The figures and `live` change before the outcome is visible, so a
      * waiter that sees the outcome also sees them. */
-    if (error == 0)
-        atomic_fetch_add_explicit(&e->completed, 1, memory_order_relaxed);
-    else if (error == SX_ETERMINATED)
-        atomic_fetch_add_explicit(&e->terminated, 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    sx__worker *self = sx__current_worker(e);
+    if (self != NULL) {
+        sx__wstat_add(error == 0                ? &self->st.completed
+                      : error == SX_ETERMINATED ? &self->st.terminated
+                                                : &self->st.failed,
+                      1);
+    } else {
+        atomic_fetch_add_explicit(error == 0                ? &e->completed
+                                  : error == SX_ETERMINATED ? &e->terminated
+                                                            : &e->failed,
+                                  1, memory_order_relaxed);
+    }
     /* seq_cst: pairs with stop's read of live (see sx__spawn). */
     if (atomic_fetch_sub_explicit(&e->live, 1, memory_order_seq_cst) == 1 &&
         atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
@@ -716,6 +730,7 @@ void sx_engine_free(sx_engine *e)
     workers_fini(e);
     sx__outcomes_fini(&e->outcomes);
     sx__park_fini(&e->park);
+    sx__injq_fini(&e->inj);
     sx__globalq_fini(&e->wq);
     sx__globalq_fini(&e->gq);
     sx__ptable_fini(e);
@@ -747,7 +762,8 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     out->messages =
         atomic_load_explicit(&e->ext_messages, memory_order_relaxed);
     out->global_queue = atomic_load_explicit(&e->gq.len, memory_order_relaxed) +
-                        atomic_load_explicit(&e->wq.len, memory_order_relaxed);
+                        atomic_load_explicit(&e->wq.len, memory_order_relaxed) +
+                        sx__injq_size(&e->inj);
     out->workers = e->n_workers;
     out->io_inflight =
         atomic_load_explicit(&e->io_inflight, memory_order_relaxed);
@@ -763,6 +779,13 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         sx__wstats *s = &e->workers[i].st;
         out->messages +=
             atomic_load_explicit(&s->messages, memory_order_relaxed);
+        out->submitted +=
+            atomic_load_explicit(&s->spawned, memory_order_relaxed);
+        out->completed +=
+            atomic_load_explicit(&s->completed, memory_order_relaxed);
+        out->failed += atomic_load_explicit(&s->failed, memory_order_relaxed);
+        out->terminated +=
+            atomic_load_explicit(&s->terminated, memory_order_relaxed);
         if (workers == NULL || i >= cap)
             continue;
         sx_worker_stats *o = &workers[i];

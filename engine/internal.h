@@ -18,6 +18,7 @@
 
 #include "engine/deque.h"
 #include "engine/globalq.h"
+#include "engine/injq.h"
 #include "process/mailbox.h"
 #include "process/output.h"
 
@@ -206,11 +207,17 @@ void sx__slotcache_init(sx__slotcache *c);
 
 #define SX__DEQUE_CAP 4096
 #define SX__GQ_BATCH 16
+#define SX__INJQ_CAP 4096 /* the injection ring (engine/injq.h) */
+#define SX__INJQ_GRAB 64  /* most a worker takes from it at once */
 
 typedef struct {
     /* Written by the worker only (sx__wstat_add); read by stats (relaxed). */
     _Atomic uint64_t steps, steals, stolen, parks, wakeups, global_pops;
     _Atomic uint64_t messages, timeout_finds;
+    /* Processes this worker spawned (sx_spawn in its steps) and finished:
+     * per worker so that a submit and a finish on two cores touch no
+     * shared counter line (stats sums them with the engine's). */
+    _Atomic uint64_t spawned, completed, failed, terminated;
 } sx__wstats;
 
 /* Adds n to a counter that only the calling worker writes. relaxed load and
@@ -367,7 +374,9 @@ struct sx_engine {
     sx__slotcache ext_slots; /* under ext_slots_mu */
     alignas(64) _Atomic uint64_t live;
 
-    /* Counters shared by all threads (relaxed; figures only). */
+    /* Counters for threads that are not workers (relaxed; figures only):
+     * submits from outside; finishes there (none today: every finish runs
+     * on a worker, which counts in its own sx__wstats). */
     alignas(64) _Atomic uint64_t submitted, completed, failed, terminated;
     _Atomic uint64_t dead_letters, ext_messages;
 
@@ -379,6 +388,9 @@ struct sx_engine {
      * (100,000 sleepers were 130 ms late at p50 that way). */
     sx__globalq gq;
     sx__globalq wq;
+    /* New processes from threads that are not workers: the ring in front
+     * of gq (engine/injq.h). */
+    sx__injq inj;
     sx__park park;
     sx__worker *workers;
     sx__outcomes outcomes;

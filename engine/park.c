@@ -2,7 +2,8 @@
  *
  * The protocol (docs/SCHEDULER.md has the full argument):
  *
- *   producer:  publish work (seq_cst RMW: the global queue's len)
+ *   producer:  publish work (seq_cst RMW: the global queue's len; or the
+ *              seq_cst store of the injection ring's tail)
  *              load n_parked (seq_cst); if > 0: grant a token, signal
  *   parker:    n_parked += 1 (seq_cst RMW)
  *              re-scan every queue (seq_cst loads)
@@ -84,7 +85,8 @@ void sx__park_notify(sx_engine *e)
 
 bool sx__work_visible(sx_engine *e)
 {
-    if (sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0)
+    if (sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0 ||
+        sx__injq_size(&e->inj) > 0)
         return true; /* seq_cst loads */
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__deque *d = &e->workers[i].dq;
@@ -145,7 +147,8 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);
     else if (timed_out &&
-             (sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0))
+             (sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
+              sx__injq_size(&e->inj) > 0))
         sx__wstat_add(&w->st.timeout_finds, 1);
     return !quit;
 }

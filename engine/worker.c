@@ -59,9 +59,46 @@ void sx__enqueue(sx_engine *e, sx__proc *p)
     enqueue(e, p, &e->wq);
 }
 
+/* Into the injection ring: new processes from threads that are not
+ * workers, and processes that used up their turn. When it is full the
+ * workers are behind; its oldest half then moves to the global queue in
+ * one lock (Go's runqputslow), where workers look first, so the order of
+ * submission holds. */
+static void inject(sx_engine *e, sx__proc *p)
+{
+    sx__injq *q = &e->inj;
+    pthread_mutex_lock(&q->mu);
+    if (!sx__injq_push(q, p)) {
+        sx__gq_node *first = NULL, *last = NULL;
+        size_t moved = 0, m;
+        void *got[SX__INJQ_GRAB];
+        while (moved < SX__INJQ_CAP / 2 &&
+               (m = sx__injq_grab(q, got, SX__INJQ_GRAB)) > 0) {
+            for (size_t i = 0; i < m; i++) {
+                sx__gq_node *n = &((sx__proc *)got[i])->gq;
+                n->next = NULL;
+                if (last != NULL)
+                    last->next = n;
+                else
+                    first = n;
+                last = n;
+            }
+            moved += m;
+        }
+        sx__globalq_push_list(&e->gq, first, last, moved);
+        if (!sx__injq_push(q, p)) /* the workers took the rest meanwhile? */
+            sx__globalq_push(&e->gq, &p->gq); /* never: there is room */
+    }
+    pthread_mutex_unlock(&q->mu);
+    sx__park_notify(e);
+}
+
 void sx__enqueue_new(sx_engine *e, sx__proc *p)
 {
-    enqueue(e, p, &e->gq);
+    if (sx__current_worker(e) == NULL)
+        inject(e, p);
+    else
+        enqueue(e, p, &e->gq);
 }
 
 /* On a worker: the next slot (what it held moves to the deque). Elsewhere:
@@ -128,11 +165,28 @@ static sx__proc *from_queue(sx_engine *e, sx__worker *w, sx__globalq *q)
     return items[0];
 }
 
-/* Wake-ups first (see sx_engine.wq), then new processes. */
+/* The oldest half of the injection ring, at most SX__INJQ_GRAB: one to
+ * run, the rest into w's deque. */
+static sx__proc *from_ring(sx_engine *e, sx__worker *w)
+{
+    void *got[SX__INJQ_GRAB];
+    size_t n = sx__injq_grab(&e->inj, got, SX__INJQ_GRAB);
+    if (n == 0)
+        return NULL;
+    deque_take_in(e, w, (sx__proc **)got + 1, n - 1);
+    /* relaxed: only this worker writes its counters. */
+    sx__wstat_add(&w->st.global_pops, n);
+    return got[0];
+}
+
+/* Wake-ups first (see sx_engine.wq), then new processes: the global
+ * queue before the injection ring (what the ring moved there is older). */
 static sx__proc *from_global(sx_engine *e, sx__worker *w)
 {
     sx__proc *p = from_queue(e, w, &e->wq);
-    return p != NULL ? p : from_queue(e, w, &e->gq);
+    if (p == NULL)
+        p = from_queue(e, w, &e->gq);
+    return p != NULL ? p : from_ring(e, w);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -205,6 +259,8 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
              * processes before wake-ups, so that neither a worker that
              * keeps its deque full nor a stream of wake-ups starves them. */
             p = from_queue(e, w, &e->gq);
+            if (p == NULL)
+                p = from_ring(e, w);
             if (p == NULL)
                 p = from_queue(e, w, &e->wq);
         }
@@ -512,7 +568,8 @@ static bool nothing_else(sx_engine *e, sx__worker *w)
 {
     return w->next == NULL && sx__deque_size(&w->dq) == 0 &&
            atomic_load_explicit(&e->gq.len, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&e->wq.len, memory_order_relaxed) == 0;
+           atomic_load_explicit(&e->wq.len, memory_order_relaxed) == 0 &&
+           sx__injq_size(&e->inj) == 0;
 }
 
 static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p);
@@ -589,12 +646,15 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                 turns = 0;
             }
             if (turns >= e->throughput) {
-                /* Turn used up: to the back of the global queue. release:
-                 * the next worker's CAS READY -> RUNNING acquires it. */
+                /* Turn used up: to the back of the global FIFO, behind the
+                 * processes submitted meanwhile (the injection ring: put
+                 * in the global queue, which is looked at first, it would
+                 * starve them; test_sched fairness). release: the next
+                 * worker's CAS READY -> RUNNING acquires it. */
                 if (atomic_compare_exchange_weak_explicit(
                         &p->state, &s, SX_PSTATE_READY, memory_order_release,
                         memory_order_acquire)) {
-                    global_push(e, p);
+                    inject(e, p);
                     return;
                 }
                 turns--;

@@ -1,0 +1,95 @@
+/* engine/injq.c — the injection ring; see injq.h. */
+#include "engine/injq.h"
+
+#include <stdlib.h>
+
+#include <stepx/process.h>
+
+int sx__injq_init(sx__injq *q, size_t cap)
+{
+    if (cap < 2 || (cap & (cap - 1)) != 0)
+        return SX_EINVAL;
+    q->buf = calloc(cap, sizeof(*q->buf));
+    if (q->buf == NULL)
+        return SX_ENOMEM;
+    int rc = pthread_mutex_init(&q->mu, NULL);
+    if (rc != 0) {
+        free(q->buf);
+        q->buf = NULL;
+        return -rc;
+    }
+    q->mask = cap - 1;
+    for (size_t i = 0; i < cap; i++)
+        atomic_init(&q->buf[i], NULL);
+    atomic_init(&q->head, 0);
+    atomic_init(&q->tail, 0);
+    return 0;
+}
+
+void sx__injq_fini(sx__injq *q)
+{
+    if (q->buf == NULL)
+        return;
+    pthread_mutex_destroy(&q->mu);
+    free(q->buf);
+    q->buf = NULL;
+}
+
+bool sx__injq_push(sx__injq *q, void *item)
+{
+    /* relaxed: tail is written only under mu, which we hold. */
+    uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    /* acquire: pairs with the release CAS in grab; the consumers that moved
+     * head past a slot have read it before we write it again. */
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    if (t - h > q->mask)
+        return false;
+    /* relaxed: published by the store of tail below. */
+    atomic_store_explicit(&q->buf[t & q->mask], item, memory_order_relaxed);
+    /* seq_cst: release for the item (and everything written to it before,
+     * such as a new process's slot), which a consumer's acquire load of
+     * tail then sees; seq_cst for the producer's half of the park
+     * handshake, whose load of n_parked follows (engine/park.c). */
+    atomic_store_explicit(&q->tail, t + 1, memory_order_seq_cst);
+    return true;
+}
+
+size_t sx__injq_grab(sx__injq *q, void **out, size_t max)
+{
+    /* acquire: pairs with the release CAS of another consumer (not needed
+     * for the items, which tail publishes, but cheap on x86). */
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    for (;;) {
+        /* acquire: pairs with the seq_cst (release) store in push: the
+         * items below tail and what they point to are visible. */
+        uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+        uint64_t n = t - h;
+        if (n == 0)
+            return 0; /* (t >= h: head never passes tail, t is read later) */
+        n -= n / 2;
+        if (n > max)
+            n = max;
+        for (uint64_t i = 0; i < n; i++)
+            /* relaxed: the slot is not rewritten before head passes it,
+             * and head passes it only by a CAS that we or another
+             * consumer win; if another one won, ours fails below. */
+            out[i] = atomic_load_explicit(&q->buf[(h + i) & q->mask],
+                                          memory_order_relaxed);
+        /* release: pairs with the acquire load of head in push (our reads
+         * of the slots come before the producer rewrites them). acquire
+         * on failure: h is re-read and the loop goes on with it. */
+        if (atomic_compare_exchange_weak_explicit(&q->head, &h, h + n,
+                                                  memory_order_release,
+                                                  memory_order_acquire))
+            return (size_t)n;
+    }
+}
+
+size_t sx__injq_size(sx__injq *q)
+{
+    /* seq_cst (both): also the parker's re-scan (engine/park.c), ordered
+     * after its announcement. head first: then tail >= head. */
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_seq_cst);
+    uint64_t t = atomic_load_explicit(&q->tail, memory_order_seq_cst);
+    return t > h ? (size_t)(t - h) : 0;
+}

@@ -1,0 +1,54 @@
+/* engine/injq.h — the injection ring: where threads that are not workers
+ * put the processes they submit.
+ *
+ * A bounded ring with one producer at a time and any number of consumers.
+ * Producers (the submitting threads) are serialised by `mu`; a push is a
+ * plain store into the ring and a store of `tail`, no read-modify-write
+ * and no lock shared with the workers. A consumer (a worker) takes the
+ * oldest half of what is there, up to a maximum, with one CAS on `head`,
+ * as Go's runqgrab does: a single CAS can claim several items here (unlike
+ * sx__deque_steal_half) because the producer never takes items back, so
+ * nothing but other consumers moves `head`.
+ *
+ * This is the front of the global FIFO (docs/SCHEDULER.md): when the ring
+ * is full the producer moves its oldest half to the global queue in one
+ * lock (engine/worker.c), and workers look at the global queue before the
+ * ring, so the processes of one submitting thread start in the order it
+ * submitted them.
+ *
+ * Threads: push [any thread, holding mu]; grab and size [any thread].
+ */
+#ifndef SX_ENGINE_INJQ_H
+#define SX_ENGINE_INJQ_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    /* Advanced by consumers (CAS); read by the producer to see room. */
+    alignas(64) _Atomic uint64_t head;
+    /* Written by the producer under mu; read by consumers. */
+    alignas(64) _Atomic uint64_t tail;
+    pthread_mutex_t mu; /* serialises producers */
+    uint64_t mask;      /* capacity - 1; immutable after init */
+    _Atomic(void *) *buf;
+} sx__injq;
+
+/* cap must be a power of two >= 2. Returns 0 or SX_EINVAL / SX_ENOMEM. */
+int sx__injq_init(sx__injq *q, size_t cap);
+void sx__injq_fini(sx__injq *q);
+/* [holding mu] Appends item; false when the ring is full. The store of tail
+ * is seq_cst: the producer's publish in the park protocol (engine/park.c). */
+bool sx__injq_push(sx__injq *q, void *item);
+/* [any thread] Takes the oldest half of the items (rounded up), at most
+ * max, oldest first, into out. Returns how many (0: empty). */
+size_t sx__injq_grab(sx__injq *q, void **out, size_t max);
+/* [any thread] Items in the ring at some recent moment. seq_cst loads: the
+ * parker's re-scan in the park protocol. */
+size_t sx__injq_size(sx__injq *q);
+
+#endif
