@@ -239,24 +239,40 @@ static void *srv_accept_main(void *arg)
     return NULL;
 }
 
+/* 127.0.0.1:port. */
+static struct sockaddr_in loopback_addr(uint16_t port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    return a;
+}
+
+/* A TCP socket bound to 127.0.0.1 on a port the kernel picks (*port),
+ * listening with backlog, or never listening when backlog < 0. */
+static int loopback_socket(int backlog, uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = loopback_addr(0);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    if (backlog >= 0)
+        CHECK(listen(fd, backlog) == 0);
+    socklen_t al = sizeof a;
+    CHECK(getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
 static srv *srv_start(srv_mode mode)
 {
     srv *s = calloc(1, sizeof *s);
     CHECK(s != NULL);
     s->mode = mode;
     CHECK(pthread_mutex_init(&s->mu, NULL) == 0);
-    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(s->lfd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    CHECK(bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(listen(s->lfd, 128) == 0);
-    socklen_t al = sizeof a;
-    CHECK(getsockname(s->lfd, (struct sockaddr *)&a, &al) == 0);
-    s->port = ntohs(a.sin_port);
+    s->lfd = loopback_socket(128, &s->port);
     CHECK(pthread_create(&s->acceptor, NULL, srv_accept_main, s) == 0);
     return s;
 }
@@ -306,17 +322,7 @@ static bool await_ge(atomic_int *p, int v)
  * refused. */
 static int refused_port(uint16_t *port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t al = sizeof a;
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &al) == 0);
-    *port = ntohs(a.sin_port);
-    return fd;
+    return loopback_socket(-1, port);
 }
 
 /* A listener on 127.0.0.1 whose accept queue is full, so that a connect to
@@ -325,22 +331,15 @@ static int refused_port(uint16_t *port)
  * fds[0] is the listener, fds[1] the connection that fills it. */
 static uint16_t hang_listener(int fds[2])
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(lfd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(listen(lfd, 0) == 0);
-    socklen_t al = sizeof a;
-    CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
+    uint16_t port;
+    int lfd = loopback_socket(0, &port);
+    struct sockaddr_in a = loopback_addr(port);
     int cfd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(cfd >= 0);
     CHECK(connect(cfd, (struct sockaddr *)&a, sizeof a) == 0);
     fds[0] = lfd;
     fds[1] = cfd;
-    return ntohs(a.sin_port);
+    return port;
 }
 
 /* Open fds, counted with one poll(2) over 0..4095 (POLLNVAL = closed)
@@ -1095,17 +1094,8 @@ static void t_connect_refused(void)
  * first connection Linux drops further SYNs and a connect hangs. */
 static void t_connect_timeout(void)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(lfd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(listen(lfd, 0) == 0);
-    socklen_t al = sizeof a;
-    CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
-    uint16_t port = ntohs(a.sin_port);
+    uint16_t port;
+    int lfd = loopback_socket(0, &port);
     sx_engine *e = up(1, 1);
     px p = px_new(e, 0);
     int64_t h = px_connect(&p, port); /* fills the accept queue */

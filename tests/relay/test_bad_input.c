@@ -7,278 +7,57 @@
  * still gets correct answers: the daemon serves everyone else. Each case
  * opens with the property it checks.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <stepx/relay.h>
 
 #include "tests/harness.h"
 
+#include "tests/relay/relay_fixture.h"
+
 #define MAX_FRAME (1u << 20) /* the test server's frame limit */
 
-/* ==== process types ===================================================== */
+/* ==== fixture ========================================================== */
 
-static const sx_payload nil = { NULL, 0 };
-static const char *const run_m[] = { "run", NULL };
-
-/* square.run [x]: one no-op yield, DONE x * x. */
+/* The shared fixture (relay_fixture.h) with this file's server limits,
+ * and the well-behaved client every case checks on. */
 typedef struct {
-    int64_t x;
-    int yielded;
-} square_st;
+    fixture f;
+    sx_client *good;
+    int64_t next_x; /* the next square it submits */
+} bad_fx;
 
-static int square_init(void *st, const sx_init_ctx *c, const char *m,
-                       const sx_payload *in, size_t n)
+static void bad_up(bad_fx *b, size_t max_output)
 {
-    (void)c, (void)m;
-    square_st *s = st;
-    return n == 1 && sx_payload_get_int(in[0], &s->x) == 0 ? 0 : SX_EINVAL;
+    sx_server_config sc = { .max_frame = MAX_FRAME, .max_output = max_output };
+    fx_up_cfg(&b->f, 0, &sc);
+    CHECK_RC(sx_client_connect(b->f.path, NULL, 10000, &b->good), 0);
+    b->next_x = 2;
 }
 
-static int square_step(void *st, const sx_event *ev, size_t n,
-                       sx_step_output *out)
+static void bad_down(bad_fx *b)
 {
-    (void)ev, (void)n;
-    square_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    if (!s->yielded) {
-        s->yielded = 1;
-        sx_yield(out, SX_CMD_NOOP, 1, nil);
-        sx_wait(out);
-        return 0;
-    }
-    sx_done(out, sx_payload_int(b, s->x * s->x));
-    return 0;
-}
-
-/* flood.run [to, n, size]: n messages of size bytes to PID text `to`,
- * 64 per step; DONE n. Sends to a closed mailbox fail silently. */
-typedef struct {
-    sx_pid to;
-    int64_t n, i, size;
-    uint8_t *pad;
-} flood_st;
-
-static int flood_init(void *st, const sx_init_ctx *c, const char *m,
-                      const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    flood_st *s = st;
-    char txt[SX_PID_TEXT_MAX];
-    if (n != 3 || sx_payload_get_str(in[0], txt, sizeof(txt)) != 0 ||
-        sx_pid_parse(txt, &s->to) != 0 ||
-        sx_payload_get_int(in[1], &s->n) != 0 ||
-        sx_payload_get_int(in[2], &s->size) != 0 || s->size < 0)
-        return SX_EINVAL;
-    s->pad = calloc(1, (size_t)s->size + 1);
-    return s->pad != NULL ? 0 : SX_ENOMEM;
-}
-
-static void flood_close(void *st)
-{
-    free(((flood_st *)st)->pad);
-}
-
-static int flood_step(void *st, const sx_event *ev, size_t n,
-                      sx_step_output *out)
-{
-    (void)ev, (void)n;
-    flood_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    for (int k = 0; k < 64 && s->i < s->n; k++, s->i++) {
-        sx_pack pk;
-        sx_pack_init(&pk);
-        sx_pack_bin(&pk, s->pad, (size_t)s->size);
-        sx_send(out, s->to, "blob", sx_pack_payload(&pk));
-        sx_pack_fini(&pk);
-    }
-    if (s->i >= s->n)
-        sx_done(out, sx_payload_int(b, s->n));
-    else
-        sx_continue(out);
-    return 0;
-}
-
-static const sx_process_type types[] = {
-    { .name = "square",
-      .state_size = sizeof(square_st),
-      .init = square_init,
-      .step = square_step,
-      .methods = run_m },
-    { .name = "flood",
-      .state_size = sizeof(flood_st),
-      .init = flood_init,
-      .step = flood_step,
-      .close = flood_close,
-      .methods = run_m },
-};
-
-/* ==== fixture =========================================================== */
-
-typedef struct {
-    sx_engine *e;
-    sx_server *s;
-    sx_client *good; /* the well-behaved client */
-    int64_t next_x;
-    char dir[64];
-    char path[128];
-} fixture;
-
-static void fx_up(fixture *f, size_t max_output)
-{
-    memset(f, 0, sizeof(*f));
-    sx_engine_config ec = { .workers = 2 };
-    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        CHECK_RC(sx_engine_register(f->e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(f->e), 0);
-    strcpy(f->dir, "/tmp/sxbadXXXXXX");
-    CHECK(mkdtemp(f->dir) != NULL);
-    snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
-    sx_server_config sc = { .socket_path = f->path,
-                            .max_frame = MAX_FRAME,
-                            .max_output = max_output };
-    CHECK_RC(sx_server_start(f->e, &sc, &f->s), 0);
-    CHECK_RC(sx_client_connect(f->path, NULL, 10000, &f->good), 0);
-    f->next_x = 2;
-}
-
-static void fx_down(fixture *f)
-{
-    sx_client_close(f->good);
-    sx_server_stop(f->s);
-    CHECK_RC(sx_engine_stop(f->e, 1000), 0);
-    sx_engine_free(f->e);
-    rmdir(f->dir);
+    sx_client_close(b->good);
+    fx_down(&b->f);
 }
 
 /* The well-behaved client still gets correct answers. */
-static void check_alive(fixture *f)
+static void check_alive(bad_fx *b)
 {
-    int64_t x = f->next_x++;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    sx_payload in = sx_payload_int(b, x);
-    sx_pid pid;
-    CHECK_RC(sx_client_submit(f->good, "square", "run", &in, 1, &pid, NULL), 0);
-    sx_reply r;
-    CHECK_RC(sx_client_wait(f->good, pid, 20000, NULL, &r), 0);
-    sx_payload v;
-    int64_t got = -1;
-    CHECK_RC(sx_map_get(r.body, "result", &v), 0);
-    CHECK_RC(sx_payload_get_int(v, &got), 0);
-    CHECK_EQ_INT(got, x * x);
-    sx_reply_free(&r);
+    square_ok(b->good, b->next_x++, 20000);
 }
 
-/* ==== raw sockets ======================================================= */
-
-static int raw_connect(const fixture *f)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, f->path);
-    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
-
-/* Writes what the server takes; a server that closed early is fine. */
-static void raw_write(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
-            return;
-        CHECK(w > 0);
-        b += w;
-        n -= (size_t)w;
-    }
-}
-
-static void be32(uint8_t h[4], uint32_t n)
-{
-    h[0] = (uint8_t)(n >> 24);
-    h[1] = (uint8_t)(n >> 16);
-    h[2] = (uint8_t)(n >> 8);
-    h[3] = (uint8_t)n;
-}
-
-/* A frame with header len and these body bytes. */
-static void raw_frame_bytes(int fd, uint32_t len, const void *body, size_t n)
-{
-    uint8_t h[4];
-    be32(h, len);
-    raw_write(fd, h, 4);
-    raw_write(fd, body, n);
-}
-
-static void raw_frame(int fd, sx_pack *pk)
-{
-    raw_frame_bytes(fd, (uint32_t)pk->len, pk->data, pk->len);
-}
-
-/* Reads exactly n bytes: 0, 1 at EOF, -1 on timeout. */
-static int read_n(int fd, uint8_t *b, size_t n, int timeout_ms)
-{
-    double until = sx_test_now_ms() + timeout_ms;
-    while (n > 0) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)(until - sx_test_now_ms());
-        if (left < 0 || poll(&p, 1, left) == 0)
-            return -1;
-        ssize_t r = recv(fd, b, n, 0);
-        if (r == 0 || (r < 0 && errno == ECONNRESET))
-            return 1;
-        CHECK(r > 0);
-        b += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-/* One frame (checked as a frame the protocol allows) into *out: 0, 1 at
- * EOF, -1 on timeout. */
-static int raw_read(int fd, int timeout_ms, sx_payload *out)
-{
-    uint8_t h[4];
-    int rc = read_n(fd, h, 4, timeout_ms);
-    if (rc != 0)
-        return rc;
-    size_t n =
-        (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
-    CHECK(n > 0);
-    uint8_t *b = malloc(n);
-    CHECK(b != NULL);
-    CHECK_RC(read_n(fd, b, n, timeout_ms), 0);
-    CHECK_RC(sx_wire_check(b, n), 0);
-    *out = (sx_payload){ b, n };
-    return 0;
-}
+/* ==== raw frames ======================================================== */
 
 static void payload_free(sx_payload *p)
 {
     free((void *)p->data);
     p->data = NULL;
-}
-
-static int64_t map_int(sx_payload m, const char *key)
-{
-    sx_payload v;
-    int64_t x = -1;
-    CHECK_RC(sx_map_get(m, key, &v), 0);
-    CHECK_RC(sx_payload_get_int(v, &x), 0);
-    return x;
 }
 
 /* The reply's error code ("" when ok). */
@@ -316,16 +95,6 @@ static void expect_reply(int fd, uint64_t id, const char *code)
     payload_free(&b);
 }
 
-static void req_begin(sx_pack *pk, uint32_t n, const char *op, uint64_t id)
-{
-    sx_pack_init(pk);
-    sx_pack_map(pk, n);
-    sx_pack_str(pk, "op");
-    sx_pack_str(pk, op);
-    sx_pack_str(pk, "id");
-    sx_pack_uint(pk, id);
-}
-
 /* ==== cases ============================================================= */
 
 /* Property: a frame cut short by the client closing (in the header, in
@@ -333,14 +102,14 @@ static void req_begin(sx_pack *pk, uint32_t n, const char *op, uint64_t id)
  * cut short inside its declared length is bad_frame and closes it. */
 static void test_truncated(void)
 {
-    fixture f;
-    fx_up(&f, 0);
+    bad_fx bf;
+    bad_up(&bf, 0);
     const uint8_t part_header[2] = { 0, 0 };
-    int fd = raw_connect(&f);
+    int fd = raw_connect(bf.f.path);
     raw_write(fd, part_header, 2);
     close(fd);
-    check_alive(&f);
-    fd = raw_connect(&f);
+    check_alive(&bf);
+    fd = raw_connect(bf.f.path);
     uint8_t h[4];
     be32(h, 100);
     raw_write(fd, h, 4);
@@ -349,37 +118,37 @@ static void test_truncated(void)
     sx_payload b;
     CHECK_RC(raw_read(fd, 10000, &b), 1); /* the server closes its end */
     close(fd);
-    check_alive(&f);
+    check_alive(&bf);
     /* declared 3 bytes: a map of one pair whose value is missing */
-    fd = raw_connect(&f);
+    fd = raw_connect(bf.f.path);
     raw_frame_bytes(fd, 3, "\x81\xa1x", 3);
     expect_bad_frame(fd);
     close(fd);
-    check_alive(&f);
-    fd = raw_connect(&f);
+    check_alive(&bf);
+    fd = raw_connect(bf.f.path);
     raw_frame_bytes(fd, 3, "\xa5hel", 3); /* a str 5 with 3 bytes */
     expect_bad_frame(fd);
     close(fd);
-    check_alive(&f);
-    fx_down(&f);
+    check_alive(&bf);
+    bad_down(&bf);
 }
 
 /* Property: a zero length, a length over max_frame (the body never sent)
  * and 0xFFFFFFFF are bad_frame and close the connection at once. */
 static void test_lengths(void)
 {
-    fixture f;
-    fx_up(&f, 0);
+    bad_fx bf;
+    bad_up(&bf, 0);
     const uint32_t lens[] = { 0, MAX_FRAME + 1, 0xFFFFFFFFu };
     for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-        int fd = raw_connect(&f);
+        int fd = raw_connect(bf.f.path);
         raw_frame_bytes(fd, lens[i], NULL, 0);
         expect_bad_frame(fd);
         close(fd);
-        check_alive(&f);
+        check_alive(&bf);
     }
     /* A frame of exactly max_frame is accepted (and its request read). */
-    int fd = raw_connect(&f);
+    int fd = raw_connect(bf.f.path);
     sx_pack pk;
     req_begin(&pk, 3, "types", 5);
     sx_pack_str(&pk, "pad");
@@ -393,9 +162,9 @@ static void test_lengths(void)
     expect_reply(fd, 5, NULL);
     close(fd);
     sx_server_stats st;
-    sx_server_stats_get(f.s, &st);
+    sx_server_stats_get(bf.f.s, &st);
     CHECK_EQ_U64(st.bad_frames, 3);
-    fx_down(&f);
+    bad_down(&bf);
 }
 
 /* Property: bodies that are not exactly one map with string keys — an
@@ -404,8 +173,8 @@ static void test_lengths(void)
  * connection. */
 static void test_not_a_map(void)
 {
-    fixture f;
-    fx_up(&f, 0);
+    bad_fx bf;
+    bad_up(&bf, 0);
     static const struct {
         const char *bytes;
         size_t n;
@@ -422,23 +191,23 @@ static void test_not_a_map(void)
         { "\x81\xa1x\xc1", 4 },     /* {x: <reserved>}  */
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-        int fd = raw_connect(&f);
+        int fd = raw_connect(bf.f.path);
         raw_frame_bytes(fd, (uint32_t)bodies[i].n, bodies[i].bytes,
                         bodies[i].n);
         expect_bad_frame(fd);
         close(fd);
-        check_alive(&f);
+        check_alive(&bf);
     }
-    fx_down(&f);
+    bad_down(&bf);
 }
 
 /* Property: a bad frame after good requests on the same connection: the
  * good ones are answered first, then the error frame, then the close. */
 static void test_bad_after_good(void)
 {
-    fixture f;
-    fx_up(&f, 0);
-    int fd = raw_connect(&f);
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int fd = raw_connect(bf.f.path);
     sx_pack pk;
     req_begin(&pk, 2, "types", 1);
     raw_frame(fd, &pk);
@@ -451,17 +220,17 @@ static void test_bad_after_good(void)
     expect_reply(fd, 2, NULL);
     expect_bad_frame(fd);
     close(fd);
-    check_alive(&f);
-    fx_down(&f);
+    check_alive(&bf);
+    bad_down(&bf);
 }
 
 /* Property: wrongly typed and missing fields get bad_request, unknown ops
  * unknown_op, and the connection stays usable for the next request. */
 static void test_fields_and_ops(void)
 {
-    fixture f;
-    fx_up(&f, 0);
-    int fd = raw_connect(&f);
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int fd = raw_connect(bf.f.path);
     sx_pack pk;
     uint64_t id = 1;
     /* id of the wrong type: answered with id 0 */
@@ -527,8 +296,8 @@ static void test_fields_and_ops(void)
     sx_pack_fini(&pk);
     expect_reply(fd, id, NULL);
     close(fd);
-    check_alive(&f);
-    fx_down(&f);
+    check_alive(&bf);
+    bad_down(&bf);
 }
 
 /* Property: nesting within SX_WIRE_MAX_DEPTH is accepted (and answered);
@@ -536,12 +305,12 @@ static void test_fields_and_ops(void)
  * recursion, and the connection closes. */
 static void test_deep_nesting(void)
 {
-    fixture f;
-    fx_up(&f, 0);
+    bad_fx bf;
+    bad_up(&bf, 0);
     const size_t depths[] = { SX_WIRE_MAX_DEPTH - 1, SX_WIRE_MAX_DEPTH + 1,
                               100000 };
     for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
-        int fd = raw_connect(&f);
+        int fd = raw_connect(bf.f.path);
         sx_pack pk;
         req_begin(&pk, 3, "types", 9);
         sx_pack_str(&pk, "deep");
@@ -555,9 +324,9 @@ static void test_deep_nesting(void)
         else
             expect_bad_frame(fd);
         close(fd);
-        check_alive(&f);
+        check_alive(&bf);
     }
-    fx_down(&f);
+    bad_down(&bf);
 }
 
 /* xorshift64*: a fixed seed, so a failure can be replayed. */
@@ -641,11 +410,11 @@ static int drain_to_eof(int fd)
  * each the well-behaved client gets a correct answer. */
 static void test_random(void)
 {
-    fixture f;
-    fx_up(&f, 0);
+    bad_fx bf;
+    bad_up(&bf, 0);
     uint8_t buf[512];
     for (int i = 0; i < 1000; i++) {
-        int fd = raw_connect(&f);
+        int fd = raw_connect(bf.f.path);
         uint64_t r = rnd();
         size_t n = 1 + (size_t)(rnd() % 300);
         switch (r % 3) {
@@ -682,13 +451,13 @@ static void test_random(void)
         shutdown(fd, SHUT_WR);
         drain_to_eof(fd);
         close(fd);
-        check_alive(&f);
+        check_alive(&bf);
     }
     sx_server_stats st;
-    sx_server_stats_get(f.s, &st);
+    sx_server_stats_get(bf.f.s, &st);
     CHECK(st.bad_frames > 100);
     CHECK_EQ_U64(st.slow_drops, 0);
-    fx_down(&f);
+    bad_down(&bf);
 }
 
 /* Property: a client that never reads while a process floods its mailbox
@@ -699,10 +468,10 @@ static void test_random(void)
 static void test_slow_reader(void)
 {
     const size_t max_output = 256 << 10;
-    fixture f;
-    fx_up(&f, max_output);
+    bad_fx bf;
+    bad_up(&bf, max_output);
     sx_client *slow;
-    CHECK_RC(sx_client_connect(f.path, NULL, 10000, &slow), 0);
+    CHECK_RC(sx_client_connect(bf.f.path, NULL, 10000, &slow), 0);
     char mb[SX_PID_TEXT_MAX];
     sx_pid_format(sx_client_mailbox(slow), mb, sizeof(mb));
     sx_pack a, b, c;
@@ -716,24 +485,23 @@ static void test_slow_reader(void)
                          sx_pack_payload(&c) };
     sx_pid fp;
     /* Submitted by the good client: the slow one never reads again. */
-    CHECK_RC(sx_client_submit(f.good, "flood", "run", in, 3, &fp, NULL), 0);
+    CHECK_RC(sx_client_submit(bf.good, "flood", "run", in, 3, &fp, NULL), 0);
     sx_pack_fini(&a);
     sx_pack_fini(&b);
     sx_pack_fini(&c);
     sx_server_stats st;
     double until = sx_test_now_ms() + 25000;
     do {
-        sx_server_stats_get(f.s, &st);
+        sx_server_stats_get(bf.f.s, &st);
         if (st.slow_drops > 0)
             break;
-        struct timespec ts = { 0, 2000000 };
-        nanosleep(&ts, NULL);
+        sleep_ms(2);
     } while (sx_test_now_ms() < until);
     CHECK_EQ_U64(st.slow_drops, 1);
     CHECK(st.output_peak <= 2 * max_output + 4096);
-    check_alive(&f);
+    check_alive(&bf);
     sx_reply r;
-    CHECK_RC(sx_client_wait(f.good, fp, 30000, NULL, &r), 0);
+    CHECK_RC(sx_client_wait(bf.good, fp, 30000, NULL, &r), 0);
     sx_reply_free(&r);
     /* The slow client finds its connection closed once it reads: some
      * pushes, then the end. */
@@ -745,10 +513,10 @@ static void test_slow_reader(void)
     CHECK_RC(rc, SX_ECLOSED);
     CHECK(got < 20000);
     sx_client_close(slow);
-    check_alive(&f);
-    sx_server_stats_get(f.s, &st);
+    check_alive(&bf);
+    sx_server_stats_get(bf.f.s, &st);
     CHECK_EQ_U64(st.slow_drops, 1);
-    fx_down(&f);
+    bad_down(&bf);
 }
 
 static const sx_test_case cases[] = {

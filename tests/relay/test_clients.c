@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,62 +113,22 @@ static void test_many_clients(void)
 
 /* ==== clients that go away ============================================== */
 
-static int raw_connect(const fixture *f)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, f->path);
-    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
-
 /* Sends {op, id, pid[, timeout_ms]} as one frame. */
 static void raw_request(int fd, const char *op, uint64_t id, sx_pid pid,
                         int64_t timeout_ms)
 {
-    sx_pack body, fr;
+    sx_pack body;
     char txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
-    sx_pack_init(&body);
-    sx_pack_map(&body, timeout_ms >= 0 ? 4 : 3);
-    sx_pack_str(&body, "op");
-    sx_pack_str(&body, op);
-    sx_pack_str(&body, "id");
-    sx_pack_uint(&body, id);
+    req_begin(&body, timeout_ms >= 0 ? 4 : 3, op, id);
     sx_pack_str(&body, "pid");
     sx_pack_str(&body, txt);
     if (timeout_ms >= 0) {
         sx_pack_str(&body, "timeout_ms");
         sx_pack_int(&body, timeout_ms);
     }
-    sx_pack_init(&fr);
-    CHECK_RC(sx_wire_frame(&fr, sx_pack_payload(&body)), 0);
-    const uint8_t *p = fr.data;
-    size_t n = fr.len;
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        CHECK(w > 0);
-        p += w;
-        n -= (size_t)w;
-    }
-    sx_pack_fini(&fr);
+    CHECK_RC(raw_frame(fd, &body), 0);
     sx_pack_fini(&body);
-}
-
-static void wait_connections(const fixture *f, uint64_t want)
-{
-    sx_server_stats st;
-    double until = sx_test_now_ms() + 20000;
-    do {
-        sx_server_stats_get(f->s, &st);
-        if (st.connections == want)
-            return;
-        sleep_ms(1);
-    } while (sx_test_now_ms() < until);
-    CHECK_EQ_U64(st.connections, want);
 }
 
 /* Property: clients that disconnect with waits (with and without a
@@ -194,7 +152,7 @@ static void test_disconnect_mid_wait(void)
         sx_pid sp;
         CHECK_RC(sx_client_submit(good, "sleeper", "run", &in, 1, &sp, NULL),
                  0);
-        int fd = raw_connect(&f);
+        int fd = raw_connect(f.path);
         switch (round % 4) {
         case 0: /* wait, no timeout; subscribe; on a sleeper */
             raw_request(fd, "wait", 1, sp, -1);
@@ -224,26 +182,20 @@ static void test_disconnect_mid_wait(void)
             sx_reply_free(&r);
         }
     }
-    wait_connections(&f, 1);
+    fx_wait_connections(&f, 1, 20000);
     /* The server is fine: a fresh client's job. */
     sx_client *c;
     CHECK_RC(sx_client_connect(f.path, NULL, 10000, &c), 0);
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    sx_payload in = sx_payload_int(b, 7);
-    sx_pid pid;
-    CHECK_RC(sx_client_submit(c, "square", "run", &in, 1, &pid, NULL), 0);
-    sx_reply r;
-    CHECK_RC(sx_client_wait(c, pid, 30000, NULL, &r), 0);
-    CHECK_EQ_INT(reply_int(&r, "result"), 49);
-    sx_reply_free(&r);
+    square_ok(c, 7, 30000);
     sx_client_close(c);
+    sx_reply r;
     /* The idle process finishes now, while the server runs: every watch
      * left by a gone client fires into nothing. */
     CHECK_RC(sx_client_terminate(good, idle, NULL), 0);
     CHECK(sx_client_wait(good, idle, 30000, NULL, &r) != 0);
     sx_reply_free(&r);
     sx_client_close(good);
-    wait_connections(&f, 0);
+    fx_wait_connections(&f, 0, 20000);
     fx_down(&f);
 }
 
@@ -266,18 +218,11 @@ static void test_disconnect_mid_subscribe(void)
             sleep_ms(1 + round % 5);
         sx_client_close(c);
     }
-    wait_connections(&f, 0);
+    fx_wait_connections(&f, 0, 20000);
     /* Every sleeper has finished or will; the server still serves. */
     sx_client *c;
     CHECK_RC(sx_client_connect(f.path, NULL, 10000, &c), 0);
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    sx_payload in = sx_payload_int(b, 5);
-    sx_pid pid;
-    CHECK_RC(sx_client_submit(c, "square", "run", &in, 1, &pid, NULL), 0);
-    sx_reply r;
-    CHECK_RC(sx_client_wait(c, pid, 30000, NULL, &r), 0);
-    CHECK_EQ_INT(reply_int(&r, "result"), 25);
-    sx_reply_free(&r);
+    square_ok(c, 5, 30000);
     sx_client_close(c);
     fx_down(&f);
 }

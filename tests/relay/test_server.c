@@ -1,15 +1,14 @@
 /* tests/relay/test_server.c — the relay server end to end: a server on a
- * temporary Unix socket and on TCP 127.0.0.1:0 over an engine with test
- * process types, driven through the C client (and raw frames where the
- * client would hide something). Every op of PROTOCOL.md, every error code
- * the server can produce, pushes in per-sender order, subscribe and wait
- * on finished PIDs, the token rules, the socket file's rules. Each case
- * opens with the property it checks.
+ * temporary Unix socket and on TCP 127.0.0.1:0 over an engine with the
+ * shipped and the test process types (relay_fixture.h), driven through the
+ * C client (and raw frames where the client would hide something). Every
+ * op of PROTOCOL.md, every error code the server can produce, pushes in
+ * per-sender order, subscribe and wait on finished PIDs, the token rules,
+ * the socket file's rules. Each case opens with the property it checks.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,369 +26,9 @@
 
 #include "tests/harness.h"
 
-/* ==== test process types ================================================ */
+#include "tests/relay/relay_fixture.h"
 
-static const sx_payload nil = { NULL, 0 };
-static const char *const run_m[] = { "run", NULL };
-static const char *const serve_m[] = { "serve", NULL };
-
-/* counter.run [n]: n no-op yields (one per step), DONE n. */
-typedef struct {
-    int64_t n, left;
-} counter_st;
-
-static int counter_init(void *st, const sx_init_ctx *c, const char *m,
-                        const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    counter_st *s = st;
-    if (n != 1 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0)
-        return SX_EINVAL;
-    s->left = s->n;
-    return 0;
-}
-
-static int counter_step(void *st, const sx_event *ev, size_t n,
-                        sx_step_output *out)
-{
-    (void)ev, (void)n;
-    counter_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    if (s->left-- > 0) {
-        sx_yield(out, SX_CMD_NOOP, 1, nil);
-        sx_wait(out);
-        return 0;
-    }
-    sx_done(out, sx_payload_int(b, s->n));
-    return 0;
-}
-
-/* sleeper.run [ms]: one sleep, DONE ms. */
-typedef struct {
-    int64_t ms;
-    int slept;
-} sleeper_st;
-
-static int sleeper_init(void *st, const sx_init_ctx *c, const char *m,
-                        const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    sleeper_st *s = st;
-    return n == 1 && sx_payload_get_int(in[0], &s->ms) == 0 ? 0 : SX_EINVAL;
-}
-
-static int sleeper_step(void *st, const sx_event *ev, size_t n,
-                        sx_step_output *out)
-{
-    sleeper_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    if (!s->slept) {
-        s->slept = 1;
-        sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
-        sx_wait(out);
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].type == SX_EVENT_YIELD_COMPLETE) {
-            sx_done(out, sx_payload_int(b, s->ms));
-            return 0;
-        }
-    sx_wait(out);
-    return 0;
-}
-
-/* echo.serve []: each message goes back to its sender; "stop" or a
- * cancel: DONE with the count. */
-typedef struct {
-    int64_t echoed;
-} echo_st;
-
-static int echo_init(void *st, const sx_init_ctx *c, const char *m,
-                     const sx_payload *in, size_t n)
-{
-    (void)st, (void)c, (void)m, (void)in;
-    return n == 0 ? 0 : SX_EINVAL;
-}
-
-static int echo_step(void *st, const sx_event *ev, size_t n,
-                     sx_step_output *out)
-{
-    echo_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    for (size_t i = 0; i < n; i++) {
-        if (ev[i].type != SX_EVENT_MESSAGE)
-            continue;
-        if (strcmp(ev[i].topic, "stop") == 0 ||
-            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
-            sx_done(out, sx_payload_int(b, s->echoed));
-            return 0;
-        }
-        sx_send(out, ev[i].from, ev[i].topic, ev[i].data);
-        s->echoed++;
-    }
-    sx_idle(out);
-    return 0;
-}
-
-/* fail.run [message]: fails at once with message. */
-typedef struct {
-    char msg[128];
-} fail_st;
-
-static int fail_init(void *st, const sx_init_ctx *c, const char *m,
-                     const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    fail_st *s = st;
-    return n == 1 && sx_payload_get_str(in[0], s->msg, sizeof(s->msg)) == 0
-               ? 0
-               : SX_EINVAL;
-}
-
-static int fail_step(void *st, const sx_event *ev, size_t n,
-                     sx_step_output *out)
-{
-    (void)ev, (void)n;
-    sx_fail(out, ((fail_st *)st)->msg);
-    return 0;
-}
-
-/* badinit.run: init refuses with -EIO (an init's own error). */
-static int badinit_init(void *st, const sx_init_ctx *c, const char *m,
-                        const sx_payload *in, size_t n)
-{
-    (void)st, (void)c, (void)m, (void)in, (void)n;
-    return -EIO;
-}
-
-/* idle.serve: IDLE until terminated; a cancel ends it with
- * SX_ECANCELLED (the process's own error). */
-static int idle_init(void *st, const sx_init_ctx *c, const char *m,
-                     const sx_payload *in, size_t n)
-{
-    (void)st, (void)c, (void)m, (void)in, (void)n;
-    return 0;
-}
-
-static int idle_step(void *st, const sx_event *ev, size_t n,
-                     sx_step_output *out)
-{
-    (void)st;
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].type == SX_EVENT_MESSAGE &&
-            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0)
-            return SX_ECANCELLED;
-    sx_idle(out);
-    return 0;
-}
-
-/* blocker.run: its first step blocks until the test opens the gate (so
- * that a terminate leaves it "finishing" for a while), then IDLE. */
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_open, gate_entered;
-
-static int blocker_step(void *st, const sx_event *ev, size_t n,
-                        sx_step_output *out)
-{
-    (void)st, (void)ev, (void)n;
-    pthread_mutex_lock(&gate_mu);
-    gate_entered = 1;
-    pthread_cond_broadcast(&gate_cv);
-    while (!gate_open)
-        pthread_cond_wait(&gate_cv, &gate_mu);
-    pthread_mutex_unlock(&gate_mu);
-    sx_idle(out);
-    return 0;
-}
-
-/* flood.run [to, n, size]: sends n messages to the PID text `to`, topic
- * "seq", data [i, bin(size)], 64 per step; DONE n. */
-typedef struct {
-    sx_pid to;
-    int64_t n, i, size;
-    uint8_t *pad;
-} flood_st;
-
-static int flood_init(void *st, const sx_init_ctx *c, const char *m,
-                      const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    flood_st *s = st;
-    char txt[SX_PID_TEXT_MAX];
-    if (n != 3 || sx_payload_get_str(in[0], txt, sizeof(txt)) != 0 ||
-        sx_pid_parse(txt, &s->to) != 0 ||
-        sx_payload_get_int(in[1], &s->n) != 0 ||
-        sx_payload_get_int(in[2], &s->size) != 0 || s->size < 0)
-        return SX_EINVAL;
-    s->pad = calloc(1, (size_t)s->size + 1);
-    return s->pad != NULL ? 0 : SX_ENOMEM;
-}
-
-static void flood_close(void *st)
-{
-    free(((flood_st *)st)->pad);
-}
-
-static int flood_step(void *st, const sx_event *ev, size_t n,
-                      sx_step_output *out)
-{
-    (void)ev, (void)n;
-    flood_st *s = st;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    for (int k = 0; k < 64 && s->i < s->n; k++, s->i++) {
-        uint8_t buf[256];
-        sx_pack pk;
-        sx_pack_init(&pk);
-        sx_pack_array(&pk, 2);
-        sx_pack_int(&pk, s->i);
-        sx_pack_bin(&pk, s->pad, (size_t)s->size);
-        (void)buf;
-        sx_send(out, s->to, "seq", sx_pack_payload(&pk));
-        sx_pack_fini(&pk);
-    }
-    if (s->i >= s->n)
-        sx_done(out, sx_payload_int(b, s->n));
-    else
-        sx_continue(out);
-    return 0;
-}
-
-/* deep.run [d] or [d, to]: sends d-deep nested arrays to the PID text
- * `to` (when given), then DONE with them. */
-static int deep_init(void *st, const sx_init_ctx *c, const char *m,
-                     const sx_payload *in, size_t n)
-{
-    (void)c, (void)m;
-    int64_t *d = st;
-    char txt[SX_PID_TEXT_MAX];
-    sx_pid *to = (sx_pid *)(d + 1);
-    if (n < 1 || n > 2 || sx_payload_get_int(in[0], d) != 0 || *d < 0)
-        return SX_EINVAL;
-    if (n == 2 && (sx_payload_get_str(in[1], txt, sizeof(txt)) != 0 ||
-                   sx_pid_parse(txt, to) != 0))
-        return SX_EINVAL;
-    return 0;
-}
-
-static int deep_step(void *st, const sx_event *ev, size_t n,
-                     sx_step_output *out)
-{
-    (void)ev, (void)n;
-    int64_t *d = st;
-    sx_pid *to = (sx_pid *)(d + 1);
-    sx_pack pk;
-    sx_pack_init(&pk);
-    for (int64_t i = 0; i < *d; i++)
-        sx_pack_array(&pk, 1);
-    sx_pack_nil(&pk);
-    if (!sx_pid_eq(*to, SX_PID_NONE))
-        sx_send(out, *to, "deep", sx_pack_payload(&pk));
-    sx_done(out, sx_pack_payload(&pk));
-    sx_pack_fini(&pk);
-    return 0;
-}
-
-static const sx_process_type test_types[] = {
-    { .name = "counter",
-      .state_size = sizeof(counter_st),
-      .init = counter_init,
-      .step = counter_step,
-      .methods = run_m },
-    { .name = "sleeper",
-      .state_size = sizeof(sleeper_st),
-      .init = sleeper_init,
-      .step = sleeper_step,
-      .methods = run_m },
-    { .name = "echo",
-      .state_size = sizeof(echo_st),
-      .init = echo_init,
-      .step = echo_step,
-      .methods = serve_m },
-    { .name = "fail",
-      .state_size = sizeof(fail_st),
-      .init = fail_init,
-      .step = fail_step,
-      .methods = run_m },
-    { .name = "badinit",
-      .state_size = 8,
-      .init = badinit_init,
-      .step = idle_step,
-      .methods = run_m },
-    { .name = "idle",
-      .state_size = 8,
-      .init = idle_init,
-      .step = idle_step,
-      .methods = serve_m },
-    { .name = "blocker",
-      .state_size = 8,
-      .init = idle_init,
-      .step = blocker_step,
-      .methods = run_m },
-    { .name = "flood",
-      .state_size = sizeof(flood_st),
-      .init = flood_init,
-      .step = flood_step,
-      .close = flood_close,
-      .methods = run_m },
-    { .name = "deep",
-      .state_size = sizeof(int64_t) + sizeof(sx_pid),
-      .init = deep_init,
-      .step = deep_step,
-      .methods = run_m },
-};
-
-/* ==== fixture =========================================================== */
-
-typedef struct {
-    sx_engine *e;
-    sx_server *s;
-    char dir[64];
-    char path[128];
-    char unix_addr[140];
-    char tcp_addr[64];
-} fixture;
-
-static void fx_up_cfg(fixture *f, size_t max_processes,
-                      const sx_server_config *extra)
-{
-    memset(f, 0, sizeof(*f));
-    sx_engine_config ec = { .workers = 2, .max_processes = max_processes };
-    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
-    for (size_t i = 0; i < sizeof(test_types) / sizeof(test_types[0]); i++)
-        CHECK_RC(sx_engine_register(f->e, &test_types[i]), 0);
-    CHECK_RC(sx_engine_start(f->e), 0);
-    strcpy(f->dir, "/tmp/sxsrvXXXXXX");
-    CHECK(mkdtemp(f->dir) != NULL);
-    snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
-    snprintf(f->unix_addr, sizeof(f->unix_addr), "unix:%s", f->path);
-    sx_server_config sc = { 0 };
-    if (extra != NULL)
-        sc = *extra;
-    sc.socket_path = f->path;
-    if (sc.listen == NULL)
-        sc.listen = "127.0.0.1:0";
-    if (sc.server_name == NULL)
-        sc.server_name = "test-server/1";
-    CHECK_RC(sx_server_start(f->e, &sc, &f->s), 0);
-    snprintf(f->tcp_addr, sizeof(f->tcp_addr), "127.0.0.1:%d",
-             sx_server_port(f->s));
-}
-
-static void fx_up(fixture *f)
-{
-    fx_up_cfg(f, 0, NULL);
-}
-
-static void fx_down(fixture *f)
-{
-    sx_server_stop(f->s);
-    struct stat st;
-    CHECK(stat(f->path, &st) != 0); /* the socket file is removed */
-    CHECK_RC(sx_engine_stop(f->e, 1000), 0);
-    sx_engine_free(f->e);
-    rmdir(f->dir);
-}
+/* ==== fixture helpers ================================================== */
 
 static sx_client *connect_ok(const char *addr)
 {
@@ -399,15 +38,6 @@ static sx_client *connect_ok(const char *addr)
 }
 
 /* ==== payload helpers =================================================== */
-
-static int64_t map_int(sx_payload m, const char *key)
-{
-    sx_payload v;
-    int64_t x = -1;
-    CHECK_RC(sx_map_get(m, key, &v), 0);
-    CHECK_RC(sx_payload_get_int(v, &x), 0);
-    return x;
-}
 
 /* The string at key, copied into buf. */
 static const char *map_str(sx_payload m, const char *key, char *buf, size_t cap)
@@ -496,82 +126,6 @@ static void pk_pid(sx_pack *pk, const char *key, sx_pid pid)
     sx_pack_str(pk, t);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-/* ==== raw sockets ======================================================= */
-
-static int raw_unix(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
-    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
-
-static void raw_write(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        CHECK(w > 0);
-        b += w;
-        n -= (size_t)w;
-    }
-}
-
-static void raw_frame(int fd, sx_pack *body)
-{
-    sx_pack fr;
-    sx_pack_init(&fr);
-    CHECK_RC(sx_wire_frame(&fr, sx_pack_payload(body)), 0);
-    raw_write(fd, fr.data, fr.len);
-    sx_pack_fini(&fr);
-}
-
-/* Reads exactly n bytes: 0, 1 at EOF, -1 on timeout. */
-static int raw_read_n(int fd, uint8_t *b, size_t n, int timeout_ms)
-{
-    double until = sx_test_now_ms() + timeout_ms;
-    while (n > 0) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)(until - sx_test_now_ms());
-        if (left < 0 || poll(&p, 1, left) == 0)
-            return -1;
-        ssize_t r = recv(fd, b, n, 0);
-        if (r == 0 || (r < 0 && errno == ECONNRESET))
-            return 1;
-        CHECK(r > 0);
-        b += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-/* One frame's body into *out (malloc'd): 0, 1 at EOF, -1 on timeout. */
-static int raw_read(int fd, int timeout_ms, sx_payload *out)
-{
-    uint8_t h[4];
-    int rc = raw_read_n(fd, h, 4, timeout_ms);
-    if (rc != 0)
-        return rc;
-    size_t n =
-        (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
-    uint8_t *b = malloc(n + 1);
-    CHECK(b != NULL);
-    CHECK_RC(raw_read_n(fd, b, n, timeout_ms), 0);
-    CHECK_RC(sx_wire_check(b, n), 0);
-    *out = (sx_payload){ b, n };
-    return 0;
-}
-
 /* ==== cases ============================================================= */
 
 /* Property: hello answers version 1, the node, the configured server name
@@ -580,7 +134,7 @@ static int raw_read(int fd, int timeout_ms, sx_payload *out)
 static void test_hello(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *a = connect_ok(f.unix_addr);
     sx_client *b = connect_ok(f.tcp_addr);
     CHECK(!sx_pid_eq(sx_client_mailbox(a), sx_client_mailbox(b)));
@@ -596,7 +150,7 @@ static void test_hello(void)
     char buf[64];
     CHECK_EQ_INT(map_int(r.body, "version"), 1);
     CHECK_EQ_INT(map_int(r.body, "node"), 0);
-    CHECK_STR(map_str(r.body, "server", buf, sizeof(buf)), "test-server/1");
+    CHECK_STR(map_str(r.body, "server", buf, sizeof(buf)), FX_SERVER_NAME);
     CHECK(sx_pid_eq(map_pid(r.body, "mailbox"), sx_client_mailbox(a)));
     sx_reply_free(&r);
     /* A version this server does not speak is bad_request; the connection
@@ -619,7 +173,7 @@ static void test_hello(void)
 static void test_submit_wait(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     const char *addrs[2] = { f.unix_addr, f.tcp_addr };
     for (int i = 0; i < 2; i++) {
         sx_client *c = connect_ok(addrs[i]);
@@ -642,7 +196,7 @@ static void test_submit_wait(void)
 static void test_wait_after_finish(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid pid = submit_int(c, "counter", 3);
     sx_result res;
@@ -681,7 +235,7 @@ static void test_wait_after_finish(void)
 static void test_wait_errors(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_reply r;
     /* failed */
@@ -724,7 +278,7 @@ static void test_wait_errors(void)
 static void test_cancel_terminate(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.tcp_addr);
     sx_pid ep = submit_ok(c, "echo", "serve", NULL, 0);
     CHECK_RC(sx_client_cancel(c, ep, NULL, NULL), 0);
@@ -749,7 +303,7 @@ static void test_cancel_terminate(void)
 static void test_send_echo(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid ep = submit_ok(c, "echo", "serve", NULL, 0);
     const int n = 200;
@@ -797,7 +351,7 @@ static void test_send_echo(void)
 static void test_push_order(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     char mb[SX_PID_TEXT_MAX];
     sx_pid_format(sx_client_mailbox(c), mb, sizeof(mb));
@@ -852,7 +406,7 @@ static void test_push_order(void)
 static void test_subscribe(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid sp = submit_int(c, "sleeper", 30);
     CHECK_RC(sx_client_subscribe(c, sp, NULL), 0);
@@ -891,11 +445,12 @@ static void test_subscribe(void)
 
 /* Property: ps lists live processes {pid, type, method, state, steps} up
  * to limit; stats is a map of counters that moves with the work; types
- * lists every registered type with its methods. */
+ * lists every registered type with its methods, in the engine's order
+ * (the shipped types, then the fixture's). */
 static void test_ps_stats_types(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid a = submit_ok(c, "idle", "serve", NULL, 0);
     sx_pid b = submit_ok(c, "echo", "serve", NULL, 0);
@@ -980,13 +535,18 @@ static void test_ps_stats_types(void)
     CHECK_RC(sx_map_get(r.body, "types", &ty), 0);
     sx_unpack_init(&u, ty);
     CHECK_RC(sx_unpack_array(&u, &n), 0);
-    CHECK_EQ_INT(n, sizeof(test_types) / sizeof(test_types[0]));
+    const sx_process_type *reg[32];
+    size_t nreg = sx_engine_types(f.e, reg, 32);
+    CHECK(nreg > FX_NTYPES && nreg <= 32);
+    CHECK_EQ_INT(n, nreg);
+    for (size_t i = 0; i < FX_NTYPES; i++) /* registered last */
+        CHECK_STR(reg[nreg - FX_NTYPES + i]->name, fx_types[i].name);
     for (uint32_t i = 0; i < n; i++) {
         sx_payload e, ms;
         char name[32], m0[32];
         CHECK_RC(sx_unpack_raw(&u, &e), 0);
         map_str(e, "name", name, sizeof(name));
-        CHECK_STR(name, test_types[i].name);
+        CHECK_STR(name, reg[i]->name);
         CHECK_RC(sx_map_get(e, "methods", &ms), 0);
         sx_unpack mu;
         uint32_t nm;
@@ -996,7 +556,7 @@ static void test_ps_stats_types(void)
         sx_payload s0;
         CHECK_RC(sx_unpack_raw(&mu, &s0), 0);
         CHECK_RC(sx_payload_get_str(s0, m0, sizeof(m0)), 0);
-        CHECK_STR(m0, test_types[i].methods[0]);
+        CHECK_STR(m0, reg[i]->methods[0]);
     }
     sx_reply_free(&r);
     sx_client_close(c);
@@ -1010,7 +570,7 @@ static void test_ps_stats_types(void)
 static void test_request_errors(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pack pk;
     /* bad_request: missing fields, wrong types */
@@ -1124,7 +684,7 @@ static void *open_gate_later(void *arg)
 static void test_closed(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     gate_open = gate_entered = 0;
     sx_pid bp = submit_ok(c, "blocker", "run", NULL, 0);
@@ -1153,7 +713,9 @@ static void test_closed(void)
 static void test_limit_stopping(void)
 {
     fixture f;
-    fx_up_cfg(&f, 2, NULL);
+    sx_server_config sc = { .listen = FX_LISTEN,
+                            .server_name = FX_SERVER_NAME };
+    fx_up_cfg(&f, 2, &sc);
     sx_client *c = connect_ok(f.unix_addr);
     submit_ok(c, "idle", "serve", NULL, 0);
     submit_ok(c, "idle", "serve", NULL, 0);
@@ -1176,26 +738,17 @@ static void test_limit_stopping(void)
 static void test_out_of_order(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid sp = submit_int(c, "sleeper", 200);
-    int fd = raw_unix(f.path);
+    int fd = raw_connect(f.path);
     sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_map(&pk, 3);
-    sx_pack_str(&pk, "op");
-    sx_pack_str(&pk, "wait");
-    sx_pack_str(&pk, "id");
-    sx_pack_uint(&pk, 1);
+    req_begin(&pk, 3, "wait", 1);
     pk_pid(&pk, "pid", sp);
-    raw_frame(fd, &pk);
-    sx_pack_reset(&pk);
-    sx_pack_map(&pk, 2);
-    sx_pack_str(&pk, "op");
-    sx_pack_str(&pk, "ps");
-    sx_pack_str(&pk, "id");
-    sx_pack_uint(&pk, 2);
-    raw_frame(fd, &pk);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    req_begin(&pk, 2, "ps", 2);
+    CHECK_RC(raw_frame(fd, &pk), 0);
     sx_pack_fini(&pk);
     sx_payload b1, b2;
     CHECK_RC(raw_read(fd, 10000, &b1), 0);
@@ -1220,7 +773,7 @@ static void test_token(void)
     sx_engine_config ec = { .workers = 1 };
     sx_engine *e;
     CHECK_RC(sx_engine_new(&ec, &e), 0);
-    CHECK_RC(sx_engine_register(e, &test_types[0]), 0);
+    CHECK_RC(sx_types_register_builtin(e), 0);
     sx_server *s;
     sx_server_config bad = { .listen = "127.0.0.1:0" };
     CHECK_RC(sx_server_start(e, &bad, &s), SX_ESTATE); /* not started */
@@ -1259,13 +812,8 @@ static void test_token(void)
     sa.sin_addr.s_addr = htonl(0x7f000001);
     CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_map(&pk, 2);
-    sx_pack_str(&pk, "op");
-    sx_pack_str(&pk, "ps");
-    sx_pack_str(&pk, "id");
-    sx_pack_uint(&pk, 9);
-    raw_frame(fd, &pk);
+    req_begin(&pk, 2, "ps", 9);
+    CHECK_RC(raw_frame(fd, &pk), 0);
     sx_pack_fini(&pk);
     sx_payload b;
     CHECK_RC(raw_read(fd, 10000, &b), 0);
@@ -1286,7 +834,7 @@ static void test_token(void)
 static void test_socket_file(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     struct stat st;
     CHECK_RC(stat(f.path, &st), 0);
     CHECK(S_ISSOCK(st.st_mode));
@@ -1330,22 +878,17 @@ static void test_socket_file(void)
 static void test_stop_with_pending(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
     CHECK_RC(sx_client_subscribe(c, ip, NULL), 0);
-    int fd = raw_unix(f.path);
+    int fd = raw_connect(f.path);
     sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_map(&pk, 4);
-    sx_pack_str(&pk, "op");
-    sx_pack_str(&pk, "wait");
-    sx_pack_str(&pk, "id");
-    sx_pack_uint(&pk, 1);
+    req_begin(&pk, 4, "wait", 1);
     pk_pid(&pk, "pid", ip);
     sx_pack_str(&pk, "timeout_ms");
     sx_pack_uint(&pk, 100000);
-    raw_frame(fd, &pk);
+    CHECK_RC(raw_frame(fd, &pk), 0);
     sx_pack_fini(&pk);
     /* The wait is registered once a later request is answered. */
     CHECK_RC(sx_client_wait(c, submit_int(c, "counter", 1), -1, NULL, NULL), 0);
@@ -1367,7 +910,7 @@ static void test_stop_with_pending(void)
 static void test_server_stats(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_server_stats st;
     sx_server_stats_get(f.s, &st);
     CHECK_EQ_U64(st.connections, 0);
@@ -1379,14 +922,8 @@ static void test_server_stats(void)
     CHECK(st.requests >= 2); /* two hellos */
     sx_client_close(a);
     sx_client_close(b);
-    double until = sx_test_now_ms() + 10000;
-    do {
-        sx_server_stats_get(f.s, &st);
-        if (st.connections == 0)
-            break;
-        sleep_ms(1);
-    } while (sx_test_now_ms() < until);
-    CHECK_EQ_U64(st.connections, 0);
+    fx_wait_connections(&f, 0, 10000);
+    sx_server_stats_get(f.s, &st);
     CHECK_EQ_U64(st.accepted, 2);
     fx_down(&f);
 }
@@ -1399,7 +936,7 @@ static void test_server_stats(void)
 static void test_unsendable(void)
 {
     fixture f;
-    fx_up(&f);
+    fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     char mb[SX_PID_TEXT_MAX];
     sx_pid_format(sx_client_mailbox(c), mb, sizeof(mb));
@@ -1444,7 +981,9 @@ static void test_unsendable(void)
 static void test_max_connections(void)
 {
     fixture f;
-    sx_server_config sc = { .max_connections = 2 };
+    sx_server_config sc = { .listen = FX_LISTEN,
+                            .server_name = FX_SERVER_NAME,
+                            .max_connections = 2 };
     fx_up_cfg(&f, 0, &sc);
     sx_client *a = connect_ok(f.unix_addr);
     sx_client *b = connect_ok(f.tcp_addr);
