@@ -165,12 +165,12 @@ static sx__proc *from_queue(sx_engine *e, sx__worker *w, sx__globalq *q)
     return items[0];
 }
 
-/* The oldest half of the injection ring, at most SX__INJQ_GRAB: one to
- * run, the rest into w's deque. */
-static sx__proc *from_ring(sx_engine *e, sx__worker *w)
+/* The oldest half of the injection ring, at most max (<= SX__INJQ_GRAB):
+ * one to run, the rest into w's deque. */
+static sx__proc *from_ring(sx_engine *e, sx__worker *w, size_t max)
 {
     void *got[SX__INJQ_GRAB];
-    size_t n = sx__injq_grab(&e->inj, got, SX__INJQ_GRAB);
+    size_t n = sx__injq_grab(&e->inj, got, max);
     if (n == 0)
         return NULL;
     deque_take_in(e, w, (sx__proc **)got + 1, n - 1);
@@ -186,7 +186,7 @@ static sx__proc *from_global(sx_engine *e, sx__worker *w)
     sx__proc *p = from_queue(e, w, &e->wq);
     if (p == NULL)
         p = from_queue(e, w, &e->gq);
-    return p != NULL ? p : from_ring(e, w);
+    return p != NULL ? p : from_ring(e, w, SX__INJQ_GRAB);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -259,8 +259,13 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
              * processes before wake-ups, so that neither a worker that
              * keeps its deque full nor a stream of wake-ups starves them. */
             p = from_queue(e, w, &e->gq);
+            /* No more than the global queue's batch: what this look takes
+             * goes on top of the deque, ahead of what is there; taking
+             * more than the 61 looks until the next one run would keep
+             * the deque's oldest items waiting until the ring is empty
+             * (test_sched submit_order: 3,800 places late with 64). */
             if (p == NULL)
-                p = from_ring(e, w);
+                p = from_ring(e, w, SX__GQ_BATCH + 1);
             if (p == NULL)
                 p = from_queue(e, w, &e->wq);
         }
