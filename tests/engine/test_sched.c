@@ -442,6 +442,8 @@ static void test_submit_order(void)
     for (int k = 0; k < 10000 && atomic_load(&order_pos) < ORDER_N; k++)
         usleep_(1000);
     CHECK_EQ_INT(atomic_load(&order_pos), ORDER_N);
+    /* Stop joins the workers: their writes to order_seen are ours now. */
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
     int worst = 0, at = 0;
     for (int i = 0; i < ORDER_N; i++) {
         int d = abs(order_seen[i] - i);
@@ -453,7 +455,6 @@ static void test_submit_order(void)
     printf("# farthest from its place: start %d was process %d\n", at,
            order_seen[at]);
     CHECK(worst <= 256);
-    sx_engine_stop(e, 1000);
     sx_engine_free(e);
 }
 
