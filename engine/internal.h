@@ -218,6 +218,10 @@ typedef struct {
      * per worker so that a submit and a finish on two cores touch no
      * shared counter line (stats sums them with the engine's). */
     _Atomic uint64_t spawned, completed, failed, terminated;
+    /* The live count's share of this worker (engine.c, "live"): processes
+     * it began to spawn, and processes it finished or failed to spawn.
+     * Single writer, seq_cst stores: the stop handshake. */
+    _Atomic uint64_t born, died;
 } sx__wstats;
 
 /* Adds n to a counter that only the calling worker writes. relaxed load and
@@ -372,7 +376,10 @@ struct sx_engine {
     /* Free slots for threads that are not workers (submitters, loops). */
     alignas(64) pthread_mutex_t ext_slots_mu;
     sx__slotcache ext_slots; /* under ext_slots_mu */
-    alignas(64) _Atomic uint64_t live;
+    /* The live count's share of threads that are not workers (engine.c,
+     * "live"), and the admission count when max_processes is set. */
+    alignas(64) _Atomic uint64_t ext_born, ext_died;
+    _Atomic uint64_t admitted;
 
     /* Counters for threads that are not workers (relaxed; figures only):
      * submits from outside; finishes there (none today: every finish runs

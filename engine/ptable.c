@@ -97,7 +97,9 @@ int sx__ptable_init(sx_engine *e)
     for (size_t k = 0; k < SX__SEGS; k++)
         atomic_init(&e->segs[k], NULL);
     atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
-    atomic_init(&e->live, 0);
+    atomic_init(&e->ext_born, 0);
+    atomic_init(&e->ext_died, 0);
+    atomic_init(&e->admitted, 0);
     e->n_segs = 0;
     sx__slotcache_init(&e->ext_slots);
     int rc = pthread_mutex_init(&e->grow_mu, NULL);
