@@ -12,12 +12,7 @@ int sx__injq_init(sx__injq *q, size_t cap)
     q->buf = calloc(cap, sizeof(*q->buf));
     if (q->buf == NULL)
         return SX_ENOMEM;
-    int rc = pthread_mutex_init(&q->mu, NULL);
-    if (rc != 0) {
-        free(q->buf);
-        q->buf = NULL;
-        return -rc;
-    }
+    sx__spin_init(&q->mu);
     q->mask = cap - 1;
     for (size_t i = 0; i < cap; i++)
         atomic_init(&q->buf[i], NULL);
@@ -30,7 +25,6 @@ void sx__injq_fini(sx__injq *q)
 {
     if (q->buf == NULL)
         return;
-    pthread_mutex_destroy(&q->mu);
     free(q->buf);
     q->buf = NULL;
 }

@@ -21,20 +21,21 @@
 #ifndef SX_ENGINE_INJQ_H
 #define SX_ENGINE_INJQ_H
 
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/spin.h"
+
 typedef struct {
     /* Advanced by consumers (CAS); read by the producer to see room. */
     alignas(64) _Atomic uint64_t head;
     /* Written by the producer under mu; read by consumers. */
     alignas(64) _Atomic uint64_t tail;
-    pthread_mutex_t mu; /* serialises producers */
-    uint64_t mask;      /* capacity - 1; immutable after init */
+    sx__spin mu;   /* serialises producers (engine/spin.h) */
+    uint64_t mask; /* capacity - 1; immutable after init */
     _Atomic(void *) *buf;
 } sx__injq;
 

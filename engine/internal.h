@@ -374,7 +374,7 @@ struct sx_engine {
      * first slot of the top magazine. */
     alignas(64) _Atomic uint64_t free_head;
     /* Free slots for threads that are not workers (submitters, loops). */
-    alignas(64) pthread_mutex_t ext_slots_mu;
+    alignas(64) sx__spin ext_slots_mu;
     sx__slotcache ext_slots; /* under ext_slots_mu */
     /* The live count's share of threads that are not workers (engine.c,
      * "live"), and the admission count when max_processes is set. */

@@ -102,12 +102,8 @@ int sx__ptable_init(sx_engine *e)
     atomic_init(&e->admitted, 0);
     e->n_segs = 0;
     sx__slotcache_init(&e->ext_slots);
+    sx__spin_init(&e->ext_slots_mu);
     int rc = pthread_mutex_init(&e->grow_mu, NULL);
-    if (rc != 0)
-        return -rc;
-    rc = pthread_mutex_init(&e->ext_slots_mu, NULL);
-    if (rc != 0)
-        pthread_mutex_destroy(&e->grow_mu);
     return -rc;
 }
 
@@ -120,7 +116,6 @@ void sx__ptable_fini(sx_engine *e)
             seg_unmap(seg, (unsigned)k);
     }
     pthread_mutex_destroy(&e->grow_mu);
-    pthread_mutex_destroy(&e->ext_slots_mu);
 }
 
 /* ---- free slots ----
@@ -294,14 +289,14 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
     sx__worker *w = sx__current_worker(e);
     sx__slotcache *c = w != NULL ? &w->slots : &e->ext_slots;
     if (w == NULL)
-        pthread_mutex_lock(&e->ext_slots_mu);
+        sx__spin_lock(&e->ext_slots_mu);
     sx__proc *p;
     while ((p = cache_take(e, c)) == NULL) {
         if (grow(e) != 0)
             break;
     }
     if (w == NULL)
-        pthread_mutex_unlock(&e->ext_slots_mu);
+        sx__spin_unlock(&e->ext_slots_mu);
     if (p == NULL)
         return NULL;
     /* relaxed: the slot is ours (refs == 0, off the free list); the release

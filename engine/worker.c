@@ -67,7 +67,7 @@ void sx__enqueue(sx_engine *e, sx__proc *p)
 static void inject(sx_engine *e, sx__proc *p)
 {
     sx__injq *q = &e->inj;
-    pthread_mutex_lock(&q->mu);
+    sx__spin_lock(&q->mu);
     if (!sx__injq_push(q, p)) {
         sx__gq_node *first = NULL, *last = NULL;
         size_t moved = 0, m;
@@ -89,7 +89,7 @@ static void inject(sx_engine *e, sx__proc *p)
         if (!sx__injq_push(q, p)) /* the workers took the rest meanwhile? */
             sx__globalq_push(&e->gq, &p->gq); /* never: there is room */
     }
-    pthread_mutex_unlock(&q->mu);
+    sx__spin_unlock(&q->mu);
     sx__park_notify(e);
 }
 
