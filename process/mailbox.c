@@ -91,10 +91,15 @@ bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *))
     sx__mpsc_node *h = atomic_load_explicit(&q->head, memory_order_acquire);
     sx__mpsc_node *n = q->tail;
     for (;;) {
-        if (n != &q->stub && pred(n))
-            return true;
+        /* h has no successor to wait for: pop takes it with the stub. */
         if (n == h)
-            return false;
+            return n != &q->stub && pred(n);
+        /* Any other node is tested only once its link is stored, i.e.
+         * once pop can return it. Testing it first let the worker find a
+         * node that pop could not hand over yet (the tail, behind a push
+         * half done): the worker ran the process again at once, collected
+         * nothing, found the node again, and so on, a hot loop without a
+         * yield for as long as that producer was preempted. */
         sx__mpsc_node *next;
         unsigned spins = 0;
         /* acquire: pairs with the release store of next in push. */
@@ -103,6 +108,8 @@ bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *))
             if (++spins > 64)
                 sched_yield(); /* the producer was preempted mid-push */
         }
+        if (n != &q->stub && pred(n))
+            return true;
         n = next;
     }
 }

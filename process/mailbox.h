@@ -57,8 +57,12 @@ bool sx__mpsc_empty(sx__mpsc *q);
  * pred returns true (then true). Every push that had exchanged head when
  * the walk began is waited for: if such a push is half done, the walk
  * spins (then yields the CPU) until its link appears, so no node queued
- * before the call is missed. The wait is bounded by a producer finishing
- * two instructions (longer only if it is preempted between them). */
+ * before the call is missed. A node is tested only once pop can return
+ * it (its successor is linked, or it is the head the walk read), so a
+ * true answer means the next pop returns a node (unless a push that began
+ * after the walk slips in beside pop's stub: that pop returns NULL, and
+ * the next walk waits for the push). The wait is bounded by a producer
+ * finishing two instructions (longer only if it is preempted between them). */
 bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *));
 
 /* The control stack: a singly linked list through sx__mpsc_node.next. */

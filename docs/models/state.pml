@@ -30,7 +30,9 @@
  * here: a push is two steps (exchange head, then link), and the consumer
  * cannot pop past a half-done push -- nor return the node before one
  * (sx__mpsc_pop needs the successor linked). sx__mpsc_find (backlog) walks
- * up to the head it read, waiting for half-done pushes on the way.
+ * up to the head it read, waiting for half-done pushes on the way, and
+ * tests a node only once pop could take it (the push after it linked,
+ * unless it is the head the walk read).
  *
  * Properties, checked in every interleaving:
  *  - at most one runner: the CAS READY -> RUNNING asserts nobody runs it
@@ -305,6 +307,8 @@ turn:
      :: else ->
         atomic {
           ml[i] == 1;                        /* wait for a half-done push */
+          /* tested only once pop can take it: the push after it linked */
+          (i + 1 == h || ml[i + 1] == 1);
           if
           :: want == BLOCKED || mk[i] == KMSG -> more = 1; break
           :: else -> i++

@@ -3,12 +3,12 @@
  * control stack.
  *
  * Single-threaded cases pin the contract (FIFO, NULL and "empty" on an empty
- * queue, the stub re-insertion path, a push that is half done); concurrent
- * cases check that every node comes out exactly once and in each producer's
- * order (each node carries its producer id and sequence number, and a plain
- * payload that ThreadSanitizer watches), both with a long queue and with a
- * queue kept near empty so that the consumer keeps meeting producers at the
- * stub.
+ * queue, the stub re-insertion path, a push that is half done, find's wait
+ * for it); concurrent cases check that every node comes out exactly once and
+ * in each producer's order (each node carries its producer id and sequence
+ * number, and a plain payload that ThreadSanitizer watches), both with a long
+ * queue and with a queue kept near empty so that the consumer keeps meeting
+ * producers at the stub.
  *
  * Threads: each concurrent case starts its producers and consumes on the
  * test's own thread (the single consumer). SX_STRESS_SCALE=<factor> (e.g.
@@ -24,6 +24,10 @@
  *  C1. control stack push with a load + store of top instead of the CAS;
  *  C2. take returns the list without reversing it;
  *  C3. control stack push CAS relaxed instead of release.
+ *  F1. find tests a node before it waits for the node's link (the code
+ *      before find waited for it): mpsc_find_waits_for_link fails with
+ *      "find returned true before the half-done push was linked" (gcc,
+ *      debugoptimized, on the real file at the parent commit).
  * M1, C1 and C2 are caught by the cases' checks; M2 and C3 only by
  * ThreadSanitizer (x86 keeps stores in order).
  */
@@ -256,6 +260,76 @@ static void test_mpsc_half_done_push(void)
     expect_pop(&q, &a);
     expect_pop(&q, NULL);
     CHECK(sx__mpsc_empty(&q));
+}
+
+/* find_waits_for_link: the producer that finishes a half-done push after
+ * a delay (the second half of sx__mpsc_push), and says when it has. */
+typedef struct {
+    sx__mpsc_node *prev, *node;
+    _Atomic bool linked;
+} late_link;
+
+static void *late_link_main(void *arg)
+{
+    late_link *l = arg;
+    struct timespec ts = { 0, 30 * 1000 * 1000 }; /* 30 ms */
+    nanosleep(&ts, NULL);
+    /* release: as the second half of sx__mpsc_push. */
+    atomic_store_explicit(&l->prev->next, l->node, memory_order_release);
+    /* release: pairs with the acquire load after find; a find that saw
+     * the link sees this flag set. */
+    atomic_store_explicit(&l->linked, true, memory_order_release);
+    return NULL;
+}
+
+static bool pred_any(const sx__mpsc_node *n)
+{
+    (void)n;
+    return true;
+}
+
+static bool pred_none(const sx__mpsc_node *n)
+{
+    (void)n;
+    return false;
+}
+
+/* Property: find says true only for a node that pop can hand over. The
+ * worker relies on it (engine/worker.c, backlog): a true answer runs the
+ * process again, whose next collect pops. Here a is the tail after a pop
+ * that met b's half-done push (so pop returns NULL), and find must wait
+ * for b's link before it says true, after which pop returns a. Before the
+ * fix find tested a at once: it said true while pop still returned NULL,
+ * and the worker looped on the process without a yield (a hot loop for
+ * as long as the producer stayed preempted). */
+static void test_mpsc_find_waits_for_link(void)
+{
+    static mb_ev a, b;
+    sx__mpsc q;
+    sx__mpsc_init(&q);
+    sx__mpsc_push(&q, &a.link);
+    /* b's push, first half. */
+    atomic_store_explicit(&b.link.next, NULL, memory_order_relaxed);
+    late_link l = { NULL, &b.link, false };
+    l.prev = atomic_exchange_explicit(&q.head, &b.link, memory_order_acq_rel);
+    CHECK(l.prev == &a.link);
+    expect_pop(&q, NULL); /* moves the tail onto a, which it cannot take */
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, late_link_main, &l), 0);
+    CHECK(sx__mpsc_find(&q, pred_any));
+    /* acquire: pairs with the release store after the link. */
+    bool linked = atomic_load_explicit(&l.linked, memory_order_acquire);
+    if (!linked)
+        SX_FAILF("find returned true before the half-done push was linked");
+    expect_pop(&q, &a);
+    CHECK_EQ_INT(pthread_join(t, NULL), 0);
+    /* A walk that finds nothing still goes to the head, b. */
+    CHECK(!sx__mpsc_find(&q, pred_none));
+    CHECK(sx__mpsc_find(&q, pred_any));
+    expect_pop(&q, &b);
+    expect_pop(&q, NULL);
+    CHECK(sx__mpsc_empty(&q));
+    CHECK(!sx__mpsc_find(&q, pred_any));
 }
 
 /* ---- MPSC: concurrent -------------------------------------------------- */
@@ -534,6 +608,7 @@ static const sx_test_case cases[] = {
     { "mpsc_stub_reinsertion", test_mpsc_stub_reinsertion },
     { "mpsc_model", test_mpsc_model },
     { "mpsc_half_done_push", test_mpsc_half_done_push },
+    { "mpsc_find_waits_for_link", test_mpsc_find_waits_for_link },
     { "mpsc_producers", test_mpsc_producers },
     { "mpsc_near_empty", test_mpsc_near_empty },
     { "ctl_take_oldest_first", test_ctl_take_oldest_first },

@@ -18,8 +18,9 @@
  *  - nothing runnable is left while all workers are parked, and no wake-up
  *    is lost: a watchdog fails the case ("stalled: N processes left") when
  *    no step runs for STALL_MS while processes are live, listing them and
- *    saying whether one is ready/running while every worker is parked; at
- *    the end every worker's timeout_finds is 0;
+ *    saying whether one is ready/running while every worker is parked,
+ *    and nothing moves for STALL_MS / 2 more; at the end every worker's
+ *    timeout_finds is 0;
  *  - every close is called exactly once per successful init (failing
  *    inits, deliberate or at the index budget, get none), and the engine's
  *    own counters (submitted, completed, terminated, live) agree.
@@ -50,6 +51,22 @@
  * has exactly one event that can wake it; if that completion lands between the
  * worker's load of the state word and its plain store, the flag is lost and it
  * never runs.
+ *
+ * Pauses. Under ThreadSanitizer on the 2-core VM with CPU hogs beside it,
+ * the watchdog fired about once in 13-60 runs, always in the submit phase,
+ * and each time its own snapshot showed the engine running again while it
+ * was taken: listed < live by 77-244 (processes finished between the
+ * figures and the table walk; only workers finish processes), a global
+ * queue figure above the ready count, processes listed READY or BLOCKED
+ * whose last step (read after the walk) had chosen DONE. So no step or
+ * close had run for 10 s, and then the engine resumed by itself: not a
+ * lost wake-up, which strands its processes for good. What paused it is
+ * not known (that VM's kernel log shows a 35 s workqueue lockup on one
+ * CPU the same day). The watchdog therefore fails only when nothing moves
+ * during its snapshot and for STALL_MS / 2 after it; a silence that ends
+ * by itself is printed ("PAUSE ... not a stall", with the watchdog's own
+ * longest gap between looks) and counted ("pauses" in the summary line).
+ * The negative control above strands processes for good and still fails.
  *
  * Scale: SX_STRESS_SCALE (a float, default 1) multiplies the process count.
  *
@@ -176,6 +193,8 @@ typedef struct {
     /* Watchdog (main thread only). */
     uint64_t last_progress;
     double last_change, last_look;
+    double look_gap_max; /* longest gap between two looks since progress */
+    unsigned pauses;     /* silences that ended by themselves (stalled) */
 } test_ctx;
 
 static test_ctx T;
@@ -1160,8 +1179,33 @@ static int stressor_of(uint64_t id)
     return -1;
 }
 
-/* No step ran for STALL_MS with processes live: say what is left, then
- * fail. */
+/* Steps and closes so far: what the watchdog calls progress. */
+static uint64_t progress(void)
+{
+    static sx_worker_stats ws[SX_MAX_WORKERS];
+    sx_engine_stats st;
+    return total_steps(&st, ws) + get(&T.closes);
+}
+
+/* After a snapshot: true if progress resumed within `ms` (checked every 20
+ * ms). A lost wake-up strands its processes for good; an engine that
+ * merely was not run (a starved or descheduled test process) moves again
+ * by itself. */
+static bool resumed(double ms)
+{
+    double end = sx_test_now_ms() + ms;
+    for (;;) {
+        if (progress() != T.last_progress)
+            return true;
+        if (sx_test_now_ms() >= end)
+            return false;
+        nap_us(20000);
+    }
+}
+
+/* No step ran for STALL_MS with processes live: say what is left; then
+ * fail, unless the engine moves again during the snapshot or within
+ * STALL_MS / 2 after it (a pause: logged, counted, not a failure). */
 static void stalled(const char *phase)
 {
     static sx_worker_stats ws[SX_MAX_WORKERS];
@@ -1218,7 +1262,25 @@ static void stalled(const char *phase)
     }
     if (runnable && st.parked == st.workers)
         fprintf(stderr, "stress: runnable process while all workers parked\n");
+    fprintf(stderr,
+            "stress: the watchdog's own longest gap between looks in this "
+            "silence: %.0f ms\n",
+            T.look_gap_max);
     free(info);
+    double silent = sx_test_now_ms() - T.last_change;
+    if (resumed(STALL_MS / 2)) {
+        /* The snapshot above may then be inconsistent (taken while the
+         * engine ran again): listed < live, global queue > ready. */
+        fprintf(stderr,
+                "stress: PAUSE in %s, not a stall: no step or close for "
+                "%.0f ms, then the engine moved again by itself\n",
+                phase, silent);
+        T.pauses++;
+        T.last_progress = progress();
+        T.last_change = sx_test_now_ms();
+        T.look_gap_max = 0;
+        return;
+    }
     SX_FAILF("stalled: %llu processes left (%s)", (unsigned long long)st.live,
              phase);
 }
@@ -1229,6 +1291,8 @@ static void watch(const char *phase)
     double now = sx_test_now_ms();
     if (now - T.last_look < 20)
         return;
+    if (T.last_look > 0 && now - T.last_look > T.look_gap_max)
+        T.look_gap_max = now - T.last_look;
     T.last_look = now;
     static sx_worker_stats ws[SX_MAX_WORKERS];
     sx_engine_stats st;
@@ -1236,6 +1300,7 @@ static void watch(const char *phase)
     if (p != T.last_progress || st.live == 0) {
         T.last_progress = p;
         T.last_change = now;
+        T.look_gap_max = 0;
         return;
     }
     if (now - T.last_change > STALL_MS)
@@ -1520,7 +1585,7 @@ static void report(const end_stats *es, double ms)
            "%llu yields, %llu completions, %llu sink messages, %llu peer "
            "messages (%llu received), %llu pings, %llu outside messages, "
            "%llu/%llu cancels received, %llu terminated, %llu park "
-           "timeouts, %.0f ms\n",
+           "timeouts, %u pauses, %.0f ms\n",
            indices_used(), (unsigned long long)get(&T.spawns_ok),
            (unsigned long long)get(&T.init_fails),
            (unsigned long long)es->steps, (unsigned long long)get(&T.yields),
@@ -1533,7 +1598,7 @@ static void report(const end_stats *es, double ms)
            (unsigned long long)get(&T.cancels_recv),
            (unsigned long long)get(&T.cancels_ok),
            (unsigned long long)es->st.terminated, (unsigned long long)timeouts,
-           ms);
+           T.pauses, ms);
 }
 
 static void stress(unsigned workers)
