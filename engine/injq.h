@@ -48,8 +48,11 @@ bool sx__injq_push(sx__injq *q, void *item);
 /* [any thread] Takes the oldest half of the items (rounded up), at most
  * max, oldest first, into out. Returns how many (0: empty). */
 size_t sx__injq_grab(sx__injq *q, void **out, size_t max);
-/* [any thread] Items in the ring at some recent moment. seq_cst loads: the
- * parker's re-scan in the park protocol. */
+/* [any thread] About how many items are in the ring, from 0 to its
+ * capacity: 0 only if it was empty when tail was read (then head had
+ * caught up with it), and otherwise a count that may be off by what moved
+ * between the loads of head and tail. seq_cst loads: the parker's re-scan
+ * in the park protocol. */
 size_t sx__injq_size(sx__injq *q);
 
 #endif
