@@ -815,7 +815,8 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     if (e == NULL || out == NULL)
         return SX_EINVAL;
     memset(out, 0, sizeof(*out));
-    /* relaxed (all): figures, not synchronisation. */
+    /* relaxed (all but live and the ring's size, which read with their
+     * own orders): figures, not synchronisation. */
     out->live = live_now(e);
     out->submitted = atomic_load_explicit(&e->submitted, memory_order_relaxed);
     out->completed = atomic_load_explicit(&e->completed, memory_order_relaxed);

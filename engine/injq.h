@@ -13,8 +13,10 @@
  * This is the front of the global FIFO (docs/SCHEDULER.md): when the ring
  * is full the producer moves its oldest half to the global queue in one
  * lock (engine/worker.c), and workers look at the global queue before the
- * ring, so the processes of one submitting thread start in the order it
- * submitted them.
+ * ring, so the processes of one submitting thread start in about the order
+ * it submitted them: a worker's batches reorder a little, and a worker can
+ * take newer items from the ring while a move is under way (the moved
+ * items are then in neither queue for a moment).
  *
  * Threads: push [any thread, holding mu]; grab and size [any thread].
  */

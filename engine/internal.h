@@ -362,7 +362,7 @@ struct sx_engine {
     pthread_mutex_t life_mu;
     pthread_cond_t life_cv; /* signalled when live drops to 0 */
     _Atomic int started;    /* 0, 1 = running */
-    _Atomic int stopping;   /* submits refused (acquire/release) */
+    _Atomic int stopping;   /* submits refused (seq_cst: see "live") */
     int stopped;            /* under life_mu */
     int stop_busy;          /* a stop is under way; under life_mu */
 

@@ -136,7 +136,7 @@ void sx__ptable_fini(sx_engine *e)
  * Within a magazine slots are linked by free_next and the last one holds
  * SX__FREE_NONE; on the stack, a magazine's first slot links the next
  * magazine's first slot by mag_next. Threads that are not workers share
- * one cache (ext_slots) under a mutex, uncontended with one submitter; a
+ * one cache (ext_slots) under a spinlock, uncontended with one submitter; a
  * slot whose last reference such a thread drops goes back to the stack as
  * a magazine of one. */
 
@@ -292,7 +292,14 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
         sx__spin_lock(&e->ext_slots_mu);
     sx__proc *p;
     while ((p = cache_take(e, c)) == NULL) {
-        if (grow(e) != 0)
+        /* Growing maps and initialises a segment (milliseconds for a big
+         * one) and may wait for grow_mu: not under the spinlock. */
+        if (w == NULL)
+            sx__spin_unlock(&e->ext_slots_mu);
+        int rc = grow(e);
+        if (w == NULL)
+            sx__spin_lock(&e->ext_slots_mu);
+        if (rc != 0)
             break;
     }
     if (w == NULL)
@@ -409,7 +416,8 @@ static void slot_free(sx_engine *e, sx__proc *p)
         free(p->user_state);
     p->user_state = NULL;
     /* relaxed: the slot is unreachable (refs == 0); published by the
-     * release CAS in free_push. */
+     * release CAS in mags_push (at once below, or when the worker hands
+     * its magazine on). */
     atomic_store_explicit(&p->state, 0, memory_order_relaxed);
     sx__worker *w = sx__current_worker(e);
     if (w != NULL) {

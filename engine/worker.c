@@ -47,11 +47,6 @@ static void queue_push(sx_engine *e, sx__globalq *q, sx__proc *p)
     sx__park_notify(e);
 }
 
-static void global_push(sx_engine *e, sx__proc *p)
-{
-    queue_push(e, &e->gq, p);
-}
-
 static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside);
 
 void sx__enqueue(sx_engine *e, sx__proc *p)
@@ -60,17 +55,22 @@ void sx__enqueue(sx_engine *e, sx__proc *p)
 }
 
 /* Into the injection ring: new processes from threads that are not
- * workers, and processes that used up their turn. When it is full the
- * workers are behind; its oldest half then moves to the global queue in
- * one lock (Go's runqputslow), where workers look first, so the order of
- * submission holds. */
+ * workers, processes that used up their turn, and what does not fit a
+ * worker's deque. When it is full the workers are behind; its oldest half
+ * then moves to the global queue (Go's runqputslow), where workers look
+ * first, so the order of submission about holds. Nothing else goes to the
+ * global queue, so what is there is older than anything in the ring and
+ * reading it first cannot starve the ring for long. The move's push to the
+ * global queue (a mutex that can sleep) is made after the ring's spinlock
+ * is released. */
 static void inject(sx_engine *e, sx__proc *p)
 {
     sx__injq *q = &e->inj;
+    sx__gq_node *first = NULL, *last = NULL;
+    size_t moved = 0;
     sx__spin_lock(&q->mu);
     if (!sx__injq_push(q, p)) {
-        sx__gq_node *first = NULL, *last = NULL;
-        size_t moved = 0, m;
+        size_t m;
         void *got[SX__INJQ_GRAB];
         while (moved < SX__INJQ_CAP / 2 &&
                (m = sx__injq_grab(q, got, SX__INJQ_GRAB)) > 0) {
@@ -85,11 +85,20 @@ static void inject(sx_engine *e, sx__proc *p)
             }
             moved += m;
         }
-        sx__globalq_push_list(&e->gq, first, last, moved);
-        if (!sx__injq_push(q, p)) /* the workers took the rest meanwhile? */
-            sx__globalq_push(&e->gq, &p->gq); /* never: there is room */
+        /* Room now: we took at least one, or workers emptied it. */
+        if (!sx__injq_push(q, p)) {
+            p->gq.next = NULL; /* never; kept in order behind the moved */
+            if (last != NULL)
+                last->next = &p->gq;
+            else
+                first = &p->gq;
+            last = &p->gq;
+            moved++;
+        }
     }
     sx__spin_unlock(&q->mu);
+    if (moved > 0)
+        sx__globalq_push_list(&e->gq, first, last, moved);
     sx__park_notify(e);
 }
 
@@ -115,7 +124,7 @@ static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside)
     if (old == NULL)
         return; /* the one item we run next: no wake-up needed */
     if (!sx__deque_push(&w->dq, old)) {
-        global_push(e, old);
+        inject(e, old);
         return;
     }
     /* Work in our own deque needs no wake-up for liveness (we run it).
@@ -136,15 +145,14 @@ static sx__proc *proc_of(sx__gq_node *n)
 }
 
 /* Pushes items (oldest first) into w's deque so that the oldest is popped
- * first; what does not fit goes back to the global queue. */
+ * first; what does not fit goes to the injection ring (see inject). */
 static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
                           size_t n)
 {
     for (size_t i = n; i-- > 0;) {
         if (!sx__deque_push(&w->dq, items[i])) {
             for (size_t j = 0; j <= i; j++)
-                sx__globalq_push(&e->gq, &items[j]->gq);
-            sx__park_notify(e);
+                inject(e, items[j]);
             return;
         }
     }
