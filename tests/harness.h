@@ -18,6 +18,38 @@ typedef struct {
     void (*fn)(void);
 } sx_test_case;
 
+/* SX_TEST_SANITIZED: defined in an ASan or TSan build (gcc says so with
+ * __SANITIZE_*__, clang with __has_feature), where tests run shorter. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SX_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SX_TEST_SANITIZED 1
+#endif
+#endif
+
+/* xorshift64*: a small per-thread generator (rand() shares state). */
+static inline uint64_t sx_test_rng(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* The factor from SX_STRESS_SCALE (1 when unset or unparsable): the
+ * stress suite runs the concurrent cases again with it set. */
+static inline double sx_test_stress_scale(void)
+{
+    const char *s = getenv("SX_STRESS_SCALE");
+    if (s == NULL)
+        return 1.0;
+    double f = strtod(s, NULL);
+    return f > 0 ? f : 1.0;
+}
+
 #define SX_FAILF(...)                                                          \
     do {                                                                       \
         fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                  \

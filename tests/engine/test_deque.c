@@ -48,30 +48,9 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* xorshift64*: a small per-thread generator (rand() shares state). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* The factor from SX_STRESS_SCALE (1 when unset or unparsable). */
-static double stress_scale(void)
-{
-    const char *s = getenv("SX_STRESS_SCALE");
-    if (s == NULL)
-        return 1.0;
-    double f = strtod(s, NULL);
-    return f > 0 ? f : 1.0;
-}
-
 static uint64_t scaled(uint64_t n)
 {
-    uint64_t v = (uint64_t)((double)n * stress_scale());
+    uint64_t v = (uint64_t)((double)n * sx_test_stress_scale());
     return v < 1000 ? 1000 : v;
 }
 
@@ -306,7 +285,7 @@ static void test_wrap_around(void)
     uint64_t mtop = 0, mbot = 0, next = 0, seed = 0x9E3779B97F4A7C15ULL;
     void *out[CAP];
     for (int r = 0; r < ROUNDS; r++) {
-        uint64_t x = rng_next(&seed);
+        uint64_t x = sx_test_rng(&seed);
         unsigned burst = 1 + (unsigned)(x >> 32) % CAP;
         switch (x % 4) {
         case 0: /* push a burst, some of it into a full ring */
@@ -409,7 +388,7 @@ static void *dq_thief_main(void *arg)
     /* acquire: pairs with the owner's release store of done, which it makes
      * after the deque is empty for good. */
     while (!atomic_load_explicit(&s->done, memory_order_acquire)) {
-        uint64_t x = rng_next(&t->seed);
+        uint64_t x = sx_test_rng(&t->seed);
         if (x % 4 == 0) {
             size_t n = sx__deque_steal_half(&s->dq, out, 1 + (x >> 8) % 16);
             for (size_t k = 0; k < n; k++)
@@ -435,7 +414,7 @@ static void dq_owner_run(dq_stress *s, uint64_t seed)
 {
     uint64_t next = 0, popped = 0, refused = 0;
     while (next < s->nitems) {
-        uint64_t x = rng_next(&seed);
+        uint64_t x = sx_test_rng(&seed);
         unsigned burst = 1 + (unsigned)(x >> 8) % 8;
         /* Now and then let a thief that shares our CPU (a loaded machine)
          * run, so that the run never degenerates to the owner alone. */
@@ -564,7 +543,7 @@ typedef struct {
  * now and then. */
 static void race_wait(uint64_t *seed)
 {
-    uint64_t x = rng_next(seed);
+    uint64_t x = sx_test_rng(seed);
     if (x % 16 == 0) {
         sched_yield();
         return;
@@ -698,7 +677,7 @@ static void test_publication(void)
         s.boxes[i].payload = box_payload(i);
         if (!sx__deque_push(&s.dq, &s.boxes[i]))
             s.boxes[i].taker = 1;
-        uint64_t x = rng_next(&seed);
+        uint64_t x = sx_test_rng(&seed);
         if ((x >> 20) % 4096 == 0)
             sched_yield(); /* as in dq_owner_run */
         if (x % 3 == 0) {

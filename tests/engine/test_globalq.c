@@ -41,30 +41,9 @@ typedef struct {
     uint32_t seq;
 } gq_item;
 
-/* xorshift64*: a small per-thread generator (rand() shares state). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* The factor from SX_STRESS_SCALE (1 when unset or unparsable). */
-static double stress_scale(void)
-{
-    const char *s = getenv("SX_STRESS_SCALE");
-    if (s == NULL)
-        return 1.0;
-    double f = strtod(s, NULL);
-    return f > 0 ? f : 1.0;
-}
-
 static uint32_t scaled(uint32_t n)
 {
-    double v = (double)n * stress_scale();
+    double v = (double)n * sx_test_stress_scale();
     return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
 }
 
@@ -210,7 +189,7 @@ static void test_len_tracks(void)
     size_t in = 0, out = 0;
     uint64_t seed = 5;
     while (out < N) {
-        uint64_t x = rng_next(&seed);
+        uint64_t x = sx_test_rng(&seed);
         size_t k = 1 + (size_t)(x >> 8) % 17;
         if (x % 3 == 0 && in < N) {
             sx__globalq_push(&q, &it[in++].link);
@@ -283,7 +262,7 @@ static void *gq_producer_main(void *arg)
     gq_item *it = s->items[w->id];
     uint32_t seq = 0;
     while (seq < s->per) {
-        uint64_t x = rng_next(&w->seed);
+        uint64_t x = sx_test_rng(&w->seed);
         uint32_t k = 1 + (uint32_t)(x >> 8) % 16;
         if (k > s->per - seq)
             k = s->per - seq;
@@ -335,7 +314,7 @@ static void *gq_consumer_main(void *arg)
          * nothing can come any more. */
         bool all_done = atomic_load_explicit(&s->finished,
                                              memory_order_acquire) == s->nprod;
-        size_t max = 1 + (size_t)(rng_next(&w->seed) % 17);
+        size_t max = 1 + (size_t)(sx_test_rng(&w->seed) % 17);
         size_t n = sx__globalq_pop_batch(&s->q, out, max);
         CHECK(n <= max);
         for (size_t i = 0; i < n; i++)

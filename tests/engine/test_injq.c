@@ -29,7 +29,7 @@
  * Threads: each concurrent case starts its producers and consumers (and
  * watcher) and joins them before checking. SX_STRESS_SCALE=<factor> (e.g.
  * 0.2) scales the iteration counts of the concurrent cases; under a
- * sanitizer they are 0.4 times as long (see SANITIZED).
+ * sanitizer they are 0.4 times as long (see SX_TEST_SANITIZED).
  *
  * Bug found by this test: sx__injq_size reads head, then tail; between
  * the two loads consumers took items and the producer refilled the slots,
@@ -94,14 +94,7 @@
  * concurrent cases then run 0.4 times the items, and concurrent_rounds one
  * round on a ring of 2^16 instead of 16 rounds on 2^18 (a round alone
  * still takes longer than a time slice there). */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifdef SANITIZED
+#ifdef SX_TEST_SANITIZED
 #define IQ_SCALE 0.4
 #define IQ_ROUNDS 1
 #define IQ_ROUNDS_CAP (1u << 16)
@@ -121,30 +114,9 @@ typedef struct {
     uint64_t ticket;
 } iq_item;
 
-/* xorshift64*: a small per-thread generator (rand() shares state). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* The factor from SX_STRESS_SCALE (1 when unset or unparsable). */
-static double stress_scale(void)
-{
-    const char *s = getenv("SX_STRESS_SCALE");
-    if (s == NULL)
-        return 1.0;
-    double f = strtod(s, NULL);
-    return f > 0 ? f : 1.0;
-}
-
 static uint32_t scaled(uint32_t n)
 {
-    double v = (double)n * stress_scale() * IQ_SCALE;
+    double v = (double)n * sx_test_stress_scale() * IQ_SCALE;
     return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
 }
 
@@ -346,7 +318,7 @@ static void test_wrap_around(void)
         size_t in = 0, out = 0;
         uint64_t seed = 7 + cap;
         while (out < N) {
-            uint64_t x = rng_next(&seed);
+            uint64_t x = sx_test_rng(&seed);
             size_t k = 1 + (size_t)(x >> 8) % (cap + 2);
             if (x % 2 == 0 && in < N) {
                 /* Push up to k, one past the room now and then. */
@@ -542,7 +514,7 @@ static void iq_take(iq_worker *w, void **out, size_t n, size_t max)
 static size_t iq_max(iq_worker *w)
 {
     return w->max != 0 ? w->max
-                       : 1 + (size_t)(rng_next(&w->seed) % IQ_MAX_GRAB);
+                       : 1 + (size_t)(sx_test_rng(&w->seed) % IQ_MAX_GRAB);
 }
 
 /* Pushes w's items seq..end-1 (up to 16 per hold of mu) and returns the
@@ -555,7 +527,7 @@ static uint32_t iq_produce(iq_worker *w, uint32_t seq, uint32_t end,
     void *out[IQ_MAX_GRAB];
     unsigned spins = 0;
     while (seq < end) {
-        uint32_t k = 1 + (uint32_t)(rng_next(&w->seed) >> 8) % 16;
+        uint32_t k = 1 + (uint32_t)(sx_test_rng(&w->seed) >> 8) % 16;
         bool full = false;
         sx__spin_lock(&s->q.mu);
         for (uint32_t i = 0; i < k && seq < end; i++) {
@@ -853,7 +825,7 @@ static void test_concurrent_4p_2c_spill(void)
 static void test_concurrent_rounds(void)
 {
     static iq_stress s;
-    double r = IQ_ROUNDS * stress_scale();
+    double r = IQ_ROUNDS * sx_test_stress_scale();
     s = (iq_stress){ .cap = IQ_ROUNDS_CAP, .nprod = 1, .ncons = 3 };
     s.rounds = r < 1 ? 1 : r > 256 ? 256 : (uint32_t)r;
     s.per = s.rounds * 2 * IQ_ROUNDS_CAP;

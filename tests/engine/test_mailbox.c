@@ -56,30 +56,9 @@ static uint64_t ev_payload(uint32_t producer, uint32_t seq)
     return ((uint64_t)producer << 40) ^ ((uint64_t)seq * 0x9E3779B97F4A7C15ULL);
 }
 
-/* xorshift64*: a small per-thread generator (rand() shares state). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* The factor from SX_STRESS_SCALE (1 when unset or unparsable). */
-static double stress_scale(void)
-{
-    const char *s = getenv("SX_STRESS_SCALE");
-    if (s == NULL)
-        return 1.0;
-    double f = strtod(s, NULL);
-    return f > 0 ? f : 1.0;
-}
-
 static uint32_t scaled(uint32_t n)
 {
-    double v = (double)n * stress_scale();
+    double v = (double)n * sx_test_stress_scale();
     return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
 }
 
@@ -201,7 +180,7 @@ static void test_mpsc_model(void)
     sx__mpsc_init(&q);
     uint64_t seed = 99;
     for (uint32_t step = 0; step < STEPS; step++) {
-        if (rng_next(&seed) % 2 == 0 && nfree > 0) {
+        if (sx_test_rng(&seed) % 2 == 0 && nfree > 0) {
             mb_ev *e = free_list[--nfree];
             e->seq = step;
             sx__mpsc_push(&q, &e->link);

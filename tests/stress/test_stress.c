@@ -93,14 +93,7 @@
 
 /* ---- configuration ------------------------------------------------------ */
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifdef SANITIZED
+#ifdef SX_TEST_SANITIZED
 #define BASE_PROCESSES 50000.0
 #define STALL_MS 10000
 #else
@@ -1605,7 +1598,7 @@ static void stress(unsigned workers)
 {
     double t0 = sx_test_now_ms();
     ctx_init(workers);
-#ifdef SANITIZED
+#ifdef SX_TEST_SANITIZED
     const char *build = " (sanitizer build)";
 #else
     const char *build = "";
