@@ -47,11 +47,11 @@ static void queue_push(sx_engine *e, sx__globalq *q, sx__proc *p)
     sx__park_notify(e);
 }
 
-static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside);
+static void enqueue(sx_engine *e, sx__proc *p, bool fresh);
 
 void sx__enqueue(sx_engine *e, sx__proc *p)
 {
-    enqueue(e, p, &e->wq);
+    enqueue(e, p, false);
 }
 
 /* Into the injection ring: new processes from threads that are not
@@ -104,19 +104,19 @@ static void inject(sx_engine *e, sx__proc *p)
 
 void sx__enqueue_new(sx_engine *e, sx__proc *p)
 {
-    if (sx__current_worker(e) == NULL)
-        inject(e, p);
-    else
-        enqueue(e, p, &e->gq);
+    enqueue(e, p, true);
 }
 
 /* On a worker: the next slot (what it held moves to the deque). Elsewhere:
- * the queue `outside` (wq for wake-ups, gq for new processes). */
-static void enqueue(sx_engine *e, sx__proc *p, sx__globalq *outside)
+ * a new process (fresh) to the injection ring, a wake-up to wq. */
+static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
 {
     sx__worker *w = sx__current_worker(e);
     if (w == NULL) {
-        queue_push(e, outside, p);
+        if (fresh)
+            inject(e, p);
+        else
+            queue_push(e, &e->wq, p);
         return;
     }
     sx__proc *old = w->next;
