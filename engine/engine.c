@@ -137,7 +137,7 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         goto fail_inj;
     if ((rc = sx__park_init(&e->park)) != 0)
         goto fail_park;
-    if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes)) != 0)
+    if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes, c.workers)) != 0)
         goto fail_outcomes;
     if ((rc = workers_init(e)) != 0)
         goto fail_workers;
@@ -635,8 +635,8 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     }
     live_died(e, self);
     /* close has returned before the outcome is visible to wait; the PID
-     * stops resolving in the same critical section (outcome.c). */
-    sx__outcomes_put(e, p, pid.id, error, msg, value, steps);
+     * stops resolving right after it is (outcome.c). */
+    sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps);
     /* Sleeps still on a timer heap are dropped there lazily (timers.c),
      * counted only now that the slot's generation has moved on. release:
      * a purge that reads the count (acquire) then sees the new generation

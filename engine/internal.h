@@ -299,6 +299,7 @@ typedef struct {
 
 typedef struct sx__outcome {
     uint64_t id;
+    uint64_t stamp; /* puts counted when it was put (outcome.c) */
     struct sx__outcome *hnext;
     int error;
     uint64_t steps;
@@ -308,20 +309,40 @@ typedef struct sx__outcome {
     size_t cap; /* bytes for value and msg after the header */
 } sx__outcome;
 
+/* Slots of the waiter count (outcome.c); a power of two. */
+#define SX__WAIT_SLOTS 256
+
 typedef struct sx__waiter {
     uint64_t id;
     pthread_cond_t cv;
     struct sx__waiter *next;
 } sx__waiter;
 
+/* One thread's outcomes (a worker's, or the one for every other thread):
+ * a FIFO ring in put order and a chained hash index by PID id, all under
+ * `mu`, which the owner takes per put and readers per look. */
 typedef struct {
-    pthread_mutex_t mu;
+    alignas(64) sx__spin mu;
+    sx__outcome **ring; /* cap entries, a power of two; NULL until used */
+    size_t head, n, cap;
+    sx__outcome **buckets; /* cap chains */
+    sx__outcome *spare;    /* one evicted record, reused by the next put */
+    unsigned uncounted;    /* puts not yet added to `counted` */
+} sx__oshard;
+
+typedef struct {
     size_t keep;
-    sx__outcome **ring; /* eviction order */
-    size_t ring_head, count;
-    sx__outcome **buckets;
-    size_t mask;
+    size_t cap_max;    /* a shard never holds more than keep: pow2 >= keep */
+    uint64_t window;   /* keep + the count's lag (outcome.c) */
+    unsigned n_shards; /* workers + 1 */
+    sx__oshard *shards;
+    /* Puts so far, added in batches by each shard (a lower bound). */
+    alignas(64) _Atomic uint64_t counted;
+    alignas(64) pthread_mutex_t wmu; /* guards waiters */
     sx__waiter *waiters;
+    /* Waiters registered, counted by a hash of the PID they wait for (see
+     * outcome.c, "Waiting"): a finish reads only its PID's count. */
+    _Atomic uint32_t n_waiting[SX__WAIT_SLOTS];
 } sx__outcomes;
 
 /* ---- commands ------------------------------------------------------------ */
@@ -514,16 +535,15 @@ uint64_t sx__timers_count(sx_engine *e);
 void sx__timers_purge_maybe(sx_engine *e);
 
 /* engine/outcome.c */
-/* [worker] Keep one evicted outcome record per worker thread for the next
- * put (no malloc/free per finish in steady state); flush frees it. */
-void sx__outcome_spare_enable(void);
-void sx__outcome_spare_flush(void);
-int sx__outcomes_init(sx__outcomes *o, size_t keep);
+/* One shard per worker and one for every other thread. */
+int sx__outcomes_init(sx__outcomes *o, size_t keep, unsigned workers);
 void sx__outcomes_fini(sx__outcomes *o);
-/* Records p's outcome (copied), retires p from the table, and wakes its
- * waiters, all under the outcome lock. */
-void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
-                      const char *msg, sx_payload value, uint64_t steps);
+/* Records p's outcome (copied) in the calling thread's shard (self: the
+ * calling worker, or NULL), then retires p from the table, then wakes its
+ * waiters. */
+void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
+                      int error, const char *msg, sx_payload value,
+                      uint64_t steps);
 /* Copies the outcome of id into *out (free with sx_result_free); false
  * when it is not kept. */
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);

@@ -1,21 +1,77 @@
 /* engine/outcome.c — finished processes' outcomes, kept for wait.
  *
- * The most recent `keep_outcomes` outcomes, in a ring (eviction order) plus
- * a chained hash index by PID id; waiters for a live process sleep on their
- * own condition variable in a list. One mutex guards it all: it is taken
- * once per finished process and once per wait.
+ * The contract (API.md): wait finds the outcome of any of the most recent
+ * `keep_outcomes` finished processes.
  *
- * Ordering contract with the process table (engine.c, sx__finish): an
- * outcome is put before its process leaves the table, and wait looks in
- * both under this mutex, so a waiter sees either the outcome or the live
- * process.
+ * Shards. Every finish puts one record, so the store is on the hottest
+ * path there is: skynet finishes 1.1 million processes a second per
+ * worker. One store under one mutex (what this was) made every finish
+ * move the mutex, the ring's head and the hash chains between the cores,
+ * and under two workers the mutex convoyed into futex sleeps: skynet
+ * spent 89 % of its time here (1.26 s with the store, 0.14 s without).
+ * So each worker has its own shard, and every other thread shares one
+ * more; a put touches only its own shard, under a spinlock that only
+ * readers (wait, watch) ever contend for.
+ *
+ * Which records a shard keeps. Two rules, each enough on its own for the
+ * contract; a record goes when either says so.
+ *  1. A shard keeps at most its own `keep` most recent. Every outcome
+ *     among the engine's `keep` most recent is among its shard's, so this
+ *     alone keeps the contract, at up to (workers + 1) x keep records.
+ *  2. The count. Each shard counts its puts and adds them to the shared
+ *     `counted` in batches of COUNT_BATCH (one shared write per 64 puts
+ *     instead of one per put: a shared counter RMW per finish was 15 % of
+ *     skynet). A record is stamped with `counted` as the put read it. When
+ *     a later put of the shard reads a `counted` at least `window` = keep
+ *     + COUNT_BATCH x shards above a record's stamp, that many puts were
+ *     counted since. Of those, at most COUNT_BATCH per shard were done
+ *     before the record's put and counted after its read: its own shard's
+ *     unflushed ones (< COUNT_BATCH; the put reads after its own flush),
+ *     and per other shard the one batch whose add the read may have
+ *     missed (a later batch of that shard holds only puts that did not
+ *     happen before ours, or the read would have seen the add). So at
+ *     least `keep` came after it (or raced with it, where either order is
+ *     right), and it goes. This bounds the whole store to about keep +
+ * COUNT_BATCH x shards records while the shards are busy; a shard that stops
+ *     putting keeps its records (at most `keep`) until it puts again.
+ * So wait finds at least every one of the `keep` most recent outcomes,
+ * and sometimes a few older ones.
+ *
+ * Reads of `counted` are relaxed: a put that happens before this one is
+ * counted in what we read, or its batch is still unflushed, which the
+ * window allows for; puts that race are unordered anyway.
+ *
+ * Waiting. A waiter for a live process sleeps on its own condition
+ * variable in a list under `wmu`. Waiters are counted by a hash of their
+ * PID in `n_waiting` (256 slots), and a put reads its PID's slot under
+ * its shard lock: only if it is not 0 does the finish take `wmu` (after
+ * the retire) and signal the PID's waiters. A finish touches no line that
+ * a waiter writes, unless their PIDs hash alike (1 in 256).
+ *
+ * A waiter counts itself under wmu, then looks in every shard under its
+ * lock, then for the live process, and sleeps only if the process is
+ * live, holding wmu until the sleep releases it. Nothing is lost, by the
+ * finisher's shard lock alone: if the waiter took it first, its count was
+ * made before, so the put reads it, and signals, which needs wmu, which
+ * it gets only once the waiter sleeps (or has returned); if the put took
+ * it first, the waiter's look finds the record, and the process retired
+ * (the retire is under the lock too), so a record that could not be
+ * allocated gives SX_ENOTFOUND rather than a sleep nobody ends.
  *
  * Threads: [any thread].
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/internal.h"
+
+/* A shard's ring and index start with this many entries. */
+#define SHARD_MIN_CAP 64
+/* Puts a shard counts before adding them to `counted`. */
+#define COUNT_BATCH 64
+/* Room for small values and messages, so that records are reusable. */
+#define OUTCOME_MIN_CAP 48
 
 static size_t hash_id(uint64_t id, size_t mask)
 {
@@ -25,25 +81,28 @@ static size_t hash_id(uint64_t id, size_t mask)
     return (size_t)id & mask;
 }
 
-int sx__outcomes_init(sx__outcomes *o, size_t keep)
+int sx__outcomes_init(sx__outcomes *o, size_t keep, unsigned workers)
 {
     memset(o, 0, sizeof(*o));
     o->keep = keep;
-    size_t nb = 16;
-    while (nb < keep)
-        nb *= 2;
-    o->ring = calloc(keep, sizeof(*o->ring));
-    o->buckets = calloc(nb, sizeof(*o->buckets));
-    if (o->ring == NULL || o->buckets == NULL) {
-        free(o->ring);
-        free(o->buckets);
+    size_t cm = SHARD_MIN_CAP;
+    while (cm < keep)
+        cm *= 2;
+    o->cap_max = cm;
+    o->n_shards = workers + 1;
+    o->window = (uint64_t)keep + (uint64_t)COUNT_BATCH * o->n_shards;
+    o->shards = aligned_alloc(64, sizeof(*o->shards) * o->n_shards);
+    if (o->shards == NULL)
         return SX_ENOMEM;
-    }
-    o->mask = nb - 1;
-    int rc = pthread_mutex_init(&o->mu, NULL);
+    memset(o->shards, 0, sizeof(*o->shards) * o->n_shards);
+    for (unsigned i = 0; i < o->n_shards; i++)
+        sx__spin_init(&o->shards[i].mu);
+    atomic_init(&o->counted, 0);
+    for (unsigned i = 0; i < SX__WAIT_SLOTS; i++)
+        atomic_init(&o->n_waiting[i], 0);
+    int rc = pthread_mutex_init(&o->wmu, NULL);
     if (rc != 0) {
-        free(o->ring);
-        free(o->buckets);
+        free(o->shards);
         return -rc;
     }
     return 0;
@@ -51,121 +110,187 @@ int sx__outcomes_init(sx__outcomes *o, size_t keep)
 
 void sx__outcomes_fini(sx__outcomes *o)
 {
-    for (size_t i = 0; i < o->keep; i++)
-        free(o->ring[i]);
-    free(o->ring);
-    free(o->buckets);
-    pthread_mutex_destroy(&o->mu);
+    for (unsigned i = 0; i < o->n_shards; i++) {
+        sx__oshard *s = &o->shards[i];
+        for (size_t k = 0; k < s->n; k++)
+            free(s->ring[(s->head + k) & (s->cap - 1)]);
+        free(s->ring);
+        free(s->buckets);
+        free(s->spare);
+    }
+    free(o->shards);
+    pthread_mutex_destroy(&o->wmu);
 }
 
-static sx__outcome *find(sx__outcomes *o, uint64_t id)
+/* ---- one shard (under its lock) ---- */
+
+static sx__outcome *shard_find(sx__oshard *s, uint64_t id)
 {
-    for (sx__outcome *x = o->buckets[hash_id(id, o->mask)]; x != NULL;
+    if (s->cap == 0)
+        return NULL;
+    for (sx__outcome *x = s->buckets[hash_id(id, s->cap - 1)]; x != NULL;
          x = x->hnext)
         if (x->id == id)
             return x;
     return NULL;
 }
 
-static void unlink_hash(sx__outcomes *o, sx__outcome *x)
+/* Takes the oldest record out of the ring and the index. */
+static sx__outcome *shard_evict(sx__oshard *s)
 {
-    sx__outcome **pp = &o->buckets[hash_id(x->id, o->mask)];
+    sx__outcome *x = s->ring[s->head];
+    sx__outcome **pp = &s->buckets[hash_id(x->id, s->cap - 1)];
     while (*pp != x)
         pp = &(*pp)->hnext;
     *pp = x->hnext;
+    s->ring[s->head] = NULL;
+    s->head = (s->head + 1) & (s->cap - 1);
+    s->n--;
+    return x;
 }
 
-/* A record evicted from the ring, kept by a worker thread for its next
- * put: once the ring is full every finish evicts one record and needs one,
- * so a worker reuses them instead of a malloc and a free per finish (the
- * free often on another thread's arena). Records are plain heap blocks,
- * not tied to an engine. initial-exec: see tls_worker in worker.c. */
-static _Thread_local struct {
-    sx__outcome *x;
-    bool on;
-} spare __attribute__((tls_model("initial-exec")));
-
-/* Room for small values and messages, so that records are reusable. */
-#define OUTCOME_MIN_CAP 48
-
-void sx__outcome_spare_enable(void)
+/* Doubles the ring and the index (to at least SHARD_MIN_CAP), keeping the
+ * order. Rare: log2(keep / 64) times per shard at most. */
+static bool shard_grow(sx__oshard *s, size_t cap_max)
 {
-    spare.on = true;
+    size_t cap = s->cap == 0 ? SHARD_MIN_CAP : s->cap * 2;
+    if (cap > cap_max)
+        cap = cap_max;
+    sx__outcome **ring = calloc(cap, sizeof(*ring));
+    sx__outcome **buckets = calloc(cap, sizeof(*buckets));
+    if (ring == NULL || buckets == NULL) {
+        free(ring);
+        free(buckets);
+        return false;
+    }
+    for (size_t k = 0; k < s->n; k++) {
+        sx__outcome *x = s->ring[(s->head + k) & (s->cap - 1)];
+        ring[k] = x;
+        size_t b = hash_id(x->id, cap - 1);
+        x->hnext = buckets[b];
+        buckets[b] = x;
+    }
+    free(s->ring);
+    free(s->buckets);
+    s->ring = ring;
+    s->buckets = buckets;
+    s->head = 0;
+    s->cap = cap;
+    return true;
 }
 
-void sx__outcome_spare_flush(void)
-{
-    free(spare.x);
-    spare.x = NULL;
-    spare.on = false;
-}
+/* ---- put ---- */
 
-static sx__outcome *record_get(size_t need)
+static sx__outcome *record_new(sx__oshard *s, bool own, size_t need)
 {
-    sx__outcome *x = spare.x;
-    if (x != NULL && x->cap >= need) {
-        spare.x = NULL;
+    if (own && s->spare != NULL && s->spare->cap >= need) {
+        sx__outcome *x = s->spare;
+        s->spare = NULL;
         return x;
     }
     size_t cap = need > OUTCOME_MIN_CAP ? need : OUTCOME_MIN_CAP;
-    x = malloc(sizeof(*x) + cap);
+    sx__outcome *x = malloc(sizeof(*x) + cap);
     if (x != NULL)
         x->cap = cap;
     return x;
 }
 
-static void record_put(sx__outcome *x)
+static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
+                        size_t ml, sx_payload value, uint64_t steps)
 {
-    if (spare.on && spare.x == NULL)
-        spare.x = x;
-    else
-        free(x);
+    x->id = id;
+    x->error = error;
+    x->steps = steps;
+    x->len = value.len;
+    x->value = (uint8_t *)(x + 1);
+    if (value.len > 0)
+        memcpy(x->value, value.data, value.len);
+    x->msg = ml > 0 ? (char *)x->value + value.len : NULL;
+    if (ml > 0)
+        memcpy(x->msg, msg, ml);
 }
 
-void sx__outcomes_put(sx_engine *e, sx__proc *p, uint64_t id, int error,
-                      const char *msg, sx_payload value, uint64_t steps)
+void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
+                      int error, const char *msg, sx_payload value,
+                      uint64_t steps)
 {
     sx__outcomes *o = &e->outcomes;
+    /* A worker's shard is its own: it alone puts there, so its spare
+     * (below) needs no lock. Every other thread shares the last shard. */
+    bool own = self != NULL;
+    sx__oshard *s = &o->shards[own ? self->id : o->n_shards - 1];
+    /* The record that this put will likely evict was put ~keep finishes
+     * ago and is cold; fetch it while the new one is filled. Only the
+     * owner writes its shard, so it reads it without the lock. */
+    if (own && s->n > 0)
+        __builtin_prefetch(s->ring[s->head]);
     size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
-    sx__outcome *x = record_get(ml + value.len);
-    sx__outcome *evicted = NULL;
-    pthread_mutex_lock(&o->mu);
-    if (x != NULL) {
-        x->id = id;
-        x->error = error;
-        x->steps = steps;
-        x->len = value.len;
-        x->value = (uint8_t *)(x + 1);
-        if (value.len > 0)
-            memcpy(x->value, value.data, value.len);
-        x->msg = ml > 0 ? (char *)x->value + value.len : NULL;
-        if (ml > 0)
-            memcpy(x->msg, msg, ml);
-        sx__outcome *old = o->ring[o->ring_head];
-        if (old != NULL) {
-            unlink_hash(o, old);
-            evicted = old; /* freed or kept after the lock */
-        } else {
-            o->count++;
-        }
-        o->ring[o->ring_head] = x;
-        o->ring_head = (o->ring_head + 1) % o->keep;
-        size_t b = hash_id(id, o->mask);
-        x->hnext = o->buckets[b];
-        o->buckets[b] = x;
+    /* Allocated (or reused) before the lock: the lock is held only for
+     * the ring and the index. */
+    sx__outcome *x = record_new(s, own, ml + value.len);
+    if (x != NULL)
+        record_fill(x, id, error, msg, ml, value, steps);
+    sx__outcome *gone = NULL; /* evicted, chained by hnext */
+    sx__spin_lock(&s->mu);
+    if (++s->uncounted == COUNT_BATCH) {
+        /* relaxed: a count, which publishes nothing (see "Which records a
+         * shard keeps"). */
+        atomic_fetch_add_explicit(&o->counted, COUNT_BATCH,
+                                  memory_order_relaxed);
+        s->uncounted = 0;
     }
-    /* Under the same lock: from now on the PID no longer resolves, and a
-     * waiter holding the lock sees the outcome or the live process. */
+    /* relaxed: as above. */
+    uint64_t now = atomic_load_explicit(&o->counted, memory_order_relaxed);
+    while (s->n > 0 &&
+           (s->n >= o->keep || now - s->ring[s->head]->stamp >= o->window)) {
+        sx__outcome *old = shard_evict(s);
+        old->hnext = gone;
+        gone = old;
+    }
+    if (x != NULL)
+        x->stamp = now;
+    if (x != NULL && s->n == s->cap && !shard_grow(s, o->cap_max)) {
+        /* Out of memory: this outcome is not kept; waiters are still
+         * woken and then find neither outcome nor process (SX_ENOTFOUND). */
+        x->hnext = gone;
+        gone = x;
+        x = NULL;
+    }
+    if (x != NULL) {
+        s->ring[(s->head + s->n) & (s->cap - 1)] = x;
+        s->n++;
+        size_t b = hash_id(id, s->cap - 1);
+        x->hnext = s->buckets[b];
+        s->buckets[b] = x;
+    }
+    /* After the put, under the same lock: a look-up that misses the live
+     * PID finds the outcome (the retire's release store orders the put
+     * before it), and a waiter that takes this lock after us sees both. */
     sx__ptable_retire(e, p);
-    /* Out of memory: the outcome is not kept; waiters are still woken and
-     * then find neither outcome nor process (SX_ENOTFOUND). */
+    /* relaxed, and read under the shard lock: that lock orders it with a
+     * waiter's count (see "Waiting"). */
+    bool waited =
+        atomic_load_explicit(&o->n_waiting[hash_id(id, SX__WAIT_SLOTS - 1)],
+                             memory_order_relaxed) != 0;
+    sx__spin_unlock(&s->mu);
+    while (gone != NULL) {
+        sx__outcome *next = gone->hnext;
+        if (own && s->spare == NULL)
+            s->spare = gone;
+        else
+            free(gone);
+        gone = next;
+    }
+    if (!waited)
+        return;
+    pthread_mutex_lock(&o->wmu);
     for (sx__waiter *w = o->waiters; w != NULL; w = w->next)
         if (w->id == id)
             pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&o->mu);
-    if (evicted != NULL)
-        record_put(evicted);
+    pthread_mutex_unlock(&o->wmu);
 }
+
+/* ---- get ---- */
 
 static bool copy_out(const sx__outcome *x, sx_result *out)
 {
@@ -191,17 +316,36 @@ static bool copy_out(const sx__outcome *x, sx_result *out)
     return true;
 }
 
-bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out)
+/* 1: found and copied; 0: not kept; SX_ENOMEM: found, no memory to copy. */
+static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
 {
-    sx__outcomes *o = &e->outcomes;
-    pthread_mutex_lock(&o->mu);
-    sx__outcome *x = find(o, id);
-    bool ok = x != NULL && copy_out(x, out);
-    pthread_mutex_unlock(&o->mu);
-    return ok;
+    for (unsigned i = 0; i < o->n_shards; i++) {
+        sx__oshard *s = &o->shards[i];
+        sx__spin_lock(&s->mu);
+        sx__outcome *x = shard_find(s, id);
+        int rc = 0;
+        /* relaxed: see "Which records a shard keeps"; a record that its
+         * shard has not yet evicted by the count (the shard has not put
+         * since) is not kept either. A stale read only keeps more. */
+        if (x != NULL &&
+            atomic_load_explicit(&o->counted, memory_order_relaxed) - x->stamp <
+                o->window)
+            rc = copy_out(x, out) ? 1 : SX_ENOMEM;
+        sx__spin_unlock(&s->mu);
+        if (x != NULL)
+            return rc; /* a PID is in one shard at most */
+    }
+    return 0;
 }
 
-static int deadline_of(int64_t timeout_ms, struct timespec *ts)
+bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out)
+{
+    return find_copy(&e->outcomes, id, out) == 1;
+}
+
+/* ---- wait ---- */
+
+static void deadline_of(int64_t timeout_ms, struct timespec *ts)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += (time_t)(timeout_ms / 1000);
@@ -210,7 +354,13 @@ static int deadline_of(int64_t timeout_ms, struct timespec *ts)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
-    return 0;
+}
+
+/* 0 with the outcome, or SX_ENOMEM, or `none` when it is not kept. */
+static int answer(sx__outcomes *o, uint64_t id, sx_result *out, int none)
+{
+    int f = find_copy(o, id, out);
+    return f == 1 ? 0 : f == 0 ? none : f;
 }
 
 int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
@@ -231,37 +381,42 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
     struct timespec dl;
     if (timeout_ms >= 0)
         deadline_of(timeout_ms, &dl);
-    pthread_mutex_lock(&o->mu);
+    pthread_mutex_lock(&o->wmu);
+    _Atomic uint32_t *slot = &o->n_waiting[hash_id(pid.id, SX__WAIT_SLOTS - 1)];
+    /* relaxed: changed only under wmu; the shard locks that find_copy
+     * takes next order it for puts (see "Waiting"). */
+    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
     for (;;) {
-        sx__outcome *x = find(o, pid.id);
-        if (x != NULL) {
-            rc = copy_out(x, out) ? 0 : SX_ENOMEM;
+        int f = find_copy(o, pid.id, out);
+        if (f != 0) {
+            rc = f == 1 ? 0 : f;
             break;
         }
         sx__proc *p = sx__ptable_get(e, pid);
         if (p == NULL) {
-            rc = SX_ENOTFOUND;
+            /* Finished since the look (its outcome was put before the
+             * retire that the table's acquire load saw), or unknown. */
+            rc = answer(o, pid.id, out, SX_ENOTFOUND);
             break;
         }
-        /* Dropping this reference cannot free the slot: the live
-         * reference is only dropped after the outcome is put, which needs
-         * the mutex we hold. */
         sx__proc_release(e, p);
         w.next = o->waiters;
         o->waiters = &w;
-        int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->mu, &dl)
-                                 : pthread_cond_wait(&w.cv, &o->mu);
+        int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->wmu, &dl)
+                                 : pthread_cond_wait(&w.cv, &o->wmu);
         sx__waiter **pp = &o->waiters;
         while (*pp != &w)
             pp = &(*pp)->next;
         *pp = w.next;
         if (wr == ETIMEDOUT) {
-            x = find(o, pid.id);
-            rc = x == NULL ? SX_ETIMEDOUT : (copy_out(x, out) ? 0 : SX_ENOMEM);
+            rc = answer(o, pid.id, out, SX_ETIMEDOUT);
             break;
         }
     }
-    pthread_mutex_unlock(&o->mu);
+    /* relaxed: under wmu; a finish that still reads our count takes wmu
+     * for nothing. */
+    atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&o->wmu);
     pthread_cond_destroy(&w.cv);
     return rc;
 }

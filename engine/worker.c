@@ -691,7 +691,6 @@ static void *worker_main(void *arg)
     sx_engine *e = w->engine;
     tls_worker = w;
     sx__ev_cache_enable();
-    sx__outcome_spare_enable();
     uint64_t tick = 0;
     for (;;) {
         sx__proc *p = find_work(e, w, &tick);
@@ -700,7 +699,6 @@ static void *worker_main(void *arg)
         run(e, w, p);
     }
     sx__ev_cache_flush();
-    sx__outcome_spare_flush();
     tls_worker = NULL;
     return NULL;
 }

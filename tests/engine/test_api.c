@@ -2130,43 +2130,197 @@ static void out_check(sx_engine *e, sx_pid pid, int64_t i)
     sx_result_free(&r);
 }
 
-/* keep_outcomes = 8: each of 400 processes finishes with a value or a
+/* Outcomes of the N processes of one run that wait still finds. */
+static size_t outcomes_found(sx_engine *e, const sx_pid *pids, size_t n)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        sx_result r;
+        int rc = sx_engine_wait(e, pids[i], 0, &r);
+        CHECK(rc == 0 || rc == SX_ENOTFOUND);
+        found += rc == 0;
+        sx_result_free(&r);
+    }
+    return found;
+}
+
+/* keep_outcomes = keep: each of n processes finishes with a value or a
  * failure message of one of 8 sizes (0 to 3,000 bytes: records are
  * reused when the size fits, and not when it does not), and its outcome
- * reads back byte for byte; afterwards exactly the last 8 are kept (the
- * 9th from last is SX_ENOTFOUND), still byte for byte. Run on 1 worker and
- * on 2 (where records move between threads' spares). */
-static void outcomes_kept(unsigned workers)
+ * reads back byte for byte; afterwards the last `keep` still do, byte for
+ * byte. The store is sharded per worker (engine/outcome.c), so it may keep
+ * a few more than `keep`, but never more than its bound:
+ *  - on 1 worker everything finishes in one shard, which keeps exactly
+ *    the last `keep` (the one before is SX_ENOTFOUND);
+ *  - on 2 workers, at most (workers + 1) x keep per the shard cap, and,
+ *    with keep large against the count's lag (64 per shard), at most keep
+ *    + 2 x 64 x (workers + 1) per the shared count. Were the count's
+ *    eviction broken, the shards would keep up to 2 x keep between them. */
+static void outcomes_kept(unsigned workers, size_t keep, size_t n)
 {
-    enum { N = 400, KEEP = 8 };
     const sx_process_type t = { .name = "out",
                                 .state_size = sizeof(int64_t),
                                 .init = out_init,
                                 .step = out_step };
-    sx_engine_config cfg = { .workers = workers, .keep_outcomes = KEEP };
+    sx_engine_config cfg = { .workers = workers, .keep_outcomes = keep };
     sx_engine *e = NULL;
     CHECK_RC(sx_engine_new(&cfg, &e), 0);
     CHECK_RC(sx_engine_register(e, &t), 0);
     CHECK_RC(sx_engine_start(e), 0);
-    static sx_pid pids[N];
-    for (int64_t i = 0; i < N; i++) {
+    sx_pid *pids = calloc(n, sizeof(*pids));
+    CHECK(pids != NULL);
+    for (size_t i = 0; i < n; i++) {
         uint8_t b[SX_PAYLOAD_INT_MAX];
-        sx_payload in = sx_payload_int(b, i);
+        sx_payload in = sx_payload_int(b, (int64_t)i);
         CHECK_RC(sx_engine_submit(e, "out", "run", &in, 1, &pids[i]), 0);
-        out_check(e, pids[i], i);
+        out_check(e, pids[i], (int64_t)i);
     }
-    for (int64_t i = N - KEEP; i < N; i++)
-        out_check(e, pids[i], i);
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pids[N - KEEP - 1], WAIT_MS, &r), SX_ENOTFOUND);
+    for (size_t i = n - keep; i < n; i++)
+        out_check(e, pids[i], (int64_t)i);
+    size_t found = outcomes_found(e, pids, n);
+    if (workers == 1) {
+        sx_result r;
+        CHECK_RC(sx_engine_wait(e, pids[n - keep - 1], WAIT_MS, &r),
+                 SX_ENOTFOUND);
+        CHECK_EQ_U64(found, keep);
+    } else {
+        CHECK(found <= (workers + 1) * keep);
+        if (keep >= 1000)
+            CHECK(found <= keep + 2 * 64 * (workers + 1));
+    }
     CHECK_RC(sx_engine_stop(e, 1000), 0);
     sx_engine_free(e);
+    free(pids);
 }
 
 static void test_outcomes_kept(void)
 {
-    outcomes_kept(1);
-    outcomes_kept(2);
+    outcomes_kept(1, 8, 400);
+    outcomes_kept(2, 8, 400);
+    outcomes_kept(2, 1000, 5000);
+}
+
+/* Waiters racing finishes: 4 threads each submit a process that finishes
+ * in its first step and wait for it at once (the finish lands before,
+ * during or after the waiter registers), 4,000 times each, and a fifth
+ * thread waits for the same PIDs a second time from outside. Every wait
+ * answers with the right outcome. A lost wake-up (a finish missing a
+ * waiter that registered as it put the outcome) does not show in the
+ * answer, because a wait that times out looks once more and finds the
+ * outcome; it shows as a wait that ran into its timeout (RACE_WAIT_MS)
+ * although the process had closed (close runs before the outcome is put)
+ * over a second before. keep_outcomes is large enough for all of them. */
+enum { RACE_THREADS = 4, RACE_EACH = 4000, RACE_WAIT_MS = 3000 };
+
+static double *race_closed; /* per outcome i: when its close ran (ms) */
+
+static void race_close(void *state)
+{
+    race_closed[*(int64_t *)state] = sx_test_now_ms();
+}
+
+typedef struct {
+    sx_engine *e;
+    int64_t base;
+    size_t n;
+    sx_pid *pids;
+    _Atomic size_t *done; /* pids published so far (release) */
+} race_arg;
+
+static void race_wait(sx_engine *e, sx_pid pid, int64_t i)
+{
+    sx_result r;
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_wait(e, pid, RACE_WAIT_MS, &r), 0);
+    double t1 = sx_test_now_ms();
+    /* A wake-up was lost if the wait ran out while the outcome had been
+     * there for over a second (race_closed is written before the outcome
+     * is put, and read after wait found it). */
+    if (t1 - t0 >= RACE_WAIT_MS)
+        CHECK(t1 - race_closed[i] < 1000.0);
+    int64_t want = -1;
+    CHECK_RC(r.error, 0);
+    CHECK_RC(sx_payload_get_int(r.value, &want), 0);
+    CHECK_EQ_INT((int)want, (int)i);
+    sx_result_free(&r);
+}
+
+static int race_step(void *state, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, *(int64_t *)state));
+    return 0;
+}
+
+static void *race_submitter(void *arg)
+{
+    race_arg *a = arg;
+    for (size_t k = 0; k < a->n; k++) {
+        int64_t i = a->base + (int64_t)k;
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, i);
+        CHECK_RC(sx_engine_submit(a->e, "race", "run", &in, 1, &a->pids[k]), 0);
+        /* release: the second waiter reads the PID after the count. */
+        atomic_store_explicit(a->done, k + 1, memory_order_release);
+        race_wait(a->e, a->pids[k], i);
+    }
+    return NULL;
+}
+
+static void *race_second(void *arg)
+{
+    race_arg *a = arg; /* RACE_THREADS of them */
+    for (size_t k = 0; k < a[0].n; k++) {
+        for (int t = 0; t < RACE_THREADS; t++) {
+            /* acquire: pairs with the submitter's release. */
+            while (atomic_load_explicit(a[t].done, memory_order_acquire) <= k)
+                sched_yield();
+            race_wait(a[t].e, a[t].pids[k], a[t].base + (int64_t)k);
+        }
+    }
+    return NULL;
+}
+
+static void test_wait_races_finish(void)
+{
+    const sx_process_type t = { .name = "race",
+                                .state_size = sizeof(int64_t),
+                                .init = out_init,
+                                .step = race_step,
+                                .close = race_close };
+    size_t each = (size_t)(RACE_EACH * sx_test_stress_scale());
+#ifdef SX_TEST_SANITIZED
+    each /= 4;
+#endif
+    sx_engine_config cfg = { .workers = 2,
+                             .keep_outcomes = RACE_THREADS * each + 1 };
+    race_closed = calloc(RACE_THREADS * each, sizeof(double));
+    CHECK(race_closed != NULL);
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    race_arg a[RACE_THREADS];
+    _Atomic size_t done[RACE_THREADS];
+    pthread_t th[RACE_THREADS + 1];
+    for (int i = 0; i < RACE_THREADS; i++) {
+        atomic_init(&done[i], 0);
+        a[i] = (race_arg){ e, (int64_t)(i * each), each,
+                           calloc(each, sizeof(sx_pid)), &done[i] };
+        CHECK(a[i].pids != NULL);
+    }
+    for (int i = 0; i < RACE_THREADS; i++)
+        CHECK(pthread_create(&th[i], NULL, race_submitter, &a[i]) == 0);
+    CHECK(pthread_create(&th[RACE_THREADS], NULL, race_second, a) == 0);
+    for (int i = 0; i <= RACE_THREADS; i++)
+        pthread_join(th[i], NULL);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+    for (int i = 0; i < RACE_THREADS; i++)
+        free(a[i].pids);
+    free(race_closed);
 }
 
 /* ---- free slots go round ---------------------------------------------- */
@@ -2661,6 +2815,7 @@ static const sx_test_case cases[] = {
     { "misuse_registration", test_misuse_registration },
     { "many_types", test_many_types },
     { "outcomes_kept", test_outcomes_kept },
+    { "wait_races_finish", test_wait_races_finish },
     { "slots_reused", test_slots_reused },
     { "strerror", test_strerror },
     { "builtin_commands", test_builtin_commands },
