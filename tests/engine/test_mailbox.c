@@ -253,11 +253,15 @@ static void *late_link_main(void *arg)
     late_link *l = arg;
     struct timespec ts = { 0, 30 * 1000 * 1000 }; /* 30 ms */
     nanosleep(&ts, NULL);
-    /* release: as the second half of sx__mpsc_push. */
+    /* Set just before the link, not after it: a find that waited for the
+     * link may return (and the test read the flag) before a store made
+     * after the link, which made this test fail spuriously under TSan (4
+     * runs of 5 in a helper's TSan build). relaxed: the link's release
+     * store below publishes it. */
+    atomic_store_explicit(&l->linked, true, memory_order_relaxed);
+    /* release: as the second half of sx__mpsc_push; a find that saw the
+     * link (acquire) sees the flag set. */
     atomic_store_explicit(&l->prev->next, l->node, memory_order_release);
-    /* release: pairs with the acquire load after find; a find that saw
-     * the link sees this flag set. */
-    atomic_store_explicit(&l->linked, true, memory_order_release);
     return NULL;
 }
 
@@ -296,8 +300,9 @@ static void test_mpsc_find_waits_for_link(void)
     pthread_t t;
     CHECK_EQ_INT(pthread_create(&t, NULL, late_link_main, &l), 0);
     CHECK(sx__mpsc_find(&q, pred_any));
-    /* acquire: pairs with the release store after the link. */
-    bool linked = atomic_load_explicit(&l.linked, memory_order_acquire);
+    /* relaxed: find's acquire load of the link ordered the flag's store
+     * before this read. */
+    bool linked = atomic_load_explicit(&l.linked, memory_order_relaxed);
     if (!linked)
         SX_FAILF("find returned true before the half-done push was linked");
     expect_pop(&q, &a);
