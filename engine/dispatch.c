@@ -169,7 +169,14 @@ static void send_drop(void *ev)
     sx__ev_free(ev);
 }
 
-const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop };
+static int send_merge(void **ev, const char *topic, size_t topic_len,
+                      sx_payload data, unsigned max)
+{
+    return sx__ev_bundle_add((sx__ev **)ev, topic, topic_len, data, max);
+}
+
+const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop,
+                                               send_merge };
 
 /* sx_send: no completer, no argument decoding. The run of consecutive
  * sends that starts at yield i and goes to one process travels as one
@@ -212,6 +219,7 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
         }
         ev->ctl = false;
         ev->from = from;
+        size_t k = ev->nmsg > 0 ? ev->nmsg : 1; /* a bundle: its messages */
         if (last != NULL)
             /* relaxed: the chain is ours until the push publishes it. */
             atomic_store_explicit(&last->node.next, &ev->node,
@@ -219,7 +227,7 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
         else
             first = ev;
         last = ev;
-        n++;
+        n += k;
     }
     if (n > 0 && sx__send_chain(e, to, first, last, n) != 0)
         lost += n;

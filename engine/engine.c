@@ -61,6 +61,8 @@ static int workers_init(sx_engine *e)
         sx__slotcache_init(&w->slots);
         sx__output_init(&w->out);
         w->out.hooks = &sx__worker_send_hooks;
+        /* A bundle always fits one step's batch (worker.c, collect). */
+        w->out.bundle_max = e->throughput;
         w->batch = calloc(e->throughput, sizeof(*w->batch));
         w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
         if (w->batch == NULL || w->batch_ev == NULL ||

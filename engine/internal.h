@@ -57,6 +57,7 @@ typedef enum {
  * bytes (a message used 208 before): at spawnidle's peak most of its n
  * messages are in flight, so this is most of a process's bytes. */
 #define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
+#define SX__EV_BUNDLE 896 /* a bundle node's record bytes (event.c) */
 #define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
 
 /* One event node: a queued event, and before that the completer of a
@@ -73,7 +74,10 @@ typedef struct sx__ev {
     uint8_t watch;      /* watcher kind while on a watch list */
     uint8_t topic_len;  /* bytes, without the NUL */
     uint8_t has_topic;
-    uint8_t big; /* 1: a large node; set by the allocation, kept */
+    uint8_t big; /* size class: 0 small, 1 large, 2 bundle; kept */
+    /* A bundle (engine/event.c, "Bundles"): how many messages its records
+     * hold; 0 for every other node. data_len then counts record bytes. */
+    uint16_t nmsg;
     int32_t error;
     uint32_t data_len;
     uint32_t msg_len; /* error message bytes with the NUL, 0 = none */
@@ -270,6 +274,7 @@ typedef struct sx__worker {
     sx__slotcache slots; /* free process slots (ptable.c) */
     sx_event *batch;     /* throughput-sized event array */
     sx__ev **batch_ev;   /* the nodes behind batch */
+    size_t n_nodes;      /* how many (collect) */
     sx__wstats st;
     uint32_t lat_sample;       /* dispatches since the last latency sample */
     alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */
@@ -449,6 +454,17 @@ void sx__ev_free(sx__ev *ev);
 /* Frees ev and the events linked after it through node.next (a chain that
  * is in no queue). */
 void sx__ev_free_chain(sx__ev *ev);
+/* Bundles (engine/event.c): consecutive messages of one step to one
+ * process, as records in one node. Adds the message (topic, data) to *evp,
+ * a message node or a bundle holding fewer than max messages, turning a
+ * message into a bundle or a large bundle into a bigger one (*evp then
+ * changes; the old node is freed). Returns 0, or -1 when it does not fit
+ * (*evp unchanged). */
+int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
+                      sx_payload data, unsigned max);
+/* Reads the record at *off of bundle ev (start at 0) and advances *off. */
+void sx__ev_bundle_next(const sx__ev *ev, size_t *off, const char **topic,
+                        sx_payload *data);
 void sx__ev_cache_enable(void);
 void sx__ev_cache_flush(void);
 /* Sets the event's bytes: topic (NUL added), data, error message (NUL

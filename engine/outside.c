@@ -58,8 +58,19 @@ void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
 {
     (void)e;
     mailbox_hook *h = p->user_state;
-    sx_message m = { ev->from, sx__proc_pid(e, p), sx__ev_topic(ev),
-                     sx__ev_data(ev) };
+    sx_message m = { ev->from, sx__proc_pid(e, p), NULL, { NULL, 0 } };
+    if (ev->nmsg > 0) {
+        /* A bundle (event.c): one callback per message, in order. */
+        size_t off = 0;
+        for (unsigned i = 0; i < ev->nmsg; i++) {
+            sx__ev_bundle_next(ev, &off, &m.topic, &m.data);
+            h->fn(h->user, &m);
+        }
+        sx__ev_free(ev);
+        return;
+    }
+    m.topic = sx__ev_topic(ev);
+    m.data = sx__ev_data(ev);
     if (m.topic == NULL)
         m.topic = "";
     h->fn(h->user, &m);

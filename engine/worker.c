@@ -435,10 +435,33 @@ int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last)
 
 /* ---- running a process --------------------------------------------------- */
 
-/* Collects up to `throughput` events: control events first. */
+/* Fills out from the single event ev. */
+static void event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
+{
+    if (ev->watch == SX__WATCH_SLEEP)
+        p->sleeps--; /* a sleep's answer (timers.c) */
+    out->type =
+        ev->kind == SX__EV_MESSAGE ? SX_EVENT_MESSAGE : SX_EVENT_YIELD_COMPLETE;
+    out->tag = ev->tag;
+    out->error = ev->error;
+    out->error_msg = ev->error != 0 ? sx__ev_msg(ev) : NULL;
+    if (out->error != 0 && out->error_msg == NULL)
+        out->error_msg = sx_strerror(ev->error);
+    out->data = sx__ev_data(ev);
+    out->topic = sx__ev_topic(ev);
+    out->from = ev->from;
+}
+
+/* Collects up to `throughput` events: control events first, then the
+ * mailbox. A bundle (event.c) gives one event per message and is taken
+ * whole or not at all: it holds at most `throughput` messages, so it fits
+ * an empty batch, and when it does not fit what is left it goes back to
+ * the front of the mailbox (sx__mpsc_unpop) for the next step, where
+ * backlog sees it. The nodes behind the events, to free after the step,
+ * are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
 {
-    size_t n = 0, cap = e->throughput;
+    size_t n = 0, k = 0, cap = e->throughput;
     if (sx__ctlstack_nonempty(&p->ctl)) {
         sx__mpsc_node *c = sx__ctlstack_take(&p->ctl);
         while (c != NULL) {
@@ -446,7 +469,8 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             sx__mpsc_node *next =
                 atomic_load_explicit(&c->next, memory_order_relaxed);
             if (n < cap) {
-                w->batch_ev[n++] = (sx__ev *)c;
+                w->batch_ev[k++] = (sx__ev *)c;
+                event_of(p, (sx__ev *)c, &w->batch[n++]);
             } else {
                 /* Over budget: back on the stack, still oldest first. */
                 sx__ctlstack_push(&p->ctl, c);
@@ -454,28 +478,48 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             c = next;
         }
     }
+    bool bundles = false, full = false;
     while (n < cap) {
-        sx__mpsc_node *m = sx__mpsc_pop(&p->mbox);
-        if (m == NULL)
+        sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
+        if (ev == NULL)
             break;
-        w->batch_ev[n++] = (sx__ev *)m;
+        if (ev->nmsg == 0) {
+            w->batch_ev[k++] = ev;
+            event_of(p, ev, &w->batch[n++]);
+            continue;
+        }
+        if (n + ev->nmsg > cap) {
+            /* The next step's first (backlog finds it there). */
+            sx__mpsc_unpop(&p->mbox, &ev->node);
+            full = true;
+            break;
+        }
+        w->batch_ev[k++] = ev;
+        bundles = true;
+        /* Its records were written on the producer's core: ask for all
+         * their lines at once rather than miss on each in turn. */
+        const char *rec = (const char *)sx__ev_inl(ev);
+        for (size_t b = 64; b < ev->data_len; b += 64)
+            __builtin_prefetch(rec + b);
+        size_t off = 0;
+        for (unsigned i = 0; i < ev->nmsg; i++) {
+            sx_event *out = &w->batch[n++];
+            out->type = SX_EVENT_MESSAGE;
+            out->tag = 0;
+            out->error = 0;
+            out->error_msg = NULL;
+            out->from = ev->from;
+            sx__ev_bundle_next(ev, &off, &out->topic, &out->data);
+        }
     }
-    for (size_t i = 0; i < n; i++) {
-        sx__ev *ev = w->batch_ev[i];
-        sx_event *out = &w->batch[i];
-        if (ev->watch == SX__WATCH_SLEEP)
-            p->sleeps--; /* a sleep's answer (timers.c) */
-        out->type = ev->kind == SX__EV_MESSAGE ? SX_EVENT_MESSAGE
-                                               : SX_EVENT_YIELD_COMPLETE;
-        out->tag = ev->tag;
-        out->error = ev->error;
-        out->error_msg = ev->error != 0 ? sx__ev_msg(ev) : NULL;
-        if (out->error != 0 && out->error_msg == NULL)
-            out->error_msg = sx_strerror(ev->error);
-        out->data = sx__ev_data(ev);
-        out->topic = sx__ev_topic(ev);
-        out->from = ev->from;
-    }
+    /* The next node, which the next step will read: its lines were
+     * written on another core, so start fetching them while this step
+     * runs (a bundle's records follow its head; a hint, never read). */
+    const char *nx = (const char *)p->mbox.tail;
+    if (bundles && !full && nx != (const char *)&p->mbox.stub)
+        for (size_t b = 0; b < sizeof(sx__ev) + SX__EV_BUNDLE; b += 64)
+            __builtin_prefetch(nx + b);
+    w->n_nodes = k;
     return n;
 }
 
@@ -519,7 +563,7 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
         &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
         memory_order_relaxed);
     sx__wstat_add(&w->st.steps, 1);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < w->n_nodes; i++)
         sx__ev_free(w->batch_ev[i]);
     if (rc != 0) {
         sx__finish(e, p, rc < 0 ? rc : SX_EFAILED, sx_strerror(rc),

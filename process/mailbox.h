@@ -50,6 +50,14 @@ void sx__mpsc_push_chain(sx__mpsc *q, sx__mpsc_node *first,
                          sx__mpsc_node *last);
 /* [consumer] The oldest node, or NULL when empty or a push is half done. */
 sx__mpsc_node *sx__mpsc_pop(sx__mpsc *q);
+/* [consumer] Puts n back at the front: n must be the node the consumer's
+ * last pop returned, with no pop since. Sound because pop returns a node
+ * only once its successor is linked (so n->next is set and no producer
+ * writes it again) and only the consumer moves tail. */
+static inline void sx__mpsc_unpop(sx__mpsc *q, sx__mpsc_node *n)
+{
+    q->tail = n;
+}
 /* [consumer] True when there is nothing to pop and no push in progress. */
 bool sx__mpsc_empty(sx__mpsc *q);
 

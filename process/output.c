@@ -118,6 +118,14 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
     size_t tl = strlen(topic);
     if (tl > 255)
         return SX_EINVAL;
+    if (out->hooks != NULL && out->hooks->merge != NULL && out->n_yields > 0) {
+        /* The same addressee as the previous send: into its bundle. */
+        sx__yield *py = &out->yields[out->n_yields - 1];
+        if (py->cmd == SX__CMD_DIRECT_SEND && py->ev != NULL &&
+            sx_pid_eq(py->to, to) &&
+            out->hooks->merge(&py->ev, topic, tl, data, out->bundle_max) == 0)
+            return 0;
+    }
     if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
         return out->err = SX_ENOMEM;
     if (out->hooks != NULL) {

@@ -50,6 +50,12 @@ typedef struct {
 typedef struct {
     void *(*make)(const char *topic, size_t topic_len, sx_payload data);
     void (*drop)(void *ev);
+    /* Adds a message to *ev, the message (or bundle) of the previous send
+     * when it went to the same process, holding at most max messages
+     * (engine/event.c, "Bundles"); 0, or -1 when it does not fit. NULL:
+     * no bundles. */
+    int (*merge)(void **ev, const char *topic, size_t topic_len,
+                 sx_payload data, unsigned max);
 } sx__send_hooks;
 
 struct sx_step_output {
@@ -65,6 +71,7 @@ struct sx_step_output {
     uint8_t *arena;                /* owned; kept across steps */
     size_t arena_len, arena_cap;
     const sx__send_hooks *hooks; /* NULL: sends go through the arena */
+    unsigned bundle_max;         /* messages per bundle (hooks->merge) */
 };
 
 void sx__output_init(sx_step_output *out);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <stepx/stepx.h>
@@ -322,11 +323,326 @@ static void test_sends_then_fail(void)
     sx_engine_free(e);
 }
 
+/* ---- bundles (engine/event.c): a step's consecutive sends to one process
+ * travel as records in one node and come out as one event each ---- */
+
+/* Message i of the "mix" sequence: a topic of i % 41 bytes and data of
+ * one of the lengths below (around the record's 1-byte length limit, the
+ * node sizes and past them), every byte derived from i. */
+static const size_t mix_len[] = { 0, 1, 5, 9, 100, 254, 255, 256, 900, 3000 };
+#define MIX_N 400
+
+static size_t mix_tl(int64_t i)
+{
+    return (size_t)(i % 41);
+}
+
+static size_t mix_dl(int64_t i)
+{
+    return mix_len[(i / 3) % (sizeof mix_len / sizeof mix_len[0])];
+}
+
+static uint8_t mix_byte(int64_t i, size_t j)
+{
+    return (uint8_t)(i * 31 + (int64_t)j * 7 + 1);
+}
+
+/* Whether (topic, data) is message i of the mix sequence. */
+static bool mix_ok(int64_t i, const char *topic, sx_payload data)
+{
+    size_t tl = mix_tl(i), dl = mix_dl(i);
+    if (topic == NULL || strlen(topic) != tl || data.len != dl ||
+        (dl > 0 && data.data == NULL))
+        return false;
+    for (size_t j = 0; j < tl; j++)
+        if (topic[j] != (char)('a' + (i + (int64_t)j) % 26))
+            return false;
+    for (size_t j = 0; j < dl; j++)
+        if (data.data[j] != mix_byte(i, j))
+            return false;
+    return true;
+}
+
+/* mix.run [to, other, n, brk]: sends messages 0..n-1 of the mix sequence
+ * to `to` in one step, and a message "x" to `other` after each message i
+ * with i % brk == 0 (which ends a run of sends to `to`), then finishes. */
+typedef struct {
+    sx_pid to, other;
+    int64_t n, brk;
+} mix_st;
+
+static int mix_init(void *st, const sx_init_ctx *c, const char *m,
+                    const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    mix_st *s = st;
+    sx_unpack u, v;
+    if (n != 4 || sx_payload_get_int(in[2], &s->n) != 0 ||
+        sx_payload_get_int(in[3], &s->brk) != 0 || s->brk < 1)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    sx_unpack_init(&v, in[1]);
+    return sx_unpack_pid(&u, &s->to) == 0 && sx_unpack_pid(&v, &s->other) == 0
+               ? 0
+               : SX_EINVAL;
+}
+
+static int mix_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    (void)ev, (void)n;
+    mix_st *s = st;
+    static uint8_t data[3000];
+    char topic[64];
+    for (int64_t i = 0; i < s->n; i++) {
+        size_t tl = mix_tl(i), dl = mix_dl(i);
+        for (size_t j = 0; j < tl; j++)
+            topic[j] = (char)('a' + (i + (int64_t)j) % 26);
+        topic[tl] = 0;
+        for (size_t j = 0; j < dl; j++)
+            data[j] = mix_byte(i, j);
+        sx_payload d = { dl > 0 ? data : NULL, dl };
+        if (sx_send(out, s->to, topic, d) != 0)
+            return SX_EFAILED;
+        if (i % s->brk == 0 && sx_send(out, s->other, "x", nil) != 0)
+            return SX_EFAILED;
+    }
+    sx_done(out, nil);
+    return 0;
+}
+
+/* chk.run [n, cap]: takes messages, checks each against the mix sequence
+ * (in order, exact topic and data) and that no step gets more than cap
+ * events; finishes with how many it took once it has n. */
+typedef struct {
+    int64_t want, cap, next;
+} chk_st;
+
+static int chk_init(void *st, const sx_init_ctx *c, const char *m,
+                    const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    chk_st *s = st;
+    return n == 2 && sx_payload_get_int(in[0], &s->want) == 0 &&
+                   sx_payload_get_int(in[1], &s->cap) == 0
+               ? 0
+               : SX_EINVAL;
+}
+
+static int chk_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    chk_st *s = st;
+    char why[128];
+    if ((int64_t)n > s->cap) {
+        snprintf(why, sizeof why, "a step got %zu events (cap %lld)", n,
+                 (long long)s->cap);
+        sx_fail(out, why);
+        return 0;
+    }
+    for (size_t k = 0; k < n; k++) {
+        int64_t i = s->next++;
+        if (ev[k].type != SX_EVENT_MESSAGE ||
+            !mix_ok(i, ev[k].topic, ev[k].data)) {
+            snprintf(why, sizeof why, "message %lld arrived wrong",
+                     (long long)i);
+            sx_fail(out, why);
+            return 0;
+        }
+    }
+    if (s->next >= s->want) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_done(out, sx_payload_int(b, s->next));
+        return 0;
+    }
+    sx_idle(out);
+    return 0;
+}
+
+static const sx_process_type mix_t = { .name = "mix",
+                                       .state_size = sizeof(mix_st),
+                                       .init = mix_init,
+                                       .step = mix_step };
+static const sx_process_type chk_t = { .name = "chk",
+                                       .state_size = sizeof(chk_st),
+                                       .init = chk_init,
+                                       .step = chk_step };
+
+/* An outside mailbox that checks the mix sequence ("x" messages only
+ * counted). */
+typedef struct {
+    pthread_mutex_t mu;
+    int64_t next, bad, x;
+} mixbox;
+
+static void mixbox_fn(void *user, const sx_message *m)
+{
+    mixbox *b = user;
+    pthread_mutex_lock(&b->mu);
+    if (strcmp(m->topic, "x") == 0 && m->data.len == 0)
+        b->x++;
+    else if (!mix_ok(b->next++, m->topic, m->data))
+        b->bad++;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int64_t mixbox_total(mixbox *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int64_t v = b->next + b->x;
+    pthread_mutex_unlock(&b->mu);
+    return v;
+}
+
+static sx_engine *up_with(unsigned workers, unsigned throughput)
+{
+    sx_engine_config cfg = { .workers = workers, .throughput = throughput };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &mix_t), 0);
+    CHECK_RC(sx_engine_register(e, &chk_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+static sx_pid submit_chk(sx_engine *e, int64_t n, int64_t cap)
+{
+    uint8_t nb[SX_PAYLOAD_INT_MAX], cb[SX_PAYLOAD_INT_MAX];
+    sx_payload in[2] = { sx_payload_int(nb, n), sx_payload_int(cb, cap) };
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "chk", "run", in, 2, &pid), 0);
+    return pid;
+}
+
+static sx_pid submit_mix(sx_engine *e, sx_pid to, sx_pid other, int64_t n,
+                         int64_t brk)
+{
+    uint8_t pb[64], ob[64], nb[SX_PAYLOAD_INT_MAX], bb[SX_PAYLOAD_INT_MAX];
+    sx_pack pk, po;
+    sx_pack_init_fixed(&pk, pb, sizeof pb);
+    sx_pack_pid(&pk, to);
+    sx_pack_init_fixed(&po, ob, sizeof ob);
+    sx_pack_pid(&po, other);
+    sx_payload in[4] = { sx_pack_payload(&pk), sx_pack_payload(&po),
+                         sx_payload_int(nb, n), sx_payload_int(bb, brk) };
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "mix", "run", in, 4, &pid), 0);
+    return pid;
+}
+
+static int64_t wait_int(sx_engine *e, sx_pid pid)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    if (r.error != 0)
+        SX_FAILF("process failed: %s", r.error_msg);
+    int64_t v = -1;
+    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
+    sx_result_free(&r);
+    return v;
+}
+
+static void mixbox_wait(mixbox *b, int64_t total)
+{
+    double end = sx_test_now_ms() + 10000;
+    while (mixbox_total(b) < total) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+}
+
+#define MIX_BRK 37
+#define MIX_X ((MIX_N - 1) / MIX_BRK + 1) /* "x" messages: i = 0, 37, ... */
+
+/* Property: 400 messages of one step to one process, of every size (no
+ * data, a few bytes, around the record's 255-byte length limit, bigger
+ * than a bundle node, bigger than any inline node), with a message to an
+ * outside mailbox after every 37th (ending a run of sends), arrive once
+ * each, in order, with exact topic and data, and no step gets more events
+ * than the throughput; the mailbox gets its 11. The stats count each
+ * message once (411), not each node. Throughputs 32 (the default), 8, and
+ * 1 (where no bundle forms). */
+static void test_bundles_exact(void)
+{
+    const unsigned caps[] = { 32, 8, 1 };
+    for (size_t c = 0; c < 3; c++) {
+        sx_engine *e = up_with(2, caps[c]);
+        static mixbox b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+        b.next = b.bad = b.x = 0;
+        sx_pid other;
+        CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &other), 0);
+        sx_pid r = submit_chk(e, MIX_N, caps[c]);
+        wait_ok(e, submit_mix(e, r, other, MIX_N, MIX_BRK));
+        CHECK_EQ_INT(wait_int(e, r), MIX_N);
+        mixbox_wait(&b, MIX_X);
+        CHECK_EQ_INT(b.x, MIX_X);
+        CHECK_EQ_INT(b.bad, 0);
+        sx_engine_stats st;
+        CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+        CHECK_EQ_U64(st.dead_letters, 0);
+        CHECK_EQ_U64(st.messages, MIX_N + MIX_X);
+        CHECK_RC(sx_engine_mailbox_free(e, other), 0);
+        CHECK_RC(sx_engine_stop(e, 1000), 0);
+        sx_engine_free(e);
+    }
+}
+
+/* Property: an outside mailbox gets a bundle one message at a time, in
+ * order and exact (the same 400 messages, all to the mailbox); a process
+ * that has finished gets none of them and counts each as a dead letter. */
+static void test_bundles_to_mailbox_and_dead(void)
+{
+    sx_engine *e = up_with(2, 32);
+    static mixbox b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    b.next = b.bad = b.x = 0;
+    sx_pid mb;
+    CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &mb), 0);
+    wait_ok(e, submit_mix(e, mb, mb, MIX_N, MIX_BRK));
+    mixbox_wait(&b, MIX_N + MIX_X);
+    CHECK_EQ_INT(b.bad, 0);
+    CHECK_EQ_INT(b.next, MIX_N);
+    /* A finished process: every message is a dead letter, whichever node
+     * it travelled in. */
+    sx_pid gone = submit_chk(e, 1, 32);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, gone, "", nil), 0);
+    CHECK_EQ_INT(wait_int(e, gone), 1);
+    wait_ok(e, submit_mix(e, gone, gone, MIX_N, MIX_BRK));
+    sx_engine_stats st;
+    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+    CHECK_EQ_U64(st.dead_letters, MIX_N + MIX_X);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+/* Property: a bundle that does not fit what is left of a step's batch
+ * waits for the next step, even when the process then goes IDLE, and is
+ * not lost. With 1 worker and throughput 8, one step sends message 0,
+ * then a message elsewhere, then messages 1..8 (a bundle of 8) to an IDLE
+ * process; its next step finds both, can take only message 0 (8 - 1 left),
+ * and goes IDLE; nothing else is sent, so only the carried bundle can
+ * bring the last 8 (a lost bundle: the wait times out). */
+static void test_bundle_carried(void)
+{
+    sx_engine *e = up_with(1, 8);
+    static mixbox b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    b.next = b.bad = b.x = 0;
+    sx_pid other;
+    CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &other), 0);
+    sx_pid r = submit_chk(e, 9, 8);
+    wait_ok(e, submit_mix(e, r, other, 9, 9));
+    CHECK_EQ_INT(wait_int(e, r), 9);
+    CHECK_RC(sx_engine_mailbox_free(e, other), 0);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "order_and_done", test_order_and_done },
     { "chain_to_process", test_chain_to_process },
     { "dead_letter_and_idle", test_dead_letter_and_idle },
     { "sends_then_fail", test_sends_then_fail },
+    { "bundles_exact", test_bundles_exact },
+    { "bundles_to_mailbox_and_dead", test_bundles_to_mailbox_and_dead },
+    { "bundle_carried", test_bundle_carried },
 };
 
 SX_TEST_MAIN(cases)
