@@ -275,6 +275,7 @@ typedef struct sx__worker {
     sx_event *batch;     /* throughput-sized event array */
     sx__ev **batch_ev;   /* the nodes behind batch */
     size_t n_nodes;      /* how many (collect) */
+    bool send_penalty;   /* a send found its receiver READY (worker.c) */
     sx__wstats st;
     uint32_t lat_sample;       /* dispatches since the last latency sample */
     alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */

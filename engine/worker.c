@@ -354,8 +354,18 @@ static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
     cur = old | bits;
     for (;;) {
         st = cur & SX__S_MASK;
-        if (!(st == SX_PSTATE_BLOCKED || (st == SX_PSTATE_IDLE && msg)))
-            return; /* running, ready, or idle and this is no message */
+        if (!(st == SX_PSTATE_BLOCKED || (st == SX_PSTATE_IDLE && msg))) {
+            /* Running, ready, or idle and this is no message. Ready: it
+             * waits in a run queue with work we gave it already; a
+             * sender on a worker ends its turn after this step (run_turn)
+             * so that the receiver gets the CPU rather than a backlog. */
+            if (st == SX_PSTATE_READY && msg) {
+                sx__worker *w = sx__current_worker(e);
+                if (w != NULL)
+                    w->send_penalty = true;
+            }
+            return;
+        }
         /* acq_rel: we win the wake-up and hand the process to a queue;
          * the worker's CAS READY -> RUNNING acquires it. A failure means a
          * flag flipped or someone else woke it: re-evaluate. */
@@ -696,6 +706,13 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                     return;
                 continue;
 #endif
+            }
+            if (w->send_penalty) {
+                /* A message of this step went to a process still waiting
+                 * for a worker with earlier ones (wake_after_push): this
+                 * turn is over, if anyone else waits for the worker. */
+                w->send_penalty = false;
+                turns = e->throughput - 1;
             }
             if (++turns >= e->throughput && nothing_else(e, w)) {
                 /* Nobody is waiting for this worker: keep going rather
