@@ -240,11 +240,12 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  * written on another core. Nothing else changes: the consumer's step gets
  * one event per message, in order, with the same from, topic and data
  * (worker.c, collect), and an outside mailbox one callback per message
- * (outside.c). A bundle holds at most the engine's throughput messages, so
- * that one always fits a step's batch; it starts in a large node and moves
- * to a bundle node (SX__EV_BUNDLE record bytes) when it outgrows that, so
- * two messages do not take a kilobyte. A message too big for a bundle gets
- * its own node, as before, after the bundle.
+ * (outside.c). A bundle holds at most the engine's throughput messages
+ * (one step's worth; a step with less room takes part of it: worker.c,
+ * collect). It starts in a large node, from two messages whose records fit
+ * one, and moves to a bundle node (SX__EV_BUNDLE record bytes) when it
+ * outgrows that, so two messages never take a kilobyte. A message too big for a
+ * bundle gets its own node, as before, after the bundle.
  *
  * A record: its head (rec_size), the topic and its NUL, the data. */
 
@@ -309,18 +310,20 @@ int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
                       sx_payload data, unsigned max)
 {
     sx__ev *ev = *evp;
+    if (data.len > SX__EV_BUNDLE)
+        return -1; /* (and rec_size cannot wrap) */
     size_t add = rec_size(topic_len, data.len);
     if (ev->nmsg == 0) {
         /* A message (its bytes inline: a heap block means it is big). */
         if (max < 2 || ev->heap != NULL || !ev->has_topic || ev->msg_len != 0)
             return -1;
         size_t first = rec_size(ev->topic_len, ev->data_len);
-        int big = first + add <= SX__EV_INLINE   ? 1
-                  : first + add <= SX__EV_BUNDLE ? 2
-                                                 : -1;
-        if (big < 0)
+        /* Into a large node only: two messages that do not fit one stay
+         * two nodes (a bundle node for two would be ~1 KiB), and the
+         * next send may bundle with the second. */
+        if (first + add > SX__EV_INLINE)
             return -1;
-        sx__ev *b = ev_alloc(big);
+        sx__ev *b = ev_alloc(1);
         if (b == NULL)
             return -1;
         sx_payload d0 = sx__ev_data(ev);

@@ -76,7 +76,9 @@ typedef struct sx__ev {
     uint8_t has_topic;
     uint8_t big; /* size class: 0 small, 1 large, 2 bundle; kept */
     /* A bundle (engine/event.c, "Bundles"): how many messages its records
-     * hold; 0 for every other node. data_len then counts record bytes. */
+     * hold; 0 for every other node. data_len then counts record bytes, and
+     * the consumer keeps its read cursor in to_gen (messages taken) and
+     * tag (their bytes) while part of it waits for the next step. */
     uint16_t nmsg;
     int32_t error;
     uint32_t data_len;

@@ -46,7 +46,8 @@
  * PID in `n_waiting` (256 slots), and a put reads its PID's slot under
  * its shard lock: only if it is not 0 does the finish take `wmu` (after
  * the retire) and signal the PID's waiters. A finish touches no line that
- * a waiter writes, unless their PIDs hash alike (1 in 256).
+ * a waiter writes, unless their PIDs hash to the same 64-byte line of
+ * slots (1 in 16), and takes wmu only if they hash alike (1 in 256).
  *
  * A waiter counts itself under wmu, then looks in every shard under its
  * lock, then for the live process, and sleeps only if the process is
@@ -332,8 +333,12 @@ static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
                 o->window)
             rc = copy_out(x, out) ? 1 : SX_ENOMEM;
         sx__spin_unlock(&s->mu);
-        if (x != NULL)
-            return rc; /* a PID is in one shard at most */
+        /* A live record is in one shard at most; an expired one with the
+         * same id (the slot's 32-bit generation wrapped while that shard
+         * sat idle) must not hide it, so only a kept record ends the
+         * search. */
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -399,7 +404,15 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
             rc = answer(o, pid.id, out, SX_ENOTFOUND);
             break;
         }
+        /* acquire: as in sx__deliver (a mailbox's state is set once). */
+        bool mailbox = (atomic_load_explicit(&p->state, memory_order_acquire) &
+                        SX__S_MASK) == SX__PSTATE_MAILBOX;
         sx__proc_release(e, p);
+        if (mailbox) {
+            /* Not a process: no outcome will ever come (engine.h). */
+            rc = SX_ENOTFOUND;
+            break;
+        }
         w.next = o->waiters;
         o->waiters = &w;
         int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->wmu, &dl)

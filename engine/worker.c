@@ -463,12 +463,14 @@ static void event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
 }
 
 /* Collects up to `throughput` events: control events first, then the
- * mailbox. A bundle (event.c) gives one event per message and is taken
- * whole or not at all: it holds at most `throughput` messages, so it fits
- * an empty batch, and when it does not fit what is left it goes back to
- * the front of the mailbox (sx__mpsc_unpop) for the next step, where
- * backlog sees it. The nodes behind the events, to free after the step,
- * are w->batch_ev[0 .. w->n_nodes). */
+ * mailbox. A bundle (event.c) gives one event per message; when it has
+ * more than the batch has room for, the step gets the first of them and
+ * the bundle goes back to the front of the mailbox (sx__mpsc_unpop) with
+ * a cursor, for the next step. So a step gets exactly what it got with one
+ * node per message: the same events, in the same order, as many as fit
+ * (API.md meaning 5: the messages that wake an IDLE process share its
+ * batch with the completions that arrived before them). The nodes behind
+ * the events, to free after the step, are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     size_t n = 0, k = 0, cap = e->throughput;
@@ -498,21 +500,18 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             event_of(p, ev, &w->batch[n++]);
             continue;
         }
-        if (n + ev->nmsg > cap) {
-            /* The next step's first (backlog finds it there). */
-            sx__mpsc_unpop(&p->mbox, &ev->node);
-            full = true;
-            break;
-        }
-        w->batch_ev[k++] = ev;
-        bundles = true;
+        /* A bundle: as many of its messages as the batch has room for,
+         * from its cursor on (to_gen: messages taken by earlier steps, tag:
+         * their bytes; both 0 when it was made). */
+        unsigned taken = ev->to_gen, left = ev->nmsg - taken;
+        unsigned take = left <= cap - n ? left : (unsigned)(cap - n);
+        size_t off = (size_t)ev->tag;
         /* Its records were written on the producer's core: ask for all
          * their lines at once rather than miss on each in turn. */
         const char *rec = (const char *)sx__ev_inl(ev);
-        for (size_t b = 64; b < ev->data_len; b += 64)
+        for (size_t b = off + 64; b < ev->data_len; b += 64)
             __builtin_prefetch(rec + b);
-        size_t off = 0;
-        for (unsigned i = 0; i < ev->nmsg; i++) {
+        for (unsigned i = 0; i < take; i++) {
             sx_event *out = &w->batch[n++];
             out->type = SX_EVENT_MESSAGE;
             out->tag = 0;
@@ -521,6 +520,18 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             out->from = ev->from;
             sx__ev_bundle_next(ev, &off, &out->topic, &out->data);
         }
+        if (take < left) {
+            /* The rest is the next step's first: back to the front of
+             * the mailbox (backlog finds it there), kept alive meanwhile
+             * for this step's events, which point into it. */
+            ev->to_gen = taken + take;
+            ev->tag = off;
+            sx__mpsc_unpop(&p->mbox, &ev->node);
+            full = true;
+            break;
+        }
+        w->batch_ev[k++] = ev;
+        bundles = true;
     }
     /* The next node, which the next step will read: its lines were
      * written on another core, so start fetching them while this step

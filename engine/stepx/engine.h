@@ -27,10 +27,13 @@ typedef struct {
 } sx_engine_config;
 
 #define SX_MAX_WORKERS 256
+/* The most keep_outcomes may be (about a billion outcomes). */
+#define SX_MAX_KEEP_OUTCOMES ((size_t)1 << 30)
 
 /* Creates an engine (not started). cfg may be NULL for defaults. On success
  * *out is the caller's, to be released with sx_engine_free. Errors:
- * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS), SX_ENOMEM. */
+ * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS, keep_outcomes >
+ * SX_MAX_KEEP_OUTCOMES), SX_ENOMEM. */
 int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 
 /* Registers a process type; before start only. The type table and the
@@ -79,7 +82,8 @@ typedef struct {
 /* Waits for the outcome of pid. Returns 0 when there is one (its own error
  * is out->error; release it with sx_result_free), SX_ETIMEDOUT when
  * timeout_ms (< 0: no limit) passed first, SX_ENOTFOUND for a PID the
- * engine does not know (or whose outcome is no longer kept), SX_ENOMEM.
+ * engine does not know (or whose outcome is no longer kept, or a mailbox:
+ * it is not a process and has no outcome), SX_ENOMEM.
  * [not from a step] */
 int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
                    sx_result *out);

@@ -1855,7 +1855,8 @@ static sx_engine *ok_engine(void)
 }
 
 /* NULL and malformed arguments give SX_EINVAL (or, where the header names
- * no code, some error) and never crash; the engine stays usable. */
+ * no code, some error) and never crash; the engine stays usable. Config:
+ * too many workers, keep_outcomes past SX_MAX_KEEP_OUTCOMES. */
 static void test_misuse_null_args(void)
 {
     sx_engine *e = NULL;
@@ -1863,6 +1864,17 @@ static void test_misuse_null_args(void)
     CHECK_RC(sx_engine_new(NULL, NULL), SX_EINVAL);
     CHECK_RC(sx_engine_new(&cfg, &e), SX_EINVAL);
     CHECK(e == NULL);
+    /* keep_outcomes past the limit: refused (SIZE_MAX hung sizing the
+     * store); at the limit: accepted (the store grows as it fills). */
+    sx_engine_config big = { .keep_outcomes = SIZE_MAX };
+    CHECK_RC(sx_engine_new(&big, &e), SX_EINVAL);
+    big.keep_outcomes = SX_MAX_KEEP_OUTCOMES + 1;
+    CHECK_RC(sx_engine_new(&big, &e), SX_EINVAL);
+    CHECK(e == NULL);
+    big.keep_outcomes = SX_MAX_KEEP_OUTCOMES;
+    CHECK_RC(sx_engine_new(&big, &e), 0);
+    sx_engine_free(e);
+    e = NULL;
     CHECK_RC(sx_engine_new(NULL, &e), 0);
 
     const sx_process_type ok = { .name = "ok",
@@ -2200,10 +2212,17 @@ static void test_outcomes_kept(void)
     outcomes_kept(2, 1000, 5000);
 }
 
-/* Waiters racing finishes: 4 threads each submit a process that finishes
- * in its first step and wait for it at once (the finish lands before,
- * during or after the waiter registers), 4,000 times each, and a fifth
- * thread waits for the same PIDs a second time from outside. Every wait
+/* Waiters racing finishes: 4 threads each submit a process that goes
+ * IDLE, send it the message on which it finishes, and wait for it, 4,000
+ * times each, with a random pause of 0-20 us before the send and 0-6 us
+ * between send and wait, so that finishes land before, during and after
+ * the waiter's registration (a wake-up is lost only when the finish
+ * falls inside it: with the process finishing in its first step and no
+ * pauses, nearly every waiter was asleep before the finish); a fifth
+ * thread waits for the same PIDs a second time from outside. Negative
+ * control (2026-11-26, gcc): the finisher reading the waiter count before
+ * it takes its shard lock, a real lost-wake-up bug, failed 3 runs of 3 at
+ * the check below (the version without pauses passed it 15 of 15). Every wait
  * answers with the right outcome. A lost wake-up (a finish missing a
  * waiter that registered as it put the outcome) does not show in the
  * answer, because a wait that times out looks once more and finds the
@@ -2245,18 +2264,35 @@ static void race_wait(sx_engine *e, sx_pid pid, int64_t i)
     sx_result_free(&r);
 }
 
+/* IDLE until a message, then DONE with its number. */
 static int race_step(void *state, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {
-    (void)ev, (void)n;
+    (void)ev;
+    if (n == 0) {
+        sx_idle(out);
+        return 0;
+    }
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_done(out, sx_payload_int(b, *(int64_t *)state));
     return 0;
 }
 
+static void race_pause_ns(uint64_t ns)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u +
+               (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec <
+           ns);
+}
+
 static void *race_submitter(void *arg)
 {
     race_arg *a = arg;
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(a->base + 1);
     for (size_t k = 0; k < a->n; k++) {
         int64_t i = a->base + (int64_t)k;
         uint8_t b[SX_PAYLOAD_INT_MAX];
@@ -2264,6 +2300,12 @@ static void *race_submitter(void *arg)
         CHECK_RC(sx_engine_submit(a->e, "race", "run", &in, 1, &a->pids[k]), 0);
         /* release: the second waiter reads the PID after the count. */
         atomic_store_explicit(a->done, k + 1, memory_order_release);
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        race_pause_ns(x % 20000);
+        CHECK_RC(sx_engine_send(a->e, SX_PID_NONE, a->pids[k], "go",
+                                (sx_payload){ NULL, 0 }),
+                 0);
+        race_pause_ns((x >> 20) % 6000);
         race_wait(a->e, a->pids[k], i);
     }
     return NULL;

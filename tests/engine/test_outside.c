@@ -377,7 +377,9 @@ static void test_watch(void)
 
 /* Property: misuse is refused: mailbox_new before start (SX_ESTATE) or
  * without a function (SX_EINVAL); mailbox_free of a process's PID is
- * SX_ENOTFOUND and leaves the process alone. */
+ * SX_ENOTFOUND and leaves the process alone; wait on a mailbox's PID is
+ * SX_ENOTFOUND at once (it has no outcome; it used to sleep until its
+ * timeout, or for ever), before and after the mailbox is freed. */
 static void test_misuse(void)
 {
     sx_engine *e;
@@ -388,6 +390,13 @@ static void test_misuse(void)
     e = up();
     CHECK_RC(sx_engine_mailbox_new(e, NULL, NULL, &mb), SX_EINVAL);
     CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, NULL), SX_EINVAL);
+    CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &mb), 0);
+    sx_result none;
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_wait(e, mb, 3000, &none), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    CHECK_RC(sx_engine_wait(e, mb, 3000, &none), SX_ENOTFOUND);
+    CHECK(sx_test_now_ms() - t0 < 2000); /* at once, not at the timeout */
     sx_pid p;
     CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &p), 0);
     CHECK_RC(sx_engine_mailbox_free(e, p), SX_ENOTFOUND);

@@ -423,7 +423,16 @@ static void test_submit_order(void)
           .init = rec_init,
           .step = rec_step },
     };
-    sx_engine *e = up(1, 0, t, 2);
+    /* keep_outcomes above ORDER_N + 1: with the default (10,000) the
+     * worker could finish the gate and all ORDER_N processes before the
+     * wait below, which then found the gate's outcome evicted (seen once
+     * in 2026-11). */
+    sx_engine_config cfg = { .workers = 1, .keep_outcomes = 2 * ORDER_N };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    for (size_t i = 0; i < 2; i++)
+        CHECK_RC(sx_engine_register(e, &t[i]), 0);
+    CHECK_RC(sx_engine_start(e), 0);
     sx_pid gate;
     CHECK_RC(sx_engine_submit(e, "gate", "run", NULL, 0, &gate), 0);
     while (!atomic_load(&gate_in))

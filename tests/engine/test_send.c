@@ -326,20 +326,34 @@ static void test_sends_then_fail(void)
 /* ---- bundles (engine/event.c): a step's consecutive sends to one process
  * travel as records in one node and come out as one event each ---- */
 
-/* Message i of the "mix" sequence: a topic of i % 41 bytes and data of
- * one of the lengths below (around the record's 1-byte length limit, the
- * node sizes and past them), every byte derived from i. */
-static const size_t mix_len[] = { 0, 1, 5, 9, 100, 254, 255, 256, 900, 3000 };
-#define MIX_N 400
+/* Message i of the "mix" sequence: three small ones (a topic of up to 4
+ * bytes, up to 12 bytes of data: together they fit a large node, so they
+ * make a bundle), then one of the sizes below: topics up to the 255-byte
+ * limit, data around the record's 255-byte length limit, the large node's
+ * 104 inline bytes and the bundle node's 896, and past them; so that each
+ * of those joins a bundle (moving it to a bundle node) when it fits one,
+ * and travels alone when it does not. Every byte derived from i. */
+static const size_t mix_tls[] = { 0, 1, 40, 41, 100, 254, 255 };
+static const size_t mix_dls[] = { 0,   1,   5,   9,   60,  90,  100,
+                                  103, 104, 105, 254, 255, 256, 600,
+                                  880, 885, 890, 896, 900, 3000 };
+#define MIX_N 560 /* 4 x 20 x 7: every topic size with every data size */
 
 static size_t mix_tl(int64_t i)
 {
-    return (size_t)(i % 41);
+    if (i % 4 != 3)
+        return (size_t)(i % 5);
+    int64_t j = i / 4;
+    size_t nd = sizeof mix_dls / sizeof mix_dls[0];
+    return mix_tls[(size_t)(j / (int64_t)nd) %
+                   (sizeof mix_tls / sizeof mix_tls[0])];
 }
 
 static size_t mix_dl(int64_t i)
 {
-    return mix_len[(i / 3) % (sizeof mix_len / sizeof mix_len[0])];
+    if (i % 4 != 3)
+        return (size_t)(i * 7 % 13);
+    return mix_dls[(size_t)(i / 4) % (sizeof mix_dls / sizeof mix_dls[0])];
 }
 
 static uint8_t mix_byte(int64_t i, size_t j)
@@ -392,7 +406,7 @@ static int mix_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     (void)ev, (void)n;
     mix_st *s = st;
     static uint8_t data[3000];
-    char topic[64];
+    char topic[256];
     for (int64_t i = 0; i < s->n; i++) {
         size_t tl = mix_tl(i), dl = mix_dl(i);
         for (size_t j = 0; j < tl; j++)
@@ -428,10 +442,17 @@ static int chk_init(void *st, const sx_init_ctx *c, const char *m,
                : SX_EINVAL;
 }
 
+/* The sizes of the batches of the steps of chk processes, in order, for
+ * a test that runs one chk on one worker (read after its wait). */
+static size_t chk_sizes[64];
+static int chk_steps;
+
 static int chk_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
 {
     chk_st *s = st;
     char why[128];
+    if (chk_steps < 64)
+        chk_sizes[chk_steps++] = n;
     if ((int64_t)n > s->cap) {
         snprintf(why, sizeof why, "a step got %zu events (cap %lld)", n,
                  (long long)s->cap);
@@ -552,18 +573,19 @@ static void mixbox_wait(mixbox *b, int64_t total)
 #define MIX_BRK 37
 #define MIX_X ((MIX_N - 1) / MIX_BRK + 1) /* "x" messages: i = 0, 37, ... */
 
-/* Property: 400 messages of one step to one process, of every size (no
- * data, a few bytes, around the record's 255-byte length limit, bigger
- * than a bundle node, bigger than any inline node), with a message to an
- * outside mailbox after every 37th (ending a run of sends), arrive once
- * each, in order, with exact topic and data, and no step gets more events
- * than the throughput; the mailbox gets its 11. The stats count each
- * message once (411), not each node. Throughputs 32 (the default), 8, and
- * 1 (where no bundle forms). */
+/* Property: 560 messages of one step to one process, of every size
+ * (topics of 0..255 bytes; no data, a few bytes, around the record's
+ * 255-byte length limit and the large and bundle nodes' sizes, bigger than
+ * any node), each big one right after three small ones (so that it goes
+ * into their bundle when it fits), with a message to an outside mailbox after
+ * every 37th (ending a run of sends), arrive once each, in order, with exact
+ * topic and data, and no step gets more events than the throughput; the
+ * mailbox gets its 16. The stats count each message once (576), not each
+ * node. Throughputs 32 (the default), 8, 3 and 1 (no bundle forms). */
 static void test_bundles_exact(void)
 {
-    const unsigned caps[] = { 32, 8, 1 };
-    for (size_t c = 0; c < 3; c++) {
+    const unsigned caps[] = { 32, 8, 3, 1 };
+    for (size_t c = 0; c < 4; c++) {
         sx_engine *e = up_with(2, caps[c]);
         static mixbox b = { .mu = PTHREAD_MUTEX_INITIALIZER };
         b.next = b.bad = b.x = 0;
@@ -586,7 +608,7 @@ static void test_bundles_exact(void)
 }
 
 /* Property: an outside mailbox gets a bundle one message at a time, in
- * order and exact (the same 400 messages, all to the mailbox); a process
+ * order and exact (the same 560 messages, all to the mailbox); a process
  * that has finished gets none of them and counts each as a dead letter. */
 static void test_bundles_to_mailbox_and_dead(void)
 {
@@ -613,24 +635,139 @@ static void test_bundles_to_mailbox_and_dead(void)
     sx_engine_free(e);
 }
 
-/* Property: a bundle that does not fit what is left of a step's batch
- * waits for the next step, even when the process then goes IDLE, and is
- * not lost. With 1 worker and throughput 8, one step sends message 0,
- * then a message elsewhere, then messages 1..8 (a bundle of 8) to an IDLE
- * process; its next step finds both, can take only message 0 (8 - 1 left),
- * and goes IDLE; nothing else is sent, so only the carried bundle can
- * bring the last 8 (a lost bundle: the wait times out). */
-static void test_bundle_carried(void)
+/* Property: a bundle with more messages than a step's batch has room for
+ * gives the step the first of them and the rest to the next step, even
+ * when the process goes IDLE in between (nothing else wakes it: a lost
+ * rest makes the wait time out). With 1 worker and throughput 8, one step
+ * sends message 0, then a message elsewhere, then messages 1..8 (a bundle
+ * of 8) to an IDLE process: its steps get 0 (its first), then 8 (message
+ * 0 and 7 of the bundle: a full batch, as with one node per message),
+ * then the last 1. */
+static void test_bundle_split(void)
 {
     sx_engine *e = up_with(1, 8);
     static mixbox b = { .mu = PTHREAD_MUTEX_INITIALIZER };
     b.next = b.bad = b.x = 0;
     sx_pid other;
     CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &other), 0);
+    chk_steps = 0;
     sx_pid r = submit_chk(e, 9, 8);
     wait_ok(e, submit_mix(e, r, other, 9, 9));
     CHECK_EQ_INT(wait_int(e, r), 9);
+    CHECK_EQ_INT(chk_steps, 3);
+    CHECK_EQ_INT(chk_sizes[0], 0);
+    CHECK_EQ_INT(chk_sizes[1], 8);
+    CHECK_EQ_INT(chk_sizes[2], 1);
     CHECK_RC(sx_engine_mailbox_free(e, other), 0);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+/* API.md meaning 5 with a bundle: an IDLE process woken by messages gets
+ * the completion that arrived while it was idle in the same batch as the
+ * waking message, even when the messages came as one bundle of a whole
+ * batch (1 worker, throughput 8: the completion and 7 of the 8 messages,
+ * then the last). A held command (hold) is answered by the test while the
+ * process is IDLE; then a second process sends it 8 messages in one step. */
+#define CMD_HOLD 300
+static sx_completer *_Atomic held;
+static atomic_int idler_steps;
+static sx_pid idler_pid;
+static int idler_batch_msgs, idler_batch_comps, idler_msgs;
+
+static int cmd_hold(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    atomic_store(&held, done);
+    return 0;
+}
+
+static int idler_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st;
+    int k = atomic_fetch_add(&idler_steps, 1) + 1;
+    if (k == 1) {
+        sx_yield(out, CMD_HOLD, 1, nil);
+        sx_yield(out, SX_CMD_NOOP, 2, nil);
+        return 0; /* waits for an answer */
+    }
+    if (k == 2) { /* the NOOP's answer; hold's is still out */
+        sx_idle(out);
+        return 0;
+    }
+    int msgs = 0, comps = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_MESSAGE)
+            msgs++;
+        else
+            comps++;
+    }
+    if (k == 3) {
+        idler_batch_msgs = msgs;
+        idler_batch_comps = comps;
+    }
+    idler_msgs += msgs;
+    if (idler_msgs >= 8)
+        sx_done(out, nil);
+    else
+        sx_idle(out);
+    return 0;
+}
+
+static int eight_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (int i = 0; i < 8; i++)
+        sx_send(out, idler_pid, "m", sx_payload_int(b, i));
+    sx_done(out, nil);
+    return 0;
+}
+
+static int no_init(void *st, const sx_init_ctx *c, const char *m,
+                   const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return 0;
+}
+
+static void test_idle_wake_batch_bundle(void)
+{
+    const sx_process_type idler_t = { .name = "idler",
+                                      .init = no_init,
+                                      .step = idler_step };
+    const sx_process_type eight_t = { .name = "eight",
+                                      .init = no_init,
+                                      .step = eight_step };
+    sx_engine_config cfg = { .workers = 1, .throughput = 8 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &idler_t), 0);
+    CHECK_RC(sx_engine_register(e, &eight_t), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_HOLD, "hold", cmd_hold, NULL),
+             0);
+    CHECK_RC(sx_engine_start(e), 0);
+    CHECK_RC(sx_engine_submit(e, "idler", "run", NULL, 0, &idler_pid), 0);
+    double end = sx_test_now_ms() + 10000;
+    sx_process_info info;
+    do { /* IDLE after its second step */
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (atomic_load(&idler_steps) < 2 || info.state != SX_PSTATE_IDLE ||
+             atomic_load(&held) == NULL);
+    sx_complete(atomic_load(&held), nil, 0, NULL);
+    CHECK_RC(sx_engine_submit(e, "eight", "run", NULL, 0, NULL), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, idler_pid, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, 0);
+    sx_result_free(&r);
+    CHECK_EQ_INT(idler_batch_comps, 1);
+    CHECK_EQ_INT(idler_batch_msgs, 7);
+    CHECK_EQ_INT(atomic_load(&idler_steps), 4);
     CHECK_RC(sx_engine_stop(e, 1000), 0);
     sx_engine_free(e);
 }
@@ -642,7 +779,8 @@ static const sx_test_case cases[] = {
     { "sends_then_fail", test_sends_then_fail },
     { "bundles_exact", test_bundles_exact },
     { "bundles_to_mailbox_and_dead", test_bundles_to_mailbox_and_dead },
-    { "bundle_carried", test_bundle_carried },
+    { "bundle_split", test_bundle_split },
+    { "idle_wake_batch_bundle", test_idle_wake_batch_bundle },
 };
 
 SX_TEST_MAIN(cases)
