@@ -167,11 +167,26 @@ int sx_pack_bool(sx_pack *pk, bool v)
 }
 
 /* Writes the big-endian field of width w (1, 2, 4 or 8) after marker m. */
+/* The type byte, then the value big-endian in one store of its width:
+ * whoever copies the encoding next (sx_send copies it into the message at
+ * once) loads it back with the same widths (engine/event.c, copy_small),
+ * which the CPU forwards from its store buffer; a load spanning several
+ * byte stores would stall until they reach the cache. */
 static size_t int_put(uint8_t *b, uint8_t m, uint64_t f, size_t w)
 {
     b[0] = m;
-    for (size_t i = 0; i < w; i++)
-        b[1 + i] = (uint8_t)(f >> (8 * (w - 1 - i)));
+    if (w == 8) {
+        uint64_t v = __builtin_bswap64(f);
+        memcpy(b + 1, &v, 8);
+    } else if (w == 4) {
+        uint32_t v = __builtin_bswap32((uint32_t)f);
+        memcpy(b + 1, &v, 4);
+    } else if (w == 2) {
+        uint16_t v = __builtin_bswap16((uint16_t)f);
+        memcpy(b + 1, &v, 2);
+    } else {
+        b[1] = (uint8_t)f;
+    }
     return 1 + w;
 }
 
