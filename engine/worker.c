@@ -446,7 +446,8 @@ int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last)
 /* ---- running a process --------------------------------------------------- */
 
 /* Fills out from the single event ev. */
-static void event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
+static inline __attribute__((always_inline)) void
+event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
 {
     if (ev->watch == SX__WATCH_SLEEP)
         p->sleeps--; /* a sleep's answer (timers.c) */
