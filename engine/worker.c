@@ -656,6 +656,11 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p);
 static void run(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     w->running = p;
+    /* A penalty is the sender's own: one left by the last process (set by
+     * a step that then blocked, idled or finished, by a finish's @exit
+     * messages) must not cut this one's turn (test_sched
+     * penalty_is_the_senders). */
+    w->send_penalty = false;
     run_turn(e, w, p);
     w->running = NULL;
 }

@@ -166,23 +166,33 @@ int sx_pack_bool(sx_pack *pk, bool v)
     return pack_end(pk, mark, rc);
 }
 
-/* Writes the big-endian field of width w (1, 2, 4 or 8) after marker m. */
-/* The type byte, then the value big-endian in one store of its width:
+/* Writes marker m, then the big-endian field of width w (1, 2, 4 or 8)
+ * in one store of its width:
  * whoever copies the encoding next (sx_send copies it into the message at
  * once) loads it back with the same widths (engine/event.c, copy_small),
  * which the CPU forwards from its store buffer; a load spanning several
  * byte stores would stall until they reach the cache. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define BE64(x) (x)
+#define BE32(x) (x)
+#define BE16(x) (x)
+#else /* little-endian (x86-64, arm64): swap */
+#define BE64(x) __builtin_bswap64(x)
+#define BE32(x) __builtin_bswap32(x)
+#define BE16(x) __builtin_bswap16(x)
+#endif
+
 static size_t int_put(uint8_t *b, uint8_t m, uint64_t f, size_t w)
 {
     b[0] = m;
     if (w == 8) {
-        uint64_t v = __builtin_bswap64(f);
+        uint64_t v = BE64(f);
         memcpy(b + 1, &v, 8);
     } else if (w == 4) {
-        uint32_t v = __builtin_bswap32((uint32_t)f);
+        uint32_t v = BE32((uint32_t)f);
         memcpy(b + 1, &v, 4);
     } else if (w == 2) {
-        uint16_t v = __builtin_bswap16((uint16_t)f);
+        uint16_t v = BE16((uint16_t)f);
         memcpy(b + 1, &v, 2);
     } else {
         b[1] = (uint8_t)f;
