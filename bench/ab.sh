@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/ab.sh: compare builds (or runtimes) on one workload, A/B style.
+#
+#   bash bench/ab.sh <workload> <n> <rounds> <binary> [<binary> ...]
+#
+# Runs each binary once per round, alternating (A, B, A, B, ...), so that
+# the machine's drift (this is a shared VM whose host is sometimes busy for
+# minutes) hits every binary alike, and prints for each the median of its
+# figure (ns_per_op from the bench line) and of its CPU time (user + sys,
+# /usr/bin/time), with every run's figure. A binary is anything that takes
+# `<workload> <n>` and prints a stepx-bench line: two builds of
+# bench/stepx-bench (e.g. one from a `git worktree` of the parent commit,
+# built with the same meson options), or a peer (build/bench/stepx-peer-go).
+#
+# Example, a change against its parent:
+#   git worktree add /tmp/base HEAD~1
+#   (cd /tmp/base && meson setup /tmp/bbase --buildtype=release -Db_lto=true \
+#       && ninja -C /tmp/bbase bench/stepx-bench)
+#   bash bench/ab.sh fanin 10000000 7 /tmp/bbase/bench/stepx-bench \
+#       build/bench/stepx/bench/stepx-bench
+#
+# Nothing else should run meanwhile (check `uptime`); seven rounds or more
+# for differences under ~10 %.
+set -euo pipefail
+
+if [ $# -lt 4 ]; then
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+workload=$1 n=$2 rounds=$3
+shift 3
+
+command -v /usr/bin/time >/dev/null || {
+    echo "ab.sh: /usr/bin/time is missing (apt-get install -y time)" >&2
+    exit 1
+}
+
+for _ in $(seq 1 "$rounds"); do
+    for b in "$@"; do
+        out=$({ /usr/bin/time -f "CPU %U %S" "$b" "$workload" "$n"; } 2>&1) || {
+            echo "ab.sh: $b failed:" >&2
+            echo "$out" >&2
+            exit 1
+        }
+        ns=$(printf '%s\n' "$out" | grep -o 'ns_per_op=[0-9.]*' | head -n 1 |
+            cut -d= -f2)
+        cpu=$(printf '%s\n' "$out" | awk '/^CPU /{print $2 + $3}')
+        printf '%s\t%s\t%s\n' "$b" "${ns:-nan}" "${cpu:-nan}"
+    done
+done | python3 -c '
+import statistics, sys
+runs = {}
+for line in sys.stdin:
+    b, ns, cpu = line.rstrip("\n").split("\t")
+    runs.setdefault(b, []).append((float(ns), float(cpu)))
+for b, v in runs.items():
+    print("%-40s ns_per_op median %8.2f  cpu median %6.3f s   runs: %s" % (
+        b, statistics.median(x[0] for x in v),
+        statistics.median(x[1] for x in v),
+        " ".join("%.1f" % x[0] for x in v)))
+'
