@@ -315,6 +315,11 @@ typedef struct sx__outcome {
     uint8_t *value; /* same allocation */
     size_t len;
     size_t cap; /* bytes for value and msg after the header */
+    /* Readers copying a large record outside the shard lock (outcome.c,
+     * find_copy), and whether it was evicted meanwhile (then the last
+     * reader frees it). Both under the shard lock. */
+    uint32_t pins;
+    bool evicted;
 } sx__outcome;
 
 /* Slots of the waiter count (outcome.c); a power of two. */

@@ -202,6 +202,8 @@ static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
     x->id = id;
     x->error = error;
     x->steps = steps;
+    x->pins = 0;
+    x->evicted = false;
     x->len = value.len;
     x->value = (uint8_t *)(x + 1);
     if (value.len > 0)
@@ -245,6 +247,10 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     while (s->n > 0 &&
            (s->n >= o->keep || now - s->ring[s->head]->stamp >= o->window)) {
         sx__outcome *old = shard_evict(s);
+        if (old->pins > 0) {
+            old->evicted = true; /* its last reader frees it */
+            continue;
+        }
         old->hnext = gone;
         gone = old;
     }
@@ -317,6 +323,13 @@ static bool copy_out(const sx__outcome *x, sx_result *out)
     return true;
 }
 
+/* Outcomes up to this many bytes (value and message) are copied under the
+ * shard lock; bigger ones are pinned and copied outside it, so that a wait
+ * for a process with a large result does not hold up the finishes of the
+ * worker that owns the shard for the length of a malloc and a memcpy
+ * (test_api big_outcome_copied_unlocked). */
+#define COPY_UNDER_LOCK_MAX 4096
+
 /* 1: found and copied; 0: not kept; SX_ENOMEM: found, no memory to copy. */
 static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
 {
@@ -328,10 +341,27 @@ static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
         /* relaxed: see "Which records a shard keeps"; a record that its
          * shard has not yet evicted by the count (the shard has not put
          * since) is not kept either. A stale read only keeps more. */
-        if (x != NULL &&
+        bool kept =
+            x != NULL &&
             atomic_load_explicit(&o->counted, memory_order_relaxed) - x->stamp <
-                o->window)
+                o->window;
+        if (kept && x->len + (x->msg != NULL ? strlen(x->msg) : 0) <=
+                        COPY_UNDER_LOCK_MAX) {
             rc = copy_out(x, out) ? 1 : SX_ENOMEM;
+        } else if (kept) {
+            /* Pinned, the record stays allocated and unchanged (records
+             * are written only before they are put) while it is copied
+             * without the lock; an eviction meanwhile leaves it to us. */
+            x->pins++;
+            sx__spin_unlock(&s->mu);
+            rc = copy_out(x, out) ? 1 : SX_ENOMEM;
+            sx__spin_lock(&s->mu);
+            bool last = --x->pins == 0 && x->evicted;
+            sx__spin_unlock(&s->mu);
+            if (last)
+                free(x);
+            return rc;
+        }
         sx__spin_unlock(&s->mu);
         /* A live record is in one shard at most; an expired one with the
          * same id (the slot's 32-bit generation wrapped while that shard

@@ -2365,6 +2365,141 @@ static void test_wait_races_finish(void)
     free(race_closed);
 }
 
+/* ---- big outcomes read while they are evicted ------------------------- */
+
+/* big.run [i]: finishes with a result of big_len(i) bytes, each derived
+ * from i; i < 0: with 64 KiB + 64 x -i bytes (an "evictor": each one a
+ * little bigger than the last, so that the shard's spare record (outcome.c)
+ * never fits the next one and evicted records are freed, not reused). */
+static size_t big_len(int64_t i)
+{
+    return (size_t)(64 * 1024) << (i % 5); /* 64 KiB .. 1 MiB */
+}
+
+static uint8_t big_byte(int64_t i, size_t k)
+{
+    return (uint8_t)(i * 131 + (int64_t)(k / 7));
+}
+
+static int big_step(void *state, const sx_event *ev, size_t n,
+                    sx_step_output *out)
+{
+    (void)ev, (void)n;
+    int64_t i = *(int64_t *)state;
+    size_t len = i < 0 ? (size_t)(64 * 1024) + 64 * (size_t)(-i) : big_len(i);
+    uint8_t *b = malloc(len);
+    if (b == NULL)
+        return SX_ENOMEM;
+    for (size_t k = 0; k < len; k++)
+        b[k] = big_byte(i, k);
+    sx_done(out, (sx_payload){ b, len });
+    free(b);
+    return 0;
+}
+
+typedef struct {
+    sx_engine *e;
+    sx_pid pid;
+    int64_t i;
+    _Atomic int *stop;
+    int reads, bad;
+} big_reader;
+
+static void *big_read(void *arg)
+{
+    big_reader *r = arg;
+    /* acquire: pairs with the release store of the main thread. */
+    while (!atomic_load_explicit(r->stop, memory_order_acquire)) {
+        sx_result res;
+        int rc = sx_engine_wait(r->e, r->pid, 0, &res);
+        if (rc == SX_ENOTFOUND)
+            break; /* evicted */
+        if (rc != 0) {
+            r->bad++;
+            break;
+        }
+        size_t len = big_len(r->i);
+        bool ok = res.error == 0 && res.value.len == len;
+        for (size_t k = 0; ok && k < len; k += 61)
+            ok = res.value.data[k] == big_byte(r->i, k);
+        ok = ok && res.value.data[len - 1] == big_byte(r->i, len - 1);
+        r->bad += !ok;
+        r->reads++;
+        sx_result_free(&res);
+    }
+    return NULL;
+}
+
+/* Large outcomes (64 KiB to 1 MiB) are copied outside the shard lock,
+ * pinned (engine/outcome.c, find_copy): 4 threads keep reading one while
+ * later finishes on the same worker evict it (keep_outcomes 4, 1 worker,
+ * so all in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND
+ * once it is gone; an evicted record is freed only by its last reader.
+ * Negative control (2026-11-26): eviction ignoring the pin (the record
+ * freed, or reused by the next put, while a reader copies it) made
+ * AddressSanitizer report a heap-use-after-free, or a read come out
+ * wrong. */
+static void test_big_outcomes_under_eviction(void)
+{
+    const sx_process_type t = { .name = "big",
+                                .state_size = sizeof(int64_t),
+                                .init = out_init,
+                                .step = big_step };
+    sx_engine_config cfg = { .workers = 1, .keep_outcomes = 4 };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    int reads = 0;
+    int64_t evictor = 0;
+    for (int64_t round = 0; round < 30; round++) {
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_result res;
+        /* Fill the ring, and the shard's spare, with evictors first. */
+        for (int k = 0; k < 6; k++) {
+            sx_payload ev_in = sx_payload_int(b, -++evictor);
+            sx_pid ep;
+            CHECK_RC(sx_engine_submit(e, "big", "run", &ev_in, 1, &ep), 0);
+            CHECK_RC(sx_engine_wait(e, ep, WAIT_MS, &res), 0);
+            sx_result_free(&res);
+        }
+        sx_payload in = sx_payload_int(b, round);
+        sx_pid pid;
+        CHECK_RC(sx_engine_submit(e, "big", "run", &in, 1, &pid), 0);
+        CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &res), 0);
+        CHECK_EQ_U64(res.value.len, big_len(round));
+        sx_result_free(&res);
+        _Atomic int stop = 0;
+        big_reader r[4];
+        pthread_t th[4];
+        for (int k = 0; k < 4; k++) {
+            r[k] = (big_reader){ e, pid, round, &stop, 0, 0 };
+            CHECK(pthread_create(&th[k], NULL, big_read, &r[k]) == 0);
+        }
+        /* Evictors push it out (keep 4) while the readers copy. */
+        for (int k = 0; k < 8; k++) {
+            sx_payload ev_in = sx_payload_int(b, -++evictor);
+            sx_pid ep;
+            CHECK_RC(sx_engine_submit(e, "big", "run", &ev_in, 1, &ep), 0);
+            CHECK_RC(sx_engine_wait(e, ep, WAIT_MS, &res), 0);
+            sx_result_free(&res);
+        }
+        /* release: the readers' acquire loads. */
+        atomic_store_explicit(&stop, 1, memory_order_release);
+        for (int k = 0; k < 4; k++) {
+            pthread_join(th[k], NULL);
+            CHECK_EQ_INT(r[k].bad, 0);
+            reads += r[k].reads;
+        }
+        /* Gone now: 8 later outcomes, keep 4. */
+        CHECK_RC(sx_engine_wait(e, pid, 0, &res), SX_ENOTFOUND);
+    }
+    printf("#   %d reads of big outcomes\n", reads);
+    CHECK(reads > 0);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
 /* ---- free slots go round ---------------------------------------------- */
 
 static int quit_step(void *state, const sx_event *ev, size_t n,
@@ -2858,6 +2993,7 @@ static const sx_test_case cases[] = {
     { "many_types", test_many_types },
     { "outcomes_kept", test_outcomes_kept },
     { "wait_races_finish", test_wait_races_finish },
+    { "big_outcomes_under_eviction", test_big_outcomes_under_eviction },
     { "slots_reused", test_slots_reused },
     { "strerror", test_strerror },
     { "builtin_commands", test_builtin_commands },
