@@ -312,6 +312,7 @@ typedef struct sx__outcome {
     int error;
     uint64_t steps;
     char *msg;      /* points into the same allocation, or NULL */
+    size_t msg_len; /* its bytes with the NUL, or 0 */
     uint8_t *value; /* same allocation */
     size_t len;
     size_t cap; /* bytes for value and msg after the header */

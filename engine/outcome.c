@@ -209,6 +209,7 @@ static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
     if (value.len > 0)
         memcpy(x->value, value.data, value.len);
     x->msg = ml > 0 ? (char *)x->value + value.len : NULL;
+    x->msg_len = ml;
     if (ml > 0)
         memcpy(x->msg, msg, ml);
 }
@@ -327,7 +328,7 @@ static bool copy_out(const sx__outcome *x, sx_result *out)
  * shard lock; bigger ones are pinned and copied outside it, so that a wait
  * for a process with a large result does not hold up the finishes of the
  * worker that owns the shard for the length of a malloc and a memcpy
- * (test_api big_outcome_copied_unlocked). */
+ * (test_api big_outcomes_under_eviction). */
 #define COPY_UNDER_LOCK_MAX 4096
 
 /* 1: found and copied; 0: not kept; SX_ENOMEM: found, no memory to copy. */
@@ -345,8 +346,7 @@ static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
             x != NULL &&
             atomic_load_explicit(&o->counted, memory_order_relaxed) - x->stamp <
                 o->window;
-        if (kept && x->len + (x->msg != NULL ? strlen(x->msg) : 0) <=
-                        COPY_UNDER_LOCK_MAX) {
+        if (kept && x->len + x->msg_len <= COPY_UNDER_LOCK_MAX) {
             rc = copy_out(x, out) ? 1 : SX_ENOMEM;
         } else if (kept) {
             /* Pinned, the record stays allocated and unchanged (records

@@ -2368,12 +2368,23 @@ static void test_wait_races_finish(void)
 /* ---- big outcomes read while they are evicted ------------------------- */
 
 /* big.run [i]: finishes with a result of big_len(i) bytes, each derived
- * from i; i < 0: with 64 KiB + 64 x -i bytes (an "evictor": each one a
- * little bigger than the last, so that the shard's spare record (outcome.c)
- * never fits the next one and evicted records are freed, not reused). */
+ * from i (or fails, big_fails); i < 0: with 64 KiB + 64 x -i bytes (an
+ * "evictor": each a little bigger than the last, so that an evictor kept
+ * as the shard's spare record (outcome.c) never fits the next one, and
+ * evicted records are mostly freed rather than reused). */
 static size_t big_len(int64_t i)
 {
-    return (size_t)(64 * 1024) << (i % 5); /* 64 KiB .. 1 MiB */
+    if (i % 10 == 9)
+        return (size_t)16 << 20;           /* long copies: readers overlap */
+    return (size_t)(64 * 1024) << (i % 7); /* 64 KiB .. 4 MiB */
+}
+
+/* Round i's outcome: every 3rd round fails with an error message of
+ * big_len(i) / 64 bytes (at least 1 KiB: copied outside the lock too)
+ * instead of finishing with a value. */
+static bool big_fails(int64_t i)
+{
+    return i >= 0 && i % 3 == 2;
 }
 
 static uint8_t big_byte(int64_t i, size_t k)
@@ -2392,7 +2403,15 @@ static int big_step(void *state, const sx_event *ev, size_t n,
         return SX_ENOMEM;
     for (size_t k = 0; k < len; k++)
         b[k] = big_byte(i, k);
-    sx_done(out, (sx_payload){ b, len });
+    if (big_fails(i)) {
+        size_t ml = len / 64;
+        for (size_t k = 0; k < ml; k++)
+            b[k] = (uint8_t)('a' + big_byte(i, k) % 26);
+        b[ml] = 0;
+        sx_fail(out, (const char *)b);
+    } else {
+        sx_done(out, (sx_payload){ b, len });
+    }
     free(b);
     return 0;
 }
@@ -2402,14 +2421,55 @@ typedef struct {
     sx_pid pid;
     int64_t i;
     _Atomic int *stop;
+    bool watch; /* read through sx_engine_watch, not sx_engine_wait */
     int reads, bad;
 } big_reader;
+
+/* Whether res is round i's outcome. A few bytes are checked, not all, so
+ * that the readers spend their time in the copies and overlap there. */
+static bool big_check(int64_t i, const sx_result *res)
+{
+    size_t len = big_len(i);
+    if (big_fails(i)) {
+        size_t ml = len / 64;
+        bool ok = res->error == SX_EFAILED && res->error_msg != NULL &&
+                  strlen(res->error_msg) == ml;
+        for (size_t k = 0; ok && k < ml; k += 509)
+            ok = res->error_msg[k] == (char)('a' + big_byte(i, k) % 26);
+        return ok;
+    }
+    bool ok = res->error == 0 && res->value.len == len;
+    for (size_t k = 0; ok && k < len; k += 4093)
+        ok = res->value.data[k] == big_byte(i, k);
+    return ok && res->value.data[len - 1] == big_byte(i, len - 1);
+}
+
+static void big_watched(void *user, sx_pid target, const sx_result *res)
+{
+    (void)target;
+    big_reader *r = user;
+    r->bad += !big_check(r->i, res);
+    r->reads++;
+}
 
 static void *big_read(void *arg)
 {
     big_reader *r = arg;
     /* acquire: pairs with the release store of the main thread. */
     while (!atomic_load_explicit(r->stop, memory_order_acquire)) {
+        if (r->watch) {
+            /* A finished target: fn runs here, on a copy made without
+             * the waiters' mutex (wait holds it), so watchers' copies
+             * overlap each other's and a waiter's: several pins. */
+            int rc = sx_engine_watch(r->e, r->pid, big_watched, r);
+            if (rc == SX_ENOTFOUND)
+                break; /* evicted */
+            if (rc != 0) {
+                r->bad++;
+                break;
+            }
+            continue;
+        }
         sx_result res;
         int rc = sx_engine_wait(r->e, r->pid, 0, &res);
         if (rc == SX_ENOTFOUND)
@@ -2418,27 +2478,26 @@ static void *big_read(void *arg)
             r->bad++;
             break;
         }
-        size_t len = big_len(r->i);
-        bool ok = res.error == 0 && res.value.len == len;
-        for (size_t k = 0; ok && k < len; k += 61)
-            ok = res.value.data[k] == big_byte(r->i, k);
-        ok = ok && res.value.data[len - 1] == big_byte(r->i, len - 1);
-        r->bad += !ok;
+        r->bad += !big_check(r->i, &res);
         r->reads++;
         sx_result_free(&res);
     }
     return NULL;
 }
 
-/* Large outcomes (64 KiB to 1 MiB) are copied outside the shard lock,
- * pinned (engine/outcome.c, find_copy): 4 threads keep reading one while
- * later finishes on the same worker evict it (keep_outcomes 4, 1 worker,
- * so all in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND
- * once it is gone; an evicted record is freed only by its last reader.
- * Negative control (2026-11-26): eviction ignoring the pin (the record
- * freed, or reused by the next put, while a reader copies it) made
- * AddressSanitizer report a heap-use-after-free, or a read come out
- * wrong. */
+/* Large outcomes (values of 64 KiB to 4 MiB; every 3rd round an error
+ * message of 1-64 KiB) are copied outside the shard lock, pinned
+ * (engine/outcome.c, find_copy): 4 threads keep reading one (2 with
+ * sx_engine_wait, 2 with sx_engine_watch, whose copies overlap) while later
+ * finishes on the same worker evict it (keep_outcomes 4, 1 worker, so all
+ * in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND once it
+ * is gone; an evicted record is freed only by its last reader. Negative
+ * controls (2026-11-26, AddressSanitizer): eviction ignoring the pin (the
+ * record freed, or reused by the next put, while a reader copies it): a
+ * heap-use-after-free, 2 of 2; the first of two readers freeing the
+ * evicted record while the second still copies (a review found this
+ * untested: through wait alone a record never had two pins, wait copies
+ * under the waiters' mutex): a heap-use-after-free, 3 of 3. */
 static void test_big_outcomes_under_eviction(void)
 {
     const sx_process_type t = { .name = "big",
@@ -2467,13 +2526,16 @@ static void test_big_outcomes_under_eviction(void)
         sx_pid pid;
         CHECK_RC(sx_engine_submit(e, "big", "run", &in, 1, &pid), 0);
         CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &res), 0);
-        CHECK_EQ_U64(res.value.len, big_len(round));
+        if (big_fails(round))
+            CHECK_RC(res.error, SX_EFAILED);
+        else
+            CHECK_EQ_U64(res.value.len, big_len(round));
         sx_result_free(&res);
         _Atomic int stop = 0;
         big_reader r[4];
         pthread_t th[4];
         for (int k = 0; k < 4; k++) {
-            r[k] = (big_reader){ e, pid, round, &stop, 0, 0 };
+            r[k] = (big_reader){ e, pid, round, &stop, k % 2 == 1, 0, 0 };
             CHECK(pthread_create(&th[k], NULL, big_read, &r[k]) == 0);
         }
         /* Evictors push it out (keep 4) while the readers copy. */
