@@ -14,13 +14,14 @@
  * use malloc directly. Bytes that do not fit the node's inline area go
  * into one extra heap block.
  *
- * Nodes come in two sizes (internal.h): small for messages whose bytes fit
- * SX__EV_SMALL (104 bytes, a 112-byte malloc chunk), large for the rest
- * and for every completer and watcher (200 bytes, 208). Each size has its
- * own cache list and depot list; a node goes back to the lists of its
- * size (sx__ev.big). A message in flight is thus about half the memory it
- * was with one size: spawnidle's n messages in flight were most of the
- * bytes of an idle process.
+ * Nodes come in three sizes (internal.h): small for messages whose bytes
+ * fit SX__EV_SMALL (104 bytes, a 112-byte malloc chunk), large for the rest
+ * and for every completer and watcher (200 bytes, 208), and bundle nodes
+ * (992 bytes: "Bundles" below). Each size has its own cache list and depot
+ * list; a node goes back to the lists of its size (sx__ev.big). A message
+ * in flight is thus about half the memory it was with one size:
+ * spawnidle's n messages in flight were most of the bytes of an idle
+ * process.
  *
  * Threads: [any thread]; the cache is thread-local; the depot is global
  * (nodes are not tied to an engine) and guarded by its mutex.
@@ -37,9 +38,10 @@
 static const unsigned cache_max[3] = { 4096, 4096, 2 * DEPOT_BATCH };
 static const size_t depot_max[3] = { 256 * 1024, 256 * 1024, 16 * 1024 };
 
-/* The two sizes (internal.h): a small node is a message whose bytes fit
- * SX__EV_SMALL; a large one is everything else. Each size has its own
- * cache list and depot list, indexed by sx__ev.big. */
+/* The three sizes (internal.h): a small node is a message whose bytes fit
+ * SX__EV_SMALL; a bundle node holds a bundle's records; a large one is
+ * everything else. Each size has its own cache list and depot list,
+ * indexed by sx__ev.big. */
 #define SMALL_SIZE (offsetof(sx__ev, small) + SX__EV_SMALL)
 #define LARGE_SIZE (sizeof(sx__ev) + SX__EV_INLINE)
 #define BUNDLE_SIZE (sizeof(sx__ev) + SX__EV_BUNDLE)

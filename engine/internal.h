@@ -48,7 +48,9 @@ typedef enum {
     SX__EV_MESSAGE = 1,    /* send / cancel / @exit       */
 } sx__ev_kind;
 
-/* Two sizes of event node (engine/event.c). A large node carries a
+/* Three sizes of event node (engine/event.c): small, large, and the bundle
+ * node (sizeof(sx__ev) + SX__EV_BUNDLE record bytes, "Bundles"). A large
+ * node carries a
  * completer's fields and SX__EV_INLINE bytes after them: completers, watchers
  * and every node from sx__ev_alloc. A small node is only a message, from
  * sx__ev_alloc_sized when its bytes fit SX__EV_SMALL: its bytes overlay the

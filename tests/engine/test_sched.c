@@ -477,6 +477,8 @@ static _Atomic int plog_n;
 
 static void plog_put(char c)
 {
+    /* seq_cst (the default) is more than needed: one worker writes, and
+     * the test reads after a wait, which orders the letters before it. */
     int i = atomic_fetch_add(&plog_n, 1);
     if (i < (int)sizeof plog)
         plog[i] = c;

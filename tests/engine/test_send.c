@@ -670,6 +670,9 @@ static void test_bundle_split(void)
  * then the last). A held command (hold) is answered by the test while the
  * process is IDLE; then a second process sends it 8 messages in one step. */
 #define CMD_HOLD 300
+/* Both seq_cst (the default): written on the worker, polled by the test
+ * thread, which then uses the completer; no ordering finer than that is
+ * worth reasoning about in a test. */
 static sx_completer *_Atomic held;
 static atomic_int idler_steps;
 static sx_pid idler_pid;
