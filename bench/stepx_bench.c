@@ -353,7 +353,8 @@ static int wake_step(void *st, const sx_event *ev, size_t n,
  * the step, so a wake-up before then + ms would be a timer firing early
  * (a failed check). */
 
-static int64_t *timer_late; /* ns late, one per process */
+static int64_t *timer_late;  /* ns late, one per process */
+static int64_t *timer_start; /* its first step, ns on now_ns */
 
 typedef struct {
     int64_t ms, idx, t0;
@@ -378,6 +379,7 @@ static int timer_step(void *st, const sx_event *ev, size_t n,
     if (s->t0 == 0) {
         uint8_t b[SX_PAYLOAD_INT_MAX];
         s->t0 = now_ns();
+        timer_start[s->idx] = s->t0;
         sx_wait(out);
         return sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
     }
@@ -582,14 +584,19 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
                   double t_start, double *secs_own)
 {
     timer_late = malloc((size_t)n * sizeof(*timer_late));
-    if (timer_late == NULL)
+    timer_start = malloc((size_t)n * sizeof(*timer_start));
+    if (timer_late == NULL || timer_start == NULL) {
+        free(timer_late);
+        free(timer_start);
         return 0;
+    }
     for (int64_t i = 0; i < n; i++)
-        timer_late[i] = INT64_MIN; /* not yet woken */
+        timer_late[i] = INT64_MIN, timer_start[i] = 0; /* not yet woken */
     uint64_t x = 88172645463325252ull;
     int64_t max_ms = 0;
     int ok = 1;
     double t0 = now_s();
+    int64_t t0_ns = now_ns();
     for (int64_t i = 0; ok && i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         int64_t ms = 1 + (int64_t)(x % 50);
@@ -609,17 +616,24 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
         early += timer_late[i] < 0; /* early, or never woke */
     ok = ok && early == 0;
     if (ok) {
+        /* When the sleepers began to sleep (their first steps), from the
+         * first submit: how far the workers lagged the submitter. */
+        qsort(timer_start, (size_t)n, sizeof(*timer_start), cmp_i64);
         qsort(timer_late, (size_t)n, sizeof(*timer_late), cmp_i64);
         snprintf(extra, cap,
                  " p50_late_ms=%.3f p99_late_ms=%.3f max_late_ms=%.3f"
-                 " longest_sleep_ms=%lld submit_secs=%.4f",
+                 " longest_sleep_ms=%lld submit_secs=%.4f"
+                 " p50_start_ms=%.1f last_start_ms=%.1f",
                  (double)timer_late[(n - 1) / 2] / 1e6,
                  (double)timer_late[(n * 99 + 99) / 100 - 1] / 1e6,
-                 (double)timer_late[n - 1] / 1e6, (long long)max_ms, submitted);
+                 (double)timer_late[n - 1] / 1e6, (long long)max_ms, submitted,
+                 (double)(timer_start[(n - 1) / 2] - t0_ns) / 1e6,
+                 (double)(timer_start[n - 1] - t0_ns) / 1e6);
     } else {
         snprintf(extra, cap, " early_or_missing=%lld", (long long)early);
     }
     free(timer_late);
+    free(timer_start);
     return ok;
 }
 
