@@ -640,7 +640,7 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     /* close has returned before the outcome is visible to wait; the PID
      * stops resolving right after it is (outcome.c). */
     sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps);
-    /* Sleeps still on a timer heap are dropped there lazily (timers.c),
+    /* Sleeps still in a timer set are dropped there lazily (timers.c),
      * counted only now that the slot's generation has moved on. release:
      * a purge that reads the count (acquire) then sees the new generation
      * and finds these entries dead; counted earlier, a purge could take

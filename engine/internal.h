@@ -19,6 +19,8 @@
 #include "engine/deque.h"
 #include "engine/globalq.h"
 #include "engine/injq.h"
+#include "engine/spin.h"
+#include "engine/twheel.h"
 #include "process/mailbox.h"
 #include "process/output.h"
 
@@ -243,21 +245,16 @@ static inline void sx__wstat_add(_Atomic uint64_t *c, uint64_t n)
                           memory_order_relaxed);
 }
 
-/* A worker's sleeps (engine/timers.c): a 4-ary min-heap of deadlines. */
+/* A worker's sleeps (engine/timers.c): a timer set (engine/twheel.h) of
+ * completers, under a spinlock. */
 typedef struct {
-    uint64_t due;    /* absolute, sx__now_ns's clock */
-    sx_completer *c; /* answered when due */
-} sx__tment;
-
-typedef struct {
-    pthread_mutex_t mu; /* the owner adds and fires; spinners trylock */
-    sx__tment *heap;    /* under mu */
-    size_t n, cap;      /* under mu */
-    /* heap[0].due, or UINT64_MAX when empty: written under mu, read
-     * without it as a hint (relaxed; see timers.c). */
+    sx__spin lock; /* the owner adds and fires; other workers trylock */
+    sx__twheel tw; /* under lock */
+    /* The earliest due, or UINT64_MAX when empty: written under the lock,
+     * read without it as a hint (relaxed; see timers.c). */
     _Atomic uint64_t next_due;
-    /* n, for stats and the purge rule: written under mu, read without
-     * it (relaxed). */
+    /* The number of entries, for stats and the purge rule: written under
+     * the lock, read without it (relaxed). */
     _Atomic size_t n_hint;
 } sx__timers;
 

@@ -5,7 +5,9 @@
  * plain store, where a pthread mutex costs two locked instructions (its
  * unlock is an exchange too): with one submitting thread the line stays in
  * that thread's cache and the pair costs ~20 cycles instead of ~40 (the two
- * mutexes were ~8 % of the submit benchmark). A waiter spins on a plain
+ * mutexes were ~8 % of the submit benchmark). Also each worker's timer
+ * set (timers.c): taken by its owner for every sleep, by other workers
+ * (trylock) to fire due sleeps. A waiter spins on a plain
  * load and yields the CPU every 64 rounds, so a holder that the OS
  * preempted gets to run; after 1,024 rounds it sleeps 50 us per 64 rounds
  * instead, because sched_yield never gives the CPU to a thread of lower
@@ -56,6 +58,15 @@ static inline void sx__spin_lock(sx__spin *l)
 #endif
         }
     }
+}
+
+/* Takes the lock if it is free; never waits. */
+static inline bool sx__spin_trylock(sx__spin *l)
+{
+    /* relaxed: a look before the write, so a busy lock's line is not
+     * pulled away from its holder; acquire exchange: as in lock. */
+    return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
+           !atomic_exchange_explicit(&l->held, true, memory_order_acquire);
 }
 
 static inline void sx__spin_unlock(sx__spin *l)

@@ -1,8 +1,9 @@
-/* engine/timers.c — sleeps on the workers: per-worker timer heaps.
+/* engine/timers.c — sleeps on the workers: per-worker timer sets.
  *
  * SX_CMD_SLEEP and SX_CMD_SLEEP_UNTIL do not go to a libuv loop. The
  * worker whose step yielded the sleep puts (deadline, completer) into its
- * own 4-ary min-heap and fires it itself, between steps, when the deadline
+ * own timer set (engine/twheel.h: a hashed wheel in front of a small heap,
+ * under a spinlock) and fires it itself, between steps, when the deadline
  * has passed: the woken process goes to that worker's next slot or deque
  * with no doorbell, no loop thread, no allocation per sleep and no wake
  * queue mutex. This is Go's design (per-P timer heaps, checked by the
@@ -21,14 +22,14 @@
  *     all workers, and by SX__TIMER_RECHECK_MS while a worker that is not
  *     parked holds timers (sx__timers_park_until), so due timers wake a
  *     parked engine and a worker stuck in a long step delays its sleepers
- *     by at most about that much; a heap that gets its first entry wakes
+ *     by at most about that much; a set that gets its first entry wakes
  *     a parked worker to re-time its park.
  * A timer never fires early: it fires when now >= its deadline.
  *
  * Deletion is lazy, as in Go: a process that finishes or is terminated
- * while it sleeps leaves its entry in the heap. Such entries are counted
+ * while it sleeps leaves its entry in the set. Such entries are counted
  * (the process's `sleeps`, added to e->tm_dead at finish) and dropped in
- * one pass over the heaps once they are at least half of all entries
+ * one pass over the sets once they are at least half of all entries
  * (sx__timers_purge_maybe), or when they come due (the completer finds the
  * slot's generation changed: the answer is dropped, as any late answer
  * is). Memory held by dead entries is so bounded by the live ones. A sleep
@@ -44,91 +45,51 @@
 #include "engine/internal.h"
 #include "engine/io.h"
 
-#define ARITY 4
 #define FIRE_BATCH 64
 
 int sx__timers_init(sx__timers *tm)
 {
-    tm->heap = NULL;
-    tm->n = tm->cap = 0;
+    sx__spin_init(&tm->lock);
+    sx__tw_init(&tm->tw, sx__now_ns());
     atomic_init(&tm->next_due, UINT64_MAX);
     atomic_init(&tm->n_hint, 0);
-    return -pthread_mutex_init(&tm->mu, NULL);
+    return 0;
 }
 
 void sx__timers_fini(sx__timers *tm)
 {
-    free(tm->heap);
-    tm->heap = NULL;
-    pthread_mutex_destroy(&tm->mu);
+    sx__tw_fini(&tm->tw);
 }
 
-static void publish_next(sx__timers *tm)
+/* Publishes next (the set's earliest due) and its size. Under the lock. */
+static void publish(sx__timers *tm, uint64_t next)
 {
     /* relaxed: a figure (stats) and a purge trigger. */
-    atomic_store_explicit(&tm->n_hint, tm->n, memory_order_relaxed);
-    /* relaxed: a hint read without the lock (find_work, park); the heap
-     * itself is only read under mu. A stale value makes a worker look or
-     * sleep a little early or late by one check, never lose a timer: the
-     * owner checks its heap under mu on every 8th look and every spin. */
-    atomic_store_explicit(&tm->next_due,
-                          tm->n > 0 ? tm->heap[0].due : UINT64_MAX,
-                          memory_order_relaxed);
-}
-
-static void sift_up(sx__tment *h, size_t i)
-{
-    sx__tment x = h[i];
-    while (i > 0) {
-        size_t parent = (i - 1) / ARITY;
-        if (h[parent].due <= x.due)
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = x;
-}
-
-static void sift_down(sx__tment *h, size_t n, size_t i)
-{
-    sx__tment x = h[i];
-    for (;;) {
-        size_t c = i * ARITY + 1;
-        if (c >= n)
-            break;
-        size_t best = c, end = c + ARITY < n ? c + ARITY : n;
-        for (size_t k = c + 1; k < end; k++)
-            if (h[k].due < h[best].due)
-                best = k;
-        if (h[best].due >= x.due)
-            break;
-        h[i] = h[best];
-        i = best;
-    }
-    h[i] = x;
+    atomic_store_explicit(&tm->n_hint, tm->tw.n, memory_order_relaxed);
+    /* relaxed: a hint read without the lock (find_work, park); the set
+     * itself is only read under the lock. A stale value makes a worker
+     * look or sleep a little early or late by one check, never lose a
+     * timer: the owner looks at its set under the lock on every 8th look
+     * and every spin. */
+    atomic_store_explicit(&tm->next_due, next, memory_order_relaxed);
 }
 
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
 {
     sx__timers *tm = &w->tm;
-    pthread_mutex_lock(&tm->mu);
-    if (tm->n == tm->cap) {
-        /* Grows by doubling, never shrinks: no allocation in steady state. */
-        size_t cap = tm->cap > 0 ? tm->cap * 2 : 256;
-        sx__tment *h = realloc(tm->heap, cap * sizeof(*h));
-        if (h == NULL) {
-            pthread_mutex_unlock(&tm->mu);
-            return SX_ENOMEM;
-        }
-        tm->heap = h;
-        tm->cap = cap;
+    sx__spin_lock(&tm->lock);
+    bool first = tm->tw.n == 0;
+    /* Grows its memory to the peak number of sleeps and keeps it: no
+     * allocation in steady state. */
+    if (sx__tw_add(&tm->tw, due_ns, done) != 0) {
+        sx__spin_unlock(&tm->lock);
+        return SX_ENOMEM;
     }
-    bool first = tm->n == 0;
-    tm->heap[tm->n] = (sx__tment){ due_ns, done };
-    sift_up(tm->heap, tm->n++);
-    publish_next(tm);
-    pthread_mutex_unlock(&tm->mu);
-    /* A worker parked before this heap had timers sleeps without a bound
+    /* relaxed: written only under the lock, which we hold. */
+    uint64_t next = atomic_load_explicit(&tm->next_due, memory_order_relaxed);
+    publish(tm, due_ns < next ? due_ns : next);
+    sx__spin_unlock(&tm->lock);
+    /* A worker parked before this set had timers sleeps without a bound
      * for them; should this worker get stuck in a long step, nobody would
      * fire them. Wake one to re-time its park (sx__timers_park_until). */
     if (first)
@@ -136,31 +97,17 @@ int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
     return 0;
 }
 
-/* Takes up to max due entries out of tm (under its lock). */
-static size_t take_due(sx__timers *tm, uint64_t now, sx_completer **out,
-                       size_t max)
-{
-    size_t k = 0;
-    while (k < max && tm->n > 0 && tm->heap[0].due <= now) {
-        out[k++] = tm->heap[0].c;
-        tm->heap[0] = tm->heap[--tm->n];
-        if (tm->n > 0)
-            sift_down(tm->heap, tm->n, 0);
-    }
-    publish_next(tm);
-    return k;
-}
-
 void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
 {
     for (;;) {
         sx_completer *due[FIRE_BATCH];
         if (wait_lock)
-            pthread_mutex_lock(&tm->mu);
-        else if (pthread_mutex_trylock(&tm->mu) != 0)
+            sx__spin_lock(&tm->lock);
+        else if (!sx__spin_trylock(&tm->lock))
             return;
-        size_t k = take_due(tm, now, due, FIRE_BATCH);
-        pthread_mutex_unlock(&tm->mu);
+        size_t k = sx__tw_take(&tm->tw, now, (void **)due, FIRE_BATCH);
+        publish(tm, sx__tw_earliest(&tm->tw));
+        sx__spin_unlock(&tm->lock);
         /* Answered outside the lock: an answer runs the delivery path.
          * A sleep's completer and its process's slot were last touched
          * when it went to sleep, up to seconds ago, so both are likely
@@ -228,18 +175,23 @@ void sx__timers_steal(sx_engine *e, sx__worker *self, uint64_t now)
     }
 }
 
+static bool keep_none_free(void *item, void *arg)
+{
+    (void)arg;
+    sx__ev_free(&((sx_completer *)item)->ev);
+    return false;
+}
+
 void sx__timers_drain(sx_engine *e)
 {
     /* No process is alive: the answers would go nowhere. Worker sleeps
      * have no deadline (dl) to release, so freeing the node is all. */
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__timers *tm = &e->workers[i].tm;
-        pthread_mutex_lock(&tm->mu);
-        for (size_t j = 0; j < tm->n; j++)
-            sx__ev_free(&tm->heap[j].c->ev);
-        tm->n = 0;
-        publish_next(tm);
-        pthread_mutex_unlock(&tm->mu);
+        sx__spin_lock(&tm->lock);
+        sx__tw_filter(&tm->tw, keep_none_free, NULL);
+        publish(tm, UINT64_MAX);
+        sx__spin_unlock(&tm->lock);
     }
 }
 
@@ -253,40 +205,32 @@ uint64_t sx__timers_count(sx_engine *e)
     return n;
 }
 
-/* The entry's process has finished: its slot's generation moved on. */
-static bool entry_dead(const sx__tment *t)
+/* Keeps an entry whose process is still the one that slept; links the
+ * others' nodes into the list at arg, to be freed after the lock. */
+static bool keep_live(void *item, void *arg)
 {
-    const sx__ev *ev = &t->c->ev;
+    sx__ev *ev = &((sx_completer *)item)->ev;
     /* acquire: pairs with the release store of gen at retire. The slot is
      * type-stable, so reading it is safe whatever happened to it. */
-    return atomic_load_explicit(&ev->to->gen, memory_order_acquire) !=
-           ev->to_gen;
+    if (atomic_load_explicit(&ev->to->gen, memory_order_acquire) == ev->to_gen)
+        return true;
+    sx__ev **dead = arg;
+    /* relaxed: the node is ours (out of the set); a private list. */
+    atomic_store_explicit(&ev->node.next, (sx__mpsc_node *)*dead,
+                          memory_order_relaxed);
+    *dead = ev;
+    return false;
 }
 
-/* Drops tm's dead entries in one pass and rebuilds the heap; their nodes
- * are freed after the lock is let go. */
+/* Drops tm's dead entries in one pass; their nodes are freed after the
+ * lock is let go. */
 static void purge(sx__timers *tm)
 {
     sx__ev *dead = NULL;
-    pthread_mutex_lock(&tm->mu);
-    size_t keep = 0;
-    for (size_t i = 0; i < tm->n; i++) {
-        if (entry_dead(&tm->heap[i])) {
-            sx__ev *ev = &tm->heap[i].c->ev;
-            /* relaxed: the node is ours (off the heap); a private list. */
-            atomic_store_explicit(&ev->node.next, (sx__mpsc_node *)dead,
-                                  memory_order_relaxed);
-            dead = ev;
-        } else {
-            tm->heap[keep++] = tm->heap[i];
-        }
-    }
-    tm->n = keep;
-    for (size_t j = keep / ARITY + 1; j-- > 0;) /* heapify */
-        if (j < keep)
-            sift_down(tm->heap, keep, j);
-    publish_next(tm);
-    pthread_mutex_unlock(&tm->mu);
+    sx__spin_lock(&tm->lock);
+    sx__tw_filter(&tm->tw, keep_live, &dead);
+    publish(tm, sx__tw_earliest(&tm->tw));
+    sx__spin_unlock(&tm->lock);
     while (dead != NULL) {
         /* relaxed: as above. */
         sx__ev *next = (sx__ev *)atomic_load_explicit(&dead->node.next,

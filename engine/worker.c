@@ -234,7 +234,7 @@ static sx__proc *from_victims(sx_engine *e, sx__worker *w)
  * and while spinning (a worker descheduled by the OS, or in a long step,
  * would otherwise hold its sleepers back: with three runnable threads on
  * two cores that left the timers benchmark's p99 at 20 ms). The deadlines
- * read first are relaxed hints, re-read under each heap's lock; the clock
+ * read first are relaxed hints, re-read under each set's lock; the clock
  * is read only when a deadline exists. */
 static void fire_timers(sx_engine *e, sx__worker *w, uint64_t tick,
                         unsigned spins)

@@ -1,0 +1,82 @@
+/* engine/twheel.h — a timer set: (deadline, item) pairs taken out in
+ * deadline order once due (engine/twheel.c).
+ *
+ * A hashed wheel of SX__TW_BUCKETS unsorted buckets, each SX__TW_WIDTH ns
+ * wide, in front of two 4-ary min-heaps: `near` holds every entry due in
+ * the wheel's current bucket or before, the buckets hold the next
+ * SX__TW_BUCKETS - 1 widths (~268 ms), and `far` holds the rest. Adding to
+ * a bucket is an append; when the clock enters a bucket's width its
+ * entries move into `near`, which therefore stays small (one width's
+ * worth), so taking the earliest is a sift through a heap that fits in
+ * the cache. The one 4-ary heap this replaces held every sleep of the
+ * worker: with 100,000 sleepers its sift_down was a chain of cache misses
+ * through 1.6 MB on every firing (bench/FINDINGS.md, timers).
+ *
+ * Entries never come out early: take returns an entry only when now >= its
+ * deadline, and always the earliest due ones first. Buckets are chains of
+ * fixed-size chunks drawn from the set's own free list, which keeps every
+ * chunk it ever had: like the heaps (which grow by doubling and never
+ * shrink), the memory follows the peak number of entries, and steady
+ * state allocates nothing.
+ *
+ * Threads: none of its own; the caller serialises all calls (timers.c holds
+ * the worker's lock).
+ */
+#ifndef SX_ENGINE_TWHEEL_H
+#define SX_ENGINE_TWHEEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SX__TW_SHIFT 19 /* a bucket is 2^19 ns (~0.52 ms) wide */
+#define SX__TW_BUCKETS 512
+#define SX__TW_CHUNK 63 /* entries per chunk: 16 + 63 * 16 = 1 KiB */
+
+typedef struct {
+    uint64_t due; /* absolute, ns */
+    void *item;
+} sx__twent;
+
+typedef struct sx__twchunk {
+    struct sx__twchunk *next;
+    uint32_t n;
+    sx__twent e[SX__TW_CHUNK];
+} sx__twchunk;
+
+typedef struct {
+    sx__twchunk *head; /* appends go here; older chunks follow */
+    uint64_t min;      /* earliest due in the bucket; UINT64_MAX if empty */
+} sx__twbucket;
+
+typedef struct {
+    /* The wheel's current slot (a due's slot is due >> SX__TW_SHIFT):
+     * `near` holds the entries whose slot is <= cur; bucket s % BUCKETS
+     * the ones whose slot s is in (cur, cur + BUCKETS); `far` the rest. */
+    uint64_t cur;
+    sx__twent *near, *far; /* 4-ary min-heaps by due */
+    size_t near_n, near_cap, far_n, far_cap;
+    size_t n; /* all entries */
+    sx__twbucket b[SX__TW_BUCKETS];
+    uint64_t bits[SX__TW_BUCKETS / 64]; /* the non-empty buckets */
+    sx__twchunk *spare;                 /* free chunks */
+} sx__twheel;
+
+/* An empty set whose clock starts at now. */
+void sx__tw_init(sx__twheel *w, uint64_t now);
+/* Frees the set's memory (not its items). */
+void sx__tw_fini(sx__twheel *w);
+/* Adds (due, item); 0 or SX_ENOMEM (nothing added). */
+int sx__tw_add(sx__twheel *w, uint64_t due, void *item);
+/* Takes out up to max items due at now (due <= now), earliest first, into
+ * out; returns how many. now must not go back between calls. */
+size_t sx__tw_take(sx__twheel *w, uint64_t now, void **out, size_t max);
+/* The earliest due, or UINT64_MAX when the set is empty. */
+uint64_t sx__tw_earliest(const sx__twheel *w);
+/* Keeps only the entries for which keep(item, arg) is true; the others are
+ * taken out (keep may link them somewhere: it is their last sight here).
+ * Returns how many were taken out. */
+size_t sx__tw_filter(sx__twheel *w, bool (*keep)(void *item, void *arg),
+                     void *arg);
+
+#endif
