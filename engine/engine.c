@@ -291,13 +291,18 @@ int sx_engine_start(sx_engine *e)
  * counted before that. Someone else's spawn under way may be missed,
  * as if read a moment earlier.
  *
- * Stop's handshake (seq_cst throughout): a spawner counts its birth, then
- * reads `stopping`; stop sets `stopping`, then reads the counts. Either
- * the spawn sees stopping (and backs out) or stop counts it. A death is
+ * Stop's handshake (seq_cst): a spawner counts its birth, then reads
+ * `stopping`; stop sets `stopping`, then reads the counts. Either the
+ * spawn sees stopping (and backs out) or stop counts it. A death is
  * counted, then `stopping` read; if set and the sum is 0, life_cv is
- * broadcast. Of two last deaths on two workers, at least one sees the
- * other's count (store, then load of the other location, both seq_cst),
- * so one of them broadcasts.
+ * broadcast. A worker counts a death with a release store, not a seq_cst
+ * one (an exchange on x86, which waits for every store before it: the
+ * finish path's stores to cold lines made it ~2 % of the timers
+ * benchmark), so a death may miss a `stopping` just set while stop misses
+ * the death: then nobody broadcasts, and stop finds the count at 0 on its
+ * next look (once a millisecond while it waits for the processes to end,
+ * every 10 ms while it terminates them). A birth's store stays
+ * seq_cst: a spawn that stop missed would run on a stopped engine.
  *
  * max_processes, when set, is checked against one shared counter,
  * `admitted` (exact under concurrent submits, as a sum would not be). */
@@ -337,7 +342,13 @@ static void live_born(sx_engine *e, sx__worker *w)
 static void live_died(sx_engine *e, sx__worker *w)
 {
     if (w != NULL)
-        count_own(&w->st.died);
+        /* relaxed load: only this worker writes it; release: a reader
+         * that sees the death sees the process's last writes (live_now's
+         * figure; stop's handshake does not need more, see above). */
+        atomic_store_explicit(
+            &w->st.died,
+            atomic_load_explicit(&w->st.died, memory_order_relaxed) + 1,
+            memory_order_release);
     else /* seq_cst: see above */
         atomic_fetch_add_explicit(&e->ext_died, 1, memory_order_seq_cst);
     if (e->cfg.max_processes != 0) /* relaxed: a count, see above */
@@ -759,7 +770,12 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (!before(&now, &dl))
             break;
-        pthread_cond_timedwait(&e->life_cv, &e->life_mu, &dl);
+        /* Looks again every millisecond: the last death may not broadcast
+         * (see "live"). */
+        struct timespec t;
+        deadline_after(&t, 1);
+        pthread_cond_timedwait(&e->life_cv, &e->life_mu,
+                               before(&dl, &t) ? &dl : &t);
     }
     while (live_now(e) > 0) {
         pthread_mutex_unlock(&e->life_mu);
