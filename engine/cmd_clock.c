@@ -422,19 +422,20 @@ static int cmd_ticker_stop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
 
 void sx__cmd_clock_register(sx_engine *e)
 {
-    e->cmds[SX_CMD_SLEEP] = (sx__cmd){ cmd_sleep, NULL, "sleep" };
+    /* Sleeps answer nil or a short error: small completers. */
+    e->cmds[SX_CMD_SLEEP] = (sx__cmd){ cmd_sleep, NULL, "sleep", true };
     e->cmds[SX_CMD_SLEEP_UNTIL] =
-        (sx__cmd){ cmd_sleep_until, NULL, "sleep-until" };
+        (sx__cmd){ cmd_sleep_until, NULL, "sleep-until", true };
     e->cmds[SX_CMD_TIMER_START] =
-        (sx__cmd){ cmd_timer_start, NULL, "timer-start" };
+        (sx__cmd){ cmd_timer_start, NULL, "timer-start", false };
     e->cmds[SX_CMD_TIMER_WAIT] =
-        (sx__cmd){ cmd_timer_wait, NULL, "timer-wait" };
+        (sx__cmd){ cmd_timer_wait, NULL, "timer-wait", false };
     e->cmds[SX_CMD_TIMER_STOP] =
-        (sx__cmd){ cmd_timer_stop, NULL, "timer-stop" };
+        (sx__cmd){ cmd_timer_stop, NULL, "timer-stop", false };
     e->cmds[SX_CMD_TIMER_RESET] =
-        (sx__cmd){ cmd_timer_reset, NULL, "timer-reset" };
+        (sx__cmd){ cmd_timer_reset, NULL, "timer-reset", false };
     e->cmds[SX_CMD_TICKER_START] =
-        (sx__cmd){ cmd_ticker_start, NULL, "ticker-start" };
+        (sx__cmd){ cmd_ticker_start, NULL, "ticker-start", false };
     e->cmds[SX_CMD_TICKER_STOP] =
-        (sx__cmd){ cmd_ticker_stop, NULL, "ticker-stop" };
+        (sx__cmd){ cmd_ticker_stop, NULL, "ticker-stop", false };
 }

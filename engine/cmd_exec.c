@@ -769,5 +769,5 @@ static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
 
 void sx__cmd_exec_register(sx_engine *e)
 {
-    e->cmds[SX_CMD_EXEC] = (sx__cmd){ cmd_exec, NULL, "exec" };
+    e->cmds[SX_CMD_EXEC] = (sx__cmd){ cmd_exec, NULL, "exec", false };
 }

@@ -646,8 +646,9 @@ void sx__cmd_fs_register(sx_engine *e)
 {
     static const fs_kind kinds[] = { F_READ, F_WRITE, F_APPEND,
                                      F_STAT, F_LIST,  F_REMOVE };
-    e->cmds[SX_CMD_FS_READ] = (sx__cmd){ cmd_read, NULL, fs_name[F_READ] };
+    e->cmds[SX_CMD_FS_READ] =
+        (sx__cmd){ cmd_read, NULL, fs_name[F_READ], false };
     for (int k = F_WRITE; k <= F_REMOVE; k++)
         e->cmds[SX_CMD_FS_READ + k] =
-            (sx__cmd){ cmd_fs, (void *)&kinds[k], fs_name[k] };
+            (sx__cmd){ cmd_fs, (void *)&kinds[k], fs_name[k], false };
 }

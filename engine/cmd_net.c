@@ -807,9 +807,13 @@ static int cmd_close(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
 
 void sx__cmd_net_register(sx_engine *e)
 {
-    e->cmds[SX_CMD_NET_CONNECT] = (sx__cmd){ cmd_connect, NULL, "net.connect" };
-    e->cmds[SX_CMD_NET_WRITE] = (sx__cmd){ cmd_write, NULL, "net.write" };
-    e->cmds[SX_CMD_NET_READ] = (sx__cmd){ cmd_read, NULL, "net.read" };
-    e->cmds[SX_CMD_NET_CLOSE] = (sx__cmd){ cmd_close, NULL, "net.close" };
-    e->cmds[SX_CMD_NET_HTTP] = (sx__cmd){ sx__net_cmd_http, NULL, "net.http" };
+    e->cmds[SX_CMD_NET_CONNECT] =
+        (sx__cmd){ cmd_connect, NULL, "net.connect", false };
+    e->cmds[SX_CMD_NET_WRITE] =
+        (sx__cmd){ cmd_write, NULL, "net.write", false };
+    e->cmds[SX_CMD_NET_READ] = (sx__cmd){ cmd_read, NULL, "net.read", false };
+    e->cmds[SX_CMD_NET_CLOSE] =
+        (sx__cmd){ cmd_close, NULL, "net.close", false };
+    e->cmds[SX_CMD_NET_HTTP] =
+        (sx__cmd){ sx__net_cmd_http, NULL, "net.http", false };
 }

@@ -61,7 +61,8 @@ int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
         i--;
     }
     e->ext_cmds[i].id = id;
-    e->ext_cmds[i].cmd = (sx__cmd){ fn, user, name != NULL ? name : "?" };
+    e->ext_cmds[i].cmd =
+        (sx__cmd){ fn, user, name != NULL ? name : "?", false };
     e->n_ext_cmds++;
     return 0;
 }
@@ -109,6 +110,9 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
         error_msg = sx_strerror(error);
     if (error != 0)
         result = (sx_payload){ NULL, 0 };
+    /* Read before the answer's bytes are set: in a small completer they
+     * overlay `to` (internal.h). */
+    sx__proc *p = ev->to;
     if (sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
         /* The result cannot be copied: the process still gets its one
          * answer, as an error. */
@@ -117,7 +121,6 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     }
     ev->kind = SX__EV_COMPLETION;
     ev->error = error;
-    sx__proc *p = ev->to;
     sx__worker *w = sx__current_worker(e);
     /* relaxed gen: only this thread changes it while it runs p. */
     if (w != NULL && w->running == p &&
@@ -260,7 +263,9 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
             i = direct_sends(e, pid, out, i) - 1;
             continue;
         }
-        sx__ev *ev = sx__ev_alloc();
+        const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
+        sx__ev *ev = c != NULL && c->small ? sx__ev_alloc_small_completer()
+                                           : sx__ev_alloc();
         if (ev == NULL)
             return SX_ENOMEM;
         ev->kind = SX__EV_COMPLETION;
@@ -276,7 +281,6 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
                         "no memory for the yield's timeout");
             continue;
         }
-        const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
         if (c == NULL) {
             sx_complete(done, (sx_payload){ NULL, 0 }, SX_EUNKNOWN_COMMAND,
                         NULL);
@@ -605,16 +609,18 @@ static int cmd_trap_exit(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
 
 void sx__commands_builtin(sx_engine *e)
 {
-    e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop" };
-    e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send" };
-    e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn" };
+    e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop", false };
+    e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send", false };
+    e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn", false };
     e->cmds[SX_CMD_SPAWN_WAIT] =
-        (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait" };
-    e->cmds[SX_CMD_TERMINATE] = (sx__cmd){ cmd_terminate, NULL, "terminate" };
-    e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel" };
-    e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor" };
-    e->cmds[SX_CMD_LINK] = (sx__cmd){ cmd_link, NULL, "link" };
-    e->cmds[SX_CMD_TRAP_EXIT] = (sx__cmd){ cmd_trap_exit, NULL, "trap-exit" };
+        (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait", false };
+    e->cmds[SX_CMD_TERMINATE] =
+        (sx__cmd){ cmd_terminate, NULL, "terminate", false };
+    e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel", false };
+    e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor", false };
+    e->cmds[SX_CMD_LINK] = (sx__cmd){ cmd_link, NULL, "link", false };
+    e->cmds[SX_CMD_TRAP_EXIT] =
+        (sx__cmd){ cmd_trap_exit, NULL, "trap-exit", false };
     sx__cmd_clock_register(e);
     sx__cmd_exec_register(e);
     sx__cmd_fs_register(e);

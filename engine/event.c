@@ -219,6 +219,20 @@ sx__ev *sx__ev_alloc_sized(size_t n)
     return n > SX__EV_SMALL ? ev_alloc(1) : ev_alloc(0);
 }
 
+sx__ev *sx__ev_alloc_small_completer(void)
+{
+    _Static_assert(SMALL_SIZE >= sizeof(sx__ev),
+                   "a small node holds the completer fields");
+    sx__ev *ev = ev_alloc(0);
+    if (ev != NULL) {
+        ev->to = NULL;
+        ev->engine = NULL;
+        ev->dl = NULL;
+        ev->t0 = 0;
+    }
+    return ev;
+}
+
 /* Out of line on purpose: with LTO, inlined into the worker loop it
  * crowded sx__proc_release out of the inliner's budget, +6 instructions
  * per pingpong message in callgrind; out of line, pingpong and ring take

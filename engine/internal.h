@@ -54,9 +54,11 @@ typedef enum {
  * node (sizeof(sx__ev) + SX__EV_BUNDLE record bytes, "Bundles"). A large
  * node carries a
  * completer's fields and SX__EV_INLINE bytes after them: completers, watchers
- * and every node from sx__ev_alloc. A small node is only a message, from
- * sx__ev_alloc_sized when its bytes fit SX__EV_SMALL: its bytes overlay the
- * completer fields (which a message never uses) and run on past
+ * and every node from sx__ev_alloc. A small node is a message, from
+ * sx__ev_alloc_sized when its bytes fit SX__EV_SMALL, or the completer of a
+ * command whose answers are that small (sx__cmd.small: sleeps): its bytes
+ * overlay the completer fields (which a message never uses, and which
+ * sx_complete reads before it writes the answer) and run on past
  * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
  * bytes (a message used 208 before): at spawnidle's peak most of its n
  * messages are in flight, so this is most of a process's bytes. */
@@ -68,9 +70,10 @@ typedef enum {
  * pending yield (sx_completer is this struct) or a watcher waiting for a
  * process to finish. Allocated from a per-thread cache (engine/event.c).
  * Owner: whoever holds the pointer; once pushed into a mailbox, the
- * process's consumer. Only a large node (big = 1) may touch to, engine,
- * dl, t0 and sx__ev_inl: a small one ends SX__EV_SMALL bytes after
- * `small`. */
+ * process's consumer. Only a large node (big = 1) may touch sx__ev_inl, and
+ * to, engine, dl and t0 after its bytes are set; a small one ends
+ * SX__EV_SMALL bytes after `small`, and a small completer's to, engine, dl
+ * and t0 are valid only until sx_complete sets its bytes. */
 typedef struct sx__ev {
     sx__mpsc_node node; /* first: the mailbox link */
     uint8_t kind;       /* sx__ev_kind */
@@ -364,6 +367,12 @@ typedef struct {
     sx_command_fn fn;
     void *user;
     const char *name;
+    /* The answers always fit a small node (SX__EV_SMALL bytes: a sleep's
+     * nil, or its short error messages), so the yield's completer is a
+     * small node: 112 bytes instead of 208 for each of what may be
+     * millions of sleepers. Longer bytes would still fit (sx__ev_set puts
+     * them on the heap), only slower. Built-ins only. */
+    bool small;
 } sx__cmd;
 
 typedef struct {
@@ -458,6 +467,10 @@ sx__ev *sx__ev_alloc(void);
  * its NUL, data, error message with its NUL) total n: small when they fit
  * SX__EV_SMALL. Only for messages: a small node has no completer fields. */
 sx__ev *sx__ev_alloc_sized(size_t n);
+/* A small node made ready to be a completer (sx__cmd.small): its to,
+ * engine, dl and t0 are cleared, and overlaid by its bytes once
+ * sx_complete has read them. */
+sx__ev *sx__ev_alloc_small_completer(void);
 void sx__ev_free(sx__ev *ev);
 /* Frees ev and the events linked after it through node.next (a chain that
  * is in no queue). */

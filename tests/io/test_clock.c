@@ -465,6 +465,18 @@ static int bad_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
                (unsigned long long)ev[i].tag, ev[i].error);
         FAILIF(out, ev[i].error_msg == NULL || strlen(ev[i].error_msg) < 10,
                "command %llu: no message", (unsigned long long)ev[i].tag);
+        /* A sleep's completer is a small node (40 bytes): its longer
+         * messages travel on the heap and must arrive whole. */
+        const char *want = ev[i].tag == SX_CMD_SLEEP ? "sleep: args must be"
+                           : ev[i].tag == SX_CMD_SLEEP_UNTIL
+                               ? "sleep-until: args must be"
+                               : NULL;
+        FAILIF(out,
+               want != NULL &&
+                   (strncmp(ev[i].error_msg, want, strlen(want)) != 0 ||
+                    strlen(ev[i].error_msg) < 41),
+               "command %llu: message '%s'", (unsigned long long)ev[i].tag,
+               ev[i].error_msg);
         s->arg++;
     }
     if (s->arg < 8) {
