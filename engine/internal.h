@@ -411,6 +411,10 @@ struct sx_engine {
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
+    /* How many of each segment's slots have been handed out at least once
+     * (carved) and so initialised; the rest are untouched memory. Written
+     * under grow_mu (release), read by sx__ptable_each (acquire). */
+    _Atomic uint32_t seg_carved[SX__SEGS];
     pthread_mutex_t grow_mu;
     unsigned n_segs; /* under grow_mu */
     /* The stack of free-slot magazines: ABA tag << 32 | the index of the
