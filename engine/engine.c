@@ -364,15 +364,17 @@ static void live_died(sx_engine *e, sx__worker *w)
 
 /* ---- submit and spawn ---------------------------------------------------- */
 
+/* Checks method against t's list; *idx is its place + 1 there (0: t has
+ * no list, or a place past 65,534, which listings then show as none). */
 static int method_check(const sx_process_type *t, const char *method,
-                        const char **interned)
+                        uint16_t *idx)
 {
-    *interned = NULL;
+    *idx = 0;
     if (t->methods == NULL)
         return 0;
-    for (const char *const *m = t->methods; *m != NULL; m++) {
-        if (strcmp(*m, method) == 0) {
-            *interned = *m;
+    for (size_t k = 0; t->methods[k] != NULL; k++) {
+        if (strcmp(t->methods[k], method) == 0) {
+            *idx = k + 1 < UINT16_MAX ? (uint16_t)(k + 1) : 0;
             return 0;
         }
     }
@@ -390,7 +392,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     const sx_process_type *t = type_find(e, type);
     if (t == NULL)
         return SX_EUNKNOWN_TYPE;
-    const char *interned;
+    uint16_t interned;
     int rc = method_check(t, method, &interned);
     if (rc != 0)
         return rc;
@@ -920,7 +922,7 @@ static void list_one(sx_engine *e, sx__proc *p, void *arg)
     /* The type and method pointers are set before the process is
      * published and never change while we hold a reference. */
     i->type = p->type != NULL ? p->type->name : "?";
-    i->method = p->method;
+    i->method = p->method != 0 ? p->type->methods[p->method - 1] : NULL;
     /* relaxed: a snapshot for listings. */
     i->state = (int)(atomic_load_explicit(&p->state, memory_order_relaxed) &
                      SX__S_MASK);

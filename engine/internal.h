@@ -148,9 +148,11 @@ enum {
  * changes when the process finishes, which turns every later look-up by
  * PID or completer into a miss.
  */
+/* 128 bytes, aligned to the cache line: a slot is exactly two lines, not
+ * three that it straddles (it was 136 bytes; the method became an index). */
 typedef struct sx__proc {
     /* Written by producers (fetch_or, CAS) and by the running worker. */
-    _Atomic uint32_t state;
+    alignas(64) _Atomic uint32_t state;
     /* 1 for "alive in the table" plus one per thread touching the slot
      * through a look-up; the slot is recycled when it drops to 0. */
     _Atomic uint32_t refs;
@@ -167,10 +169,12 @@ typedef struct sx__proc {
     /* Owned by the worker running the process (handed over by the state
      * word's acquire/release transitions): */
     const sx_process_type *type;
-    const char *method; /* interned from type->methods, or NULL */
-    void *user_state;   /* owned: type->state_size bytes */
-    uint8_t wait_kind;  /* status that parked it: WAIT or IDLE */
-    uint8_t stepped;    /* 0 until the first step ran */
+    void *user_state;  /* owned: type->state_size bytes */
+    uint8_t wait_kind; /* status that parked it: WAIT or IDLE */
+    uint8_t stepped;   /* 0 until the first step ran */
+    /* The entry method: type->methods[method - 1], or 0 for none (a type
+     * without a method list). */
+    uint16_t method;
     /* Sleeps it yielded whose answers it has not collected (timers.c):
      * added to e->tm_dead when it finishes. */
     uint32_t sleeps;
@@ -195,6 +199,8 @@ typedef struct sx__proc {
     _Atomic uint8_t trap_exit;
     _Atomic uint64_t link_failed;
 } sx__proc;
+
+_Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
 
@@ -511,7 +517,7 @@ int sx__ptable_init(sx_engine *e);
 void sx__ptable_fini(sx_engine *e);
 /* A fresh slot: refs = 1, a new gen, READY, type and method set. */
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
-                           const char *method);
+                           uint16_t method);
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);

@@ -42,7 +42,7 @@ int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
     h->user = user;
     /* A slot with no type: the state below keeps every process path
      * (run, list, stop) away from it. */
-    sx__proc *p = sx__ptable_alloc(e, NULL, NULL);
+    sx__proc *p = sx__ptable_alloc(e, NULL, 0);
     if (p == NULL) {
         free(h);
         return SX_ENOMEM;

@@ -51,8 +51,13 @@ static size_t seg_bytes(unsigned k)
 static sx__proc *seg_map(unsigned k)
 {
     size_t b = seg_bytes(k);
-    if (b < HUGE_SZ)
-        return calloc(1, b);
+    if (b < HUGE_SZ) {
+        /* Line-aligned, so that every slot is exactly two lines. */
+        sx__proc *m = aligned_alloc(64, b); /* b: whole slots of 128 */
+        if (m != NULL)
+            memset(m, 0, b);
+        return m;
+    }
     /* Over-map by 2 MiB and trim both ends to get 2 MiB alignment. */
     uint8_t *m = mmap(NULL, b + HUGE_SZ, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -314,7 +319,7 @@ static int grow(sx_engine *e)
 }
 
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
-                           const char *method)
+                           uint16_t method)
 {
     sx__worker *w = sx__current_worker(e);
     sx__slotcache *c = w != NULL ? &w->slots : &e->ext_slots;
