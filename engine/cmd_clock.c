@@ -294,12 +294,11 @@ static int sleep_at(sx_engine *e, sx_completer *done, uint64_t due)
     sx__ev *ev = &done->ev;
     if (w == NULL || w->running != ev->to || ev->dl != NULL)
         return submit(done, K_SLEEP, due, 0, 0, NULL, 0);
-    ev->watch = SX__WATCH_SLEEP;
     if (sx__timer_add(w, due, done) != 0) {
-        ev->watch = 0;
         sx_complete(done, nil, SX_ENOMEM, NULL);
         return 0;
     }
+    /* done is gone (timers.c keeps what the answer needs). */
     w->running->sleeps++; /* the running worker owns the process */
     return 0;
 }

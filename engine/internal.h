@@ -566,6 +566,8 @@ bool sx__work_visible(sx_engine *e);
 int sx__timers_init(sx__timers *tm);
 void sx__timers_fini(sx__timers *tm);
 /* [owning worker] Answers done (no result) at due_ns or later. */
+/* On success done is freed: the entry keeps what the answer needs, and a
+ * new completer is made when it fires. */
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done);
 /* Fires tm's entries due at now; wait_lock false: only if the lock is
  * free. */

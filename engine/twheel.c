@@ -237,7 +237,7 @@ void sx__tw_fini(sx__twheel *w)
     sx__tw_init(w, 0);
 }
 
-int sx__tw_add(sx__twheel *w, uint64_t due, void *item)
+int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v)
 {
     if (reserve(&w->near, &w->near_cap, w->n + 1) != 0)
         return SX_ENOMEM;
@@ -247,7 +247,7 @@ int sx__tw_add(sx__twheel *w, uint64_t due, void *item)
      * the entry lands in a bucket instead of in far. */
     if (w->n == 0 && s > w->cur + 1)
         w->cur = s - 1;
-    sx__twent x = { due, item };
+    sx__twent x = { due, *v };
     if (s <= w->cur) {
         near_push(w, x);
     } else if (s - w->cur < SX__TW_BUCKETS) {
@@ -263,14 +263,14 @@ int sx__tw_add(sx__twheel *w, uint64_t due, void *item)
     return 0;
 }
 
-size_t sx__tw_take(sx__twheel *w, uint64_t now, void **out, size_t max)
+size_t sx__tw_take(sx__twheel *w, uint64_t now, sx__twent *out, size_t max)
 {
     if (w->n == 0)
         return 0;
     advance(w, now);
     size_t k = 0;
     while (k < max && w->near_n > 0 && w->near[0].due <= now)
-        out[k++] = pop(w->near, &w->near_n).item;
+        out[k++] = pop(w->near, &w->near_n);
     w->n -= k;
     return k;
 }
@@ -289,18 +289,19 @@ uint64_t sx__tw_earliest(const sx__twheel *w)
 }
 
 static size_t heap_filter(sx__twent *h, size_t *n,
-                          bool (*keep)(void *item, void *arg), void *arg)
+                          bool (*keep)(const sx__twval *v, void *arg),
+                          void *arg)
 {
     size_t j = 0, was = *n;
     for (size_t i = 0; i < was; i++)
-        if (keep(h[i].item, arg))
+        if (keep(&h[i].v, arg))
             h[j++] = h[i];
     *n = j;
     heapify(h, j);
     return was - j;
 }
 
-size_t sx__tw_filter(sx__twheel *w, bool (*keep)(void *item, void *arg),
+size_t sx__tw_filter(sx__twheel *w, bool (*keep)(const sx__twval *v, void *arg),
                      void *arg)
 {
     size_t gone = heap_filter(w->near, &w->near_n, keep, arg) +
@@ -315,7 +316,7 @@ size_t sx__tw_filter(sx__twheel *w, bool (*keep)(void *item, void *arg),
             sx__twchunk *c = *link;
             uint32_t j = 0;
             for (uint32_t k = 0; k < c->n; k++) {
-                if (keep(c->e[k].item, arg)) {
+                if (keep(&c->e[k].v, arg)) {
                     if (c->e[k].due < b->min)
                         b->min = c->e[k].due;
                     c->e[j++] = c->e[k];

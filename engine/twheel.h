@@ -1,4 +1,4 @@
-/* engine/twheel.h — a timer set: (deadline, item) pairs taken out in
+/* engine/twheel.h — a timer set: (deadline, value) pairs taken out in
  * deadline order once due (engine/twheel.c).
  *
  * A hashed wheel of SX__TW_BUCKETS unsorted buckets, each SX__TW_WIDTH ns
@@ -31,11 +31,20 @@
 
 #define SX__TW_SHIFT 19 /* a bucket is 2^19 ns (~0.52 ms) wide */
 #define SX__TW_BUCKETS 512
-#define SX__TW_CHUNK 63 /* entries per chunk: 16 + 63 * 16 = 1 KiB */
+#define SX__TW_CHUNK 31 /* entries per chunk: 16 + 31 * 32 ~ 1 KiB */
+
+/* What an entry carries (for timers.c, a sleep's addressee, so that no
+ * event node waits with it). */
+typedef struct {
+    void *item;
+    uint64_t tag;
+    uint32_t gen;
+    uint32_t aux;
+} sx__twval;
 
 typedef struct {
     uint64_t due; /* absolute, ns */
-    void *item;
+    sx__twval v;
 } sx__twent;
 
 typedef struct sx__twchunk {
@@ -64,19 +73,19 @@ typedef struct {
 
 /* An empty set whose clock starts at now. */
 void sx__tw_init(sx__twheel *w, uint64_t now);
-/* Frees the set's memory (not its items). */
+/* Frees the set's memory. */
 void sx__tw_fini(sx__twheel *w);
-/* Adds (due, item); 0 or SX_ENOMEM (nothing added). */
-int sx__tw_add(sx__twheel *w, uint64_t due, void *item);
-/* Takes out up to max items due at now (due <= now), earliest first, into
- * out; returns how many. now must not go back between calls. */
-size_t sx__tw_take(sx__twheel *w, uint64_t now, void **out, size_t max);
+/* Adds (due, *v); 0 or SX_ENOMEM (nothing added). */
+int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v);
+/* Takes out up to max entries due at now (due <= now), earliest first,
+ * into out; returns how many. now must not go back between calls. */
+size_t sx__tw_take(sx__twheel *w, uint64_t now, sx__twent *out, size_t max);
 /* The earliest due, or UINT64_MAX when the set is empty. */
 uint64_t sx__tw_earliest(const sx__twheel *w);
-/* Keeps only the entries for which keep(item, arg) is true; the others are
- * taken out (keep may link them somewhere: it is their last sight here).
- * Returns how many were taken out. */
-size_t sx__tw_filter(sx__twheel *w, bool (*keep)(void *item, void *arg),
+/* Keeps only the entries for which keep(v, arg) is true; the others are
+ * taken out (keep sees each once: it is their last sight here). Returns
+ * how many were taken out. */
+size_t sx__tw_filter(sx__twheel *w, bool (*keep)(const sx__twval *v, void *arg),
                      void *arg);
 
 #endif

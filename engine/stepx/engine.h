@@ -136,7 +136,7 @@ typedef struct {
     uint64_t sleeps;
     /* Process slots in the table, in use or free: it grows (by doubling
      * segments) and never shrinks while the engine lives; each slot is
-     * about 136 bytes, state and mailbox apart. */
+     * 128 bytes, state and mailbox apart. */
     uint64_t slots;
     /* Command latency, dispatch to answer, sampled on one yield in 64:
      * latency_us[k] counts samples under 2^k microseconds (and at least

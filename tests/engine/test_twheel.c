@@ -95,15 +95,22 @@ static void model_free(model *md)
 /* Takes from tw at now with max, checking the result against the model. */
 static int check_take(sx__twheel *tw, model *md, uint64_t now, size_t max)
 {
-    void *out[256];
+    sx__twent out[256];
     if (max > 256)
         max = 256;
     size_t k = sx__tw_take(tw, now, out, max);
     uint64_t last = 0, worst = 0;
     for (size_t i = 0; i < k; i++) {
-        uintptr_t item = (uintptr_t)out[i];
+        uintptr_t item = (uintptr_t)out[i].v.item;
         if (item == 0 || item > md->next_id || !md->live[item - 1]) {
             SX_FAILF("take: item %zu unknown or taken twice", (size_t)item);
+            return 0;
+        }
+        if (out[i].v.tag != item * 3 ||
+            out[i].v.gen != ((uint32_t)item ^ 0x5a5a) ||
+            out[i].v.aux != (uint32_t)(item >> 3) ||
+            out[i].due != md->due[item - 1]) {
+            SX_FAILF("take: item %zu came out with other values", (size_t)item);
             return 0;
         }
         uint64_t due = md->due[item - 1];
@@ -147,6 +154,15 @@ static int check_take(sx__twheel *tw, model *md, uint64_t now, size_t max)
         return 0;
     }
     return 1;
+}
+
+/* Adds item with its due; the other values are derived from item, and
+ * checked when it comes out. */
+static int add(sx__twheel *tw, uint64_t due, uintptr_t item)
+{
+    sx__twval v = { (void *)item, item * 3, (uint32_t)item ^ 0x5a5a,
+                    (uint32_t)(item >> 3) };
+    return sx__tw_add(tw, due, &v);
 }
 
 static uint64_t pick_due(uint64_t *rng, uint64_t now)
@@ -206,9 +222,7 @@ static void test_random_ops(void)
             uint64_t x = sx_test_rng(&rng) % 10;
             if (x < 6) {
                 uint64_t due = pick_due(&rng, now);
-                CHECK_RC(
-                    sx__tw_add(tw, due, (void *)(uintptr_t)(md.next_id + 1)),
-                    0);
+                CHECK_RC(add(tw, due, (uintptr_t)(md.next_id + 1)), 0);
                 model_add(&md, due);
                 if (sx__tw_earliest(tw) != model_min(&md)) {
                     SX_FAILF("earliest after add: %llu vs %llu",
@@ -255,13 +269,13 @@ static void test_earliest_parts(void)
         sx__tw_init(tw, now);
         /* A later entry first, so the one under test is not the first
          * add of an empty set (which restarts the clock). */
-        CHECK_RC(sx__tw_add(tw, now + 100 * SPAN, (void *)1), 0);
-        CHECK_RC(sx__tw_add(tw, dues[i], (void *)2), 0);
+        CHECK_RC(add(tw, now + 100 * SPAN, 1), 0);
+        CHECK_RC(add(tw, dues[i], 2), 0);
         if (sx__tw_earliest(tw) != dues[i])
             SX_FAILF("earliest: part %zu: %llu vs %llu", i,
                      (unsigned long long)sx__tw_earliest(tw),
                      (unsigned long long)dues[i]);
-        void *out[4];
+        sx__twent out[4];
         /* One ns before: nothing (except the past entry, due at once). */
         size_t k =
             sx__tw_take(tw, dues[i] - 1 < now ? now : dues[i] - 1, out, 4);
@@ -269,23 +283,23 @@ static void test_earliest_parts(void)
         if (k == 0) {
             CHECK_EQ_U64(sx__tw_take(tw, dues[i], out, 4), 1);
         }
-        CHECK(out[0] == (void *)2);
+        CHECK(out[0].v.item == (void *)2);
         CHECK_EQ_U64(sx__tw_earliest(tw), now + 100 * SPAN);
         sx__tw_fini(tw);
     }
     free(tw);
 }
 
-static bool keep_odd(void *item, void *arg)
+static bool keep_odd(const sx__twval *v, void *arg)
 {
     (void)arg;
-    return ((uintptr_t)item & 1) != 0;
+    return ((uintptr_t)v->item & 1) != 0;
 }
 
-static bool keep_none(void *item, void *arg)
+static bool keep_none(const sx__twval *v, void *arg)
 {
     (*(size_t *)arg)++;
-    (void)item;
+    (void)v;
     return false;
 }
 
@@ -303,7 +317,7 @@ static void test_filter_keeps(void)
     model md = { 0 };
     for (uint32_t id = 0; id < 20000; id++) {
         uint64_t due = pick_due(&rng, now);
-        CHECK_RC(sx__tw_add(tw, due, (void *)(uintptr_t)(id + 1)), 0);
+        CHECK_RC(add(tw, due, (uintptr_t)(id + 1)), 0);
         model_add(&md, due);
     }
     /* Items are id + 1: keep_odd keeps the even ids. */
@@ -330,15 +344,15 @@ static void test_filter_keeps(void)
     CHECK_EQ_U64(tw->n, 0);
     CHECK_EQ_U64(sx__tw_earliest(tw), UINT64_MAX);
     /* Reusable after: the spare chunks come back into use. */
-    CHECK_RC(sx__tw_add(tw, now + 2 * W, (void *)7), 0);
-    void *out[2];
+    CHECK_RC(add(tw, now + 2 * W, 7), 0);
+    sx__twent out[2];
     CHECK_EQ_U64(sx__tw_take(tw, now + 2 * W, out, 2), 1);
     /* Buckets only (near and far empty): a filter that drops a bucket's
      * earliest entry must leave earliest at the next one. */
-    now += 2 * W; /* the clock of the last take */
-    CHECK_RC(sx__tw_add(tw, now + 3 * W, (void *)2), 0); /* dropped */
-    CHECK_RC(sx__tw_add(tw, now + 3 * W + 5, (void *)3), 0);
-    CHECK_RC(sx__tw_add(tw, now + 9 * W, (void *)5), 0);
+    now += 2 * W;                         /* the clock of the last take */
+    CHECK_RC(add(tw, now + 3 * W, 2), 0); /* dropped */
+    CHECK_RC(add(tw, now + 3 * W + 5, 3), 0);
+    CHECK_RC(add(tw, now + 9 * W, 5), 0);
     CHECK_EQ_U64(tw->near_n + tw->far_n, 0);
     CHECK_EQ_U64(sx__tw_filter(tw, keep_odd, NULL), 1);
     CHECK_EQ_U64(sx__tw_earliest(tw), now + 3 * W + 5);
@@ -358,10 +372,10 @@ static void test_stale_clock(void)
     CHECK(tw != NULL);
     sx__tw_init(tw, 0);
     uint64_t now = 1000 * SPAN; /* the set never saw this clock */
-    CHECK_RC(sx__tw_add(tw, now + 3 * W, (void *)1), 0);
+    CHECK_RC(add(tw, now + 3 * W, 1), 0);
     CHECK_EQ_U64(tw->far_n, 0);
     CHECK_EQ_U64(sx__tw_earliest(tw), now + 3 * W);
-    void *out[2];
+    sx__twent out[2];
     CHECK_EQ_U64(sx__tw_take(tw, now + 3 * W - 1, out, 2), 0);
     CHECK_EQ_U64(sx__tw_take(tw, now + 3 * W, out, 2), 1);
     sx__tw_fini(tw);
