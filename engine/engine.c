@@ -417,9 +417,17 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         goto fail_live;
     }
     /* A type without state gets a shared, never written placeholder: no
-     * allocation per process (the spawnidle and submit workloads). */
-    p->user_state =
-        t->state_size > 0 ? calloc(1, t->state_size) : (void *)&sx__no_state;
+     * allocation per process (the spawnidle and submit workloads); a small
+     * state goes in the slot's cell (internal.h, SX__CELL). */
+    if (t->state_size == 0) {
+        p->user_state = (void *)&sx__no_state;
+    } else if (t->state_size <= SX__CELL) {
+        p->user_state = sx__ptable_cell(e, p);
+        memset(p->user_state, 0, t->state_size);
+        p->cell = 1;
+    } else {
+        p->user_state = calloc(1, t->state_size);
+    }
     if (p->user_state == NULL) {
         rc = SX_ENOMEM;
         goto fail_slot;

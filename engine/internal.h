@@ -197,6 +197,9 @@ typedef struct sx__proc {
      * linked process whose failure terminates this one, written before the
      * TERM flag is raised (whose release publishes it). Reset at alloc. */
     _Atomic uint8_t trap_exit;
+    /* user_state is the slot's state cell (sx__ptable_cell), not a heap
+     * block. Owned like user_state. */
+    uint8_t cell;
     _Atomic uint64_t link_failed;
 } sx__proc;
 
@@ -354,8 +357,13 @@ typedef struct {
     sx__outcome **ring; /* cap entries, a power of two; NULL until used */
     size_t head, n, cap;
     sx__outcome **buckets; /* cap chains */
-    sx__outcome *spare;    /* one evicted record, reused by the next put */
-    unsigned uncounted;    /* puts not yet added to `counted` */
+    /* Evicted records kept for the next puts (linked by hnext, at most
+     * SX__SPARES_MAX; owner only): a put evicts none or several, not
+     * exactly one, and with a single spare half the puts of a steady
+     * stream went to malloc and as many evictions to free. */
+    sx__outcome *spare;
+    unsigned n_spare;
+    unsigned uncounted; /* puts not yet added to `counted` */
 } sx__oshard;
 
 typedef struct {
@@ -395,6 +403,12 @@ typedef struct {
 /* ---- the engine ---------------------------------------------------------- */
 
 #define SX__SEG_BASE 1024u
+/* A process whose type's state is at most this many bytes keeps it in its
+ * slot's state cell, in an array beside the slot's segment, instead of a
+ * calloc'd block: no malloc and free per process (skynet: 1.1 M calloc /
+ * free pairs, ~10 % of its time), and consecutive slots' states share
+ * lines. Memory that no process with state uses is never touched. */
+#define SX__CELL 32u
 #define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
 #define SX__FREE_NONE UINT32_MAX
 
@@ -423,6 +437,9 @@ struct sx_engine {
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
+    /* Each segment's state cells, SX__CELL bytes per slot (ptable.c):
+     * set with the segment, before it is published. */
+    void *cells[SX__SEGS];
     /* How many of each segment's slots have been handed out at least once
      * (carved) and so initialised; the rest are untouched memory. Written
      * under grow_mu (release), read by sx__ptable_each (acquire). */
@@ -519,6 +536,10 @@ void sx__ptable_fini(sx_engine *e);
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
                            uint16_t method);
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
+/* The state cell of p's slot: SX__CELL bytes (16-byte aligned), for a
+ * type whose state fits; its memory is untouched until a process uses
+ * it. */
+void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);
 /* Takes a reference on the live process named by pid; NULL if none. */

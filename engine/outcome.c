@@ -73,6 +73,7 @@
 #define COUNT_BATCH 64
 /* Room for small values and messages, so that records are reusable. */
 #define OUTCOME_MIN_CAP 48
+#define SPARES_MAX 64 /* evicted records a worker's shard keeps for reuse */
 
 static size_t hash_id(uint64_t id, size_t mask)
 {
@@ -117,7 +118,11 @@ void sx__outcomes_fini(sx__outcomes *o)
             free(s->ring[(s->head + k) & (s->cap - 1)]);
         free(s->ring);
         free(s->buckets);
-        free(s->spare);
+        while (s->spare != NULL) {
+            sx__outcome *next = s->spare->hnext;
+            free(s->spare);
+            s->spare = next;
+        }
     }
     free(o->shards);
     pthread_mutex_destroy(&o->wmu);
@@ -186,7 +191,8 @@ static sx__outcome *record_new(sx__oshard *s, bool own, size_t need)
 {
     if (own && s->spare != NULL && s->spare->cap >= need) {
         sx__outcome *x = s->spare;
-        s->spare = NULL;
+        s->spare = x->hnext;
+        s->n_spare--;
         return x;
     }
     size_t cap = need > OUTCOME_MIN_CAP ? need : OUTCOME_MIN_CAP;
@@ -283,10 +289,13 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     sx__spin_unlock(&s->mu);
     while (gone != NULL) {
         sx__outcome *next = gone->hnext;
-        if (own && s->spare == NULL)
+        if (own && s->n_spare < SPARES_MAX) {
+            gone->hnext = s->spare;
             s->spare = gone;
-        else
+            s->n_spare++;
+        } else {
             free(gone);
+        }
         gone = next;
     }
     if (!waited)

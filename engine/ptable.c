@@ -41,23 +41,31 @@ const max_align_t sx__no_state;
 
 #define HUGE_SZ ((size_t)2 << 20)
 
-static size_t seg_bytes(unsigned k)
+/* Bytes mapped for b bytes of zeroed memory (map_zeroed). */
+static size_t map_bytes(size_t b)
 {
-    size_t b = ((size_t)SX__SEG_BASE << k) * sizeof(sx__proc);
     return b >= HUGE_SZ ? (b + HUGE_SZ - 1) & ~(HUGE_SZ - 1) : b;
 }
 
-/* Zeroed memory for segment k, or NULL. */
-static sx__proc *seg_map(unsigned k)
+#define SMALL_MAP ((size_t)64 << 10)
+
+/* b bytes of zeroed, line-aligned memory, or NULL. From 64 KiB on, fresh
+ * pages: untouched (and not resident) until used. */
+static void *map_zeroed(size_t b)
 {
-    size_t b = seg_bytes(k);
-    if (b < HUGE_SZ) {
+    if (b < SMALL_MAP) {
         /* Line-aligned, so that every slot is exactly two lines. */
-        sx__proc *m = aligned_alloc(64, b); /* b: whole slots of 128 */
+        void *m = aligned_alloc(64, b); /* b: a multiple of 64 */
         if (m != NULL)
             memset(m, 0, b);
         return m;
     }
+    if (b < HUGE_SZ) { /* b: a multiple of the page size */
+        void *m = mmap(NULL, b, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return m != MAP_FAILED ? m : NULL;
+    }
+    b = map_bytes(b);
     /* Over-map by 2 MiB and trim both ends to get 2 MiB alignment. */
     uint8_t *m = mmap(NULL, b + HUGE_SZ, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -72,16 +80,47 @@ static sx__proc *seg_map(unsigned k)
 #ifdef MADV_HUGEPAGE
     (void)madvise((void *)a, b, MADV_HUGEPAGE); /* a hint; failure is fine */
 #endif
-    return (sx__proc *)a;
+    return (void *)a;
 }
 
-static void seg_unmap(sx__proc *seg, unsigned k)
+static void unmap_zeroed(void *m, size_t b)
 {
-    size_t b = seg_bytes(k);
-    if (b < HUGE_SZ)
-        free(seg);
+    if (b < SMALL_MAP)
+        free(m);
     else
-        munmap(seg, b);
+        munmap(m, map_bytes(b));
+}
+
+static size_t seg_bytes(unsigned k)
+{
+    return ((size_t)SX__SEG_BASE << k) * sizeof(sx__proc);
+}
+
+static size_t cells_bytes(unsigned k)
+{
+    return ((size_t)SX__SEG_BASE << k) * SX__CELL;
+}
+
+/* Zeroed memory for segment k and its state cells (e->cells[k]), or
+ * NULL. */
+static sx__proc *seg_map(sx_engine *e, unsigned k)
+{
+    sx__proc *seg = map_zeroed(seg_bytes(k));
+    if (seg == NULL)
+        return NULL;
+    e->cells[k] = map_zeroed(cells_bytes(k));
+    if (e->cells[k] == NULL) {
+        unmap_zeroed(seg, seg_bytes(k));
+        return NULL;
+    }
+    return seg;
+}
+
+static void seg_unmap(sx_engine *e, sx__proc *seg, unsigned k)
+{
+    unmap_zeroed(seg, seg_bytes(k));
+    unmap_zeroed(e->cells[k], cells_bytes(k));
+    e->cells[k] = NULL;
 }
 
 static uint32_t seg_of(uint32_t idx, uint32_t *off)
@@ -109,6 +148,7 @@ int sx__ptable_init(sx_engine *e)
 {
     for (size_t k = 0; k < SX__SEGS; k++) {
         atomic_init(&e->segs[k], NULL);
+        e->cells[k] = NULL;
         atomic_init(&e->seg_carved[k], 0);
     }
     atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
@@ -128,7 +168,7 @@ void sx__ptable_fini(sx_engine *e)
         /* relaxed: no other thread is left. */
         sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
         if (seg != NULL)
-            seg_unmap(seg, (unsigned)k);
+            seg_unmap(e, seg, (unsigned)k);
     }
     pthread_mutex_destroy(&e->grow_mu);
 }
@@ -286,7 +326,7 @@ static int grow(sx_engine *e)
             pthread_mutex_unlock(&e->grow_mu);
             return SX_ELIMIT;
         }
-        sx__proc *fresh = seg_map(k);
+        sx__proc *fresh = seg_map(e, k);
         if (fresh == NULL) {
             pthread_mutex_unlock(&e->grow_mu);
             return SX_ENOMEM;
@@ -358,6 +398,7 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
     p->type = type;
     p->method = method;
     p->user_state = NULL;
+    p->cell = 0;
     p->wait_kind = 0;
     p->sleeps = 0;
     p->stepped = 0;
@@ -377,6 +418,15 @@ uint64_t sx__ptable_slots(sx_engine *e)
         n += (uint64_t)SX__SEG_BASE << k;
     }
     return n;
+}
+
+void *sx__ptable_cell(sx_engine *e, const sx__proc *p)
+{
+    uint32_t off;
+    uint32_t k = seg_of(p->index, &off);
+    /* cells[k] was set before segment k was published (release), and p
+     * came to us through the free stack or a cache after that. */
+    return (uint8_t *)e->cells[k] + (size_t)off * SX__CELL;
 }
 
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
@@ -447,7 +497,7 @@ static void slot_free(sx_engine *e, sx__proc *p)
         sx__ev_free((sx__ev *)n);
         n = next;
     }
-    if (p->user_state != &sx__no_state)
+    if (!p->cell && p->user_state != &sx__no_state)
         free(p->user_state);
     p->user_state = NULL;
     /* relaxed: the slot is unreachable (refs == 0); published by the

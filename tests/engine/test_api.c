@@ -2670,6 +2670,118 @@ static void test_slots_reused(void)
     slots_reused(2);
 }
 
+/* ---- zeroed state ---- */
+
+static _Atomic int dirty_seen; /* inits that found a byte not zero */
+
+/* Init checks that every byte of the state is zero, the step fills it with
+ * 0xff and finishes, so that the slot's next process finds it dirty unless
+ * the engine zeroes it. */
+static int dirty_init(void *st, const sx_init_ctx *c, const char *m,
+                      const sx_payload *in, size_t n, size_t size)
+{
+    (void)c, (void)m, (void)in, (void)n;
+    const uint8_t *b = st;
+    if ((uintptr_t)st % 16 != 0)
+        atomic_fetch_add(&dirty_seen, 1000);
+    for (size_t i = 0; i < size; i++)
+        if (b[i] != 0) {
+            atomic_fetch_add(&dirty_seen, 1);
+            break;
+        }
+    return 0;
+}
+
+static int dirty_init32(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    return dirty_init(st, c, m, in, n, 32);
+}
+
+static int dirty_init33(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    return dirty_init(st, c, m, in, n, 33);
+}
+
+static int dirty_init1(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    return dirty_init(st, c, m, in, n, 1);
+}
+
+static int dirty_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out, size_t size)
+{
+    (void)ev, (void)n;
+    memset(st, 0xff, size);
+    sx_done(out, (sx_payload){ NULL, 0 });
+    return 0;
+}
+
+static int dirty_step32(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    return dirty_step(st, ev, n, out, 32);
+}
+
+static int dirty_step33(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    return dirty_step(st, ev, n, out, 33);
+}
+
+static int dirty_step1(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    return dirty_step(st, ev, n, out, 1);
+}
+
+/* API.md: state_size bytes of zeroed state for each process. States of up
+ * to 32 bytes live in a cell beside the slot (reused with it), bigger ones
+ * on the heap: processes of three types (1, 32 and 33 bytes, the cell's
+ * bounds) run in waves on one and two workers, reusing slots and cells
+ * that the processes before them filled with 0xff; every init finds its
+ * state all zero, and each state's 16-byte alignment holds. */
+static void test_state_zeroed(void)
+{
+    const sx_process_type t[] = {
+        { .name = "d1",
+          .state_size = 1,
+          .init = dirty_init1,
+          .step = dirty_step1 },
+        { .name = "d32",
+          .state_size = 32,
+          .init = dirty_init32,
+          .step = dirty_step32 },
+        { .name = "d33",
+          .state_size = 33,
+          .init = dirty_init33,
+          .step = dirty_step33 },
+    };
+    atomic_store(&dirty_seen, 0);
+    for (unsigned workers = 1; workers <= 2; workers++) {
+        sx_engine_config cfg = { .workers = workers };
+        sx_engine *e = NULL;
+        CHECK_RC(sx_engine_new(&cfg, &e), 0);
+        for (size_t i = 0; i < 3; i++)
+            CHECK_RC(sx_engine_register(e, &t[i]), 0);
+        CHECK_RC(sx_engine_start(e), 0);
+        for (int wave = 0; wave < 20; wave++) {
+            for (int i = 0; i < 300; i++)
+                CHECK_RC(sx_engine_submit(e, t[(wave + i) % 3].name, "run",
+                                          NULL, 0, NULL),
+                         0);
+            CHECK(all_finished(e));
+        }
+        sx_engine_stats s = stats_of(e);
+        CHECK_EQ_U64(s.completed, 20 * 300);
+        CHECK_RC(sx_engine_stop(e, 1000), 0);
+        sx_engine_free(e);
+    }
+    CHECK_EQ_INT(atomic_load(&dirty_seen), 0);
+}
+
 /* Names and command ids are unique, and user commands start at 256: a
  * duplicate type name is SX_EEXIST (also from a different struct), a
  * duplicate command id SX_EEXIST, ids below 256 SX_EINVAL. */
@@ -3057,6 +3169,7 @@ static const sx_test_case cases[] = {
     { "wait_races_finish", test_wait_races_finish },
     { "big_outcomes_under_eviction", test_big_outcomes_under_eviction },
     { "slots_reused", test_slots_reused },
+    { "state_zeroed", test_state_zeroed },
     { "strerror", test_strerror },
     { "builtin_commands", test_builtin_commands },
 };
