@@ -92,6 +92,8 @@ int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
     sx__timers *tm = &w->tm;
     sx__spin_lock(&tm->lock);
     bool first = tm->tw.n == 0;
+    if (first) /* its clock may be stale: nobody takes from an empty set */
+        sx__tw_sync(&tm->tw, sx__now_ns());
     /* Grows its memory to the peak number of sleeps and keeps it: no
      * allocation in steady state. */
     if (sx__tw_add(&tm->tw, due_ns, &v) != 0) {

@@ -242,11 +242,6 @@ int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v)
     if (reserve(&w->near, &w->near_cap, w->n + 1) != 0)
         return SX_ENOMEM;
     uint64_t s = due >> SX__TW_SHIFT;
-    /* An empty set's clock may be long stale (take moves it, and nobody
-     * takes from an empty set): restart it just before this due, so that
-     * the entry lands in a bucket instead of in far. */
-    if (w->n == 0 && s > w->cur + 1)
-        w->cur = s - 1;
     sx__twent x = { due, *v };
     if (s <= w->cur) {
         near_push(w, x);
@@ -261,6 +256,16 @@ int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v)
     }
     w->n++;
     return 0;
+}
+
+void sx__tw_sync(sx__twheel *w, uint64_t now)
+{
+    /* Only an empty set: a set with entries is moved by take, which moves
+     * buckets into near as it goes. Never past now: a clock set ahead
+     * (say to a due an hour away) would send every nearer entry to near,
+     * which is to stay one bucket's worth (helper-34's review). */
+    if (w->n == 0 && (now >> SX__TW_SHIFT) > w->cur)
+        w->cur = now >> SX__TW_SHIFT;
 }
 
 size_t sx__tw_take(sx__twheel *w, uint64_t now, sx__twent *out, size_t max)

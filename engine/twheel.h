@@ -75,6 +75,10 @@ typedef struct {
 void sx__tw_init(sx__twheel *w, uint64_t now);
 /* Frees the set's memory. */
 void sx__tw_fini(sx__twheel *w);
+/* Moves an empty set's clock up to now (nobody takes from an empty set,
+ * so its clock goes stale, and entries added to it would all land in far
+ * or in the wrong buckets); does nothing to a set with entries. */
+void sx__tw_sync(sx__twheel *w, uint64_t now);
 /* Adds (due, *v); 0 or SX_ENOMEM (nothing added). */
 int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v);
 /* Takes out up to max entries due at now (due <= now), earliest first,

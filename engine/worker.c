@@ -72,8 +72,10 @@ static void inject(sx_engine *e, sx__proc *p)
     if (!sx__injq_push(q, p)) {
         size_t m;
         void *got[SX__INJQ_GRAB];
-        while (moved < SX__INJQ_CAP / 2 &&
-               (m = sx__injq_grab(q, got, SX__INJQ_GRAB)) > 0) {
+        /* At most the oldest 2,048: the move holds the ring's spinlock and
+         * writes each moved slot's link, so half of a 64 Ki ring would
+         * keep other pushers spinning for milliseconds (helper-34). */
+        while (moved < 2048 && (m = sx__injq_grab(q, got, SX__INJQ_GRAB)) > 0) {
             for (size_t i = 0; i < m; i++) {
                 sx__gq_node *n = &((sx__proc *)got[i])->gq;
                 n->next = NULL;

@@ -222,6 +222,7 @@ static void test_random_ops(void)
             uint64_t x = sx_test_rng(&rng) % 10;
             if (x < 6) {
                 uint64_t due = pick_due(&rng, now);
+                sx__tw_sync(tw, now); /* as timers.c does */
                 CHECK_RC(add(tw, due, (uintptr_t)(md.next_id + 1)), 0);
                 model_add(&md, due);
                 if (sx__tw_earliest(tw) != model_min(&md)) {
@@ -364,20 +365,36 @@ static void test_filter_keeps(void)
 }
 
 /* Property: a set that stays empty for a long time (its clock is not
- * moved while empty) puts a new near-term entry in a bucket, not in far,
- * and fires it on time: the restart of an empty set's clock. */
+ * moved while empty) and is synced to now puts a new near-term entry in a
+ * bucket, not in far, and fires it on time; a sync never moves the clock
+ * past now, so after a first entry an hour away the entries that follow,
+ * due in 1-100 ms, go to buckets and not to near (helper-34's review:
+ * restarting the clock at the first entry's due sent them all to near). */
 static void test_stale_clock(void)
 {
     sx__twheel *tw = malloc(sizeof(*tw));
     CHECK(tw != NULL);
     sx__tw_init(tw, 0);
     uint64_t now = 1000 * SPAN; /* the set never saw this clock */
+    sx__tw_sync(tw, now);
     CHECK_RC(add(tw, now + 3 * W, 1), 0);
     CHECK_EQ_U64(tw->far_n, 0);
     CHECK_EQ_U64(sx__tw_earliest(tw), now + 3 * W);
     sx__twent out[2];
     CHECK_EQ_U64(sx__tw_take(tw, now + 3 * W - 1, out, 2), 0);
     CHECK_EQ_U64(sx__tw_take(tw, now + 3 * W, out, 2), 1);
+    CHECK_EQ_U64(tw->n, 0);
+    now += 2 * SPAN;
+    sx__tw_sync(tw, now);
+    CHECK_RC(add(tw, now + 3600ull * 1000000000ull, 2), 0);
+    sx__tw_sync(tw, now); /* not empty: does nothing */
+    uint64_t rng = 7;
+    for (uintptr_t i = 0; i < 1000; i++)
+        CHECK_RC(add(tw, now + 2 * W + sx_test_rng(&rng) % (100 * 1000000ull),
+                     10 + i),
+                 0);
+    CHECK_EQ_U64(tw->near_n, 0);
+    CHECK_EQ_U64(tw->far_n, 1);
     sx__tw_fini(tw);
     free(tw);
 }
