@@ -366,7 +366,7 @@ static void test_listing(void)
 
 /* ---- submission order ------------------------------------------------- */
 
-enum { ORDER_N = 150000 }; /* > 2 x SX__INJQ_CAP (65,536) */
+enum { ORDER_N = 150000 }; /* over 2 x SX__INJQ_CAP (65,536) */
 static _Atomic int gate_open, gate_in;
 static _Atomic int order_pos;
 static int order_seen[ORDER_N];
@@ -407,8 +407,9 @@ static int rec_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
 
 /* The processes one thread submits start about in the order it submitted
  * them (one worker), also past the injection ring's capacity (65,536):
- * 150,000 submits while the only worker is held overflow it twice, moving
- * its oldest halves to the global queue, which workers look at first.
+ * 150,000 submits while the only worker is held overflow it, each time
+ * moving its oldest 2,048 to the global queue, which workers look at
+ * first.
  * "About": a worker's batches reorder a little (it takes up to 17 from the
  * global queue or 64 from the ring into its deque, and every 61st look
  * takes from the global queue before its deque), so each process must
