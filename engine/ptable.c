@@ -49,6 +49,27 @@ static size_t map_bytes(size_t b)
 
 #define SMALL_MAP ((size_t)64 << 10)
 
+/* LeakSanitizer does not scan mmap'd memory for pointers, and the slots
+ * hold the only pointers to their watchers and events: an engine still
+ * alive at exit (a test that never frees it) would have them reported as
+ * leaks. Under AddressSanitizer the mapped segments are made root regions
+ * (scanned) while mapped. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SX_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SX_LSAN 1
+#endif
+#endif
+#ifdef SX_LSAN
+#include <sanitizer/lsan_interface.h>
+#define lsan_root(p, n) __lsan_register_root_region((p), (n))
+#define lsan_unroot(p, n) __lsan_unregister_root_region((p), (n))
+#else
+#define lsan_root(p, n) ((void)(p), (void)(n))
+#define lsan_unroot(p, n) ((void)(p), (void)(n))
+#endif
+
 /* b bytes of zeroed, line-aligned memory, or NULL. From 64 KiB on, fresh
  * pages: untouched (and not resident) until used. */
 static void *map_zeroed(size_t b)
@@ -63,7 +84,10 @@ static void *map_zeroed(size_t b)
     if (b < HUGE_SZ) { /* b: a multiple of the page size */
         void *m = mmap(NULL, b, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return m != MAP_FAILED ? m : NULL;
+        if (m == MAP_FAILED)
+            return NULL;
+        lsan_root(m, b);
+        return m;
     }
     b = map_bytes(b);
     /* Over-map by 2 MiB and trim both ends to get 2 MiB alignment. */
@@ -80,15 +104,18 @@ static void *map_zeroed(size_t b)
 #ifdef MADV_HUGEPAGE
     (void)madvise((void *)a, b, MADV_HUGEPAGE); /* a hint; failure is fine */
 #endif
+    lsan_root((void *)a, b);
     return (void *)a;
 }
 
 static void unmap_zeroed(void *m, size_t b)
 {
-    if (b < SMALL_MAP)
+    if (b < SMALL_MAP) {
         free(m);
-    else
+    } else {
+        lsan_unroot(m, map_bytes(b));
         munmap(m, map_bytes(b));
+    }
 }
 
 static size_t seg_bytes(unsigned k)
