@@ -274,6 +274,12 @@ typedef struct {
     /* The number of entries, for stats and the purge rule: written under
      * the lock, read without it (relaxed). */
     _Atomic size_t n_hint;
+    /* Sleeps the owner added without the lock (timers.c, "the inbox"): a
+     * stack of their completers. How many: pushed (written by the owner
+     * only) less drained (written under the lock only); relaxed, figures
+     * for stats and the purge rule. */
+    _Atomic(sx__mpsc_node *) inbox;
+    _Atomic size_t n_pushed, n_drained;
 } sx__timers;
 
 typedef struct sx__worker {
@@ -587,8 +593,8 @@ bool sx__work_visible(sx_engine *e);
 int sx__timers_init(sx__timers *tm);
 void sx__timers_fini(sx__timers *tm);
 /* [owning worker] Answers done (no result) at due_ns or later. */
-/* On success done is freed: the entry keeps what the answer needs, and a
- * new completer is made when it fires. */
+/* [owning worker] Takes done (its sleep is answered at due_ns or later,
+ * or SX_ENOMEM if it cannot be kept); returns 0. */
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done);
 /* Fires tm's entries due at now; wait_lock false: only if the lock is
  * free. */

@@ -41,6 +41,7 @@
  * workers are joined].
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/internal.h"
 #include "engine/io.h"
@@ -53,6 +54,9 @@ int sx__timers_init(sx__timers *tm)
     sx__tw_init(&tm->tw, sx__now_ns());
     atomic_init(&tm->next_due, UINT64_MAX);
     atomic_init(&tm->n_hint, 0);
+    atomic_init(&tm->inbox, NULL);
+    atomic_init(&tm->n_pushed, 0);
+    atomic_init(&tm->n_drained, 0);
     return 0;
 }
 
@@ -61,56 +65,164 @@ void sx__timers_fini(sx__timers *tm)
     sx__tw_fini(&tm->tw);
 }
 
-/* Publishes next (the set's earliest due) and its size. Under the lock. */
-static void publish(sx__timers *tm, uint64_t next)
+/* ---- the inbox ----
+ *
+ * The owner does not take its set's lock to add a sleep: it pushes the
+ * sleep's completer onto `inbox` (a stack; one CAS) with the due in the
+ * node, and lowers next_due if the new due is earlier. Whoever next takes
+ * the lock to fire (the owner, or another worker stealing due timers)
+ * first moves the inbox into the set and frees the nodes. The lock was
+ * held for every sleep before, and a worker that the OS preempted while
+ * holding it (three runnable threads on two cores while a submitter
+ * runs) kept the other worker from firing its due sleeps for the rest of
+ * its time slice: windows of a few milliseconds' deadlines all 2-10 ms
+ * late, timers' p99 lateness 2-30 ms in many runs.
+ *
+ * next_due stays a lower bound of every due in the set and the inbox:
+ * the owner pushes (seq_cst CAS), then lowers next_due with a CAS if its
+ * due is earlier (seq_cst); a holder of the lock stores the set's
+ * earliest (seq_cst), then looks at the inbox (seq_cst) and, if a push
+ * came in, moves it and stores again. Of a push and a store that race,
+ * either the store's look sees the push, or the push's CAS comes after
+ * the store and lowers what it stored (the Dekker pattern: store, then
+ * load of the other location, all four seq_cst). */
+
+/* A pushed node keeps its due in the 8 bytes after its fields, which
+ * every node size has (a small node ends SX__EV_SMALL bytes after
+ * `small`) and no completer uses. */
+_Static_assert(offsetof(sx__ev, small) + SX__EV_SMALL >=
+                   sizeof(sx__ev) + sizeof(uint64_t),
+               "a small node has room for a due after its fields");
+
+static void due_put(sx__ev *ev, uint64_t due)
 {
-    /* relaxed: a figure (stats) and a purge trigger. */
-    atomic_store_explicit(&tm->n_hint, tm->tw.n, memory_order_relaxed);
-    /* relaxed: a hint read without the lock (find_work, park); the set
-     * itself is only read under the lock. A stale value makes a worker
-     * look or sleep a little early or late by one check, never lose a
-     * timer: the owner looks at its set under the lock on every 8th look
-     * and every spin. */
-    atomic_store_explicit(&tm->next_due, next, memory_order_relaxed);
+    memcpy((uint8_t *)ev + sizeof(sx__ev), &due, sizeof(due));
+}
+
+static uint64_t due_get(const sx__ev *ev)
+{
+    uint64_t due;
+    memcpy(&due, (const uint8_t *)ev + sizeof(sx__ev), sizeof(due));
+    return due;
 }
 
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
 {
-    /* The entry keeps what the answer needs: the process and its
-     * generation, the tag, and for a sampled yield (one in 64: the
-     * latency figures) its dispatch time, as microseconds before the due
-     * plus 1 (0: not sampled). The completer goes back to this worker's
-     * cache at once and a node is taken again when the sleep fires: no
-     * event node waits out a sleep (100,000 sleepers held 11 MB of them,
-     * each a cold miss when it fired). */
-    const sx__ev *ev = &done->ev;
-    uint64_t lat = 0;
-    if (ev->t0 != 0)
-        lat = (due_ns > ev->t0 ? (due_ns - ev->t0) / 1000u : 0) + 1;
-    sx__twval v = { ev->to, ev->tag, ev->to_gen,
-                    lat < UINT32_MAX ? (uint32_t)lat : UINT32_MAX };
     sx__timers *tm = &w->tm;
-    sx__spin_lock(&tm->lock);
-    bool first = tm->tw.n == 0;
-    if (first) /* its clock may be stale: nobody takes from an empty set */
-        sx__tw_sync(&tm->tw, sx__now_ns());
-    /* Grows its memory to the peak number of sleeps and keeps it: no
-     * allocation in steady state. */
-    if (sx__tw_add(&tm->tw, due_ns, &v) != 0) {
-        sx__spin_unlock(&tm->lock);
-        return SX_ENOMEM;
-    }
-    /* relaxed: written only under the lock, which we hold. */
-    uint64_t next = atomic_load_explicit(&tm->next_due, memory_order_relaxed);
-    publish(tm, due_ns < next ? due_ns : next);
-    sx__spin_unlock(&tm->lock);
-    sx__ev_free(&done->ev);
+    sx__ev *ev = &done->ev;
+    due_put(ev, due_ns);
+    /* relaxed: a figure (stats, the purge rule); one writer, the owner. */
+    atomic_store_explicit(
+        &tm->n_pushed,
+        atomic_load_explicit(&tm->n_pushed, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    /* relaxed: the CAS below re-reads it. */
+    sx__mpsc_node *head =
+        atomic_load_explicit(&tm->inbox, memory_order_relaxed);
+    do {
+        /* relaxed: published by the CAS. */
+        atomic_store_explicit(&ev->node.next, head, memory_order_relaxed);
+        /* seq_cst: release for the node's contents (the drainer's
+         * exchange acquires them), and the push's half of the Dekker
+         * pattern above. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &tm->inbox, &head, &ev->node, memory_order_seq_cst,
+        memory_order_relaxed));
+    /* seq_cst: the other half of the pattern (see "the inbox"). */
+    uint64_t next = atomic_load_explicit(&tm->next_due, memory_order_seq_cst);
+    bool first = next == UINT64_MAX;
+    while (due_ns < next && !atomic_compare_exchange_weak_explicit(
+                                &tm->next_due, &next, due_ns,
+                                memory_order_seq_cst, memory_order_seq_cst))
+        ;
     /* A worker parked before this set had timers sleeps without a bound
      * for them; should this worker get stuck in a long step, nobody would
      * fire them. Wake one to re-time its park (sx__timers_park_until). */
     if (first)
         sx__park_notify(w->engine);
     return 0;
+}
+
+/* Moves the inbox into the set (under the lock). Each entry keeps what
+ * the answer needs: the process and its generation, the tag, and for a
+ * sampled yield (one in 64: the latency figures) its dispatch time, as
+ * microseconds before the due plus 1 (0: not sampled); its node is freed,
+ * and a node is taken again when the sleep fires: no event node waits
+ * out a sleep (100,000 sleepers held 11 MB of them, each a cold miss when
+ * it fired). A node whose entry finds no memory goes onto *failed, to be
+ * answered SX_ENOMEM once the lock is let go. */
+static void drain(sx__timers *tm, uint64_t now, sx__ev **failed)
+{
+    /* seq_cst: acquires the pushed nodes; the holder's half of the
+     * pattern (see "the inbox"). */
+    sx__mpsc_node *n =
+        atomic_exchange_explicit(&tm->inbox, NULL, memory_order_seq_cst);
+    if (n == NULL)
+        return;
+    /* Its clock may be stale: nobody takes from an empty set. */
+    sx__tw_sync(&tm->tw, now);
+    size_t k = 0;
+    while (n != NULL) {
+        sx__ev *ev = (sx__ev *)n;
+        /* relaxed: the list is ours now. */
+        n = atomic_load_explicit(&n->next, memory_order_relaxed);
+        uint64_t due = due_get(ev), lat = 0;
+        if (ev->t0 != 0)
+            lat = (due > ev->t0 ? (due - ev->t0) / 1000u : 0) + 1;
+        sx__twval v = { ev->to, ev->tag, ev->to_gen,
+                        lat < UINT32_MAX ? (uint32_t)lat : UINT32_MAX };
+        k++;
+        /* Grows its memory to the peak number of sleeps and keeps it: no
+         * allocation in steady state. */
+        if (sx__tw_add(&tm->tw, due, &v) == 0) {
+            sx__ev_free(ev);
+        } else {
+            /* relaxed: a private list. */
+            atomic_store_explicit(&ev->node.next, (sx__mpsc_node *)*failed,
+                                  memory_order_relaxed);
+            *failed = ev;
+        }
+    }
+    /* relaxed: see sx__timer_add; written only under the lock. */
+    atomic_store_explicit(
+        &tm->n_drained,
+        atomic_load_explicit(&tm->n_drained, memory_order_relaxed) + k,
+        memory_order_relaxed);
+}
+
+/* Publishes the set's earliest due and its size, after moving in the
+ * inbox and whatever is pushed meanwhile (see "the inbox"). Under the
+ * lock. */
+static void settle(sx__timers *tm, uint64_t now, sx__ev **failed)
+{
+    for (;;) {
+        drain(tm, now, failed);
+        /* relaxed: a figure (stats) and a purge trigger. */
+        atomic_store_explicit(&tm->n_hint, tm->tw.n, memory_order_relaxed);
+        /* seq_cst: see "the inbox". Read without the lock as a hint
+         * (find_work, park): a stale value makes a worker look or sleep a
+         * little early or late by one check, never lose a timer. */
+        atomic_store_explicit(&tm->next_due, sx__tw_earliest(&tm->tw),
+                              memory_order_seq_cst);
+        /* seq_cst: see "the inbox". */
+        if (atomic_load_explicit(&tm->inbox, memory_order_seq_cst) == NULL)
+            return;
+    }
+}
+
+/* Answers SX_ENOMEM to the sleeps that drain could not enter (after the
+ * lock): a sleep that cannot wait fails rather than waits for good. */
+static void fail_all(sx__ev *failed)
+{
+    while (failed != NULL) {
+        sx__ev *ev = failed;
+        /* relaxed: a private list. */
+        failed = (sx__ev *)atomic_load_explicit(&ev->node.next,
+                                                memory_order_relaxed);
+        ev->watch = SX__WATCH_SLEEP; /* collecting it counts the sleep */
+        sx_complete((sx_completer *)ev, (sx_payload){ NULL, 0 }, SX_ENOMEM,
+                    "no memory to keep the sleep");
+    }
 }
 
 /* The answer of a sleep that came due: a fresh (small) completer for the
@@ -138,13 +250,16 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
         ((sx__worker *)((char *)tm - offsetof(sx__worker, tm)))->engine;
     for (;;) {
         sx__twent due[FIRE_BATCH];
+        sx__ev *failed = NULL;
         if (wait_lock)
             sx__spin_lock(&tm->lock);
         else if (!sx__spin_trylock(&tm->lock))
             return;
+        drain(tm, now, &failed);
         size_t k = sx__tw_take(&tm->tw, now, due, FIRE_BATCH);
-        publish(tm, sx__tw_earliest(&tm->tw));
+        settle(tm, now, &failed);
         sx__spin_unlock(&tm->lock);
+        fail_all(failed);
         /* Answered outside the lock: an answer runs the delivery path.
          * A sleeper's slot was last touched when it went to sleep, up to
          * seconds ago, so it is likely out of cache: ask for every slot
@@ -168,8 +283,9 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
             sx__spin_lock(&tm->lock);
             for (size_t i = 0; i < put_back; i++)
                 (void)sx__tw_add(&tm->tw, due[i].due, &due[i].v);
-            publish(tm, sx__tw_earliest(&tm->tw));
+            settle(tm, now, &failed);
             sx__spin_unlock(&tm->lock);
+            fail_all(failed);
             return;
         }
         if (k < FIRE_BATCH)
@@ -232,13 +348,28 @@ static bool keep_none(const sx__twval *v, void *arg)
 
 void sx__timers_drain(sx_engine *e)
 {
-    /* No process is alive: the answers would go nowhere. The entries hold
-     * no memory of their own. */
+    /* No process is alive: the answers would go nowhere. The set's
+     * entries hold no memory of their own; the inbox's nodes are freed. */
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__timers *tm = &e->workers[i].tm;
         sx__spin_lock(&tm->lock);
+        /* seq_cst: as in drain. */
+        sx__mpsc_node *n =
+            atomic_exchange_explicit(&tm->inbox, NULL, memory_order_seq_cst);
+        while (n != NULL) {
+            /* relaxed: the list is ours. */
+            sx__mpsc_node *next =
+                atomic_load_explicit(&n->next, memory_order_relaxed);
+            sx__ev_free((sx__ev *)n);
+            n = next;
+        }
+        atomic_store_explicit(
+            &tm->n_drained,
+            atomic_load_explicit(&tm->n_pushed, memory_order_relaxed),
+            memory_order_relaxed);
         sx__tw_filter(&tm->tw, keep_none, NULL);
-        publish(tm, UINT64_MAX);
+        atomic_store_explicit(&tm->n_hint, 0, memory_order_relaxed);
+        atomic_store_explicit(&tm->next_due, UINT64_MAX, memory_order_seq_cst);
         sx__spin_unlock(&tm->lock);
     }
 }
@@ -246,10 +377,19 @@ void sx__timers_drain(sx_engine *e)
 uint64_t sx__timers_count(sx_engine *e)
 {
     uint64_t n = 0;
-    for (unsigned i = 0; i < e->n_workers; i++)
-        /* relaxed: a figure. */
-        n += atomic_load_explicit(&e->workers[i].tm.n_hint,
-                                  memory_order_relaxed);
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        const sx__timers *tm = &e->workers[i].tm;
+        /* relaxed: figures; a sleep moving from the inbox to the set may
+         * be missed or counted twice for a moment. */
+        /* Drained first: a sleep drained after this read is then in
+         * n_hint or not yet counted out of pushed, never negative. */
+        size_t drained =
+            atomic_load_explicit(&tm->n_drained, memory_order_relaxed);
+        size_t pushed =
+            atomic_load_explicit(&tm->n_pushed, memory_order_relaxed);
+        n += atomic_load_explicit(&tm->n_hint, memory_order_relaxed) +
+             (pushed > drained ? pushed - drained : 0);
+    }
     return n;
 }
 
@@ -263,13 +403,17 @@ static bool keep_live(const sx__twval *v, void *arg)
     return atomic_load_explicit(&p->gen, memory_order_acquire) == v->gen;
 }
 
-/* Drops tm's dead entries in one pass. */
+/* Drops tm's dead entries in one pass (the inbox's moved in first). */
 static void purge(sx__timers *tm)
 {
+    sx__ev *failed = NULL;
+    uint64_t now = sx__now_ns();
     sx__spin_lock(&tm->lock);
+    drain(tm, now, &failed);
     sx__tw_filter(&tm->tw, keep_live, NULL);
-    publish(tm, sx__tw_earliest(&tm->tw));
+    settle(tm, now, &failed);
     sx__spin_unlock(&tm->lock);
+    fail_all(failed);
 }
 
 void sx__timers_purge_maybe(sx_engine *e)

@@ -254,6 +254,12 @@ static void fire_timers(sx_engine *e, sx__worker *w, uint64_t tick,
     uint64_t now = sx__now_ns();
     if (mine <= now)
         sx__timers_run(&w->tm, now, true);
+    /* relaxed: a hint. The sleeps this worker added since its last look
+     * go into its set now (if the lock is free), while their nodes are
+     * still in its cache, and the nodes go back to its cache for the next
+     * sleeps (timers.c, "the inbox"). */
+    else if (atomic_load_explicit(&w->tm.inbox, memory_order_relaxed) != NULL)
+        sx__timers_run(&w->tm, now, false);
     if (others && any <= now)
         sx__timers_steal(e, w, now);
 }
