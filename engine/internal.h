@@ -413,7 +413,8 @@ typedef struct {
  * slot's state cell, in an array beside the slot's segment, instead of a
  * calloc'd block: no malloc and free per process (skynet: 1.1 M calloc /
  * free pairs, ~10 % of its time), and consecutive slots' states share
- * lines. Memory that no process with state uses is never touched. */
+ * lines. Memory that no process with state uses is never touched (but
+ * for the first segment's 32 KiB, a heap block that is zeroed). */
 #define SX__CELL 32u
 #define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
 #define SX__FREE_NONE UINT32_MAX

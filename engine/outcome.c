@@ -74,6 +74,9 @@
 /* Room for small values and messages, so that records are reusable. */
 #define OUTCOME_MIN_CAP 48
 #define SPARES_MAX 64 /* evicted records a worker's shard keeps for reuse */
+/* Only records this small are kept as spares: 64 spares of a 1 MiB result
+ * would hold 64 MiB per worker for nothing (helper-35). */
+#define SPARE_CAP_MAX 512
 
 static size_t hash_id(uint64_t id, size_t mask)
 {
@@ -289,7 +292,7 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     sx__spin_unlock(&s->mu);
     while (gone != NULL) {
         sx__outcome *next = gone->hnext;
-        if (own && s->n_spare < SPARES_MAX) {
+        if (own && s->n_spare < SPARES_MAX && gone->cap <= SPARE_CAP_MAX) {
             gone->hnext = s->spare;
             s->spare = gone;
             s->n_spare++;

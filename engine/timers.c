@@ -173,8 +173,11 @@ static void drain(sx__timers *tm, uint64_t now, sx__ev **failed)
                         lat < UINT32_MAX ? (uint32_t)lat : UINT32_MAX };
         k++;
         /* Grows its memory to the peak number of sleeps and keeps it: no
-         * allocation in steady state. */
-        if (sx__tw_add(&tm->tw, due, &v) == 0) {
+         * allocation in steady state. The room kept for a batch more is
+         * what a put-back in sx__timers_run needs (helper-35: sleeps
+         * drained meanwhile could use up the room the take had left). */
+        if (sx__tw_reserve(&tm->tw, FIRE_BATCH + 1) == 0 &&
+            sx__tw_add(&tm->tw, due, &v) == 0) {
             sx__ev_free(ev);
         } else {
             /* relaxed: a private list. */
@@ -211,9 +214,13 @@ static void settle(sx__timers *tm, uint64_t now, sx__ev **failed)
 }
 
 /* Answers SX_ENOMEM to the sleeps that drain could not enter (after the
- * lock): a sleep that cannot wait fails rather than waits for good. */
-static void fail_all(sx__ev *failed)
+ * lock): a sleep that cannot wait fails rather than waits for good.
+ * Empties *list (its nodes are answered: helper-35 found a second call
+ * walking the same answered nodes). */
+static void fail_all(sx__ev **list)
 {
+    sx__ev *failed = *list;
+    *list = NULL;
     while (failed != NULL) {
         sx__ev *ev = failed;
         /* relaxed: a private list. */
@@ -259,7 +266,7 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
         size_t k = sx__tw_take(&tm->tw, now, due, FIRE_BATCH);
         settle(tm, now, &failed);
         sx__spin_unlock(&tm->lock);
-        fail_all(failed);
+        fail_all(&failed);
         /* Answered outside the lock: an answer runs the delivery path.
          * A sleeper's slot was last touched when it went to sleep, up to
          * seconds ago, so it is likely out of cache: ask for every slot
@@ -279,13 +286,14 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
         if (put_back > 0) {
             /* No memory for an answer: the entries go back as they were,
              * so that no sleeper waits for good. They fit without
-             * allocating: the set keeps room for all it held (twheel.h). */
+             * allocating: they are due (so they go to near), and drain
+             * keeps room in near for a batch beyond the set's entries. */
             sx__spin_lock(&tm->lock);
             for (size_t i = 0; i < put_back; i++)
                 (void)sx__tw_add(&tm->tw, due[i].due, &due[i].v);
             settle(tm, now, &failed);
             sx__spin_unlock(&tm->lock);
-            fail_all(failed);
+            fail_all(&failed);
             return;
         }
         if (k < FIRE_BATCH)
@@ -413,7 +421,7 @@ static void purge(sx__timers *tm)
     sx__tw_filter(&tm->tw, keep_live, NULL);
     settle(tm, now, &failed);
     sx__spin_unlock(&tm->lock);
-    fail_all(failed);
+    fail_all(&failed);
 }
 
 void sx__timers_purge_maybe(sx_engine *e)

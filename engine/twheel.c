@@ -237,6 +237,11 @@ void sx__tw_fini(sx__twheel *w)
     sx__tw_init(w, 0);
 }
 
+int sx__tw_reserve(sx__twheel *w, size_t extra)
+{
+    return reserve(&w->near, &w->near_cap, w->n + extra);
+}
+
 int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v)
 {
     if (reserve(&w->near, &w->near_cap, w->n + 1) != 0)

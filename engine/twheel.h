@@ -79,6 +79,9 @@ void sx__tw_fini(sx__twheel *w);
  * so its clock goes stale, and entries added to it would all land in far
  * or in the wrong buckets); does nothing to a set with entries. */
 void sx__tw_sync(sx__twheel *w, uint64_t now);
+/* Makes room for extra entries beyond the set's present ones, so that
+ * adding them (in near) needs no allocation; 0 or SX_ENOMEM. */
+int sx__tw_reserve(sx__twheel *w, size_t extra);
 /* Adds (due, *v); 0 or SX_ENOMEM (nothing added). */
 int sx__tw_add(sx__twheel *w, uint64_t due, const sx__twval *v);
 /* Takes out up to max entries due at now (due <= now), earliest first,
