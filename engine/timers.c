@@ -1,16 +1,16 @@
 /* engine/timers.c — sleeps on the workers: per-worker timer sets.
  *
  * SX_CMD_SLEEP and SX_CMD_SLEEP_UNTIL do not go to a libuv loop. The
- * worker whose step yielded the sleep puts (deadline, completer) into its
- * own timer set (engine/twheel.h: a hashed wheel in front of a small heap,
- * under a spinlock) and fires it itself, between steps, when the deadline
- * has passed: the woken process goes to that worker's next slot or deque
- * with no doorbell, no loop thread, no allocation per sleep and no wake
- * queue mutex. This is Go's design (per-P timer heaps, checked by the
- * scheduler, parks bounded by the next deadline); the loop design it
- * replaces for sleeps needed a third thread that competed with the
- * workers for the cores, one op allocation per sleep, and one wake-queue
- * lock per firing (bench/FINDINGS.md, timers).
+ * worker whose step yielded the sleep hands it to its own timer set
+ * (through the lock-free inbox below, into engine/twheel.h's hashed wheel
+ * in front of a small heap, under a spinlock) and fires it itself,
+ * between steps, when the deadline has passed: the woken process goes to
+ * that worker's next slot or deque with no doorbell, no loop thread, no
+ * event node held while it sleeps and no wake queue mutex. This is Go's design
+ * (per-P timer heaps, checked by the scheduler, parks bounded by the next
+ * deadline); the loop design it replaces for sleeps needed a third thread that
+ * competed with the workers for the cores, one op allocation per sleep, and one
+ * wake-queue lock per firing (bench/FINDINGS.md, timers).
  *
  * Who fires what:
  *   - the owner, in find_work: every 8th look for work, and on every
@@ -30,11 +30,11 @@
  * while it sleeps leaves its entry in the set. Such entries are counted
  * (the process's `sleeps`, added to e->tm_dead at finish) and dropped in
  * one pass over the sets once they are at least half of all entries
- * (sx__timers_purge_maybe), or when they come due (the completer finds the
- * slot's generation changed: the answer is dropped, as any late answer
- * is). Memory held by dead entries is so bounded by the live ones. A sleep
- * with a yield timeout stays on the loop (cmd_clock.c), where the timeout
- * cancels it. At engine stop the entries left are freed.
+ * (sx__timers_purge_maybe), or when they come due (the answer finds the
+ * slot's generation changed and is dropped, as any late answer is). Memory held
+ * by dead entries is so bounded by the live ones. A sleep with a yield timeout
+ * stays on the loop (cmd_clock.c), where the timeout cancels it. At engine stop
+ * the entries left are freed.
  *
  * Threads: add [the owning worker]; run [any worker; the owner or a
  * trylock winner]; earliest [any worker]; drain [the stopper, after the
