@@ -130,9 +130,9 @@ typedef struct {
     uint64_t io_ops;      /* ops started on the loops since start          */
     uint64_t timeouts;    /* yields answered SX_ETIMEDOUT by their timeout */
     /* Sleeps (SX_CMD_SLEEP, SX_CMD_SLEEP_UNTIL without a timeout) wait on
-     * the workers, not the loops: entries on the workers' timer heaps now,
-     * including those of processes that finished meanwhile until they are
-     * purged (docs/COMMANDS.md). */
+     * the workers, not the loops: entries in the workers' timer sets now
+     * (and on their way in), including those of processes that finished
+     * meanwhile until they are purged (docs/COMMANDS.md). */
     uint64_t sleeps;
     /* Process slots in the table, in use or free: it grows (by doubling
      * segments) and never shrinks while the engine lives; each slot is
