@@ -29,8 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SX__TW_SHIFT 19 /* a bucket is 2^19 ns (~0.52 ms) wide */
-#define SX__TW_BUCKETS 512
+/* A bucket is 2^18 ns (~0.26 ms) wide: near holds about a bucket's worth
+ * of entries, so the narrower the bucket the smaller the heap that every
+ * firing sifts (timers: 0.0701 -> 0.0676 s against 2^19 and 512 buckets,
+ * medians of 11 alternated runs). */
+#define SX__TW_SHIFT 18
+#define SX__TW_BUCKETS 1024
 #define SX__TW_CHUNK 31 /* entries per chunk: 16 + 31 * 32 ~ 1 KiB */
 
 /* What an entry carries (for timers.c, a sleep's addressee, so that no
