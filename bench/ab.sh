@@ -19,12 +19,15 @@
 #   bash bench/ab.sh fanin 10000000 7 /tmp/bbase/bench/stepx-bench \
 #       build/bench/stepx/bench/stepx-bench
 #
+# AB_KEYS="secs p99_late_ms last_start_ms cpu_secs" adds the medians of
+# those keys of the bench line (the timers A/Bs in bench/FINDINGS.md).
+#
 # Nothing else should run meanwhile (check `uptime`); seven rounds or more
 # for differences under ~10 %.
 set -euo pipefail
 
 if [ $# -lt 4 ]; then
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 workload=$1 n=$2 rounds=$3
@@ -45,17 +48,29 @@ for _ in $(seq 1 "$rounds"); do
         ns=$(printf '%s\n' "$out" | grep -o 'ns_per_op=[0-9.]*' | head -n 1 |
             cut -d= -f2)
         cpu=$(printf '%s\n' "$out" | awk '/^CPU /{print $2 + $3}')
-        printf '%s\t%s\t%s\n' "$b" "${ns:-nan}" "${cpu:-nan}"
+        extra=""
+        for k in ${AB_KEYS:-}; do
+            v=$(printf '%s\n' "$out" | grep -o " $k=[0-9.]*" | head -n 1 |
+                cut -d= -f2)
+            extra="$extra $k=${v:-nan}"
+        done
+        printf '%s\t%s\t%s\t%s\n' "$b" "${ns:-nan}" "${cpu:-nan}" "$extra"
     done
 done | python3 -c '
 import statistics, sys
-runs = {}
+runs, more = {}, {}
 for line in sys.stdin:
-    b, ns, cpu = line.rstrip("\n").split("\t")
+    b, ns, cpu, extra = line.rstrip("\n").split("\t")
     runs.setdefault(b, []).append((float(ns), float(cpu)))
+    for kv in extra.split():
+        k, v = kv.split("=")
+        more.setdefault(b, {}).setdefault(k, []).append(float(v))
 for b, v in runs.items():
     print("%-40s ns_per_op median %8.2f  cpu median %6.3f s   runs: %s" % (
         b, statistics.median(x[0] for x in v),
         statistics.median(x[1] for x in v),
         " ".join("%.1f" % x[0] for x in v)))
+    for k, xs in more.get(b, {}).items():
+        print("%-40s   %s median %.4g   runs: %s" % (
+            "", k, statistics.median(xs), " ".join("%.4g" % x for x in xs)))
 '

@@ -322,19 +322,20 @@ static uint64_t live_now(sx_engine *e)
     return born >= died ? born - died : 0;
 }
 
-/* Adds 1 to a single-writer counter with a seq_cst store (an exchange on
- * x86: the store half of the handshake above). */
-static void count_own(_Atomic uint64_t *c)
+/* Adds 1 to a single-writer counter: a store of the given order, not a
+ * locked RMW. Births use seq_cst (an exchange on x86: the store half of
+ * the handshake above), deaths release (see above). */
+static void count_own(_Atomic uint64_t *c, memory_order order)
 {
     /* relaxed load: only the calling worker writes c. */
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_seq_cst);
+                          order);
 }
 
 static void live_born(sx_engine *e, sx__worker *w)
 {
     if (w != NULL)
-        count_own(&w->st.born);
+        count_own(&w->st.born, memory_order_seq_cst);
     else /* seq_cst: see above */
         atomic_fetch_add_explicit(&e->ext_born, 1, memory_order_seq_cst);
 }
@@ -342,13 +343,9 @@ static void live_born(sx_engine *e, sx__worker *w)
 static void live_died(sx_engine *e, sx__worker *w)
 {
     if (w != NULL)
-        /* relaxed load: only this worker writes it; release: a reader
-         * that sees the death sees the process's last writes (live_now's
-         * figure; stop's handshake does not need more, see above). */
-        atomic_store_explicit(
-            &w->st.died,
-            atomic_load_explicit(&w->st.died, memory_order_relaxed) + 1,
-            memory_order_release);
+        /* release: a reader that sees the death sees the process's last
+         * writes (live_now's figure; stop's handshake needs no more). */
+        count_own(&w->st.died, memory_order_release);
     else /* seq_cst: see above */
         atomic_fetch_add_explicit(&e->ext_died, 1, memory_order_seq_cst);
     if (e->cfg.max_processes != 0) /* relaxed: a count, see above */
