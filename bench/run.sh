@@ -97,6 +97,10 @@ fi
 # over) tests and examples.
 ninja -C "$BUILD" bench/stepx-bench
 STEPX=$BUILD/bench/stepx-bench
+# What the binary was built from, read now: edits made while the suite runs
+# do not change the binary and must not be reported as if they had.
+BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BUILT_DIRTY=$(git status --porcelain -- engine process meson.build 2>/dev/null | wc -l)
 
 echo "=== peers: build into $BB (each only when its source is newer) ==="
 stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; } # target source
@@ -216,8 +220,8 @@ META=$BB/meta.txt
     echo "go=$(go version)"
     echo "erlang=OTP $(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().') erts $(erl -noshell -eval 'io:format("~s", [erlang:system_info(version)]), halt().')"
     echo "caf=libcaf-dev $(dpkg-query -W -f='${Version}' libcaf-dev)"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "dirty=$(git status --porcelain -- engine process meson.build 2>/dev/null | wc -l)"
+    echo "commit=$BUILT_COMMIT"
+    echo "dirty=$BUILT_DIRTY"
 } >"$META"
 mkdir -p "$(dirname "$OUT")"
 python3 bench/report.py "$RAW" "$META" >"$OUT"

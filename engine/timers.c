@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/fault.h"
 #include "engine/internal.h"
 #include "engine/io.h"
 
@@ -176,7 +177,8 @@ static void drain(sx__timers *tm, uint64_t now, sx__ev **failed)
          * allocation in steady state. The room kept for a batch more is
          * what a put-back in sx__timers_run needs (helper-35: sleeps
          * drained meanwhile could use up the room the take had left). */
-        if (sx__tw_reserve(&tm->tw, FIRE_BATCH + 1) == 0 &&
+        if (!SX__FAULT(SX__FAULT_TIMER_KEEP) &&
+            sx__tw_reserve(&tm->tw, FIRE_BATCH + 1) == 0 &&
             sx__tw_add(&tm->tw, due, &v) == 0) {
             sx__ev_free(ev);
         } else {
@@ -237,7 +239,9 @@ static void fail_all(sx__ev **list)
  * sleep done; NULL if there is no memory for it. */
 static sx_completer *answer_of(sx_engine *e, const sx__twent *t)
 {
-    sx__ev *ev = sx__ev_alloc_small_completer();
+    sx__ev *ev = SX__FAULT(SX__FAULT_TIMER_ANSWER)
+                     ? NULL
+                     : sx__ev_alloc_small_completer();
     if (ev == NULL)
         return NULL;
     ev->kind = SX__EV_COMPLETION;

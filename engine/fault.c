@@ -1,0 +1,41 @@
+/* engine/fault.c — allocations that fail on cue, for tests (fault.h).
+ * Empty unless SX_FAULT_INJECTION is defined. */
+#include "engine/fault.h"
+
+#ifdef SX_FAULT_INJECTION
+#include <stdatomic.h>
+
+#define SITES 2
+
+/* relaxed (all): a test arms a site before it submits the work that
+ * reaches it, and that hand-off (the queues' release and acquire) orders
+ * the arming before the check; the counts are read after a wait that
+ * synchronises with the worker, or as a lower bound. */
+static _Atomic unsigned armed;
+static _Atomic uint64_t hits[SITES];
+
+static unsigned index_of(unsigned site)
+{
+    return (unsigned)__builtin_ctz(site) % SITES;
+}
+
+bool sx__fault(unsigned site)
+{
+    if ((atomic_load_explicit(&armed, memory_order_relaxed) & site) == 0)
+        return false;
+    atomic_fetch_add_explicit(&hits[index_of(site)], 1, memory_order_relaxed);
+    return true;
+}
+
+void sx__fault_arm(unsigned sites)
+{
+    atomic_store_explicit(&armed, sites, memory_order_relaxed);
+}
+
+uint64_t sx__fault_hits(unsigned site)
+{
+    return atomic_load_explicit(&hits[index_of(site)], memory_order_relaxed);
+}
+#else
+typedef int sx__fault_unused; /* ISO C: a translation unit declares something */
+#endif

@@ -1,0 +1,40 @@
+/* engine/fault.h — allocations that fail on cue, for tests.
+ *
+ * An out-of-memory path cannot be reached from a test by running out of
+ * memory: the threads' node caches and glibc's arenas go on handing out
+ * memory long after, and the whole test would fail with it. A build with
+ * SX_FAULT_INJECTION defined (meson's stepx_fault library, which only
+ * tests/engine/test_fault links) compiles a check in front of chosen
+ * allocations: while a test has armed a site, the allocation there fails
+ * as if malloc had returned NULL, and the site counts the failure, so that
+ * the test can tell the path was taken. In every other build SX__FAULT is
+ * the constant false and the check compiles away.
+ *
+ * Threads: [any thread].
+ */
+#ifndef SX_ENGINE_FAULT_H
+#define SX_ENGINE_FAULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum {
+    /* engine/timers.c drain: no room in the timer set for a new sleep
+     * (sx__tw_reserve or sx__tw_add failed); the sleep is answered
+     * SX_ENOMEM. */
+    SX__FAULT_TIMER_KEEP = 1u << 0,
+    /* engine/timers.c answer_of: no node for a due sleep's answer; the
+     * entry goes back into the set and is tried again on the next look. */
+    SX__FAULT_TIMER_ANSWER = 1u << 1,
+};
+
+#ifdef SX_FAULT_INJECTION
+bool sx__fault(unsigned site);      /* true: fail this allocation (counted) */
+void sx__fault_arm(unsigned sites); /* the sites that fail from now; 0: none */
+uint64_t sx__fault_hits(unsigned site); /* failures made at site so far */
+#define SX__FAULT(site) sx__fault(site)
+#else
+#define SX__FAULT(site) false
+#endif
+
+#endif

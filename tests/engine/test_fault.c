@@ -1,0 +1,241 @@
+/* tests/engine/test_fault.c — the sleeps' out-of-memory paths, reached
+ * with allocations that fail on cue (engine/fault.h; this test links the
+ * stepx_fault build of the library).
+ *
+ * Properties:
+ *  - no_room: a sleep the timer set has no room for is answered at once
+ *    with SX_ENOMEM ("no memory to keep the sleep"), not kept for good nor
+ *    answered when its 10 s are up; afterwards sleeps work again.
+ *  - put_back: while no node can be had for a due sleep's answer, the
+ *    sleep stays in the set (every sleeper still waiting) and each one is
+ *    answered exactly once, without error, once memory is back; 100
+ *    sleepers, more than one firing batch. (stats.sleeps is not checked
+ *    meanwhile: a batch being fired is out of the set until put back.)
+ *  - both: a sleep that finds no room while other sleeps are being put
+ *    back is answered SX_ENOMEM at once; the put-back sleeps still wait.
+ *
+ * Each case checks that its fault site failed at least once, so that a
+ * build where the site is not reached cannot pass it. Negative controls,
+ * each run once by hand on a scratch copy of engine/timers.c:
+ *  F1. fail_all drops its list instead of answering: no_room times out
+ *      (the sleeper never hears back).
+ *  F2. the put-back skips the failed entries (put_back not incremented):
+ *      put_back times out on the first sleeper.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <stepx/stepx.h>
+
+#include "engine/fault.h"
+#include "tests/harness.h"
+
+#define FAILIF(out, cond, ...)                                                 \
+    do {                                                                       \
+        if (cond) {                                                            \
+            char m_[256];                                                      \
+            snprintf(m_, sizeof m_, __VA_ARGS__);                              \
+            sx_fail(out, m_);                                                  \
+            return 0;                                                          \
+        }                                                                      \
+    } while (0)
+
+typedef struct {
+    int64_t ms; /* the first sleep */
+    int k;      /* steps so far */
+    uint64_t t0;
+} sleeper;
+
+static int take_ms(void *st, const sx_init_ctx *c, const char *m,
+                   const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sleeper *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->ms) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+/* Sleeps ms (tag 1), then 2 ms (tag 2): each step must get exactly the
+ * one answer it waits for (a second answer to tag 1 would show up with
+ * tag 2's). DONE with the ms from the first yield to its answer. */
+static int twice_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    switch (s->k++) {
+    case 0:
+        s->t0 = sx_clock_now_ns();
+        return sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+    case 1: {
+        FAILIF(out, n != 1 || ev[0].tag != 1 || ev[0].error != 0,
+               "first answer: n=%zu tag=%llu error=%d", n,
+               n ? (unsigned long long)ev[0].tag : 0ull, n ? ev[0].error : 0);
+        int64_t waited = (int64_t)((sx_clock_now_ns() - s->t0) / 1000000u);
+        s->t0 = (uint64_t)waited; /* kept for the DONE value */
+        return sx_yield(out, SX_CMD_SLEEP, 2, sx_payload_int(b, 2));
+    }
+    default:
+        FAILIF(out, n != 1 || ev[0].tag != 2 || ev[0].error != 0,
+               "second answer: n=%zu tag=%llu error=%d", n,
+               n ? (unsigned long long)ev[0].tag : 0ull, n ? ev[0].error : 0);
+        sx_done(out, sx_payload_int(b, (int64_t)s->t0));
+        return 0;
+    }
+}
+
+/* Sleeps ms and expects SX_ENOMEM; DONE with the ms it took. */
+static int nomem_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (s->k++ == 0) {
+        s->t0 = sx_clock_now_ns();
+        return sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+    }
+    FAILIF(out, n != 1 || ev[0].tag != 1 || ev[0].error != SX_ENOMEM,
+           "answer: n=%zu error=%d (want SX_ENOMEM)", n, n ? ev[0].error : 0);
+    FAILIF(out,
+           ev[0].error_msg == NULL ||
+               strcmp(ev[0].error_msg, "no memory to keep the sleep") != 0,
+           "message: %s", ev[0].error_msg ? ev[0].error_msg : "(none)");
+    sx_done(out, sx_payload_int(
+                     b, (int64_t)((sx_clock_now_ns() - s->t0) / 1000000u)));
+    return 0;
+}
+
+static const sx_process_type types[] = {
+    { .name = "twice",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = twice_step },
+    { .name = "nomem",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = nomem_step },
+};
+
+static sx_engine *up(void)
+{
+    sx_engine_config cfg = { .workers = 2 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        CHECK_RC(sx_engine_register(e, &types[i]), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    return e;
+}
+
+static void down(sx_engine *e)
+{
+    sx__fault_arm(0);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_stats st;
+    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+    CHECK_EQ_U64(st.sleeps, 0);
+    sx_engine_free(e);
+}
+
+static sx_pid submit(sx_engine *e, const char *type, int64_t ms)
+{
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, ms);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, type, "run", &in, 1, &pid), 0);
+    return pid;
+}
+
+/* Waits up to timeout_ms for pid to finish DONE; its DONE value. */
+static int64_t done_value(sx_engine *e, sx_pid pid, int64_t timeout_ms)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, timeout_ms, &r), 0);
+    if (r.error != 0)
+        SX_FAILF("process failed: %s (%s)", r.error_msg, sx_errname(r.error));
+    int64_t v = -1;
+    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
+    sx_result_free(&r);
+    return v;
+}
+
+static void still_waiting(sx_engine *e, sx_pid pid)
+{
+    sx_result r;
+    int rc = sx_engine_wait(e, pid, 0, &r);
+    if (rc == 0) {
+        SX_FAILF("finished while its answer could not be made: %s",
+                 r.error_msg ? r.error_msg : "DONE");
+    }
+    CHECK_RC(rc, SX_ETIMEDOUT);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void test_no_room(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_TIMER_KEEP);
+    sx__fault_arm(SX__FAULT_TIMER_KEEP);
+    /* 10 s: answered at its due, it would run past the wait's 5 s. */
+    int64_t took = done_value(e, submit(e, "nomem", 10000), 5000);
+    CHECK(took < 5000);
+    CHECK(sx__fault_hits(SX__FAULT_TIMER_KEEP) > before);
+    sx__fault_arm(0);
+    /* Memory is back: a sleep waits its time and is answered. */
+    CHECK(done_value(e, submit(e, "twice", 5), 5000) >= 5);
+    down(e);
+}
+
+#define PUT_BACK_N 100 /* > FIRE_BATCH (64) in engine/timers.c */
+
+static void test_put_back(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_TIMER_ANSWER);
+    sx__fault_arm(SX__FAULT_TIMER_ANSWER);
+    sx_pid pids[PUT_BACK_N];
+    for (int i = 0; i < PUT_BACK_N; i++)
+        pids[i] = submit(e, "twice", 1 + i % 5);
+    sleep_ms(60); /* every sleep is due by now, none can be answered */
+    for (int i = 0; i < PUT_BACK_N; i++)
+        still_waiting(e, pids[i]);
+    /* A whole batch failed at least once (each look takes up to 64). */
+    CHECK(sx__fault_hits(SX__FAULT_TIMER_ANSWER) - before >= 64);
+    sx__fault_arm(0);
+    for (int i = 0; i < PUT_BACK_N; i++)
+        CHECK(done_value(e, pids[i], 10000) >= 1 + i % 5); /* never early */
+    down(e);
+}
+
+static void test_both(void)
+{
+    sx_engine *e = up();
+    uint64_t keep0 = sx__fault_hits(SX__FAULT_TIMER_KEEP);
+    sx__fault_arm(SX__FAULT_TIMER_ANSWER);
+    sx_pid held = submit(e, "twice", 1);
+    sleep_ms(20);
+    still_waiting(e, held);
+    sx__fault_arm(SX__FAULT_TIMER_ANSWER | SX__FAULT_TIMER_KEEP);
+    CHECK(done_value(e, submit(e, "nomem", 10000), 5000) < 5000);
+    CHECK(sx__fault_hits(SX__FAULT_TIMER_KEEP) > keep0);
+    still_waiting(e, held);
+    sx__fault_arm(0);
+    CHECK(done_value(e, held, 10000) >= 1);
+    down(e);
+}
+
+static const sx_test_case cases[] = {
+    { "no_room", test_no_room },
+    { "put_back", test_put_back },
+    { "both", test_both },
+};
+
+SX_TEST_MAIN(cases)
