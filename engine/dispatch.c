@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/fault.h"
 #include "engine/internal.h"
 #include "engine/io.h"
 
@@ -113,7 +114,8 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     /* Read before the answer's bytes are set: in a small completer they
      * overlay `to` (internal.h). */
     sx__proc *p = ev->to;
-    if (sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
+    if (SX__FAULT(SX__FAULT_RESULT) ||
+        sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
         /* The result cannot be copied: the process still gets its one
          * answer, as an error. */
         error = SX_ENOMEM;
@@ -264,8 +266,9 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
             continue;
         }
         const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
-        sx__ev *ev = c != NULL && c->small ? sx__ev_alloc_small_completer()
-                                           : sx__ev_alloc();
+        sx__ev *ev = SX__FAULT(SX__FAULT_DISPATCH) ? NULL
+                     : c != NULL && c->small ? sx__ev_alloc_small_completer()
+                                             : sx__ev_alloc();
         if (ev == NULL)
             return SX_ENOMEM;
         ev->kind = SX__EV_COMPLETION;

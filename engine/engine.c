@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/fault.h"
 #include "engine/internal.h"
 #include "engine/io.h"
 
@@ -408,7 +409,8 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         rc = SX_ESTOPPING;
         goto fail_live;
     }
-    sx__proc *p = sx__ptable_alloc(e, t, interned);
+    sx__proc *p =
+        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
     if (p == NULL) {
         rc = SX_ENOMEM;
         goto fail_live;
@@ -528,8 +530,10 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 {
     if (topic_len > 255 || (data.data == NULL && data.len > 0))
         return SX_EINVAL;
-    sx__ev *ev =
-        sx__ev_alloc_sized((topic != NULL ? topic_len + 1 : 0) + data.len);
+    sx__ev *ev = SX__FAULT(SX__FAULT_SEND)
+                     ? NULL
+                     : sx__ev_alloc_sized((topic != NULL ? topic_len + 1 : 0) +
+                                          data.len);
     if (ev == NULL)
         return SX_ENOMEM;
     ev->kind = SX__EV_MESSAGE;

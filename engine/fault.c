@@ -5,13 +5,14 @@
 #ifdef SX_FAULT_INJECTION
 #include <stdatomic.h>
 
-#define SITES 2
+#define SITES 6
 
 /* relaxed (all): a test arms a site before it submits the work that
  * reaches it, and that hand-off (the queues' release and acquire) orders
  * the arming before the check; the counts are read after a wait that
  * synchronises with the worker, or as a lower bound. */
 static _Atomic unsigned armed;
+static _Atomic unsigned passes[SITES]; /* let through before failing */
 static _Atomic uint64_t hits[SITES];
 
 static unsigned index_of(unsigned site)
@@ -23,13 +24,27 @@ bool sx__fault(unsigned site)
 {
     if ((atomic_load_explicit(&armed, memory_order_relaxed) & site) == 0)
         return false;
+    _Atomic unsigned *pass = &passes[index_of(site)];
+    unsigned n = atomic_load_explicit(pass, memory_order_relaxed);
+    while (n > 0)
+        if (atomic_compare_exchange_weak_explicit(
+                pass, &n, n - 1, memory_order_relaxed, memory_order_relaxed))
+            return false;
     atomic_fetch_add_explicit(&hits[index_of(site)], 1, memory_order_relaxed);
     return true;
 }
 
 void sx__fault_arm(unsigned sites)
 {
+    for (unsigned i = 0; i < SITES; i++)
+        atomic_store_explicit(&passes[i], 0, memory_order_relaxed);
     atomic_store_explicit(&armed, sites, memory_order_relaxed);
+}
+
+void sx__fault_arm_after(unsigned site, unsigned pass)
+{
+    atomic_store_explicit(&passes[index_of(site)], pass, memory_order_relaxed);
+    atomic_fetch_or_explicit(&armed, site, memory_order_relaxed);
 }
 
 uint64_t sx__fault_hits(unsigned site)

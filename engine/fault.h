@@ -26,11 +26,26 @@ enum {
     /* engine/timers.c answer_of: no node for a due sleep's answer; the
      * entry goes back into the set and is tried again on the next look. */
     SX__FAULT_TIMER_ANSWER = 1u << 1,
+    /* engine/engine.c sx__spawn: no process slot; submit and spawn return
+     * SX_ENOMEM. */
+    SX__FAULT_SPAWN = 1u << 2,
+    /* engine/dispatch.c sx__dispatch: no completer for a yield; the
+     * process finishes SX_ENOMEM ("dispatch: out of memory"). */
+    SX__FAULT_DISPATCH = 1u << 3,
+    /* engine/engine.c sx__send: no node for a message; the send returns
+     * SX_ENOMEM. */
+    SX__FAULT_SEND = 1u << 4,
+    /* engine/dispatch.c sx_complete: no room to copy a command's result;
+     * the process gets its one answer as SX_ENOMEM. */
+    SX__FAULT_RESULT = 1u << 5,
 };
 
 #ifdef SX_FAULT_INJECTION
 bool sx__fault(unsigned site);      /* true: fail this allocation (counted) */
 void sx__fault_arm(unsigned sites); /* the sites that fail from now; 0: none */
+/* Arms one more site that lets the next `pass` allocations through and
+ * fails those after them. */
+void sx__fault_arm_after(unsigned site, unsigned pass);
 uint64_t sx__fault_hits(unsigned site); /* failures made at site so far */
 #define SX__FAULT(site) sx__fault(site)
 #else

@@ -13,6 +13,17 @@
  *    meanwhile: a batch being fired is out of the set until put back.)
  *  - both: a sleep that finds no room while other sleeps are being put
  *    back is answered SX_ENOMEM at once; the put-back sleeps still wait.
+ *  - spawn: with no process slot, submit returns SX_ENOMEM and a step's
+ *    spawn is answered SX_ENOMEM; nothing is counted live (stop returns at
+ *    once, live 0), and both work again afterwards.
+ *  - dispatch: a step whose second yield finds no completer finishes
+ *    SX_ENOMEM ("dispatch: out of memory"); its first yield, a sleep
+ *    already in a timer set, comes due and is dropped (no answer to a
+ *    finished process, no crash), and stop leaves no sleep behind.
+ *  - send: a message with no node is refused (SX_ENOMEM) and not counted;
+ *    the receiver still gets the next one.
+ *  - result: a command result that cannot be copied reaches the process
+ *    as its one answer, SX_ENOMEM with a message.
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
@@ -107,6 +118,95 @@ static int nomem_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* Yields a spawn of a "twice" child; DONE with the answer's error. */
+static int parent_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX], buf[64];
+    if (s->k++ == 0) {
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_array(&pk, 3);
+        sx_pack_str(&pk, "twice");
+        sx_pack_str(&pk, "run");
+        sx_pack_array(&pk, 1);
+        sx_pack_int(&pk, 1);
+        return sx_yield(out, SX_CMD_SPAWN, 1, sx_pack_payload(&pk));
+    }
+    FAILIF(out, n != 1 || ev[0].tag != 1, "spawn answer: n=%zu", n);
+    FAILIF(out, ev[0].error != 0 && ev[0].error_msg == NULL,
+           "an error answer without a message");
+    sx_done(out, sx_payload_int(b, ev[0].error));
+    return 0;
+}
+
+/* Yields sleep(ms) tag 1 and sleep(10 s) tag 2 in one step; the test
+ * makes the second yield's completer fail. */
+static int two_yields_step(void *st, const sx_event *ev, size_t n,
+                           sx_step_output *out)
+{
+    (void)ev, (void)n;
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    FAILIF(out, s->k++ > 0, "stepped again after its dispatch failed");
+    sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+    return sx_yield(out, SX_CMD_SLEEP, 2, sx_payload_int(b, 10000));
+}
+
+/* Waits for one message; DONE with its int. */
+static int recv_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_MESSAGE) {
+            int64_t v = -1;
+            sx_payload_get_int(ev[i].data, &v);
+            uint8_t b[SX_PAYLOAD_INT_MAX];
+            sx_done(out, sx_payload_int(b, v));
+            return 0;
+        }
+    sx_idle(out);
+    return 0;
+}
+
+#define CMD_BIG 300 /* a user command answering BIG_LEN bytes */
+#define BIG_LEN 4000
+
+static int big_cmd(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                   sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    static uint8_t bytes[BIG_LEN + 8];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, bytes, sizeof bytes);
+    static char text[BIG_LEN];
+    memset(text, 'x', sizeof text - 1);
+    sx_pack_str(&pk, text);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
+/* Yields CMD_BIG; DONE with the answer's error (0: checks the bytes). */
+static int big_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (s->k++ == 0)
+        return sx_yield(out, CMD_BIG, 1, (sx_payload){ NULL, 0 });
+    FAILIF(out, n != 1 || ev[0].tag != 1, "answer: n=%zu", n);
+    if (ev[0].error == 0)
+        FAILIF(out, ev[0].data.len < BIG_LEN, "result cut: %zu bytes",
+               ev[0].data.len);
+    else
+        FAILIF(out, ev[0].error_msg == NULL || ev[0].data.len > 1,
+               "error answer: msg %s, %zu bytes",
+               ev[0].error_msg ? ev[0].error_msg : "(none)", ev[0].data.len);
+    sx_done(out, sx_payload_int(b, ev[0].error));
+    return 0;
+}
+
 static const sx_process_type types[] = {
     { .name = "twice",
       .state_size = sizeof(sleeper),
@@ -116,6 +216,22 @@ static const sx_process_type types[] = {
       .state_size = sizeof(sleeper),
       .init = take_ms,
       .step = nomem_step },
+    { .name = "parent",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = parent_step },
+    { .name = "two_yields",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = two_yields_step },
+    { .name = "recv",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = recv_step },
+    { .name = "big",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = big_step },
 };
 
 static sx_engine *up(void)
@@ -125,6 +241,7 @@ static sx_engine *up(void)
     CHECK_RC(sx_engine_new(&cfg, &e), 0);
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         CHECK_RC(sx_engine_register(e, &types[i]), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_BIG, "big", big_cmd, NULL), 0);
     CHECK_RC(sx_engine_start(e), 0);
     return e;
 }
@@ -232,10 +349,108 @@ static void test_both(void)
     down(e);
 }
 
+static sx_engine_stats stats(sx_engine *e)
+{
+    sx_engine_stats st;
+    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+    return st;
+}
+
+/* Waits up to timeout_ms for pid's outcome; the outcome's error (its
+ * message in *msg, copied, when msg is not NULL). */
+static int outcome_error(sx_engine *e, sx_pid pid, char *msg, size_t cap)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    int err = r.error;
+    if (msg != NULL)
+        snprintf(msg, cap, "%s", r.error_msg ? r.error_msg : "");
+    sx_result_free(&r);
+    return err;
+}
+
+static void test_spawn(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_SPAWN);
+    sx__fault_arm(SX__FAULT_SPAWN);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, 1);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "twice", "run", &in, 1, &pid), SX_ENOMEM);
+    CHECK_EQ_U64(stats(e).live, 0);
+    CHECK_EQ_U64(stats(e).submitted, 0);
+    /* From a step: the parent itself needs a slot, so it is submitted
+     * first and the site armed after its spawn's first pass. */
+    sx__fault_arm(0);
+    sx__fault_arm_after(SX__FAULT_SPAWN, 1);
+    CHECK_EQ_INT(done_value(e, submit(e, "parent", 0), 5000), SX_ENOMEM);
+    CHECK(sx__fault_hits(SX__FAULT_SPAWN) - before >= 2);
+    sx__fault_arm(0);
+    CHECK_EQ_INT(done_value(e, submit(e, "parent", 0), 5000), 0);
+    /* 2 parents and the child, which sleeps 3 ms after its spawn. */
+    for (double t = sx_test_now_ms();
+         stats(e).completed < 3 && sx_test_now_ms() - t < 5000;)
+        sleep_ms(1);
+    CHECK_EQ_U64(stats(e).completed, 3);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_stop(e, 5000), 0);
+    CHECK(sx_test_now_ms() - t0 < 2000); /* nothing phantom to wait for */
+    CHECK_EQ_U64(stats(e).live, 0);
+    down(e);
+}
+
+static void test_dispatch(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_DISPATCH);
+    sx__fault_arm_after(SX__FAULT_DISPATCH, 1);
+    char msg[128];
+    sx_pid pid = submit(e, "two_yields", 20);
+    CHECK_EQ_INT(outcome_error(e, pid, msg, sizeof msg), SX_ENOMEM);
+    CHECK_STR(msg, "dispatch: out of memory");
+    CHECK_EQ_U64(sx__fault_hits(SX__FAULT_DISPATCH) - before, 1);
+    sx__fault_arm(0);
+    /* Its 20 ms sleep comes due after it finished: dropped, unanswered. */
+    sleep_ms(60);
+    CHECK(done_value(e, submit(e, "twice", 1), 5000) >= 1);
+    down(e);
+}
+
+static void test_send(void)
+{
+    sx_engine *e = up();
+    sx_pid rx = submit(e, "recv", 0);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    uint64_t msgs0 = stats(e).messages;
+    sx__fault_arm(SX__FAULT_SEND);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, rx, "t", sx_payload_int(b, 1)),
+             SX_ENOMEM);
+    still_waiting(e, rx);
+    sx__fault_arm(0);
+    CHECK_EQ_U64(stats(e).messages, msgs0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, rx, "t", sx_payload_int(b, 2)), 0);
+    CHECK_EQ_INT(done_value(e, rx, 5000), 2);
+    down(e);
+}
+
+static void test_result(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_RESULT);
+    sx__fault_arm(SX__FAULT_RESULT);
+    CHECK_EQ_INT(done_value(e, submit(e, "big", 0), 5000), SX_ENOMEM);
+    CHECK(sx__fault_hits(SX__FAULT_RESULT) > before);
+    sx__fault_arm(0);
+    CHECK_EQ_INT(done_value(e, submit(e, "big", 0), 5000), 0);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
-    { "no_room", test_no_room },
-    { "put_back", test_put_back },
-    { "both", test_both },
+    { "no_room", test_no_room },   { "put_back", test_put_back },
+    { "both", test_both },         { "spawn", test_spawn },
+    { "dispatch", test_dispatch }, { "send", test_send },
+    { "result", test_result },
 };
 
 SX_TEST_MAIN(cases)
