@@ -492,17 +492,20 @@ static int token_ring(sx_engine *e, int64_t m, int64_t n)
     return ok && total == n + m - 1;
 }
 
-/* Waits (sleeping, so that the waiting thread does not take a core from
- * the workers on a small machine) until n processes have finished DONE;
- * returns ok. */
-static int wait_completed(sx_engine *e, int64_t n)
+/* Waits until n processes have finished DONE; returns ok. Between looks it
+ * sleeps pause_ns (so that the waiting thread does not take a core from
+ * the workers on a small machine), or with 0 only yields the CPU. */
+static int wait_completed(sx_engine *e, int64_t n, int64_t pause_ns)
 {
     sx_engine_stats st;
     for (;;) {
         sx_engine_stats_get(e, &st, NULL, 0);
         if (st.completed + st.failed + st.terminated >= (uint64_t)n)
             break;
-        sleep_ns(20000);
+        if (pause_ns > 0)
+            sleep_ns(pause_ns);
+        else
+            sched_yield();
     }
     return st.completed == (uint64_t)n && st.failed == 0 && st.terminated == 0;
 }
@@ -520,7 +523,7 @@ static int spawn_many(sx_engine *e, int64_t n, int idle)
                               idle ? &p[i] : NULL) == 0;
     for (int64_t i = 0; ok && idle && i < n; i++)
         ok = sx_engine_send(e, SX_PID_NONE, p[i], "go", nil) == 0;
-    ok = ok && wait_completed(e, n);
+    ok = ok && wait_completed(e, n, 20000);
     free(p);
     return ok;
 }
@@ -647,13 +650,7 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
             ; /* EINTR */
         /* The last sleeper counted itself down in its last step; the
          * engine finishes it just after. Wait for that, without sleeping. */
-        sx_engine_stats st;
-        do {
-            sx_engine_stats_get(e, &st, NULL, 0);
-        } while (st.completed + st.failed + st.terminated < (uint64_t)n &&
-                 sched_yield() == 0);
-        ok =
-            st.completed == (uint64_t)n && st.failed == 0 && st.terminated == 0;
+        ok = wait_completed(e, n, 0);
     }
     /* The clock stops when every sleeper has finished: sorting the
      * lateness figures below is analysis, not the workload (the Go peer

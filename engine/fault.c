@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 
 #define SITES 6
+_Static_assert(SX__FAULT_RESULT == 1u << (SITES - 1),
+               "SITES counts fault.h's sites");
 
 /* relaxed (all): a test arms a site before it submits the work that
  * reaches it, and that hand-off (the queues' release and acquire) orders

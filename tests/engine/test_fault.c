@@ -356,7 +356,7 @@ static sx_engine_stats stats(sx_engine *e)
     return st;
 }
 
-/* Waits up to timeout_ms for pid's outcome; the outcome's error (its
+/* Waits up to 10 s for pid's outcome; the outcome's error (its
  * message in *msg, copied, when msg is not NULL). */
 static int outcome_error(sx_engine *e, sx_pid pid, char *msg, size_t cap)
 {
