@@ -326,12 +326,18 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
         if (!atomic_load_explicit(&p->trap_exit, memory_order_relaxed)) {
             if (error != 0) {
                 uint64_t none = 0;
+                _Atomic uint64_t *why = &sx__ptable_pext(e, p)->link_failed;
                 /* relaxed: the first failure names the reason; the TERM
                  * flag's release (sx__terminate) publishes it. */
-                atomic_compare_exchange_strong_explicit(
-                    &p->link_failed, &none, target.id, memory_order_relaxed,
+                bool named = atomic_compare_exchange_strong_explicit(
+                    why, &none, target.id, memory_order_relaxed,
                     memory_order_relaxed);
-                sx__terminate(e, p);
+                /* Finished already (its finish took no TERM from us, and
+                 * did not reset the reason): reset it here, before our
+                 * reference lets the slot go to another process (see
+                 * link_failed in internal.h). relaxed: as above. */
+                if (sx__terminate(e, p) == SX_ENOTFOUND && named)
+                    atomic_store_explicit(why, 0, memory_order_relaxed);
             }
             sx__proc_release(e, p);
             sx__ev_free(w);

@@ -421,9 +421,8 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     if (t->state_size == 0) {
         p->user_state = (void *)&sx__no_state;
     } else if (t->state_size <= SX__CELL) {
-        p->user_state = sx__ptable_cell(e, p);
+        p->user_state = p->cell;
         memset(p->user_state, 0, t->state_size);
-        p->cell = 1;
     } else {
         p->user_state = calloc(1, t->state_size);
     }
@@ -615,7 +614,8 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
 {
     /* relaxed: published by the TERM flag's release, which the worker's
      * acquire load of the state word saw. */
-    uint64_t by = atomic_load_explicit(&p->link_failed, memory_order_relaxed);
+    uint64_t by = atomic_load_explicit(&sx__ptable_pext(e, p)->link_failed,
+                                       memory_order_relaxed);
     if (by == 0) {
         sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
         return;
@@ -633,8 +633,16 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
 {
     /* release: producers that see COMPLETE leave their events queued (freed
      * with the slot); nothing is delivered after this. */
-    atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
-                             memory_order_acq_rel);
+    uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
+                                            memory_order_acq_rel);
+    /* A link's failure reason (sx__pext) is written only before a TERM
+     * flag is raised: seen here (the flag's release, this acquire), it is
+     * reset for the slot's next process; raised after this, its writer
+     * finds COMPLETE and resets it itself (dispatch.c). relaxed: the slot
+     * is recycled only after our release of refs. */
+    if (old & SX__F_TERM)
+        atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
+                              memory_order_relaxed);
     /* Commands still running on a loop are cancelled (timers stopped,
      * subprocesses killed, sockets closed); relaxed gen: ours. */
     sx__io_proc_finished(e, p,

@@ -148,8 +148,19 @@ enum {
  * changes when the process finishes, which turns every later look-up by
  * PID or completer into a miss.
  */
-/* 128 bytes, aligned to the cache line: a slot is exactly two lines, not
- * three that it straddles (it was 136 bytes; the method became an index). */
+/* A process whose type's state is at most this many bytes keeps it in its
+ * slot's state cell (sx__proc.cell) instead of a calloc'd block: no malloc
+ * and free per process (skynet: 1.1 M calloc / free pairs, ~10 % of its
+ * time), and no line or page beyond the slot's two. */
+#define SX__CELL 32u
+
+/* 128 bytes, aligned to the cache line: a slot is exactly two lines, and
+ * holds a small user state (SX__CELL bytes) too. Fields that few processes
+ * use (I/O commands, links' failure reason) live in the slot's sx__pext,
+ * in an array beside its segment that stays untouched memory until used:
+ * 100,000 new processes then touch 12.8 MB, not 16 (a separate array of
+ * state cells) or more. First touches of memory are the largest cost of a
+ * burst of new processes on this VM (bench/FINDINGS.md). */
 typedef struct sx__proc {
     /* Written by producers (fetch_or, CAS) and by the running worker. */
     alignas(64) _Atomic uint32_t state;
@@ -169,39 +180,56 @@ typedef struct sx__proc {
     /* Owned by the worker running the process (handed over by the state
      * word's acquire/release transitions): */
     const sx_process_type *type;
-    void *user_state;  /* owned: type->state_size bytes */
-    uint8_t wait_kind; /* status that parked it: WAIT or IDLE */
-    uint8_t stepped;   /* 0 until the first step ran */
+    /* type->state_size bytes: the cell below, a calloc'd block, or
+     * &sx__no_state. */
+    void *user_state;
+    uint8_t wait_kind : 7; /* status that parked it: WAIT or IDLE */
+    /* 1 once it sent a command to a libuv loop: its sx__pext's io fields
+     * are then in use, and its finish looks at them (io.c). */
+    uint8_t io : 1;
+    /* Links (SX_CMD_LINK): set by the process's own SX_CMD_TRAP_EXIT and
+     * read by whoever fires a link watcher (relaxed: a flag with no data
+     * behind it). Reset at alloc. */
+    _Atomic uint8_t trap_exit;
     /* The entry method: type->methods[method - 1], or 0 for none (a type
      * without a method list). */
     uint16_t method;
     /* Sleeps it yielded whose answers it has not collected (timers.c):
      * added to e->tm_dead when it finishes. */
     uint32_t sleeps;
-    /* Read by listings and stats from any thread (relaxed). */
+    /* Steps run; 0 until the first step ran. Read by listings and stats
+     * from any thread (relaxed). While the slot is free and on the free
+     * stack, the first slot of a magazine keeps here the index of the next
+     * magazine's first slot (ptable.c): an atomic that a stale popper may
+     * read while the slot is in use again, which a field of the cell could
+     * not be. */
     _Atomic uint64_t steps;
-    /* Free-list links while the slot is free (relaxed; see ptable.c): the
-     * next slot of its magazine, and in a magazine's first slot the next
-     * magazine on the engine's stack. */
-    _Atomic uint32_t free_next;
-    _Atomic uint32_t mag_next;
+    union {
+        /* The state of a type whose state_size <= SX__CELL. */
+        alignas(16) unsigned char cell[SX__CELL];
+        /* While free: the next slot of its magazine (ptable.c); only the
+         * magazine's owner reads it, and magazines change hands through
+         * the free stack's release / acquire. */
+        uint32_t free_next;
+    };
+} sx__proc;
+
+/* A slot's rarely used fields (see sx__proc), zeroed memory until used. */
+typedef struct {
     /* Commands in flight on the process's libuv loop (engine/io.h): the
      * ops and handles of this slot, every generation, owned by that loop's
      * thread and never touched elsewhere (not even by slot reuse); and how
      * many there are (relaxed counter, see io.c). */
     struct sx__ioop *io_head;
     _Atomic uint32_t io_live;
-    /* Links (SX_CMD_LINK): trap_exit is set by the process's own
-     * SX_CMD_TRAP_EXIT and read by whoever fires a link watcher (relaxed:
-     * a flag with no data behind it); link_failed is the PID id of the
-     * linked process whose failure terminates this one, written before the
-     * TERM flag is raised (whose release publishes it). Reset at alloc. */
-    _Atomic uint8_t trap_exit;
-    /* user_state is the slot's state cell (sx__ptable_cell), not a heap
-     * block. Owned like user_state. */
-    uint8_t cell;
+    /* The PID id of the linked process whose failure terminates this one
+     * (dispatch.c, sx__watch_fire), written before the TERM flag is raised
+     * (whose release publishes it). Not reset at alloc (that would touch
+     * this memory for every process): whoever leaves it set resets it, the
+     * finish that saw TERM or the writer that found the process finished
+     * (engine.c, sx__finish). */
     _Atomic uint64_t link_failed;
-} sx__proc;
+} sx__pext;
 
 _Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
 
@@ -409,13 +437,6 @@ typedef struct {
 /* ---- the engine ---------------------------------------------------------- */
 
 #define SX__SEG_BASE 1024u
-/* A process whose type's state is at most this many bytes keeps it in its
- * slot's state cell, in an array beside the slot's segment, instead of a
- * calloc'd block: no malloc and free per process (skynet: 1.1 M calloc /
- * free pairs, ~10 % of its time), and consecutive slots' states share
- * lines. Memory that no process with state uses is never touched (but
- * for the first segment's 32 KiB, a heap block that is zeroed). */
-#define SX__CELL 32u
 #define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
 #define SX__FREE_NONE UINT32_MAX
 
@@ -444,9 +465,9 @@ struct sx_engine {
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
-    /* Each segment's state cells, SX__CELL bytes per slot (ptable.c):
-     * set with the segment, before it is published. */
-    void *cells[SX__SEGS];
+    /* Each segment's sx__pext, one per slot (ptable.c): set with the
+     * segment, before it is published. */
+    sx__pext *pext[SX__SEGS];
     /* How many of each segment's slots have been handed out at least once
      * (carved) and so initialised; the rest are untouched memory. Written
      * under grow_mu (release), read by sx__ptable_each (acquire). */
@@ -543,10 +564,9 @@ void sx__ptable_fini(sx_engine *e);
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
                            uint16_t method);
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
-/* The state cell of p's slot: SX__CELL bytes (16-byte aligned), for a
- * type whose state fits; its memory is untouched until a process uses
- * it. */
-void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
+/* The rarely used fields of p's slot (see sx__proc): memory untouched
+ * until a process uses them. */
+sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);
 /* Takes a reference on the live process named by pid; NULL if none. */

@@ -79,12 +79,12 @@ static void post(sx__ioloop *l, sx__ioreq *r)
 
 static void link_op(sx__ioloop *l, sx__ioop *op)
 {
-    sx__proc *p = op->proc;
+    sx__pext *x = sx__ptable_pext(l->engine, op->proc);
     op->pprev = NULL;
-    op->pnext = p->io_head;
-    if (p->io_head != NULL)
-        p->io_head->pprev = op;
-    p->io_head = op;
+    op->pnext = x->io_head;
+    if (x->io_head != NULL)
+        x->io_head->pprev = op;
+    x->io_head = op;
     op->aprev = NULL;
     op->anext = l->all;
     if (l->all != NULL)
@@ -97,11 +97,11 @@ static void link_op(sx__ioloop *l, sx__ioop *op)
 
 static void unlink_op(sx__ioloop *l, sx__ioop *op)
 {
-    sx__proc *p = op->proc;
+    sx__pext *x = sx__ptable_pext(l->engine, op->proc);
     if (op->pprev != NULL)
         op->pprev->pnext = op->pnext;
     else
-        p->io_head = op->pnext;
+        x->io_head = op->pnext;
     if (op->pnext != NULL)
         op->pnext->pprev = op->pprev;
     if (op->aprev != NULL)
@@ -116,7 +116,7 @@ static void unlink_op(sx__ioloop *l, sx__ioop *op)
     /* relaxed: a hint for sx__finish, which only needs to see non-zero
      * while something is alive; every increment happens before (on the
      * owner's chain of steps, or on this thread while another op lives). */
-    atomic_fetch_sub_explicit(&p->io_live, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&x->io_live, 1, memory_order_relaxed);
 }
 
 static void maybe_exit(sx__ioloop *l)
@@ -312,8 +312,11 @@ sx__ioop *sx__io_op_new(size_t size, const sx__ioop_vt *vt, sx_completer *done)
 
 void sx__io_submit(sx__ioop *op)
 {
-    /* relaxed: see unlink_op; this worker runs the owner now. */
-    atomic_fetch_add_explicit(&op->proc->io_live, 1, memory_order_relaxed);
+    /* This worker runs the owner now: its finish will look (p->io). */
+    op->proc->io = 1;
+    /* relaxed: see unlink_op. */
+    atomic_fetch_add_explicit(&sx__ptable_pext(op->engine, op->proc)->io_live,
+                              1, memory_order_relaxed);
     post(op->loop, &op->req);
 }
 
@@ -330,14 +333,16 @@ sx__ioop *sx__io_handle_new(sx__ioop *op, size_t size, const sx__ioop_vt *vt)
     h->started = true;
     h->handle = ++op->loop->next_handle;
     /* relaxed: see unlink_op (op is alive, so the count is non-zero). */
-    atomic_fetch_add_explicit(&h->proc->io_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sx__ptable_pext(h->engine, h->proc)->io_live, 1,
+                              memory_order_relaxed);
     link_op(op->loop, h);
     return h;
 }
 
 sx__ioop *sx__io_handle_find(sx__ioop *op, uint64_t id)
 {
-    for (sx__ioop *h = op->proc->io_head; h != NULL; h = h->pnext)
+    for (sx__ioop *h = sx__ptable_pext(op->engine, op->proc)->io_head;
+         h != NULL; h = h->pnext)
         if (h->handle == id && h->gen == op->gen && !h->released &&
             !h->cancelled)
             return h;
@@ -506,8 +511,10 @@ int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms)
     atomic_init(&dl->refs, 2);
     atomic_init(&dl->claimed, 0);
     ev->dl = dl;
+    ev->to->io = 1; /* as in sx__io_submit */
     /* relaxed: see unlink_op. */
-    atomic_fetch_add_explicit(&ev->to->io_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sx__ptable_pext(e, ev->to)->io_live, 1,
+                              memory_order_relaxed);
     post(dl->op.loop, &dl->op.req);
     return 0;
 }
@@ -576,7 +583,8 @@ static void op_start(sx__ioloop *l, sx__ioop *op)
 static void proc_cancel(sx__ioloop *l, sx__proc *p, uint32_t gen)
 {
     walk_begin(l);
-    for (sx__ioop *op = p->io_head, *next; op != NULL; op = next) {
+    for (sx__ioop *op = sx__ptable_pext(l->engine, p)->io_head, *next;
+         op != NULL; op = next) {
         next = op->pnext;
         if (op->gen == gen && !op->released)
             sx__io_cancel(op);
@@ -645,9 +653,12 @@ static void on_bell(uv_async_t *a)
 
 void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
 {
-    /* relaxed: see unlink_op. */
-    if (e->loops == NULL ||
-        atomic_load_explicit(&p->io_live, memory_order_relaxed) == 0)
+    /* p->io: set by the owner's own dispatches, which this finish follows;
+     * without it the slot's sx__pext is not touched. relaxed: see
+     * unlink_op. */
+    if (e->loops == NULL || !p->io ||
+        atomic_load_explicit(&sx__ptable_pext(e, p)->io_live,
+                             memory_order_relaxed) == 0)
         return;
     sx__iocancel *c = malloc(sizeof(*c));
     if (c == NULL) {

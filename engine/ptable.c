@@ -123,20 +123,20 @@ static size_t seg_bytes(unsigned k)
     return ((size_t)SX__SEG_BASE << k) * sizeof(sx__proc);
 }
 
-static size_t cells_bytes(unsigned k)
+static size_t pext_bytes(unsigned k)
 {
-    return ((size_t)SX__SEG_BASE << k) * SX__CELL;
+    return ((size_t)SX__SEG_BASE << k) * sizeof(sx__pext);
 }
 
-/* Zeroed memory for segment k and its state cells (e->cells[k]), or
+/* Zeroed memory for segment k and its slots' sx__pext (e->pext[k]), or
  * NULL. */
 static sx__proc *seg_map(sx_engine *e, unsigned k)
 {
     sx__proc *seg = map_zeroed(seg_bytes(k));
     if (seg == NULL)
         return NULL;
-    e->cells[k] = map_zeroed(cells_bytes(k));
-    if (e->cells[k] == NULL) {
+    e->pext[k] = map_zeroed(pext_bytes(k));
+    if (e->pext[k] == NULL) {
         unmap_zeroed(seg, seg_bytes(k));
         return NULL;
     }
@@ -146,8 +146,8 @@ static sx__proc *seg_map(sx_engine *e, unsigned k)
 static void seg_unmap(sx_engine *e, sx__proc *seg, unsigned k)
 {
     unmap_zeroed(seg, seg_bytes(k));
-    unmap_zeroed(e->cells[k], cells_bytes(k));
-    e->cells[k] = NULL;
+    unmap_zeroed(e->pext[k], pext_bytes(k));
+    e->pext[k] = NULL;
 }
 
 static uint32_t seg_of(uint32_t idx, uint32_t *off)
@@ -175,7 +175,7 @@ int sx__ptable_init(sx_engine *e)
 {
     for (size_t k = 0; k < SX__SEGS; k++) {
         atomic_init(&e->segs[k], NULL);
-        e->cells[k] = NULL;
+        e->pext[k] = NULL;
         atomic_init(&e->seg_carved[k], 0);
     }
     atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
@@ -217,10 +217,13 @@ void sx__ptable_fini(sx_engine *e)
  *
  * Within a magazine slots are linked by free_next and the last one holds
  * SX__FREE_NONE; on the stack, a magazine's first slot links the next
- * magazine's first slot by mag_next. Threads that are not workers share
- * one cache (ext_slots) under a spinlock, uncontended with one submitter; a
- * slot whose last reference such a thread drops goes back to the stack as
- * a magazine of one. */
+ * magazine's first slot by its steps field (a free slot
+ * has no steps to count, and the field is an atomic that stays one when
+ * the slot is in use again, so a stale popper's read of it is no data
+ * race; free_next lies in the state cell, which only owners touch). Threads
+ * that are not workers share one cache (ext_slots) under a spinlock,
+ * uncontended with one submitter; a slot whose last reference such a thread
+ * drops goes back to the stack as a magazine of one. */
 
 #define MAG 32u
 _Static_assert(SX__SEG_BASE % MAG == 0, "a segment is whole magazines");
@@ -231,7 +234,8 @@ void sx__slotcache_init(sx__slotcache *c)
     c->cur_n = 0;
 }
 
-/* Pushes the magazines first..last (linked by mag_next) onto the stack. */
+/* Pushes the magazines first..last (linked by their steps fields) onto the
+ * stack. */
 static void mags_push(sx_engine *e, sx__proc *first, sx__proc *last)
 {
     /* relaxed: the CAS below re-reads it. */
@@ -239,8 +243,8 @@ static void mags_push(sx_engine *e, sx__proc *first, sx__proc *last)
     uint64_t nh;
     do {
         /* relaxed: published by the release CAS. */
-        atomic_store_explicit(&last->mag_next, (uint32_t)h,
-                              memory_order_relaxed);
+        /* The link to the next magazine (see above). */
+        atomic_store_explicit(&last->steps, (uint32_t)h, memory_order_relaxed);
         nh = (((h >> 32) + 1) << 32) | first->index;
         /* release: pairs with the acquire CAS in mag_pop, which then sees
          * the slots as their last owners left them and their links. */
@@ -263,7 +267,7 @@ static uint32_t mag_pop(sx_engine *e)
         /* relaxed: if another thread popped this magazine meanwhile, the
          * tag in the head changed and the CAS fails, whatever we read. */
         uint32_t next =
-            atomic_load_explicit(&p->mag_next, memory_order_relaxed);
+            (uint32_t)atomic_load_explicit(&p->steps, memory_order_relaxed);
         uint64_t nh = (((h >> 32) + 1) << 32) | next;
         /* acquire: see mags_push. */
         if (atomic_compare_exchange_weak_explicit(&e->free_head, &h, nh,
@@ -284,26 +288,25 @@ static void cache_put(sx_engine *e, sx__slotcache *c, sx__proc *p)
         c->cur = SX__FREE_NONE;
         c->cur_n = 0;
     }
-    /* relaxed: the chain is the owner's; a hand-over to the stack publishes
-     * it (release CAS). */
-    atomic_store_explicit(&p->free_next, c->cur, memory_order_relaxed);
+    /* The chain is the owner's; a hand-over to the stack publishes it
+     * (release CAS). */
+    p->free_next = c->cur;
     c->cur = p->index;
     c->cur_n++;
 }
 
 static void prefetch_slot(const sx__proc *p)
 {
-    /* For writing: alloc initialises most of the slot's three lines. */
+    /* For writing: alloc initialises most of the slot's two lines. */
     __builtin_prefetch(p, 1);
     __builtin_prefetch((const char *)p + 64, 1);
-    __builtin_prefetch((const char *)p + sizeof(*p) - 1, 1);
 }
 
 /* A free slot from the cache c (its owner's), or NULL if c and the stack
  * are empty. With prefetch, the next slot is fetched for writing: for the
  * outside threads, whose slots were freed on other cores. A worker's slots
  * are mostly ones it freed itself, still in its cache; there the look-up
- * of the next slot and three prefetches only cost (skynet: part of +87
+ * of the next slot and its prefetches only cost (skynet: part of +87
  * instructions per process). */
 static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
 {
@@ -322,8 +325,8 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
     sx__proc *p = slot_at(e, c->cur);
     if (p == NULL)
         return NULL; /* cannot happen: free slots are in segments */
-    /* relaxed: the chain is ours (see cache_put and mag_pop). */
-    uint32_t next = atomic_load_explicit(&p->free_next, memory_order_relaxed);
+    /* The chain is ours (see cache_put and mag_pop). */
+    uint32_t next = p->free_next;
     c->cur = next;
     c->cur_n = next == SX__FREE_NONE ? 0 : c->cur_n - (c->cur_n > 0);
     if (prefetch && next != SX__FREE_NONE)
@@ -373,9 +376,8 @@ static int grow(sx_engine *e)
     sx__proc *first = &seg[off];
     for (uint32_t i = 0; i < MAG; i++) {
         first[i].index = base + i;
-        atomic_init(&first[i].free_next,
-                    i + 1 < MAG ? base + i + 1 : SX__FREE_NONE);
-        atomic_init(&first[i].mag_next, SX__FREE_NONE);
+        first[i].free_next = i + 1 < MAG ? base + i + 1 : SX__FREE_NONE;
+        atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
     }
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
@@ -419,16 +421,14 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
     atomic_store_explicit(&p->watchers, NULL, memory_order_relaxed);
     atomic_store_explicit(&p->steps, 0, memory_order_relaxed);
     atomic_store_explicit(&p->trap_exit, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->link_failed, 0, memory_order_relaxed);
     atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_relaxed);
     p->gq.next = NULL;
     p->type = type;
     p->method = method;
     p->user_state = NULL;
-    p->cell = 0;
     p->wait_kind = 0;
     p->sleeps = 0;
-    p->stepped = 0;
+    p->io = 0;
     /* release: pairs with the acquire CAS in sx__proc_acquire; a thread
      * that takes a reference sees the initialised slot and its gen. */
     atomic_store_explicit(&p->refs, 1, memory_order_release);
@@ -447,13 +447,13 @@ uint64_t sx__ptable_slots(sx_engine *e)
     return n;
 }
 
-void *sx__ptable_cell(sx_engine *e, const sx__proc *p)
+sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p)
 {
     uint32_t off;
     uint32_t k = seg_of(p->index, &off);
-    /* cells[k] was set before segment k was published (release), and p
-     * came to us through the free stack or a cache after that. */
-    return (uint8_t *)e->cells[k] + (size_t)off * SX__CELL;
+    /* pext[k] was set before segment k was published (release), and p
+     * came to us through the free stack, a cache or a look-up after that. */
+    return &e->pext[k][off];
 }
 
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
@@ -524,7 +524,7 @@ static void slot_free(sx_engine *e, sx__proc *p)
         sx__ev_free((sx__ev *)n);
         n = next;
     }
-    if (!p->cell && p->user_state != &sx__no_state)
+    if (p->user_state != (void *)p->cell && p->user_state != &sx__no_state)
         free(p->user_state);
     p->user_state = NULL;
     /* relaxed: the slot is unreachable (refs == 0); published by the
@@ -535,9 +535,8 @@ static void slot_free(sx_engine *e, sx__proc *p)
     if (w != NULL) {
         cache_put(e, &w->slots, p);
     } else {
-        /* relaxed: published by the release CAS. */
-        atomic_store_explicit(&p->free_next, SX__FREE_NONE,
-                              memory_order_relaxed);
+        /* Published by the release CAS. */
+        p->free_next = SX__FREE_NONE;
         mags_push(e, p, p);
     }
 }

@@ -587,7 +587,6 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     sx_step_output *out = &w->out;
     sx__output_reset(out);
     int rc = p->type->step(p->user_state, w->batch, n, out);
-    p->stepped = 1;
     /* relaxed: a figure for listings; only this worker writes it now. */
     atomic_store_explicit(
         &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
@@ -696,7 +695,11 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
         }
         size_t n = collect(e, w, p);
         uint8_t want;
-        if (n > 0 || !p->stepped || p->wait_kind == SX_PSTATE_READY) {
+        /* relaxed (steps): only this worker writes it now; 0 until the
+         * first step ran. */
+        if (n > 0 ||
+            atomic_load_explicit(&p->steps, memory_order_relaxed) == 0 ||
+            p->wait_kind == SX_PSTATE_READY) {
             want = step_once(e, w, p, n);
             if (want == 0)
                 return;
