@@ -50,8 +50,10 @@ for _ in $(seq 1 "$rounds"); do
         cpu=$(printf '%s\n' "$out" | awk '/^CPU /{print $2 + $3}')
         extra=""
         for k in ${AB_KEYS:-}; do
+            # A key the line lacks (a peer's) is nan; `|| true`, or set -e
+            # would end the script silently on grep's status.
             v=$(printf '%s\n' "$out" | grep -o " $k=[0-9.]*" | head -n 1 |
-                cut -d= -f2)
+                cut -d= -f2) || true
             extra="$extra $k=${v:-nan}"
         done
         printf '%s\t%s\t%s\t%s\n' "$b" "${ns:-nan}" "${cpu:-nan}" "$extra"

@@ -22,7 +22,7 @@
  *
  * Threads: all functions [any thread].
  */
-/* MAP_ANONYMOUS and MADV_HUGEPAGE are not in POSIX.1-2008. */
+/* MAP_ANONYMOUS is not in POSIX.1-2008. */
 #define _DEFAULT_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -30,23 +30,19 @@
 
 #include "engine/internal.h"
 
-/* Segments of at least this many bytes are mapped on their own, aligned to
- * and rounded up to 2 MiB, and marked MADV_HUGEPAGE: with transparent huge
- * pages in their default "madvise" mode, one fault then maps 2 MiB instead
- * of 4 KiB. First-touch faults are the largest cost of a burst of new
- * processes on a virtual machine (measured ~12 us per 4 KiB page here,
- * bench/FINDINGS.md); a 64 MiB table fills in ~4 ms instead of ~200. Where
- * the kernel has no huge page to give, the mapping works as plain pages. */
 const max_align_t sx__no_state;
 
-#define HUGE_SZ ((size_t)2 << 20)
-
-/* Bytes mapped for b bytes of zeroed memory (map_zeroed). */
-static size_t map_bytes(size_t b)
-{
-    return b >= HUGE_SZ ? (b + HUGE_SZ - 1) & ~(HUGE_SZ - 1) : b;
-}
-
+/* Segments of at least this many bytes are mapped on their own, in plain
+ * 4 KiB pages. They were marked MADV_HUGEPAGE until 2026-11-26: one fault
+ * then maps 2 MiB, which pays where memory is warm (spawnidle 12 % faster
+ * when stepx runs follow each other). But a host that takes free memory
+ * back from its guests (free page reporting, as on this VM: blocks of
+ * 2 MiB and up) leaves a huge page almost always cold, and a cold one
+ * costs up to 7 us per 4 KiB to zero against ~1.7 for small pages. With a
+ * Go run before each stepx run, as in the benchmark suite (and as on any
+ * host where other programs come and go), huge pages made spawnidle 1.8 x
+ * slower (539 against 301 ns per process) and timers 0.073 against
+ * 0.068 s, with twice the spread (bench/FINDINGS.md). */
 #define SMALL_MAP ((size_t)64 << 10)
 
 /* LeakSanitizer does not scan mmap'd memory for pointers, and the slots
@@ -81,31 +77,12 @@ static void *map_zeroed(size_t b)
             memset(m, 0, b);
         return m;
     }
-    if (b < HUGE_SZ) { /* b: a multiple of the page size */
-        void *m = mmap(NULL, b, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            return NULL;
-        lsan_root(m, b);
-        return m;
-    }
-    b = map_bytes(b);
-    /* Over-map by 2 MiB and trim both ends to get 2 MiB alignment. */
-    uint8_t *m = mmap(NULL, b + HUGE_SZ, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     if (m == MAP_FAILED)
         return NULL;
-    uintptr_t a = ((uintptr_t)m + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1);
-    size_t head = a - (uintptr_t)m;
-    if (head > 0)
-        munmap(m, head);
-    if (HUGE_SZ - head > 0)
-        munmap((uint8_t *)a + b, HUGE_SZ - head);
-#ifdef MADV_HUGEPAGE
-    (void)madvise((void *)a, b, MADV_HUGEPAGE); /* a hint; failure is fine */
-#endif
-    lsan_root((void *)a, b);
-    return (void *)a;
+    lsan_root(m, b);
+    return m;
 }
 
 static void unmap_zeroed(void *m, size_t b)
@@ -113,8 +90,8 @@ static void unmap_zeroed(void *m, size_t b)
     if (b < SMALL_MAP) {
         free(m);
     } else {
-        lsan_unroot(m, map_bytes(b));
-        munmap(m, map_bytes(b));
+        lsan_unroot(m, b);
+        munmap(m, b);
     }
 }
 
