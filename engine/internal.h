@@ -515,6 +515,8 @@ struct sx_engine {
     /* Sleep entries whose processes finished (timers.c): a purge trigger,
      * not an exact count (release add at finish, acquire load by purge). */
     _Atomic uint64_t tm_dead;
+    /* 1 while a purge runs (timers.c, sx__timers_purge_maybe). */
+    _Atomic int tm_purging;
     /* Command latency histogram (sampled; relaxed figures). */
     alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
 };
