@@ -455,11 +455,34 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     sx__enqueue_new(e, p); /* p may run and finish from here on */
     return 0;
 
-fail_slot:
+fail_slot:;
     /* Never queued: retire it so no look-up finds it, then drop the
-     * table's reference (frees the state and the slot). */
-    atomic_store_explicit(&p->state, SX_PSTATE_COMPLETE, memory_order_relaxed);
+     * table's reference (frees the state and the slot). Its PID resolved
+     * during init, so a link may have named a reason and raised TERM
+     * meanwhile: reset the reason as sx__finish does (acq_rel, as there:
+     * the watcher's CAS comes before its TERM, which this exchange
+     * reads). */
+    uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
+                                            memory_order_acq_rel);
+    if (old & SX__F_TERM)
+        /* relaxed: as in sx__finish. */
+        atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
+                              memory_order_relaxed);
+    sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
     sx__ptable_retire(e, p);
+    /* Watchers registered while init ran (a link or a monitor from a
+     * process that had the PID) learn that it failed; they were once left
+     * unfired and unfreed. acq_rel: as in sx__finish. */
+    sx__ev *wl = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
+                                          memory_order_acq_rel);
+    while (wl != NULL && wl != SX__WATCH_CLOSED) {
+        /* relaxed: the list is ours now. */
+        sx__ev *next = (sx__ev *)atomic_load_explicit(&wl->node.next,
+                                                      memory_order_relaxed);
+        sx__watch_fire(e, wl, self, rc, "init failed", (sx_payload){ NULL, 0 },
+                       0);
+        wl = next;
+    }
     sx__proc_release(e, p);
 fail_live:
     live_died(e, w);

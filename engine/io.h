@@ -16,9 +16,10 @@
  * Every op belongs to one process and lives on that process's loop
  * (index % io_loops), so all of a process's ops and handles are touched by
  * one thread only. The loop keeps them on two intrusive lists: per process
- * (head in sx__proc.io_head, for cancel-on-finish and handle look-up) and
- * loop-wide (for shutdown). When a process finishes with ops or handles
- * still alive (sx__proc.io_live > 0), sx__finish posts CANCEL_PROC and the
+ * (head in the slot's sx__pext.io_head, for cancel-on-finish and handle
+ * look-up) and loop-wide (for shutdown). When a process that sent a
+ * command to a loop (sx__proc.io) finishes with ops or handles still alive
+ * (sx__pext.io_live > 0), sx__finish posts CANCEL_PROC and the
  * loop calls every such op's cancel: timers stop, subprocesses get
  * SIGTERM (then SIGKILL), requests are cancelled or their results dropped,
  * sockets close. The op still ends normally; its answer is a no-op because

@@ -348,8 +348,10 @@ static int grow(sx_engine *e)
     uint32_t off =
         atomic_load_explicit(&e->seg_carved[k], memory_order_relaxed);
     uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1)) + off;
-    /* The memory is zeroed: state, refs, gen, steps and watchers start at
-     * 0 / NULL as they should. A segment's size is a multiple of MAG. */
+    /* The memory is zeroed: state, refs, gen and watchers start at 0 /
+     * NULL as they should; steps holds the magazine link while the slot
+     * is free (set below; alloc zeroes it). A segment's size is a
+     * multiple of MAG. */
     sx__proc *first = &seg[off];
     for (uint32_t i = 0; i < MAG; i++) {
         first[i].index = base + i;

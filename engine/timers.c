@@ -440,21 +440,23 @@ void sx__timers_purge_maybe(sx_engine *e)
     /* One purge at a time. Two at once both took off the count each had
      * read, and the second erased what finished during the first: those
      * entries were then never purged (test_clock terminated_sleeps_purged
-     * once found 8 left of 400, in 1 of ~100 runs). acquire: pairs with
+     * once found 8 of 400 left, in a full test run). acquire: pairs with
      * the release store that ends the previous purge, whose subtraction
      * the re-read below then sees. */
     if (atomic_exchange_explicit(&e->tm_purging, 1, memory_order_acquire))
         return; /* the running purge will do */
     /* acquire: as above. */
     dead = atomic_load_explicit(&e->tm_dead, memory_order_acquire);
-    for (unsigned i = 0; i < e->n_workers; i++)
-        purge(&e->workers[i].tm);
+    if (dead > 0)
+        for (unsigned i = 0; i < e->n_workers; i++)
+            purge(&e->workers[i].tm);
     /* Take off the count this purge answered for: what finishes during
      * the purge stays counted for the next. The count over-counts answers
      * already fired but not collected: subtracting what was read rather
      * than what was found keeps such phantoms from triggering purge after
      * purge. Only finishes add meanwhile, so the count stays >= dead.
-     * relaxed: as above. */
+     * relaxed: only the purge holding the flag subtracts, and the flag's
+     * release hands the result to the next. */
     atomic_fetch_sub_explicit(&e->tm_dead, dead, memory_order_relaxed);
     /* release: see the exchange above. */
     atomic_store_explicit(&e->tm_purging, 0, memory_order_release);

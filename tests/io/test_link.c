@@ -9,8 +9,10 @@
  * bumps a counter the case waits on before it goes on, so that no case
  * depends on scheduling.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -382,6 +384,89 @@ static void test_reason_not_inherited(void)
     down(e);
 }
 
+/* ---- a process whose init fails after it was linked ---- */
+
+static atomic_int slow_ready, slow_go;
+static sx_pid slow_pid; /* published by slow_ready (seq_cst) */
+
+/* Gives out its PID, waits until the case says go (10 s at most), then
+ * fails: its PID resolves meanwhile, so a peer can link to it. */
+static int slow_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)st, (void)m, (void)in, (void)n;
+    slow_pid = sx_init_pid(c);
+    atomic_store(&slow_ready, 1);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(&slow_go) && sx_test_now_ms() < end) {
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+    return SX_EINVAL;
+}
+
+static int slow_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n, (void)out;
+    return SX_EFAILED; /* never runs: init fails */
+}
+
+static const sx_process_type slow_t = { .name = "slowinit",
+                                        .init = slow_init,
+                                        .step = slow_step };
+
+static void *submit_slow(void *arg)
+{
+    int rc = sx_engine_submit(arg, "slowinit", "run", NULL, 0, NULL);
+    return (void *)(intptr_t)rc;
+}
+
+/* Property: a process whose init fails after a peer linked to it and
+ * failed (so a link reason was written and TERM raised while init ran)
+ * leaves no reason for its slot's next processes: terminated, they finish
+ * SX_ETERMINATED. Its link watcher is fired and freed (LeakSanitizer). */
+static void test_init_failure_after_link(void)
+{
+    sx_engine_config cfg = { .workers = 1 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &peer_t), 0);
+    CHECK_RC(sx_engine_register(e, &slow_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    atomic_store(&slow_ready, 0);
+    atomic_store(&slow_go, 0);
+    pthread_t th;
+    CHECK_RC(pthread_create(&th, NULL, submit_slow, e), 0);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(&slow_ready)) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    sx_pid a = peer(e);
+    link_and_wait(e, a, slow_pid);
+    tell(e, a, "fail", nil);
+    CHECK_RC(outcome(e, a, NULL, NULL, 0), SX_EFAILED);
+    atomic_store(&slow_go, 1);
+    void *ret;
+    CHECK_RC(pthread_join(th, &ret), 0);
+    CHECK_RC((int)(intptr_t)ret, SX_EINVAL);
+    int reused = 0;
+    char msg[128];
+    for (int i = 0; i < 64; i++) {
+        sx_pid x = peer(e);
+        reused += (uint32_t)x.id == (uint32_t)slow_pid.id;
+        CHECK_RC(sx_engine_terminate(e, x), 0);
+        CHECK_RC(outcome(e, x, NULL, msg, sizeof msg), SX_ETERMINATED);
+        CHECK(strstr(msg, "linked") == NULL);
+    }
+    if (reused == 0)
+        fprintf(stderr, "the failed init's slot was not reused: the case "
+                        "checked nothing\n");
+    CHECK(reused > 0);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "failure_spreads", test_failure_spreads },
     { "trap_exit", test_trap_exit },
@@ -389,6 +474,7 @@ static const sx_test_case cases[] = {
     { "chain", test_chain },
     { "bad_links", test_bad_links },
     { "reason_not_inherited", test_reason_not_inherited },
+    { "init_failure_after_link", test_init_failure_after_link },
 };
 
 SX_TEST_MAIN(cases)
