@@ -365,6 +365,40 @@ static void live_died(sx_engine *e, sx__worker *w)
 
 /* ---- submit and spawn ---------------------------------------------------- */
 
+/* Marks p COMPLETE (sx__finish, and a spawn whose init failed). release:
+ * producers that see COMPLETE leave their events queued (freed with the
+ * slot); nothing is delivered after this. A link's failure reason
+ * (sx__pext) is written only before a TERM flag is raised: seen here (the
+ * flag's release, this acquire), it is reset for the slot's next process;
+ * raised after this, its writer finds COMPLETE and resets it itself
+ * (dispatch.c). relaxed store: the slot is recycled only after our
+ * release of refs. */
+static void mark_complete(sx_engine *e, sx__proc *p)
+{
+    uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
+                                            memory_order_acq_rel);
+    if (old & SX__F_TERM)
+        atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
+                              memory_order_relaxed);
+}
+
+/* Closes p's watcher list and fires every watcher on it with the outcome.
+ * acq_rel: acquire the watchers registered (release CAS in sx__watch);
+ * CLOSED tells later registrants to look at the outcome instead. */
+static void fire_watchers(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                          const char *msg, sx_payload value, uint64_t steps)
+{
+    sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
+                                         memory_order_acq_rel);
+    while (w != NULL && w != SX__WATCH_CLOSED) {
+        /* relaxed: the list is ours now. */
+        sx__ev *next =
+            (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
+        sx__watch_fire(e, w, pid, error, msg, value, steps);
+        w = next;
+    }
+}
+
 /* Checks method against t's list; *idx is its place + 1 there (0: t has
  * no list, or a place past 65,534, which listings then show as none). */
 static int method_check(const sx_process_type *t, const char *method,
@@ -459,30 +493,13 @@ fail_slot:;
     /* Never queued: retire it so no look-up finds it, then drop the
      * table's reference (frees the state and the slot). Its PID resolved
      * during init, so a link may have named a reason and raised TERM
-     * meanwhile: reset the reason as sx__finish does (acq_rel, as there:
-     * the watcher's CAS comes before its TERM, which this exchange
-     * reads). */
-    uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
-                                            memory_order_acq_rel);
-    if (old & SX__F_TERM)
-        /* relaxed: as in sx__finish. */
-        atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
-                              memory_order_relaxed);
+     * meanwhile (mark_complete resets it), and watchers registered then (a
+     * link or a monitor from a process that had the PID) learn that it
+     * failed; they were once left unfired and unfreed. */
+    mark_complete(e, p);
     sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
     sx__ptable_retire(e, p);
-    /* Watchers registered while init ran (a link or a monitor from a
-     * process that had the PID) learn that it failed; they were once left
-     * unfired and unfreed. acq_rel: as in sx__finish. */
-    sx__ev *wl = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
-                                          memory_order_acq_rel);
-    while (wl != NULL && wl != SX__WATCH_CLOSED) {
-        /* relaxed: the list is ours now. */
-        sx__ev *next = (sx__ev *)atomic_load_explicit(&wl->node.next,
-                                                      memory_order_relaxed);
-        sx__watch_fire(e, wl, self, rc, "init failed", (sx_payload){ NULL, 0 },
-                       0);
-        wl = next;
-    }
+    fire_watchers(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 }, 0);
     sx__proc_release(e, p);
 fail_live:
     live_died(e, w);
@@ -657,18 +674,7 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value)
 {
-    /* release: producers that see COMPLETE leave their events queued (freed
-     * with the slot); nothing is delivered after this. */
-    uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
-                                            memory_order_acq_rel);
-    /* A link's failure reason (sx__pext) is written only before a TERM
-     * flag is raised: seen here (the flag's release, this acquire), it is
-     * reset for the slot's next process; raised after this, its writer
-     * finds COMPLETE and resets it itself (dispatch.c). relaxed: the slot
-     * is recycled only after our release of refs. */
-    if (old & SX__F_TERM)
-        atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
-                              memory_order_relaxed);
+    mark_complete(e, p);
     /* Commands still running on a loop are cancelled (timers stopped,
      * subprocesses killed, sockets closed); relaxed gen: ours. */
     sx__io_proc_finished(e, p,
@@ -703,17 +709,7 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
      * the count off without finding them, leaving them unpurged. */
     if (p->sleeps > 0)
         atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
-    /* acq_rel: acquire the watchers registered (release CAS in sx__watch);
-     * CLOSED tells later registrants to look at the outcome instead. */
-    sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
-                                         memory_order_acq_rel);
-    while (w != NULL && w != SX__WATCH_CLOSED) {
-        /* relaxed: the list is ours now. */
-        sx__ev *next =
-            (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        sx__watch_fire(e, w, pid, error, msg, value, steps);
-        w = next;
-    }
+    fire_watchers(e, p, pid, error, msg, value, steps);
     sx__proc_release(e, p); /* the table's reference */
 }
 

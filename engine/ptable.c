@@ -219,8 +219,8 @@ static void mags_push(sx_engine *e, sx__proc *first, sx__proc *last)
     uint64_t h = atomic_load_explicit(&e->free_head, memory_order_relaxed);
     uint64_t nh;
     do {
-        /* relaxed: published by the release CAS. */
-        /* The link to the next magazine (see above). */
+        /* The link to the next magazine, in steps (see above). relaxed:
+         * published by the release CAS. */
         atomic_store_explicit(&last->steps, (uint32_t)h, memory_order_relaxed);
         nh = (((h >> 32) + 1) << 32) | first->index;
         /* release: pairs with the acquire CAS in mag_pop, which then sees

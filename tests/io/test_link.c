@@ -338,6 +338,29 @@ static void test_bad_links(void)
     down(e);
 }
 
+/* Submits n fresh peers and terminates each: every one must finish
+ * SX_ETERMINATED with no link in its message. At least one must reuse a
+ * slot of slots[0..k) (PID ids' low 32 bits), or the check proved
+ * nothing: that fails too. */
+static void fresh_terminate_clean(sx_engine *e, int n, const uint32_t *slots,
+                                  int k)
+{
+    int reused = 0;
+    char msg[128];
+    for (int i = 0; i < n; i++) {
+        sx_pid x = peer(e);
+        for (int j = 0; j < k; j++)
+            reused += (uint32_t)x.id == slots[j];
+        CHECK_RC(sx_engine_terminate(e, x), 0);
+        CHECK_RC(outcome(e, x, NULL, msg, sizeof msg), SX_ETERMINATED);
+        CHECK(strstr(msg, "linked") == NULL);
+    }
+    if (reused == 0)
+        fprintf(stderr, "no slot that held a link reason was reused: the "
+                        "case checked nothing\n");
+    CHECK(reused > 0);
+}
+
 /* Property: the reason a link failure gave a process does not outlive
  * it: processes that later reuse its slot and are terminated finish with
  * SX_ETERMINATED, not "linked process ... failed". The reason is kept
@@ -368,19 +391,7 @@ static void test_reason_not_inherited(void)
         CHECK_RC(outcome(e, a[i], NULL, msg, sizeof msg), SX_EFAILED);
         CHECK(strstr(msg, "linked process") != NULL);
     }
-    int reused = 0;
-    for (int i = 0; i < FRESH; i++) {
-        sx_pid x = peer(e);
-        for (int j = 0; j < PAIRS; j++)
-            reused += (uint32_t)x.id == failed_slot[j];
-        CHECK_RC(sx_engine_terminate(e, x), 0);
-        CHECK_RC(outcome(e, x, NULL, msg, sizeof msg), SX_ETERMINATED);
-        CHECK(strstr(msg, "linked") == NULL);
-    }
-    if (reused == 0)
-        fprintf(stderr, "no slot of a link-failed process was reused: the "
-                        "case checked nothing\n");
-    CHECK(reused > 0);
+    fresh_terminate_clean(e, FRESH, failed_slot, PAIRS);
     down(e);
 }
 
@@ -451,19 +462,8 @@ static void test_init_failure_after_link(void)
     void *ret;
     CHECK_RC(pthread_join(th, &ret), 0);
     CHECK_RC((int)(intptr_t)ret, SX_EINVAL);
-    int reused = 0;
-    char msg[128];
-    for (int i = 0; i < 64; i++) {
-        sx_pid x = peer(e);
-        reused += (uint32_t)x.id == (uint32_t)slow_pid.id;
-        CHECK_RC(sx_engine_terminate(e, x), 0);
-        CHECK_RC(outcome(e, x, NULL, msg, sizeof msg), SX_ETERMINATED);
-        CHECK(strstr(msg, "linked") == NULL);
-    }
-    if (reused == 0)
-        fprintf(stderr, "the failed init's slot was not reused: the case "
-                        "checked nothing\n");
-    CHECK(reused > 0);
+    uint32_t slot = (uint32_t)slow_pid.id;
+    fresh_terminate_clean(e, 64, &slot, 1);
     down(e);
 }
 
