@@ -129,15 +129,41 @@ static size_t first_set(const uint64_t *bits, size_t start)
     return NONE;
 }
 
+/* A chunk: a spare, else the newest slab's next unused one (untouched
+ * memory until then), else the first of a new slab twice the size of the
+ * last (or of one chunk, if that much memory is not to be had); NULL when
+ * not even that. */
+static sx__twchunk *chunk_get(sx__twheel *w)
+{
+    sx__twchunk *c = w->spare;
+    if (c != NULL) {
+        w->spare = c->next;
+        return c;
+    }
+    if (w->slabs == NULL || w->fresh == w->slabs->n) {
+        size_t n = w->slabs == NULL ? SX__TW_SLAB_MIN : 2 * w->slabs->n;
+        if (n > SX__TW_SLAB_MAX)
+            n = SX__TW_SLAB_MAX;
+        sx__twslab *s = malloc(sizeof(*s) + n * sizeof(sx__twchunk));
+        if (s == NULL && (s = malloc(sizeof(*s) + sizeof(sx__twchunk))) != NULL)
+            n = 1;
+        if (s == NULL)
+            return NULL;
+        s->n = n;
+        s->next = w->slabs;
+        w->slabs = s;
+        w->fresh = 0;
+    }
+    return &w->slabs->c[w->fresh++];
+}
+
 static int bucket_add(sx__twheel *w, size_t i, sx__twent x)
 {
     sx__twbucket *b = &w->b[i];
     sx__twchunk *c = b->head;
     if (c == NULL || c->n == SX__TW_CHUNK) {
-        sx__twchunk *fresh = w->spare;
-        if (fresh != NULL)
-            w->spare = fresh->next;
-        else if ((fresh = malloc(sizeof(*fresh))) == NULL)
+        sx__twchunk *fresh = chunk_get(w);
+        if (fresh == NULL)
             return SX_ENOMEM;
         fresh->n = 0;
         fresh->next = c;
@@ -216,22 +242,18 @@ void sx__tw_init(sx__twheel *w, uint64_t now)
     for (size_t i = 0; i < WORDS; i++)
         w->bits[i] = 0;
     w->spare = NULL;
-}
-
-static void chunks_free(sx__twchunk *c)
-{
-    while (c != NULL) {
-        sx__twchunk *next = c->next;
-        free(c);
-        c = next;
-    }
+    w->slabs = NULL;
+    w->fresh = 0;
 }
 
 void sx__tw_fini(sx__twheel *w)
 {
-    for (size_t i = 0; i < SX__TW_BUCKETS; i++)
-        chunks_free(w->b[i].head);
-    chunks_free(w->spare);
+    /* Every chunk, in a bucket or spare, is in a slab. */
+    while (w->slabs != NULL) {
+        sx__twslab *next = w->slabs->next;
+        free(w->slabs);
+        w->slabs = next;
+    }
     free(w->near);
     free(w->far);
     sx__tw_init(w, 0);

@@ -57,6 +57,20 @@ typedef struct sx__twchunk {
     sx__twent e[SX__TW_CHUNK];
 } sx__twchunk;
 
+/* Chunks are carved from slabs, each twice as many chunks as the last
+ * (SX__TW_SLAB_MIN up to SX__TW_SLAB_MAX), all kept until fini. One
+ * malloc per chunk grew a worker's malloc arena a page at a time, each
+ * page an mprotect call of its own (glibc grows a thread's heap only by
+ * what the request needs): ~500 calls in a 100,000-sleeper run. */
+#define SX__TW_SLAB_MIN 8
+#define SX__TW_SLAB_MAX 256
+
+typedef struct sx__twslab {
+    struct sx__twslab *next;
+    size_t n; /* chunks in c */
+    sx__twchunk c[];
+} sx__twslab;
+
 typedef struct {
     sx__twchunk *head; /* appends go here; older chunks follow */
     uint64_t min;      /* earliest due in the bucket; UINT64_MAX if empty */
@@ -73,6 +87,8 @@ typedef struct {
     sx__twbucket b[SX__TW_BUCKETS];
     uint64_t bits[SX__TW_BUCKETS / 64]; /* the non-empty buckets */
     sx__twchunk *spare;                 /* free chunks */
+    sx__twslab *slabs;                  /* every slab, newest first */
+    size_t fresh;                       /* slabs->c[fresh..] never used */
 } sx__twheel;
 
 /* An empty set whose clock starts at now. */

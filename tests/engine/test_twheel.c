@@ -399,7 +399,61 @@ static void test_stale_clock(void)
     free(tw);
 }
 
+static size_t slab_chunks(const sx__twheel *tw, size_t *slabs)
+{
+    size_t n = 0;
+    *slabs = 0;
+    for (const sx__twslab *s = tw->slabs; s != NULL; s = s->next)
+        n += s->n, ++*slabs;
+    return n;
+}
+
+/* Chunks come from slabs that double (SX__TW_SLAB_MIN .. SX__TW_SLAB_MAX
+ * chunks), not one malloc each: 20,000 sleeps spread over 200 buckets (a
+ * 1-50 ms sleeper run's shape) take a few slabs, not ~800 allocations;
+ * once taken out, the same load again reuses the spares and allocates
+ * nothing; every entry still comes out as added. Control: one chunk per
+ * slab (chunk_get with n = 1) fails the slab count. */
+static void test_slabs(void)
+{
+    sx__twheel *tw = malloc(sizeof(*tw));
+    CHECK(tw != NULL);
+    sx__tw_init(tw, 0);
+    uint64_t rng = 11, now = 0;
+    size_t chunks0 = 0, slabs0 = 0;
+    for (int round = 0; round < 2; round++) {
+        model md = { 0 };
+        for (uintptr_t i = 0; i < 20000; i++) {
+            uint64_t due = now + W + sx_test_rng(&rng) % (200 * W);
+            CHECK_RC(add(tw, due, (uintptr_t)(md.next_id + 1)), 0);
+            model_add(&md, due);
+        }
+        size_t slabs, chunks = slab_chunks(tw, &slabs);
+        /* At least the 20,000 / 31 full chunks; each slab but the first
+         * twice the last or the largest: 8+16+...+256 covers 504. */
+        CHECK(chunks >= 20000 / SX__TW_CHUNK);
+        CHECK(slabs <= 6 + chunks / SX__TW_SLAB_MAX);
+        if (round == 0) {
+            chunks0 = chunks, slabs0 = slabs;
+        } else {
+            CHECK_EQ_U64(chunks, chunks0); /* the spares, reused */
+            CHECK_EQ_U64(slabs, slabs0);
+        }
+        int ok = 1;
+        while (ok && md.live_n > 0) {
+            now += W / 2;
+            ok = check_take(tw, &md, now, 256);
+        }
+        CHECK(ok);
+        model_free(&md);
+    }
+    sx__tw_fini(tw);
+    CHECK(tw->slabs == NULL);
+    free(tw);
+}
+
 static const sx_test_case cases[] = {
+    { "slabs", test_slabs },
     { "random_ops", test_random_ops },
     { "earliest_parts", test_earliest_parts },
     { "filter_keeps", test_filter_keeps },
