@@ -475,10 +475,23 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         goto fail_slot;
     }
     if (watcher != NULL) {
-        /* relaxed: nobody else can reach p's watchers before it is
-         * queued; the queue hand-off publishes it. */
-        atomic_store_explicit(&watcher->node.next, NULL, memory_order_relaxed);
-        atomic_store_explicit(&p->watchers, watcher, memory_order_relaxed);
+        /* Pushed, not stored: p's PID resolved while init ran, so a
+         * monitor, link or sx_engine_watch may have registered watchers
+         * meanwhile (sx__watch), which a plain store would drop (never
+         * fired, never freed). The list cannot be CLOSED: p has not been
+         * queued, so nothing has finished it. relaxed (load): the CAS
+         * re-reads it. */
+        sx__ev *old = atomic_load_explicit(&p->watchers, memory_order_relaxed);
+        do {
+            /* relaxed: published by the CAS. */
+            atomic_store_explicit(&watcher->node.next,
+                                  old != NULL ? &old->node : NULL,
+                                  memory_order_relaxed);
+            /* release: as in sx__watch (the finish's acquire exchange
+             * sees the node); the queue hand-off publishes it too. */
+        } while (!atomic_compare_exchange_weak_explicit(
+            &p->watchers, &old, watcher, memory_order_release,
+            memory_order_relaxed));
     }
     if (w != NULL)
         sx__wstat_add(&w->st.spawned, 1);
@@ -498,7 +511,9 @@ fail_slot:;
      * failed; they were once left unfired and unfreed. */
     mark_complete(e, p);
     sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
-    sx__ptable_retire(e, p);
+    /* Retired under a shard lock, and its waiters (sx_engine_wait on the
+     * PID, which resolved) woken: no outcome will come for them. */
+    sx__outcomes_retire(e, w, p, self.id);
     fire_watchers(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 }, 0);
     sx__proc_release(e, p);
 fail_live:

@@ -649,6 +649,11 @@ void sx__outcomes_fini(sx__outcomes *o);
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps);
+/* Retires p (PID id) with no outcome, a spawn whose init failed, and
+ * wakes its waiters, who then find neither outcome nor process
+ * (SX_ENOTFOUND). */
+void sx__outcomes_retire(sx_engine *e, sx__worker *self, sx__proc *p,
+                         uint64_t id);
 /* Copies the outcome of id into *out (free with sx_result_free); false
  * when it is not kept. */
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);

@@ -223,6 +223,16 @@ static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
         memcpy(x->msg, msg, ml);
 }
 
+/* Signals the waiters for id (see "Waiting"). */
+static void wake_waiters(sx__outcomes *o, uint64_t id)
+{
+    pthread_mutex_lock(&o->wmu);
+    for (sx__waiter *w = o->waiters; w != NULL; w = w->next)
+        if (w->id == id)
+            pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&o->wmu);
+}
+
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps)
@@ -301,13 +311,28 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
         }
         gone = next;
     }
-    if (!waited)
-        return;
-    pthread_mutex_lock(&o->wmu);
-    for (sx__waiter *w = o->waiters; w != NULL; w = w->next)
-        if (w->id == id)
-            pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&o->wmu);
+    if (waited)
+        wake_waiters(o, id);
+}
+
+void sx__outcomes_retire(sx_engine *e, sx__worker *self, sx__proc *p,
+                         uint64_t id)
+{
+    sx__outcomes *o = &e->outcomes;
+    sx__oshard *s = &o->shards[self != NULL ? self->id : o->n_shards - 1];
+    /* As in sx__outcomes_put, with no record: the retire and the read of
+     * the waiters' count under a shard lock that every waiter's look takes
+     * (see "Waiting"), so a waiter either sees the PID gone or is
+     * counted, and signalled once it sleeps. */
+    sx__spin_lock(&s->mu);
+    sx__ptable_retire(e, p);
+    /* relaxed: see sx__outcomes_put. */
+    bool waited =
+        atomic_load_explicit(&o->n_waiting[hash_id(id, SX__WAIT_SLOTS - 1)],
+                             memory_order_relaxed) != 0;
+    sx__spin_unlock(&s->mu);
+    if (waited)
+        wake_waiters(o, id);
 }
 
 /* ---- get ---- */

@@ -467,6 +467,166 @@ static void test_init_failure_after_link(void)
     down(e);
 }
 
+/* ---- a spawn-wait child that is watched while its init runs ---- */
+
+static atomic_int okinit_ready, okinit_go, okwatch_calls, okwatch_error;
+static sx_pid okinit_pid; /* published by okinit_ready (seq_cst) */
+
+/* Gives out its PID, waits until the case says go (10 s at most), then
+ * succeeds: its PID resolves meanwhile, so anyone can watch it. */
+static int okinit_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)st, (void)m, (void)in, (void)n;
+    okinit_pid = sx_init_pid(c);
+    atomic_store(&okinit_ready, 1);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(&okinit_go) && sx_test_now_ms() < end) {
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static int okinit_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    sx_fail(out, "the child fails");
+    return 0;
+}
+
+static const sx_process_type okinit_t = { .name = "okinit",
+                                          .init = okinit_init,
+                                          .step = okinit_step };
+
+/* Yields SX_CMD_SPAWN_WAIT for an "okinit" child, then finishes with the
+ * child's error code as its result. */
+static int sw_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    (void)st;
+    if (n == 0) {
+        uint8_t buf[64];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_array(&pk, 2);
+        sx_pack_str(&pk, "okinit");
+        sx_pack_str(&pk, "run");
+        sx_yield(out, SX_CMD_SPAWN_WAIT, 1, sx_pack_payload(&pk));
+        sx_wait(out);
+        return 0;
+    }
+    uint8_t buf[16];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_int(&pk, ev[0].error);
+    sx_done(out, sx_pack_payload(&pk));
+    return 0;
+}
+
+static int sw_init(void *st, const sx_init_ctx *c, const char *m,
+                   const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return 0;
+}
+
+static const sx_process_type sw_t = { .name = "spawnwaiter",
+                                      .init = sw_init,
+                                      .step = sw_step };
+
+static void okwatch_fn(void *user, sx_pid target, const sx_result *r)
+{
+    (void)user, (void)target;
+    atomic_store(&okwatch_error, r->error);
+    atomic_fetch_add(&okwatch_calls, 1);
+}
+
+/* Property: a watcher registered on a spawn-wait child while the child's
+ * init runs (its PID resolves then) is kept when the spawn installs its
+ * own watcher: sx_engine_watch's function is called exactly once, with
+ * the child's outcome (API.md: "exactly once"), and the watcher is not
+ * leaked (LeakSanitizer). */
+static void test_watch_during_spawn_wait_init(void)
+{
+    sx_engine_config cfg = { .workers = 2 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &okinit_t), 0);
+    CHECK_RC(sx_engine_register(e, &sw_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    atomic_store(&okinit_ready, 0);
+    atomic_store(&okinit_go, 0);
+    atomic_store(&okwatch_calls, 0);
+    sx_pid parent;
+    CHECK_RC(sx_engine_submit(e, "spawnwaiter", "run", NULL, 0, &parent), 0);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(&okinit_ready)) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    /* The child's init is still running: its PID resolves. */
+    CHECK_RC(sx_engine_watch(e, okinit_pid, okwatch_fn, NULL), 0);
+    atomic_store(&okinit_go, 1);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, parent, 10000, &r), 0);
+    CHECK_RC(r.error, 0);
+    sx_result_free(&r);
+    end = sx_test_now_ms() + 2000;
+    while (atomic_load(&okwatch_calls) == 0 && sx_test_now_ms() < end)
+        sched_yield();
+    CHECK_EQ_INT(atomic_load(&okwatch_calls), 1);
+    CHECK_RC(atomic_load(&okwatch_error), SX_EFAILED);
+    down(e);
+}
+
+/* ---- a wait on a process whose init then fails ---- */
+
+static void *go_later(void *arg)
+{
+    (void)arg;
+    struct timespec ts = { 0, 100000000 }; /* the waiter is asleep by then */
+    nanosleep(&ts, NULL);
+    atomic_store(&slow_go, 1);
+    return NULL;
+}
+
+/* Property: sx_engine_wait on a PID whose init is still running, and then
+ * fails, returns SX_ENOTFOUND when the init fails (the PID stops
+ * resolving and no outcome will come), not SX_ETIMEDOUT at its limit
+ * (with no limit it would never return). */
+static void test_wait_on_failed_init(void)
+{
+    sx_engine_config cfg = { .workers = 1 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &slow_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    atomic_store(&slow_ready, 0);
+    atomic_store(&slow_go, 0);
+    pthread_t th, go;
+    CHECK_RC(pthread_create(&th, NULL, submit_slow, e), 0);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(&slow_ready)) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    CHECK_RC(pthread_create(&go, NULL, go_later, NULL), 0);
+    sx_result r;
+    double t0 = sx_test_now_ms();
+    int rc = sx_engine_wait(e, slow_pid, 5000, &r);
+    double took = sx_test_now_ms() - t0;
+    if (rc == 0)
+        sx_result_free(&r);
+    CHECK_RC(rc, SX_ENOTFOUND);
+    CHECK(took < 4000);
+    void *ret;
+    CHECK_RC(pthread_join(go, &ret), 0);
+    CHECK_RC(pthread_join(th, &ret), 0);
+    CHECK_RC((int)(intptr_t)ret, SX_EINVAL);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "failure_spreads", test_failure_spreads },
     { "trap_exit", test_trap_exit },
@@ -475,6 +635,8 @@ static const sx_test_case cases[] = {
     { "bad_links", test_bad_links },
     { "reason_not_inherited", test_reason_not_inherited },
     { "init_failure_after_link", test_init_failure_after_link },
+    { "watch_during_spawn_wait_init", test_watch_during_spawn_wait_init },
+    { "wait_on_failed_init", test_wait_on_failed_init },
 };
 
 SX_TEST_MAIN(cases)
