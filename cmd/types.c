@@ -156,8 +156,16 @@ static int fail_init(void *st, const sx_init_ctx *c, const char *m,
         sx_unpack_init(&u, in[0]);
         if (sx_unpack_str(&u, &p, &len) != 0)
             return SX_EINVAL;
-        memcpy(s->msg, p, sizeof s->msg - 1);
-        s->msg[sizeof s->msg - 1] = 0;
+        /* Cut at a character boundary: the message travels as a msgpack
+         * str (UTF-8), and half a character makes strict readers fail. */
+        size_t k = sizeof s->msg - 1;
+        for (int back = 0; back < 3 && ((unsigned char)p[k] & 0xc0) == 0x80;
+             back++)
+            k--;
+        if (((unsigned char)p[k] & 0xc0) == 0x80)
+            k = sizeof s->msg - 1; /* not UTF-8: cut where it falls */
+        memcpy(s->msg, p, k);
+        s->msg[k] = 0;
         return 0;
     }
     return rc == 0 ? 0 : SX_EINVAL;

@@ -85,6 +85,23 @@ void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
     sx__relay_conn_drain(c);
 }
 
+/* How many of the n bytes at s to quote in a message when at most max
+ * fit: n itself, or max cut back to the start of the UTF-8 character it
+ * would split (a msgpack str is UTF-8, and a reply must not carry half a
+ * character of a name the client sent whole). */
+static int quote_len(const char *s, size_t n, size_t max)
+{
+    if (n <= max)
+        return (int)n;
+    size_t k = max;
+    for (int back = 0;
+         back < 3 && k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80; back++)
+        k--;
+    if (((unsigned char)s[k] & 0xc0) == 0x80)
+        k = max; /* not UTF-8 to begin with: the client's own bytes */
+    return (int)k;
+}
+
 /* ---- request fields [loop] ---- */
 
 /* A field's value: 0 and *v, 1 when absent. */
@@ -318,7 +335,7 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     const sx_process_type *t = find_type(s, tn, tl);
     if (t == NULL) {
         snprintf(msg, sizeof(msg), "no process type \"%.*s\"",
-                 (int)(tl > 64 ? 64 : tl), tn);
+                 quote_len(tn, tl, 64), tn);
         sx__relay_reply_error(c, id, "unknown_type", msg);
         free(in);
         return;
@@ -341,10 +358,11 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
         const char *code = submit_code(rc);
         if (rc == SX_EUNKNOWN_METHOD)
             snprintf(msg, sizeof(msg), "type %s has no method \"%.*s\"",
-                     t->name, (int)(ml > 64 ? 64 : ml), mn);
+                     t->name, quote_len(mn, ml, 64), mn);
         else if (strcmp(code, "init_failed") == 0)
-            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", t->name,
-                     method, sx_strerror(rc), sx_errname(rc));
+            snprintf(msg, sizeof(msg), "%s.%.*s init failed: %s (%s)", t->name,
+                     quote_len(mn, ml, 64), mn, sx_strerror(rc),
+                     sx_errname(rc));
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
         free(method);
@@ -442,6 +460,34 @@ static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
 
 /* ---- ps, stats, types ---- */
 
+/* Packs the ps reply for the first n entries of info into srv->pk;
+ * ends (when not NULL) gets the body's length after each entry. */
+static sx_pack *ps_pack(relay_conn *c, uint64_t id, const sx_process_info *info,
+                        int n, size_t *ends)
+{
+    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "processes");
+    sx_pack_array(pk, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(info[i].pid, txt, sizeof(txt));
+        sx_pack_map(pk, 5);
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, txt);
+        sx_pack_str(pk, "type");
+        sx_pack_str(pk, info[i].type);
+        sx_pack_str(pk, "method");
+        sx_pack_str(pk, info[i].method); /* NULL packs nil */
+        sx_pack_str(pk, "state");
+        sx_pack_str(pk, sx_pstate_name(info[i].state));
+        sx_pack_str(pk, "steps");
+        sx_pack_uint(pk, info[i].steps);
+        if (ends != NULL)
+            ends[i] = pk->len;
+    }
+    return pk;
+}
+
 static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
 {
     uint64_t limit = SX_RELAY_PS_DEFAULT;
@@ -469,24 +515,24 @@ static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
             break;
         cap = cap * 2 < limit ? cap * 2 : (size_t)limit;
     }
-    sx_pack *pk = reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "processes");
-    sx_pack_array(pk, (uint32_t)n);
-    for (int i = 0; i < n; i++) {
-        char txt[SX_PID_TEXT_MAX];
-        sx_pid_format(info[i].pid, txt, sizeof(txt));
-        sx_pack_map(pk, 5);
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, txt);
-        sx_pack_str(pk, "type");
-        sx_pack_str(pk, info[i].type);
-        sx_pack_str(pk, "method");
-        sx_pack_str(pk, info[i].method); /* NULL packs nil */
-        sx_pack_str(pk, "state");
-        sx_pack_str(pk, sx_pstate_name(info[i].state));
-        sx_pack_str(pk, "steps");
-        sx_pack_uint(pk, info[i].steps);
+    /* The reply must fit in a frame (a client refuses a longer one, and
+     * would lose its connection with every request in flight): a listing
+     * too long for it is cut to the processes that fit, as `limit` would
+     * have cut it. ends[i]: the body's length after entry i. */
+    size_t *ends = n > 0 ? malloc((size_t)n * sizeof(*ends)) : NULL;
+    if (n > 0 && ends == NULL) {
+        free(info);
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+        return;
     }
+    sx_pack *pk = ps_pack(c, id, info, n, ends);
+    if (pk->err == 0 && pk->len > c->srv->max_frame) {
+        int fit = 0;
+        while (fit < n && ends[fit] <= c->srv->max_frame)
+            fit++;
+        ps_pack(c, id, info, fit, NULL);
+    }
+    free(ends);
     free(info);
     sx__relay_conn_reply(c);
 }
@@ -639,7 +685,7 @@ void sx__relay_handle(relay_conn *c, sx_payload body)
             return;
         }
     char msg[96];
-    snprintf(msg, sizeof(msg), "unknown op \"%.*s\"", (int)(on > 32 ? 32 : on),
+    snprintf(msg, sizeof(msg), "unknown op \"%.*s\"", quote_len(op, on, 32),
              op);
     sx__relay_reply_error(c, id, "unknown_op", msg);
 }

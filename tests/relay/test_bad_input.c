@@ -300,6 +300,106 @@ static void test_fields_and_ops(void)
     bad_down(&bf);
 }
 
+/* Is [s, s + n) well-formed UTF-8 (what a msgpack str holds)? */
+static bool utf8_valid(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t k = c < 0x80             ? 0
+                   : (c & 0xe0) == 0xc0 ? 1
+                   : (c & 0xf0) == 0xe0 ? 2
+                   : (c & 0xf8) == 0xf0 ? 3
+                                        : 4;
+        if (k == 4 || n - i <= k)
+            return false;
+        for (size_t j = 1; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+/* Expects a reply with id and code whose message is valid UTF-8. */
+static void expect_utf8_error(int fd, uint64_t id, const char *code)
+{
+    sx_payload b, e, m;
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    char got[32];
+    CHECK_EQ_INT(map_int(b, "id"), (int64_t)id);
+    CHECK_STR(code_of(b, got, sizeof(got)), code);
+    CHECK_RC(sx_map_get(b, "error", &e), 0);
+    CHECK_RC(sx_map_get(e, "message", &m), 0);
+    sx_unpack u;
+    const char *s;
+    size_t n;
+    sx_unpack_init(&u, m);
+    CHECK_RC(sx_unpack_str(&u, &s, &n), 0);
+    if (!utf8_valid((const uint8_t *)s, n))
+        SX_FAILF("%s: message is not UTF-8: %.*s", code, (int)n, s);
+    payload_free(&b);
+}
+
+/* Property: an error message that quotes a name the client sent (an
+ * unknown op, type or method), or a process's long failure message, is
+ * shortened at a character boundary: a msgpack str is UTF-8, and a strict
+ * reader (PROTOCOL.md's Python client decodes every str) fails on half a
+ * character. Names of 40 "EURO SIGN"s (3 bytes each) are cut inside one
+ * at 32 and 64 bytes; 200 "n with tilde"s (2 bytes) at 255. */
+static void test_utf8_cut(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    char euro[128] = "", tilde[402] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(euro, "\xe2\x82\xac");
+    for (int i = 0; i < 200; i++)
+        strcat(tilde, "\xc3\xb1");
+    int fd = raw_connect(bf.f.path);
+    sx_pack pk;
+    req_begin(&pk, 2, euro, 1);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    expect_utf8_error(fd, 1, "unknown_op");
+    for (int t = 0; t < 2; t++) {
+        req_begin(&pk, 5, "submit", 2 + (uint64_t)t);
+        sx_pack_str(&pk, "type");
+        sx_pack_str(&pk, t == 0 ? euro : "counter");
+        sx_pack_str(&pk, "method");
+        sx_pack_str(&pk, t == 0 ? "run" : euro);
+        sx_pack_str(&pk, "input");
+        sx_pack_array(&pk, 0);
+        CHECK_RC(raw_frame(fd, &pk), 0);
+        sx_pack_fini(&pk);
+        expect_utf8_error(fd, 2 + (uint64_t)t,
+                          t == 0 ? "unknown_type" : "unknown_method");
+    }
+    /* fail [message]: the message is kept to 255 bytes */
+    req_begin(&pk, 5, "submit", 4);
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "fail");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 1);
+    sx_pack_str(&pk, tilde);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    sx_payload b, v;
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_RC(sx_map_get(b, "pid", &v), 0);
+    req_begin(&pk, 3, "wait", 5);
+    sx_pack_str(&pk, "pid");
+    sx_pack_raw(&pk, v);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    payload_free(&b);
+    expect_utf8_error(fd, 5, "failed");
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
 /* Property: nesting within SX_WIRE_MAX_DEPTH is accepted (and answered);
  * deeper nesting — even 100,000 levels — is bad_frame, answered without
  * recursion, and the connection closes. */
@@ -525,6 +625,7 @@ static const sx_test_case cases[] = {
     { "not_a_map", test_not_a_map },
     { "bad_after_good", test_bad_after_good },
     { "fields_and_ops", test_fields_and_ops },
+    { "utf8_cut", test_utf8_cut },
     { "deep_nesting", test_deep_nesting },
     { "random", test_random },
     { "slow_reader", test_slow_reader },

@@ -975,6 +975,49 @@ static void test_unsendable(void)
     fx_down(&f);
 }
 
+/* Property: a ps reply never passes max_frame (a client refuses a longer
+ * frame and loses its connection): 2,000 live processes at about 70
+ * bytes each do not fit in 64 KiB, so the listing is cut to those that
+ * fit; a listing that fits (limit 10) is whole. */
+static void test_ps_fits_frame(void)
+{
+    const size_t max_frame = 64 << 10;
+    fixture f;
+    sx_server_config sc = { .max_frame = max_frame };
+    fx_up_cfg(&f, 0, &sc);
+    for (int i = 0; i < 2000; i++) {
+        sx_pid p;
+        CHECK_RC(sx_engine_submit(f.e, "idle", "serve", NULL, 0, &p), 0);
+    }
+    int fd = raw_connect(f.path);
+    for (uint64_t limit = 10; limit <= 100000; limit *= 10000) {
+        sx_pack pk;
+        req_begin(&pk, 3, "ps", limit);
+        sx_pack_str(&pk, "limit");
+        sx_pack_uint(&pk, limit);
+        CHECK_RC(raw_frame(fd, &pk), 0);
+        sx_pack_fini(&pk);
+        sx_payload b, v;
+        CHECK_RC(raw_read(fd, 10000, &b), 0);
+        if (b.len > max_frame)
+            SX_FAILF("ps reply of %zu bytes, over max_frame %zu", b.len,
+                     max_frame);
+        CHECK(map_bool(b, "ok"));
+        CHECK_RC(sx_map_get(b, "processes", &v), 0);
+        sx_unpack u;
+        uint32_t n;
+        sx_unpack_init(&u, v);
+        CHECK_RC(sx_unpack_array(&u, &n), 0);
+        if (limit == 10)
+            CHECK_EQ_U64(n, 10);
+        else
+            CHECK(n > 500 && n < 2000);
+        free((void *)b.data);
+    }
+    close(fd);
+    fx_down(&f);
+}
+
 /* Property: past max_connections a new connection gets an error frame
  * with code limit and is closed (the client's connect returns
  * SX_ELIMIT); once one closes, a new one is served again. */
@@ -1022,6 +1065,7 @@ static const sx_test_case cases[] = {
     { "server_stats", test_server_stats },
     { "unsendable", test_unsendable },
     { "max_connections", test_max_connections },
+    { "ps_fits_frame", test_ps_fits_frame },
 };
 
 SX_TEST_MAIN(cases)
