@@ -187,6 +187,9 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
                 "Connections dropped for not reading.", ss.slow_drops);
         counter(&t, "stepx_relay_pushes_total", "Pushes sent to clients.",
                 ss.pushes);
+        gauge(&t, "stepx_relay_watches",
+              "Wait and subscribe records holding an engine watch.",
+              ss.watches);
     }
     if (t.oom) {
         free(t.buf);

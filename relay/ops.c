@@ -446,6 +446,23 @@ static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
         bad_field(c, id, "timeout_ms", 2, "a non-negative integer");
         return;
     }
+    if (rc == 0 && t == 0) {
+        /* A poll. A live process gets `timeout` now, with no watch: the
+         * engine cannot cancel one, so each poll of a process that goes
+         * on would keep a record until it finishes (RELAY.md, "a known
+         * cost"), and a client polling an idle process would grow the
+         * daemon without bound. A finished or unknown one goes the usual
+         * way (its watch answers at once). */
+        sx_result r;
+        int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
+        if (w == SX_ETIMEDOUT) {
+            sx__relay_reply_error(c, id, "timeout",
+                                  "no outcome within timeout_ms");
+            return;
+        }
+        if (w == 0)
+            sx_result_free(&r);
+    }
     sx__relay_watch_start(c, id, RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);
 }
@@ -568,7 +585,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 27);
+    sx_pack_map(pk, 28);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -595,6 +612,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "relay_bad_frames", ss.bad_frames);
     kv(pk, "relay_slow_drops", ss.slow_drops);
     kv(pk, "relay_pushes", ss.pushes);
+    kv(pk, "relay_watches", ss.watches);
     sx_pack_str(pk, "per_worker");
     sx_pack_array(pk, nw);
     for (unsigned i = 0; i < nw; i++) {

@@ -521,6 +521,10 @@ void sx_server_stats_get(const sx_server *s, sx_server_stats *out)
     out->pushes = atomic_load_explicit(&s->st_pushes, memory_order_relaxed);
     out->output_peak =
         atomic_load_explicit(&s->st_output_peak, memory_order_relaxed);
+    /* relaxed: a figure. The hub's references are the server's and one
+     * per record (relay/pending.c). */
+    uint32_t refs = atomic_load_explicit(&s->hub->refs, memory_order_relaxed);
+    out->watches = refs > 0 ? refs - 1 : 0;
 }
 
 void sx_server_stop(sx_server *s)

@@ -133,6 +133,11 @@ typedef struct {
      * for writing and not yet taken by the kernel); back-pressure keeps
      * it within about twice max_output plus one frame. */
     uint64_t output_peak;
+    /* Extension: wait and subscribe records alive, each holding an engine
+     * watch on a process that has not finished (answered, timed out or
+     * abandoned ones included: the engine cannot cancel a watch, so a
+     * record lives until its process finishes; docs/RELAY.md). */
+    uint64_t watches;
 } sx_server_stats;
 void sx_server_stats_get(const sx_server *s, sx_server_stats *out);
 /* Closes the listeners and every connection (their mailboxes close,

@@ -928,6 +928,59 @@ static void test_server_stats(void)
     fx_down(&f);
 }
 
+/* Property: a poll (wait with timeout_ms 0) of a live process answers
+ * timeout at once and leaves nothing behind: after 2,000 polls of an idle
+ * process the server holds no watch (each poll used to keep a record and
+ * an engine watch until the process finished: a client polling an idle
+ * process grew the daemon without bound). A wait with a positive
+ * timeout_ms that runs out still keeps its record until the process
+ * finishes (RELAY.md, "a known cost"), and relay_watches counts it. A
+ * poll of a finished process gets its outcome, of an unknown PID
+ * not_found. Control: without the poll path in op_wait, watches is 2,000
+ * after the polls. */
+static void test_poll_leaves_no_watch(void)
+{
+    fixture f;
+    fx_up_tcp(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_reply r;
+    sx_server_stats st;
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    for (int i = 0; i < 2000; i++) {
+        CHECK_RC(sx_client_wait(c, ip, 0, NULL, &r), SX_ETIMEDOUT);
+        CHECK_STR(r.code, "timeout");
+        sx_reply_free(&r);
+    }
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 0);
+    CHECK_RC(sx_client_wait(c, ip, 1, NULL, &r), SX_ETIMEDOUT);
+    sx_reply_free(&r);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 1);
+    /* The process finishes: its record goes with it. */
+    CHECK_RC(sx_client_terminate(c, ip, NULL), 0);
+    double end = sx_test_now_ms() + 10000;
+    do {
+        sx_server_stats_get(f.s, &st);
+    } while (st.watches != 0 && sx_test_now_ms() < end);
+    CHECK_EQ_U64(st.watches, 0);
+    /* A finished process: a poll gets its outcome. */
+    sx_pid cp = submit_int(c, "counter", 3);
+    CHECK_RC(sx_client_wait(c, cp, -1, NULL, &r), 0);
+    sx_reply_free(&r);
+    CHECK_RC(sx_client_wait(c, cp, 0, NULL, &r), 0);
+    CHECK(r.ok);
+    sx_reply_free(&r);
+    /* An unknown PID: not_found. */
+    sx_pid bogus = cp;
+    bogus.id = ((uint64_t)1 << 32) | 9999999u;
+    CHECK(sx_client_wait(c, bogus, 0, NULL, &r) != 0);
+    CHECK_STR(r.code, "not_found");
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* Property: a result or a pushed message the client could not read
  * (nested deeper than SX_WIRE_MAX_DEPTH allows inside a frame) is never
  * sent: wait answers code internal and the connection stays usable; the
@@ -1066,6 +1119,7 @@ static const sx_test_case cases[] = {
     { "unsendable", test_unsendable },
     { "max_connections", test_max_connections },
     { "ps_fits_frame", test_ps_fits_frame },
+    { "poll_leaves_no_watch", test_poll_leaves_no_watch },
 };
 
 SX_TEST_MAIN(cases)
