@@ -5,6 +5,18 @@
  * process finishes only when the engine stops), so a record is
  * refcounted: the watch's reference and the loop's.
  *
+ * Dormant waits. The engine cannot cancel a watch, so a wait that times
+ * out while its process goes on keeps its record until the process
+ * finishes. A client that waits again and again on a long-lived process
+ * (a wait with timeout_ms in a loop) would pile up one record per wait;
+ * instead a timed-out wait goes into the server's dormant table, keyed by
+ * PID, with its watch, its timer and the loop's reference, and the next
+ * wait on that PID (from any connection) takes it over: a new id and
+ * connection, its timer started again. So the records on a PID are at
+ * most the waits on it at one time. The watch callback never reads the
+ * request id (the loop changes it): it packs a wait's answer with a
+ * fixed-width id, which the loop fills in before the answer goes out.
+ *
  * Threads: watch_cb runs on whichever engine thread finishes the watched
  * process (or on the loop, inside sx_engine_watch, when it had finished
  * already) and reaches the loop only through the hub; everything else
@@ -60,8 +72,11 @@ static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
     bool wait = p->kind == RELAY_PEND_WAIT;
     sx_pack_map(pk, wait && r->error == 0 ? 4 : 3 + (wait ? 0 : 1));
     if (wait) {
+        /* The id's bytes are filled in on the loop (id_fill): a uint64
+         * of 8 bytes, whatever its value, at ID_AT. */
+        static const uint8_t slot[9] = { 0xcf };
         sx_pack_str(pk, "id");
-        sx_pack_uint(pk, p->id);
+        sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
     } else {
         sx_pack_str(pk, "push");
         sx_pack_str(pk, "exit");
@@ -82,6 +97,17 @@ static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
         sx_pack_str(pk, "steps");
         sx_pack_uint(pk, r->steps);
     }
+}
+
+/* Where a wait answer's id bytes are in its frame: the 4-byte length, the
+ * map's one-byte header, "id" (3 bytes), 0xcf. */
+#define ID_AT (SX_WIRE_HEADER + 1 + 3 + 1)
+
+/* Writes id into a wait answer built by pack_outcome. [loop] */
+static void id_fill(relay_out *o, uint64_t id)
+{
+    for (int i = 7; i >= 0; i--, id >>= 8)
+        o->data[ID_AT + (size_t)i] = (uint8_t)id;
 }
 
 /* Called exactly once per successful sx_engine_watch, on the thread that
@@ -151,22 +177,117 @@ static void timer_closed(uv_handle_t *h)
     sx__relay_pending_unref(h->data); /* the loop's reference */
 }
 
-/* p is answered, timed out or abandoned: it leaves its connection (and
- * drops its reference to it: nothing reads p->conn once done) and the
- * loop lets go of it once its timer is closed. [loop] */
-static void pending_finish(relay_pending *p)
+/* p leaves its connection and drops its reference to it (nothing reads
+ * p->conn once done). [loop] */
+static void pending_detach(relay_pending *p)
 {
     p->done = true;
     pending_unlink(p);
     p->conn->n_pending--;
     sx__relay_conn_unref(p->conn);
     p->conn = NULL;
+}
+
+/* The loop lets go of p once its timer, if any, is closed. [loop] */
+static void loop_release(relay_pending *p)
+{
     if (p->has_timer) {
         uv_timer_stop(&p->timer);
         uv_close((uv_handle_t *)&p->timer, timer_closed);
     } else {
         sx__relay_pending_unref(p);
     }
+}
+
+/* p is answered, timed out or abandoned. [loop] */
+static void pending_finish(relay_pending *p)
+{
+    pending_detach(p);
+    loop_release(p);
+}
+
+/* ---- dormant waits [loop] ---- */
+
+static size_t dorm_bucket(const sx_server *s, uint64_t id)
+{
+    id ^= id >> 31; /* the generation's bits too */
+    id *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(id >> 32) & (s->dorm_cap - 1);
+}
+
+/* Files p under its PID; false when the table cannot grow (then p is
+ * finished as before, and lives until its watch fires). */
+static bool dorm_put(sx_server *s, relay_pending *p)
+{
+    if (s->dorm_n >= s->dorm_cap / 2) {
+        size_t cap = s->dorm_cap > 0 ? 2 * s->dorm_cap : 64;
+        relay_pending **t = calloc(cap, sizeof(*t));
+        if (t == NULL && s->dorm_cap == 0)
+            return false;
+        if (t != NULL) {
+            relay_pending **old = s->dorm;
+            size_t old_cap = s->dorm_cap;
+            s->dorm = t;
+            s->dorm_cap = cap;
+            for (size_t i = 0; i < old_cap; i++) {
+                while (old[i] != NULL) {
+                    relay_pending *q = old[i];
+                    old[i] = q->dnext;
+                    size_t b = dorm_bucket(s, q->pid.id);
+                    q->dnext = s->dorm[b];
+                    s->dorm[b] = q;
+                }
+            }
+            free(old);
+        } /* else: chains get longer, nothing is lost */
+    }
+    size_t b = dorm_bucket(s, p->pid.id);
+    p->dnext = s->dorm[b];
+    s->dorm[b] = p;
+    p->dormant = true;
+    s->dorm_n++;
+    return true;
+}
+
+/* Takes p (dormant) out of the table. */
+static void dorm_remove(sx_server *s, relay_pending *p)
+{
+    relay_pending **l = &s->dorm[dorm_bucket(s, p->pid.id)];
+    while (*l != p)
+        l = &(*l)->dnext;
+    *l = p->dnext;
+    p->dnext = NULL;
+    p->dormant = false;
+    s->dorm_n--;
+}
+
+/* A dormant wait on pid, taken out of the table, or NULL. */
+static relay_pending *dorm_take(sx_server *s, sx_pid pid)
+{
+    if (s->dorm_n == 0)
+        return NULL;
+    for (relay_pending *q = s->dorm[dorm_bucket(s, pid.id)]; q != NULL;
+         q = q->dnext) {
+        if (sx_pid_eq(q->pid, pid)) {
+            dorm_remove(s, q);
+            return q;
+        }
+    }
+    return NULL;
+}
+
+void sx__relay_dormant_close_all(sx_server *s)
+{
+    for (size_t i = 0; i < s->dorm_cap; i++) {
+        while (s->dorm[i] != NULL) {
+            relay_pending *p = s->dorm[i];
+            dorm_remove(s, p);
+            loop_release(p);
+        }
+    }
+    free(s->dorm);
+    s->dorm = NULL;
+    s->dorm_cap = s->dorm_n = 0;
 }
 
 void sx__relay_pending_abandon_all(relay_conn *c)
@@ -183,13 +304,26 @@ static void timer_cb(uv_timer_t *t)
     relay_conn *c = p->conn;
     uint64_t id = p->id;
     sx__relay_conn_ref(c);
-    pending_finish(p);
+    /* acquire: pairs with the release in watch_cb. An answer already on
+     * its way frees the record soon: no use keeping it. */
+    bool fired = atomic_load_explicit(&p->fired, memory_order_acquire);
+    pending_detach(p);
+    if (fired || c->srv->stopping || !dorm_put(c->srv, p))
+        loop_release(p); /* the timer is stopped (it fired) */
     sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
     sx__relay_conn_unref(c);
 }
 
 void sx__relay_pending_done(relay_pending *p, relay_out *o)
 {
+    if (p->dormant) {
+        /* Its process finished with nobody waiting: the record goes. */
+        dorm_remove(p->srv, p);
+        loop_release(p);
+        sx__relay_out_free(o);
+        sx__relay_pending_unref(p); /* the watch's */
+        return;
+    }
     if (p->done || p->conn->state != RELAY_CONN_OPEN) {
         if (!p->done)
             pending_finish(p);
@@ -224,6 +358,8 @@ void sx__relay_pending_done(relay_pending *p, relay_out *o)
         }
     } else {
         o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
+        if (wait)
+            id_fill(o, id);
         if (wait) /* relaxed: a figure */
             atomic_fetch_add_explicit(&c->srv->st_requests, 1,
                                       memory_order_relaxed);
@@ -243,11 +379,32 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
             "too many waits and subscriptions on this connection");
         return;
     }
-    relay_pending *p = calloc(1, sizeof(*p));
+    relay_pending *p = kind == RELAY_PEND_WAIT ? dorm_take(c->srv, pid) : NULL;
+    if (p != NULL) {
+        /* A dormant wait on the same PID: it takes this request over. Its
+         * watch is registered; if it fired meanwhile, the answer is on
+         * its way through the hub and answers this request. */
+        p->done = false;
+        p->id = id;
+        p->conn = c;
+        sx__relay_conn_ref(c);
+        p->next = c->pending;
+        if (c->pending != NULL)
+            c->pending->prev = p;
+        c->pending = p;
+        c->n_pending++;
+        /* acquire: as below. */
+        if (timeout_ms >= 0 && p->has_timer && /* dormant: it has one */
+            !atomic_load_explicit(&p->fired, memory_order_acquire))
+            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
+        return;
+    }
+    p = calloc(1, sizeof(*p));
     if (p == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
         return;
     }
+    p->srv = c->srv;
     atomic_init(&p->refs, 2); /* the loop's and the watch's */
     p->kind = kind;
     p->id = id;

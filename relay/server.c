@@ -177,6 +177,7 @@ static void close_all(sx_server *s)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     while (s->conns != NULL)
         sx__relay_conn_close(s->conns);
+    sx__relay_dormant_close_all(s);
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
     s->hub->bell = NULL;

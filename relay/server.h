@@ -111,14 +111,21 @@ struct relay_pending {
     uint8_t kind; /* RELAY_PEND_*                                        */
     uint64_t id;  /* the wait request's id                               */
     sx_pid pid;
-    relay_conn *conn; /* a reference                                     */
+    relay_conn *conn; /* a reference (NULL while dormant)                 */
     relay_hub *hub;   /* a reference                                     */
+    sx_server *srv;   /* [loop] the server (its dormant table)           */
     size_t max_frame; /* answers bigger than this become an error        */
     /* Set (release) by the watch callback once it has built its answer;
      * read (acquire) by the loop right after sx_engine_watch returns, so
      * that a wait whose answer is already on its way arms no timer. */
     _Atomic bool fired;
     bool done; /* [loop] answered, timed out or abandoned                */
+    /* [loop] A wait that timed out while its process went on: in the
+     * server's dormant table (keeping the loop's reference and its timer)
+     * until its watch fires or a new wait on the same PID takes it over
+     * (pending.c, "dormant waits"). */
+    bool dormant;
+    relay_pending *dnext; /* [loop] the dormant table's chain */
     bool has_timer;
     uv_timer_t timer;           /* [loop] wait's timeout_ms    */
     relay_pending *prev, *next; /* [loop] the connection's list */
@@ -201,8 +208,12 @@ struct sx_server {
     const sx_process_type **types;
     size_t n_types;
     relay_conn *conns; /* [loop] open (or draining) connections         */
-    bool stopping;     /* [loop]                                        */
-    sx_pack pk;        /* [loop] reply bodies are built here            */
+    /* [loop] Dormant waits by PID (pending.c): a hash table of chains,
+     * dorm_cap buckets (a power of 2, or 0), dorm_n records. */
+    relay_pending **dorm;
+    size_t dorm_cap, dorm_n;
+    bool stopping; /* [loop]                                        */
+    sx_pack pk;    /* [loop] reply bodies are built here            */
     char rbuf[SX_RELAY_READ_BUF]; /* [loop] read buffer (the decoder copies) */
     /* Figures: written by the loop, read by sx_server_stats_get on any
      * thread (relaxed: counters with no data behind them). */
@@ -266,5 +277,8 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
 void sx__relay_pending_done(relay_pending *p, relay_out *o);
 /* The connection closes: every pending record is abandoned. */
 void sx__relay_pending_abandon_all(relay_conn *c);
+/* The server stops: every dormant wait lets go of the loop's reference
+ * (its watch's reference goes when its callback finds the hub closed). */
+void sx__relay_dormant_close_all(sx_server *s);
 
 #endif

@@ -981,6 +981,101 @@ static void test_poll_leaves_no_watch(void)
     fx_down(&f);
 }
 
+/* Property: waits with a positive timeout_ms on a process that goes on
+ * leave at most one record per wait in flight, not one per wait ever
+ * made: 300 sequential waits of 1 ms (alternating two connections) on an
+ * idle process keep relay_watches at 1, where each used to keep its own
+ * record until the process finished. The record a timed-out wait leaves
+ * is taken over by the next wait on the PID, which gets its own id back:
+ * two waits posted together time out as two (watches 2, one each), then a
+ * wait with no limit and a 1 ms one are both answered under their own
+ * ids when the process is terminated. Once it has finished no record is
+ * left. Control: without the dormant table (timer_cb finishing every
+ * timed-out wait) watches is 300 after the loop. */
+static void test_timed_out_waits_reused(void)
+{
+    fixture f;
+    fx_up_tcp(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_client *d = connect_ok(f.tcp_addr);
+    sx_reply r;
+    sx_server_stats st;
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    for (int i = 0; i < 300; i++) {
+        CHECK_RC(sx_client_wait(i % 2 ? d : c, ip, 1, NULL, &r), SX_ETIMEDOUT);
+        CHECK_STR(r.code, "timeout");
+        sx_reply_free(&r);
+    }
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 1);
+    /* Two at once: both time out, two records. */
+    uint64_t a, b, got;
+    CHECK_RC(sx_client_post_wait(c, ip, 20, &a), 0);
+    CHECK_RC(sx_client_post_wait(c, ip, 20, &b), 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK_RC(sx_client_next_reply(c, 10000, &got, &r), 0);
+        CHECK(got == a || got == b);
+        CHECK_STR(r.code, "timeout");
+        sx_reply_free(&r);
+    }
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 2);
+    /* Both taken over: answered under their new ids when it ends. */
+    CHECK_RC(sx_client_post_wait(c, ip, -1, &a), 0);
+    CHECK_RC(sx_client_post_wait(c, ip, 60000, &b), 0);
+    /* A stats request after them: its reply means the server has read
+     * both waits (one connection's requests are handled in order). */
+    sx_pack pk;
+    pk_op(&pk, 1, "stats");
+    uint64_t sid;
+    CHECK_RC(sx_client_post(c, sx_pack_payload(&pk), &sid), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(sx_client_next_reply(c, 10000, &got, &r), 0);
+    CHECK_EQ_U64(got, sid);
+    sx_reply_free(&r);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 2); /* the two records, taken over */
+    CHECK_RC(sx_client_terminate(d, ip, NULL), 0);
+    bool seen_a = false, seen_b = false;
+    for (int k = 0; k < 2; k++) {
+        CHECK_RC(sx_client_next_reply(c, 10000, &got, &r), 0);
+        CHECK(!r.ok);
+        CHECK_STR(r.code, "terminated");
+        seen_a |= got == a;
+        seen_b |= got == b;
+        sx_reply_free(&r);
+    }
+    CHECK(seen_a && seen_b);
+    double end = sx_test_now_ms() + 10000;
+    do {
+        sx_server_stats_get(f.s, &st);
+    } while (st.watches != 0 && sx_test_now_ms() < end);
+    CHECK_EQ_U64(st.watches, 0);
+    /* A dormant record whose process then finishes goes too. */
+    sx_pid jp = submit_ok(c, "idle", "serve", NULL, 0);
+    CHECK_RC(sx_client_wait(c, jp, 1, NULL, &r), SX_ETIMEDOUT);
+    sx_reply_free(&r);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 1);
+    CHECK_RC(sx_client_terminate(c, jp, NULL), 0);
+    end = sx_test_now_ms() + 10000;
+    do {
+        sx_server_stats_get(f.s, &st);
+    } while (st.watches != 0 && sx_test_now_ms() < end);
+    CHECK_EQ_U64(st.watches, 0);
+    /* One left dormant at stop: the server lets go of it, the engine's
+     * stop fires its watch into the closed hub, and nothing leaks
+     * (LeakSanitizer) or stays open (the timer). */
+    sx_pid kp = submit_ok(c, "idle", "serve", NULL, 0);
+    CHECK_RC(sx_client_wait(d, kp, 1, NULL, &r), SX_ETIMEDOUT);
+    sx_reply_free(&r);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.watches, 1);
+    sx_client_close(c);
+    sx_client_close(d);
+    fx_down(&f);
+}
+
 /* Property: a result or a pushed message the client could not read
  * (nested deeper than SX_WIRE_MAX_DEPTH allows inside a frame) is never
  * sent: wait answers code internal and the connection stays usable; the
@@ -1120,6 +1215,7 @@ static const sx_test_case cases[] = {
     { "max_connections", test_max_connections },
     { "ps_fits_frame", test_ps_fits_frame },
     { "poll_leaves_no_watch", test_poll_leaves_no_watch },
+    { "timed_out_waits_reused", test_timed_out_waits_reused },
 };
 
 SX_TEST_MAIN(cases)
