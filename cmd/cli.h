@@ -25,7 +25,8 @@ enum {
     CLI_CONNECT = 3,  /* cannot connect, or the connection was lost      */
     CLI_SERVER = 4,   /* the server answered with an error               */
     CLI_TIMEOUT = 5,  /* --timeout passed                                */
-    CLI_INTERNAL = 6, /* out of memory, a reply the CLI cannot read      */
+    CLI_INTERNAL = 6, /* out of memory, an unreadable reply, or output
+                       * that cannot be written (full disk, reader gone) */
 };
 
 #define CLI_MAX_POS 8
@@ -87,6 +88,11 @@ int64_t cli_request_timeout(const cli *c);
 /* Parses a PID argument ("{node@host|id}", or a bare id on the daemon's
  * node and host once connected): 0, or CLI_USAGE (printed). */
 int cli_parse_pid(cli *c, const char *text, sx_pid *out);
+/* Flushes stdout: CLI_OK, or CLI_INTERNAL when the output cannot be
+ * written, said on stderr (once) for a full disk and the like, quietly
+ * for a reader that went away (SIGPIPE is ignored, so a write to a closed
+ * pipe fails with EPIPE; `stepx top | head -1` then just ends). */
+int cli_check_stdout(void);
 /* Monotonic milliseconds. */
 int64_t cli_now_ms(void);
 /* A progress line on stderr (unless --quiet): on a terminal it rewrites
@@ -133,7 +139,8 @@ json_t *cli_json_from_mp(sx_payload p);
  * {"$bin": base64} as a binary. 0, SX_EINVAL (bad base64) or pk's error. */
 int cli_json_to_mp(const json_t *j, sx_pack *pk);
 /* Parses text (any JSON value). NULL after reporting (cli_fail with
- * CLI_USAGE) "bad JSON for <what>" with the parser's position. */
+ * CLI_USAGE) "bad JSON for <what>" with the parser's position, or when
+ * it nests deeper than a request can carry (SX_WIRE_MAX_DEPTH - 1). */
 json_t *cli_json_parse(const char *text, const char *what);
 /* Compact text of j (any value); the caller frees it. NULL when out of
  * memory. */

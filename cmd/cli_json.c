@@ -289,10 +289,55 @@ int cli_json_to_mp(const json_t *j, sx_pack *pk)
     return SX_EINVAL;
 }
 
+/* How deep j's arrays and objects nest (a scalar is 0; {"$bin": ...},
+ * which packs as a binary, too). */
+static int json_depth(const json_t *j)
+{
+    int d = 0;
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach((json_t *)j, i, v)
+        {
+            int k = json_depth(v);
+            d = k > d ? k : d;
+        }
+        return d + 1;
+    }
+    if (json_is_object(j)) {
+        if (json_object_size(j) == 1 &&
+            json_is_string(json_object_get(j, "$bin")))
+            return 0;
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)j, key, v)
+        {
+            int k = json_depth(v);
+            d = k > d ? k : d;
+        }
+        return d + 1;
+    }
+    return 0;
+}
+
+/* Every value the CLI parses travels as one value of a request map (the
+ * frame's top level, depth 1), so it may nest one level less than a frame
+ * (docs/PROTOCOL.md, "nesting depth"); the client refuses a deeper frame. */
+#define CLI_JSON_MAX_DEPTH (SX_WIRE_MAX_DEPTH - 1)
+
 json_t *cli_json_parse(const char *text, const char *what)
 {
     json_error_t err;
     json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    int depth = j != NULL ? json_depth(j) : 0;
+    if (depth > CLI_JSON_MAX_DEPTH) {
+        json_decref(j);
+        cli_fail(CLI_USAGE,
+                 "bad JSON for %s: arrays and objects nest %d deep, more than "
+                 "the %d a request can carry (the protocol's nesting limit)",
+                 what, depth, CLI_JSON_MAX_DEPTH);
+        return NULL;
+    }
     if (j == NULL) {
         cli_fail(CLI_USAGE, "bad JSON for %s: %s (at character %d of '%s')",
                  what, err.text, err.position, text);

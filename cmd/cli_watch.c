@@ -138,8 +138,11 @@ static int watch_loop(cli *c, const char *target)
             if (strcmp(pid, target) == 0)
                 rc = ex;
         }
-        fflush(stdout);
         sx_reply_free(&push);
+        /* A reader that went away (`| head -1`) ends the stream. */
+        int out = cli_check_stdout();
+        if (out != CLI_OK)
+            return out;
         if (rc >= 0)
             return rc;
     }
@@ -392,6 +395,9 @@ int cli_cmd_top(cli *c)
     bool stdin_open = true;
     for (int64_t i = 0; !top_stop; i++) {
         if ((rc = top_frame(c, &t)) != 0)
+            break;
+        /* A reader that went away (`| head -1`) ends top. */
+        if ((rc = cli_check_stdout()) != CLI_OK)
             break;
         if (c->a->iterations > 0 && i + 1 >= c->a->iterations)
             break;

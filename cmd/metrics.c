@@ -1,9 +1,10 @@
 /* cmd/metrics.c — Prometheus text metrics for stepxd (GET /metrics).
  *
  * One thread with a blocking listener: poll(2) on the listening socket and
- * a self-pipe (for stop); each request is read (up to 8 KiB, 2 s), answered
- * and closed. Scrapes are rare, so a connection at a time is plenty, and
- * the engine's figures are read with its own lock-free getters.
+ * a self-pipe (for stop); each request is read (up to 8 KiB, 2 s in all,
+ * cut short by a stop), answered (writes give up after 2 s) and closed.
+ * Scrapes are rare, so a connection at a time is plenty, and the engine's
+ * figures are read with its own lock-free getters.
  */
 #include "cmd/metrics.h"
 
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 struct sx_metrics {
@@ -214,14 +217,36 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define REQUEST_MS 2000 /* to read a request head, and for each write */
+
 static void serve_one(sx_metrics *m, int fd)
 {
     char req[8192];
     size_t got = 0;
-    /* Read the request head (2 s at most). */
+    /* A client that does not read cannot hold the thread either. */
+    struct timeval tv = { REQUEST_MS / 1000, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    /* Read the request head: 2 s in all (a client that sends a byte now
+     * and then must not hold the one thread, and with it every other
+     * scrape and the daemon's stop), and not past a stop. */
+    int64_t deadline = now_ms() + REQUEST_MS;
     while (got < sizeof req - 1) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        if (poll(&p, 1, 2000) <= 0)
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return;
+        struct pollfd p[2] = { { fd, POLLIN, 0 },
+                               { m->stop_pipe[0], POLLIN, 0 } };
+        int n = poll(p, 2, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || p[1].revents != 0)
             return;
         ssize_t r = read(fd, req + got, sizeof req - 1 - got);
         if (r <= 0)

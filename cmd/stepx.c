@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,7 +70,8 @@ static void usage(FILE *f)
         "  2 usage (bad arguments, bad JSON, bad PID); 3 cannot connect or\n"
         "  connection lost; 4 the daemon answered with an error (unknown "
         "type,\n"
-        "  no such process, ...); 5 timeout; 6 internal error.\n");
+        "  no such process, ...); 5 timeout; 6 internal error (out of\n"
+        "  memory, an unreadable reply, output that cannot be written).\n");
 }
 
 /* ---- messages and progress ---- */
@@ -132,6 +134,31 @@ int cli_fail(int ex, const char *fmt, ...)
     fprintf(stderr, "stepx: %s\n", msg);
     json_error_doc(exit_code_name(ex), msg, NULL);
     return ex;
+}
+
+int cli_check_stdout(void)
+{
+    static bool reported;
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return CLI_OK;
+    int err = errno;
+    /* A reader that went away (`stepx top | head -1`) ends the output
+     * quietly, as a program killed by SIGPIPE would; anything else (a
+     * full disk) is said. The failed write may have been an earlier one
+     * (errno long gone): on a pipe or socket, that can only be EPIPE. */
+    struct stat st;
+    bool gone =
+        err == EPIPE || (err == 0 && fstat(fileno(stdout), &st) == 0 &&
+                         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)));
+    if (!reported && !gone) {
+        reported = true;
+        progress_clear();
+        /* stderr only: stdout is what cannot be written, even with --json */
+        fprintf(stderr, "stepx: cannot write the output: %s\n",
+                err != 0 ? strerror(err) : "write error");
+    }
+    return CLI_INTERNAL;
 }
 
 int64_t cli_now_ms(void)
@@ -464,7 +491,7 @@ static int parse_args(int argc, char **argv, cli_args *a, unsigned *used)
             opts = false;
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
-            exit(CLI_OK);
+            exit(cli_check_stdout());
         } else if (strcmp(arg, "--json") == 0) {
             a->json = true;
         } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
@@ -554,7 +581,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(a.cmd, "help") == 0) {
         usage(stdout);
-        return CLI_OK;
+        return cli_check_stdout();
     }
     if (a.token == NULL) {
         const char *env = getenv("STEPX_TOKEN");
@@ -579,6 +606,8 @@ int main(int argc, char **argv)
     rc = cmd->fn(&c);
     if (c.client != NULL)
         sx_client_close(c.client);
-    fflush(stdout);
-    return rc;
+    /* Output that did not get out (a full disk, a reader gone) is a
+     * failure, not a silent 0. */
+    int out = cli_check_stdout();
+    return rc != CLI_OK ? rc : out;
 }

@@ -399,6 +399,20 @@ run submit counter run '5'
 expect "ARGS not an array: exit 2" 2 "JSON array"
 run send "$CPID" topic 'hello'
 expect "bad JSON message (unquoted string): exit 2" 2 "JSON quotes"
+# A frame nests at most 32 deep (docs/PROTOCOL.md), the request map
+# included: JSON nested deeper than 31 is a usage error, not a lost
+# connection ("Invalid argument", exit 3) after connecting.
+DEEP31=$(printf '[%.0s' $(seq 1 31))$(printf ']%.0s' $(seq 1 31))
+DEEP32="[$DEEP31]"
+run send "$CPID" t "$DEEP31"
+expect "send: JSON 31 deep goes (the process is gone: exit 4)" 4 "not_found"
+run send "$CPID" t "$DEEP32"
+expect "send: JSON 32 deep: exit 2" 2 "bad JSON for the message: .*nest 32 deep"
+run --json submit counter run "[$DEEP31]"
+json "submit: ARGS 32 deep --json: a usage error document" \
+    "d['ok'] is False and d['error']['code'] == 'usage'" 2
+run watch "$CPID" --send t "{\"k\": $DEEP31}"
+expect "watch --send: JSON 32 deep: exit 2" 2 "bad JSON for --send"
 run wait 'not-a-pid'
 expect "bad PID: exit 2" 2 "bad PID"
 run submit counter
@@ -448,6 +462,35 @@ else
     RC=$?
     if [ "$RC" -eq 0 ]; then ok "top: SIGINT (Ctrl-C) quits with 0"; else bad "top: SIGINT quits (rc $RC)" "$(cat "$TMP/out")"; fi
 fi
+
+# ---- output that cannot be written ----
+
+# SIGPIPE is ignored (a daemon that goes away is a write error), so a
+# failed write to stdout must be seen: a full disk is exit 6, not 0, and
+# `top | head -1` ends once head has gone instead of running forever.
+if [ -w /dev/full ]; then
+    timeout 20 "$STEPX" stats >/dev/full 2>"$TMP/err" </dev/null
+    RC=$?
+    OUT=
+    ERR=$(cat "$TMP/err")
+    expect "stats > /dev/full: exit 6" 6 "cannot write the output"
+    timeout 20 "$STEPX" --json submit --wait counter run '[1]' >/dev/full \
+        2>"$TMP/err" </dev/null
+    RC=$?
+    ERR=$(cat "$TMP/err")
+    expect "submit --wait --json > /dev/full: exit 6" 6 "cannot write the output"
+fi
+timeout 10 "$STEPX" top --interval 100 2>"$TMP/err" </dev/null | head -n 1 >/dev/null
+RC=${PIPESTATUS[0]}
+OUT=
+ERR=$(cat "$TMP/err")
+expect "top | head -1: stops when its reader has gone (exit 6)" 6
+[ -z "$ERR" ] && ok "top | head -1: quietly" || bad "top | head -1: quietly (stderr: $ERR)" ""
+timeout 10 "$STEPX" --json top --interval 100 2>"$TMP/err" </dev/null | head -n 1 >/dev/null
+RC=${PIPESTATUS[0]}
+ERR=$(cat "$TMP/err")
+expect "top --json | head -1: stops when its reader has gone (exit 6)" 6
+[ -z "$ERR" ] && ok "top --json | head -1: quietly" || bad "top --json | head -1: quietly (stderr: $ERR)" ""
 
 # ---- metrics ----
 
@@ -571,7 +614,9 @@ expect "after stop: exit 3" 3
 # ---- SIGINT, nothing running: a prompt clean stop ----
 
 SOCK2=$TMP/stepxd2.sock
-"$STEPXD" --socket "$SOCK2" --workers 1 >"$TMP/stepxd2.log" 2>&1 &
+MPORT2=$(free_port)
+"$STEPXD" --socket "$SOCK2" --workers 1 --metrics "127.0.0.1:$MPORT2" \
+    >"$TMP/stepxd2.log" 2>&1 &
 DPID=$!
 for _ in $(seq 1 100); do
     grep -q "SIGTERM stops it" "$TMP/stepxd2.log" && break
@@ -580,15 +625,48 @@ for _ in $(seq 1 100); do
 done
 run --socket "$SOCK2" --json submit --wait counter run '[2]'
 json "second daemon answers" "d['result'] == 2"
+# A metrics client that sends its request a byte at a time, slower than a
+# scrape may take: it has 2 s in all, not 2 s per byte, so it neither
+# holds up the next scrape nor the stop below.
+(
+    exec 4<>"/dev/tcp/127.0.0.1/$MPORT2" || exit
+    for _ in $(seq 1 100); do
+        printf 'G' >&4 || exit
+        sleep 0.3
+    done
+) 2>/dev/null &
+TRICKLE=$!
+sleep 0.5
+T0=$(date +%s%N)
+METRICS=$(fetch_metrics "$MPORT2")
+T1=$(date +%s%N)
+MS=$(((T1 - T0) / 1000000))
+if printf '%s' "$METRICS" | grep -q '^stepx_processes_live '; then
+    ok "metrics: a client sending a byte at a time does not hold up a scrape (${MS} ms)"
+else
+    bad "metrics: a client sending a byte at a time holds up a scrape (${MS} ms)" \
+        "$(printf '%s' "$METRICS" | head -n 3)"
+fi
+(
+    exec 4<>"/dev/tcp/127.0.0.1/$MPORT2" || exit
+    for _ in $(seq 1 100); do
+        printf 'G' >&4 || exit
+        sleep 0.3
+    done
+) 2>/dev/null &
+TRICKLE2=$!
+sleep 0.5
 T0=$(date +%s%N)
 kill -INT "$DPID"
 wait "$DPID"
 DRC=$?
 T1=$(date +%s%N)
 DPID=
+kill "$TRICKLE" "$TRICKLE2" 2>/dev/null
+wait "$TRICKLE" "$TRICKLE2" 2>/dev/null
 MS=$(((T1 - T0) / 1000000))
 if [ "$DRC" -eq 0 ] && [ "$MS" -lt 3000 ] && grep -q "SIGINT: stopping" "$TMP/stepxd2.log"; then
-    ok "SIGINT: exit 0 (${MS} ms, nothing to wait for)"
+    ok "SIGINT: exit 0 (${MS} ms, nothing to wait for, a slow metrics client connected)"
 else
     bad "SIGINT: exit 0 promptly (exit $DRC, ${MS} ms)" "$(cat "$TMP/stepxd2.log")"
 fi
