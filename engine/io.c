@@ -157,7 +157,11 @@ static void walk_end(sx__ioloop *l)
  * millisecond clock (floor of the monotonic ns) reaches now + timeout. */
 static uint64_t ms_until(uv_loop_t *uv, uint64_t deadline_ns)
 {
-    uint64_t due_ms = (deadline_ns + 999999u) / 1000000u;
+    /* Rounded up without overflow: a deadline within 1 ms of UINT64_MAX
+     * must not wrap around to "now" (the timer would fire at once, find
+     * nothing due and be armed again, spinning the loop). */
+    uint64_t due_ms =
+        deadline_ns / 1000000u + (deadline_ns % 1000000u != 0 ? 1 : 0);
     uint64_t now_ms = uv_now(uv);
     return due_ms > now_ms ? due_ms - now_ms : 0;
 }
@@ -506,7 +510,13 @@ int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms)
     dl->op.loop = loop_of(e, ev->to);
     dl->stop.kind = SX__IOREQ_DL_STOP;
     dl->tag = ev->tag;
-    dl->deadline_ns = sx__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    /* Saturating: timeout_ms is any int64 > 0, and a product that wraps
+     * around would put the deadline in the past (INT64_MAX ms: 1 ms ago)
+     * and time the yield out at once. UINT64_MAX never fires. */
+    uint64_t now = sx__now_ns();
+    dl->deadline_ns = (uint64_t)timeout_ms > (UINT64_MAX - now) / 1000000u
+                          ? UINT64_MAX
+                          : now + (uint64_t)timeout_ms * 1000000u;
     /* relaxed: published to the loop by the queue push (release). */
     atomic_init(&dl->refs, 2);
     atomic_init(&dl->claimed, 0);
@@ -701,9 +711,23 @@ static void loop_fini(sx__ioloop *l)
                 sx_complete(op->done, (sx_payload){ NULL, 0 }, SX_ECANCELLED,
                             NULL);
             op_free(op);
+        } else if (r->kind == SX__IOREQ_DL_STOP) {
+            /* The completer's reference, handed back after the loop began
+             * to quit: a guarded op (an exec killed after a grace period,
+             * a pool request) whose process finished before the quit
+             * answered as the loop's last op, and sx_complete posts
+             * DL_STOP whether or not the process is alive. The loop's own
+             * reference went in dl_close (every op was closed before the
+             * loop exited), unless DL_START never ran. */
+            sx__iodl *dl = (sx__iodl *)((char *)r - offsetof(sx__iodl, stop));
+            if (!dl->closing) {
+                dl->closing = true;
+                dl_unref(dl);
+            }
+            dl_unref(dl);
         }
-        /* DL_START / DL_STOP: only posted by live processes, which are
-         * all finished before quit. */
+        /* DL_START: only posted by live processes, which are all finished
+         * before quit (its DL_STOP, if any, follows it here). */
     }
     uv_loop_close(&l->uv);
     free(l->heap);

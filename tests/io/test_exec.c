@@ -1041,6 +1041,39 @@ static void test_stop_kills(void)
     tmp_done(&t);
 }
 
+/* Stopping the engine while an exec guarded by a yield timeout runs: the
+ * stop finishes the process (its loop cancels the exec and closes the
+ * deadline), the child is killed, and the exec's answer, the last op on
+ * its loop, comes after the loop began to quit: sx_complete still hands
+ * the deadline's last reference back to the loop (DL_STOP), which must
+ * free it even though the loop no longer runs its queue. Nothing may leak
+ * (LeakSanitizer, in the sanitizer builds, at exit: before the fix the
+ * deadline and its prepared SX_ETIMEDOUT event did). */
+static void test_stop_with_yield_timeout(void)
+{
+    tmpdir t;
+    tmp_new(&t);
+    char pidf[128], script[256];
+    tmp_path(&t, "pid", pidf, sizeof pidf);
+    snprintf(script, sizeof script, "trap '' TERM; echo $$ > %s; exec sleep 30",
+             pidf);
+    sx_engine *e = up();
+    sx_pack pk;
+    sx_pack_init(&pk);
+    xargs a = sh(script);
+    a.grace_ms = 60000; /* still running when the loop quits */
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in[2] = { sx_payload_int(b, 60000), pack_args(&pk, &a) };
+    submit(e, "yto", in, 2);
+    sx_pack_fini(&pk);
+    pid_t child = read_pid(pidf);
+    CHECK_RC(sx_engine_stop(e, 100), 0);
+    CHECK_EQ_U64(inflight(e), 0);
+    CHECK(pid_gone_now(child));
+    sx_engine_free(e);
+    tmp_done(&t);
+}
+
 /* 64 processes each run a child, and the 64 children are alive at the
  * same time: each marks its start in a shared directory and counts the
  * marks; the one that sees all 64 writes 64 lines into a FIFO, and every
@@ -1177,6 +1210,7 @@ static const sx_test_case cases[] = {
     { "terminate_kills_group", test_terminate_kills_group },
     { "leftovers_killed", test_leftovers_killed },
     { "stop_kills", test_stop_kills },
+    { "stop_with_yield_timeout", test_stop_with_yield_timeout },
     { "concurrent_64", test_concurrent_64 },
     { "no_fd_leak", test_no_fd_leak },
 };

@@ -256,6 +256,24 @@ static void test_answer_first(void)
     down(e);
 }
 
+/* Property: a huge timeout_ms (sx_yield_timeout takes any int64 >= 0)
+ * means "not for a very long time", not "at once": a 20 ms sleep under
+ * timeouts of INT64_MAX, 2^62 and 2^44 ms answers normally and no
+ * timeout fires. Before the fix, timeout_ms * 10^6 wrapped around in
+ * sx__io_deadline: INT64_MAX put the deadline 1 ms in the past and 2^62
+ * at the dispatch itself, so both yields answered SX_ETIMEDOUT at once. */
+static void test_huge_timeout(void)
+{
+    sx_engine *e = up(2);
+    static const int64_t huge[] = { INT64_MAX, (int64_t)1 << 62,
+                                    (int64_t)1 << 44 };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
+        CHECK_RC(first_error(e, one(e, SX_CMD_SLEEP, 20, huge[i], 50)), 0);
+    CHECK_EQ_U64(stats(e).timeouts, 0);
+    CHECK_EQ_U64(stats(e).io_inflight, 0);
+    down(e);
+}
+
 /* Property: a user command that never answers by itself times out with
  * SX_ETIMEDOUT; when its handler completes it afterwards, that late
  * answer is dropped (the process, lingering 100 ms, sees no second
@@ -420,6 +438,7 @@ static void test_finish_cleans_up(void)
 static const sx_test_case cases[] = {
     { "sleep_times_out", test_sleep_times_out },
     { "answer_first", test_answer_first },
+    { "huge_timeout", test_huge_timeout },
     { "user_command_late", test_user_command_late },
     { "race", test_race },
     { "unknown_command", test_unknown_command },
