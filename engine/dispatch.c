@@ -83,7 +83,7 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
         sx__iodl *dl = ev->dl;
         ev->dl = NULL;
         bool mine = sx__io_dl_claim(dl);
-        sx__io_dl_done(dl, mine);
+        sx__io_dl_done(e, dl, mine);
         if (!mine) {
             sx__ev_free(ev);
             return;

@@ -512,6 +512,12 @@ struct sx_engine {
     unsigned n_loops;
     /* Figures (relaxed; written by the loop threads). */
     alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
+    /* A late sx_complete of a timed yield (a user command answered after
+     * stop) against sx__io_stop freeing the loops (engine/io.c,
+     * sx__io_dl_done): posters in progress, and whether the loops are
+     * closing (calloc'd zero at engine creation). */
+    _Atomic uint32_t io_posters;
+    _Atomic bool io_closed;
     /* Sleep entries whose processes finished (timers.c): a purge trigger,
      * not an exact count (release add at finish, acquire load by purge). */
     _Atomic uint64_t tm_dead;

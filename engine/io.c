@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -535,12 +536,41 @@ bool sx__io_dl_claim(sx__iodl *dl)
     return atomic_exchange_explicit(&dl->claimed, 1, memory_order_acq_rel) == 0;
 }
 
-void sx__io_dl_done(sx__iodl *dl, bool answered)
+/* Drops what a DL_STOP carries without a loop: the completer's reference,
+ * and the loop's if the loop never closed dl (its DL_START was still
+ * queued when the loop quit). Only once the loop thread is gone (its
+ * writes to dl->closing happen before: joined, then io_closed). */
+static void dl_stop_unref(sx__iodl *dl)
 {
-    if (answered)
-        post(dl->op.loop, &dl->stop); /* our reference goes with it */
-    else
+    if (!dl->closing) {
+        dl->closing = true;
         dl_unref(dl);
+    }
+    dl_unref(dl);
+}
+
+void sx__io_dl_done(sx_engine *e, sx__iodl *dl, bool answered)
+{
+    if (!answered) {
+        dl_unref(dl);
+        return;
+    }
+    /* The answer's DL_STOP goes to dl's loop, unless the engine has
+     * stopped: a user command may be answered after sx_engine_stop
+     * (THREADING.md: a no-op), when the loops are gone. seq_cst (both):
+     * the Dekker pattern with sx__io_stop, which sets io_closed, then
+     * reads io_posters: either it sees us counted and waits for the post
+     * (into a queue it then drains), or we see the flag and post nothing. */
+    atomic_fetch_add_explicit(&e->io_posters, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&e->io_closed, memory_order_seq_cst)) {
+        /* relaxed: the flag's synchronisation is done. */
+        atomic_fetch_sub_explicit(&e->io_posters, 1, memory_order_relaxed);
+        dl_stop_unref(dl);
+        return;
+    }
+    post(dl->op.loop, &dl->stop); /* our reference goes with it */
+    /* release: the stopper's acquire load sees the post done. */
+    atomic_fetch_sub_explicit(&e->io_posters, 1, memory_order_release);
 }
 
 uint64_t sx__io_ms_until(const sx__ioop *op, uint64_t deadline_ns)
@@ -719,12 +749,7 @@ static void loop_fini(sx__ioloop *l)
              * DL_STOP whether or not the process is alive. The loop's own
              * reference went in dl_close (every op was closed before the
              * loop exited), unless DL_START never ran. */
-            sx__iodl *dl = (sx__iodl *)((char *)r - offsetof(sx__iodl, stop));
-            if (!dl->closing) {
-                dl->closing = true;
-                dl_unref(dl);
-            }
-            dl_unref(dl);
+            dl_stop_unref((sx__iodl *)((char *)r - offsetof(sx__iodl, stop)));
         }
         /* DL_START: only posted by live processes, which are all finished
          * before quit (its DL_STOP, if any, follows it here). */
@@ -790,10 +815,19 @@ void sx__io_stop(sx_engine *e)
     }
     for (unsigned i = 0; i < e->n_loops; i++) {
         sx__ioloop *l = &e->loops[i];
-        if (!l->thread_started)
-            continue;
-        pthread_join(l->thread, NULL);
-        loop_fini(l);
+        if (l->thread_started)
+            pthread_join(l->thread, NULL);
+    }
+    /* From here a late answer's DL_STOP is dropped where it is made
+     * (sx__io_dl_done); one already being posted goes into a queue that
+     * loop_fini drains. seq_cst: see sx__io_dl_done. */
+    atomic_store_explicit(&e->io_closed, true, memory_order_seq_cst);
+    while (atomic_load_explicit(&e->io_posters, memory_order_seq_cst) != 0)
+        sched_yield();
+    for (unsigned i = 0; i < e->n_loops; i++) {
+        sx__ioloop *l = &e->loops[i];
+        if (l->thread_started)
+            loop_fini(l);
     }
     free(e->loops);
     e->loops = NULL;

@@ -170,8 +170,9 @@ int sx__io_deadline(sx_engine *e, sx_completer *done, int64_t timeout_ms);
  * true when this completion is the answer (then it goes ahead), false
  * when the deadline answered first (the completion is dropped). */
 bool sx__io_dl_claim(sx__iodl *dl);
-/* [any thread] The completer side is done with dl. */
-void sx__io_dl_done(sx__iodl *dl, bool answered);
+/* [any thread] The completer side (of engine e) is done with dl; after
+ * sx_engine_stop too (a late answer), before sx_engine_free. */
+void sx__io_dl_done(sx_engine *e, sx__iodl *dl, bool answered);
 
 /* the families (engine/cmd_*.c) register their commands */
 void sx__cmd_clock_register(sx_engine *e);

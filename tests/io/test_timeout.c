@@ -293,6 +293,27 @@ static void test_user_command_late(void)
     down(e);
 }
 
+/* Property: a user command's completion that comes after sx_engine_stop
+ * is a no-op (docs/THREADING.md), also for a yield with a timeout, whose
+ * deadline lives on a libuv loop that the stop has ended: the process
+ * (terminated by the stop) holds a 60 s timeout on a held completer, which
+ * the test completes between stop and free. */
+static void test_user_command_after_stop(void)
+{
+    sx_engine *e = up(2);
+    atomic_store(&n_held, 0);
+    (void)one(e, CMD_HOLD, 0, 60000, 0);
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&n_held) == 0) {
+        CHECK(sx_test_now_ms() < end);
+        sleep_ms(1);
+    }
+    CHECK_RC(sx_engine_stop(e, 200), 0);
+    complete_held(); /* late: after stop, before free */
+    CHECK_EQ_U64(stats(e).io_inflight, 0);
+    sx_engine_free(e);
+}
+
 /* Property: when answers and timeouts race (a helper thread answers after
  * 0-3 ms, the timeout is 2 ms), each of 400 yields gets exactly one
  * answer, either one; both outcomes happen. */
@@ -439,6 +460,7 @@ static const sx_test_case cases[] = {
     { "sleep_times_out", test_sleep_times_out },
     { "answer_first", test_answer_first },
     { "huge_timeout", test_huge_timeout },
+    { "user_command_after_stop", test_user_command_after_stop },
     { "user_command_late", test_user_command_late },
     { "race", test_race },
     { "unknown_command", test_unknown_command },
