@@ -749,10 +749,12 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
         }
         sx__proc_release(e, p);
     }
-    /* Finished (or never known): answer from the kept outcome. */
+    /* Finished (or never known): answer from the kept outcome. The node
+     * and host first: a PID of another engine with the id of a kept local
+     * outcome is not that process, and the copy would be left behind. */
     sx_result r;
-    if (sx__outcomes_get(e, target.id, &r) && target.node == e->cfg.node &&
-        target.host == e->cfg.host) {
+    if (target.node == e->cfg.node && target.host == e->cfg.host &&
+        sx__outcomes_get(e, target.id, &r)) {
         sx__watch_fire(e, w, target, r.error, r.error_msg, r.value, r.steps);
         sx_result_free(&r);
     } else {

@@ -440,6 +440,11 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
     if (e == NULL || out == NULL)
         return SX_EINVAL;
     memset(out, 0, sizeof(*out));
+    /* Outcomes are kept by id alone: a PID of another node or host with
+     * the id of a local process is not that process (sx__watch and
+     * sx_engine_watch check the same). */
+    if (pid.node != e->cfg.node || pid.host != e->cfg.host)
+        return SX_ENOTFOUND;
     sx__outcomes *o = &e->outcomes;
     sx__waiter w;
     w.id = pid.id;

@@ -311,6 +311,62 @@ static void test_monitor(void)
     down(e);
 }
 
+/* A monitor of a PID on another node or host whose id is that of a
+ * process this engine kept the outcome of: the watcher learns
+ * SX_ENOTFOUND (the kept outcome is not that PID's), and nothing of the
+ * local outcome is copied and left behind (sx__watch copied it before it
+ * compared the node and host, and never freed the copy: LeakSanitizer). */
+static void test_monitor_foreign(void)
+{
+    sx_engine *e = up();
+    static box b = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    sx_pid mb, p;
+    CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b, &mb), 0);
+    /* Sends nothing and finishes with a value (7) the outcome keeps. */
+    uint8_t pb[32], ib[SX_PAYLOAD_INT_MAX];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, pb, sizeof pb);
+    sx_pack_pid(&pk, mb);
+    sx_payload in[2] = { sx_pack_payload(&pk), sx_payload_int(ib, 0) };
+    CHECK_RC(sx_engine_submit(e, "sender", "send", in, 2, &p), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, p, 10000, &r), 0);
+    CHECK_RC(r.error, 0);
+    CHECK(r.value.len > 0);
+    sx_result_free(&r);
+    sx_pid other_host = { p.node, p.host + 1, p.id };
+    sx_pid other_node = { p.node + 1, p.host, p.id };
+    CHECK_RC(sx_engine_monitor(e, mb, other_host), 0);
+    wait_field(&b, &b.exits, 1);
+    CHECK_RC((int)box_get(&b, &b.exit_code), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_monitor(e, mb, other_node), 0);
+    wait_field(&b, &b.exits, 2);
+    CHECK_RC((int)box_get(&b, &b.exit_code), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    down(e);
+}
+
+/* Waiting on a PID of another node or host whose id is that of a
+ * process this engine kept the outcome of is SX_ENOTFOUND (API.md: a PID
+ * the engine does not know), not that local process's outcome, as
+ * sx_engine_watch and monitors already answer. */
+static void test_wait_foreign(void)
+{
+    sx_engine *e = up();
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &p), 0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, p, 10000, &r), 0);
+    sx_result_free(&r);
+    sx_pid other_host = { p.node, p.host + 1, p.id };
+    sx_pid other_node = { p.node + 1, p.host, p.id };
+    CHECK_RC(sx_engine_wait(e, other_host, 0, &r), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_wait(e, other_node, 0, &r), SX_ENOTFOUND);
+    CHECK_RC(sx_engine_wait(e, other_node, -1, &r), SX_ENOTFOUND);
+    down(e);
+}
+
 typedef struct {
     atomic_int calls;
     atomic_int error;
@@ -412,8 +468,10 @@ static const sx_test_case cases[] = {
     { "mailbox_order", test_mailbox_order },
     { "mailbox_free_under_fire", test_mailbox_free_under_fire },
     { "monitor", test_monitor },
+    { "monitor_foreign", test_monitor_foreign },
     { "watch", test_watch },
     { "misuse", test_misuse },
+    { "wait_foreign", test_wait_foreign },
 };
 
 SX_TEST_MAIN(cases)
