@@ -963,10 +963,13 @@ int sx_reply_pid(const sx_reply *r, sx_pid *out)
 /* ---- shortcuts ---- */
 
 /* Sends the request built in pk (and finishes pk), then keeps the reply
- * in out when keep is not NULL, or frees it: the shortcuts' promise. */
+ * in out when keep is not NULL, or frees it: the shortcuts' promise. out
+ * is emptied first, so that it can be freed on every path (a request pk
+ * could not build never reaches sx_client_call, which empties it too). */
 static int call_pk(sx_client *c, sx_pack *pk, int64_t timeout_ms, sx_reply *out,
                    sx_reply *keep)
 {
+    memset(out, 0, sizeof(*out));
     int rc = pk->err;
     if (rc == 0)
         rc = sx_client_call(c, sx_pack_payload(pk), timeout_ms, out);

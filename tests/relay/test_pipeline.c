@@ -476,6 +476,51 @@ static void test_slow_reader_bounded(void)
     fx_down(&f);
 }
 
+/* ==== requests the client cannot build ================================= */
+
+/* Fills a stretch of the stack below the caller with junk, as earlier
+ * calls leave it. */
+static __attribute__((noinline)) void dirty_stack(void)
+{
+    volatile uint8_t junk[8192];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = 0x5a;
+}
+
+/* A shortcut whose request cannot be built (an input that is not one
+ * msgpack value: sx_pack_raw refuses it) returns the error, sends
+ * nothing, leaves a caller's reply empty (safe to free) and, with out
+ * NULL, frees no reply of its own: submit used to free its local reply,
+ * never written, when the request failed before the call. */
+static void test_unbuildable_request(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    static const uint8_t bad_b[] = { 0xc1 };
+    sx_payload bad = { bad_b, sizeof(bad_b) };
+    sx_pid pid;
+    for (int i = 0; i < 4; i++) {
+        dirty_stack();
+        CHECK_RC(sx_client_submit(c, "square", "run", &bad, 1, &pid, NULL),
+                 SX_EPROTO);
+    }
+    sx_reply r;
+    memset(&r, 0x5a, sizeof(r));
+    CHECK_RC(sx_client_submit(c, "square", "run", &bad, 1, NULL, &r),
+             SX_EPROTO);
+    CHECK(r.body.data == NULL && r.code == NULL && r.message == NULL);
+    sx_reply_free(&r);
+    memset(&r, 0x5a, sizeof(r));
+    CHECK_RC(sx_client_send(c, sx_client_mailbox(c), "t", bad, &r), SX_EPROTO);
+    CHECK(r.body.data == NULL && r.code == NULL && r.message == NULL);
+    sx_reply_free(&r);
+    /* The connection is still good. */
+    square_ok(c, 7, 10000);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "interleaved_sync", test_interleaved_sync },
@@ -483,6 +528,7 @@ static const sx_test_case cases[] = {
     { "server_dies", test_server_dies },
     { "slow_reader_bounded", test_slow_reader_bounded },
     { "stop_delivers_last_outcomes", test_stop_delivers_last_outcomes },
+    { "unbuildable_request", test_unbuildable_request },
 };
 
 SX_TEST_MAIN(cases)
