@@ -503,6 +503,13 @@ static int run_io(sx_client *c, int64_t deadline, int want)
 {
     uint8_t buf[65536];
     bool sent = false;
+    /* Set when a read that got bytes ends past the deadline. The clock is
+     * read there too, not only when poll waits: a peer that keeps the
+     * socket readable with frames that are not what we want (pushes during
+     * a call, replies nobody waits for) would otherwise hold the call for
+     * as long as it goes on. After the frames read are dispatched, the
+     * call gives up; what is left stays for the next call. */
+    bool late = false;
     for (;;) {
         /* Frames already read first: no system call for them. */
         while (!wanted(c, want)) {
@@ -519,6 +526,8 @@ static int run_io(sx_client *c, int64_t deadline, int want)
             return 0;
         if (c->broken != 0)
             return c->broken;
+        if (late)
+            return SX_ETIMEDOUT;
         if (out_unsent(c) > 0 && !c->wr_closed) {
             uint64_t before = c->written;
             int rc = out_send(c);
@@ -538,6 +547,7 @@ static int run_io(sx_client *c, int64_t deadline, int want)
                 int rc = sx_wire_decoder_feed(c->dec, buf, (size_t)n);
                 if (rc != 0)
                     return fail(c, rc);
+                late = deadline >= 0 && now_ms() > deadline;
                 continue;
             }
             if (n == 0)
@@ -559,6 +569,7 @@ static int run_io(sx_client *c, int64_t deadline, int want)
             if (n > 0) {
                 if ((rc = sx_wire_decoder_feed(c->dec, buf, (size_t)n)) != 0)
                     return fail(c, rc);
+                late = deadline >= 0 && now_ms() > deadline;
             } else if (n == 0) {
                 return fail(c, SX_ECLOSED);
             } else if (errno != EINTR && errno != EAGAIN &&

@@ -521,6 +521,143 @@ static void test_unbuildable_request(void)
     fx_down(&f);
 }
 
+/* ==== a server that never stops talking ================================= */
+
+typedef struct {
+    char dir[64];
+    char path[128];
+    int lfd;
+    double stream_ms; /* how long to stream stray replies */
+} chatty;
+
+/* Answers hello, then writes replies to an id nobody asked for (a sync
+ * call that gave up long ago), as fast as the socket takes them, for
+ * stream_ms or until the client goes. */
+static void *chatty_main(void *arg)
+{
+    chatty *s = arg;
+    int fd = accept(s->lfd, NULL, NULL);
+    CHECK(fd >= 0);
+    /* A deep socket buffer: the client always finds bytes to read, even
+     * when this thread waits a while for a CPU to refill it. */
+    int sndbuf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    sx_payload req;
+    CHECK_RC(raw_read(fd, 5000, &req), 0);
+    sx_payload v;
+    uint64_t id = 0;
+    sx_unpack u;
+    CHECK_RC(sx_map_get(req, "id", &v), 0);
+    sx_unpack_init(&u, v);
+    CHECK_RC(sx_unpack_uint(&u, &id), 0);
+    free((void *)req.data);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 4);
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, id);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, true);
+    sx_pack_str(&pk, "version");
+    sx_pack_uint(&pk, 1);
+    sx_pack_str(&pk, "mailbox");
+    sx_pack_str(&pk, "{1@1|1}");
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_reset(&pk);
+    sx_pack_map(&pk, 3);
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 1u << 30);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, true);
+    /* Many small values: the client walks every byte several times (the
+     * frame check, the lookups of push and id), the server copies them. */
+    sx_pack_str(&pk, "junk");
+    sx_pack_array(&pk, 30000);
+    for (int i = 0; i < 30000; i++)
+        sx_pack_int(&pk, 0);
+    static uint8_t buf[1 << 17];
+    size_t n = 0;
+    while (n + 4 + pk.len <= sizeof(buf)) {
+        be32(buf + n, (uint32_t)pk.len);
+        memcpy(buf + n + 4, pk.data, pk.len);
+        n += 4 + pk.len;
+    }
+    sx_pack_fini(&pk);
+    double until = sx_test_now_ms() + s->stream_ms;
+    while (sx_test_now_ms() < until && raw_write(fd, buf, n) == 0) {
+    }
+    /* Quiet now; the connection stays open until the client goes. */
+    uint8_t sink[4096];
+    while (recv(fd, sink, sizeof(sink), 0) > 0) {
+    }
+    close(fd);
+    return NULL;
+}
+
+static void chatty_up(chatty *s, double stream_ms, pthread_t *th)
+{
+    strcpy(s->dir, "/tmp/sxchatXXXXXX");
+    CHECK(mkdtemp(s->dir) != NULL);
+    snprintf(s->path, sizeof(s->path), "%s/s.sock", s->dir);
+    s->stream_ms = stream_ms;
+    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(s->lfd >= 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, s->path);
+    CHECK_RC(bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    CHECK_RC(listen(s->lfd, 4), 0);
+    CHECK(pthread_create(th, NULL, chatty_main, s) == 0);
+}
+
+static void chatty_down(chatty *s, pthread_t th)
+{
+    pthread_join(th, NULL);
+    close(s->lfd);
+    unlink(s->path);
+    rmdir(s->dir);
+}
+
+/* A call's timeout holds while frames keep arriving that are not what it
+ * waits for (replies nobody waits for any more, pushes while waiting for
+ * a reply): sx_client_call, next_push and next_reply return SX_ETIMEDOUT
+ * about on time. They used to look at the clock only when the socket had
+ * nothing to read, so a server that kept the socket full held them for as
+ * long as it went on (here 6 s against a 200 ms timeout). */
+static void test_timeout_while_streaming(void)
+{
+    for (int which = 0; which < 3; which++) {
+        chatty s;
+        pthread_t th;
+        chatty_up(&s, 6000, &th);
+        sx_client *c = NULL;
+        CHECK_RC(sx_client_connect(s.path, NULL, 5000, &c), 0);
+        sx_reply r;
+        double t0 = sx_test_now_ms();
+        if (which == 0) {
+            sx_pack pk;
+            sx_pack_init(&pk);
+            sx_pack_map(&pk, 1);
+            sx_pack_str(&pk, "op");
+            sx_pack_str(&pk, "ps");
+            CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 200, &r),
+                     SX_ETIMEDOUT);
+            sx_pack_fini(&pk);
+        } else if (which == 1) {
+            CHECK_RC(sx_client_next_push(c, 200, &r), SX_ETIMEDOUT);
+        } else {
+            CHECK_RC(sx_client_post_wait(c, sx_client_mailbox(c), -1, NULL), 0);
+            CHECK_RC(sx_client_next_reply(c, 200, NULL, &r), SX_ETIMEDOUT);
+        }
+        double took = sx_test_now_ms() - t0;
+        if (took > 2000)
+            SX_FAILF("case %d: a 200 ms timeout took %.0f ms", which, took);
+        sx_client_close(c);
+        chatty_down(&s, th);
+    }
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "interleaved_sync", test_interleaved_sync },
@@ -529,6 +666,7 @@ static const sx_test_case cases[] = {
     { "slow_reader_bounded", test_slow_reader_bounded },
     { "stop_delivers_last_outcomes", test_stop_delivers_last_outcomes },
     { "unbuildable_request", test_unbuildable_request },
+    { "timeout_while_streaming", test_timeout_while_streaming },
 };
 
 SX_TEST_MAIN(cases)
