@@ -71,10 +71,14 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A deadline from a timeout (< 0: none, as -1). */
+/* A deadline from a timeout (< 0: none, as -1). One too far to add to
+ * the clock (up to INT64_MAX ms) saturates: as good as never. */
 static int64_t deadline_of(int64_t timeout_ms)
 {
-    return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    if (timeout_ms < 0)
+        return -1;
+    int64_t now = now_ms();
+    return timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
 }
 
 /* The poll timeout left until deadline (-1: none). */
@@ -729,7 +733,14 @@ static int hello(sx_client *c, const char *token, int64_t deadline)
     sx_reply r;
     memset(&r, 0, sizeof(r));
     if (rc == 0) {
-        int64_t left = deadline < 0 ? -1 : left_ms(deadline);
+        /* What is left of connect's timeout (not left_ms, which caps it
+         * at one poll's 1,000 s). */
+        int64_t left = -1;
+        if (deadline >= 0) {
+            left = deadline - now_ms();
+            if (left < 0)
+                left = 0;
+        }
         rc = sx_client_call(c, sx_pack_payload(&pk), left, &r);
     }
     sx_pack_fini(&pk);

@@ -521,6 +521,27 @@ static void test_unbuildable_request(void)
     fx_down(&f);
 }
 
+/* Timeouts up to INT64_MAX mean "as good as never", without overflowing
+ * a deadline (UBSan: signed overflow in deadline_of). */
+static void test_huge_timeouts(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = NULL;
+    CHECK_RC(sx_client_connect(f.path, NULL, INT64_MAX, &c), 0);
+    CHECK_RC(sx_client_flush(c, INT64_MAX), 0);
+    square_ok(c, 3, INT64_MAX - 20000);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, 4);
+    CHECK_RC(sx_client_post_submit(c, "square", "run", &in, 1, NULL), 0);
+    sx_reply r;
+    CHECK_RC(sx_client_next_reply(c, INT64_MAX, NULL, &r), 0);
+    CHECK(r.ok);
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* ==== a server that never stops talking ================================= */
 
 typedef struct {
@@ -667,6 +688,7 @@ static const sx_test_case cases[] = {
     { "stop_delivers_last_outcomes", test_stop_delivers_last_outcomes },
     { "unbuildable_request", test_unbuildable_request },
     { "timeout_while_streaming", test_timeout_while_streaming },
+    { "huge_timeouts", test_huge_timeouts },
 };
 
 SX_TEST_MAIN(cases)
