@@ -6,7 +6,8 @@
  *   echo.serve  []             IDLE; echoes each message to its sender;
  *                              topic "stop" or a cancel: DONE with the count
  *   fail.run    [message]      fails at once with message
- *   exec.run    [argv, stdin?] runs argv; DONE {status, stdout, stderr}
+ *   exec.run    [argv, stdin?] runs argv; DONE {status, signal, stdout,
+ *                              stderr}
  *   fanout.run  [n, type, method, input]
  *                              spawn-and-waits n children of type.method
  *                              with input (an array of values); DONE with
@@ -236,8 +237,8 @@ static void exec_close(void *st)
     free(s->args);
 }
 
-/* The exec command's answer without "signal" when it is nil (PROTOCOL.md
- * names {status, stdout, stderr}); the whole answer otherwise. */
+/* Finishes with the exec command's whole answer, {status, signal, stdout,
+ * stderr} (PROTOCOL.md); a command error fails the process. */
 static int exec_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {

@@ -259,7 +259,8 @@ enum {
     SX_CMD_MONITOR = 7,    /* [pid] -> nil; later an @exit message          */
     SX_CMD_LINK = 8,       /* [pid] -> nil; a failure of either ends both  */
     SX_CMD_TRAP_EXIT = 9,  /* bool -> nil; link exits become @exit messages */
-    /* clock: on the libuv loops; deadlines are absolute and monotonic,
+    /* clock: on the libuv loops (a plain sleep: on the worker's own timer
+     * set, docs/COMMANDS.md); deadlines are absolute and monotonic,
      * fixed when the yield is dispatched, and never fire early. */
     SX_CMD_SLEEP = 16,        /* ms -> nil (ms <= 0: at once)               */
     SX_CMD_SLEEP_UNTIL = 17,  /* ns on sx_clock_now_ns's clock -> nil       */
