@@ -140,11 +140,20 @@ WORKLOADS=(
     "idle|5|1|stepx go"
     "timers|100000|100000|stepx go"
     "relay|100000|20000|stepx"
+    "relay1|100000|5000|stepx"
 )
 
 cmd_for() { # runtime workload n
     case "$1" in
-    stepx) echo "$STEPX $2 $3" ;;
+    stepx)
+        # relay1: relay with one request at a time per connection (the
+        # literal reading of BENCHMARKS.md's "submits and waits").
+        if [ "$2" = relay1 ]; then
+            echo "$STEPX relay $3 --window 1"
+        else
+            echo "$STEPX $2 $3"
+        fi
+        ;;
     go) echo "$BB/stepx-peer-go $2 $3" ;;
     erlang) echo "erl -noshell +P 5000000 -pa $BB/erlang -run bench main $2 $3" ;;
     caf) echo "$BB/stepx-peer-caf $2 $3" ;;
