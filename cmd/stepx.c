@@ -310,6 +310,11 @@ int cli_connect(cli *c)
                  err_text(rc),
                  rc == -ENOENT || rc == -ECONNREFUSED
                      ? " (is stepxd running? see --socket / --connect)"
+                 : rc == SX_EINVAL
+                     /* The server's bad_request to hello: a token it does
+                      * not take (or an address the client cannot use). */
+                     ? " (the server refused the connection: a wrong or "
+                       "missing --token / STEPX_TOKEN?)"
                      : "");
     return cli_fail(rc == SX_ETIMEDOUT ? CLI_TIMEOUT : CLI_CONNECT, "%s", msg);
 }

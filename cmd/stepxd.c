@@ -237,8 +237,16 @@ int main(int argc, char **argv)
                               .max_frame = o.max_frame };
     sx_server *srv;
     if ((rc = sx_server_start(e, &scfg, &srv)) != 0) {
-        fprintf(stderr, "stepxd: cannot listen: %s (%s)\n", sx_strerror(rc),
-                sx_errname(rc));
+        /* SX_EINVAL is a listening address the server refuses: say which
+         * ones those are, the usual one being a TCP address others can
+         * reach with no token. */
+        fprintf(stderr, "stepxd: cannot listen: %s (%s)%s\n", sx_strerror(rc),
+                sx_errname(rc),
+                rc == SX_EINVAL
+                    ? ": --listen HOST:PORT must parse, and one that is "
+                      "not loopback (127.0.0.0/8, ::1) needs --token; "
+                      "--socket may not be empty without --listen"
+                    : "");
         sx_engine_stop(e, 0);
         sx_engine_free(e);
         return 1;

@@ -191,6 +191,8 @@ start_fail "stepxd --load of a library without the register function: exit 1" 1 
 start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
     "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
+start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
+    "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
 TOKEN=sesame
 "$STEPXD" --socket "$SOCK" --listen "127.0.0.1:$TPORT" --token "$TOKEN" \
     --workers 2 --metrics "127.0.0.1:$MPORT" --load "$PLUGIN" \
@@ -214,7 +216,7 @@ export STEPX_TOKEN=$TOKEN
 # ---- token, TCP ----
 
 run --token wrong types
-expect "a wrong token is refused: exit 3" 3
+expect "a wrong token is refused: exit 3, saying so" 3 "wrong or missing --token"
 run --connect "127.0.0.1:$TPORT" types
 expect "--connect HOST:PORT over TCP" 0 "counter"
 run --connect "127.0.0.1:$DEADPORT" types
