@@ -323,9 +323,13 @@ uint64_t sx__timers_park_until(sx_engine *e, sx__worker *w)
     uint64_t m = UINT64_MAX, now = 0;
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__worker *v = &e->workers[i];
-        /* relaxed (both): hints; see publish_next and park.c. */
+        /* seq_cst: a hint, but also the parker's half of a Dekker pair
+         * with sx__timer_add (push, then notify if n_parked is not 0):
+         * sx__park_wait calls this again after counting itself parked,
+         * so a first sleep added meanwhile is either seen here or woken
+         * for. parked below: relaxed, a hint; see park.c. */
         uint64_t d =
-            atomic_load_explicit(&v->tm.next_due, memory_order_relaxed);
+            atomic_load_explicit(&v->tm.next_due, memory_order_seq_cst);
         if (d == UINT64_MAX)
             continue;
         if (v != w && !atomic_load_explicit(&v->parked, memory_order_relaxed)) {
