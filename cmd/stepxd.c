@@ -51,28 +51,29 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: stepxd [options]\n"
-            "  --socket PATH        Unix socket to listen on (default: "
-            "$STEPX_SOCKET or /tmp/stepx-$UID.sock)\n"
-            "  --listen HOST:PORT   also listen on TCP (loopback unless "
-            "--token is given)\n"
-            "  --token TOKEN        clients must send it in hello\n"
-            "  --workers N          worker threads (default: one per CPU)\n"
-            "  --io-loops N         libuv loop threads for commands "
-            "(default 1)\n"
-            "  --max-processes N    refuse submits beyond N live processes\n"
-            "  --keep-outcomes N    finished outcomes kept for wait "
-            "(default 10000)\n"
-            "  --stop-deadline MS   on SIGINT/SIGTERM, wait this long "
-            "before terminating (default 5000)\n"
-            "  --node N             this engine's node number in PIDs\n"
-            "  --load LIB.so        load process types from a shared object "
-            "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
-            "  --metrics HOST:PORT  serve Prometheus metrics at "
-            "http://HOST:PORT/metrics\n"
-            "  --max-frame BYTES    largest frame accepted (default 16 MiB)\n"
-            "  --help               this text\n");
+    fprintf(f, "usage: stepxd [options]\n"
+               "  --socket PATH        Unix socket to listen on (default: "
+               "$STEPX_SOCKET or /tmp/stepx-$UID.sock)\n"
+               "  --listen HOST:PORT   also listen on TCP (loopback unless "
+               "--token is given)\n"
+               "  --token TOKEN        clients must send it in hello\n"
+               "  --workers N          worker threads (default: one per CPU)\n"
+               "  --io-loops N         libuv loop threads for commands "
+               "(default 1)\n"
+               "  --max-processes N    refuse submits beyond N live processes\n"
+               "  --keep-outcomes N    finished outcomes kept for wait "
+               "(default 10000)\n"
+               "  --stop-deadline MS   on SIGINT/SIGTERM, wait this long "
+               "before terminating (default 5000)\n"
+               "  --node N             this engine's node number in PIDs\n"
+               "  --load LIB.so        load process types from a shared object "
+               "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
+               "  --metrics HOST:PORT  serve Prometheus metrics at "
+               "http://HOST:PORT/metrics\n"
+               "  --max-frame BYTES    largest frame accepted and sent "
+               "(default 16 MiB,\n"
+               "                       at least 4096)\n"
+               "  --help               this text\n");
 }
 
 /* Parses an unsigned number in [min, max]; false if it is not one. */
@@ -138,8 +139,12 @@ static int parse_args(int argc, char **argv, options *o)
         else if (strcmp(a, "--keep-outcomes") == 0 &&
                  parse_u64(v, 1, 100000000, &n))
             o->keep_outcomes = (size_t)n;
+        /* At least 4 KiB: the limit holds for what the server sends too,
+         * and below a few hundred bytes a wait's answer or a push would
+         * not fit (every wait would answer internal, every push close its
+         * connection). */
         else if (strcmp(a, "--max-frame") == 0 &&
-                 parse_u64(v, 64, (uint64_t)1 << 30, &n))
+                 parse_u64(v, 4096, (uint64_t)1 << 30, &n))
             o->max_frame = (size_t)n;
         else if (strcmp(a, "--stop-deadline") == 0 &&
                  parse_u64(v, 0, 3600000, &n))

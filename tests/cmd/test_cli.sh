@@ -191,6 +191,7 @@ start_fail "stepxd --load of a library without the register function: exit 1" 1 
 start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
     "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
+start_fail "stepxd --max-frame below 4096: exit 2" 2 "bad option" --max-frame 64
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
 TOKEN=sesame
