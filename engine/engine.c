@@ -1019,6 +1019,8 @@ size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap)
 {
     if (e == NULL)
         return 0;
+    if (out == NULL) /* count only (it wrote through NULL when cap > 0) */
+        cap = 0;
     for (size_t i = 0; i < e->n_types && i < cap; i++)
         out[i] = e->types[i];
     return e->n_types;

@@ -177,7 +177,8 @@ int sx_engine_count_states(sx_engine *e, uint64_t out[SX_PSTATE_COMPLETE + 1]);
 int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap);
 
 /* Type names registered, for listings: returns the count; fills up to cap
- * pointers (engine-lifetime). */
+ * pointers (engine-lifetime). out NULL (whatever cap is) only counts; e
+ * NULL gives 0. */
 size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap);
 
 /* ---- outside mailboxes and watches (extensions for the relay) -------- */

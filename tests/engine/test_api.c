@@ -2815,6 +2815,18 @@ static void test_misuse_registration(void)
     sx_engine_free(e);
 }
 
+/* sx_engine_types with no array to fill (out NULL, whatever cap says)
+ * only counts: it wrote through the NULL when cap was above 0. */
+static void test_misuse_types_null_out(void)
+{
+    sx_engine *e = ok_engine();
+    CHECK_EQ_U64(sx_engine_types(e, NULL, 0), 1);
+    CHECK_EQ_U64(sx_engine_types(e, NULL, 4), 1);
+    CHECK_EQ_U64(sx_engine_types(NULL, NULL, 4), 0);
+    CHECK_RC(sx_engine_stop(e, 50), 0);
+    sx_engine_free(e);
+}
+
 /* sx_strerror and sx_errname give a non-empty static string for every
  * code, known or not; the names are those of the constants. */
 static void test_strerror(void)
@@ -3164,6 +3176,7 @@ static const sx_test_case cases[] = {
     { "misuse_state", test_misuse_state },
     { "stop_concurrent", test_stop_concurrent },
     { "misuse_registration", test_misuse_registration },
+    { "misuse_types_null_out", test_misuse_types_null_out },
     { "many_types", test_many_types },
     { "outcomes_kept", test_outcomes_kept },
     { "wait_races_finish", test_wait_races_finish },
