@@ -869,6 +869,9 @@ void sx_engine_free(sx_engine *e)
         return;
     if (started(e))
         sx_engine_stop(e, 0);
+    /* Mailboxes the caller left open (made before or after stop): their
+     * hooks and the watchers on them were lost. */
+    sx__mailboxes_close(e);
     workers_fini(e);
     sx__outcomes_fini(&e->outcomes);
     sx__park_fini(&e->park);

@@ -587,6 +587,10 @@ void sx__ptable_retire(sx_engine *e, sx__proc *p);
 /* Calls fn on every live process with a reference held. */
 void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
                      void *arg);
+/* Calls fn on every open mailbox with a reference held. */
+void sx__ptable_each_mailbox(sx_engine *e,
+                             void (*fn)(sx_engine *, sx__proc *, void *),
+                             void *arg);
 
 /* engine/worker.c */
 int sx__workers_start(sx_engine *e);
@@ -701,6 +705,8 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
 /* Hands ev (a message) to the mailbox p (state SX__PSTATE_MAILBOX) and
  * frees it. */
 void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+/* Closes every mailbox still open (sx_engine_free, after stop). */
+void sx__mailboxes_close(sx_engine *e);
 /* Calls an SX__WATCH_FN watcher and frees it. */
 void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                        const char *msg, sx_payload value, uint64_t steps);

@@ -123,6 +123,48 @@ int sx_engine_mailbox_free(sx_engine *e, sx_pid pid)
     return 0;
 }
 
+typedef struct {
+    sx_pid *pids;
+    size_t n, cap;
+    bool oom;
+} mailbox_list;
+
+static void add_mailbox(sx_engine *e, sx__proc *p, void *arg)
+{
+    mailbox_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap > 0 ? 2 * l->cap : 16;
+        sx_pid *m = realloc(l->pids, cap * sizeof(*m));
+        if (m == NULL) {
+            l->oom = true;
+            return;
+        }
+        l->pids = m;
+        l->cap = cap;
+    }
+    l->pids[l->n++] = sx__proc_pid(e, p);
+}
+
+/* sx_engine_free: closes every mailbox still open, as
+ * sx_engine_mailbox_free would (its hook was lost, and watchers on it
+ * never answered). Collected in one walk, closed after it: the walk holds
+ * a reference, which mailbox_free would wait on; one walk per mailbox
+ * would be quadratic in a big table. Out of memory for the list: one at
+ * a time. [owner], no sender left. */
+void sx__mailboxes_close(sx_engine *e)
+{
+    for (;;) {
+        mailbox_list l = { NULL, 0, 0, false };
+        sx__ptable_each_mailbox(e, add_mailbox, &l);
+        size_t closed = 0;
+        for (size_t i = 0; i < l.n; i++)
+            closed += sx_engine_mailbox_free(e, l.pids[i]) == 0;
+        free(l.pids);
+        if (!l.oom || closed == 0)
+            return;
+    }
+}
+
 int sx_engine_monitor(sx_engine *e, sx_pid watcher, sx_pid target)
 {
     if (e == NULL)

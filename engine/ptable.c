@@ -528,8 +528,8 @@ void sx__proc_release(sx_engine *e, sx__proc *p)
         slot_free(e, p);
 }
 
-void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
-                     void *arg)
+static void each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                 void *arg, bool mailboxes)
 {
     for (unsigned k = 0; k < SX__SEGS; k++) {
         /* acquire: see slot_at. */
@@ -549,11 +549,26 @@ void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
             /* acquire: pairs with the release transitions of the state. */
             uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
             uint32_t st = s & SX__S_MASK;
-            /* Processes only: not mailboxes (no type, state MAILBOX). */
-            if (st != 0 && st != SX_PSTATE_COMPLETE &&
-                st != SX__PSTATE_MAILBOX && p->type != NULL)
+            /* Processes only: not mailboxes (no type, state MAILBOX);
+             * or mailboxes only. */
+            if (mailboxes ? st == SX__PSTATE_MAILBOX
+                          : st != 0 && st != SX_PSTATE_COMPLETE &&
+                                st != SX__PSTATE_MAILBOX && p->type != NULL)
                 fn(e, p, arg);
             sx__proc_release(e, p);
         }
     }
+}
+
+void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                     void *arg)
+{
+    each(e, fn, arg, false);
+}
+
+void sx__ptable_each_mailbox(sx_engine *e,
+                             void (*fn)(sx_engine *, sx__proc *, void *),
+                             void *arg)
+{
+    each(e, fn, arg, true);
 }

@@ -96,7 +96,8 @@ void sx_result_free(sx_result *r);
 int sx_engine_stop(sx_engine *e, int64_t deadline_ms);
 
 /* Stops (deadline 0) if needed and releases everything. NULL is a no-op.
- * [not from a step] */
+ * Mailboxes still open are closed as by sx_engine_mailbox_free (watchers
+ * on them get SX_ECLOSED). [not from a step] */
 void sx_engine_free(sx_engine *e);
 
 /* ---- introspection ---------------------------------------------------- */

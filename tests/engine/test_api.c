@@ -2827,6 +2827,48 @@ static void test_misuse_types_null_out(void)
     sx_engine_free(e);
 }
 
+static void count_message(void *user, const sx_message *m)
+{
+    (void)m;
+    inc(user);
+}
+
+typedef struct {
+    atomic_int calls;
+    atomic_int error;
+} watch_seen;
+
+static void note_watch(void *user, sx_pid target, const sx_result *r)
+{
+    (void)target;
+    watch_seen *w = user;
+    st(&w->error, r->error);
+    inc(&w->calls);
+}
+
+/* Mailboxes still open at sx_engine_free (one made before stop, one
+ * after) are closed by it: nothing leaks (their hooks were lost), and a
+ * watch on one is answered exactly once, with SX_ECLOSED, as
+ * sx_engine_mailbox_free would answer it (it was never called). */
+static void test_mailbox_left_open(void)
+{
+    sx_engine *e = ok_engine();
+    atomic_int got = 0;
+    watch_seen ws = { 0, 0 };
+    sx_pid mb, late;
+    CHECK_RC(sx_engine_mailbox_new(e, count_message, &got, &mb), 0);
+    CHECK_RC(sx_engine_watch(e, mb, note_watch, &ws), 0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, mb, "x", nil_payload()), 0);
+    CHECK_EQ_INT(ld(&got), 1);
+    CHECK_RC(sx_engine_stop(e, 50), 0);
+    CHECK_RC(sx_engine_mailbox_new(e, count_message, &got, &late), 0);
+    CHECK_EQ_INT(ld(&ws.calls), 0);
+    sx_engine_free(e);
+    CHECK_EQ_INT(ld(&ws.calls), 1);
+    CHECK_RC(ld(&ws.error), SX_ECLOSED);
+    CHECK_EQ_INT(ld(&got), 1);
+}
+
 /* sx_strerror and sx_errname give a non-empty static string for every
  * code, known or not; the names are those of the constants. */
 static void test_strerror(void)
@@ -3177,6 +3219,7 @@ static const sx_test_case cases[] = {
     { "stop_concurrent", test_stop_concurrent },
     { "misuse_registration", test_misuse_registration },
     { "misuse_types_null_out", test_misuse_types_null_out },
+    { "mailbox_left_open", test_mailbox_left_open },
     { "many_types", test_many_types },
     { "outcomes_kept", test_outcomes_kept },
     { "wait_races_finish", test_wait_races_finish },
