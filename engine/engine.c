@@ -233,6 +233,12 @@ int sx_engine_register(sx_engine *e, const sx_process_type *type)
     if (e == NULL || type == NULL || type->name == NULL || type->name[0] == 0 ||
         type->init == NULL || type->step == NULL)
         return SX_EINVAL;
+    /* A state no allocation can give (each process gets its own, zeroed
+     * at spawn): refused here, once, rather than SX_ENOMEM at every
+     * submit (and an abort under AddressSanitizer, whose allocator
+     * rejects such sizes). */
+    if (type->state_size > SX_STATE_SIZE_MAX)
+        return SX_EINVAL;
     if (started(e))
         return SX_ESTATE;
     if (type_find(e, type->name) != NULL)

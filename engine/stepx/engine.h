@@ -38,8 +38,10 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 
 /* Registers a process type; before start only. The type table and the
  * strings it points to must outlive the engine (they are not copied).
- * Errors: SX_EINVAL (missing name/init/step), SX_EEXIST (duplicate name),
- * SX_ESTATE (already started), SX_ENOMEM. */
+ * Errors: SX_EINVAL (missing name/init/step, or state_size above
+ * SX_STATE_SIZE_MAX), SX_EEXIST (duplicate name), SX_ESTATE (already
+ * started), SX_ENOMEM. */
+#define SX_STATE_SIZE_MAX ((size_t)1 << 30) /* 1 GiB per process */
 int sx_engine_register(sx_engine *e, const sx_process_type *type);
 
 /* Starts the workers. Errors: SX_ESTATE (started twice), SX_ENOMEM, or

@@ -2794,7 +2794,19 @@ static void test_misuse_registration(void)
     const sx_process_type b = { .name = "dup",
                                 .init = nop_init,
                                 .step = nop_step };
+    /* A state no allocation can give: refused at registration (it used
+     * to register, then every submit failed, aborting under ASan). */
+    const sx_process_type huge = { .name = "huge",
+                                   .state_size = SX_STATE_SIZE_MAX + 1,
+                                   .init = nop_init,
+                                   .step = nop_step };
+    const sx_process_type big = { .name = "big",
+                                  .state_size = SX_STATE_SIZE_MAX,
+                                  .init = nop_init,
+                                  .step = nop_step };
     CHECK_RC(sx_engine_new(NULL, &e), 0);
+    CHECK_RC(sx_engine_register(e, &huge), SX_EINVAL);
+    CHECK_RC(sx_engine_register(e, &big), 0);
     CHECK_RC(sx_engine_register(e, &a), 0);
     CHECK_RC(sx_engine_register(e, &b), SX_EEXIST);
     CHECK_RC(sx_engine_register(e, &a), SX_EEXIST);
@@ -2808,8 +2820,9 @@ static void test_misuse_registration(void)
              SX_EEXIST);
     CHECK_RC(sx_engine_register_command(e, 65535, "cmax", cmd_eio, NULL), 0);
     const sx_process_type *list[4];
-    CHECK_EQ_U64(sx_engine_types(e, list, 4), 1);
-    CHECK_STR(list[0]->name, "dup");
+    CHECK_EQ_U64(sx_engine_types(e, list, 4), 2);
+    CHECK_STR(list[0]->name, "big");
+    CHECK_STR(list[1]->name, "dup");
     CHECK_RC(sx_engine_start(e), 0);
     CHECK_RC(sx_engine_stop(e, 100), 0);
     sx_engine_free(e);
