@@ -631,13 +631,16 @@ json "second daemon answers" "d['result'] == 2"
 # A metrics client that sends its request a byte at a time, slower than a
 # scrape may take: it has 2 s in all, not 2 s per byte, so it neither
 # holds up the next scrape nor the stop below.
-(
-    exec 4<>"/dev/tcp/127.0.0.1/$MPORT2" || exit
-    for _ in $(seq 1 100); do
-        printf 'G' >&4 || exit
-        sleep 0.3
-    done
-) 2>/dev/null &
+trickle() { # PORT: in the background, a byte every 0.3 s for 30 s
+    (
+        exec 4<>"/dev/tcp/127.0.0.1/$1" || exit
+        for _ in $(seq 1 100); do
+            printf 'G' >&4 || exit
+            sleep 0.3
+        done
+    ) 2>/dev/null &
+}
+trickle "$MPORT2"
 TRICKLE=$!
 sleep 0.5
 T0=$(date +%s%N)
@@ -650,13 +653,7 @@ else
     bad "metrics: a client sending a byte at a time holds up a scrape (${MS} ms)" \
         "$(printf '%s' "$METRICS" | head -n 3)"
 fi
-(
-    exec 4<>"/dev/tcp/127.0.0.1/$MPORT2" || exit
-    for _ in $(seq 1 100); do
-        printf 'G' >&4 || exit
-        sleep 0.3
-    done
-) 2>/dev/null &
+trickle "$MPORT2"
 TRICKLE2=$!
 sleep 0.5
 T0=$(date +%s%N)

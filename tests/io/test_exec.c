@@ -885,6 +885,15 @@ static void test_own_timeout(void)
     tmp_done(&t);
 }
 
+/* A shell script that ignores SIGTERM, writes its PID to t's file "pid"
+ * (its path into pidf) and sleeps 30 s: a child only SIGKILL ends. */
+static void term_ignorer(tmpdir *t, char *pidf, size_t pcap, char *script,
+                         size_t scap)
+{
+    tmp_path(t, "pid", pidf, pcap);
+    snprintf(script, scap, "trap '' TERM; echo $$ > %s; exec sleep 30", pidf);
+}
+
 /* grace_ms: a child group that ignores SIGTERM gets SIGKILL once grace_ms
  * has passed, not before (the answer comes after timeout + grace). The
  * timeout is long enough for the shell to set its trap first: at 200 ms, a
@@ -895,9 +904,7 @@ static void test_grace_then_kill(void)
     tmpdir t;
     tmp_new(&t);
     char pidf[128], script[256];
-    tmp_path(&t, "pid", pidf, sizeof pidf);
-    snprintf(script, sizeof script, "trap '' TERM; echo $$ > %s; exec sleep 30",
-             pidf);
+    term_ignorer(&t, pidf, sizeof pidf, script, sizeof script);
     sx_engine *e = up();
     xres r;
     xargs a = sh(script);
@@ -1054,9 +1061,7 @@ static void test_stop_with_yield_timeout(void)
     tmpdir t;
     tmp_new(&t);
     char pidf[128], script[256];
-    tmp_path(&t, "pid", pidf, sizeof pidf);
-    snprintf(script, sizeof script, "trap '' TERM; echo $$ > %s; exec sleep 30",
-             pidf);
+    term_ignorer(&t, pidf, sizeof pidf, script, sizeof script);
     sx_engine *e = up();
     sx_pack pk;
     sx_pack_init(&pk);

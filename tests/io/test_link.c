@@ -402,17 +402,25 @@ static sx_pid slow_pid; /* published by slow_ready (seq_cst) */
 
 /* Gives out its PID, waits until the case says go (10 s at most), then
  * fails: its PID resolves meanwhile, so a peer can link to it. */
+/* An init that gives out its PID (*pid, then *ready) and waits until the
+ * case sets *go (10 s at most), so that the PID resolves meanwhile. */
+static void init_hold(const sx_init_ctx *c, sx_pid *pid, atomic_int *ready,
+                      atomic_int *go)
+{
+    *pid = sx_init_pid(c);
+    atomic_store(ready, 1);
+    double end = sx_test_now_ms() + 10000;
+    while (!atomic_load(go) && sx_test_now_ms() < end) {
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int slow_init(void *st, const sx_init_ctx *c, const char *m,
                      const sx_payload *in, size_t n)
 {
     (void)st, (void)m, (void)in, (void)n;
-    slow_pid = sx_init_pid(c);
-    atomic_store(&slow_ready, 1);
-    double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(&slow_go) && sx_test_now_ms() < end) {
-        struct timespec ts = { 0, 200000 };
-        nanosleep(&ts, NULL);
-    }
+    init_hold(c, &slow_pid, &slow_ready, &slow_go);
     return SX_EINVAL;
 }
 
@@ -478,13 +486,7 @@ static int okinit_init(void *st, const sx_init_ctx *c, const char *m,
                        const sx_payload *in, size_t n)
 {
     (void)st, (void)m, (void)in, (void)n;
-    okinit_pid = sx_init_pid(c);
-    atomic_store(&okinit_ready, 1);
-    double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(&okinit_go) && sx_test_now_ms() < end) {
-        struct timespec ts = { 0, 200000 };
-        nanosleep(&ts, NULL);
-    }
+    init_hold(c, &okinit_pid, &okinit_ready, &okinit_go);
     return 0;
 }
 
