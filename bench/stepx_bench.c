@@ -14,6 +14,8 @@
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
  * docs/BENCHMARKS.md.
  */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -689,25 +691,30 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
 }
 
 /* relay: a relay server in this process (the one stepxd runs, on a Unix
- * socket in a fresh temporary directory) and RELAY_CONNS client threads,
- * each on its own connection through the C client, each doing its share
- * of the n jobs: submit counter(1), then wait for its outcome. A job
- * counts only when the wait says result 1 in 2 steps. Each connection
- * keeps up to RELAY_WINDOW jobs in flight with the pipelined client API
- * (sx_client_post_submit / post_wait / next_reply): a job's wait is posted
- * when its submit's reply arrives, and a new job starts when one
- * finishes. --window 1 is the old one-request-at-a-time client (sync
- * calls). The clock runs from when every connection has said hello to
- * the last answer. */
+ * socket in a fresh temporary directory) and one client with RELAY_CONNS
+ * connections through the C client, each doing its share of the n jobs:
+ * submit counter(1), then wait for its outcome. A job counts only when
+ * the wait says result 1 in 2 steps. With --window 1 (relay1 in the
+ * report) each connection has one request at a time: submit, its reply,
+ * wait, its reply, the next submit. With a window W > 1 (the default,
+ * RELAY_WINDOW) each connection keeps up to W jobs in flight with the
+ * pipelined API: a job's wait is posted when its submit's reply arrives,
+ * and a new job starts when one finishes.
+ *
+ * The client is one thread that polls the eight sockets (sx_client_fd)
+ * and answers whichever connection has a reply, as a load generator
+ * does; until 2026-11-26 it was one blocking thread per connection,
+ * which on two cores spent more CPU switching its own eight threads than
+ * the server spent serving them (FINDINGS.md). The clock runs from when
+ * every connection has said hello to the last answer. */
 #define RELAY_CONNS 8
 #define RELAY_WINDOW 64
 
 static int relay_window = RELAY_WINDOW;
 
 typedef struct {
-    int64_t jobs, good;
+    int64_t jobs, started, done, good;
     int rc;
-    pthread_barrier_t *go;
     sx_client *c;
 } relay_conn;
 
@@ -726,71 +733,87 @@ static int relay_good(const sx_reply *r)
            sx_payload_get_int(res, &v) == 0 && v == 1;
 }
 
-/* One job at a time: sx_client_submit, then sx_client_wait. */
-static void relay_sync(relay_conn *rc, sx_payload one)
+/* Takes every reply conn has read: a submit's (it has "pid") posts that
+ * job's wait, a wait's ends the job and starts the next. Then sends what
+ * was posted. 0 while the connection goes on, else its error. */
+static int relay_take(relay_conn *rc, sx_payload one)
 {
-    for (int64_t i = 0; i < rc->jobs && rc->rc == 0; i++) {
-        sx_pid pid;
-        sx_reply r;
-        uint64_t steps = 0;
-        rc->rc = sx_client_submit(rc->c, "counter", "run", &one, 1, &pid, NULL);
-        if (rc->rc != 0)
-            break;
-        rc->rc = sx_client_wait(rc->c, pid, -1, &steps, &r);
-        if (rc->rc == 0) {
-            rc->good += relay_good(&r);
-            sx_reply_free(&r);
-        }
-    }
-}
-
-/* relay_window jobs in flight: each reply to a submit (it has "pid")
- * posts that job's wait; each reply to a wait ends a job and starts the
- * next. */
-static void relay_pipelined(relay_conn *rc, sx_payload one)
-{
-    int64_t started = 0, done = 0;
-    while (rc->rc == 0 && started < rc->jobs && started < relay_window) {
-        rc->rc = sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
-        started++;
-    }
-    while (rc->rc == 0 && done < rc->jobs) {
+    for (;;) {
         sx_reply r;
         sx_pid pid;
-        rc->rc = sx_client_next_reply(rc->c, -1, NULL, &r);
-        if (rc->rc != 0)
-            break;
+        int e = sx_client_next_reply(rc->c, 0, NULL, &r);
+        if (e == SX_ETIMEDOUT || e == SX_ENOTFOUND)
+            break; /* nothing more read yet / nothing in flight */
+        if (e != 0)
+            return e;
         if (!r.ok) {
-            rc->rc = r.error;
+            e = r.error;
         } else if (sx_reply_pid(&r, &pid) == 0) {
-            rc->rc = sx_client_post_wait(rc->c, pid, -1, NULL);
+            e = sx_client_post_wait(rc->c, pid, -1, NULL);
         } else {
             rc->good += relay_good(&r);
-            done++;
-            if (started < rc->jobs) {
-                rc->rc = sx_client_post_submit(rc->c, "counter", "run", &one, 1,
-                                               NULL);
-                started++;
+            rc->done++;
+            if (rc->started < rc->jobs) {
+                e = sx_client_post_submit(rc->c, "counter", "run", &one, 1,
+                                          NULL);
+                rc->started++;
             }
         }
         sx_reply_free(&r);
+        if (e != 0)
+            return e;
     }
+    int e = sx_client_flush(rc->c, 0);
+    return e == SX_ETIMEDOUT ? 0 : e; /* unsent: POLLOUT below */
 }
 
-static void *relay_client(void *arg)
+/* Drives every connection until each has done its jobs or failed. */
+static void relay_drive(relay_conn *conn, int nc, sx_payload one)
 {
-    relay_conn *rc = arg;
-    uint8_t b[SX_PAYLOAD_INT_MAX];
-    sx_payload one = sx_payload_int(b, 1);
-    pthread_barrier_wait(rc->go);
-    if (rc->rc == 0) {
-        if (relay_window <= 1)
-            relay_sync(rc, one);
-        else
-            relay_pipelined(rc, one);
+    struct pollfd pf[RELAY_CONNS];
+    int live = 0;
+    for (int i = 0; i < nc; i++) {
+        relay_conn *rc = &conn[i];
+        pf[i] = (struct pollfd){ .fd = -1, .events = POLLIN };
+        if (rc->rc != 0)
+            continue;
+        while (rc->rc == 0 && rc->started < rc->jobs &&
+               rc->started < relay_window) {
+            rc->rc =
+                sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
+            rc->started++;
+        }
+        if (rc->rc == 0 && (rc->rc = sx_client_flush(rc->c, 0)) == SX_ETIMEDOUT)
+            rc->rc = 0;
+        if (rc->rc == 0 && rc->done < rc->jobs) {
+            pf[i].fd = sx_client_fd(rc->c);
+            live++;
+        }
     }
-    pthread_barrier_wait(rc->go); /* the driver stops the clock here */
-    return NULL;
+    while (live > 0) {
+        for (int i = 0; i < nc; i++)
+            if (pf[i].fd >= 0)
+                pf[i].events =
+                    POLLIN |
+                    (sx_client_flush(conn[i].c, 0) == SX_ETIMEDOUT ? POLLOUT
+                                                                   : 0);
+        int n = poll(pf, (nfds_t)nc, 30000);
+        if (n < 0 && errno == EINTR)
+            continue;
+        for (int i = 0; i < nc; i++) {
+            relay_conn *rc = &conn[i];
+            if (pf[i].fd < 0)
+                continue;
+            if (n <= 0) /* poll failed, or 30 s without a reply: give up */
+                rc->rc = n == 0 ? SX_ETIMEDOUT : -errno;
+            else if (pf[i].revents != 0)
+                rc->rc = relay_take(rc, one);
+            if (rc->rc != 0 || rc->done == rc->jobs) {
+                pf[i].fd = -1;
+                live--;
+            }
+        }
+    }
 }
 
 static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
@@ -806,37 +829,32 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
         rmdir(dir);
         return 0;
     }
-    pthread_barrier_t go;
-    pthread_barrier_init(&go, NULL, RELAY_CONNS + 1);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload one = sx_payload_int(b, 1);
     relay_conn conn[RELAY_CONNS];
-    pthread_t th[RELAY_CONNS];
     int ok = 1;
     for (int i = 0; i < RELAY_CONNS; i++) {
-        conn[i] = (relay_conn){
-            .jobs = n / RELAY_CONNS + (i < n % RELAY_CONNS ? 1 : 0), .go = &go
-        };
+        conn[i] = (relay_conn){ .jobs = n / RELAY_CONNS +
+                                        (i < n % RELAY_CONNS ? 1 : 0) };
         if (sx_client_connect(path, NULL, 5000, &conn[i].c) != 0)
             ok = 0, conn[i].c = NULL, conn[i].rc = SX_ECLOSED;
-        pthread_create(&th[i], NULL, relay_client, &conn[i]);
     }
-    pthread_barrier_wait(&go);
     double t0 = now_s(); /* connections open: the jobs begin */
-    pthread_barrier_wait(&go);
+    relay_drive(conn, RELAY_CONNS, one);
     *secs = now_s() - t0; /* the last answer is in */
     int64_t good = 0;
     for (int i = 0; i < RELAY_CONNS; i++) {
-        pthread_join(th[i], NULL);
         good += conn[i].good;
         ok = ok && conn[i].rc == 0;
         if (conn[i].c != NULL)
             sx_client_close(conn[i].c);
     }
-    pthread_barrier_destroy(&go);
     sx_server_stats ss;
     sx_server_stats_get(srv, &ss);
     sx_server_stop(srv);
     rmdir(dir);
-    snprintf(extra, cap, " conns=%d window=%d jobs_ok=%lld requests=%llu",
+    snprintf(extra, cap,
+             " conns=%d window=%d client_threads=1 jobs_ok=%lld requests=%llu",
              RELAY_CONNS, relay_window > 1 ? relay_window : 1, (long long)good,
              (unsigned long long)ss.requests);
     return ok && good == n;

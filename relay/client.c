@@ -560,6 +560,11 @@ static int run_io(sx_client *c, int64_t deadline, int want)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 return fail(c, errno == ECONNRESET ? SX_ECLOSED : -errno);
+            /* Nothing to read, nothing to write and no time left (a
+             * timeout of 0, as one thread polling many clients uses):
+             * the poll below could only say so again. */
+            if (out_unsent(c) == 0 && deadline >= 0 && left_ms(deadline) == 0)
+                return SX_ETIMEDOUT;
         }
         short ev = POLLIN;
         if (out_unsent(c) > 0 && !c->wr_closed)
@@ -817,6 +822,11 @@ void sx_client_close(sx_client *c)
 sx_pid sx_client_mailbox(const sx_client *c)
 {
     return c != NULL ? c->mailbox : SX_PID_NONE;
+}
+
+int sx_client_fd(const sx_client *c)
+{
+    return c != NULL ? c->fd : -1;
 }
 
 /* ---- pushes ---- */

@@ -164,6 +164,16 @@ int sx_client_connect(const char *address, const char *token,
 void sx_client_close(sx_client *c);
 /* The connection's mailbox PID (from hello). */
 sx_pid sx_client_mailbox(const sx_client *c);
+/* The connection's socket (an extension), for one thread that drives many
+ * clients with poll(2) or epoll: POLLIN on it means the server sent
+ * something, and sx_client_next_reply / sx_client_next_push with timeout
+ * 0 then read it. The client still does every read and write itself:
+ * never read, write or close the socket directly. One read can bring
+ * several frames, and the ones not yet taken do not make the socket
+ * readable again: take them with timeout 0 until SX_ETIMEDOUT (or
+ * SX_ENOTFOUND) before polling again. Posted requests go out with
+ * sx_client_flush(c, 0) (or the next read). -1 for NULL. */
+int sx_client_fd(const sx_client *c);
 
 /* A reply: ok, and either the reply map's bytes or the error. Owned by
  * the caller; free with sx_reply_free. */

@@ -5,9 +5,11 @@
  * requests; pushes arriving in between; a server that goes away
  * mid-pipeline (a clear error, no hang, no leak: LSan checks at exit);
  * a client that posts without reading (its memory and the server's
- * output stay bounded). Each case opens with the property it checks.
+ * output stay bounded); one thread driving several clients by polling
+ * their sockets. Each case opens with the property it checks.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -679,6 +681,103 @@ static void test_timeout_while_streaming(void)
     }
 }
 
+/* ==== one thread, many clients ========================================= */
+
+/* One thread drives several clients by polling their sockets
+ * (sx_client_fd): each connection does its jobs one request at a time
+ * (submit, then wait), the thread answers whichever has a reply, and every
+ * result comes back right. With a request in flight and nothing arrived,
+ * next_reply with timeout 0 says SX_ETIMEDOUT at once and the connection
+ * stays usable; with nothing in flight it says SX_ENOTFOUND. */
+static void test_one_thread_many_clients(void)
+{
+    fixture f;
+    fx_up(&f);
+    enum { NC = 4, JOBS = 200 };
+    sx_client *c[NC];
+    struct pollfd pf[NC];
+    int done[NC], posted_wait[NC];
+    int64_t x[NC];
+    CHECK_EQ_INT(sx_client_fd(NULL), -1);
+    for (int i = 0; i < NC; i++) {
+        c[i] = connect_ok(&f);
+        pf[i] = (struct pollfd){ .fd = sx_client_fd(c[i]), .events = POLLIN };
+        CHECK(pf[i].fd >= 0);
+        for (int k = 0; k < i; k++)
+            CHECK(pf[k].fd != pf[i].fd);
+        done[i] = 0;
+        x[i] = i * 1000;
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, x[i]);
+        CHECK_RC(sx_client_post_submit(c[i], "square", "run", &in, 1, NULL), 0);
+        posted_wait[i] = 0;
+    }
+    /* A sleeper on the first: its wait has nothing to say for 300 ms. */
+    sx_reply r;
+    uint8_t sb[SX_PAYLOAD_INT_MAX];
+    sx_payload slow = sx_payload_int(sb, 300);
+    sx_pid spid;
+    sx_client *sc = connect_ok(&f);
+    CHECK_RC(sx_client_submit(sc, "sleeper", "run", &slow, 1, &spid, NULL), 0);
+    CHECK_RC(sx_client_next_reply(sc, 0, NULL, &r), SX_ENOTFOUND);
+    CHECK_RC(sx_client_post_wait(sc, spid, -1, NULL), 0);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_client_next_reply(sc, 0, NULL, &r), SX_ETIMEDOUT);
+    CHECK(sx_test_now_ms() - t0 < 200);
+    for (int i = 0; i < NC; i++)
+        CHECK_RC(sx_client_flush(c[i], 0), 0);
+    int left = NC;
+    while (left > 0) {
+        int n = poll(pf, NC, 10000);
+        CHECK(n > 0);
+        for (int i = 0; i < NC; i++) {
+            if (pf[i].fd < 0 || pf[i].revents == 0)
+                continue;
+            int rc;
+            while ((rc = sx_client_next_reply(c[i], 0, NULL, &r)) == 0) {
+                CHECK(r.ok);
+                sx_pid pid;
+                if (!posted_wait[i]) {
+                    CHECK_RC(sx_reply_pid(&r, &pid), 0);
+                    CHECK_RC(sx_client_post_wait(c[i], pid, -1, NULL), 0);
+                    posted_wait[i] = 1;
+                } else {
+                    CHECK_EQ_INT(reply_int(&r, "result"), x[i] * x[i]);
+                    posted_wait[i] = 0;
+                    if (++done[i] < JOBS) {
+                        uint8_t b[SX_PAYLOAD_INT_MAX];
+                        x[i]++;
+                        sx_payload in = sx_payload_int(b, x[i]);
+                        CHECK_RC(sx_client_post_submit(c[i], "square", "run",
+                                                       &in, 1, NULL),
+                                 0);
+                    }
+                }
+                sx_reply_free(&r);
+            }
+            /* Drained: nothing more read (a request in flight) or nothing
+             * in flight (this connection's jobs are done). */
+            CHECK(rc == (done[i] < JOBS ? SX_ETIMEDOUT : SX_ENOTFOUND));
+            CHECK_RC(sx_client_flush(c[i], 0), 0);
+            if (done[i] == JOBS) {
+                pf[i].fd = -1;
+                left--;
+            }
+        }
+    }
+    /* The slow wait was never lost: it answers when the sleeper ends. */
+    CHECK_RC(sx_client_next_reply(sc, 5000, NULL, &r), 0);
+    CHECK(r.ok);
+    CHECK_EQ_INT(reply_int(&r, "result"), 300);
+    sx_reply_free(&r);
+    sx_client_close(sc);
+    for (int i = 0; i < NC; i++) {
+        CHECK_EQ_INT(done[i], JOBS);
+        sx_client_close(c[i]);
+    }
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "interleaved_sync", test_interleaved_sync },
@@ -689,6 +788,7 @@ static const sx_test_case cases[] = {
     { "unbuildable_request", test_unbuildable_request },
     { "timeout_while_streaming", test_timeout_while_streaming },
     { "huge_timeouts", test_huge_timeouts },
+    { "one_thread_many_clients", test_one_thread_many_clients },
 };
 
 SX_TEST_MAIN(cases)
