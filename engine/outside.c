@@ -35,6 +35,11 @@ int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
         return SX_EINVAL;
     if (!started(e))
         return SX_ESTATE;
+    /* As submit: once stop has begun there is nothing left to talk to.
+     * relaxed: a refusal, not a guarantee; one made as stop begins is
+     * closed at sx_engine_free like any left open. */
+    if (atomic_load_explicit(&e->stopping, memory_order_relaxed))
+        return SX_ESTOPPING;
     mailbox_hook *h = malloc(sizeof(*h)); /* owned by the slot until free */
     if (h == NULL)
         return SX_ENOMEM;

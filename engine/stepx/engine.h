@@ -203,7 +203,7 @@ typedef void (*sx_mailbox_fn)(void *user, const sx_message *msg);
 /* Creates a mailbox: a PID that is not a process; messages sent to it (by
  * send, the send command, monitor's @exit, ...) go to fn. It does not
  * count as a live process and is not listed. Errors: SX_EINVAL, SX_ESTATE
- * (not started), SX_ENOMEM. */
+ * (not started), SX_ESTOPPING (sx_engine_stop has begun), SX_ENOMEM. */
 int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
                           sx_pid *out_pid);
 /* Closes a mailbox: sends to it fail with SX_ENOTFOUND from then on, and

@@ -2859,10 +2859,11 @@ static void note_watch(void *user, sx_pid target, const sx_result *r)
     inc(&w->calls);
 }
 
-/* Mailboxes still open at sx_engine_free (one made before stop, one
- * after) are closed by it: nothing leaks (their hooks were lost), and a
- * watch on one is answered exactly once, with SX_ECLOSED, as
- * sx_engine_mailbox_free would answer it (it was never called). */
+/* A mailbox still open at sx_engine_free is closed by it: nothing leaks
+ * (its hook was lost), and a watch on it is answered exactly once, with
+ * SX_ECLOSED, as sx_engine_mailbox_free would answer it (it was never
+ * called). Once stop has run, a new mailbox is refused with SX_ESTOPPING,
+ * as a submit is (it used to be made, and left for sx_engine_free). */
 static void test_mailbox_left_open(void)
 {
     sx_engine *e = ok_engine();
@@ -2874,7 +2875,8 @@ static void test_mailbox_left_open(void)
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, mb, "x", nil_payload()), 0);
     CHECK_EQ_INT(ld(&got), 1);
     CHECK_RC(sx_engine_stop(e, 50), 0);
-    CHECK_RC(sx_engine_mailbox_new(e, count_message, &got, &late), 0);
+    CHECK_RC(sx_engine_mailbox_new(e, count_message, &got, &late),
+             SX_ESTOPPING);
     CHECK_EQ_INT(ld(&ws.calls), 0);
     sx_engine_free(e);
     CHECK_EQ_INT(ld(&ws.calls), 1);
