@@ -126,9 +126,10 @@ METHOD = """## How each workload is built (same shape everywhere)
   reference; BENCHMARKS.md names no peer): n goroutines started from
   `main`, each `time.Sleep`s the same sequence and records its lateness.
 - **relay**: a relay server (the one stepxd runs, `sx_server_start`) in
-  the benchmark process on a Unix socket, and 8 client threads, each on
-  its own connection through the C client (relay.h), each doing its share
-  of the n jobs: `submit` counter(1) (the shipped type: one no-op yield,
+  the benchmark process on a Unix socket, and one client thread with 8
+  connections through the C client (relay.h), polling their sockets
+  (`sx_client_fd`) and answering whichever has a reply, each connection
+  doing its share of the n jobs: `submit` counter(1) (the shipped type: one no-op yield,
   then DONE 1), then `wait` for it; a job counts when the wait answers
   result 1 in 2 steps. Each connection keeps a window of 64 jobs in flight
   with the pipelined client API (`sx_client_post_submit`, `post_wait`,
@@ -138,7 +139,7 @@ METHOD = """## How each workload is built (same shape everywhere)
   `--window 1`: one request at a time on each connection (a submit, its
   reply, a wait, its reply), the literal reading of BENCHMARKS.md's "submits
   and waits"; BENCHMARKS.md does not say whether a connection may have
-  several jobs in flight, so both are reported against the one target. Clients, server loop, engine workers and I/O loop
+  several jobs in flight, so both are reported against the one target. The client, server loop, engine workers and I/O loop
   share the 2 cores. The clock starts when all 8 connections have said
   hello. No peer.
 - **idle**: a started runtime with nothing to do (Go: one goroutine blocked
