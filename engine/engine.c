@@ -66,6 +66,7 @@ static int workers_init(sx_engine *e)
         w->out.bundle_max = e->throughput;
         w->batch = calloc(e->throughput, sizeof(*w->batch));
         w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
+        w->batch_cap = e->throughput;
         if (w->batch == NULL || w->batch_ev == NULL ||
             sx__deque_init(&w->dq, SX__DEQUE_CAP) != 0 ||
             sx__timers_init(&w->tm) != 0)

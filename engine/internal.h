@@ -325,8 +325,9 @@ typedef struct sx__worker {
      * thieves see it. */
     sx__proc *next;
     sx__slotcache slots; /* free process slots (ptable.c) */
-    sx_event *batch;     /* throughput-sized event array */
+    sx_event *batch;     /* event array, throughput-sized at first */
     sx__ev **batch_ev;   /* the nodes behind batch */
+    size_t batch_cap;    /* entries in both (grown by collect, rarely) */
     size_t n_nodes;      /* how many (collect) */
     bool send_penalty;   /* a send found its receiver READY (worker.c) */
     sx__wstats st;

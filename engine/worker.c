@@ -471,18 +471,41 @@ event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
     out->from = ev->from;
 }
 
+/* Makes room for one more event past the batch's size: doubles both
+ * arrays (kept for later steps). false when memory is short. */
+static bool batch_grow(sx__worker *w)
+{
+    size_t cap = w->batch_cap * 2;
+    sx_event *b = realloc(w->batch, cap * sizeof(*b));
+    if (b == NULL)
+        return false;
+    w->batch = b;
+    sx__ev **be = realloc(w->batch_ev, cap * sizeof(*be));
+    if (be == NULL)
+        return false;
+    w->batch_ev = be;
+    w->batch_cap = cap;
+    return true;
+}
+
 /* Collects up to `throughput` events: control events first, then the
  * mailbox. A bundle (event.c) gives one event per message; when it has
  * more than the batch has room for, the step gets the first of them and
  * the bundle goes back to the front of the mailbox (sx__mpsc_unpop) with
  * a cursor, for the next step. So a step gets exactly what it got with one
- * node per message: the same events, in the same order, as many as fit
- * (API.md meaning 5: the messages that wake an IDLE process share its
- * batch with the completions that arrived before them). The nodes behind
- * the events, to free after the step, are w->batch_ev[0 .. w->n_nodes). */
+ * node per message: the same events, in the same order, as many as fit.
+ * API.md meaning 5: the messages that wake an IDLE process share its
+ * batch with the completions that arrived before them. When more than
+ * `throughput` completions piled up while it was idle, the batch goes on
+ * past the budget to the first message (the arrays grow for it, once),
+ * rather than wake an IDLE process with completions alone; out of memory
+ * it stops at the budget as before. The nodes behind the events, to free
+ * after the step, are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     size_t n = 0, k = 0, cap = e->throughput;
+    /* Woken from IDLE: only a message (or cancel, stop) does that. */
+    bool need_msg = p->wait_kind == SX_PSTATE_IDLE;
     if (sx__ctlstack_nonempty(&p->ctl)) {
         sx__mpsc_node *c = sx__ctlstack_take(&p->ctl);
         while (c != NULL) {
@@ -490,6 +513,7 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             sx__mpsc_node *next =
                 atomic_load_explicit(&c->next, memory_order_relaxed);
             if (n < cap) {
+                need_msg &= ((sx__ev *)c)->kind != SX__EV_MESSAGE;
                 w->batch_ev[k++] = (sx__ev *)c;
                 event_of(p, (sx__ev *)c, &w->batch[n++]);
             } else {
@@ -500,20 +524,26 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
         }
     }
     bool bundles = false, full = false;
-    while (n < cap) {
+    while (n < cap || need_msg) {
+        if (n >= w->batch_cap && !batch_grow(w))
+            break;
         sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
         if (ev == NULL)
             break;
         if (ev->nmsg == 0) {
+            need_msg &= ev->kind != SX__EV_MESSAGE;
             w->batch_ev[k++] = ev;
             event_of(p, ev, &w->batch[n++]);
             continue;
         }
-        /* A bundle: as many of its messages as the batch has room for,
-         * from its cursor on (to_gen: messages taken by earlier steps, tag:
-         * their bytes; both 0 when it was made). */
+        /* A bundle: as many of its messages as the batch has room for
+         * (past the budget: the one a woken IDLE process needs), from its
+         * cursor on (to_gen: messages taken by earlier steps, tag: their
+         * bytes; both 0 when it was made). */
+        need_msg = false;
+        size_t room = n < cap ? cap - n : 1;
         unsigned taken = ev->to_gen, left = ev->nmsg - taken;
-        unsigned take = left <= cap - n ? left : (unsigned)(cap - n);
+        unsigned take = left <= room ? left : (unsigned)room;
         size_t off = (size_t)ev->tag;
         /* Its records were written on the producer's core: ask for all
          * their lines at once rather than miss on each in turn. */

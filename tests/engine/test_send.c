@@ -775,6 +775,93 @@ static void test_idle_wake_batch_bundle(void)
     sx_engine_free(e);
 }
 
+/* API.md meaning 5 when more than a batch of completions piled up while
+ * the process was IDLE (throughput 8, 20 held commands answered while it
+ * idles): the step the waking message starts gets all 20 completions, in
+ * the order they were answered, and the message after them, in one batch
+ * past the budget. It used to get the first 8 completions alone, an IDLE
+ * process woken with no message in its batch. */
+#define CMD_HOLDN 301
+#define HOLDN 20
+static sx_completer *_Atomic holdn[HOLDN];
+static atomic_int holdn_count;
+static atomic_int piler_steps;
+static size_t piler_n;
+static int piler_order_ok;
+
+static int cmd_holdn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)args;
+    if (tag < 1 || tag > HOLDN)
+        return SX_EINVAL;
+    atomic_store(&holdn[tag - 1], done);
+    atomic_fetch_add(&holdn_count, 1);
+    return 0;
+}
+
+static int piler_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st;
+    int k = atomic_fetch_add(&piler_steps, 1) + 1;
+    if (k == 1) {
+        for (uint64_t t = 1; t <= HOLDN; t++)
+            sx_yield(out, CMD_HOLDN, t, nil);
+        sx_yield(out, SX_CMD_NOOP, 100, nil);
+        return 0; /* waits for an answer */
+    }
+    if (k == 2) { /* the NOOP's answer; the holds are still out */
+        sx_idle(out);
+        return 0;
+    }
+    piler_n = n;
+    int ok = n == HOLDN + 1 && ev[HOLDN].type == SX_EVENT_MESSAGE &&
+             strcmp(ev[HOLDN].topic, "wake") == 0;
+    for (size_t i = 0; ok && i < HOLDN; i++)
+        ok = ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == i + 1;
+    piler_order_ok = ok;
+    sx_done(out, nil);
+    return 0;
+}
+
+static void test_idle_wake_past_budget(void)
+{
+    const sx_process_type piler_t = { .name = "piler",
+                                      .init = no_init,
+                                      .step = piler_step };
+    sx_engine_config cfg = { .workers = 1, .throughput = 8 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &piler_t), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL),
+             0);
+    CHECK_RC(sx_engine_start(e), 0);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "piler", "run", NULL, 0, &pid), 0);
+    double end = sx_test_now_ms() + 10000;
+    sx_process_info info;
+    do { /* IDLE after its second step, every hold registered */
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (atomic_load(&piler_steps) < 2 || info.state != SX_PSTATE_IDLE ||
+             atomic_load(&holdn_count) < HOLDN);
+    for (int i = 0; i < HOLDN; i++)
+        sx_complete(atomic_load(&holdn[i]), nil, 0, NULL);
+    CHECK_EQ_INT(atomic_load(&piler_steps), 2); /* completions: no wake */
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "wake", nil), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, 0);
+    sx_result_free(&r);
+    CHECK_EQ_U64(piler_n, HOLDN + 1);
+    CHECK(piler_order_ok);
+    CHECK_EQ_INT(atomic_load(&piler_steps), 3);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "order_and_done", test_order_and_done },
     { "chain_to_process", test_chain_to_process },
@@ -784,6 +871,7 @@ static const sx_test_case cases[] = {
     { "bundles_to_mailbox_and_dead", test_bundles_to_mailbox_and_dead },
     { "bundle_split", test_bundle_split },
     { "idle_wake_batch_bundle", test_idle_wake_batch_bundle },
+    { "idle_wake_past_budget", test_idle_wake_past_budget },
 };
 
 SX_TEST_MAIN(cases)
