@@ -471,6 +471,43 @@ event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
     out->from = ev->from;
 }
 
+/* Takes up to room messages of bundle ev (event.c) into the batch, from
+ * its cursor on (to_gen: messages taken by earlier steps, tag: their
+ * bytes; both 0 when it was made). true when some are left: the rest is
+ * the next step's first, back at the front of the mailbox (backlog finds
+ * it there), kept alive meanwhile for this step's events, which point
+ * into it. Otherwise the node joins the batch's, to free after the step. */
+static inline __attribute__((always_inline)) bool
+bundle_take(sx__worker *w, sx__proc *p, sx__ev *ev, size_t *n, size_t *k,
+            size_t room)
+{
+    unsigned taken = ev->to_gen, left = ev->nmsg - taken;
+    unsigned take = left <= room ? left : (unsigned)room;
+    size_t off = (size_t)ev->tag;
+    /* Its records were written on the producer's core: ask for all their
+     * lines at once rather than miss on each in turn. */
+    const char *rec = (const char *)sx__ev_inl(ev);
+    for (size_t b = off + 64; b < ev->data_len; b += 64)
+        __builtin_prefetch(rec + b);
+    for (unsigned i = 0; i < take; i++) {
+        sx_event *out = &w->batch[(*n)++];
+        out->type = SX_EVENT_MESSAGE;
+        out->tag = 0;
+        out->error = 0;
+        out->error_msg = NULL;
+        out->from = ev->from;
+        sx__ev_bundle_next(ev, &off, &out->topic, &out->data);
+    }
+    if (take < left) {
+        ev->to_gen = taken + take;
+        ev->tag = off;
+        sx__mpsc_unpop(&p->mbox, &ev->node);
+        return true;
+    }
+    w->batch_ev[(*k)++] = ev;
+    return false;
+}
+
 /* Makes room for one more event past the batch's size: doubles both
  * arrays (kept for later steps). false when memory is short. */
 static bool batch_grow(sx__worker *w)
@@ -488,24 +525,46 @@ static bool batch_grow(sx__worker *w)
     return true;
 }
 
+/* A full batch of a process woken from IDLE (a message, cancel or stop
+ * does that) that holds no message: more than `throughput` completions
+ * piled up while it was idle. API.md meaning 5 puts them in one batch
+ * with the waking message, so the batch goes on past the budget, in
+ * arrival order, to the first message; out of memory it stops where it
+ * is. Rare, hence apart from collect's loop. Returns the new count. */
+static __attribute__((noinline)) size_t past_budget(sx__worker *w, sx__proc *p,
+                                                    size_t n, size_t *k)
+{
+    bool msg = false;
+    for (size_t i = 0; i < n && !msg; i++)
+        msg = w->batch[i].type == SX_EVENT_MESSAGE;
+    while (!msg && (n < w->batch_cap || batch_grow(w))) {
+        sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
+        if (ev == NULL)
+            break;
+        if (ev->nmsg > 0) { /* a bundle: messages only */
+            bundle_take(w, p, ev, &n, k, 1);
+            break;
+        }
+        msg = ev->kind == SX__EV_MESSAGE;
+        w->batch_ev[(*k)++] = ev;
+        event_of(p, ev, &w->batch[n++]);
+    }
+    return n;
+}
+
 /* Collects up to `throughput` events: control events first, then the
  * mailbox. A bundle (event.c) gives one event per message; when it has
  * more than the batch has room for, the step gets the first of them and
  * the bundle goes back to the front of the mailbox (sx__mpsc_unpop) with
  * a cursor, for the next step. So a step gets exactly what it got with one
- * node per message: the same events, in the same order, as many as fit.
- * API.md meaning 5: the messages that wake an IDLE process share its
- * batch with the completions that arrived before them. When more than
- * `throughput` completions piled up while it was idle, the batch goes on
- * past the budget to the first message (the arrays grow for it, once),
- * rather than wake an IDLE process with completions alone; out of memory
- * it stops at the budget as before. The nodes behind the events, to free
+ * node per message: the same events, in the same order, as many as fit
+ * (API.md meaning 5: the messages that wake an IDLE process share its
+ * batch with the completions that arrived before them; past_budget when
+ * those are more than the budget). The nodes behind the events, to free
  * after the step, are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     size_t n = 0, k = 0, cap = e->throughput;
-    /* Woken from IDLE: only a message (or cancel, stop) does that. */
-    bool need_msg = p->wait_kind == SX_PSTATE_IDLE;
     if (sx__ctlstack_nonempty(&p->ctl)) {
         sx__mpsc_node *c = sx__ctlstack_take(&p->ctl);
         while (c != NULL) {
@@ -513,7 +572,6 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             sx__mpsc_node *next =
                 atomic_load_explicit(&c->next, memory_order_relaxed);
             if (n < cap) {
-                need_msg &= ((sx__ev *)c)->kind != SX__EV_MESSAGE;
                 w->batch_ev[k++] = (sx__ev *)c;
                 event_of(p, (sx__ev *)c, &w->batch[n++]);
             } else {
@@ -524,54 +582,24 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
         }
     }
     bool bundles = false, full = false;
-    while (n < cap || need_msg) {
-        if (n >= w->batch_cap && !batch_grow(w))
-            break;
+    while (n < cap) {
         sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
         if (ev == NULL)
             break;
         if (ev->nmsg == 0) {
-            need_msg &= ev->kind != SX__EV_MESSAGE;
             w->batch_ev[k++] = ev;
             event_of(p, ev, &w->batch[n++]);
             continue;
         }
-        /* A bundle: as many of its messages as the batch has room for
-         * (past the budget: the one a woken IDLE process needs), from its
-         * cursor on (to_gen: messages taken by earlier steps, tag: their
-         * bytes; both 0 when it was made). */
-        need_msg = false;
-        size_t room = n < cap ? cap - n : 1;
-        unsigned taken = ev->to_gen, left = ev->nmsg - taken;
-        unsigned take = left <= room ? left : (unsigned)room;
-        size_t off = (size_t)ev->tag;
-        /* Its records were written on the producer's core: ask for all
-         * their lines at once rather than miss on each in turn. */
-        const char *rec = (const char *)sx__ev_inl(ev);
-        for (size_t b = off + 64; b < ev->data_len; b += 64)
-            __builtin_prefetch(rec + b);
-        for (unsigned i = 0; i < take; i++) {
-            sx_event *out = &w->batch[n++];
-            out->type = SX_EVENT_MESSAGE;
-            out->tag = 0;
-            out->error = 0;
-            out->error_msg = NULL;
-            out->from = ev->from;
-            sx__ev_bundle_next(ev, &off, &out->topic, &out->data);
-        }
-        if (take < left) {
-            /* The rest is the next step's first: back to the front of
-             * the mailbox (backlog finds it there), kept alive meanwhile
-             * for this step's events, which point into it. */
-            ev->to_gen = taken + take;
-            ev->tag = off;
-            sx__mpsc_unpop(&p->mbox, &ev->node);
+        /* A bundle: as many of its messages as the batch has room for. */
+        if (bundle_take(w, p, ev, &n, &k, cap - n)) {
             full = true;
             break;
         }
-        w->batch_ev[k++] = ev;
         bundles = true;
     }
+    if (n == cap && !full && p->wait_kind == SX_PSTATE_IDLE)
+        n = past_budget(w, p, n, &k);
     /* The next node, which the next step will read: its lines were
      * written on another core, so start fetching them while this step
      * runs (a bundle's records follow its head; a hint, never read). */
