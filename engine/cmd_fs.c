@@ -276,14 +276,27 @@ static void write_next(fs_op *f)
 
 /* ---- stat, list ---- */
 
+/* s seconds and ns (0 <= ns < 1e9) as ns since the epoch, clamped to
+ * int64 (1677-09-21 to 2262-04-11): a file system may hold any 64-bit
+ * tv_sec (touch -d 2300-01-01), and the plain product would overflow. */
+static int64_t epoch_ns(int64_t s, int64_t ns)
+{
+    const int64_t g = 1000000000;
+    if (s >= 0)
+        return s <= (INT64_MAX - ns) / g ? s * g + ns : INT64_MAX;
+    /* (s + 1) * g + (ns - g): the same sum, with no step below INT64_MIN
+     * while the result is in range (division truncates: a ceiling here). */
+    return s + 1 >= (INT64_MIN + g - ns) / g ? (s + 1) * g + (ns - g)
+                                             : INT64_MIN;
+}
+
 static void stat_pack(fs_op *f, const uv_stat_t *st)
 {
     const char *type = S_ISREG(st->st_mode)   ? "file"
                        : S_ISDIR(st->st_mode) ? "dir"
                        : S_ISLNK(st->st_mode) ? "link"
                                               : "other";
-    int64_t mtime =
-        (int64_t)st->st_mtim.tv_sec * 1000000000 + (int64_t)st->st_mtim.tv_nsec;
+    int64_t mtime = epoch_ns(st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
     sx_pack_map(&f->res, 4);
     sx_pack_str(&f->res, "size");
     sx_pack_uint(&f->res, st->st_size);

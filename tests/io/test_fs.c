@@ -766,6 +766,76 @@ static void test_stat(void)
     down(e);
 }
 
+/* A modification time that int64 nanoseconds cannot hold (after
+ * 2262-04-11) answers INT64_MAX, not a product that wrapped around into
+ * the past (UBSan: signed overflow), and one before 1677-09-21 answers
+ * INT64_MIN; times just inside the range are exact. */
+static void test_stat_mtime_far(void)
+{
+    sx_engine *e = up(2, 1);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    char p[PATH_MAX];
+    res r;
+    uint64_t size = 0, mode = 0;
+    int64_t mtime = 0;
+    char type[8];
+    put_file(at(p, "far"), "x", 1);
+    /* year 2286: the file system keeps it (ext4, tmpfs), int64 ns not */
+    struct timespec ts[2] = { { 0, UTIME_OMIT }, { 10000000000, 5 } };
+    CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+    struct stat st;
+    CHECK(stat(p, &st) == 0);
+    CHECK_EQ_INT(st.st_mtim.tv_sec, 10000000000);
+    run1(e, SX_CMD_FS_STAT, a_path(&pk, p), &r);
+    stat_get(&r, &size, &mode, type, &mtime);
+    CHECK_EQ_INT(mtime, INT64_MAX);
+    res_free(&r, 1);
+    /* 2262-04-11T23:47:16.854775807Z is INT64_MAX ns: still exact */
+    ts[1] = (struct timespec){ 9223372036, 854775807 };
+    CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+    run1(e, SX_CMD_FS_STAT, a_path(&pk, p), &r);
+    stat_get(&r, &size, &mode, type, &mtime);
+    CHECK_EQ_INT(mtime, INT64_MAX);
+    res_free(&r, 1);
+    ts[1] = (struct timespec){ 9223372036, 854775806 };
+    CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+    run1(e, SX_CMD_FS_STAT, a_path(&pk, p), &r);
+    stat_get(&r, &size, &mode, type, &mtime);
+    CHECK_EQ_INT(mtime, INT64_MAX - 1);
+    res_free(&r, 1);
+    /* Before 1677: ext4 stops at 1901, tmpfs keeps any time. */
+    static const struct {
+        struct timespec t;
+        int64_t want;
+    } past[] = {
+        { { -10000000000, 5 }, INT64_MIN },
+        { { -9223372037, 145224191 }, INT64_MIN },     /* 1 ns too early */
+        { { -9223372037, 145224192 }, INT64_MIN },     /* exactly */
+        { { -9223372037, 145224193 }, INT64_MIN + 1 }, /* just inside */
+    };
+    snprintf(p, sizeof p, "/dev/shm/stepx-fs-mtime-%d", (int)getpid());
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (size_t i = 0; fd >= 0 && i < sizeof past / sizeof past[0]; i++) {
+        ts[1] = past[i].t;
+        if (futimens(fd, ts) != 0 || fstat(fd, &st) != 0 ||
+            st.st_mtim.tv_sec != past[i].t.tv_sec) {
+            printf("# /dev/shm does not keep a time before 1677: skipped\n");
+            break;
+        }
+        run1(e, SX_CMD_FS_STAT, a_path(&pk, p), &r);
+        stat_get(&r, &size, &mode, type, &mtime);
+        CHECK_EQ_INT(mtime, past[i].want);
+        res_free(&r, 1);
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(p);
+    }
+    sx_pack_fini(&pk);
+    down(e);
+}
+
 /* list gives the entry names sorted bytewise, without "." and ".."; an
  * empty directory is []; a file is -ENOTDIR, a missing path -ENOENT. */
 static void test_list(void)
@@ -1404,6 +1474,7 @@ static const sx_test_case cases[] = {
     { "roundtrip_3mib", test_roundtrip_3mib },
     { "append_twice", test_append_twice },
     { "stat", test_stat },
+    { "stat_mtime_far", test_stat_mtime_far },
     { "list", test_list },
     { "remove", test_remove },
     { "os_errors", test_os_errors },
