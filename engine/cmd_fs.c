@@ -377,6 +377,14 @@ static void fs_cb(uv_fs_t *req)
         }
         if (f->stage == S_RMDIR && err == UV_ENOTDIR)
             err = f->unlink_err; /* not a directory after all: unlink's */
+        if (f->stage == S_READ && err == UV_EAGAIN && f->got > 0) {
+            /* A FIFO (or device) with a writer ran dry: the answer is what
+             * came so far. Those bytes have left the pipe, so an error
+             * would lose them; -EAGAIN is only for "nothing at all". */
+            uv_fs_req_cleanup(req);
+            finish(f, 0);
+            return;
+        }
         uv_fs_req_cleanup(req);
         finish(f, err);
         return;

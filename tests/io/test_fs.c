@@ -981,6 +981,37 @@ static void test_os_errors(void)
     down(e);
 }
 
+/* A FIFO that holds some bytes while its writer stays open reads those
+ * bytes (its next read, EAGAIN, ends the read rather than failing it):
+ * a read takes the bytes out of the pipe, so an error answer would lose
+ * them. With a writer and no bytes at all it is still -EAGAIN. */
+static void test_read_fifo_drained(void)
+{
+    sx_engine *e = up(2, 1);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    char p[PATH_MAX];
+    res r;
+    CHECK(mkfifo(at(p, "drain"), 0600) == 0);
+    /* O_RDWR: a writer that needs no reader to open (Linux) */
+    int wfd = open(p, O_RDWR | O_NONBLOCK);
+    CHECK(wfd >= 0);
+    run1(e, SX_CMD_FS_READ, a_path(&pk, p), &r);
+    check_err(&r, -EAGAIN);
+    res_free(&r, 1);
+    CHECK(write(wfd, "hello", 5) == 5);
+    run1(e, SX_CMD_FS_READ, a_path(&pk, p), &r);
+    check_bin(&r, "hello", 5);
+    res_free(&r, 1);
+    CHECK(write(wfd, "0123456789", 10) == 10);
+    run1(e, SX_CMD_FS_READ, a_read(&pk, p, -1, 100), &r);
+    check_bin(&r, "0123456789", 10);
+    res_free(&r, 1);
+    CHECK(close(wfd) == 0);
+    sx_pack_fini(&pk);
+    down(e);
+}
+
 /* Malformed arguments are SX_EINVAL at once, with a message that starts
  * with the command's name: for every command, each shape that is wrong. */
 static void test_bad_args(void)
@@ -1478,6 +1509,7 @@ static const sx_test_case cases[] = {
     { "list", test_list },
     { "remove", test_remove },
     { "os_errors", test_os_errors },
+    { "read_fifo_drained", test_read_fifo_drained },
     { "bad_args", test_bad_args },
     { "read_window", test_read_window },
     { "read_limit", test_read_limit },
