@@ -1012,6 +1012,38 @@ static void test_read_fifo_drained(void)
     down(e);
 }
 
+/* What COMMANDS.md says of FIFOs, which write and append open O_NONBLOCK
+ * too: no reader is -ENXIO; a write bigger than the pipe's buffer is
+ * -EAGAIN, and what fit is in the FIFO; a read with an offset above 0 is
+ * -ESPIPE. None of them blocks. */
+static void test_fifo_write_and_seek(void)
+{
+    sx_engine *e = up(2, 1);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    char p[PATH_MAX];
+    res r;
+    CHECK(mkfifo(at(p, "wfifo"), 0600) == 0);
+    run1(e, SX_CMD_FS_WRITE, a_put(&pk, p, "x", 1, 0), &r);
+    check_err(&r, -ENXIO);
+    res_free(&r, 1);
+    int rfd = open(p, O_RDONLY | O_NONBLOCK);
+    CHECK(rfd >= 0);
+    static uint8_t big[4 * MIB]; /* more than any pipe buffer by default */
+    run1(e, SX_CMD_FS_APPEND, a_put(&pk, p, big, sizeof big, 0), &r);
+    check_err(&r, -EAGAIN);
+    res_free(&r, 1);
+    static uint8_t got[4 * MIB];
+    ssize_t n = read(rfd, got, sizeof got);
+    CHECK(n > 0 && n < (ssize_t)sizeof big);
+    run1(e, SX_CMD_FS_READ, a_read(&pk, p, 1, 10), &r);
+    check_err(&r, -ESPIPE);
+    res_free(&r, 1);
+    CHECK(close(rfd) == 0);
+    sx_pack_fini(&pk);
+    down(e);
+}
+
 /* Malformed arguments are SX_EINVAL at once, with a message that starts
  * with the command's name: for every command, each shape that is wrong. */
 static void test_bad_args(void)
@@ -1510,6 +1542,7 @@ static const sx_test_case cases[] = {
     { "remove", test_remove },
     { "os_errors", test_os_errors },
     { "read_fifo_drained", test_read_fifo_drained },
+    { "fifo_write_and_seek", test_fifo_write_and_seek },
     { "bad_args", test_bad_args },
     { "read_window", test_read_window },
     { "read_limit", test_read_limit },
