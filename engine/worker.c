@@ -552,14 +552,14 @@ static __attribute__((noinline)) size_t past_budget(sx__worker *w, sx__proc *p,
     return n;
 }
 
-/* Collects up to `throughput` events: control events first, then the
- * mailbox. A bundle (event.c) gives one event per message; when it has
- * more than the batch has room for, the step gets the first of them and
- * the bundle goes back to the front of the mailbox (sx__mpsc_unpop) with
- * a cursor, for the next step. So a step gets exactly what it got with one
- * node per message: the same events, in the same order, as many as fit
- * (API.md meaning 5: the messages that wake an IDLE process share its
- * batch with the completions that arrived before them; past_budget when
+/* Collects up to `throughput` events: control events first (all of them,
+ * even past the budget), then the mailbox. A bundle (event.c) gives one event
+ * per message; when it has more than the batch has room for, the step gets the
+ * first of them and the bundle goes back to the front of the mailbox
+ * (sx__mpsc_unpop) with a cursor, for the next step. So a step gets exactly
+ * what it got with one node per message: the same events, in the same order, as
+ * many as fit (API.md meaning 5: the messages that wake an IDLE process share
+ * its batch with the completions that arrived before them; past_budget when
  * those are more than the budget). The nodes behind the events, to free
  * after the step, are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
@@ -571,11 +571,14 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             /* relaxed: the taken list is ours. */
             sx__mpsc_node *next =
                 atomic_load_explicit(&c->next, memory_order_relaxed);
-            if (n < cap) {
+            if (n < w->batch_cap || batch_grow(w)) {
+                /* Every one, past the budget if need be (cancels, rare):
+                 * pushed back on the stack, the rest would come after any
+                 * pushed meanwhile, newer ones first. */
                 w->batch_ev[k++] = (sx__ev *)c;
                 event_of(p, (sx__ev *)c, &w->batch[n++]);
             } else {
-                /* Over budget: back on the stack, still oldest first. */
+                /* Out of memory: back on the stack, oldest first. */
                 sx__ctlstack_push(&p->ctl, c);
             }
             c = next;

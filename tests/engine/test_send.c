@@ -862,6 +862,97 @@ static void test_idle_wake_past_budget(void)
     sx_engine_free(e);
 }
 
+/* Control events (cancels) are never split across batches: ten cancels
+ * pending when a process runs (throughput 4) all come in its next step, in
+ * the order they were sent. Split, the ones left over went back on the
+ * control stack, where any cancel pushed meanwhile could overtake them. The
+ * single worker is held by a spinning step while the cancels arrive. */
+static atomic_int spin_go, spinning;
+static int canceled_batches[16], canceled_nb, canceled_seen;
+static int canceled_in_order = 1;
+
+static int spinner_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    atomic_store(&spinning, 1);
+    while (!atomic_load(&spin_go))
+        sched_yield();
+    sx_done(out, nil);
+    return 0;
+}
+
+static int canceled_step(void *st, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    (void)st;
+    if (n == 0) { /* first step */
+        sx_idle(out);
+        return 0;
+    }
+    if (canceled_nb < 16)
+        canceled_batches[canceled_nb++] = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        char want[8], got[8];
+        snprintf(want, sizeof want, "r%d", canceled_seen++);
+        if (ev[i].type != SX_EVENT_MESSAGE ||
+            strcmp(ev[i].topic, SX_TOPIC_CANCEL) != 0 ||
+            sx_payload_get_str(ev[i].data, got, sizeof got) != 0 ||
+            strcmp(got, want) != 0)
+            canceled_in_order = 0;
+    }
+    if (canceled_seen >= 10)
+        sx_done(out, nil);
+    else
+        sx_idle(out);
+    return 0;
+}
+
+static void test_cancels_one_batch(void)
+{
+    const sx_process_type spinner_t = { .name = "spinner",
+                                        .init = no_init,
+                                        .step = spinner_step };
+    const sx_process_type canceled_t = { .name = "canceled",
+                                         .init = no_init,
+                                         .step = canceled_step };
+    sx_engine_config cfg = { .workers = 1, .throughput = 4 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &spinner_t), 0);
+    CHECK_RC(sx_engine_register(e, &canceled_t), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    sx_pid target;
+    CHECK_RC(sx_engine_submit(e, "canceled", "run", NULL, 0, &target), 0);
+    double end = sx_test_now_ms() + 10000;
+    sx_process_info info;
+    do { /* IDLE after its first step */
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (info.steps < 1 || info.state != SX_PSTATE_IDLE);
+    CHECK_RC(sx_engine_submit(e, "spinner", "run", NULL, 0, NULL), 0);
+    while (!atomic_load(&spinning)) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    for (int i = 0; i < 10; i++) {
+        char reason[8];
+        snprintf(reason, sizeof reason, "r%d", i);
+        CHECK_RC(sx_engine_cancel(e, target, reason), 0);
+    }
+    atomic_store(&spin_go, 1);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, target, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, 0);
+    sx_result_free(&r);
+    CHECK_EQ_INT(canceled_nb, 1);
+    CHECK_EQ_INT(canceled_batches[0], 10);
+    CHECK(canceled_in_order);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "order_and_done", test_order_and_done },
     { "chain_to_process", test_chain_to_process },
@@ -872,6 +963,7 @@ static const sx_test_case cases[] = {
     { "bundle_split", test_bundle_split },
     { "idle_wake_batch_bundle", test_idle_wake_batch_bundle },
     { "idle_wake_past_budget", test_idle_wake_past_budget },
+    { "cancels_one_batch", test_cancels_one_batch },
 };
 
 SX_TEST_MAIN(cases)
