@@ -685,6 +685,12 @@ static const char *url_parse(const char *s, size_t len, url_parts *out)
             out->port = out->port * 10 + (port[i] - '0');
         }
     }
+    /* The host goes into the default Host header: no CR or LF there (an
+     * IPv6 literal's zone, "[::1%...]", is not checked by libuv). */
+    for (size_t i = 0; i < host_len; i++)
+        if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] == 0x7f)
+            return "net.http: the url host must not hold spaces or control "
+                   "characters";
     out->host = host;
     out->host_len = host_len;
     if (!sx__net_target_ok(&out->host, &out->host_len, out->port))

@@ -1211,6 +1211,8 @@ static void t_bad_args(void)
         { SX_CMD_NET_HTTP, 20, "given twice" },
         { SX_CMD_NET_HTTP, 21, "unknown key" },
         { SX_CMD_NET_HTTP, 22, "timeout_ms" },
+        { SX_CMD_NET_HTTP, 23, "url host" },
+        { SX_CMD_NET_HTTP, 24, "url host" },
     };
     char delim65[66];
     memset(delim65, ';', 65);
@@ -1322,6 +1324,21 @@ static void t_bad_args(void)
             sx_pack_str(&scratch, "http://127.0.0.1/");
             sx_pack_str(&scratch, "timeout_ms");
             sx_pack_int(&scratch, -1);
+            break;
+        case 23:
+            /* CR LF in the host would go into the default Host header
+             * (header injection): libuv parses "::1%<zone>" as ::1 and
+             * ignores a zone it does not know, so without the check this
+             * connected to [::1]:1 and sent "Host: [::1%\r\nX-Injected:
+             * yes]:1". */
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://[::1%\r\nX-Injected: yes]:1/");
+            break;
+        case 24: /* a space: not a host (and no resolver is asked) */
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://[::1% x]:1/");
             break;
         }
         if (a.len == 0)
