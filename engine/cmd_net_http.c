@@ -522,11 +522,13 @@ static int http_pack(sx__net_http *hs, sx_pack *pk)
         if (dup[i])
             continue;
         const http_field *f = &hs->fields[i];
-        size_t total = 0;
-        for (unsigned j = i; j < hs->n_fields; j++)
+        /* ", " goes before every value but the first (an empty first
+         * value included, so the count of values is kept). */
+        size_t total = f->value_len;
+        for (unsigned j = i + 1; j < hs->n_fields; j++)
             if (hs->fields[j].name_len == f->name_len &&
                 memcmp(h + hs->fields[j].name, h + f->name, f->name_len) == 0)
-                total += hs->fields[j].value_len + (total > 0 ? 2 : 0);
+                total += hs->fields[j].value_len + 2;
         char *v = malloc(total + 1);
         if (v == NULL)
             return SX_ENOMEM;
@@ -536,7 +538,7 @@ static int http_pack(sx__net_http *hs, sx_pack *pk)
             if (g->name_len != f->name_len ||
                 memcmp(h + g->name, h + f->name, f->name_len) != 0)
                 continue;
-            if (at > 0) {
+            if (j > i) {
                 memcpy(v + at, ", ", 2);
                 at += 2;
             }

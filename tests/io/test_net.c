@@ -423,6 +423,11 @@ static bool http_respond(srv *s, int fd, const char *method, const char *path,
                         "X-Dup: a\r\nx-dup: b\r\nContent-Length: 11\r\n\r\n"
                         "hello world";
         send_all(fd, r, strlen(r));
+    } else if (strcmp(path, "/empty-dup") == 0) {
+        /* a repeated name whose first value is empty */
+        const char *r = "HTTP/1.1 200 OK\r\nX-Dup:\r\nX-Dup: b\r\n"
+                        "X-Dup: \r\nContent-Length: 0\r\n\r\n";
+        send_all(fd, r, strlen(r));
     } else if (strcmp(path, "/head") == 0) {
         /* HEAD: a Content-Length but no body follows. */
         const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n";
@@ -1911,7 +1916,8 @@ static http_resp http_decode(reply *r)
     return hr;
 }
 
-/* GET with Content-Length (headers lower-cased, repeated names joined),
+/* GET with Content-Length (headers lower-cased, repeated names joined,
+ * empty values too),
  * chunked (parsed across reads, extensions and trailers skipped), a body
  * read to EOF, HEAD (no body despite Content-Length), a 100 Continue
  * skipped, a 404, and POST with a body and a header of the caller's. */
@@ -1930,6 +1936,15 @@ static void t_http(void)
     CHECK(strstr(hr.headers, "content-type=text/plain;") != NULL);
     CHECK(strstr(hr.headers, "x-dup=a, b;") != NULL);
     CHECK(strstr(hr.headers, "content-length=11;") != NULL);
+
+    /* empty values are joined like any other: "", "b", "" */
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/empty-dup",
+             (unsigned)s->port);
+    r = px_call(&p, SX_CMD_NET_HTTP, a_http(NULL, url, NULL, NULL, NULL, 0), 0);
+    hr = http_decode(&r);
+    CHECK_EQ_INT(hr.status, 200);
+    if (strstr(hr.headers, "x-dup=, b, ;") == NULL)
+        SX_FAILF("headers \"%s\"", hr.headers);
 
     snprintf(url, sizeof url, "http://localhost:%u/chunked", (unsigned)s->port);
     r = px_call(&p, SX_CMD_NET_HTTP, a_http("GET", url, NULL, NULL, NULL, 0),
@@ -1976,7 +1991,7 @@ static void t_http(void)
     CHECK(strstr(hr.headers, "x-test=value 1;") != NULL);
 
     px_done(&p);
-    CHECK(await_ge(&s->eofs, 7)); /* every exchange closed its connection */
+    CHECK(await_ge(&s->eofs, 8)); /* every exchange closed its connection */
     down(e);
     srv_stop(s);
 }
