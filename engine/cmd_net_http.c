@@ -799,7 +799,8 @@ static const char *http_arg(sx_unpack *u, const char *k, size_t kl,
         return sx_unpack_int(u, &a->timeout_ms) == 0 && a->timeout_ms >= 0 &&
                        a->timeout_ms <= HTTP_TIMEOUT_MAX
                    ? NULL
-                   : "net.http: timeout_ms must be an integer >= 0";
+                   : "net.http: timeout_ms must be an integer from 0 to 2^40 "
+                     "(ms)";
     return "net.http: unknown key in args (method, url, headers, body, "
            "timeout_ms)";
 }

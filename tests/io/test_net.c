@@ -1218,6 +1218,7 @@ static void t_bad_args(void)
         { SX_CMD_NET_HTTP, 22, "timeout_ms" },
         { SX_CMD_NET_HTTP, 23, "url host" },
         { SX_CMD_NET_HTTP, 24, "url host" },
+        { SX_CMD_NET_HTTP, 25, "0 to 2^40" },
     };
     char delim65[66];
     memset(delim65, ';', 65);
@@ -1344,6 +1345,13 @@ static void t_bad_args(void)
             sx_pack_map(&scratch, 1);
             sx_pack_str(&scratch, "url");
             sx_pack_str(&scratch, "http://[::1% x]:1/");
+            break;
+        case 25: /* >= 0, but over the bound: the message says which */
+            sx_pack_map(&scratch, 2);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://127.0.0.1/");
+            sx_pack_str(&scratch, "timeout_ms");
+            sx_pack_int(&scratch, ((int64_t)1 << 40) + 1);
             break;
         }
         if (a.len == 0)
