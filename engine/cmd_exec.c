@@ -650,14 +650,14 @@ static int parse_one(sx_unpack *u, const char *k, size_t kn, exec_args *a,
         if (take_int(u, &a->timeout_ms, 0, MAX_MS))
             return 0;
         snprintf(msg, cap,
-                 "exec: timeout_ms must be an integer >= 0 (0: no "
+                 "exec: timeout_ms must be an integer from 0 to 2^40 (0: no "
                  "timeout)");
         return SX_EINVAL;
     }
     if (key_is(k, kn, "grace_ms")) {
         if (take_int(u, &a->grace_ms, 0, MAX_MS))
             return 0;
-        snprintf(msg, cap, "exec: grace_ms must be an integer >= 0");
+        snprintf(msg, cap, "exec: grace_ms must be an integer from 0 to 2^40");
         return SX_EINVAL;
     }
     snprintf(msg, cap, "exec: unknown argument \"%.*s\"",

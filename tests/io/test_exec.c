@@ -716,8 +716,9 @@ static void test_bad_args(void)
         { "stdin int", "stdin must be" },
         { "max_output too big", "max_output must be" },
         { "max_output negative", "max_output must be" },
-        { "timeout_ms negative", "timeout_ms must be" },
-        { "grace_ms string", "grace_ms must be" },
+        { "timeout_ms negative",
+          "timeout_ms must be an integer from 0 to 2^40" },
+        { "grace_ms string", "grace_ms must be an integer from 0 to 2^40" },
         { "unknown key", "unknown argument \"argx\"" },
         { "argv twice", "argument \"argv\" given twice" },
     };
