@@ -113,7 +113,8 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
 
 int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
 {
-    if (out == NULL || topic == NULL || (data.data == NULL && data.len > 0))
+    if (out == NULL || topic == NULL || (data.data == NULL && data.len > 0) ||
+        data.len > SX_MESSAGE_MAX)
         return SX_EINVAL;
     size_t tl = strlen(topic);
     if (tl > 255)

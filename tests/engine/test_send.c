@@ -109,9 +109,13 @@ static int snd_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     char big[300];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
+    /* Data over SX_MESSAGE_MAX (never read: refused first). It used to
+     * be SX_ENOMEM, where sx_engine_send says SX_EINVAL. */
+    sx_payload huge = { (const uint8_t *)big, (size_t)SX_MESSAGE_MAX + 1 };
     if (sx_send(out, s->to, NULL, nil) != SX_EINVAL ||
         sx_send(out, s->to, big, nil) != SX_EINVAL ||
-        sx_send(NULL, s->to, "n", nil) != SX_EINVAL) {
+        sx_send(NULL, s->to, "n", nil) != SX_EINVAL ||
+        sx_send(out, s->to, "n", huge) != SX_EINVAL) {
         sx_fail(out, "misuse accepted");
         return 0;
     }
@@ -261,7 +265,8 @@ static void test_chain_to_process(void)
 
 /* Property: sx_send to an unknown PID counts one dead letter and the step
  * that wrote it goes IDLE as asked (only a message wakes it); misuse of
- * sx_send is SX_EINVAL. */
+ * sx_send is SX_EINVAL, and data over SX_MESSAGE_MAX is SX_EINVAL from
+ * both sx_send and sx_engine_send. */
 static void test_dead_letter_and_idle(void)
 {
     sx_engine *e = up();
@@ -278,6 +283,9 @@ static void test_dead_letter_and_idle(void)
         CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
         CHECK(sx_test_now_ms() < end);
     } while (info.state != SX_PSTATE_IDLE);
+    char small[8] = { 0 };
+    sx_payload huge = { (const uint8_t *)small, (size_t)SX_MESSAGE_MAX + 1 };
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", huge), SX_EINVAL);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
     wait_ok(e, p);
     CHECK_EQ_U64(st.dead_letters, 1);
