@@ -1,6 +1,7 @@
 /* tests/io/test_clock.c — the clock family on the libuv loops: sleep and
  * sleep-until (never early, <= 0 at once), timers (start, wait, stop,
- * reset), tickers, bad arguments, cancellation by terminate and by stop,
+ * reset), tickers, bad arguments, handles (another process's, the wrong
+ * kind, the limits), cancellation by terminate and by stop,
  * late answers after the owner finished, and 100,000 concurrent sleepers
  * (20,000 under sanitizers) with their lateness measured.
  *
@@ -541,6 +542,138 @@ static void test_bad_args(void)
     down(e);
 }
 
+/* ---- handles: whose, which kind, and their limits ---- */
+
+static sx_pid thief_pid, owner_pid;
+
+/* Property: a timer or ticker handle is its maker's alone: another
+ * process naming it (timer-stop, timer-wait, timer-reset, ticker-stop) gets
+ * SX_ENOTFOUND and the timer lives on (its owner still resets and waits
+ * it); a ticker handle given to a timer command and a timer handle given to
+ * ticker-stop are SX_ENOTFOUND too. A handle that is not an unsigned
+ * integer is SX_EINVAL; timer-start, timer-reset and ticker-start refuse
+ * more than 2^40 ms with SX_EINVAL, and a timer started for -5 ms has fired
+ * by the time its wait is looked at (nil). */
+static int owner_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    timer_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    const int64_t too_long = ((int64_t)1 << 40) + 1;
+    if (s->k == 0) {
+        s->k = 1;
+        sx_yield(out, SX_CMD_TIMER_START, 1, pint(b, 60000));
+        sx_yield(out, SX_CMD_TICKER_START, 2, pair(&s->pk, 60000, "t", 0));
+        sx_yield(out, SX_CMD_TIMER_START, 3, pint(b, -5));
+        sx_yield(out, SX_CMD_TIMER_START, 4, pint(b, too_long));
+        uint8_t buf[32];
+        sx_pack t;
+        sx_pack_init_fixed(&t, buf, sizeof buf);
+        sx_pack_array(&t, 2);
+        sx_pack_int(&t, too_long);
+        sx_pack_str(&t, "t");
+        sx_yield(out, SX_CMD_TICKER_START, 5, sx_pack_payload(&t));
+        sx_yield(out, SX_CMD_TIMER_WAIT, 6, pint(b, -1));
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type == SX_EVENT_MESSAGE) {
+            /* The thief is done: the timer must still be ours. */
+            FAILIF(out, strcmp(v->topic, "ok") != 0, "message %s", v->topic);
+            sx_yield(out, SX_CMD_TIMER_RESET, 20, pair(&s->pk, s->h, NULL, 1));
+            sx_yield(out, SX_CMD_TIMER_WAIT, 21, pint(b, s->h));
+            sx_yield(out, SX_CMD_TICKER_STOP, 22, pint(b, s->t0));
+            continue;
+        }
+        uint64_t t = v->tag;
+        int want = t == 4 || t == 5 || t == 6 || t == 13 ? SX_EINVAL
+                   : t == 10 || t == 11                  ? SX_ENOTFOUND
+                                                         : 0;
+        FAILIF(out, v->error != want, "tag %llu: error %d, want %d",
+               (unsigned long long)t, v->error, want);
+        if (t == 1)
+            s->h = ev_int(v);
+        else if (t == 2)
+            s->t0 = (uint64_t)ev_int(v); /* the ticker's handle */
+        else if (t == 3)
+            sx_yield(out, SX_CMD_TIMER_WAIT, 12, pint(b, ev_int(v)));
+        s->arg |= (int64_t)1 << t;
+    }
+    const int64_t firsts = 0x7e; /* tags 1-6 */
+    if ((s->arg & firsts) == firsts && !(s->arg & 1)) {
+        s->arg |= 1;
+        sx_yield(out, SX_CMD_TIMER_WAIT, 10, pint(b, (int64_t)s->t0));
+        sx_yield(out, SX_CMD_TICKER_STOP, 11, pint(b, s->h));
+        sx_pack_reset(&s->pk);
+        sx_pack_array(&s->pk, 2);
+        sx_pack_int(&s->pk, s->h);
+        sx_pack_int(&s->pk, too_long);
+        sx_yield(out, SX_CMD_TIMER_RESET, 13, sx_pack_payload(&s->pk));
+        sx_send(out, thief_pid, "h", pint(b, s->h));
+    }
+    const int64_t all = firsts | 1 | (0xfll << 10) | (0x7ll << 20);
+    if (s->arg == all) {
+        sx_done(out, nil);
+        return 0;
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* The other process: tries the owner's timer every way it can. */
+static int thief_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    timer_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type == SX_EVENT_MESSAGE) {
+            s->h = ev_int(v);
+            owner_pid = v->from; /* read back in this process only */
+            sx_yield(out, SX_CMD_TIMER_WAIT, 1, pint(b, s->h));
+            sx_yield(out, SX_CMD_TIMER_RESET, 2, pair(&s->pk, s->h, NULL, 1));
+            sx_yield(out, SX_CMD_TIMER_STOP, 3, pint(b, s->h));
+            sx_yield(out, SX_CMD_TICKER_STOP, 4, pint(b, s->h));
+            s->k = 1;
+            continue;
+        }
+        FAILIF(out, v->error != SX_ENOTFOUND,
+               "another process's handle, tag %llu: error %d",
+               (unsigned long long)v->tag, v->error);
+        if (++s->arg == 4) {
+            sx_send(out, owner_pid, "ok", nil);
+            sx_done(out, nil);
+            return 0;
+        }
+    }
+    sx_wait(out);
+    return 0;
+}
+
+static void test_handles(void)
+{
+    const sx_process_type t[] = {
+        { .name = "owner",
+          .state_size = sizeof(timer_st),
+          .init = timer_init,
+          .step = owner_step,
+          .close = timer_close },
+        { .name = "thief",
+          .state_size = sizeof(timer_st),
+          .init = timer_init,
+          .step = thief_step,
+          .close = timer_close },
+    };
+    sx_engine *e = up(2, t, 2);
+    thief_pid = submit1(e, "thief", 0);
+    sx_pid owner = submit1(e, "owner", 0);
+    expect_done(e, thief_pid);
+    expect_done(e, owner);
+    down(e);
+}
+
 /* ---- cancellation ---- */
 
 static atomic_int long_started;
@@ -907,6 +1040,7 @@ static const sx_test_case cases[] = {
     { "timer", test_timer },
     { "ticker", test_ticker },
     { "bad_args", test_bad_args },
+    { "handles", test_handles },
     { "terminate_cancels", test_terminate_cancels },
     { "stop_cancels", test_stop_cancels },
     { "terminated_sleeps_purged", test_terminated_sleeps_purged },
