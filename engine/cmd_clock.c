@@ -211,11 +211,15 @@ static void clk_start(sx__ioop *op)
     case K_TIMER_RESET:
         if ((h = handle_get(c, false)) == NULL)
             break;
-        h->fired = false;
-        if (sx__io_timer_set(&h->h, &h->timer, c->deadline_ns) != 0)
+        if (sx__io_timer_set(&h->h, &h->timer, c->deadline_ns) != 0) {
+            /* Not armed (only a timer out of the heap, one that fired,
+             * can fail here): it stays fired, or its waiters would wait
+             * for a firing that never comes. */
             sx__io_answer(op, nil, SX_ENOMEM, NULL);
-        else
+        } else {
+            h->fired = false;
             sx__io_answer(op, nil, 0, NULL);
+        }
         break;
     case K_TIMER_STOP:
     case K_TICKER_STOP:

@@ -8,6 +8,7 @@
  * that is safe from any thread.
  */
 #include "engine/io.h"
+#include "engine/fault.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -274,7 +275,9 @@ static bool heap_add(sx__ioloop *l, sx__iotimer *t)
 static int timer_set(sx__ioloop *l, sx__iotimer *t, uint64_t due_ns)
 {
     if (t->idx != 0)
-        heap_remove(l, t);
+        heap_remove(l, t); /* then the add cannot fail: there is room */
+    else if (SX__FAULT(SX__FAULT_IO_TIMER))
+        return SX_ENOMEM; /* as a full heap that cannot grow */
     t->due_ns = due_ns;
     if (!heap_add(l, t))
         return SX_ENOMEM;

@@ -24,6 +24,11 @@
  *    the receiver still gets the next one.
  *  - result: a command result that cannot be copied reaches the process
  *    as its one answer, SX_ENOMEM with a message.
+ *  - timer_reset: a timer-reset of a fired timer that finds no room in
+ *    the loop's timer heap answers SX_ENOMEM and leaves the timer fired,
+ *    so a timer-wait on it answers at once (it used to clear `fired`
+ *    first: the wait then waited for a firing that never came, here until
+ *    its 3 s yield timeout).
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
@@ -33,6 +38,7 @@
  *  F2. the put-back skips the failed entries (put_back not incremented):
  *      put_back times out on the first sleeper.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -207,6 +213,60 @@ static int big_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     return 0;
 }
 
+/* A timer reset that fails: start a 1 ms timer, wait for it to fire,
+ * then (when the test has armed SX__FAULT_IO_TIMER and sent "go") reset
+ * it, note the answer's error in reset_err, and (after "go" again, the
+ * fault disarmed) wait on it with a 3 s yield timeout: DONE with that
+ * wait's error. */
+static atomic_int reset_phase, reset_err;
+
+static int resetter_step(void *st, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    switch (s->k++) {
+    case 0:
+        return sx_yield(out, SX_CMD_TIMER_START, 1, sx_payload_int(b, 1));
+    case 1: {
+        FAILIF(out, n != 1 || ev[0].error != 0, "timer-start failed");
+        uint64_t h = 0;
+        sx_unpack u;
+        sx_unpack_init(&u, ev[0].data);
+        FAILIF(out, sx_unpack_uint(&u, &h) != 0, "no handle");
+        s->t0 = h;
+        return sx_yield(out, SX_CMD_TIMER_WAIT, 2, sx_payload_int(b, h));
+    }
+    case 2:
+        FAILIF(out, n != 1 || ev[0].error != 0, "timer-wait failed");
+        atomic_store(&reset_phase, 1); /* fired; the test arms the fault */
+        sx_idle(out);
+        return 0;
+    case 3: { /* "go" */
+        uint8_t pb[32];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, pb, sizeof pb);
+        sx_pack_array(&pk, 2);
+        sx_pack_uint(&pk, s->t0);
+        sx_pack_int(&pk, 1);
+        return sx_yield(out, SX_CMD_TIMER_RESET, 3, sx_pack_payload(&pk));
+    }
+    case 4:
+        FAILIF(out, n != 1 || ev[0].tag != 3, "reset answer: n=%zu", n);
+        atomic_store(&reset_err, ev[0].error);
+        atomic_store(&reset_phase, 2); /* the test disarms the fault */
+        sx_idle(out);
+        return 0;
+    case 5: /* "go" */
+        return sx_yield_timeout(out, SX_CMD_TIMER_WAIT, 4,
+                                sx_payload_int(b, s->t0), 3000);
+    default:
+        FAILIF(out, n != 1 || ev[0].tag != 4, "wait answer: n=%zu", n);
+        sx_done(out, sx_payload_int(b, ev[0].error));
+        return 0;
+    }
+}
+
 static const sx_process_type types[] = {
     { .name = "twice",
       .state_size = sizeof(sleeper),
@@ -232,6 +292,10 @@ static const sx_process_type types[] = {
       .state_size = sizeof(sleeper),
       .init = take_ms,
       .step = big_step },
+    { .name = "resetter",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = resetter_step },
 };
 
 static sx_engine *up(void)
@@ -446,11 +510,37 @@ static void test_result(void)
     down(e);
 }
 
+static void await_phase(int phase)
+{
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&reset_phase) < phase) {
+        CHECK(sx_test_now_ms() < end);
+        sleep_ms(1);
+    }
+}
+
+static void test_timer_reset(void)
+{
+    sx_engine *e = up();
+    sx_pid pid = submit(e, "resetter", 0);
+    await_phase(1);
+    uint64_t before = sx__fault_hits(SX__FAULT_IO_TIMER);
+    sx__fault_arm(SX__FAULT_IO_TIMER);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }), 0);
+    await_phase(2);
+    sx__fault_arm(0);
+    CHECK(sx__fault_hits(SX__FAULT_IO_TIMER) > before);
+    CHECK_RC(atomic_load(&reset_err), SX_ENOMEM);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }), 0);
+    CHECK_EQ_INT(done_value(e, pid, 10000), 0); /* still fired: at once */
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "no_room", test_no_room },   { "put_back", test_put_back },
     { "both", test_both },         { "spawn", test_spawn },
     { "dispatch", test_dispatch }, { "send", test_send },
-    { "result", test_result },
+    { "result", test_result },     { "timer_reset", test_timer_reset },
 };
 
 SX_TEST_MAIN(cases)
