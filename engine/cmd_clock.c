@@ -135,8 +135,8 @@ static void ticker_fire(sx__iotimer *t)
     /* The next tick on the original schedule (no drift); ticks missed
      * while the loop was busy are skipped, not bunched up. */
     uint64_t now = sx__now_ns(), due = t->due_ns + h->period_ns;
-    if (due <= now)
-        due = now + h->period_ns;
+    if (due <= now) /* the first tick of the schedule after now */
+        due += ((now - due) / h->period_ns + 1) * h->period_ns;
     if (sx__io_timer_set(&h->h, t, due) != 0)
         sx__io_cancel(&h->h); /* out of memory: the ticker stops */
 }
