@@ -57,6 +57,18 @@ static int pack_grow(sx_pack *pk, size_t extra)
     return 0;
 }
 
+/* Where p lies in pk's own bytes (an offset below len), or SIZE_MAX when it
+ * lies elsewhere. A body may come from pk's own bytes (sx_pack_raw of an
+ * earlier value of pk, a string read back from pk): taken before a write
+ * that may move the storage, the offset finds it again afterwards. */
+static size_t pack_offset(const sx_pack *pk, const void *p)
+{
+    uintptr_t b = (uintptr_t)p, lo = (uintptr_t)pk->data;
+    if (pk->data == NULL || b < lo || b - lo >= pk->len)
+        return SIZE_MAX;
+    return (size_t)(b - lo);
+}
+
 /* msgpack-c's write callback. Its return value is what the msgpack_pack_*
  * call returns, so it hands back our SX_E* code directly. */
 static int pack_write(void *data, const char *buf, size_t len)
@@ -67,14 +79,11 @@ static int pack_write(void *data, const char *buf, size_t len)
     if (len == 0)
         return 0;
     if (len > pk->cap - pk->len) {
-        /* A body may come from pk's own bytes (sx_pack_raw of an earlier
-         * value of pk): find it again after realloc moves the buffer. */
-        uintptr_t b = (uintptr_t)buf, lo = (uintptr_t)pk->data;
-        bool inside = pk->data != NULL && b >= lo && b < lo + pk->len;
+        size_t off = pack_offset(pk, buf);
         if ((rc = pack_grow(pk, len)) != 0)
             return rc;
-        if (inside)
-            buf = (const char *)pk->data + (b - lo);
+        if (off != SIZE_MAX)
+            buf = (const char *)pk->data + off;
     }
     /* memmove: such a body may also run into the bytes being written. */
     memmove(pk->data + pk->len, buf, len);
@@ -280,7 +289,7 @@ int sx_pack_str(sx_pack *pk, const char *s)
 int sx_pack_strn(sx_pack *pk, const char *s, size_t n)
 {
     msgpack_packer mp;
-    size_t mark;
+    size_t mark, off;
     int rc = pack_begin(pk, &mp, &mark);
     if (rc != 0)
         return rc;
@@ -288,7 +297,11 @@ int sx_pack_strn(sx_pack *pk, const char *s, size_t n)
         return pack_end(pk, mark, SX_EINVAL);
     if ((uint64_t)n > UINT32_MAX)
         return pack_end(pk, mark, SX_ELIMIT);
+    /* s may lie in pk's own bytes, which the header's write may move. */
+    off = pack_offset(pk, s);
     rc = msgpack_pack_str(&mp, n);
+    if (rc == 0 && off != SIZE_MAX)
+        s = (const char *)pk->data + off;
     if (rc == 0)
         rc = msgpack_pack_str_body(&mp, s, n);
     return pack_end(pk, mark, rc);
@@ -297,7 +310,7 @@ int sx_pack_strn(sx_pack *pk, const char *s, size_t n)
 int sx_pack_bin(sx_pack *pk, const void *p, size_t n)
 {
     msgpack_packer mp;
-    size_t mark;
+    size_t mark, off;
     int rc = pack_begin(pk, &mp, &mark);
     if (rc != 0)
         return rc;
@@ -305,7 +318,11 @@ int sx_pack_bin(sx_pack *pk, const void *p, size_t n)
         return pack_end(pk, mark, SX_EINVAL);
     if ((uint64_t)n > UINT32_MAX)
         return pack_end(pk, mark, SX_ELIMIT);
+    /* As in sx_pack_strn: p may lie in pk's own bytes. */
+    off = pack_offset(pk, p);
     rc = msgpack_pack_bin(&mp, n);
+    if (rc == 0 && off != SIZE_MAX)
+        p = pk->data + off;
     if (rc == 0)
         rc = msgpack_pack_bin_body(&mp, p, n);
     return pack_end(pk, mark, rc);
