@@ -880,8 +880,10 @@ int sx_unpack_map(sx_unpack *u, uint32_t *n)
     return unpack_container(u, SX_MP_MAP, n);
 }
 
-/* The text form: a string holding exactly what sx_pid_parse accepts. An
- * embedded NUL is rejected, or "{1@2|3}\0junk" would parse. */
+/* The text form: a string of fewer than SX_PID_TEXT_MAX bytes holding what
+ * sx_pid_parse accepts. A longer one, which only leading zeros can make, is
+ * refused (the relay's PID fields have the same bound). An embedded NUL is
+ * rejected, or "{1@2|3}\0junk" would parse. */
 static int unpack_pid_text(const uint8_t *s, size_t n, sx_pid *out)
 {
     char text[SX_PID_TEXT_MAX];

@@ -244,7 +244,8 @@ int sx_unpack_str(sx_unpack *u, const char **s, size_t *len);
 int sx_unpack_bin(sx_unpack *u, const void **p, size_t *len);
 int sx_unpack_array(sx_unpack *u, uint32_t *n);
 int sx_unpack_map(sx_unpack *u, uint32_t *n);
-/* A PID written as [node, host, id] or as its text form. */
+/* A PID written as [node, host, id] or as its text form (a string of fewer
+ * than SX_PID_TEXT_MAX bytes; a longer one is a mismatch). */
 int sx_unpack_pid(sx_unpack *u, sx_pid *out);
 /* Skips one whole value (nesting bounded by SX_UNPACK_MAX_DEPTH, beyond it
  * SX_ELIMIT). */
