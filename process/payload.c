@@ -369,8 +369,9 @@ int sx_pack_pid(sx_pack *pk, sx_pid pid)
 /* v must be exactly one well-formed value (checked with the reader, so its
  * nesting is bounded by SX_UNPACK_MAX_DEPTH): appending anything else would
  * make every later reader of the payload fail far from the cause. Errors:
- * SX_EPROTO (not one value), SX_ELIMIT (too deep, or a full fixed buffer),
- * SX_ENOMEM; all sticky. */
+ * SX_EINVAL (v.data NULL with a non-zero length), SX_EPROTO (not one
+ * value), SX_ELIMIT (too deep, or a full fixed buffer), SX_ENOMEM; all
+ * sticky. */
 int sx_pack_raw(sx_pack *pk, sx_payload v)
 {
     msgpack_packer mp;
@@ -1017,8 +1018,9 @@ int sx_payload_get_int(sx_payload pl, int64_t *out)
 }
 
 /* The string is copied verbatim (an embedded NUL included). On any error buf
- * holds "" when cap > 0. Errors: SX_EINVAL (buf NULL), SX_EPROTO (not exactly
- * one string), SX_ELIMIT (it and its NUL do not fit cap). */
+ * holds "" when cap > 0. Errors: SX_EINVAL (buf NULL, or pl.data NULL with a
+ * non-zero length), SX_EPROTO (not exactly one string), SX_ELIMIT (it and
+ * its NUL do not fit cap). */
 int sx_payload_get_str(sx_payload pl, char *buf, size_t cap)
 {
     sx_unpack u;
