@@ -347,6 +347,8 @@ int sx_wire_decoder_next(sx_wire_decoder *d, sx_payload *body)
 int sx_wire_frame(sx_pack *pk, sx_payload body)
 {
     size_t mark;
+    uintptr_t lo, b;
+    bool own;
     int rc;
 
     if (pk == NULL)
@@ -367,10 +369,17 @@ int sx_wire_frame(sx_pack *pk, sx_payload body)
      * bytes as a 3-byte fixstr (marker + 3 bytes), append the body, then
      * write the length over the reserved bytes. The body is walked once
      * more by sx_pack_raw's own check; replies are small, and pushes are
-     * framed in place by the server. */
+     * framed in place by the server. The body may lie in pk's own bytes
+     * (sx_pack_raw allows that), which the reservation may move: it is
+     * found again at the same offset. */
     mark = pk->len;
+    lo = (uintptr_t)pk->data;
+    b = (uintptr_t)body.data;
+    own = pk->data != NULL && b >= lo && b - lo < pk->len;
     if ((rc = sx_pack_strn(pk, "\0\0\0", 3)) != 0)
         return rc;
+    if (own)
+        body.data = pk->data + (b - lo);
     if ((rc = sx_pack_raw(pk, body)) != 0) {
         pk->len = mark;
         return rc;
