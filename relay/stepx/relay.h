@@ -33,10 +33,12 @@ int sx_wire_check(const uint8_t *body, size_t len);
  * split; it hands out whole frame bodies. Its buffer is bounded by the
  * frame limit plus one read. */
 typedef struct sx_wire_decoder sx_wire_decoder;
-/* max_frame 0 = SX_WIRE_MAX_FRAME_DEFAULT. Errors: SX_ENOMEM. */
+/* max_frame 0 = SX_WIRE_MAX_FRAME_DEFAULT. Errors: SX_EINVAL (out NULL),
+ * SX_ENOMEM. */
 int sx_wire_decoder_new(size_t max_frame, sx_wire_decoder **out);
 void sx_wire_decoder_free(sx_wire_decoder *d);
-/* Appends bytes (copied). Errors: SX_ENOMEM (nothing was appended), or,
+/* Appends bytes (copied). Errors: SX_EINVAL (d NULL, or bytes NULL with
+ * n > 0), SX_ENOMEM (nothing was appended), or,
  * on a decoder already broken (see next), that same error (the bytes are
  * dropped). The buffer bound above holds when the caller calls next until
  * it returns 0 between feeds. */
