@@ -14,10 +14,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -304,12 +307,61 @@ static int clear_stale(const char *path)
     return 0;
 }
 
+/* Takes "PATH.lock" (flock, held until unlock_path): -EADDRINUSE when
+ * another server holds it. Binding and listening are two steps, and in
+ * between the socket file refuses connections as a dead server's does: a
+ * second server probing it then would unlink it and bind its own, leaving
+ * two servers of which the first is unreachable (and removes the second's
+ * file when it stops). Under the lock, a file that refuses is stale. The
+ * holder removes the lock file before it lets go, so a lock taken on a
+ * file no longer at that path is let go and taken again. */
+static int lock_path(sx_server *s)
+{
+    char lock[PATH_MAX];
+    if (snprintf(lock, sizeof(lock), "%s.lock", s->socket_path) >=
+        (int)sizeof(lock))
+        return SX_EINVAL;
+    for (;;) {
+        int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            close(fd);
+            return err == EWOULDBLOCK ? -EADDRINUSE : -err;
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(lock, &named) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            s->lock_fd = fd;
+            return 0;
+        }
+        close(fd);
+    }
+}
+
+/* Removes the lock file, then lets go of the lock (the order lock_path
+ * relies on). After the socket file is removed. */
+static void unlock_path(sx_server *s)
+{
+    if (s->lock_fd < 0)
+        return;
+    char lock[PATH_MAX];
+    snprintf(lock, sizeof(lock), "%s.lock", s->socket_path);
+    unlink(lock);
+    close(s->lock_fd);
+    s->lock_fd = -1;
+}
+
 static int listen_unix(sx_server *s)
 {
     const char *path = s->socket_path;
     if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return SX_EINVAL;
-    int rc = clear_stale(path);
+    int rc = lock_path(s);
+    if (rc != 0)
+        return rc;
+    rc = clear_stale(path);
     if (rc != 0)
         return rc;
     if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0)
@@ -450,6 +502,7 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     if (s == NULL)
         return SX_ENOMEM;
     s->engine = e;
+    s->lock_fd = -1;
     sx_pack_init(&s->pk);
     if ((rc = config_copy(s, cfg)) != 0 || (rc = hub_new(s)) != 0)
         goto fail_alloc;
@@ -466,7 +519,9 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->flusher.data = s;
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
-            /* Lost a race with another server: the file is not ours. */
+            /* Lost a race with another server: the file is not ours
+             * (the lock may be, when a server that takes none bound). */
+            unlock_path(s);
             free(s->socket_path);
             s->socket_path = NULL;
         }
@@ -491,6 +546,8 @@ fail_handles:
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);
+    if (s->socket_path != NULL)
+        unlock_path(s);
 fail_loop:
     uv_loop_close(&s->loop);
 fail_alloc:
@@ -538,7 +595,9 @@ void sx_server_stop(sx_server *s)
     pthread_mutex_unlock(&s->hub->mu);
     pthread_join(s->thread, NULL);
     uv_loop_close(&s->loop);
-    if (s->socket_path != NULL)
+    if (s->socket_path != NULL) {
         unlink(s->socket_path);
+        unlock_path(s);
+    }
     server_free(s);
 }

@@ -198,6 +198,9 @@ struct sx_server {
     bool has_pipe, has_tcp;
     int port;
     pthread_t thread;
+    /* "socket_path.lock", held with flock for the server's life (-1:
+     * none): only its holder creates or removes socket_path. */
+    int lock_fd;
     char *socket_path; /* owned copy, or NULL                            */
     char *token;       /* owned copy, or NULL                            */
     size_t token_len;

@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -871,6 +873,53 @@ static void test_socket_file(void)
     rmdir(f.dir);
 }
 
+/* Property: a server between bind and listen owns its path. Binding and
+ * listening are two steps; a second server (a second stepxd on the same
+ * --socket) starting in between saw a socket file that refused
+ * connections, took it for a dead server's, unlinked it and bound its
+ * own: both daemons ran, the first unreachable, and its stop then removed
+ * the second's file (two stepxd started together: both alive 2 times in
+ * 150). The owner holds "PATH.lock" (flock) for the server's life, so a
+ * peer that holds it and has bound but not yet listened keeps its file:
+ * start answers -EADDRINUSE. With the lock free, the same file is stale
+ * and replaced; a stopped server leaves neither file behind. */
+static void test_socket_owner(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    char lock[160];
+    snprintf(lock, sizeof(lock), "%s.lock", f.path);
+    int lk = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    CHECK(lk >= 0);
+    CHECK_RC(flock(lk, LOCK_EX | LOCK_NB), 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, f.path);
+    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct stat before, after;
+    CHECK_RC(stat(f.path, &before), 0);
+    sx_server *s2;
+    sx_server_config sc = { .socket_path = f.path };
+    CHECK_RC(sx_server_start(f.e, &sc, &s2), -EADDRINUSE);
+    CHECK_RC(stat(f.path, &after), 0);
+    CHECK_EQ_U64(after.st_ino, before.st_ino);
+    /* The peer dies before listening: its lock goes, its file is stale. */
+    close(fd);
+    close(lk);
+    CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    CHECK(stat(lock, &after) != 0);
+    fx_down(&f);
+    CHECK(stat(f.dir, &after) != 0);
+}
+
 /* Property: stopping the server with waits and subscriptions pending on
  * an IDLE process closes the connections (the client sees closed), and
  * the engine's later watch callbacks find nothing to free twice (LSan
@@ -1209,6 +1258,7 @@ static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "token", test_token },
     { "socket_file", test_socket_file },
+    { "socket_owner", test_socket_owner },
     { "stop_with_pending", test_stop_with_pending },
     { "server_stats", test_server_stats },
     { "unsendable", test_unsendable },
