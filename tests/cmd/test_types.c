@@ -76,6 +76,33 @@ static void test_counter_sleeper(void)
     down(e);
 }
 
+/* Property: sleeper refuses ms above 2^40 (the sleep command's bound) at
+ * submit with SX_EINVAL, as counter refuses a negative n: such a sleeper
+ * was accepted and then failed at its first step with "sleep: args must
+ * be an integer number of ms" (which it was). 2^40 itself is taken (and
+ * terminated here); a negative ms sleeps not at all and finishes with
+ * that ms (PROTOCOL.md: DONE with ms). */
+static void test_sleeper_bounds(void)
+{
+    sx_engine *e = up();
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, ((int64_t)1 << 40) + 1);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "sleeper", "run", &in, 1, &pid), SX_EINVAL);
+    in = sx_payload_int(b, (int64_t)1 << 40);
+    pid = submit(e, "sleeper", "run", &in, 1);
+    CHECK_RC(sx_engine_terminate(e, pid), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_RC(r.error, SX_ETERMINATED);
+    sx_result_free(&r);
+    in = sx_payload_int(b, -5);
+    wait_ok(e, submit(e, "sleeper", "run", &in, 1), &r);
+    CHECK_EQ_INT(result_int(&r), -5);
+    sx_result_free(&r);
+    down(e);
+}
+
 /* ---- echo, seen from a mailbox ---- */
 
 typedef struct {
@@ -299,6 +326,7 @@ static void test_fanout(void)
 
 static const sx_test_case cases[] = {
     { "counter_sleeper", test_counter_sleeper },
+    { "sleeper_bounds", test_sleeper_bounds },
     { "echo", test_echo },
     { "echo_then_stop", test_echo_then_stop },
     { "fail", test_fail },
