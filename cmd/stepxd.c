@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <stepx/stepx.h>
@@ -159,6 +160,16 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (o->socket_path != NULL && o->socket_path[0] == 0)
         o->socket_path = NULL; /* --socket "": TCP only */
+    /* Said here: the server answers a path too long for sun_path with
+     * SX_EINVAL, which main explains as a --listen or --token problem. */
+    size_t max_path = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+    if (o->socket_path != NULL && strlen(o->socket_path) > max_path) {
+        fprintf(stderr,
+                "stepxd: --socket %s: longer than %zu bytes (the most a "
+                "Unix socket path may have)\n",
+                o->socket_path, max_path);
+        return 2;
+    }
     if (o->socket_path == NULL && o->listen == NULL) {
         fprintf(stderr, "stepxd: nothing to listen on (--socket or "
                         "--listen)\n");

@@ -192,6 +192,10 @@ start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
     "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
 start_fail "stepxd --max-frame below 4096: exit 2" 2 "bad option" --max-frame 64
+# A socket path too long for a Unix socket (107 bytes) was refused by the
+# server with SX_EINVAL and a hint about --listen and --token only.
+start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
+    "--socket .* longer than 107" --socket "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock"
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
 TOKEN=sesame
