@@ -324,6 +324,37 @@ static void test_fanout(void)
     down(e);
 }
 
+/* Property: fanout refuses at submit (SX_EINVAL) a child input the spawn
+ * command cannot take, more than 64 values, and a child type or method
+ * name over 255 bytes: it accepted them, and then every child's spawn
+ * failed, the fanout with "child 0: invalid argument". */
+static void test_fanout_bounds(void)
+{
+    sx_engine *e = up();
+    char longname[300];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    for (int bad = 0; bad < 3; bad++) {
+        sx_pack pk[4];
+        for (int i = 0; i < 4; i++)
+            sx_pack_init(&pk[i]);
+        sx_pack_int(&pk[0], 2);
+        sx_pack_str(&pk[1], bad == 1 ? longname : "counter");
+        sx_pack_str(&pk[2], bad == 2 ? longname : "run");
+        sx_pack_array(&pk[3], bad == 0 ? 65 : 1);
+        for (int i = 0; i < (bad == 0 ? 65 : 1); i++)
+            sx_pack_int(&pk[3], 1);
+        sx_payload in[4];
+        for (int i = 0; i < 4; i++)
+            in[i] = sx_pack_payload(&pk[i]);
+        sx_pid pid;
+        CHECK_RC(sx_engine_submit(e, "fanout", "run", in, 4, &pid), SX_EINVAL);
+        for (int i = 0; i < 4; i++)
+            sx_pack_fini(&pk[i]);
+    }
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "counter_sleeper", test_counter_sleeper },
     { "sleeper_bounds", test_sleeper_bounds },
@@ -332,6 +363,7 @@ static const sx_test_case cases[] = {
     { "fail", test_fail },
     { "exec", test_exec },
     { "fanout", test_fanout },
+    { "fanout_bounds", test_fanout_bounds },
 };
 
 SX_TEST_MAIN(cases)
