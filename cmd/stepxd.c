@@ -108,6 +108,21 @@ static int parse_args(int argc, char **argv, options *o)
             usage(stdout);
             exit(0);
         }
+        /* Every other option takes a value: one not among them is
+         * unknown, not one whose value is missing. */
+        static const char *const known[] = {
+            "--socket",    "--listen",        "--token",
+            "--metrics",   "--load",          "--workers",
+            "--io-loops",  "--max-processes", "--keep-outcomes",
+            "--max-frame", "--stop-deadline", "--node",
+        };
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            is_known = is_known || strcmp(a, known[k]) == 0;
+        if (!is_known) {
+            fprintf(stderr, "stepxd: unknown option: %s (see --help)\n", a);
+            return 2;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "stepxd: %s needs a value (see --help)\n", a);
             return 2;

@@ -191,6 +191,11 @@ start_fail "stepxd --load of a library without the register function: exit 1" 1 
 start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
     "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
+# An unknown option last on the line was reported as one needing a value.
+start_fail "stepxd unknown option: exit 2, named as unknown" 2 \
+    "unknown option: --verbose" --verbose
+start_fail "stepxd option without its value: exit 2" 2 \
+    "--workers needs a value" --workers
 start_fail "stepxd --max-frame below 4096: exit 2" 2 "bad option" --max-frame 64
 # A socket path too long for a Unix socket (107 bytes) was refused by the
 # server with SX_EINVAL and a hint about --listen and --token only.
