@@ -271,7 +271,12 @@ int main(int argc, char **argv)
         /* SX_EINVAL is a listening address the server refuses: say which
          * ones those are, the usual one being a TCP address others can
          * reach with no token. */
-        fprintf(stderr, "stepxd: cannot listen: %s (%s)%s\n", sx_strerror(rc),
+        fprintf(stderr, "stepxd: cannot listen (%s%s%s%s): %s (%s)%s\n",
+                o.socket_path != NULL && o.socket_path[0] != '\0' ? "--socket "
+                                                                  : "",
+                o.socket_path != NULL ? o.socket_path : "",
+                o.listen != NULL ? " --listen " : "",
+                o.listen != NULL ? o.listen : "", sx_strerror(rc),
                 sx_errname(rc),
                 rc == SX_EINVAL
                     ? ": --listen HOST:PORT must parse, and one that is "

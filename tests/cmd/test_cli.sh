@@ -201,6 +201,11 @@ start_fail "stepxd --max-frame below 4096: exit 2" 2 "bad option" --max-frame 64
 # server with SX_EINVAL and a hint about --listen and --token only.
 start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
     "--socket .* longer than 107" --socket "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock"
+# A socket in a directory that does not exist: the message names the path
+# (it used to say only "permission denied").
+start_fail "stepxd --socket in a missing directory: exit 1, naming it" 1 \
+    "cannot listen \(--socket $TMP/nodir/x.sock\): .*(No such file|ENOENT)" \
+    --socket "$TMP/nodir/x.sock"
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
 TOKEN=sesame
