@@ -313,7 +313,8 @@ static int cmd_sleep(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     (void)user, (void)pid, (void)tag;
     int64_t ms;
     if (sx_payload_get_int(args, &ms) != 0 || ms > MAX_MS)
-        return bad_args(done, "sleep: args must be an integer number of ms");
+        return bad_args(
+            done, "sleep: args must be an integer number of ms, at most 2^40");
     if (ms <= 0) {
         sx_complete(done, nil, 0, NULL);
         return 0;

@@ -146,7 +146,8 @@ typedef struct {
 
 /* Property: sleep(ms) answers nil, not before ms have passed since the
  * yield; sleep(0) and sleep(-5) answer at once (the next step, with no
- * loop trip: well under the 1 ms a timer would take at the least). */
+ * loop trip: well under the 1 ms a timer would take at the least), and
+ * sleep(2^40 + 1) SX_EINVAL with a message naming the bound. */
 static int sleep_step(void *st, const sx_event *ev, size_t n,
                       sx_step_output *out)
 {
@@ -167,11 +168,20 @@ static int sleep_step(void *st, const sx_event *ev, size_t n,
         s->t0 = sx_clock_now_ns();
         sx_yield(out, SX_CMD_SLEEP, 2, pint(b, 0));
         sx_yield(out, SX_CMD_SLEEP, 3, pint(b, -5));
+        sx_yield(out, SX_CMD_SLEEP, 4, pint(b, ((int64_t)1 << 40) + 1));
         return 0;
     default:
-        FAILIF(out, n != 2 || ev[0].tag != 2 || ev[1].tag != 3,
+        FAILIF(out, n != 3 || ev[0].tag != 2 || ev[1].tag != 3,
                "zero sleeps: n=%zu", n);
         FAILIF(out, ev[0].error != 0 || ev[1].error != 0, "zero sleep error");
+        /* Above 2^40 ms: SX_EINVAL, and the message says the bound (it
+         * said "must be an integer number of ms", which it was). */
+        FAILIF(out,
+               ev[2].tag != 4 || ev[2].error != SX_EINVAL ||
+                   ev[2].error_msg == NULL ||
+                   strstr(ev[2].error_msg, "at most 2^40") == NULL,
+               "huge sleep: error %d, %s", ev[2].error,
+               ev[2].error_msg ? ev[2].error_msg : "(none)");
         sx_done(out, pint(b, (int64_t)ns_since(s->t0)));
         return 0;
     }
