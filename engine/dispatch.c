@@ -554,7 +554,28 @@ static int cmd_monitor(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     return 0;
 }
 
-/* [pid]: links the caller and pid both ways (see docs/COMMANDS.md). */
+/* Whether the caller p is linked to the process t of generation gen
+ * already: a link, made by either side, leaves on each side's watcher list
+ * a link watcher addressed to the other. Only the worker running p fires
+ * p's list (sx__finish), so its nodes stay put while p runs; other threads
+ * only push at the head. Costs a walk of p's watchers (its links, and the
+ * monitors and watches of it) per link made. */
+static bool linked_already(sx__proc *p, const sx__proc *t, uint32_t gen)
+{
+    /* acquire: pairs with the release CAS of each push (sx__watch, and
+     * sx__spawn's): a node seen through the head has its fields set. */
+    sx__ev *w = atomic_load_explicit(&p->watchers, memory_order_acquire);
+    while (w != NULL && w != SX__WATCH_CLOSED) {
+        if (w->watch == SX__WATCH_LINK && w->to == t && w->to_gen == gen)
+            return true;
+        /* relaxed: set before the node was published (above). */
+        w = (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
+    }
+    return false;
+}
+
+/* [pid]: links the caller and pid both ways (see docs/COMMANDS.md); a
+ * second link of the same two processes, by either, is the same link. */
 static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                     sx_payload args, sx_completer *done)
 {
@@ -575,6 +596,12 @@ static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_complete(done, nil, SX_ENOTFOUND, "link: no such process");
         return 0;
     }
+    uint32_t gen = (uint32_t)(target.id >> 32);
+    if (linked_already(done->ev.to, t, gen)) {
+        sx__proc_release(e, t);
+        sx_complete(done, nil, 0, NULL);
+        return 0;
+    }
     sx__ev *mine = sx__ev_alloc(), *theirs = sx__ev_alloc();
     if (mine == NULL || theirs == NULL) {
         sx__ev_free(mine);
@@ -588,7 +615,7 @@ static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     mine->to = done->ev.to;
     mine->to_gen = done->ev.to_gen;
     theirs->to = t;
-    theirs->to_gen = (uint32_t)(target.id >> 32);
+    theirs->to_gen = gen;
     /* Acknowledge first so the ack precedes an immediate @exit. */
     sx_complete(done, nil, 0, NULL);
     sx__watch(e, target, mine);

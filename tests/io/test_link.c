@@ -283,6 +283,38 @@ static void test_normal_exit(void)
     down(e);
 }
 
+/* Property: a link is one link however often it is made, as with Erlang's
+ * link/1 (docs/COMMANDS.md): a trapping process that linked to its
+ * partner twice, and whose partner also linked back to it, gets exactly
+ * one @exit when the partner fails. (Before cmd_link looked for an
+ * existing link, each link made was a link of its own: three @exits.) */
+static void test_link_twice(void)
+{
+    sx_engine *e = up();
+    sx_pid a = peer(e), b = peer(e);
+    trap_and_wait(e, a);
+    link_and_wait(e, a, b);
+    link_and_wait(e, a, b);
+    link_and_wait(e, b, a);
+    int before = atomic_load(&exits);
+    tell(e, b, "fail", nil);
+    CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
+    double end = sx_test_now_ms() + 10000;
+    while (atomic_load(&exits) == before) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    struct timespec ts = { 0, 50000000 };
+    nanosleep(&ts, NULL); /* a second (wrong) @exit would be there by now */
+    int64_t rep[4];
+    tell(e, a, "done", nil);
+    CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
+    CHECK_EQ_INT(rep[0], 0);          /* every link answered ok */
+    CHECK_EQ_INT(rep[1], 1);          /* one @exit, not three */
+    CHECK_EQ_INT(rep[2], SX_EFAILED); /* with b's code */
+    down(e);
+}
+
 /* Property: links chain: a-b and b-c; c fails, b fails because of c, and
  * a fails because of b (its message names b). */
 static void test_chain(void)
@@ -633,6 +665,7 @@ static const sx_test_case cases[] = {
     { "failure_spreads", test_failure_spreads },
     { "trap_exit", test_trap_exit },
     { "normal_exit", test_normal_exit },
+    { "link_twice", test_link_twice },
     { "chain", test_chain },
     { "bad_links", test_bad_links },
     { "reason_not_inherited", test_reason_not_inherited },
