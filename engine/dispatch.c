@@ -524,11 +524,22 @@ static int cmd_cancel(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     sx_unpack u;
     uint32_t n;
     sx_pid target;
-    char reason[256] = "cancelled";
+    const char *reason = "cancelled";
+    size_t rl = strlen(reason);
     if (one_pid(args, &target, &u, &n) != 0 || n > 2 ||
-        (n == 2 && copy_str(&u, reason, sizeof(reason)) != 0))
+        (n == 2 && sx_unpack_str(&u, &reason, &rl) != 0))
         return SX_EINVAL;
-    sx_complete(done, nil, sx_engine_cancel(e, target, reason), NULL);
+    /* The reason goes as given, of any length and whatever its bytes, as
+     * sx_engine_cancel's does (a C string would cut it at a NUL). */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_strn(&pk, reason, rl);
+    int rc = pk.err;
+    if (rc == 0)
+        rc = sx__send(e, SX_PID_NONE, target, SX_TOPIC_CANCEL,
+                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+    sx_pack_fini(&pk);
+    sx_complete(done, nil, rc, NULL);
     return 0;
 }
 
