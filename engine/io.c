@@ -726,6 +726,16 @@ static void *loop_main(void *arg)
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    /* libuv learns that an exec's child exited only from its SIGCHLD
+     * handler. This thread inherits the mask of the one that started the
+     * engine, and a host that blocked SIGCHLD there (blocking signals
+     * before sigwait in main is common) would leave the signal pending
+     * for good: no child reaped, no exec answered, no stop returning.
+     * SIGCHLD is process-directed, so one unblocked thread is enough. */
+    sigset_t chld_set;
+    sigemptyset(&chld_set);
+    sigaddset(&chld_set, SIGCHLD);
+    pthread_sigmask(SIG_UNBLOCK, &chld_set, NULL);
     uv_run(&l->uv, UV_RUN_DEFAULT);
     return NULL;
 }

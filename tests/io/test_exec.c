@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1201,6 +1202,38 @@ static void test_no_fd_leak(void)
     CHECK_EQ_INT(count_fds(), before);
 }
 
+/* A host that blocks SIGCHLD before it starts the engine (the usual
+ * "block the signals, then sigwait for SIGINT/SIGTERM in main" pattern;
+ * every thread created after it inherits the mask) still gets its exec
+ * answers: libuv learns of a child's exit only from its SIGCHLD handler,
+ * so a loop thread must take the signal. Negative control: without the
+ * unblock in the loop threads (engine/io.c loop_main) the child exits, is
+ * never reaped, and the wait below times out (checked once by hand). */
+static void test_sigchld_blocked(void)
+{
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    CHECK(pthread_sigmask(SIG_BLOCK, &chld, &old) == 0);
+    sx_engine *e = up(); /* its threads inherit the mask */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    xargs a = sh("echo ok; exit 3");
+    sx_payload in = pack_args(&pk, &a);
+    sx_pid pid = submit(e, "run", &in, 1);
+    sx_pack_fini(&pk);
+    sx_result res; /* a bounded wait first; then read the kept outcome */
+    CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &res), 0);
+    sx_result_free(&res);
+    xres r;
+    expect_answers(e, pid, &r, 1);
+    expect_status(&r, 3);
+    CHECK_STR(r.out, "ok\n");
+    xres_free(&r, 1);
+    down(e);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+}
+
 static const sx_test_case cases[] = {
     { "output_and_status", test_output_and_status },
     { "killed_by_signal", test_killed_by_signal },
@@ -1219,6 +1252,7 @@ static const sx_test_case cases[] = {
     { "stop_with_yield_timeout", test_stop_with_yield_timeout },
     { "concurrent_64", test_concurrent_64 },
     { "no_fd_leak", test_no_fd_leak },
+    { "sigchld_blocked", test_sigchld_blocked },
 };
 
 SX_TEST_MAIN(cases)
