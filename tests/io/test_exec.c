@@ -825,6 +825,53 @@ static void test_bad_args(void)
     down(e);
 }
 
+/* Every optional key takes nil for its default (COMMANDS.md's table):
+ * env, cwd and stdin, and the integers max_output, timeout_ms and
+ * grace_ms too; an empty cwd is SX_EINVAL, not the engine's directory. */
+static void test_nil_defaults(void)
+{
+    static const char *const keys[] = {
+        "env", "cwd", "stdin", "max_output", "timeout_ms", "grace_ms"
+    };
+    enum { K = sizeof keys / sizeof keys[0] };
+    sx_pack pk[2];
+    sx_payload in[2];
+    for (int i = 0; i < 2; i++) {
+        sx_pack *p = &pk[i];
+        sx_pack_init(p);
+        sx_pack_map(p, i == 0 ? 1 + K : 2);
+        sx_pack_str(p, "argv");
+        sx_pack_array(p, 3);
+        sx_pack_str(p, "/bin/sh");
+        sx_pack_str(p, "-c");
+        sx_pack_str(p, "echo ok");
+        if (i == 0) {
+            for (int k = 0; k < K; k++) {
+                sx_pack_str(p, keys[k]);
+                sx_pack_nil(p);
+            }
+        } else {
+            sx_pack_str(p, "cwd");
+            sx_pack_str(p, "");
+        }
+        CHECK_RC(p->err, 0);
+        in[i] = sx_pack_payload(p);
+    }
+    sx_engine *e = up();
+    sx_pid pid = submit(e, "run", in, 2);
+    for (int i = 0; i < 2; i++)
+        sx_pack_fini(&pk[i]);
+    xres r[2];
+    expect_answers(e, pid, r, 2);
+    expect_status(&r[0], 0);
+    CHECK_STR(r[0].out, "ok\n");
+    CHECK_RC(r[1].err, SX_EINVAL);
+    CHECK_STR(r[1].msg, "exec: cwd must be a non-empty string without NUL "
+                        "bytes");
+    xres_free(r, 2);
+    down(e);
+}
+
 /* max_output: exactly max_output bytes is fine; one more is SX_ELIMIT
  * naming the stream, and the child (which would write forever) is killed
  * and reaped before the answer arrives. */
@@ -1242,6 +1289,7 @@ static const sx_test_case cases[] = {
     { "env_and_cwd", test_env_and_cwd },
     { "spawn_failure", test_spawn_failure },
     { "bad_args", test_bad_args },
+    { "nil_defaults", test_nil_defaults },
     { "max_output", test_max_output },
     { "own_timeout", test_own_timeout },
     { "grace_then_kill", test_grace_then_kill },
