@@ -681,7 +681,11 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
      * acquire load of the state word saw. */
     uint64_t by = atomic_load_explicit(&sx__ptable_pext(e, p)->link_failed,
                                        memory_order_relaxed);
-    if (by == 0) {
+    /* Past stop's deadline every process left is terminated (API.md
+     * meaning 9): one a linked partner's termination reached first is no
+     * different. acquire: pairs with the release in sx_engine_stop. */
+    if (by == 0 ||
+        atomic_load_explicit(&e->stop_killing, memory_order_acquire)) {
         sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
         return;
     }
@@ -842,6 +846,10 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         pthread_cond_timedwait(&e->life_cv, &e->life_mu,
                                before(&dl, &t) ? &dl : &t);
     }
+    /* release: a worker finishing a process terminated from here on (its
+     * TERM flag set by terminate_one or by a link fired by one) reads it
+     * with acquire after the state word's acquire. */
+    atomic_store_explicit(&e->stop_killing, 1, memory_order_release);
     while (live_now(e) > 0) {
         pthread_mutex_unlock(&e->life_mu);
         sx__ptable_each(e, terminate_one, NULL);

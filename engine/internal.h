@@ -461,8 +461,12 @@ struct sx_engine {
     pthread_cond_t life_cv; /* signalled when live drops to 0 */
     _Atomic int started;    /* 0, 1 = running */
     _Atomic int stopping;   /* submits refused (seq_cst: see "live") */
-    int stopped;            /* under life_mu */
-    int stop_busy;          /* a stop is under way; under life_mu */
+    /* Stop's deadline passed: whatever is alive is terminated, and a
+     * process a link would fail meanwhile finishes SX_ETERMINATED too
+     * (sx__finish_terminated; release/acquire). */
+    _Atomic int stop_killing;
+    int stopped;   /* under life_mu */
+    int stop_busy; /* a stop is under way; under life_mu */
 
     /* The process table (engine/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];

@@ -661,6 +661,36 @@ static void test_wait_on_failed_init(void)
     down(e);
 }
 
+/* Property: at stop's deadline every process still alive is terminated
+ * (API.md meaning 9), linked ones too: two linked peers that ignore the
+ * stop's cancel both finish SX_ETERMINATED, and the figures count two
+ * terminated, none failed. The first one terminated used to fail its
+ * partner through the link first, which then finished SX_EFAILED
+ * ("linked process ... failed"). Five pairs, so the order of the walk
+ * cannot hide it. */
+static void test_stop_terminates_linked(void)
+{
+    sx_engine *e = up();
+    enum { PAIRS = 5 };
+    sx_pid a[PAIRS], b[PAIRS];
+    for (int i = 0; i < PAIRS; i++) {
+        a[i] = peer(e);
+        b[i] = peer(e);
+        link_and_wait(e, a[i], b[i]);
+    }
+    CHECK_RC(sx_engine_stop(e, 100), 0);
+    for (int i = 0; i < PAIRS; i++) {
+        char msg[128];
+        CHECK_RC(outcome(e, a[i], NULL, msg, sizeof msg), SX_ETERMINATED);
+        CHECK_RC(outcome(e, b[i], NULL, msg, sizeof msg), SX_ETERMINATED);
+    }
+    sx_engine_stats st;
+    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+    CHECK_EQ_U64(st.terminated, 2 * PAIRS);
+    CHECK_EQ_U64(st.failed, 0);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "failure_spreads", test_failure_spreads },
     { "trap_exit", test_trap_exit },
@@ -672,6 +702,7 @@ static const sx_test_case cases[] = {
     { "init_failure_after_link", test_init_failure_after_link },
     { "watch_during_spawn_wait_init", test_watch_during_spawn_wait_init },
     { "wait_on_failed_init", test_wait_on_failed_init },
+    { "stop_terminates_linked", test_stop_terminates_linked },
 };
 
 SX_TEST_MAIN(cases)
