@@ -257,8 +257,16 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return; /* read and dropped: closing with unread bytes would
                    reset a TCP connection before our last frame lands */
     if (nread < 0) {
-        /* EOF or an error: the client is gone (a client that shuts down
-         * its sending side is treated the same). */
+        /* EOF or an error: the client sends nothing more. A client that
+         * only shut down its sending side still reads: the replies already
+         * produced (in the batch, or in a write libuv holds) go out whole
+         * first, as a draining connection's do; closing now would lose
+         * them or cut one mid-frame. libuv has stopped reading at EOF. */
+        if (nread == UV_EOF && c->unsent > 0) {
+            reading(c, false);
+            c->state = RELAY_CONN_DRAINING;
+            return;
+        }
         sx__relay_conn_close(c);
         return;
     }

@@ -765,6 +765,64 @@ static void test_out_of_order(void)
     fx_down(&f);
 }
 
+/* A plain TCP connection to 127.0.0.1:port (no hello). */
+static int raw_connect_tcp(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in sa = { 0 };
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* Property: a client that shuts down its sending side (a half-close)
+ * after pipelining requests still gets every reply the server produced
+ * for them, each frame whole, in order, then EOF: over both transports,
+ * with more output than the socket buffers hold when the EOF is read (so
+ * replies still wait to be written then). */
+static void test_half_close(void)
+{
+    fixture f;
+    fx_up_tcp(&f);
+    enum { N = 20000 };
+    for (int t = 0; t < 2; t++) {
+        int fd =
+            t == 0 ? raw_connect(f.path) : raw_connect_tcp(sx_server_port(f.s));
+        /* {"op": "types", "id": id}, N frames in one buffer */
+        uint8_t *all = malloc((size_t)N * 32);
+        CHECK(all != NULL);
+        size_t len = 0;
+        for (uint64_t id = 1; id <= N; id++) {
+            sx_pack pk;
+            req_begin(&pk, 2, "types", id);
+            CHECK_RC(pk.err, 0);
+            be32(all + len, (uint32_t)pk.len);
+            memcpy(all + len + 4, pk.data, pk.len);
+            len += 4 + pk.len;
+            sx_pack_fini(&pk);
+        }
+        CHECK_RC(raw_write(fd, all, len), 0);
+        free(all);
+        CHECK_RC(shutdown(fd, SHUT_WR), 0);
+        sleep_ms(300); /* the server reads the EOF before we read */
+        for (int64_t id = 1; id <= N; id++) {
+            sx_payload b;
+            CHECK_RC(raw_read(fd, 10000, &b), 0);
+            CHECK_EQ_INT(map_int(b, "id"), id);
+            CHECK(map_bool(b, "ok"));
+            free((void *)b.data);
+        }
+        sx_payload b;
+        CHECK_RC(raw_read(fd, 10000, &b), 1);
+        close(fd);
+    }
+    fx_wait_connections(&f, 0, 10000);
+    fx_down(&f);
+}
+
 /* Property: a non-loopback listen address without a token is refused
  * (SX_EINVAL) and so are bad addresses; with a token configured, a
  * connection must say hello with it before anything else: a request
@@ -1256,6 +1314,7 @@ static const sx_test_case cases[] = {
     { "closed", test_closed },
     { "limit_stopping", test_limit_stopping },
     { "out_of_order", test_out_of_order },
+    { "half_close", test_half_close },
     { "token", test_token },
     { "socket_file", test_socket_file },
     { "socket_owner", test_socket_owner },
