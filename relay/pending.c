@@ -301,14 +301,18 @@ static void timer_cb(uv_timer_t *t)
     relay_pending *p = t->data;
     if (p->done)
         return;
+    /* acquire: pairs with the release in watch_cb. The process finished
+     * and its answer is in the hub (the loop was held past the deadline,
+     * and timers run before the doorbell): that answer is this wait's,
+     * so it is not answered `timeout` and stays pending until the answer
+     * is drained (the timer, one-shot, is stopped). */
+    if (atomic_load_explicit(&p->fired, memory_order_acquire))
+        return;
     relay_conn *c = p->conn;
     uint64_t id = p->id;
     sx__relay_conn_ref(c);
-    /* acquire: pairs with the release in watch_cb. An answer already on
-     * its way frees the record soon: no use keeping it. */
-    bool fired = atomic_load_explicit(&p->fired, memory_order_acquire);
     pending_detach(p);
-    if (fired || c->srv->stopping || !dorm_put(c->srv, p))
+    if (c->srv->stopping || !dorm_put(c->srv, p))
         loop_release(p); /* the timer is stopped (it fired) */
     sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
     sx__relay_conn_unref(c);

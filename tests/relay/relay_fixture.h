@@ -100,6 +100,30 @@ static int badinit_init(void *st, const sx_init_ctx *c, const char *m,
     return -EIO;
 }
 
+/* slowinit.run [ms]: init sleeps ms (on the server's loop thread, which
+ * runs submit: every client of the server waits meanwhile), then DONE
+ * with ms at its first step. */
+static int slowinit_init(void *st, const sx_init_ctx *c, const char *m,
+                         const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    int64_t *ms = st;
+    if (n != 1 || sx_payload_get_int(in[0], ms) != 0 || *ms < 0)
+        return SX_EINVAL;
+    struct timespec ts = { *ms / 1000, (*ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static int slowinit_step(void *st, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, *(int64_t *)st));
+    return 0;
+}
+
 /* blocker.run: its first step blocks until the test opens the gate (so
  * that a terminate leaves it "finishing" for a while), then IDLE. The test
  * resets gate_open and gate_entered before submitting one. */
@@ -225,6 +249,11 @@ static const sx_process_type fx_types[] = {
       .state_size = 8,
       .init = badinit_init,
       .step = idle_step,
+      .methods = run_m },
+    { .name = "slowinit",
+      .state_size = sizeof(int64_t),
+      .init = slowinit_init,
+      .step = slowinit_step,
       .methods = run_m },
     { .name = "blocker",
       .state_size = 8,

@@ -765,6 +765,46 @@ static void test_out_of_order(void)
     fx_down(&f);
 }
 
+/* Property: a wait whose process finished within timeout_ms gets the
+ * outcome, not timeout, even when the loop only gets to it after the
+ * deadline: here a type's init (slowinit, which runs on the loop) holds
+ * the loop past the deadline while the answer is already in the hub, and
+ * the timer runs first in the next loop iteration. */
+static void test_wait_answer_beats_timer(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid sp = submit_int(c, "sleeper", 150);
+    int fd = raw_connect(f.path);
+    sx_pack pk;
+    req_begin(&pk, 4, "wait", 1);
+    pk_pid(&pk, "pid", sp);
+    sx_pack_str(&pk, "timeout_ms");
+    sx_pack_uint(&pk, 300);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    req_begin(&pk, 2, "ps", 2); /* answered: the wait is registered */
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 2);
+    free((void *)b.data);
+    /* The loop is held 800 ms: the sleeper finishes at 150 ms, the
+     * wait's deadline passes at 300 ms. */
+    sx_pid si = submit_int(c, "slowinit", 800);
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 1);
+    CHECK(map_bool(b, "ok"));
+    CHECK_EQ_INT(map_int(b, "result"), 150);
+    free((void *)b.data);
+    CHECK_RC(sx_client_wait(c, si, 10000, NULL, NULL), 0);
+    close(fd);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* A plain TCP connection to 127.0.0.1:port (no hello). */
 static int raw_connect_tcp(int port)
 {
@@ -1315,6 +1355,7 @@ static const sx_test_case cases[] = {
     { "limit_stopping", test_limit_stopping },
     { "out_of_order", test_out_of_order },
     { "half_close", test_half_close },
+    { "wait_answer_beats_timer", test_wait_answer_beats_timer },
     { "token", test_token },
     { "socket_file", test_socket_file },
     { "socket_owner", test_socket_owner },
