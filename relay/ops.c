@@ -110,11 +110,19 @@ static int field(sx_payload req, const char *key, sx_payload *v)
     return sx_map_get(req, key, v) == 0 ? 0 : 1;
 }
 
-/* Field readers: 0 (read), 1 (absent), or SX_EPROTO (wrong type). */
+/* A typed field given as nil counts as absent (clients send null/None
+ * for "not given"; nil is never a string or an integer). */
+static bool is_nil(sx_payload v)
+{
+    return v.len == 1 && v.data[0] == 0xc0;
+}
+
+/* Field readers: 0 (read), 1 (absent, or nil), or SX_EPROTO (wrong
+ * type). */
 static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
 {
     sx_payload v;
-    if (field(req, key, &v) != 0)
+    if (field(req, key, &v) != 0 || is_nil(v))
         return 1;
     sx_unpack u;
     sx_unpack_init(&u, v);
@@ -124,7 +132,7 @@ static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
 static int field_uint(sx_payload req, const char *key, uint64_t *out)
 {
     sx_payload v;
-    if (field(req, key, &v) != 0)
+    if (field(req, key, &v) != 0 || is_nil(v))
         return 1;
     sx_unpack u;
     sx_unpack_init(&u, v);
@@ -137,7 +145,7 @@ static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
 {
     char msg[128];
     snprintf(msg, sizeof(msg), "field \"%s\": %s (want %s)", key,
-             rc == 1 ? "missing" : "wrong type", want);
+             rc == 1 ? "missing or nil" : "wrong type", want);
     sx__relay_reply_error(c, id, "bad_request", msg);
 }
 

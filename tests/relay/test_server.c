@@ -575,6 +575,29 @@ static void test_request_errors(void)
     fx_up_tcp(&f);
     sx_client *c = connect_ok(f.unix_addr);
     sx_pack pk;
+    /* An optional field given as nil counts as absent (wait's timeout_ms,
+     * ps's limit, cancel's reason): clients send null for "not given". It
+     * was bad_request. A required one given as nil is still missing. */
+    sx_pid fin = submit_int(c, "counter", 1);
+    pk_op(&pk, 3, "wait");
+    pk_pid(&pk, "pid", fin);
+    sx_pack_str(&pk, "timeout_ms");
+    sx_pack_nil(&pk);
+    call_expect(c, &pk, NULL);
+    pk_op(&pk, 2, "ps");
+    sx_pack_str(&pk, "limit");
+    sx_pack_nil(&pk);
+    call_expect(c, &pk, NULL);
+    sx_pid idle = submit_ok(c, "echo", "serve", NULL, 0);
+    pk_op(&pk, 3, "cancel");
+    pk_pid(&pk, "pid", idle);
+    sx_pack_str(&pk, "reason");
+    sx_pack_nil(&pk);
+    call_expect(c, &pk, NULL);
+    pk_op(&pk, 2, "wait");
+    sx_pack_str(&pk, "pid");
+    sx_pack_nil(&pk);
+    call_expect(c, &pk, "bad_request");
     /* bad_request: missing fields, wrong types */
     pk_op(&pk, 1, "submit");
     call_expect(c, &pk, "bad_request");
