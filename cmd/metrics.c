@@ -6,6 +6,13 @@
  * Scrapes are rare, so a connection at a time is plenty, and the engine's
  * figures are read with its own lock-free getters.
  */
+/* For accept4 and pipe2 (glibc): every descriptor here is close-on-exec
+ * from its creation, or an exec process started meanwhile inherits it.
+ * Defined here only, before any header: the rest of the project stays on
+ * _POSIX_C_SOURCE (STYLE.md). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "cmd/metrics.h"
 
 #include <arpa/inet.h>
@@ -302,7 +309,7 @@ static void *metrics_main(void *arg)
         if (p[1].revents != 0)
             break;
         if (p[0].revents & POLLIN) {
-            int fd = accept(m->listen_fd, NULL, NULL);
+            int fd = accept4(m->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
                 serve_one(m, fd);
                 close(fd);
@@ -366,12 +373,11 @@ int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
     m->engine = e;
     m->server = srv;
     int rc;
-    m->listen_fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    m->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (m->listen_fd < 0) {
         rc = -errno;
         goto fail_socket;
     }
-    fcntl(m->listen_fd, F_SETFD, FD_CLOEXEC);
     int one = 1;
     setsockopt(m->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(m->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
@@ -379,7 +385,7 @@ int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
         rc = -errno;
         goto fail_bind;
     }
-    if (pipe(m->stop_pipe) != 0) {
+    if (pipe2(m->stop_pipe, O_CLOEXEC) != 0) {
         rc = -errno;
         goto fail_bind;
     }

@@ -208,6 +208,19 @@ start_fail "stepxd --socket in a missing directory: exit 1, naming it" 1 \
     --socket "$TMP/nodir/x.sock"
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
+# The descriptors (3 and up) this shell hands to what it starts: stepxd
+# gets these, and its subprocesses (exec) must get nothing more.
+# shellcheck disable=SC2016 # a Python program in single quotes
+FDS_PY='import os
+fds = []
+for f in range(3, 1024):
+    try:
+        os.fstat(f)
+        fds.append(f)
+    except OSError:
+        pass
+print(" ".join(map(str, fds)))'
+BASE_FDS=$("$PY" -c "$FDS_PY")
 TOKEN=sesame
 "$STEPXD" --socket "$SOCK" --listen "127.0.0.1:$TPORT" --token "$TOKEN" \
     --workers 2 --metrics "127.0.0.1:$MPORT" --load "$PLUGIN" \
@@ -271,6 +284,13 @@ json "exec: {status, stdout, stderr}" \
     "d['result']['status'] == 0 and d['result']['stdout'] == 'hi\n' and d['result']['stderr'] == 'err\n'"
 run --json submit --wait exec run '[["cat"], "fed to stdin"]'
 json "exec with stdin" "d['result']['stdout'] == 'fed to stdin'"
+# An exec child inherits no descriptor of stepxd's own: the metrics
+# thread's stop pipe (and a scrape's connection) were not close-on-exec,
+# so every subprocess held them, a daemonized one for good.
+run --json submit --wait exec run "$("$PY" -c 'import json, sys
+print(json.dumps([[sys.argv[1], "-c", sys.argv[2]]]))' "$PY" "$FDS_PY")"
+json "exec: the child inherits none of stepxd's descriptors (--metrics)" \
+    "d['result']['stdout'].split() == '$BASE_FDS'.split()"
 run --json submit --wait fanout run '[3, "counter", "run", [4]]'
 json "fanout: children's results in order" "d['result'] == [4, 4, 4]"
 run --json submit --wait greeter hello '["bob"]'
