@@ -233,6 +233,17 @@ static int64_t now_ms(void)
 
 #define REQUEST_MS 2000 /* to read a request head, and for each write */
 
+/* True when req's request line is a GET of path itself, with or without a
+ * query ("/metrics?x" is /metrics; "/metricsfoo" and "/metrics/x" are not). */
+static bool request_is(const char *req, const char *path)
+{
+    size_t n = strlen(path);
+    if (strncmp(req, "GET ", 4) != 0 || strncmp(req + 4, path, n) != 0)
+        return false;
+    char next = req[4 + n];
+    return next != 0 && strchr(" ?\r\n", next) != NULL;
+}
+
 static void serve_one(sx_metrics *m, int fd)
 {
     char req[8192];
@@ -264,8 +275,7 @@ static void serve_one(sx_metrics *m, int fd)
             break;
     }
     char head[256];
-    if (strncmp(req, "GET /metrics", 12) != 0 &&
-        strncmp(req, "GET / ", 6) != 0) {
+    if (!request_is(req, "/metrics") && !request_is(req, "/")) {
         static const char nf[] = "not found: try /metrics\n";
         int n = snprintf(head, sizeof head,
                          "HTTP/1.1 404 Not Found\r\nContent-Type: "

@@ -587,6 +587,20 @@ printf 'GET /other HTTP/1.0\r\n\r\n' >&3
 NOTFOUND=$(timeout 5 head -n 1 <&3)
 exec 3<&-
 if printf '%s' "$NOTFOUND" | grep -q ' 404 '; then ok "metrics: 404 elsewhere"; else bad "metrics: 404 elsewhere" "$NOTFOUND"; fi
+# Only the path /metrics (with or without a query) is the metrics: a path
+# that merely starts with it (/metricsfoo, /metrics/x) was served them.
+for path in /metricsfoo /metrics/x; do
+    exec 3<>"/dev/tcp/127.0.0.1/$MPORT"
+    printf 'GET %s HTTP/1.0\r\n\r\n' "$path" >&3
+    NOTFOUND=$(timeout 5 head -n 1 <&3)
+    exec 3<&-
+    if printf '%s' "$NOTFOUND" | grep -q ' 404 '; then ok "metrics: 404 for $path"; else bad "metrics: 404 for $path" "$NOTFOUND"; fi
+done
+exec 3<>"/dev/tcp/127.0.0.1/$MPORT"
+printf 'GET /metrics?x=1 HTTP/1.0\r\n\r\n' >&3
+FOUND=$(timeout 5 head -n 1 <&3)
+exec 3<&-
+if printf '%s' "$FOUND" | grep -q ' 200 '; then ok "metrics: /metrics?query is served"; else bad "metrics: /metrics?query is served" "$FOUND"; fi
 
 # ---- SIGTERM with processes running ----
 
