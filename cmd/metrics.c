@@ -416,6 +416,20 @@ fail_socket:
     return rc;
 }
 
+int sx_metrics_port(const sx_metrics *m)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (m == NULL ||
+        getsockname(m->listen_fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return 0;
+}
+
 void sx_metrics_stop(sx_metrics *m)
 {
     if (m == NULL)

@@ -14,6 +14,8 @@ int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
                      sx_metrics **out);
 /* Stops serving, joins the thread, frees m (NULL is fine). */
 void sx_metrics_stop(sx_metrics *m);
+/* The TCP port actually bound (useful with port 0), or 0. */
+int sx_metrics_port(const sx_metrics *m);
 /* Writes the Prometheus text for e and srv into a new buffer (owned by
  * the caller, free()); NULL when out of memory. */
 char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len);

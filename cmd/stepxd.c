@@ -305,7 +305,8 @@ int main(int argc, char **argv)
         printf("stepxd: listening on tcp:%s (port %d)\n", o.listen,
                sx_server_port(srv));
     if (m != NULL)
-        printf("stepxd: metrics on http://%s/metrics\n", o.metrics);
+        printf("stepxd: metrics on http://%s/metrics (port %d)\n", o.metrics,
+               sx_metrics_port(m));
     printf("stepxd: %u workers, pid %d; SIGINT or SIGTERM stops it\n",
            st.workers, (int)getpid());
     fflush(stdout);

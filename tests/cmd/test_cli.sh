@@ -221,6 +221,25 @@ for f in range(3, 1024):
         pass
 print(" ".join(map(str, fds)))'
 BASE_FDS=$("$PY" -c "$FDS_PY")
+# --metrics on port 0: the startup line says the port actually bound (it
+# printed the address as given, port 0), and that port serves the metrics.
+"$STEPXD" --socket "$TMP/m0.sock" --metrics 127.0.0.1:0 >"$TMP/m0.log" 2>&1 &
+M0PID=$!
+for _ in $(seq 1 100); do
+    grep -q "SIGTERM stops it" "$TMP/m0.log" && break
+    kill -0 "$M0PID" 2>/dev/null || break
+    sleep 0.1
+done
+M0PORT=$(sed -n 's/^stepxd: metrics on .*(port \([0-9]*\))$/\1/p' "$TMP/m0.log")
+if [ -n "$M0PORT" ] && [ "$M0PORT" -gt 0 ] &&
+    fetch_metrics "$M0PORT" | head -n 1 | grep -q '200 OK'; then
+    ok "stepxd --metrics HOST:0 says the port it bound, which serves"
+else
+    bad "stepxd --metrics HOST:0 says the port it bound" "$(cat "$TMP/m0.log")"
+fi
+kill -TERM "$M0PID" 2>/dev/null
+wait "$M0PID" 2>/dev/null
+
 TOKEN=sesame
 "$STEPXD" --socket "$SOCK" --listen "127.0.0.1:$TPORT" --token "$TOKEN" \
     --workers 2 --metrics "127.0.0.1:$MPORT" --load "$PLUGIN" \
