@@ -804,9 +804,16 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                 turns = e->throughput - 1;
             }
             if (++turns >= e->throughput && nothing_else(e, w)) {
+                /* Due sleeps first (this worker's and the others'): they
+                 * are fired only between turns (find_work), so a process
+                 * that keeps running with nothing else queued held every
+                 * due sleeper back for as long as it ran, on one worker
+                 * for good. A woken sleeper lands in our next slot. */
+                fire_timers(e, w, 0, 0);
                 /* Nobody is waiting for this worker: keep going rather
                  * than pay a trip through the global queue. */
-                turns = 0;
+                if (nothing_else(e, w))
+                    turns = 0;
             }
             if (turns >= e->throughput) {
                 /* Turn used up: to the back of the global FIFO, behind the

@@ -101,6 +101,58 @@ static void test_fairness(void)
     sx_engine_free(e);
 }
 
+/* Sleeps 10 ms once, then finishes. */
+static int nap_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    int *k = st;
+    (void)ev, (void)n;
+    if ((*k)++ > 0) {
+        sx_done(out, nil);
+        return 0;
+    }
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, 10));
+    return 0;
+}
+
+/* A process that never waits cannot hold a sleeper back either: on one
+ * worker with a throughput of 4, a 10 ms sleep yielded before a hog
+ * started still comes due and its process finishes while the hog keeps
+ * running. Sleeps are fired by the workers between turns; a hog with
+ * nothing else queued kept its turn for good, and the sleep never fired. */
+static void test_sleep_beside_hog(void)
+{
+    const sx_process_type t[] = {
+        { .name = "hog", .init = no_init, .step = hog_step },
+        { .name = "nap",
+          .state_size = sizeof(int),
+          .init = no_init,
+          .step = nap_step },
+    };
+    atomic_store(&hog_steps, 0);
+    sx_engine *e = up(1, 4, t, 2);
+    sx_pid hog, nap;
+    CHECK_RC(sx_engine_submit(e, "nap", "run", NULL, 0, &nap), 0);
+    usleep_(2000); /* nap has yielded its sleep */
+    CHECK_RC(sx_engine_submit(e, "hog", "run", NULL, 0, &hog), 0);
+    while (atomic_load(&hog_steps) < 100)
+        usleep_(100);
+    int err = -1;
+    CHECK(wait_done(e, nap, 3000, &err));
+    CHECK_EQ_INT(err, 0);
+    /* Still running (polled: a loaded machine may not run it at once). */
+    int before = atomic_load(&hog_steps);
+    double t0 = sx_test_now_ms();
+    while (atomic_load(&hog_steps) <= before && sx_test_now_ms() - t0 < 5000)
+        usleep_(1000);
+    CHECK(atomic_load(&hog_steps) > before);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, hog, "stop", nil), 0);
+    CHECK(wait_done(e, hog, 5000, &err));
+    CHECK_EQ_INT(err, 0);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 /* ---- batch size --------------------------------------------------------- */
 
 static _Atomic int batch_max, batch_total, batch_steps;
@@ -692,6 +744,7 @@ static void test_penalty_is_the_senders(void)
 
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
+    { "sleep_beside_hog", test_sleep_beside_hog },
     { "batch_limit", test_batch_limit },
     { "stealing", test_stealing },
     { "park_and_wake", test_park_and_wake },
