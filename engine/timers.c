@@ -22,8 +22,12 @@
  *     all workers, and by SX__TIMER_RECHECK_MS while a worker that is not
  *     parked holds timers (sx__timers_park_until), so due timers wake a
  *     parked engine and a worker stuck in a long step delays its sleepers
- *     by at most about that much; a set that gets its first entry wakes
- *     a parked worker to re-time its park.
+ *     by at most about that much; a sleep that lowers its set's earliest
+ *     due (its first entry, say) wakes a parked worker to re-time its
+ *     park;
+ *   - a worker whose process used up its budget and would keep running
+ *     (nothing else waits for it): every worker's due timers, as when
+ *     spinning (worker.c, run_turn).
  * A timer never fires early: it fires when now >= its deadline.
  *
  * Deletion is lazy, as in Go: a process that finishes or is terminated
@@ -131,15 +135,23 @@ int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
         memory_order_relaxed));
     /* seq_cst: the other half of the pattern (see "the inbox"). */
     uint64_t next = atomic_load_explicit(&tm->next_due, memory_order_seq_cst);
-    bool first = next == UINT64_MAX;
+    bool earlier = due_ns < next;
     while (due_ns < next && !atomic_compare_exchange_weak_explicit(
                                 &tm->next_due, &next, due_ns,
                                 memory_order_seq_cst, memory_order_seq_cst))
         ;
     /* A worker parked before this set had timers sleeps without a bound
      * for them; should this worker get stuck in a long step, nobody would
-     * fire them. Wake one to re-time its park (sx__timers_park_until). */
-    if (first)
+     * fire them. Wake one to re-time its park (sx__timers_park_until).
+     * Not only for the set's first entry: a worker that parked while this
+     * one was parked too bounded its sleep by this set's earliest due
+     * alone (a parked owner fires its own), not by SX__TIMER_RECHECK_MS;
+     * a sleep due before that, added once this worker woke, then waited
+     * out a long step here or the whole park (up to PARK_TIMEOUT_MS:
+     * test_sched sleep_beside_long_step saw 150-300 ms for a 5 ms sleep).
+     * Costs a load of n_parked when nobody is parked, and a wake-up of a
+     * parked worker per sleep that is its set's earliest when one is. */
+    if (earlier)
         sx__park_notify(w->engine);
     return 0;
 }
@@ -326,8 +338,8 @@ uint64_t sx__timers_park_until(sx_engine *e, sx__worker *w)
         /* seq_cst: a hint, but also the parker's half of a Dekker pair
          * with sx__timer_add (push, then notify if n_parked is not 0):
          * sx__park_wait calls this again after counting itself parked,
-         * so a first sleep added meanwhile is either seen here or woken
-         * for. parked below: relaxed, a hint; see park.c. */
+         * so a sleep that lowers a set's earliest due meanwhile is either
+         * seen here or woken for. parked below: relaxed, a hint; see park.c. */
         uint64_t d =
             atomic_load_explicit(&v->tm.next_due, memory_order_seq_cst);
         if (d == UINT64_MAX)

@@ -153,6 +153,117 @@ static void test_sleep_beside_hog(void)
     sx_engine_free(e);
 }
 
+/* ---- sleeps beside a long step ---- */
+
+static void busy_ms(int ms)
+{
+    uint64_t t0 = sx_clock_now_ns();
+    while (sx_clock_now_ns() - t0 < (uint64_t)ms * 1000000u)
+        ;
+}
+
+/* Busy 20 ms (so that the workers share the four of them), then sleeps a
+ * minute: every worker holds a far sleep. Terminated by stop. */
+static int far_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    int *k = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    (void)ev, (void)n;
+    if ((*k)++ == 0)
+        busy_ms(20);
+    sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, 60000));
+    return 0;
+}
+
+static sx_pid long_pid;
+static _Atomic int64_t nap_late_ns;
+
+typedef struct {
+    uint64_t t0;
+} napper_st;
+
+/* On a message: sleeps 5 ms and sends long_pid a message (which then
+ * runs next on this worker); on the sleep's answer: how late it was. */
+static int napper_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    napper_st *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_MESSAGE) {
+            s->t0 = sx_clock_now_ns();
+            sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, 5));
+            sx_send(out, long_pid, "work", nil);
+            return 0;
+        }
+        atomic_store(&nap_late_ns,
+                     (int64_t)(sx_clock_now_ns() - s->t0) - 5000000);
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* A step of 300 ms per message. */
+static int long_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st, (void)ev;
+    if (n > 0)
+        busy_ms(300);
+    sx_idle(out);
+    return 0;
+}
+
+/* A worker stuck in a long step delays its sleepers by about
+ * SX__TIMER_RECHECK_MS (10 ms) at most when another worker idles
+ * (engine/timers.c): with two parked workers that both hold far sleeps, a
+ * message wakes one; its step sleeps 5 ms and hands that worker a 300 ms
+ * step. The other worker fires the sleep: under 100 ms late. It slept on
+ * until its park timed out or the long step ended (150-300 ms late): it
+ * had parked while the first was parked, bounded by the far sleeps alone,
+ * and the 5 ms sleep woke nobody (only a set's first entry did). */
+static void test_sleep_beside_long_step(void)
+{
+    const sx_process_type t[] = {
+        { .name = "far",
+          .state_size = sizeof(int),
+          .init = no_init,
+          .step = far_step },
+        { .name = "napper",
+          .state_size = sizeof(napper_st),
+          .init = no_init,
+          .step = napper_step },
+        { .name = "long", .init = no_init, .step = long_step },
+    };
+    sx_engine *e = up(2, 0, t, 3);
+    sx_pid napper, far;
+    CHECK_RC(sx_engine_submit(e, "long", "run", NULL, 0, &long_pid), 0);
+    CHECK_RC(sx_engine_submit(e, "napper", "run", NULL, 0, &napper), 0);
+    for (int i = 0; i < 4; i++)
+        CHECK_RC(sx_engine_submit(e, "far", "run", NULL, 0, &far), 0);
+    for (int round = 0; round < 3; round++) {
+        sx_engine_stats st;
+        double t0 = sx_test_now_ms();
+        do {
+            usleep_(1000);
+            CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+        } while (st.parked < 2 && sx_test_now_ms() - t0 < 5000);
+        CHECK_EQ_INT(st.parked, 2);
+        usleep_(30000); /* both parked for good, not for a re-check */
+        atomic_store(&nap_late_ns, -1);
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, napper, "go", nil), 0);
+        t0 = sx_test_now_ms();
+        while (atomic_load(&nap_late_ns) < 0 && sx_test_now_ms() - t0 < 5000)
+            usleep_(1000);
+        int64_t late = atomic_load(&nap_late_ns);
+        if (late < 0 || late > 100 * 1000000LL)
+            SX_FAILF("round %d: the 5 ms sleep was %.1f ms late", round,
+                     (double)late / 1e6);
+    }
+    sx_engine_stop(e, 100);
+    sx_engine_free(e);
+}
+
 /* ---- batch size --------------------------------------------------------- */
 
 static _Atomic int batch_max, batch_total, batch_steps;
@@ -745,6 +856,7 @@ static void test_penalty_is_the_senders(void)
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
+    { "sleep_beside_long_step", test_sleep_beside_long_step },
     { "batch_limit", test_batch_limit },
     { "stealing", test_stealing },
     { "park_and_wake", test_park_and_wake },
