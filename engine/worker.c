@@ -656,8 +656,10 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     for (size_t i = 0; i < w->n_nodes; i++)
         sx__ev_free(w->batch_ev[i]);
     if (rc != 0) {
-        sx__finish(e, p, rc < 0 ? rc : SX_EFAILED, sx_strerror(rc),
-                   (sx_payload){ NULL, 0 });
+        /* A positive code is SX_EFAILED (docs/ERRORS.md), with its
+         * message. */
+        rc = rc < 0 ? rc : SX_EFAILED;
+        sx__finish(e, p, rc, sx_strerror(rc), (sx_payload){ NULL, 0 });
         return 0;
     }
     if (out->err != 0 && out->status != SX__ST_DONE) {

@@ -1489,6 +1489,40 @@ static void test_command_errors(void)
     ctx_free(t);
 }
 
+/* ---- a step's own error code ---- */
+
+/* Returns its input as the step's code on its first step. */
+static int stepcode_step(void *state, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    pstate *s = state;
+    (void)ev, (void)n, (void)out;
+    return (int)s->idx;
+}
+
+/* process.h (step) and docs/ERRORS.md: a step that returns a negative code
+ * fails the process with that code and its message; one that returns a
+ * positive code fails it with SX_EFAILED, and the outcome's message is
+ * SX_EFAILED's (it was sx_strerror of the positive number, "unknown
+ * error", a message that belongs to no code the outcome carries). */
+static void test_step_error_codes(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("stepcode", stepcode_step) };
+    sx_engine *e = engine_up(t, 1, 0, types, 1);
+    sx_result r;
+    sx_pid p = submit_idx(e, "stepcode", "run", SX_EINVAL);
+    WAIT_OUTCOME(e, p, &r, SX_EINVAL);
+    CHECK_STR(r.error_msg, sx_strerror(SX_EINVAL));
+    sx_result_free(&r);
+    p = submit_idx(e, "stepcode", "run", 7);
+    WAIT_OUTCOME(e, p, &r, SX_EFAILED);
+    CHECK_STR(r.error_msg, sx_strerror(SX_EFAILED));
+    sx_result_free(&r);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
 /* ---- 13. a late completion is a no-op --------------------------------- */
 
 typedef struct {
@@ -3325,6 +3359,7 @@ static const sx_test_case cases[] = {
     { "thousand", test_thousand },
     { "init_error", test_init_error },
     { "command_errors", test_command_errors },
+    { "step_error_codes", test_step_error_codes },
     { "late_complete", test_late_complete },
     { "max_processes", test_max_processes },
     { "concurrent_senders", test_concurrent_senders },
