@@ -105,7 +105,8 @@ typedef struct sx_step_output sx_step_output; /* opaque, owned by the engine */
 
 /* Appends a yield of command cmd with the caller's tag. args are copied.
  * The first two yields of a step need no allocation. Returns 0, SX_EINVAL
- * (out NULL), or SX_ENOMEM. Only inside the step that received out. */
+ * (out NULL, or args.data NULL with args.len > 0), or SX_ENOMEM. Only
+ * inside the step that received out. */
 int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
 /* As sx_yield, with a per-yield timeout (an extension of API.md): when
  * timeout_ms (> 0; 0 = none) passes before the command answers, the
@@ -113,7 +114,8 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
  * is cancelled (libuv commands stop their work; other commands' late
  * answers are dropped), and no other answer for tag follows. The clock
  * starts when the engine dispatches the yield, right after the step.
- * Errors: SX_EINVAL (out NULL, timeout_ms < 0), SX_ENOMEM. */
+ * Errors: SX_EINVAL (out NULL, timeout_ms < 0, args.data NULL with
+ * args.len > 0), SX_ENOMEM. */
 int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
                      sx_payload args, int64_t timeout_ms);
 /* Sends a message {from: this process, topic, data} to `to` once the step
