@@ -112,10 +112,21 @@ static json_t *mp_array(sx_unpack *u, int depth)
     return a;
 }
 
+/* A non-string key's text may take this many bytes per byte of its
+ * msgpack, plus KEY_TEXT_SLACK. A key inside a key is escaped once more in
+ * the text of the key around it (every '"' and '\\' doubles), so without a
+ * bound each level of keys in keys doubles the text: 45 bytes of msgpack
+ * made 8 MB of JSON, a frame's 30 levels gigabytes. Plain keys stay far
+ * below it (at most ~7 per byte: a NUL in a key inside the key). */
+#define KEY_TEXT_PER_BYTE 8
+#define KEY_TEXT_SLACK 64
+
 /* A map key as text: a string key itself when it is valid UTF-8 without
- * NULs, else the compact JSON of the key's value (e.g. "5" for 5). */
+ * NULs, else the compact JSON of the key's value (e.g. "5" for 5); NULL
+ * when that is longer than the bound above. */
 static char *mp_key(sx_unpack *u, int depth)
 {
+    const uint8_t *start = u->p;
     const char *s;
     size_t len;
     json_t *k;
@@ -137,6 +148,12 @@ static char *mp_key(sx_unpack *u, int depth)
     }
     char *text = k != NULL ? json_dumps(k, JSON_FLAGS) : NULL;
     json_decref(k);
+    if (text != NULL &&
+        strlen(text) >
+            KEY_TEXT_PER_BYTE * (size_t)(u->p - start) + KEY_TEXT_SLACK) {
+        free(text);
+        return NULL;
+    }
     return text;
 }
 
