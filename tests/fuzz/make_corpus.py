@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""tests/fuzz/make_corpus.py: writes the seed corpus of fuzz_wire
-(tests/fuzz/corpus/wire/): one file per seed, each a byte stream of frames
+"""tests/fuzz/make_corpus.py: writes the seed corpora of the fuzzers, one
+file per seed. tests/fuzz/corpus/wire/ (fuzz_wire): byte streams of frames
 as a client or the server would send them (docs/PROTOCOL.md): a valid
 request of every op, a pipelined batch, pushes and replies, a map holding
 every msgpack type, the deepest nesting allowed, and a few broken streams.
+tests/fuzz/corpus/payload/ (fuzz_payload): single msgpack values (every
+type, PIDs, maps with repeated and non-string keys, edges of the integer
+formats, nesting at the reader's limit) and a few broken ones.
+tests/fuzz/corpus/cli_json/ (fuzz_cli_json): JSON texts as the CLI takes
+them (with {"$bin": ...}) and msgpack values as replies carry them.
 
 Standard library only; the msgpack encoder below is the same minimal one
 docs/PROTOCOL.md shows for clients. Re-run after changing it:
@@ -172,10 +177,52 @@ SEEDS["bad-array32-claim"] = (struct.pack(">I", 10) +
                               b"\x81\xa1k\xdd\xff\xff\xff\xff\xc0\xc0")
 SEEDS["bad-trailing"] = struct.pack(">I", 2) + b"\x80\x80"
 
+
+def nest(n):
+    """n arrays, one inside the other."""
+    v = []
+    for _ in range(n - 1):
+        v = [v]
+    return v
+
+
+EVERY = {
+    "nil": None, "t": True, "f": False, "u64": 2 ** 64 - 1, "i64": -2 ** 63,
+    "u8": 255, "i8": -128, "float": -0.0, "str": "h\u00e9", "bin": b"\xff",
+    "binutf8": b"ok", "ext": Ext(-3, b"ab"), 7: [1.5, {}], "": "",
+}
+PAYLOAD_SEEDS = {
+    "every-type": pack(EVERY),
+    "pid-array": pack([0, 1, 4294967297]),
+    "pid-text": pack(PID),
+    "map-repeated-key": b"\x83\xa1k\x01\x01\xa1k\xa1k\x02",
+    "map-lookup": pack({"ok": True, "id": 7, "error": {"code": "x"}}),
+    "float32": b"\xca\x7f\xc0\x00\x00",
+    "deep-64": pack(nest(64)),
+    "bad-deep-65": pack(nest(65)),
+    "bad-c1": b"\x92\x01\xc1",
+    "bad-str-short": b"\xd9\x05abc",
+    "two-values": b"\x01\xa1x",
+}
+CLI_JSON_SEEDS = {
+    "json-args": b'[10, "text", {"k": [1, 2.5, null, true]}]',
+    "json-bin": b'{"$bin": "AAEC/w=="}',
+    "json-bin-utf8": b'[{"$bin": "aGk="}, {"$bin": "x"}]',
+    "json-nul": b'"a\\u0000b"',
+    "json-big": b'[9223372036854775807, -9223372036854775808, 1e300]',
+    "json-deep-31": b"[" * 31 + b"]" * 31,
+    "mp-reply": pack({"ok": True, "result": EVERY, "steps": 3}),
+    "mp-keys": pack({1: "a", None: 2, b"\xff": 3, "a\u0000b": 4}),
+    "mp-keys-in-keys": b"\x81" * 24 + b"\x01" + b"\xc0" * 24,
+    "mp-nan": b"\x92\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\xca\xff\x80\x00\x00",
+}
+
 here = os.path.dirname(os.path.abspath(__file__))
-out = os.path.join(here, "corpus", "wire")
-os.makedirs(out, exist_ok=True)
-for name, data in sorted(SEEDS.items()):
-    with open(os.path.join(out, name), "wb") as f:
-        f.write(data)
-print(f"{len(SEEDS)} seeds in {out}")
+for folder, seeds in (("wire", SEEDS), ("payload", PAYLOAD_SEEDS),
+                      ("cli_json", CLI_JSON_SEEDS)):
+    out = os.path.join(here, "corpus", folder)
+    os.makedirs(out, exist_ok=True)
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    print(f"{len(seeds)} seeds in {out}")

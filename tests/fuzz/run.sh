@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh: builds the wire fuzzer standalone (no meson) with
-# clang -fsanitize=fuzzer,address,undefined from the sources it needs
-# (tests/fuzz/fuzz_wire.c, relay/wire.c, relay/codes.c, process/payload.c,
-# process/pid.c, process/errors.c; msgpack-c for the payload writer) and runs it for
-# FUZZ_SECONDS (default 60) on the seed corpus tests/fuzz/corpus/wire.
+# tests/fuzz/run.sh [TARGET]: builds a fuzzer standalone (no meson) with
+# clang -fsanitize=fuzzer,address,undefined from the sources it needs and
+# runs it for FUZZ_SECONDS (default 60) on its seed corpus
+# tests/fuzz/corpus/TARGET. TARGET (default wire):
+#   wire      tests/fuzz/fuzz_wire.c: relay/wire.c, relay/codes.c, and
+#             process/payload.c, pid.c, errors.c (msgpack-c for the writer)
+#   payload   tests/fuzz/fuzz_payload.c: process/payload.c, pid.c, errors.c
+#             and relay/client.c (sx_map_get), against msgpack-c's unpacker
+#   cli_json  tests/fuzz/fuzz_cli_json.c: cmd/cli_json.c with the payload
+#             sources and relay/client.c (libjansson)
 #
 # Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
 # any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
 # kept); CLANG (default clang).
 # Exit status: 0 no crash; 1 a crash, a leak, a timeout or an oracle
 # failure (the reproducer is in $FUZZ_WORK/artifacts/; replay it with
-# `$FUZZ_WORK/fuzz_wire FILE`); 2 the build failed; 77 (meson's "skipped")
+# `$FUZZ_WORK/fuzz_TARGET FILE`); 2 the build failed or TARGET is
+# unknown; 77 (meson's "skipped")
 # clang or libFuzzer is missing.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+target=${1:-wire}
 seconds=${FUZZ_SECONDS:-60}
 clang=${CLANG:-clang}
 work=${FUZZ_WORK:-$(mktemp -d /tmp/stepx-fuzz.XXXXXX)}
@@ -40,17 +47,39 @@ msgpack_libs=$(pkg-config --libs msgpack-c 2>/dev/null ||
 msgpack_cflags=$(pkg-config --cflags msgpack-c 2>/dev/null ||
     pkg-config --cflags msgpack 2>/dev/null || true)
 
+payload_src=("$root/process/payload.c" "$root/process/pid.c"
+    "$root/process/errors.c")
+extra_libs=
+case "$target" in
+wire)
+    srcs=("$root/relay/wire.c" "$root/relay/codes.c" "${payload_src[@]}")
+    ;;
+payload)
+    srcs=("$root/relay/client.c" "$root/relay/wire.c" "$root/relay/codes.c"
+        "${payload_src[@]}")
+    ;;
+cli_json)
+    srcs=("$root/cmd/cli_json.c" "$root/relay/client.c" "$root/relay/wire.c"
+        "$root/relay/codes.c" "${payload_src[@]}")
+    extra_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+    ;;
+*)
+    echo "run.sh: unknown target '$target' (wire, payload or cli_json)" >&2
+    exit 2
+    ;;
+esac
+bin=$work/fuzz_$target
+
 mkdir -p "$work/corpus" "$work/artifacts"
-echo "run.sh: building $work/fuzz_wire"
+echo "run.sh: building $bin"
 # shellcheck disable=SC2086 # the pkg-config words are meant to split
 if ! "$clang" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror \
     -I"$root" -I"$root/process" -I"$root/engine" -I"$root/relay" \
     $msgpack_cflags \
-    "$here/fuzz_wire.c" "$root/relay/wire.c" "$root/relay/codes.c" \
-    "$root/process/payload.c" "$root/process/pid.c" "$root/process/errors.c" \
-    $msgpack_libs -o "$work/fuzz_wire"; then
+    "$here/fuzz_$target.c" "${srcs[@]}" \
+    $msgpack_libs $extra_libs -lm -o "$bin"; then
     echo "run.sh: build failed" >&2
     exit 2
 fi
@@ -60,11 +89,11 @@ echo "run.sh: fuzzing for ${seconds}s (new inputs go to $work/corpus)"
 # -error_exitcode=1: libFuzzer's default (77) would read as "skipped".
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    "$work/fuzz_wire" -max_total_time="$seconds" -timeout=10 \
+    "$bin" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -max_len=65536 -error_exitcode=1 \
     -timeout_exitcode=1 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" \
-    "$work/corpus" "$here/corpus/wire"
+    "$work/corpus" "$here/corpus/$target"
 rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
