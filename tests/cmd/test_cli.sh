@@ -503,7 +503,15 @@ MS=$(((T1 - T0) / 1000000))
 if [ "$RC" -eq 0 ] && [ "$MS" -lt 4000 ]; then ok "top: q quits (${MS} ms)"; else bad "top: q quits (rc $RC, ${MS} ms)" "$(show)"; fi
 "$STEPX" top --interval 5000 </dev/null >"$TMP/out" 2>&1 &
 TOPPID=$!
-sleep 0.5
+# Signal only once the first frame is out: top takes SIGINT from then on.
+# A background job of this (non-interactive) shell starts with SIGINT
+# ignored, so a signal sent before top's sigaction is lost and top runs on
+# (a fixed 0.5 s sleep did that when the CLI was slow to start).
+for _ in $(seq 1 200); do
+    grep -q '^stepx top' "$TMP/out" 2>/dev/null && break
+    kill -0 "$TOPPID" 2>/dev/null || break
+    sleep 0.1
+done
 kill -INT "$TOPPID"
 for _ in $(seq 1 50); do
     kill -0 "$TOPPID" 2>/dev/null || break
