@@ -261,8 +261,14 @@ static void test_mailbox_free_under_fire(void)
             sched_yield();
         CHECK_RC(sx_engine_mailbox_free(e, h.to), 0);
         atomic_store(&storm_closed, 1);
-        struct timespec ts = { 0, 2000000 };
-        nanosleep(&ts, NULL);
+        /* Until a send has failed: a fixed 2 ms was not always enough for
+         * a loaded machine to run a hammer again after the free (1 run in
+         * 10 under load failed the check below). */
+        double end = sx_test_now_ms() + 10000;
+        while (atomic_load(&h.after_enotfound) == 0 && sx_test_now_ms() < end) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
         atomic_store(&h.stop, 1);
         for (int i = 0; i < 3; i++)
             pthread_join(t[i], NULL);
