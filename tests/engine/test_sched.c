@@ -91,9 +91,13 @@ static void test_fairness(void)
     int err = -1;
     CHECK(wait_done(e, quick, 5000, &err));
     CHECK_EQ_INT(err, 0);
+    /* Still running (polled: a fixed 20 ms was not always enough for a
+     * loaded machine to run the worker again). */
     int before = atomic_load(&hog_steps);
-    usleep_(20000);
-    CHECK(atomic_load(&hog_steps) > before); /* still running */
+    double t0 = sx_test_now_ms();
+    while (atomic_load(&hog_steps) <= before && sx_test_now_ms() - t0 < 5000)
+        usleep_(1000);
+    CHECK(atomic_load(&hog_steps) > before);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, hog, "stop", nil), 0);
     CHECK(wait_done(e, hog, 5000, &err));
     CHECK_EQ_INT(err, 0);
