@@ -253,10 +253,14 @@ static void test_sleep_beside_long_step(void)
     for (int round = 0; round < 3; round++) {
         sx_engine_stats st;
         double t0 = sx_test_now_ms();
+        /* Up to 20 s: under TSan beside other suites, one run in eight
+         * did not see both parked within 5 s (helper-58; CPU starvation
+         * as far as anyone could tell). The lateness bound below is what
+         * the case checks. */
         do {
             usleep_(1000);
             CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-        } while (st.parked < 2 && sx_test_now_ms() - t0 < 5000);
+        } while (st.parked < 2 && sx_test_now_ms() - t0 < 20000);
         CHECK_EQ_INT(st.parked, 2);
         usleep_(30000); /* both parked for good, not for a re-check */
         atomic_store(&nap_late_ns, -1);
