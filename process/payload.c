@@ -1008,8 +1008,13 @@ int sx_payload_get_int(sx_payload pl, int64_t *out)
     int rc;
 
     sx_unpack_init(&u, pl);
-    if ((rc = sx_unpack_int(&u, &v)) != 0)
+    if ((rc = sx_unpack_int(&u, &v)) != 0) {
+        /* Too big for int64 (SX_ELIMIT) only when it is the one value:
+         * with bytes after it, the payload is not one value at all. */
+        if (rc == SX_ELIMIT && (sx_unpack_skip(&u) != 0 || !sx_unpack_done(&u)))
+            return SX_EPROTO;
         return rc;
+    }
     if (!sx_unpack_done(&u))
         return SX_EPROTO;
     if (out != NULL)

@@ -1023,6 +1023,14 @@ static void test_payload_get(void)
     CHECK_RC(sx_payload_get_int(pl_of("\x01\x02", 2), &v), SX_EPROTO);
     CHECK_RC(sx_payload_get_int(pl_of("\xa1x", 2), &v), SX_EPROTO);
     CHECK_RC(sx_payload_get_int(pl_of("\xcd\x01", 2), &v), SX_EPROTO);
+    /* A uint64 above INT64_MAX: SX_ELIMIT alone, SX_EPROTO with a byte
+     * after it (not one value; it said SX_ELIMIT, helper-57's note). */
+    CHECK_RC(sx_payload_get_int(
+                 pl_of("\xcf\xff\xff\xff\xff\xff\xff\xff\xff", 9), &v),
+             SX_ELIMIT);
+    CHECK_RC(sx_payload_get_int(
+                 pl_of("\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10), &v),
+             SX_EPROTO);
     CHECK_EQ_INT(v, 9);
 
     char buf[8];
