@@ -733,10 +733,26 @@ static int relay_good(const sx_reply *r)
            sx_payload_get_int(res, &v) == 0 && v == 1;
 }
 
+/* Posts the next job's submit. */
+static int relay_start(relay_conn *rc, sx_payload one)
+{
+    rc->started++;
+    return sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
+}
+
+/* Sends what was posted: 0 with *events POLLIN, plus POLLOUT when some of
+ * it is still unsent (the socket was full), or the error. */
+static int relay_flush(relay_conn *rc, short *events)
+{
+    int e = sx_client_flush(rc->c, 0);
+    *events = (short)(POLLIN | (e == SX_ETIMEDOUT ? POLLOUT : 0));
+    return e == SX_ETIMEDOUT ? 0 : e;
+}
+
 /* Takes every reply conn has read: a submit's (it has "pid") posts that
  * job's wait, a wait's ends the job and starts the next. Then sends what
  * was posted. 0 while the connection goes on, else its error. */
-static int relay_take(relay_conn *rc, sx_payload one)
+static int relay_take(relay_conn *rc, sx_payload one, short *events)
 {
     for (;;) {
         sx_reply r;
@@ -753,18 +769,14 @@ static int relay_take(relay_conn *rc, sx_payload one)
         } else {
             rc->good += relay_good(&r);
             rc->done++;
-            if (rc->started < rc->jobs) {
-                e = sx_client_post_submit(rc->c, "counter", "run", &one, 1,
-                                          NULL);
-                rc->started++;
-            }
+            if (rc->started < rc->jobs)
+                e = relay_start(rc, one);
         }
         sx_reply_free(&r);
         if (e != 0)
             return e;
     }
-    int e = sx_client_flush(rc->c, 0);
-    return e == SX_ETIMEDOUT ? 0 : e; /* unsent: POLLOUT below */
+    return relay_flush(rc, events);
 }
 
 /* Drives every connection until each has done its jobs or failed. */
@@ -778,25 +790,16 @@ static void relay_drive(relay_conn *conn, int nc, sx_payload one)
         if (rc->rc != 0)
             continue;
         while (rc->rc == 0 && rc->started < rc->jobs &&
-               rc->started < relay_window) {
-            rc->rc =
-                sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
-            rc->started++;
-        }
-        if (rc->rc == 0 && (rc->rc = sx_client_flush(rc->c, 0)) == SX_ETIMEDOUT)
-            rc->rc = 0;
+               rc->started < relay_window)
+            rc->rc = relay_start(rc, one);
+        if (rc->rc == 0)
+            rc->rc = relay_flush(rc, &pf[i].events);
         if (rc->rc == 0 && rc->done < rc->jobs) {
             pf[i].fd = sx_client_fd(rc->c);
             live++;
         }
     }
     while (live > 0) {
-        for (int i = 0; i < nc; i++)
-            if (pf[i].fd >= 0)
-                pf[i].events =
-                    POLLIN |
-                    (sx_client_flush(conn[i].c, 0) == SX_ETIMEDOUT ? POLLOUT
-                                                                   : 0);
         int n = poll(pf, (nfds_t)nc, 30000);
         if (n < 0 && errno == EINTR)
             continue;
@@ -807,7 +810,7 @@ static void relay_drive(relay_conn *conn, int nc, sx_payload one)
             if (n <= 0) /* poll failed, or 30 s without a reply: give up */
                 rc->rc = n == 0 ? SX_ETIMEDOUT : -errno;
             else if (pf[i].revents != 0)
-                rc->rc = relay_take(rc, one);
+                rc->rc = relay_take(rc, one, &pf[i].events);
             if (rc->rc != 0 || rc->done == rc->jobs) {
                 pf[i].fd = -1;
                 live--;
