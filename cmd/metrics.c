@@ -177,6 +177,8 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
     }
     put(&t, "stepx_command_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
         (unsigned long long)cum);
+    put(&t, "stepx_command_latency_seconds_sum %.6f\n",
+        (double)st.latency_sum_us / 1e6);
     put(&t, "stepx_command_latency_seconds_count %llu\n",
         (unsigned long long)cum);
 

@@ -96,6 +96,9 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
             k = SX_LATENCY_BUCKETS - 1;
         /* relaxed: a figure. */
         atomic_fetch_add_explicit(&e->latency[k], 1, memory_order_relaxed);
+        /* relaxed: a figure, read apart from the buckets (stats are not
+         * a snapshot, engine.h). */
+        atomic_fetch_add_explicit(&e->latency_sum, us, memory_order_relaxed);
     }
     if (ev->tag == SX_TAG_NONE) {
         /* Fire and forget: nobody waits for the answer. */

@@ -935,6 +935,9 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);
+    /* relaxed: a figure (see dispatch.c). */
+    out->latency_sum_us =
+        atomic_load_explicit(&e->latency_sum, memory_order_relaxed);
     out->parked = atomic_load_explicit(&e->park.n_parked, memory_order_relaxed);
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__wstats *s = &e->workers[i].st;

@@ -530,6 +530,7 @@ struct sx_engine {
     _Atomic int tm_purging;
     /* Command latency histogram (sampled; relaxed figures). */
     alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
+    _Atomic uint64_t latency_sum; /* their sum, microseconds */
 };
 
 /* ---- internal functions -------------------------------------------------- */

@@ -146,6 +146,9 @@ typedef struct {
      * latency_us[k] counts samples under 2^k microseconds (and at least
      * 2^(k-1), k >= 1); the last bucket also holds everything slower. */
     uint64_t latency_us[SX_LATENCY_BUCKETS];
+    /* The sum of those samples' latencies, in microseconds (each sample
+     * counted in whole microseconds, as the buckets place it). */
+    uint64_t latency_sum_us;
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.

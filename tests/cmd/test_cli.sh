@@ -599,6 +599,10 @@ for line in body.splitlines():
     samples[name + labels] = value
 buckets = [v for k, v in samples.items() if k.startswith("stepx_command_latency_seconds_bucket")]
 assert buckets == sorted(buckets) and buckets[-1] == samples["stepx_command_latency_seconds_count"]
+# _sum agrees with the buckets: bucket k >= 1 holds [2^(k-1), 2^k) us
+counts = [b - a for a, b in zip([0] + buckets[:-2], buckets[:-1])]
+low = sum(c * (2 ** (k - 1) if k else 0) for k, c in enumerate(counts)) / 1e6
+assert samples["stepx_command_latency_seconds_sum"] >= low - 1e-6, (samples["stepx_command_latency_seconds_sum"], low)
 # bucket k is under 2^k microseconds: the le labels say so exactly
 les = re.findall(r"stepx_command_latency_seconds_bucket\{le=\"([^\"]+)\"\}", body)
 assert les[-1] == "+Inf" and [float(x) for x in les[:-1]] == [2**k / 1e6 for k in range(len(les) - 1)], les

@@ -235,11 +235,18 @@ static void test_sleep_latency_sampled(void)
     expect_done(e, submit1(e, "chain", 130));
     sx_engine_stats st;
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    uint64_t low = 0, high = 0;
-    for (int k = 0; k < SX_LATENCY_BUCKETS; k++)
+    uint64_t low = 0, high = 0, sum_min = 0, sum_max = 0;
+    for (int k = 0; k < SX_LATENCY_BUCKETS; k++) {
         *(k >= 11 ? &high : &low) += st.latency_us[k];
+        /* bucket k >= 1 holds [2^(k-1), 2^k) us; the last one more */
+        sum_min += st.latency_us[k] * (k == 0 ? 0 : 1ull << (k - 1));
+        sum_max += st.latency_us[k] * ((1ull << k) - 1);
+    }
     CHECK_EQ_U64(low, 0);
     CHECK(high >= 2);
+    /* The sum (Prometheus' _sum) agrees with where the samples fell. */
+    CHECK(st.latency_sum_us >= sum_min);
+    CHECK(st.latency_sum_us <= sum_max);
     down(e);
 }
 
