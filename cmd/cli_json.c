@@ -4,7 +4,12 @@
  * The mapping keeps integers integers both ways; JSON has no binaries, so
  * a msgpack binary (or a string that is not valid UTF-8) shows as a string
  * when it is valid UTF-8 and as {"$bin": "<base64>"} otherwise, and that
- * object form packs back into a binary. Threads: the CLI's one thread.
+ * object form packs back into a binary. A map key that is not a string
+ * shows as its compact JSON text (1 as "1"); a map in which two keys then
+ * read the same (1 and "1", or a key given twice) shows as
+ * {"$map": [[key, value], ...]}, each key as its own JSON value, so that no
+ * pair is lost, and that form packs back into such a map. Threads: the
+ * CLI's one thread.
  */
 #include "cmd/cli.h"
 
@@ -123,54 +128,91 @@ static json_t *mp_array(sx_unpack *u, int depth)
 
 /* A map key as text: a string key itself when it is valid UTF-8 without
  * NULs, else the compact JSON of the key's value (e.g. "5" for 5); NULL
- * when that is longer than the bound above. */
-static char *mp_key(sx_unpack *u, int depth)
+ * when that is longer than the bound above. *kj gets the key's own JSON
+ * value (the caller's reference; NULL with the text). */
+static char *mp_key(sx_unpack *u, int depth, json_t **kj)
 {
     const uint8_t *start = u->p;
     const char *s;
     size_t len;
     json_t *k;
+    *kj = NULL;
     if (sx_unpack_type(u) == SX_MP_STR) {
         if (sx_unpack_str(u, &s, &len) != 0)
             return NULL;
         k = bytes_json(s, len);
         if (k != NULL && json_is_string(k) && memchr(s, 0, len) == NULL) {
-            json_decref(k);
             char *text = malloc(len + 1);
-            if (text != NULL) {
-                memcpy(text, s, len);
-                text[len] = 0;
+            if (text == NULL) {
+                json_decref(k);
+                return NULL;
             }
+            memcpy(text, s, len);
+            text[len] = 0;
+            *kj = k;
             return text;
         }
     } else {
         k = mp_value(u, depth + 1);
     }
     char *text = k != NULL ? json_dumps(k, JSON_FLAGS) : NULL;
-    json_decref(k);
     if (text != NULL &&
         strlen(text) >
             KEY_TEXT_PER_BYTE * (size_t)(u->p - start) + KEY_TEXT_SLACK) {
         free(text);
-        return NULL;
+        text = NULL;
     }
+    if (text == NULL)
+        json_decref(k);
+    else
+        *kj = k;
     return text;
 }
 
+/* A map as an object; or, when two of its keys read the same as text (1
+ * and "1", or a key given twice), as {"$map": [[key, value], ...]}, which
+ * loses no pair. Both are built in the one pass (a second pass over the
+ * pairs would be done again at every level of maps inside maps: 2^depth). */
 static json_t *mp_map(sx_unpack *u, int depth)
 {
     uint32_t n;
     if (sx_unpack_map(u, &n) != 0)
         return NULL;
     json_t *o = json_object();
-    for (uint32_t i = 0; o != NULL && i < n; i++) {
-        char *k = mp_key(u, depth);
+    json_t *pairs = json_array();
+    bool clash = false, ok = o != NULL && pairs != NULL;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        json_t *kj;
+        char *k = mp_key(u, depth, &kj);
         json_t *v = k != NULL ? mp_value(u, depth + 1) : NULL;
-        if (v == NULL || json_object_set_new(o, k, v) != 0) {
-            json_decref(o);
-            o = NULL;
+        if (v == NULL) {
+            json_decref(kj);
+            ok = false;
+        } else {
+            clash = clash || json_object_get(o, k) != NULL;
+            /* "O": the pair takes its own reference to v; kj is taken. */
+            json_t *pair = json_pack("[oO]", kj, v);
+            if (pair == NULL || json_array_append_new(pairs, pair) != 0) {
+                json_decref(v); /* the pair's reference went with it */
+                ok = false;
+            } else {
+                ok = json_object_set_new(o, k, v) == 0; /* takes v */
+            }
         }
         free(k);
+    }
+    if (ok && clash) {
+        json_decref(o);
+        o = json_object();
+        if (o != NULL && json_object_set_new(o, "$map", pairs) == 0)
+            return o; /* set_new took pairs */
+        json_decref(o);
+        return NULL;
+    }
+    json_decref(pairs);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
     }
     return o;
 }
@@ -251,6 +293,25 @@ json_t *cli_json_from_mp(sx_payload p)
 
 /* ---- JSON -> msgpack ---- */
 
+/* The pairs of j when it is the form {"$map": [[key, value], ...]} (one
+ * member, an array whose every element is an array of two), else NULL: any
+ * other object, {"$map": ...} with something else inside included, is an
+ * ordinary object. */
+static json_t *map_form(const json_t *j)
+{
+    json_t *a = json_object_get(j, "$map");
+    if (json_object_size(j) != 1 || !json_is_array(a))
+        return NULL;
+    size_t i;
+    json_t *pair;
+    json_array_foreach(a, i, pair)
+    {
+        if (!json_is_array(pair) || json_array_size(pair) != 2)
+            return NULL;
+    }
+    return a;
+}
+
 int cli_json_to_mp(const json_t *j, sx_pack *pk)
 {
     switch (json_typeof(j)) {
@@ -276,6 +337,20 @@ int cli_json_to_mp(const json_t *j, sx_pack *pk)
         return rc;
     }
     case JSON_OBJECT: {
+        json_t *pairs = map_form(j);
+        if (pairs != NULL) {
+            size_t n = json_array_size(pairs);
+            if (n > UINT32_MAX)
+                return SX_ELIMIT;
+            int rc = sx_pack_map(pk, (uint32_t)n);
+            for (size_t i = 0; rc == 0 && i < n; i++) {
+                json_t *pair = json_array_get(pairs, i);
+                rc = cli_json_to_mp(json_array_get(pair, 0), pk);
+                if (rc == 0)
+                    rc = cli_json_to_mp(json_array_get(pair, 1), pk);
+            }
+            return rc;
+        }
         json_t *bin = json_object_get(j, "$bin");
         if (json_object_size(j) == 1 && json_is_string(bin)) {
             size_t n;
@@ -325,6 +400,20 @@ static int json_depth(const json_t *j)
         if (json_object_size(j) == 1 &&
             json_is_string(json_object_get(j, "$bin")))
             return 0;
+        json_t *pairs = map_form(j);
+        if (pairs != NULL) {
+            /* Packs as one map of those keys and values. */
+            size_t i;
+            json_t *pair;
+            json_array_foreach(pairs, i, pair)
+            {
+                for (size_t m = 0; m < 2; m++) {
+                    int k = json_depth(json_array_get(pair, m));
+                    d = k > d ? k : d;
+                }
+            }
+            return d + 1;
+        }
         const char *key;
         json_t *v;
         json_object_foreach((json_t *)j, key, v)

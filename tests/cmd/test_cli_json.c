@@ -1,7 +1,8 @@
-/* tests/cmd/test_cli_json.c — the CLI's msgpack -> JSON conversion
- * (cmd/cli_json.c) on map keys that are not strings: they show as their
- * compact JSON text, and keys inside keys do not blow the text up. Each
- * case opens with the property it checks. */
+/* tests/cmd/test_cli_json.c — the CLI's msgpack <-> JSON conversion
+ * (cmd/cli_json.c) on map keys: keys that are not strings show as their
+ * compact JSON text, keys inside keys do not blow the text up, and a map
+ * whose keys would read the same shows as {"$map": pairs}, which packs back
+ * into the same map. Each case opens with the property it checks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,9 +52,107 @@ static void test_keys_in_keys_bounded(void)
         SX_FAILF("%zu bytes of msgpack made %zu bytes of JSON", n, len);
 }
 
+/* JSON text -> msgpack, as the CLI sends a value; checks the bytes. */
+static void expect_packs(const char *json, const uint8_t *mp, size_t n)
+{
+    json_t *j = cli_json_parse(json, "the test");
+    CHECK(j != NULL);
+    if (j == NULL)
+        return;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    CHECK_RC(cli_json_to_mp(j, &pk), 0);
+    sx_payload got = sx_pack_payload(&pk);
+    if (got.len != n || memcmp(got.data, mp, n) != 0)
+        SX_FAILF("%s packed into %zu bytes, not the %zu expected", json,
+                 got.len, n);
+    sx_pack_fini(&pk);
+    json_decref(j);
+}
+
+/* A map whose keys read the same as text, 1 and "1" or one key twice, was
+ * an object with one of them gone ({"1": "b"}); it shows as
+ * {"$map": [[key, value], ...]}, every pair in order, and that JSON packs
+ * back into the very same msgpack. */
+static void test_clashing_keys_keep_every_pair(void)
+{
+    /* {1: "a", "1": "b"} */
+    static const uint8_t mp1[] = {
+        0x82, 0x01, 0xa1, 'a', 0xa1, '1', 0xa1, 'b'
+    };
+    char *t = cli_mp_text((sx_payload){ mp1, sizeof(mp1) });
+    CHECK(t != NULL);
+    if (t != NULL)
+        CHECK_STR(t, "{\"$map\":[[1,\"a\"],[\"1\",\"b\"]]}");
+    free(t);
+    expect_packs("{\"$map\":[[1,\"a\"],[\"1\",\"b\"]]}", mp1, sizeof(mp1));
+    /* {"k": 1, "k": 2} inside an array, beside a plain map {"k": 3} */
+    static const uint8_t mp2[] = { 0x92, 0x82, 0xa1, 'k',  0x01, 0xa1,
+                                   'k',  0x02, 0x81, 0xa1, 'k',  0x03 };
+    t = cli_mp_text((sx_payload){ mp2, sizeof(mp2) });
+    CHECK(t != NULL);
+    if (t != NULL)
+        CHECK_STR(t, "[{\"$map\":[[\"k\",1],[\"k\",2]]},{\"k\":3}]");
+    free(t);
+    /* Only [key, value] pairs make the form: anything else under "$map" is
+     * an ordinary object with that key. */
+    static const uint8_t mp3[] = { 0x81, 0xa4, '$', 'm', 'a', 'p', 0x05 };
+    expect_packs("{\"$map\":5}", mp3, sizeof(mp3));
+    static const uint8_t mp4[] = { 0x81, 0xa4, '$',  'm', 'a',
+                                   'p',  0x91, 0x91, 0x01 };
+    expect_packs("{\"$map\":[[1]]}", mp4, sizeof(mp4));
+}
+
+/* Clashing maps nested in the first value of clashing maps, 60 levels
+ * (~360 bytes): converting a map once as an object and again as pairs
+ * would redo every level below at each level, 2^60 times the work. One
+ * pass: it converts at once. */
+static void test_nested_clashes_linear(void)
+{
+    enum { LEVELS = 60 };
+    uint8_t mp[LEVELS * 6 + 1];
+    size_t n = 0;
+    for (int i = 0; i < LEVELS; i++) {
+        mp[n++] = 0x82; /* {1: <the next level>, "1": nil} */
+        mp[n++] = 0x01;
+    }
+    mp[n++] = 0xc0; /* the innermost value */
+    for (int i = 0; i < LEVELS; i++) {
+        mp[n++] = 0xa1;
+        mp[n++] = '1';
+        mp[n++] = 0xc0;
+    }
+    char *t = cli_mp_text((sx_payload){ mp, n });
+    CHECK(t != NULL);
+    if (t != NULL && strncmp(t, "{\"$map\":[[1,{\"$map\":[[1,", 24) != 0)
+        SX_FAILF("unexpected text: %.60s", t);
+    free(t);
+}
+
+/* {"$map": pairs} packs as one map: its depth is the map's, so a value
+ * nested to the limit inside it is taken (counted as the object and the
+ * arrays it is written with, it was refused as 2 levels too deep). */
+static void test_map_form_depth(void)
+{
+    char json[256];
+    size_t n = 0;
+    n += (size_t)snprintf(json + n, sizeof(json) - n, "{\"$map\":[[1,");
+    for (int i = 0; i < SX_WIRE_MAX_DEPTH - 2; i++)
+        json[n++] = '[';
+    for (int i = 0; i < SX_WIRE_MAX_DEPTH - 2; i++)
+        json[n++] = ']';
+    n += (size_t)snprintf(json + n, sizeof(json) - n, "]]}");
+    json_t *j = cli_json_parse(json, "the test");
+    CHECK(j != NULL);
+    json_decref(j);
+}
+
 static const sx_test_case cases[] = {
     { "plain_keys", test_plain_keys },
     { "keys_in_keys_bounded", test_keys_in_keys_bounded },
+    { "clashing_keys_keep_every_pair", test_clashing_keys_keep_every_pair },
+    { "nested_clashes_linear", test_nested_clashes_linear },
+    { "map_form_depth", test_map_form_depth },
 };
 
 SX_TEST_MAIN(cases)

@@ -215,6 +215,9 @@ CLI_JSON_SEEDS = {
     "mp-keys": pack({1: "a", None: 2, b"\xff": 3, "a\u0000b": 4}),
     "mp-keys-in-keys": b"\x81" * 24 + b"\x01" + b"\xc0" * 24,
     "mp-nan": b"\x92\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\xca\xff\x80\x00\x00",
+    "json-map-form": b'[{"$map": [[1, "a"], ["1", {"$map": [[null, 2]]}]]}, {"$map": 5}]',
+    # {1: "a", "1": "b", "k": {"k": 1, "k": 2}}: keys that read the same
+    "mp-clash": b"\x83\x01\xa1a\xa11\xa1b\xa1k\x82\xa1k\x01\xa1k\x02",
 }
 
 here = os.path.dirname(os.path.abspath(__file__))
