@@ -641,10 +641,19 @@ static int connect_fd(int fd, const struct sockaddr *sa, socklen_t len,
     int rc = set_nonblock(fd);
     if (rc != 0)
         return rc;
-    if (connect(fd, sa, len) == 0)
-        return 0;
-    if (errno != EINPROGRESS && errno != EAGAIN)
-        return -errno;
+    /* A Unix socket whose listen backlog is full refuses a non-blocking
+     * connect with EAGAIN and starts nothing: there is nothing to poll
+     * for (an unconnected socket polls writable at once). Try again every
+     * few ms until the deadline, as a blocking connect would wait. */
+    while ((rc = connect(fd, sa, len) == 0 ? 0 : -errno) == -EAGAIN) {
+        int ms = left_ms(deadline);
+        if (ms == 0)
+            return SX_ETIMEDOUT;
+        struct timespec ts = { 0, (ms < 0 || ms > 10 ? 10 : ms) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    if (rc != -EINPROGRESS)
+        return rc; /* 0: connected at once */
     if ((rc = wait_fd(fd, POLLOUT, deadline)) != 0)
         return rc;
     int err = 0;

@@ -6,7 +6,8 @@
  * mid-pipeline (a clear error, no hang, no leak: LSan checks at exit);
  * a client that posts without reading (its memory and the server's
  * output stay bounded); one thread driving several clients by polling
- * their sockets. Each case opens with the property it checks.
+ * their sockets; a connect to a listener whose backlog is full. Each case
+ * opens with the property it checks.
  */
 #include <errno.h>
 #include <poll.h>
@@ -681,6 +682,109 @@ static void test_timeout_while_streaming(void)
     }
 }
 
+/* ==== a listener that does not accept ================================== */
+
+typedef struct {
+    int lfd;
+    int queued; /* raw connections filling the backlog, accepted first */
+} lazy;
+
+/* Accepts (and drops) the raw connections that filled the backlog after a
+ * pause, so that the client's retried connect gets in; then answers the
+ * client's hello. */
+static void *lazy_main(void *arg)
+{
+    lazy *s = arg;
+    sleep_ms(300);
+    for (int i = 0; i < s->queued; i++) {
+        int fd = accept(s->lfd, NULL, NULL);
+        CHECK(fd >= 0);
+        close(fd);
+    }
+    int fd = accept(s->lfd, NULL, NULL);
+    CHECK(fd >= 0);
+    sx_payload req;
+    CHECK_RC(raw_read(fd, 5000, &req), 0);
+    sx_payload v;
+    uint64_t id = 0;
+    sx_unpack u;
+    CHECK_RC(sx_map_get(req, "id", &v), 0);
+    sx_unpack_init(&u, v);
+    CHECK_RC(sx_unpack_uint(&u, &id), 0);
+    free((void *)req.data);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 3);
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, id);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, true);
+    sx_pack_str(&pk, "mailbox");
+    sx_pack_str(&pk, "{1@1|1}");
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    uint8_t sink[256];
+    while (recv(fd, sink, sizeof(sink), 0) > 0) {
+    }
+    close(fd);
+    return NULL;
+}
+
+/* sx_client_connect to a Unix socket whose listen backlog is full (a
+ * server that is busy, or not accepting yet) honours its timeout: it says
+ * SX_ETIMEDOUT once the time is up, and gets in when room opens before
+ * that. A non-blocking connect(2) on a full Unix backlog fails at once
+ * with EAGAIN, without starting anything; the client used to poll that
+ * unconnected socket, which reports POLLOUT at once, and then sent hello
+ * on it: -ENOTCONN at once, whatever the timeout. */
+static void test_connect_backlog_full(void)
+{
+    char dir[64], path[128];
+    strcpy(dir, "/tmp/sxlazyXXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/s.sock", dir);
+    lazy s = { .lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+    CHECK(s.lfd >= 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    CHECK_RC(bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    CHECK_RC(listen(s.lfd, 0), 0);
+    /* Fill the backlog with raw connections until one is refused. */
+    int raw[64];
+    for (;;) {
+        CHECK(s.queued < 64);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        CHECK(fd >= 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            CHECK(errno == EAGAIN);
+            close(fd);
+            break;
+        }
+        raw[s.queued++] = fd;
+    }
+    /* Nobody accepts: the timeout, not an error at once. */
+    sx_client *c = NULL;
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_client_connect(path, NULL, 150, &c), SX_ETIMEDOUT);
+    double took = sx_test_now_ms() - t0;
+    if (took < 140 || took > 2000)
+        SX_FAILF("a 150 ms connect to a full backlog took %.0f ms", took);
+    /* Room opens after 300 ms: the connect gets in and says hello. */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, lazy_main, &s) == 0);
+    CHECK_RC(sx_client_connect(path, NULL, 5000, &c), 0);
+    CHECK(sx_pid_eq(sx_client_mailbox(c), (sx_pid){ 1, 1, 1 }));
+    sx_client_close(c);
+    pthread_join(th, NULL);
+    for (int i = 0; i < s.queued; i++)
+        close(raw[i]);
+    close(s.lfd);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ==== one thread, many clients ========================================= */
 
 /* One thread drives several clients by polling their sockets
@@ -789,6 +893,7 @@ static const sx_test_case cases[] = {
     { "timeout_while_streaming", test_timeout_while_streaming },
     { "huge_timeouts", test_huge_timeouts },
     { "one_thread_many_clients", test_one_thread_many_clients },
+    { "connect_backlog_full", test_connect_backlog_full },
 };
 
 SX_TEST_MAIN(cases)
