@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -313,10 +314,12 @@ int cli_connect(cli *c)
                  rc == -ENOENT || rc == -ECONNREFUSED
                      ? " (is stepxd running? see --socket / --connect)"
                  : rc == SX_EINVAL
-                     /* The server's bad_request to hello: a token it does
-                      * not take (or an address the client cannot use). */
-                     ? " (the server refused the connection: a wrong or "
-                       "missing --token / STEPX_TOKEN?)"
+                     /* The server's bad_request to hello (a token it does
+                      * not take), or a host that does not resolve (the
+                      * address's form was checked before). */
+                     ? " (a host that does not resolve, or the server "
+                       "refused the connection: a wrong or missing --token "
+                       "/ STEPX_TOKEN?)"
                      : "");
     return cli_fail(rc == SX_ETIMEDOUT ? CLI_TIMEOUT : CLI_CONNECT, "%s", msg);
 }
@@ -566,6 +569,35 @@ static void set_address(cli *c)
     snprintf(c->address, sizeof c->address, "unix:%s", path);
 }
 
+/* Checks the address's form before connecting (a usage error needs no
+ * daemon): a Unix socket path that fits sun_path, or HOST:PORT with a
+ * decimal port, as sx_client_connect reads them. Without this, every
+ * address the client cannot use came back as SX_EINVAL, which the CLI
+ * reported as a server refusing hello (a wrong token), exit 3. */
+static int check_address(const cli *c)
+{
+    const char *a = c->address;
+    bool is_unix = strncmp(a, "unix:", 5) == 0 || strchr(a, '/') != NULL;
+    if (is_unix) {
+        const char *path = strncmp(a, "unix:", 5) == 0 ? a + 5 : a;
+        struct sockaddr_un sa;
+        if (path[0] == 0 || strlen(path) >= sizeof sa.sun_path)
+            return cli_fail(CLI_USAGE,
+                            "bad socket path '%s': empty, or longer than %zu "
+                            "bytes (the most a Unix socket path can hold)",
+                            path, sizeof sa.sun_path - 1);
+        return 0;
+    }
+    const char *colon = strrchr(a, ':');
+    int64_t port;
+    if (colon == NULL || colon == a || !parse_i64(colon + 1, 1, 65535, &port))
+        return cli_fail(CLI_USAGE,
+                        "bad --connect address '%s': expected HOST:PORT "
+                        "(a port from 1 to 65535), or a Unix socket path",
+                        a);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* A daemon that goes away is a write error, not a silent death. */
@@ -610,6 +642,8 @@ int main(int argc, char **argv)
                         cmd->name, cmd->name, cmd->args);
     cli c = { .a = &a };
     set_address(&c);
+    if ((rc = check_address(&c)) != 0)
+        return rc;
     rc = cmd->fn(&c);
     if (c.client != NULL)
         sx_client_close(c.client);

@@ -139,6 +139,19 @@ json "no daemon running, --json: an error document" \
 unset STEPX_SOCKET
 run --socket "$TMP/none.sock" stats
 expect "--socket to nowhere: exit 3" 3 "none.sock"
+# An address the client cannot use is a usage error, said as such: it
+# used to come back from the client as SX_EINVAL, reported as the server
+# refusing hello ("a wrong or missing --token"), exit 3.
+run --connect 127.0.0.1 types
+expect "--connect without a port: exit 2, saying so" 2 "bad --connect address"
+if printf '%s' "$ERR" | grep -q token; then
+    bad "--connect without a port: no token hint" "$(show)"
+else
+    ok "--connect without a port: no token hint"
+fi
+run --socket "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock" types
+expect "--socket longer than 107 bytes: exit 2, saying so" 2 \
+    "bad socket path .* longer than 107"
 run
 expect "no command: exit 2" 2 "usage"
 run frobnicate
