@@ -83,6 +83,11 @@ int cli_reply_exit(const sx_reply *r);
 /* The exit code for an error reply, after printing it (and, with --json,
  * writing {"ok": false, "error": {...}} plus extra fields to stdout). */
 int cli_reply_error(cli *c, const char *what, const sx_reply *r, json_t *extra);
+/* A call that got no reply (rc from the client, t its timeout in ms):
+ * prints why and returns the exit code: CLI_TIMEOUT, CLI_CONNECT for a
+ * connection lost, CLI_INTERNAL for a frame that cannot be read
+ * (SX_EPROTO) or out of memory. */
+int cli_transport_error(const char *what, int rc, int64_t t);
 /* The timeout for one plain request: --timeout, else 30 s. */
 int64_t cli_request_timeout(const cli *c);
 /* Parses a PID argument ("{node@host|id}", or a bare id on the daemon's

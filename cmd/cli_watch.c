@@ -116,11 +116,8 @@ static int watch_loop(cli *c, const char *target)
             return cli_fail(CLI_TIMEOUT,
                             "watch: %s did not exit within %lld ms", target,
                             (long long)c->a->timeout_ms);
-        if (rc != 0)
-            return cli_fail(CLI_CONNECT, "watch: %s",
-                            rc == SX_ECLOSED
-                                ? "the daemon closed the connection"
-                                : sx_strerror(rc));
+        if (rc != 0) /* as for a request: a push it cannot read is 6 */
+            return cli_transport_error("watch", rc, wait);
         char kind[32] = "", pid[SX_PID_TEXT_MAX + 8] = "";
         cli_get_str(push.body, "push", kind, sizeof kind);
         cli_get_str(push.body, "pid", pid, sizeof pid);

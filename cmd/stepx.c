@@ -258,8 +258,7 @@ int cli_reply_error(cli *c, const char *what, const sx_reply *r, json_t *extra)
     return ex;
 }
 
-/* A request that got no reply: prints why, returns the exit code. */
-static int transport_error(const char *what, int rc, int64_t t)
+int cli_transport_error(const char *what, int rc, int64_t t)
 {
     char msg[256];
     int ex = CLI_CONNECT;
@@ -333,7 +332,7 @@ int cli_request(cli *c, const char *what, sx_payload request,
         return rc;
     rc = sx_client_call(c->client, request, timeout_ms, out);
     if (rc != 0)
-        return transport_error(what, rc, timeout_ms);
+        return cli_transport_error(what, rc, timeout_ms);
     if (out->ok || pass == cli_pass_all)
         return 0;
     for (size_t i = 0; pass != NULL && pass[i] != NULL; i++)

@@ -170,6 +170,53 @@ run --json frobnicate
 json "unknown command --json: a usage error document" \
     "d['ok'] is False and d['error']['code'] == 'usage'" 2
 
+# ---- a fake daemon that sends a frame the CLI cannot read ----
+
+# It answers hello and subscribe, then sends a frame of length 0 (no map:
+# broken). watch must say so as an unreadable reply, exit 6, as every
+# request does; it said "malformed or unexpected payload" with exit 3 (a
+# lost connection).
+cat >"$TMP/fake.py" <<'PYEOF'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(1)
+s.settimeout(20)
+c, _ = s.accept()
+c.settimeout(20)
+
+def read_n(n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            sys.exit(0)
+        b += chunk
+    return b
+
+def reply(req, extra):
+    # The client sends "id" first, a positive fixint here: 82 a2 'id' N.
+    assert req[1:4] == b"\xa2id" and req[4] < 0x80, req
+    body = (bytes([0x82 + (1 if extra else 0), 0xA2]) + b"id" +
+            bytes([req[4]]) + b"\xa2ok\xc3" + extra)
+    c.sendall(struct.pack(">I", len(body)) + body)
+
+for extra in (b"\xa7mailbox\xa7{0@1|1}", b""):  # hello, subscribe
+    reply(read_n(struct.unpack(">I", read_n(4))[0]), extra)
+c.sendall(b"\x00\x00\x00\x00")
+c.recv(100)
+PYEOF
+"$PY" "$TMP/fake.py" "$TMP/fake.sock" &
+FAKE=$!
+for _ in $(seq 1 100); do
+    [ -S "$TMP/fake.sock" ] && break
+    sleep 0.05
+done
+run --socket "$TMP/fake.sock" watch '{0@1|5}'
+expect "watch: a push frame it cannot read: exit 6, saying so" 6 \
+    "watch: a reply the CLI cannot read"
+wait "$FAKE" 2>/dev/null
+
 # ---- the daemon ----
 
 if [ ! -f "$PLUGIN" ]; then
