@@ -349,14 +349,16 @@ int cli_parse_pid(cli *c, const char *text, sx_pid *out)
     char buf[SX_PID_TEXT_MAX + 2];
     size_t n = strlen(text);
     if (n > 0 && n <= 20 && strspn(text, "0123456789") == n) {
-        /* A bare id: on the daemon's node and host (its mailbox's). */
-        int rc = cli_connect(c);
-        if (rc != 0)
-            return rc;
+        /* A bare id: on the daemon's node and host (its mailbox's). The
+         * number first: one that does not fit is a usage error, daemon or
+         * not. */
         char *end;
         errno = 0;
         unsigned long long id = strtoull(text, &end, 10);
         if (errno == 0 && *end == 0) {
+            int rc = cli_connect(c);
+            if (rc != 0)
+                return rc;
             *out = (sx_pid){ c->mailbox.node, c->mailbox.host, id };
             return 0;
         }

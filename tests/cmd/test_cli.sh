@@ -163,6 +163,10 @@ run send 5 topic 'hello'
 expect "bad JSON, no daemon: still exit 2" 2 "bad JSON for the message"
 run watch 5 --send t '[1,'
 expect "watch --send bad JSON, no daemon: exit 2" 2 "bad JSON for --send"
+# A bare id over 2^64 - 1 is a bad PID: it was found only after
+# connecting (exit 3 here).
+run wait 99999999999999999999
+expect "bare id over 2^64 - 1, no daemon: exit 2" 2 "bad PID"
 run --json submit counter run '[1'
 json "bad JSON --json: a usage error document" \
     "d['ok'] is False and d['error']['code'] == 'usage' and 'bad JSON' in d['error']['message']" 2
