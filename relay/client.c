@@ -730,6 +730,10 @@ static int open_tcp(const char *address, int64_t deadline, int *out)
     return rc;
 }
 
+/* The largest frame a client takes, whatever its server says: stepxd's
+ * --max-frame goes up to 1 GiB. */
+#define CLIENT_MAX_FRAME ((size_t)1 << 30)
+
 static int hello(sx_client *c, const char *token, int64_t deadline)
 {
     sx_pack pk;
@@ -776,6 +780,20 @@ static int hello(sx_client *c, const char *token, int64_t deadline)
     memcpy(buf, s, n);
     buf[n] = '\0';
     rc = sx_pid_parse(buf, &c->mailbox) == 0 ? 0 : SX_EPROTO;
+    /* A server that sends frames over the default limit says so (hello's
+     * max_frame, an extension; stepxd --max-frame): take them, up to
+     * CLIENT_MAX_FRAME. Without the field, the default. */
+    sx_payload v;
+    sx_unpack u;
+    uint64_t mf = 0;
+    if (rc == 0 && sx_map_get(r.body, "max_frame", &v) == 0) {
+        sx_unpack_init(&u, v);
+        if (sx_unpack_uint(&u, &mf) != 0)
+            mf = 0;
+    }
+    if (mf > SX_WIRE_MAX_FRAME_DEFAULT)
+        sx_wire_decoder_set_max(
+            c->dec, mf < CLIENT_MAX_FRAME ? (size_t)mf : CLIENT_MAX_FRAME);
     sx_reply_free(&r);
     return rc;
 }

@@ -241,7 +241,7 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
     }
     char mb[SX_PID_TEXT_MAX];
     sx_pid_format(c->mailbox, mb, sizeof(mb));
-    sx_pack *pk = reply_begin(c, id, true, 4);
+    sx_pack *pk = reply_begin(c, id, true, 5);
     sx_pack_str(pk, "version");
     sx_pack_uint(pk, 1);
     sx_pack_str(pk, "node");
@@ -250,6 +250,10 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
     sx_pack_str(pk, s->server_name);
     sx_pack_str(pk, "mailbox");
     sx_pack_str(pk, mb);
+    /* An extension: the largest frame this server takes and sends, so
+     * that a client can take replies and pushes that large. */
+    sx_pack_str(pk, "max_frame");
+    sx_pack_uint(pk, s->max_frame);
     sx__relay_conn_reply(c);
 }
 

@@ -192,11 +192,19 @@ int sx_wire_decoder_new(size_t max_frame, sx_wire_decoder **out)
     d = calloc(1, sizeof(*d));
     if (d == NULL)
         return SX_ENOMEM;
+    sx_wire_decoder_set_max(d, max_frame);
+    *out = d; /* the caller's, until sx_wire_decoder_free */
+    return 0;
+}
+
+int sx_wire_decoder_set_max(sx_wire_decoder *d, size_t max_frame)
+{
+    if (d == NULL)
+        return SX_EINVAL;
     if (max_frame == 0)
         max_frame = SX_WIRE_MAX_FRAME_DEFAULT;
     /* The header is 32 bits: no frame can be longer. */
     d->max_frame = max_frame > UINT32_MAX ? UINT32_MAX : max_frame;
-    *out = d; /* the caller's, until sx_wire_decoder_free */
     return 0;
 }
 

@@ -36,6 +36,11 @@ typedef struct sx_wire_decoder sx_wire_decoder;
 /* max_frame 0 = SX_WIRE_MAX_FRAME_DEFAULT. Errors: SX_EINVAL (out NULL),
  * SX_ENOMEM. */
 int sx_wire_decoder_new(size_t max_frame, sx_wire_decoder **out);
+/* Changes the limit (0 = SX_WIRE_MAX_FRAME_DEFAULT) for every frame whose
+ * length is checked from now on, the one being read included; a broken
+ * decoder stays broken. Errors: SX_EINVAL (d NULL). An extension: the
+ * client raises its limit to the server's (hello's max_frame). */
+int sx_wire_decoder_set_max(sx_wire_decoder *d, size_t max_frame);
 void sx_wire_decoder_free(sx_wire_decoder *d);
 /* Appends bytes (copied). Errors: SX_EINVAL (d NULL, or bytes NULL with
  * n > 0), SX_ENOMEM (nothing was appended), or,

@@ -882,6 +882,49 @@ static void test_one_thread_many_clients(void)
     fx_down(&f);
 }
 
+/* Property: a client takes frames as large as its server sends (hello's
+ * max_frame): a server of 20 MiB frames pushes a message of 17 MiB to the
+ * connection's mailbox, and the client gets it whole, then goes on. (The
+ * client's decoder kept the default 16 MiB whatever the server said, so
+ * stepxd --max-frame above it made every larger reply or push end the
+ * client's connection.) */
+static void test_large_frames_of_server(void)
+{
+    enum { BIG = 17 << 20 };
+    fixture f;
+    sx_server_config sc = { .max_frame = 20u << 20 };
+    fx_up_cfg(&f, 0, &sc);
+    sx_client *c;
+    CHECK_RC(sx_client_connect(f.path, NULL, 10000, &c), 0);
+    uint8_t *big = malloc(BIG);
+    CHECK(big != NULL);
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = (uint8_t)(i * 7);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_bin(&pk, big, BIG);
+    CHECK_RC(sx_engine_send(f.e, SX_PID_NONE, sx_client_mailbox(c), "big",
+                            sx_pack_payload(&pk)),
+             0);
+    sx_pack_fini(&pk);
+    sx_reply r;
+    CHECK_RC(sx_client_next_push(c, 20000, &r), 0);
+    sx_payload v;
+    sx_unpack u;
+    const void *got = NULL;
+    size_t n = 0;
+    CHECK_RC(sx_map_get(r.body, "data", &v), 0);
+    sx_unpack_init(&u, v);
+    CHECK_RC(sx_unpack_bin(&u, &got, &n), 0);
+    CHECK_EQ_U64(n, BIG);
+    CHECK(n == BIG && memcmp(got, big, BIG) == 0);
+    sx_reply_free(&r);
+    free(big);
+    square_ok(c, 12, 10000); /* the connection is still good */
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "interleaved_sync", test_interleaved_sync },
@@ -894,6 +937,7 @@ static const sx_test_case cases[] = {
     { "huge_timeouts", test_huge_timeouts },
     { "one_thread_many_clients", test_one_thread_many_clients },
     { "connect_backlog_full", test_connect_backlog_full },
+    { "large_frames_of_server", test_large_frames_of_server },
 };
 
 SX_TEST_MAIN(cases)

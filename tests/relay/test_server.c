@@ -130,8 +130,9 @@ static void pk_pid(sx_pack *pk, const char *key, sx_pid pid)
 
 /* ==== cases ============================================================= */
 
-/* Property: hello answers version 1, the node, the configured server name
- * and the connection's own mailbox PID (the client keeps it); two
+/* Property: hello answers version 1, the node, the configured server name,
+ * the connection's own mailbox PID (the client keeps it) and the server's
+ * frame limit (max_frame, an extension; the default here); two
  * connections get different mailboxes; both transports answer. */
 static void test_hello(void)
 {
@@ -154,6 +155,7 @@ static void test_hello(void)
     CHECK_EQ_INT(map_int(r.body, "node"), 0);
     CHECK_STR(map_str(r.body, "server", buf, sizeof(buf)), FX_SERVER_NAME);
     CHECK(sx_pid_eq(map_pid(r.body, "mailbox"), sx_client_mailbox(a)));
+    CHECK_EQ_INT(map_int(r.body, "max_frame"), SX_WIRE_MAX_FRAME_DEFAULT);
     sx_reply_free(&r);
     /* A version this server does not speak is bad_request; the connection
      * stays usable. */

@@ -660,6 +660,22 @@ static void decoder_oversized(void)
     CHECK_RC(sx_wire_decoder_next(d, &body), SX_ELIMIT);
     sx_wire_decoder_free(d);
 
+    /* A limit raised after the header was read (the client's, at hello)
+     * takes the frame; lowered below it, the frame is refused. */
+    CHECK_RC(sx_wire_decoder_new(64, &d), 0);
+    CHECK_RC(sx_wire_decoder_feed(d, f.p, 20), 0); /* header + 16 bytes */
+    CHECK_RC(sx_wire_decoder_set_max(d, 100), 0);
+    CHECK_RC(sx_wire_decoder_feed(d, f.p + 20, 84), 0);
+    CHECK_RC(sx_wire_decoder_next(d, &body), 1);
+    CHECK_EQ_U64(body.len, 100);
+    CHECK_RC(sx_wire_decoder_set_max(d, 99), 0);
+    CHECK_RC(sx_wire_decoder_feed(d, f.p, 104), 0);
+    CHECK_RC(sx_wire_decoder_next(d, &body), SX_ELIMIT);
+    CHECK_RC(sx_wire_decoder_set_max(d, 0), 0); /* broken stays broken */
+    CHECK_RC(sx_wire_decoder_next(d, &body), SX_ELIMIT);
+    CHECK_RC(sx_wire_decoder_set_max(NULL, 0), SX_EINVAL);
+    sx_wire_decoder_free(d);
+
     /* The default limit. */
     CHECK_RC(sx_wire_decoder_new(0, &d), 0);
     f.len = 0;
