@@ -339,6 +339,16 @@ static int out_append(sx_client *c)
     return 0;
 }
 
+/* Whether a map key (its msgpack) is the string "id", in any encoding. */
+static bool is_id_key(sx_payload key)
+{
+    sx_unpack k;
+    const char *s;
+    size_t n;
+    sx_unpack_init(&k, key);
+    return sx_unpack_str(&k, &s, &n) == 0 && n == 2 && memcmp(s, "id", 2) == 0;
+}
+
 /* Rebuilds request (a map without "id") in c->body with id first. */
 static int body_with_id(sx_client *c, sx_payload request, uint64_t id)
 {
@@ -354,6 +364,12 @@ static int body_with_id(sx_client *c, sx_payload request, uint64_t id)
     for (uint32_t i = 0; i < 2 * n; i++) {
         sx_payload v;
         if (sx_unpack_raw(&u, &v) != 0)
+            return SX_EINVAL;
+        /* A key "id" of the caller's would go out beside ours: the server
+         * reads one of the two, and a reply under the other id (or an
+         * id-0 bad_request, which reads as the connection refused) is
+         * lost to the caller. */
+        if (i % 2 == 0 && is_id_key(v))
             return SX_EINVAL;
         sx_pack_raw(&c->body, v);
     }

@@ -196,7 +196,9 @@ void sx_reply_free(sx_reply *r);
 /* Sends one request (a msgpack map without "id": the client adds it) and
  * waits for its reply. timeout_ms < 0: no limit. Returns 0 when a reply
  * arrived (its own success or error is in *out), or SX_ETIMEDOUT,
- * SX_ECLOSED (the server closed the connection), SX_EPROTO, -errno. */
+ * SX_ECLOSED (the server closed the connection), SX_EPROTO, -errno; or
+ * SX_EINVAL, sending nothing, for a request that is not one map or that
+ * carries "id" itself. */
 int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
                    sx_reply *out);
 

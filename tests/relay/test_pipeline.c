@@ -518,6 +518,20 @@ static void test_unbuildable_request(void)
     CHECK_RC(sx_client_send(c, sx_client_mailbox(c), "t", bad, &r), SX_EPROTO);
     CHECK(r.body.data == NULL && r.code == NULL && r.message == NULL);
     sx_reply_free(&r);
+    /* A request that carries "id" itself is the caller's mistake (the
+     * client adds the id): SX_EINVAL, nothing sent. It went out with two
+     * ids; the server read one (here, a wrongly typed one: bad_request
+     * under id 0), and the client took that for a refused connection. */
+    static const uint8_t with_id[] = { 0x82, 0xa2, 'o', 'p',  0xa5,
+                                       't',  'y',  'p', 'e',  's',
+                                       0xa2, 'i',  'd', 0xa1, 'x' };
+    uint64_t id;
+    CHECK_RC(
+        sx_client_call(c, (sx_payload){ with_id, sizeof(with_id) }, 10000, &r),
+        SX_EINVAL);
+    CHECK_RC(sx_client_post(c, (sx_payload){ with_id, sizeof(with_id) }, &id),
+             SX_EINVAL);
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
     /* The connection is still good. */
     square_ok(c, 7, 10000);
     sx_client_close(c);
