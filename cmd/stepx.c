@@ -609,9 +609,17 @@ int main(int argc, char **argv)
                    .interval_ms = 1000,
                    .iterations = -1 };
     unsigned used = 0;
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    /* --json first, so that errors in the arguments are said in JSON too;
+     * an option's value that reads "--json" is that value, as
+     * parse_args takes it (`--reason --json`). */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json_mode = true;
+        else if (strcmp(argv[i], "--send") == 0)
+            i += 2;
+        else if (takes_value(argv[i]))
+            i++;
+    }
     int rc = parse_args(argc, argv, &a, &used);
     if (rc != 0)
         return rc;

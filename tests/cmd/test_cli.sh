@@ -173,6 +173,12 @@ json "bad JSON --json: a usage error document" \
 run --json frobnicate
 json "unknown command --json: a usage error document" \
     "d['ok'] is False and d['error']['code'] == 'usage'" 2
+# "--json" as an option's value is that value, not the option: the error
+# is said in text (it came out as a JSON document).
+run --socket "$TMP/none.sock" cancel 9 --reason --json
+expect "--reason --json, no daemon: exit 3" 3 "^stepx: cannot connect"
+[ -z "$OUT" ] && ok "--reason --json, no daemon: no JSON document" ||
+    bad "--reason --json, no daemon: no JSON document" "$(show)"
 
 # ---- a fake daemon that sends a frame the CLI cannot read ----
 
