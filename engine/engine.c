@@ -302,9 +302,10 @@ int sx_engine_start(sx_engine *e)
  * counted before that. Someone else's spawn under way may be missed,
  * as if read a moment earlier.
  *
- * Stop's handshake (seq_cst): a spawner counts its birth, then reads
- * `stopping`; stop sets `stopping`, then reads the counts. Either the
- * spawn sees stopping (and backs out) or stop counts it. A death is
+ * Stop's handshake (seq_cst): a spawner takes its slot, counts its
+ * birth, then reads `stopping`; stop sets `stopping`, then reads the
+ * counts, then walks the table to cancel. Either the spawn sees stopping
+ * (and backs out) or stop counts it and its walk finds the slot. A death is
  * counted, then `stopping` read; if set and the sum is 0, life_cv is
  * broadcast. A worker counts a death with a release store, not a seq_cst
  * one (an exchange on x86, which waits for every store before it: the
@@ -438,6 +439,12 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     int rc = method_check(t, method, &interned);
     if (rc != 0)
         return rc;
+    /* Once stop has begun, refused here, before a slot is taken: a
+     * submit after stop must not show in listings, even for an instant.
+     * relaxed: a fast refusal; the seq_cst read after the birth below is
+     * the one stop's handshake relies on. */
+    if (atomic_load_explicit(&e->stopping, memory_order_relaxed))
+        return SX_ESTOPPING;
     sx__worker *w = sx__current_worker(e);
     if (e->cfg.max_processes != 0 &&
         /* relaxed: a count; see "live" above. */
@@ -446,18 +453,30 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
         return SX_ELIMIT;
     }
-    /* The birth is counted before stopping is read (see "live"). */
+    sx__proc *p =
+        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
+    if (p == NULL) {
+        if (e->cfg.max_processes != 0) /* relaxed: as above */
+            atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
+        return SX_ENOMEM;
+    }
+    /* The birth is counted after the slot is in the table and before
+     * stopping is read (see "live"): either this spawn sees stopping and
+     * backs out, or stop's read of the count sees the birth, and with it
+     * (the seq_cst store's release) the slot, which its cancel walk then
+     * finds. Counted before the alloc, a spawn that read stopping just
+     * before stop set it could take its slot after the walk had passed
+     * it: a process that never got stop's cancel, terminated at the
+     * deadline (test_api stop_cancels_racing_submits). The price: a
+     * spawn refused here was in the table for a moment, so a listing
+     * may show it (as `live` may count it), during stop, or after it
+     * for a spawn whose thread stalled between the check above and
+     * this one for the whole stop. */
     live_born(e, w);
     /* seq_cst: see "live". */
     if (atomic_load_explicit(&e->stopping, memory_order_seq_cst)) {
         rc = SX_ESTOPPING;
-        goto fail_live;
-    }
-    sx__proc *p =
-        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
-    if (p == NULL) {
-        rc = SX_ENOMEM;
-        goto fail_live;
+        goto fail_slot;
     }
     /* A type without state gets a shared, never written placeholder: no
      * allocation per process (the spawnidle and submit workloads); a small
@@ -523,7 +542,6 @@ fail_slot:;
     sx__outcomes_retire(e, w, p, self.id);
     fire_watchers(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 }, 0);
     sx__proc_release(e, p);
-fail_live:
     live_died(e, w);
     return rc;
 }
