@@ -476,9 +476,14 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
             rc = answer(o, pid.id, out, SX_ENOTFOUND);
             break;
         }
-        /* acquire: as in sx__deliver (a mailbox's state is set once). */
-        bool mailbox = (atomic_load_explicit(&p->state, memory_order_acquire) &
-                        SX__S_MASK) == SX__PSTATE_MAILBOX;
+        /* A mailbox is the slot with no type (outside.c), not the state
+         * MAILBOX: sx_engine_mailbox_free makes that COMPLETE before it
+         * retires the PID, and retires it with no wake-up, so a wait that
+         * took its reference in between and read COMPLETE slept until its
+         * limit, or for ever (test_outside wait_mailbox_closing). The type
+         * was written before the slot was published and stays while we
+         * hold a reference. */
+        bool mailbox = p->type == NULL;
         sx__proc_release(e, p);
         if (mailbox) {
             /* Not a process: no outcome will ever come (engine.h). */

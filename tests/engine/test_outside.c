@@ -470,6 +470,81 @@ static void test_misuse(void)
     down(e);
 }
 
+/* ---- wait on a mailbox while it closes ---- */
+
+typedef struct {
+    sx_engine *e;
+    sx_pid mb;
+    atomic_int arrived, round;
+    int rounds, bad;
+    double worst_ms;
+} mbw;
+
+/* The waiter and the closer meet here before each round, spinning, so
+ * that they leave it within a few hundred nanoseconds of each other. */
+static void mbw_meet(mbw *m)
+{
+    int round = atomic_load(&m->round);
+    if (atomic_fetch_add(&m->arrived, 1) == 1) {
+        atomic_store(&m->arrived, 0);
+        atomic_fetch_add(&m->round, 1);
+        return;
+    }
+    for (unsigned spins = 1; atomic_load(&m->round) == round; spins++)
+        if (spins % 4096 == 0)
+            sched_yield();
+}
+
+static void *mbw_closer(void *arg)
+{
+    mbw *m = arg;
+    for (int i = 0; i < m->rounds; i++) {
+        if (sx_engine_mailbox_new(m->e, storm_fn, NULL, &m->mb) != 0)
+            SX_FAILF("round %d: mailbox_new", i);
+        mbw_meet(m);
+        if (sx_engine_mailbox_free(m->e, m->mb) != 0)
+            SX_FAILF("round %d: mailbox_free", i);
+        mbw_meet(m);
+    }
+    return NULL;
+}
+
+/* Property: a wait on a mailbox's PID is SX_ENOTFOUND at once even while
+ * the mailbox is being closed: one thread frees a new mailbox while
+ * another waits on it (a 2 s limit), 100,000 times. A wait that took its
+ * reference between mailbox_free's switch to COMPLETE and the PID's
+ * retire used to read COMPLETE, take the slot for a process and sleep:
+ * nobody wakes it (no outcome comes for a mailbox), so it returned
+ * SX_ETIMEDOUT at its limit, and with no limit never returned. */
+static void test_wait_mailbox_closing(void)
+{
+    sx_engine *e = up();
+    static mbw m;
+    m = (mbw){ .e = e, .rounds = 100000 };
+#ifdef SX_TEST_SANITIZED
+    m.rounds = 20000;
+#endif
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, mbw_closer, &m) == 0);
+    for (int i = 0; i < m.rounds; i++) {
+        mbw_meet(&m);
+        sx_result r;
+        double t0 = sx_test_now_ms();
+        int rc = sx_engine_wait(e, m.mb, 2000, &r);
+        double took = sx_test_now_ms() - t0;
+        if (took > m.worst_ms)
+            m.worst_ms = took;
+        if (rc != SX_ENOTFOUND)
+            m.bad++;
+        mbw_meet(&m);
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    if (m.bad != 0 || m.worst_ms > 1000)
+        SX_FAILF("%d of %d waits not SX_ENOTFOUND, the slowest %.1f ms", m.bad,
+                 m.rounds, m.worst_ms);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "mailbox_order", test_mailbox_order },
     { "mailbox_free_under_fire", test_mailbox_free_under_fire },
@@ -478,6 +553,7 @@ static const sx_test_case cases[] = {
     { "watch", test_watch },
     { "misuse", test_misuse },
     { "wait_foreign", test_wait_foreign },
+    { "wait_mailbox_closing", test_wait_mailbox_closing },
 };
 
 SX_TEST_MAIN(cases)
