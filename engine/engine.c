@@ -103,7 +103,7 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
     if (cfg != NULL)
         c = *cfg;
     if (c.workers > SX_MAX_WORKERS || c.throughput > 1u << 20 ||
-        c.keep_outcomes > SX_MAX_KEEP_OUTCOMES)
+        c.io_loops > SX_MAX_IO_LOOPS || c.keep_outcomes > SX_MAX_KEEP_OUTCOMES)
         return SX_EINVAL;
     if (c.workers == 0)
         c.workers =

@@ -797,7 +797,8 @@ int sx__io_start(sx_engine *e)
         if (rc != 0) {
             e->n_loops = i;
             sx__io_stop(e);
-            return rc == UV_ENOMEM ? SX_ENOMEM : SX_EINVAL;
+            /* libuv's codes are -errno on Unix (UV_EMFILE, ...). */
+            return rc == UV_ENOMEM ? SX_ENOMEM : rc;
         }
         l->bell.data = l;
         rc = pthread_create(&l->thread, NULL, loop_main, l);

@@ -27,13 +27,15 @@ typedef struct {
 } sx_engine_config;
 
 #define SX_MAX_WORKERS 256
+/* The most io_loops may be (each is a thread, an epoll and an eventfd). */
+#define SX_MAX_IO_LOOPS 256
 /* The most keep_outcomes may be (about a billion outcomes). */
 #define SX_MAX_KEEP_OUTCOMES ((size_t)1 << 30)
 
 /* Creates an engine (not started). cfg may be NULL for defaults. On success
  * *out is the caller's, to be released with sx_engine_free. Errors:
- * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS, keep_outcomes >
- * SX_MAX_KEEP_OUTCOMES), SX_ENOMEM. */
+ * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS, io_loops >
+ * SX_MAX_IO_LOOPS, keep_outcomes > SX_MAX_KEEP_OUTCOMES), SX_ENOMEM. */
 int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 
 /* Registers a process type; before start only. The type table and the
@@ -44,8 +46,9 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 #define SX_STATE_SIZE_MAX ((size_t)1 << 30) /* 1 GiB per process */
 int sx_engine_register(sx_engine *e, const sx_process_type *type);
 
-/* Starts the workers. Errors: SX_ESTATE (started twice), SX_ENOMEM, or
- * -errno from thread creation (nothing is left running on error). */
+/* Starts the workers. Errors: SX_ESTATE (started twice, or after a start
+ * that failed), SX_ENOMEM, or -errno from thread creation or from setting
+ * up a libuv loop (e.g. -EMFILE; nothing is left running on error). */
 int sx_engine_start(sx_engine *e);
 
 /* Creates a process of type and runs its init with method and input
@@ -94,8 +97,9 @@ void sx_result_free(sx_result *r);
 
 /* Cancels every live process, waits up to deadline_ms for them to finish,
  * terminates the rest and stops the workers. Afterwards no step runs, every
- * close has run, and submit returns SX_ESTOPPING. Returns 0, or SX_ESTATE
- * when the engine was never started. Idempotent. [not from a step] */
+ * close has run, and submit returns SX_ESTOPPING. Returns 0 (also after a
+ * start that failed: nothing runs), or SX_ESTATE when sx_engine_start was
+ * never called. Idempotent. [not from a step] */
 int sx_engine_stop(sx_engine *e, int64_t deadline_ms);
 
 /* Stops (deadline 0) if needed and releases everything. NULL is a no-op.
@@ -124,7 +128,7 @@ typedef struct {
     uint64_t completed;    /* finished DONE                                   */
     uint64_t failed;       /* finished FAIL / step error                      */
     uint64_t terminated;   /* finished by terminate or stop                   */
-    uint64_t messages;     /* messages delivered to a mailbox                 */
+    uint64_t messages;     /* messages sent: queued for a process or mailbox  */
     uint64_t dead_letters; /* SX_TAG_NONE yields whose command failed       */
     uint64_t global_queue; /* processes in the global queue now             */
     unsigned parked;       /* workers parked (or about to) now                */

@@ -18,12 +18,14 @@
  * workers for that long).
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <stepx/stepx.h>
@@ -1890,13 +1892,20 @@ static sx_engine *ok_engine(void)
 
 /* NULL and malformed arguments give SX_EINVAL (or, where the header names
  * no code, some error) and never crash; the engine stays usable. Config:
- * too many workers, keep_outcomes past SX_MAX_KEEP_OUTCOMES. */
+ * too many workers or io_loops, keep_outcomes past SX_MAX_KEEP_OUTCOMES. */
 static void test_misuse_null_args(void)
 {
     sx_engine *e = NULL;
     sx_engine_config cfg = { .workers = SX_MAX_WORKERS + 1 };
     CHECK_RC(sx_engine_new(NULL, NULL), SX_EINVAL);
     CHECK_RC(sx_engine_new(&cfg, &e), SX_EINVAL);
+    CHECK(e == NULL);
+    /* io_loops had no bound: UINT_MAX loops were tried one by one until
+     * the descriptors ran out. */
+    sx_engine_config loops = { .io_loops = SX_MAX_IO_LOOPS + 1 };
+    CHECK_RC(sx_engine_new(&loops, &e), SX_EINVAL);
+    loops.io_loops = UINT_MAX;
+    CHECK_RC(sx_engine_new(&loops, &e), SX_EINVAL);
     CHECK(e == NULL);
     /* keep_outcomes past the limit: refused (SIZE_MAX hung sizing the
      * store); at the limit: accepted (the store grows as it fills). */
@@ -3439,7 +3448,30 @@ static void test_stop_cancels_racing_submits(void)
     }
 }
 
+/* A start that cannot set up its libuv loops for want of descriptors says
+ * so, -EMFILE (it said SX_EINVAL, which reads as a bad argument), leaves
+ * nothing running, and the engine is then stopped (start: SX_ESTATE; stop:
+ * 0) and freed cleanly. */
+static void test_start_out_of_descriptors(void)
+{
+    struct rlimit old;
+    CHECK_RC(getrlimit(RLIMIT_NOFILE, &old), 0);
+    sx_engine_config cfg = { .workers = 1, .io_loops = 64 };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    /* Each loop needs at least an epoll and an eventfd: 64 need 128. */
+    struct rlimit low = { 24, old.rlim_max };
+    CHECK_RC(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int rc = sx_engine_start(e);
+    CHECK_RC(setrlimit(RLIMIT_NOFILE, &old), 0);
+    CHECK_RC(rc, -EMFILE);
+    CHECK_RC(sx_engine_start(e), SX_ESTATE);
+    CHECK_RC(sx_engine_stop(e, 0), 0);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
+    { "start_out_of_descriptors", test_start_out_of_descriptors },
     { "counter_steps", test_counter_steps },
     { "completion_order", test_completion_order },
     { "continue_waits", test_continue_waits },
