@@ -205,7 +205,9 @@ typedef struct {
 
 /* Called on the sending thread (a worker, a loop, a caller) for every
  * message sent to the mailbox, in order per sender. It must not block and
- * must not call sx_engine_mailbox_free on its own mailbox. */
+ * must not call sx_engine_mailbox_free on its own mailbox, nor on another
+ * whose fn may at the same time free this one (free waits for the fn of
+ * the mailbox it closes to return: the two would wait for each other). */
 typedef void (*sx_mailbox_fn)(void *user, const sx_message *msg);
 
 /* Creates a mailbox: a PID that is not a process; messages sent to it (by
@@ -231,7 +233,10 @@ int sx_engine_monitor(sx_engine *e, sx_pid watcher, sx_pid target);
  * thread before this returns when it has finished already (its outcome is
  * still kept). fn must not block. Errors (fn is then never called):
  * SX_EINVAL, SX_ENOTFOUND (unknown PID, or outcome no longer kept),
- * SX_ENOMEM. */
+ * SX_ENOMEM. One race is answered through fn instead: a target that
+ * finishes while the watch is being set, with its outcome dropped at once
+ * (a keep_outcomes far smaller than the finishing rate), gets fn called
+ * with r->error SX_ENOTFOUND and watch returns 0. */
 typedef void (*sx_watch_fn)(void *user, sx_pid target, const sx_result *r);
 int sx_engine_watch(sx_engine *e, sx_pid target, sx_watch_fn fn, void *user);
 
