@@ -355,11 +355,17 @@ static int fanout_step(void *st, const sx_event *ev, size_t n,
         if (v->type != SX_EVENT_YIELD_COMPLETE || v->tag >= (uint64_t)s->n)
             continue;
         if (v->error != 0) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "child %llu: %s",
-                     (unsigned long long)v->tag,
-                     v->error_msg != NULL ? v->error_msg : "failed");
-            sx_fail(out, msg);
+            /* The child's message whole: a fixed buffer cut it, at times
+             * in the middle of a UTF-8 character. */
+            const char *why = v->error_msg != NULL ? v->error_msg : "failed";
+            size_t len = strlen(why) + 32; /* "child <u64>: " fits in 32 */
+            char *msg = malloc(len);
+            if (msg == NULL)
+                return SX_ENOMEM;
+            snprintf(msg, len, "child %llu: %s", (unsigned long long)v->tag,
+                     why);
+            sx_fail(out, msg); /* copies it */
+            free(msg);
             return 0;
         }
         uint8_t *copy = NULL;

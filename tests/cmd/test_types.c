@@ -355,6 +355,63 @@ static void test_fanout_bounds(void)
     down(e);
 }
 
+/* Property: a fanout that fails passes its child's message on whole, as
+ * "child i: " + that message, however long: it was written into a
+ * 300-byte buffer, so five fanouts nested over a fail with 85 "€" (255
+ * bytes) gave "child 0: " x 5 and 84 and a third "€" (299 bytes, the
+ * last character cut in half). That is not UTF-8, which a msgpack str
+ * must be: `stepx --json` then printed {"pid":..,"ok":false} with no
+ * "error" at all (jansson refuses such a string). */
+static void test_fanout_long_message(void)
+{
+    sx_engine *e = up();
+    char msg[256] = "";
+    for (int i = 0; i < 85; i++)
+        strcat(msg, "\xe2\x82\xac"); /* U+20AC, 3 bytes in UTF-8 */
+    /* [1, "fanout", "run", [... [1, "fail", "run", [msg]]]]: five fanouts,
+     * each the only child of the one above. */
+    sx_pack inner;
+    sx_pack_init(&inner);
+    sx_pack_array(&inner, 1);
+    sx_pack_str(&inner, msg);
+    const char *child = "fail";
+    for (int level = 0; level < 5; level++) {
+        sx_pack pk[4];
+        for (int i = 0; i < 4; i++)
+            sx_pack_init(&pk[i]);
+        sx_pack_int(&pk[0], 1);
+        sx_pack_str(&pk[1], child);
+        sx_pack_str(&pk[2], "run");
+        sx_pack_raw(&pk[3], sx_pack_payload(&inner));
+        sx_payload in[4];
+        for (int i = 0; i < 4; i++)
+            in[i] = sx_pack_payload(&pk[i]);
+        if (level == 4) {
+            sx_result r;
+            CHECK_RC(
+                sx_engine_wait(e, submit(e, "fanout", "run", in, 4), 10000, &r),
+                0);
+            CHECK_RC(r.error, SX_EFAILED);
+            char want[512];
+            snprintf(want, sizeof want, "%s%s",
+                     "child 0: child 0: child 0: child 0: child 0: ", msg);
+            CHECK_STR(r.error_msg, want);
+            sx_result_free(&r);
+        }
+        /* This level's whole input, as the next level's child input. */
+        sx_pack_reset(&inner);
+        sx_pack_array(&inner, 4);
+        for (int i = 0; i < 4; i++)
+            sx_pack_raw(&inner, in[i]);
+        CHECK_RC(inner.err, 0);
+        for (int i = 0; i < 4; i++)
+            sx_pack_fini(&pk[i]);
+        child = "fanout";
+    }
+    sx_pack_fini(&inner);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "counter_sleeper", test_counter_sleeper },
     { "sleeper_bounds", test_sleeper_bounds },
@@ -364,6 +421,7 @@ static const sx_test_case cases[] = {
     { "exec", test_exec },
     { "fanout", test_fanout },
     { "fanout_bounds", test_fanout_bounds },
+    { "fanout_long_message", test_fanout_long_message },
 };
 
 SX_TEST_MAIN(cases)
