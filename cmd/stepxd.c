@@ -200,7 +200,18 @@ static int load_plugins(sx_engine *e, const options *o)
          * code and tables live in it. */
         void *h = dlopen(o->loads[i], RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) {
-            fprintf(stderr, "stepxd: --load %s: %s\n", o->loads[i], dlerror());
+            /* dlopen looks a name without a '/' up in the library path
+             * only, never in the current directory: "No such file" for a
+             * file that is right here needs saying why. */
+            bool here = strchr(o->loads[i], '/') == NULL &&
+                        access(o->loads[i], F_OK) == 0;
+            fprintf(stderr, "stepxd: --load %s: %s%s%s%s\n", o->loads[i],
+                    dlerror(),
+                    here ? " (a name without a '/' is looked up in the "
+                           "library path, not in the current directory: "
+                           "say ./"
+                         : "",
+                    here ? o->loads[i] : "", here ? ")" : "");
             return 1;
         }
         plugin_fn fn;

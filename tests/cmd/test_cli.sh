@@ -260,6 +260,18 @@ start_fail "stepxd --load of a library without the register function: exit 1" 1 
     "no function stepx_plugin_register" --load libm.so.6
 start_fail "stepxd --load whose register fails (greeter twice): exit 1" 1 \
     "stepx_plugin_register failed" --load "$PLUGIN" --load "$PLUGIN"
+# A plugin named without a '/' is looked up in the library path only
+# (dlopen), never in the current directory: "No such file or directory"
+# for a file that is right there has to say how to name it.
+mkdir -p "$TMP/here"
+cp "$PLUGIN" "$TMP/here/my_types.so"
+STEPXD_GIVEN=$STEPXD
+STEPXD=$(cd "$(dirname "$STEPXD")" && pwd)/$(basename "$STEPXD")
+cd "$TMP/here" || exit 1
+start_fail "stepxd --load NAME of a file here: says ./NAME" 1 \
+    "--load my_types.so: .*say \./my_types\.so" --load my_types.so
+cd - >/dev/null || exit 1
+STEPXD=$STEPXD_GIVEN
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
 # An unknown option last on the line was reported as one needing a value.
 start_fail "stepxd unknown option: exit 2, named as unknown" 2 \
