@@ -39,6 +39,9 @@ typedef int (*plugin_fn)(sx_engine *e);
 
 typedef struct {
     const char *socket_path;
+    /* Where socket_path came from, as messages name it: "--socket ",
+     * "STEPX_SOCKET=" or "the default socket ". */
+    const char *socket_from;
     const char *listen;
     const char *token;
     const char *metrics;
@@ -94,12 +97,14 @@ static int parse_args(int argc, char **argv, options *o)
 {
     static char default_socket[PATH_MAX];
     const char *env = getenv("STEPX_SOCKET");
-    if (env != NULL && env[0] != 0)
+    if (env != NULL && env[0] != 0) {
         o->socket_path = env;
-    else {
+        o->socket_from = "STEPX_SOCKET=";
+    } else {
         snprintf(default_socket, sizeof default_socket, "/tmp/stepx-%u.sock",
                  (unsigned)getuid());
         o->socket_path = default_socket;
+        o->socket_from = "the default socket ";
     }
     o->stop_deadline_ms = 5000;
     for (int i = 1; i < argc; i++) {
@@ -129,9 +134,10 @@ static int parse_args(int argc, char **argv, options *o)
         }
         const char *v = argv[++i];
         uint64_t n;
-        if (strcmp(a, "--socket") == 0)
+        if (strcmp(a, "--socket") == 0) {
             o->socket_path = v;
-        else if (strcmp(a, "--listen") == 0)
+            o->socket_from = "--socket ";
+        } else if (strcmp(a, "--listen") == 0)
             o->listen = v;
         else if (strcmp(a, "--token") == 0)
             o->token = v;
@@ -180,9 +186,9 @@ static int parse_args(int argc, char **argv, options *o)
     size_t max_path = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
     if (o->socket_path != NULL && strlen(o->socket_path) > max_path) {
         fprintf(stderr,
-                "stepxd: --socket %s: longer than %zu bytes (the most a "
+                "stepxd: %s%s: longer than %zu bytes (the most a "
                 "Unix socket path may have)\n",
-                o->socket_path, max_path);
+                o->socket_from, o->socket_path, max_path);
         return 2;
     }
     if (o->socket_path == NULL && o->listen == NULL) {
@@ -283,10 +289,11 @@ int main(int argc, char **argv)
          * ones those are, the usual one being a TCP address others can
          * reach with no token. */
         fprintf(stderr, "stepxd: cannot listen (%s%s%s%s): %s (%s)%s\n",
-                o.socket_path != NULL && o.socket_path[0] != '\0' ? "--socket "
-                                                                  : "",
+                o.socket_path != NULL ? o.socket_from : "",
                 o.socket_path != NULL ? o.socket_path : "",
-                o.listen != NULL ? " --listen " : "",
+                o.listen == NULL        ? ""
+                : o.socket_path != NULL ? " --listen "
+                                        : "--listen ",
                 o.listen != NULL ? o.listen : "", sx_strerror(rc),
                 sx_errname(rc),
                 rc == SX_EINVAL

@@ -288,6 +288,25 @@ start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
 start_fail "stepxd --socket in a missing directory: exit 1, naming it" 1 \
     "cannot listen \(--socket $TMP/nodir/x.sock\): .*(No such file|ENOENT)" \
     --socket "$TMP/nodir/x.sock"
+# A socket path from $STEPX_SOCKET (no --socket given) is named as that:
+# the messages said "--socket PATH" to someone who never typed --socket.
+# env_fail NAME RC PATTERN PATH: stepxd with STEPX_SOCKET=PATH and no
+# --socket must exit RC, saying PATTERN.
+env_fail()
+{
+    STEPX_SOCKET=$4 timeout 20 "$STEPXD" >"$TMP/fail.log" 2>&1
+    local rc=$?
+    if [ "$rc" -eq "$2" ] && grep -qE -- "$3" "$TMP/fail.log"; then
+        ok "$1"
+    else
+        bad "$1 (exit $rc, want $2)" "$(cat "$TMP/fail.log")"
+    fi
+}
+env_fail "stepxd, STEPX_SOCKET too long: exit 2, naming STEPX_SOCKET" 2 \
+    "^stepxd: STEPX_SOCKET=$TMP/x+\.sock: longer than 107" \
+    "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock"
+env_fail "stepxd, STEPX_SOCKET in a missing directory: exit 1, naming it" 1 \
+    "cannot listen \(STEPX_SOCKET=$TMP/nodir/x.sock\): " "$TMP/nodir/x.sock"
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
 # The descriptors (3 and up) this shell hands to what it starts: stepxd
