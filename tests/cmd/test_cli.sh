@@ -187,10 +187,13 @@ expect "--reason --json, no daemon: exit 3" 3 "^stepx: cannot connect"
 # request does; it said "malformed or unexpected payload" with exit 3 (a
 # lost connection).
 cat >"$TMP/fake.py" <<'PYEOF'
-import socket, struct, sys
+import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.bind(sys.argv[1])
+# Bound under another name and renamed once it listens: the test waits for
+# the file, and a client connecting between bind and listen is refused.
+s.bind(sys.argv[1] + ".tmp")
 s.listen(1)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 s.settimeout(20)
 c, _ = s.accept()
 c.settimeout(20)
