@@ -698,7 +698,9 @@ for line in body.splitlines():
     name, labels, value = m.group(1), m.group(2) or "", float(m.group(4))
     base = re.sub(r"_(bucket|count|sum)$", "", name)
     assert name in types or base in types, "no TYPE for " + name
-    if types.get(name) == "counter" or types.get(base) == "histogram":
+    # counts are whole; the _sum of a histogram is in seconds (a float)
+    if types.get(name) == "counter" or (types.get(base) == "histogram" and
+                                        not name.endswith("_sum")):
         assert value >= 0 and value == int(value), line
     samples[name + labels] = value
 buckets = [v for k, v in samples.items() if k.startswith("stepx_command_latency_seconds_bucket")]
