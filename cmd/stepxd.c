@@ -7,17 +7,21 @@
  *          [--keep-outcomes N] [--stop-deadline MS] [--node N]
  *          [--load LIB.so]... [--metrics HOST:PORT] [--max-frame BYTES]
  *
- * Signals: SIGINT and SIGTERM stop it gracefully: the server stops taking
- * connections, every process gets a cancel, the engine waits up to the
- * stop deadline, terminates the rest, and the daemon exits 0. Threads:
- * the main thread only waits for a signal (sigwait); everything else runs
- * on the engine's, the server's and the metrics' threads, which start
- * with both signals blocked.
+ * Signals: SIGINT, SIGTERM and SIGHUP (its terminal went away) stop it
+ * gracefully: every process gets a cancel, the engine waits up to the
+ * stop deadline, terminates the rest, the server stops, and the daemon
+ * exits 0. A second such signal during the stop hurries it: every process
+ * still live is terminated at once (Ctrl-C twice). Threads: the main
+ * thread only waits for signals (sigwait), and during the stop a second
+ * thread does; everything else runs on the engine's, the server's and the
+ * metrics' threads, which start with the signals blocked.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +71,9 @@ static void usage(FILE *f)
                "  --max-processes N    refuse submits beyond N live processes\n"
                "  --keep-outcomes N    finished outcomes kept for wait "
                "(default 10000)\n"
-               "  --stop-deadline MS   on SIGINT/SIGTERM, wait this long "
-               "before terminating (default 5000)\n"
+               "  --stop-deadline MS   on SIGINT/SIGTERM/SIGHUP, wait this "
+               "long before terminating (default 5000;\n"
+               "                       a second signal terminates at once)\n"
                "  --node N             this engine's node number in PIDs\n"
                "  --load LIB.so        load process types from a shared object "
                "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
@@ -238,6 +243,52 @@ static int load_plugins(sx_engine *e, const options *o)
     return 0;
 }
 
+static const char *sig_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+/* ---- a second signal during the stop ---- */
+
+typedef struct {
+    sx_engine *e;
+    sigset_t sigs;
+    /* Set by main once the engine has stopped (then it sends the thread
+     * SIGTERM to end its sigwait). relaxed: a flag with no data behind it;
+     * pthread_join orders everything else. */
+    _Atomic bool stopped;
+} hurry_ctx;
+
+/* Waits for another signal while the engine stops; on one, terminates
+ * every live process (stop then returns as soon as they have finished,
+ * before its deadline). */
+static void *hurry_main(void *arg)
+{
+    hurry_ctx *h = arg;
+    int sig = 0;
+    while (sigwait(&h->sigs, &sig) == 0 &&
+           !atomic_load_explicit(&h->stopped, memory_order_relaxed)) {
+        printf("stepxd: %s again: terminating every process now\n",
+               sig_name(sig));
+        fflush(stdout);
+        sx_process_info info[256];
+        int n;
+        /* Terminated processes leave the listing as they finish; a few
+         * rounds take those listed after the first 256. */
+        for (int round = 0;
+             round < 1000 &&
+             !atomic_load_explicit(&h->stopped, memory_order_relaxed) &&
+             (n = sx_engine_list(h->e, info, 256)) > 0;
+             round++) {
+            for (int i = 0; i < n; i++)
+                sx_engine_terminate(h->e, info[i].pid);
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     options o = { 0 };
@@ -252,6 +303,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -325,19 +377,30 @@ int main(int argc, char **argv)
     if (m != NULL)
         printf("stepxd: metrics on http://%s/metrics (port %d)\n", o.metrics,
                sx_metrics_port(m));
-    printf("stepxd: %u workers, pid %d; SIGINT or SIGTERM stops it\n",
+    printf("stepxd: %u workers, pid %d; SIGINT, SIGHUP or SIGTERM stops it\n",
            st.workers, (int)getpid());
     fflush(stdout);
 
     int sig = 0;
     sigwait(&sigs, &sig);
     printf("stepxd: %s: stopping (cancel, up to %lld ms, then "
-           "terminate)\n",
-           sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)o.stop_deadline_ms);
+           "terminate; signal again to terminate now)\n",
+           sig_name(sig), (long long)o.stop_deadline_ms);
     fflush(stdout);
+    hurry_ctx hurry = { .e = e, .sigs = sigs };
+    atomic_init(&hurry.stopped, false);
+    pthread_t hurry_thread;
+    bool hurrying =
+        pthread_create(&hurry_thread, NULL, hurry_main, &hurry) == 0;
     /* The engine first, so that waiting clients get their processes'
      * outcomes before their connections close. */
     rc = sx_engine_stop(e, o.stop_deadline_ms);
+    if (hurrying) {
+        /* relaxed: see hurry_ctx. */
+        atomic_store_explicit(&hurry.stopped, true, memory_order_relaxed);
+        pthread_kill(hurry_thread, SIGTERM); /* ends its sigwait */
+        pthread_join(hurry_thread, NULL);
+    }
     sx_metrics_stop(m);
     sx_server_stop(srv);
     sx_engine_stats_get(e, &st, NULL, 0);

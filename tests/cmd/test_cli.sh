@@ -860,5 +860,51 @@ else
     bad "SIGINT: exit 0 promptly (exit $DRC, ${MS} ms)" "$(cat "$TMP/stepxd2.log")"
 fi
 
+# ---- SIGHUP stops gracefully; a second signal terminates at once ----
+# SIGHUP (the terminal of `stepxd &` closing) killed the daemon at once:
+# exit 129, socket and lock files left, outcomes lost, and a stop with a
+# long deadline could only be hurried with SIGKILL.
+
+SOCK3=$TMP/stepxd3.sock
+"$STEPXD" --socket "$SOCK3" --workers 1 --stop-deadline 60000 \
+    >"$TMP/stepxd3.log" 2>&1 &
+DPID=$!
+for _ in $(seq 1 100); do
+    grep -q "SIGTERM stops it" "$TMP/stepxd3.log" && break
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+done
+run --socket "$SOCK3" submit sleeper run '[60000]'
+LONG3=$OUT
+timeout 30 "$STEPX" --socket "$SOCK3" --json wait "$LONG3" >"$TMP/wait_long3" 2>/dev/null &
+W3=$!
+sleep 0.5 # the waiter connected and sent its wait
+T0=$(date +%s%N)
+kill -HUP "$DPID"
+for _ in $(seq 1 100); do
+    grep -q "SIGHUP: stopping" "$TMP/stepxd3.log" && break
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.05
+done
+sleep 0.3 # stopping, waiting for the sleeper (deadline 60 s)
+kill -INT "$DPID" 2>/dev/null
+wait "$DPID"
+DRC=$?
+T1=$(date +%s%N)
+DPID=
+MS=$(((T1 - T0) / 1000000))
+if [ "$DRC" -eq 0 ] && [ "$MS" -lt 10000 ] && grep -q "SIGINT again: terminating" "$TMP/stepxd3.log"; then
+    ok "SIGHUP stops, a second signal terminates at once: exit 0 (${MS} ms, deadline 60 s)"
+else
+    bad "SIGHUP then SIGINT: exit 0 well before the deadline (exit $DRC, ${MS} ms)" "$(cat "$TMP/stepxd3.log")"
+fi
+if [ ! -e "$SOCK3" ] && [ ! -e "$SOCK3.lock" ]; then ok "SIGHUP: socket and lock files removed"; else bad "SIGHUP: socket and lock files removed"; fi
+wait "$W3"
+RC=$?
+OUT=$(cat "$TMP/wait_long3")
+ERR=
+json "SIGHUP, then SIGINT: the sleeper's waiter got its outcome (terminated)" \
+    "d['ok'] is False and d['error']['code'] == 'terminated'" 1
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
