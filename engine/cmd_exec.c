@@ -392,17 +392,40 @@ static void on_timer(sx__iotimer *t)
 
 /* ---- the op ---- */
 
+/* How many bytes of s to show in a message: all of it up to max bytes,
+ * else at most max - 3 (for "...") cut at a UTF-8 character boundary (a
+ * message travels as a msgpack str, and half a character makes strict
+ * readers drop it). */
+static int shown(const char *s, size_t max, const char **dots)
+{
+    size_t n = strlen(s);
+    *dots = "";
+    if (n <= max)
+        return (int)n;
+    n = max - 3;
+    for (int back = 0; back < 3 && ((unsigned char)s[n] & 0xc0) == 0x80; back++)
+        n--;
+    *dots = "...";
+    return (int)n;
+}
+
 static void spawn_failed(exec_op *x, int rc)
 {
     char why[96];
     uv_strerror_r(rc, why, sizeof why);
     x->error = rc;
     struct stat st;
+    const char *dots;
+    /* The name is cut so that the reason always fits. */
     if (x->cwd != NULL && (stat(x->cwd, &st) != 0 || !S_ISDIR(st.st_mode))) {
         /* chdir in the child failed: name the directory, not argv[0]. */
-        snprintf(x->msg, sizeof x->msg, "exec: cwd %s: %s", x->cwd, why);
+        int n = shown(x->cwd, 128, &dots);
+        snprintf(x->msg, sizeof x->msg, "exec: cwd %.*s%s: %s", n, x->cwd, dots,
+                 why);
     } else {
-        snprintf(x->msg, sizeof x->msg, "exec: %s: %s", x->argv[0], why);
+        int n = shown(x->argv[0], 128, &dots);
+        snprintf(x->msg, sizeof x->msg, "exec: %.*s%s: %s", n, x->argv[0], dots,
+                 why);
     }
     x->exited = true; /* nothing to wait for */
     close_pipes(x);

@@ -697,6 +697,50 @@ static void test_spawn_failure(void)
     down(e);
 }
 
+/* A spawn failure's message for a long name keeps its reason and is valid
+ * UTF-8: the name is cut at a character boundary, with "...". (A name of
+ * 80 "€" was cut mid-character by the 256-byte message and lost the
+ * reason: "exec: €€...\xe2\x82", which strict readers such as the CLI's
+ * JSON dropped whole.) */
+static void test_spawn_failure_long_name(void)
+{
+    sx_engine *e = up();
+    char name[1 + 80 * 3 + 1];
+    name[0] = 'x';
+    for (int i = 0; i < 80; i++) /* 241 bytes: one path component */
+        memcpy(name + 1 + 3 * i, "\xe2\x82\xac", 3);
+    name[sizeof name - 1] = 0;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    xargs a = sh("");
+    a.argv[0] = name;
+    a.argv[1] = NULL;
+    sx_payload in = pack_args(&pk, &a);
+    sx_pid pid = submit(e, "run", &in, 1);
+    sx_pack_fini(&pk);
+    xres r;
+    expect_answers(e, pid, &r, 1);
+    CHECK_RC(r.err, -ENOENT);
+    size_t n = strlen(r.msg);
+    const char *tail = "...: no such file or directory";
+    CHECK(n > strlen(tail) && strcmp(r.msg + n - strlen(tail), tail) == 0);
+    /* Valid UTF-8: every lead byte is followed by its continuations. */
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)r.msg[i];
+        size_t k = c < 0x80             ? 1
+                   : (c & 0xe0) == 0xc0 ? 2
+                   : (c & 0xf0) == 0xe0 ? 3
+                                        : 4;
+        CHECK(i + k <= n);
+        for (size_t j = 1; j < k && i + j < n; j++)
+            CHECK(((unsigned char)r.msg[i + j] & 0xc0) == 0x80);
+        i += k;
+    }
+    xres_free(&r, 1);
+    await_idle(e);
+    down(e);
+}
+
 /* Bad arguments answer SX_EINVAL at once, with a message naming the
  * field; nothing is spawned. */
 static void test_bad_args(void)
@@ -1283,6 +1327,7 @@ static void test_sigchld_blocked(void)
 
 static const sx_test_case cases[] = {
     { "output_and_status", test_output_and_status },
+    { "spawn_failure_long_name", test_spawn_failure_long_name },
     { "killed_by_signal", test_killed_by_signal },
     { "stdin", test_stdin },
     { "stdin_unread", test_stdin_unread },
