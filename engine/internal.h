@@ -324,6 +324,9 @@ typedef struct sx__worker {
      * fence of its pop. Whatever it held before goes to the deque, where
      * thieves see it. */
     sx__proc *next;
+    /* The deque was popped since the last fair look (worker.c,
+     * fair_look). */
+    bool dq_popped;
     sx__slotcache slots; /* free process slots (ptable.c) */
     sx_event *batch;     /* event array, throughput-sized at first */
     sx__ev **batch_ev;   /* the nodes behind batch */
