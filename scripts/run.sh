@@ -56,12 +56,13 @@ say "2/5 build stepxd and stepx (release, $BUILD)"
 BLOG=$TMP/build.log
 build()
 {
+    # Called as `if ! build`, where set -e is off: every step checks.
     if [ -f "$BUILD/meson-private/coredata.dat" ] &&
         meson setup --reconfigure "$BUILD" --buildtype=release -Db_lto=true; then
         :
     else
         rm -rf "$BUILD"
-        meson setup "$BUILD" --buildtype=release -Db_lto=true
+        meson setup "$BUILD" --buildtype=release -Db_lto=true || return 1
     fi
     local t
     for t in stepxd stepx; do
