@@ -140,6 +140,10 @@ int cli_fail(int ex, const char *fmt, ...)
  * compact JSON text. An empty payload is null. NULL on malformed data or
  * out of memory. */
 json_t *cli_json_from_mp(sx_payload p);
+/* A JSON string of the text s (an error message, ...): s itself when it
+ * is UTF-8, else with U+FFFD for each byte that is not; NULL only when out
+ * of memory. */
+json_t *cli_json_text_of(const char *s);
 /* Packs j as msgpack into pk: integers as integers, reals as doubles,
  * {"$bin": base64} as a binary. 0, SX_EINVAL (bad base64) or pk's error. */
 int cli_json_to_mp(const json_t *j, sx_pack *pk);

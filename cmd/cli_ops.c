@@ -330,7 +330,8 @@ static int batch_summary(cli *c, const batch *b)
             json_object_set_new(o, "wait_seconds", json_real(b->wait_s));
         }
         if (b->first_error[0] != 0)
-            json_object_set_new(o, "first_error", json_string(b->first_error));
+            json_object_set_new(o, "first_error",
+                                cli_json_text_of(b->first_error));
         cli_json_print(o);
         json_decref(o);
         return b->exit;

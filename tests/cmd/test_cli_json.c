@@ -147,7 +147,37 @@ static void test_map_form_depth(void)
     json_decref(j);
 }
 
+/* A text that is not UTF-8 (a message from a server, a file name) still
+ * makes a JSON string: each byte that starts no valid sequence becomes
+ * U+FFFD. (json_pack refused such a message, and the CLI's error document
+ * came out without its "error".) */
+static void test_text_of_any_bytes(void)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        { "plain", "plain" },
+        { "caf\xc3\xa9 \xe2\x82\xac", "caf\xc3\xa9 \xe2\x82\xac" },
+        { "a\xff"
+          "b",
+          "a\xef\xbf\xbd"
+          "b" },
+        /* a cut sequence, an overlong '/', a surrogate */
+        { "x\xe2\x82", "x\xef\xbf\xbd\xef\xbf\xbd" },
+        { "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },
+        { "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = cli_json_text_of(cases[i].in);
+        CHECK(j != NULL && json_is_string(j));
+        if (j != NULL)
+            CHECK_STR(json_string_value(j), cases[i].out);
+        json_decref(j);
+    }
+}
+
 static const sx_test_case cases[] = {
+    { "text_of_any_bytes", test_text_of_any_bytes },
     { "plain_keys", test_plain_keys },
     { "keys_in_keys_bounded", test_keys_in_keys_bounded },
     { "clashing_keys_keep_every_pair", test_clashing_keys_keep_every_pair },
