@@ -9,6 +9,7 @@
  */
 #include "relay/server.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,11 @@ void sx__relay_conn_close(relay_conn *c)
         return;
     sx_server *s = c->srv;
     c->state = RELAY_CONN_CLOSED;
+    if (c->half_closed) {
+        c->half_closed = false;
+        if (--s->n_half == 0)
+            uv_timer_stop(&s->hup);
+    }
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -202,6 +208,41 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
+/* Whether a client that sent EOF still reads: a Unix socket whose peer
+ * only shut down its sending side (a peer that closed leaves POLLHUP).
+ * Over TCP a half-close and a close look alike (a FIN): false. */
+static bool peer_reads(relay_conn *c)
+{
+    uv_os_fd_t fd;
+    if (c->h.stream.type != UV_NAMED_PIPE ||
+        uv_fileno((const uv_handle_t *)&c->h.stream, &fd) != 0)
+        return false;
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    return poll(&pf, 1, 0) >= 0 && !(pf.revents & (POLLHUP | POLLERR));
+}
+
+/* Every second while some connection is half-closed: those whose client
+ * went away since are closed (their pending records abandoned). */
+static void hup_cb(uv_timer_t *t)
+{
+    sx_server *s = t->data;
+    relay_conn *next;
+    for (relay_conn *c = s->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->half_closed && !peer_reads(c))
+            sx__relay_conn_close(c);
+    }
+}
+
+/* A half-closed connection with nothing left to answer or write closes. */
+static bool half_done(relay_conn *c)
+{
+    if (!c->half_closed || c->n_pending > 0 || c->unsent > 0)
+        return false;
+    sx__relay_conn_close(c);
+    return true;
+}
+
 static void reading(relay_conn *c, bool on)
 {
     if (c->reading == on || c->state == RELAY_CONN_CLOSED)
@@ -233,7 +274,8 @@ static void pump(relay_conn *c)
         sx_payload body;
         int rc = sx_wire_decoder_next(c->dec, &body);
         if (rc == 0) {
-            reading(c, true);
+            if (!c->half_closed) /* else the client sends nothing more */
+                reading(c, true);
             break;
         }
         if (rc < 0) {
@@ -262,6 +304,18 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
          * produced (in the batch, or in a write libuv holds) go out whole
          * first, as a draining connection's do; closing now would lose
          * them or cut one mid-frame. libuv has stopped reading at EOF. */
+        /* With waits or subscribes pending, a client that still reads
+         * gets their answers too (each request gets exactly one reply):
+         * the connection stays open, not reading, until they are
+         * answered and written (half_done) or the client goes away. */
+        if (nread == UV_EOF && c->n_pending > 0 && peer_reads(c)) {
+            reading(c, false);
+            c->half_closed = true;
+            sx_server *s = c->srv;
+            if (s->n_half++ == 0)
+                uv_timer_start(&s->hup, hup_cb, 1000, 1000);
+            return;
+        }
         if (nread == UV_EOF && c->unsent > 0) {
             reading(c, false);
             c->state = RELAY_CONN_DRAINING;
@@ -302,6 +356,8 @@ static void write_cb(uv_write_t *req, int status)
             sx__relay_conn_close(c);
         return;
     }
+    if (half_done(c))
+        return;
     if (!c->reading && c->unsent <= c->max_output / 2)
         pump(c);
 }
@@ -381,7 +437,7 @@ static void conn_flush(relay_conn *c)
             return;
     if (c->state == RELAY_CONN_DRAINING && c->unsent == 0)
         sx__relay_conn_close(c);
-    else if (c->state == RELAY_CONN_OPEN && !c->reading &&
+    else if (c->state == RELAY_CONN_OPEN && !half_done(c) && !c->reading &&
              c->unsent <= c->max_output / 2)
         pump(c);
 }

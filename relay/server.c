@@ -194,6 +194,7 @@ static void close_all(sx_server *s)
     }
     uv_close((uv_handle_t *)&s->bell, listener_closed);
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
+    uv_close((uv_handle_t *)&s->hup, listener_closed);
 }
 
 static void *loop_main(void *arg)
@@ -517,6 +518,8 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
         goto fail_loop;
     }
     s->flusher.data = s;
+    uv_timer_init(&s->loop, &s->hup); /* cannot fail */
+    s->hup.data = s;
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours
@@ -543,6 +546,7 @@ fail_handles:
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     uv_close((uv_handle_t *)&s->bell, listener_closed);
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
+    uv_close((uv_handle_t *)&s->hup, listener_closed);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);

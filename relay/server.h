@@ -176,10 +176,15 @@ struct relay_conn {
      * libuv (counted in unsent): the server's prepare handle writes them
      * all at once (one writev) before the loop next waits. */
     relay_out *batch, *batch_tail;
-    bool dirty;              /* [loop] on the server's dirty list */
-    relay_conn *dirty_next;  /* [loop] */
-    relay_pending *pending;  /* [loop] waits and subscribes       */
-    size_t n_pending;        /* [loop] how many                   */
+    bool dirty;             /* [loop] on the server's dirty list */
+    relay_conn *dirty_next; /* [loop] */
+    relay_pending *pending; /* [loop] waits and subscribes       */
+    size_t n_pending;       /* [loop] how many                   */
+    /* [loop] The client shut down its sending side (a Unix socket, still
+     * open for reading) with waits or subscribes pending: the connection
+     * stays OPEN, not reading, until they are answered and written, or
+     * until the client goes away (the server's hup timer). */
+    bool half_closed;
     relay_conn *prev, *next; /* [loop] the server's list          */
 };
 
@@ -211,6 +216,11 @@ struct sx_server {
     const sx_process_type **types;
     size_t n_types;
     relay_conn *conns; /* [loop] open (or draining) connections         */
+    /* [loop] Half-closed connections (relay_conn.half_closed), and the
+     * timer that looks every second whether their clients went away
+     * (runs only while there are some). */
+    size_t n_half;
+    uv_timer_t hup;
     /* [loop] Dormant waits by PID (pending.c): a hash table of chains,
      * dorm_cap buckets (a power of 2, or 0), dorm_n records. */
     relay_pending **dorm;

@@ -888,6 +888,80 @@ static void test_half_close(void)
     fx_down(&f);
 }
 
+/* Sends {"op": op, "id": id, "pid": txt} on fd. */
+static void raw_pid_request(int fd, const char *op, uint64_t id,
+                            const char *txt)
+{
+    sx_pack pk;
+    req_begin(&pk, 3, op, id);
+    sx_pack_str(&pk, "pid");
+    sx_pack_str(&pk, txt);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+}
+
+/* Property: a client that shuts down its sending side with a wait and a
+ * subscribe pending (a script: requests, then EOF, then read) still gets
+ * both answers, then the end (PROTOCOL.md: each request gets exactly one
+ * reply); one that closes outright while waiting is let go within ~2 s,
+ * its wait abandoned. (At EOF the server abandoned every pending record:
+ * the half-closed client read the subscribe's reply and then the end.) */
+static void test_half_close_keeps_waits(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid pid = submit_int(c, "sleeper", 300);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    int fd = raw_connect(f.path);
+    raw_pid_request(fd, "subscribe", 1, txt);
+    raw_pid_request(fd, "wait", 2, txt);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    bool subscribed = false, waited = false, pushed = false;
+    for (int k = 0; k < 3; k++) {
+        sx_payload b;
+        CHECK_RC(raw_read(fd, 10000, &b), 0);
+        if (b.data == NULL)
+            break;
+        if (sx_map_get(b, "push", NULL) == 0) {
+            CHECK(map_bool(b, "ok"));
+            CHECK_EQ_INT(map_int(b, "result"), 300);
+            pushed = true;
+        } else if (map_int(b, "id") == 1) {
+            CHECK(map_bool(b, "ok"));
+            subscribed = true;
+        } else {
+            CHECK_EQ_INT(map_int(b, "id"), 2);
+            CHECK(map_bool(b, "ok"));
+            CHECK_EQ_INT(map_int(b, "result"), 300);
+            waited = true;
+        }
+        free((void *)b.data);
+    }
+    CHECK(subscribed && waited && pushed);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 10000, &b), 1); /* then the end */
+    close(fd);
+    fx_wait_connections(&f, 1, 10000); /* c's */
+
+    /* Half-closed, then closed while its wait is pending: released. */
+    sx_pid longp = submit_int(c, "sleeper", 60000);
+    sx_pid_format(longp, txt, sizeof(txt));
+    fd = raw_connect(f.path);
+    raw_pid_request(fd, "wait", 3, txt);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    sleep_ms(200); /* the server sees the EOF, keeps the connection */
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.connections, 2);
+    close(fd);
+    fx_wait_connections(&f, 1, 5000);
+    CHECK_RC(sx_engine_terminate(f.e, longp), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* Property: a non-loopback listen address without a token is refused
  * (SX_EINVAL) and so are bad addresses; with a token configured, a
  * connection must say hello with it before anything else: a request
@@ -1367,6 +1441,7 @@ static void test_max_connections(void)
 
 static const sx_test_case cases[] = {
     { "hello", test_hello },
+    { "half_close_keeps_waits", test_half_close_keeps_waits },
     { "submit_wait", test_submit_wait },
     { "wait_after_finish", test_wait_after_finish },
     { "wait_errors", test_wait_errors },
