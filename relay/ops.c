@@ -85,21 +85,60 @@ void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
     sx__relay_conn_drain(c);
 }
 
-/* How many of the n bytes at s to quote in a message when at most max
- * fit: n itself, or max cut back to the start of the UTF-8 character it
- * would split (a msgpack str is UTF-8, and a reply must not carry half a
- * character of a name the client sent whole). */
-static int quote_len(const char *s, size_t n, size_t max)
+/* The length of the valid UTF-8 sequence at p (n bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
 {
-    if (n <= max)
-        return (int)n;
-    size_t k = max;
-    for (int back = 0;
-         back < 3 && k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80; back++)
-        k--;
-    if (((unsigned char)s[k] & 0xc0) == 0x80)
-        k = max; /* not UTF-8 to begin with: the client's own bytes */
-    return (int)k;
+    unsigned char c = p[0];
+    size_t k;
+    uint32_t cp;
+    if (c < 0x80)
+        return c != 0; /* a NUL is shown escaped */
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if ((k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return k;
+}
+
+/* A name the client sent (n bytes at s), for quoting in a message: at
+ * most max bytes of it, cut at a character boundary, and every byte that
+ * is not part of valid UTF-8 (or is a NUL) written as \xHH, so that the
+ * reply is valid UTF-8 whatever the client sent (a msgpack str is UTF-8;
+ * strict readers drop a reply that is not). buf holds at least
+ * 4 * max + 1 bytes. */
+static const char *quoted(char *buf, const char *s, size_t n, size_t max)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && i < max;) {
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (k == 0) {
+            snprintf(buf + o, 5, "\\x%02x", (unsigned char)s[i]);
+            o += 4;
+            i++;
+        } else {
+            if (i + k > max)
+                break;
+            memcpy(buf + o, s + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    buf[o] = 0;
+    return buf;
 }
 
 /* ---- request fields [loop] ---- */
@@ -343,11 +382,12 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     size_t n;
     if (submit_inputs(c, id, req, &in, &n) != 0)
         return;
-    char msg[160];
+    char msg[4 * 64 + 160]; /* a quoted name and the text around it */
     const sx_process_type *t = find_type(s, tn, tl);
     if (t == NULL) {
-        snprintf(msg, sizeof(msg), "no process type \"%.*s\"",
-                 quote_len(tn, tl, 64), tn);
+        char q[4 * 64 + 1];
+        snprintf(msg, sizeof(msg), "no process type \"%s\"",
+                 quoted(q, tn, tl, 64));
         sx__relay_reply_error(c, id, "unknown_type", msg);
         free(in);
         return;
@@ -368,13 +408,13 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     free(in);
     if (rc != 0) {
         const char *code = submit_code(rc);
+        char q[4 * 64 + 1];
         if (rc == SX_EUNKNOWN_METHOD)
-            snprintf(msg, sizeof(msg), "type %s has no method \"%.*s\"",
-                     t->name, quote_len(mn, ml, 64), mn);
+            snprintf(msg, sizeof(msg), "type %s has no method \"%s\"", t->name,
+                     quoted(q, mn, ml, 64));
         else if (strcmp(code, "init_failed") == 0)
-            snprintf(msg, sizeof(msg), "%s.%.*s init failed: %s (%s)", t->name,
-                     quote_len(mn, ml, 64), mn, sx_strerror(rc),
-                     sx_errname(rc));
+            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", t->name,
+                     quoted(q, mn, ml, 64), sx_strerror(rc), sx_errname(rc));
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
         free(method);
@@ -714,8 +754,7 @@ void sx__relay_handle(relay_conn *c, sx_payload body)
             ops[i].fn(c, id, body);
             return;
         }
-    char msg[96];
-    snprintf(msg, sizeof(msg), "unknown op \"%.*s\"", quote_len(op, on, 32),
-             op);
+    char msg[160], q[4 * 32 + 1];
+    snprintf(msg, sizeof(msg), "unknown op \"%s\"", quoted(q, op, on, 32));
     sx__relay_reply_error(c, id, "unknown_op", msg);
 }

@@ -395,6 +395,32 @@ static void test_utf8_cut(void)
     sx_pack_fini(&pk);
     payload_free(&b);
     expect_utf8_error(fd, 5, "failed");
+    /* Names that are not UTF-8 at all (a stray byte, a cut sequence, a
+     * NUL) are quoted with \xHH: the reply carried the client's raw
+     * bytes, which strict readers drop. */
+    static const char raw_op[] = "op\xff"
+                                 "x\xe2\x82";
+    req_begin(&pk, 2, raw_op, 6);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    expect_utf8_error(fd, 6, "unknown_op");
+    req_begin(&pk, 5, "submit", 7);
+    sx_pack_str(&pk, "type");
+    sx_pack_strn(&pk, "t\0y", 3);
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 0);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    sx_payload e, m;
+    char msg[128];
+    CHECK_RC(sx_map_get(b, "error", &e), 0);
+    CHECK_RC(sx_map_get(e, "message", &m), 0);
+    CHECK_RC(sx_payload_get_str(m, msg, sizeof(msg)), 0);
+    CHECK_STR(msg, "no process type \"t\\x00y\"");
+    payload_free(&b);
     close(fd);
     check_alive(&bf);
     bad_down(&bf);
