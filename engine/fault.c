@@ -5,8 +5,10 @@
 #ifdef SX_FAULT_INJECTION
 #include <stdatomic.h>
 
-#define SITES 6
-_Static_assert(SX__FAULT_RESULT == 1u << (SITES - 1),
+/* One more than the highest site's bit: each site has its own pass and
+ * hit counters (a site past SITES would share another's, index_of). */
+#define SITES 7
+_Static_assert(SX__FAULT_LAST == 1u << (SITES - 1),
                "SITES counts fault.h's sites");
 
 /* relaxed (all): a test arms a site before it submits the work that

@@ -42,6 +42,7 @@ enum {
      * timer not in it (clock handles, yield timeouts, exec's kill
      * timers); each caller answers SX_ENOMEM or gives up its timer. */
     SX__FAULT_IO_TIMER = 1u << 6,
+    SX__FAULT_LAST = SX__FAULT_IO_TIMER, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

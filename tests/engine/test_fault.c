@@ -525,11 +525,14 @@ static void test_timer_reset(void)
     sx_pid pid = submit(e, "resetter", 0);
     await_phase(1);
     uint64_t before = sx__fault_hits(SX__FAULT_IO_TIMER);
+    uint64_t keep0 = sx__fault_hits(SX__FAULT_TIMER_KEEP);
     sx__fault_arm(SX__FAULT_IO_TIMER);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }), 0);
     await_phase(2);
     sx__fault_arm(0);
     CHECK(sx__fault_hits(SX__FAULT_IO_TIMER) > before);
+    /* Each site counts its own failures (fault.c's SITES covers them). */
+    CHECK_EQ_U64(sx__fault_hits(SX__FAULT_TIMER_KEEP), keep0);
     CHECK_RC(atomic_load(&reset_err), SX_ENOMEM);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }), 0);
     CHECK_EQ_INT(done_value(e, pid, 10000), 0); /* still fired: at once */
