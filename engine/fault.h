@@ -42,7 +42,11 @@ enum {
      * timer not in it (clock handles, yield timeouts, exec's kill
      * timers); each caller answers SX_ENOMEM or gives up its timer. */
     SX__FAULT_IO_TIMER = 1u << 6,
-    SX__FAULT_LAST = SX__FAULT_IO_TIMER, /* the highest: fault.c's SITES */
+    /* engine/io.c sx__io_proc_finished: no cancel request for a process
+     * that finished with ops or handles alive on its loop; the loop's
+     * sweep request cancels them instead. */
+    SX__FAULT_IO_CANCEL = 1u << 7,
+    SX__FAULT_LAST = SX__FAULT_IO_CANCEL, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

@@ -222,6 +222,13 @@ typedef struct {
      * many there are (relaxed counter, see io.c). */
     struct sx__ioop *io_head;
     _Atomic uint32_t io_live;
+    /* The last generation of this slot that finished with ops alive but
+     * got no cancel request (out of memory): the loop's sweep, and any
+     * op or deadline of it that starts later, cancel them (io.c,
+     * op_dead). Written by the finishing worker (relaxed, published by
+     * the loop's sweep flag), read on the loop. Fills the padding after
+     * io_live: the slot's sx__pext does not grow. */
+    _Atomic uint32_t io_dead_gen;
     /* The PID id of the linked process whose failure terminates this one
      * (dispatch.c, sx__watch_fire), written before the TERM flag is raised
      * (whose release publishes it). Not reset at alloc (that would touch

@@ -35,6 +35,11 @@ struct sx__ioloop {
     unsigned walking; /* list walks in progress: releases are deferred */
     sx__ioop *grave;  /* released during a walk, freed after it */
     sx__ioreq quit;   /* the QUIT request */
+    /* The SWEEP request, posted by a finishing worker that could not
+     * allocate its CANCEL (sx__io_proc_finished), and whether it is on
+     * the queue (then later finishers only leave their io_dead_gen). */
+    sx__ioreq sweep;
+    _Atomic int sweep_queued;
     /* The timer heap (see sx__iotimer) and the one uv timer behind it,
      * armed for tick_due (UINT64_MAX: stopped). */
     sx__iotimer **heap;
@@ -581,6 +586,8 @@ uint64_t sx__io_ms_until(const sx__ioop *op, uint64_t deadline_ns)
     return ms_until(&op->loop->uv, deadline_ns);
 }
 
+static bool op_dead(sx__ioloop *l, const sx__ioop *op);
+
 static void dl_start(sx__ioloop *l, sx__iodl *dl)
 {
     dl->op.started = true;
@@ -588,7 +595,7 @@ static void dl_start(sx__ioloop *l, sx__iodl *dl)
     /* acquire: a completion claimed it already; DL_STOP follows. */
     if (atomic_load_explicit(&dl->claimed, memory_order_acquire) != 0)
         return;
-    if (l->quitting) {
+    if (l->quitting || op_dead(l, &dl->op)) {
         sx__io_cancel(&dl->op);
         return;
     }
@@ -599,15 +606,30 @@ static void dl_start(sx__ioloop *l, sx__iodl *dl)
 
 /* ---- the request queue ---- */
 
+/* True when op's process has finished: its slot's generation moved on,
+ * or it finished without a CANCEL request (io_dead_gen, see
+ * sx__io_proc_finished); the latter is seen here once a SWEEP that
+ * synchronised with that finish has been handled. */
+static bool op_dead(sx__ioloop *l, const sx__ioop *op)
+{
+    /* acquire: pairs with the release store of gen in retire. */
+    if (atomic_load_explicit(&op->proc->gen, memory_order_acquire) != op->gen)
+        return true;
+    /* relaxed: published by the sweep flag (see sx__io_proc_finished). */
+    return atomic_load_explicit(
+               &sx__ptable_pext(l->engine, op->proc)->io_dead_gen,
+               memory_order_relaxed) == op->gen;
+}
+
 static void op_start(sx__ioloop *l, sx__ioop *op)
 {
     link_op(l, op);
     op->started = true;
-    /* acquire (gen): the owner may have finished before the loop got
-     * here; its CANCEL_PROC is queued behind this request, but there is
-     * no point starting. Likewise when the yield already timed out. */
-    bool dead =
-        atomic_load_explicit(&op->proc->gen, memory_order_acquire) != op->gen;
+    /* The owner may have finished before the loop got here; its
+     * CANCEL_PROC is queued behind this request (or a SWEEP ran before
+     * it), but there is no point starting. Likewise when the yield
+     * already timed out. */
+    bool dead = op_dead(l, op);
     bool timed_out =
         op->dl != NULL &&
         atomic_load_explicit(&op->dl->claimed, memory_order_acquire) != 0;
@@ -630,6 +652,19 @@ static void proc_cancel(sx__ioloop *l, sx__proc *p, uint32_t gen)
          op != NULL; op = next) {
         next = op->pnext;
         if (op->gen == gen && !op->released)
+            sx__io_cancel(op);
+    }
+    walk_end(l);
+}
+
+/* Cancels every op and handle on l whose process has finished (the
+ * SWEEP request). */
+static void sweep(sx__ioloop *l)
+{
+    walk_begin(l);
+    for (sx__ioop *op = l->all, *next; op != NULL; op = next) {
+        next = op->anext;
+        if (!op->released && op_dead(l, op))
             sx__io_cancel(op);
     }
     walk_end(l);
@@ -685,6 +720,14 @@ static void on_bell(uv_async_t *a)
         case SX__IOREQ_QUIT:
             quit_all(l);
             break;
+        case SX__IOREQ_SWEEP:
+            /* acq_rel: the acquire synchronises with every finisher that
+             * found the flag set (their io_dead_gen stores are seen by
+             * the sweep and by the ops started after it); a finisher
+             * ordered after this clear posts the request again. */
+            atomic_exchange_explicit(&l->sweep_queued, 0, memory_order_acq_rel);
+            sweep(l);
+            break;
         }
     }
     if (left != UINT_MAX)
@@ -703,10 +746,26 @@ void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
         atomic_load_explicit(&sx__ptable_pext(e, p)->io_live,
                              memory_order_relaxed) == 0)
         return;
-    sx__iocancel *c = malloc(sizeof(*c));
+    sx__iocancel *c =
+        SX__FAULT(SX__FAULT_IO_CANCEL) ? NULL : malloc(sizeof(*c));
     if (c == NULL) {
-        /* Without the request the ops run to their natural end (answers
-         * dropped): slower to clean up, but nothing is lost or leaked. */
+        /* Without the request the ops and handles would run on until
+         * their natural end, and a handle (a timer, a ticker, a
+         * connection) has none before sx_engine_stop. The loop's SWEEP
+         * request, never allocated, cancels every op whose process has
+         * finished: the generation moved on, or it is the slot's
+         * io_dead_gen, which says so before the slot is retired. relaxed:
+         * published by the queue push, or by the exchange below. */
+        atomic_store_explicit(&sx__ptable_pext(e, p)->io_dead_gen, gen,
+                              memory_order_relaxed);
+        sx__ioloop *l = loop_of(e, p);
+        /* acq_rel: release publishes io_dead_gen to the loop's clear of
+         * the flag when it is already set (the SWEEP queued, not yet
+         * handled: it covers us); acquire pairs with that clear, so a
+         * finisher that finds it clear posts a SWEEP of its own. */
+        if (atomic_exchange_explicit(&l->sweep_queued, 1,
+                                     memory_order_acq_rel) == 0)
+            post(l, &l->sweep);
         return;
     }
     c->req.kind = SX__IOREQ_CANCEL;
@@ -765,7 +824,8 @@ static void loop_fini(sx__ioloop *l)
             dl_stop_unref((sx__iodl *)((char *)r - offsetof(sx__iodl, stop)));
         }
         /* DL_START: only posted by live processes, which are all finished
-         * before quit (its DL_STOP, if any, follows it here). */
+         * before quit (its DL_STOP, if any, follows it here). SWEEP: the
+         * loop's own, nothing to free. */
     }
     uv_loop_close(&l->uv);
     free(l->heap);
@@ -782,6 +842,8 @@ int sx__io_start(sx_engine *e)
         sx__ioloop *l = &e->loops[i];
         l->engine = e;
         l->id = i;
+        l->sweep.kind = SX__IOREQ_SWEEP;
+        atomic_init(&l->sweep_queued, 0);
         sx__mpsc_init(&l->q);
         int rc = uv_loop_init(&l->uv);
         if (rc == 0) {

@@ -23,7 +23,8 @@
  * loop calls every such op's cancel: timers stop, subprocesses get
  * SIGTERM (then SIGKILL), requests are cancelled or their results dropped,
  * sockets close. The op still ends normally; its answer is a no-op because
- * the process is gone.
+ * the process is gone. Out of memory for the CANCEL_PROC, the loop's own
+ * SWEEP request does the same for every finished process (io.c).
  *
  * A yield with a timeout gets a deadline (sx__iodl): a loop timer and a
  * claim word shared with the completer. Whoever claims first answers: the
@@ -63,7 +64,8 @@ typedef enum {
     SX__IOREQ_CANCEL,    /* sx__iocancel: a process finished       */
     SX__IOREQ_DL_START,  /* sx__iodl: arm the deadline             */
     SX__IOREQ_DL_STOP,   /* sx__iodl: answered first; disarm       */
-    SX__IOREQ_QUIT       /* the engine stops: cancel all, then exit */
+    SX__IOREQ_QUIT,      /* the engine stops: cancel all, then exit */
+    SX__IOREQ_SWEEP      /* the loop's own: a CANCEL could not be made */
 } sx__ioreq_kind;
 
 typedef struct {

@@ -29,6 +29,11 @@
  *    so a timer-wait on it answers at once (it used to clear `fired`
  *    first: the wait then waited for a firing that never came, here until
  *    its 3 s yield timeout).
+ *  - io_cancel: 50 processes that finish with a timer handle alive, none
+ *    of them getting a cancel request (no memory for it), still have
+ *    every handle cancelled (stats.io_inflight back to 0 at once, not
+ *    after the timers' 60 s or at sx_engine_stop: it used to stay 50);
+ *    the next finish with memory back cancels as before.
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
@@ -267,7 +272,25 @@ static int resetter_step(void *st, const sx_event *ev, size_t n,
     }
 }
 
+/* Starts a 60 s timer and finishes DONE without waiting for it: the
+ * timer's handle is left alive on the loop for the finish to cancel. */
+static int holder_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    sleeper *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    if (s->k++ == 0)
+        return sx_yield(out, SX_CMD_TIMER_START, 1, sx_payload_int(b, 60000));
+    FAILIF(out, n != 1 || ev[0].error != 0, "timer-start failed");
+    sx_done(out, sx_payload_int(b, 0));
+    return 0;
+}
+
 static const sx_process_type types[] = {
+    { .name = "holder",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = holder_step },
     { .name = "twice",
       .state_size = sizeof(sleeper),
       .init = take_ms,
@@ -539,11 +562,51 @@ static void test_timer_reset(void)
     down(e);
 }
 
+#define CANCEL_N 50
+
+/* Waits up to 5 s for stats.io_inflight to reach 0; true if it did. */
+static bool io_drained(sx_engine *e)
+{
+    double end = sx_test_now_ms() + 5000;
+    while (stats(e).io_inflight != 0) {
+        if (sx_test_now_ms() > end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+static void test_io_cancel(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_IO_CANCEL);
+    sx__fault_arm(SX__FAULT_IO_CANCEL);
+    sx_pid pids[CANCEL_N];
+    for (int i = 0; i < CANCEL_N; i++)
+        pids[i] = submit(e, "holder", 0);
+    for (int i = 0; i < CANCEL_N; i++)
+        CHECK_EQ_INT(done_value(e, pids[i], 5000), 0);
+    CHECK_EQ_U64(sx__fault_hits(SX__FAULT_IO_CANCEL) - before, CANCEL_N);
+    /* Every timer handle is cancelled all the same, well before its 60 s
+     * (it used to stay on the loop until sx_engine_stop). */
+    bool drained = io_drained(e);
+    if (!drained)
+        fprintf(stderr, "io_inflight %llu\n",
+                (unsigned long long)stats(e).io_inflight);
+    CHECK(drained);
+    /* The next finish, with memory back, cancels as before. */
+    sx__fault_arm(0);
+    CHECK_EQ_INT(done_value(e, submit(e, "holder", 0), 5000), 0);
+    CHECK(io_drained(e));
+    down(e);
+}
+
 static const sx_test_case cases[] = {
-    { "no_room", test_no_room },   { "put_back", test_put_back },
-    { "both", test_both },         { "spawn", test_spawn },
-    { "dispatch", test_dispatch }, { "send", test_send },
-    { "result", test_result },     { "timer_reset", test_timer_reset },
+    { "no_room", test_no_room },     { "put_back", test_put_back },
+    { "both", test_both },           { "spawn", test_spawn },
+    { "dispatch", test_dispatch },   { "send", test_send },
+    { "result", test_result },       { "timer_reset", test_timer_reset },
+    { "io_cancel", test_io_cancel },
 };
 
 SX_TEST_MAIN(cases)
