@@ -558,16 +558,21 @@ static bool batch_grow(sx__worker *w)
 }
 
 /* A full batch of a process woken from IDLE (a message, cancel or stop
- * does that) that holds no message: more than `throughput` completions
- * piled up while it was idle. API.md meaning 5 puts them in one batch
- * with the waking message, so the batch goes on past the budget, in
- * arrival order, to the first message; out of memory it stops where it
- * is. Rare, hence apart from collect's loop. Returns the new count. */
-static __attribute__((noinline)) size_t past_budget(sx__worker *w, sx__proc *p,
-                                                    size_t n, size_t *k)
+ * does that) that holds no message from its mailbox: more than
+ * `throughput` completions piled up while it was idle. API.md meaning 5
+ * puts them in one batch with the waking message, so the batch goes on
+ * past the budget, in arrival order, to the first message; out of memory
+ * it stops where it is. The control events (batch[0 .. ctl), cancels)
+ * do not count as that message: woken by a cancel, the process gets every
+ * completion that arrived meanwhile too (with them counted, it got the
+ * first throughput - 1 and the rest stayed queued behind an IDLE process,
+ * which no completion wakes). Rare, hence apart from collect's loop.
+ * Returns the new count. */
+static __attribute__((noinline)) size_t
+past_budget(sx__worker *w, sx__proc *p, size_t ctl, size_t n, size_t *k)
 {
     bool msg = false;
-    for (size_t i = 0; i < n && !msg; i++)
+    for (size_t i = ctl; i < n && !msg; i++)
         msg = w->batch[i].type == SX_EVENT_MESSAGE;
     while (!msg && (n < w->batch_cap || batch_grow(w))) {
         sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
@@ -616,6 +621,7 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             c = next;
         }
     }
+    size_t ctl = n;
     bool bundles = false, full = false;
     while (n < cap) {
         sx__ev *ev = (sx__ev *)sx__mpsc_pop(&p->mbox);
@@ -633,8 +639,8 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
         }
         bundles = true;
     }
-    if (n == cap && !full && p->wait_kind == SX_PSTATE_IDLE)
-        n = past_budget(w, p, n, &k);
+    if (n >= cap && !full && p->wait_kind == SX_PSTATE_IDLE)
+        n = past_budget(w, p, ctl, n, &k);
     /* The next node, which the next step will read: its lines were
      * written on another core, so start fetching them while this step
      * runs (a bundle's records follow its head; a hint, never read). */

@@ -870,6 +870,128 @@ static void test_idle_wake_past_budget(void)
     sx_engine_free(e);
 }
 
+/* API.md meaning 5 when the waking event is a cancel (a control event,
+ * which comes first in its batch) and more than a batch of completions
+ * piled up while the process was IDLE (throughput 8, 20 held commands
+ * answered while it idles): the cancel's step gets all 20 completions
+ * after it, in the order they were answered, in one batch past the
+ * budget. It used to get the cancel and the first 7 completions only: the
+ * cancel counted as the waking message already in the batch, so the
+ * other 13 stayed queued behind an IDLE process that no completion
+ * wakes. With 10 cancels (more than the budget) it got no completion at
+ * all. */
+static atomic_int cpiler_steps;
+static size_t cpiler_ncancel;
+static atomic_int cgate_go, cgate_in;
+
+static int cgate_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    atomic_store(&cgate_in, 1);
+    while (!atomic_load(&cgate_go))
+        sched_yield();
+    sx_done(out, nil);
+    return 0;
+}
+static size_t cpiler_n;
+static int cpiler_order_ok;
+
+static int cpiler_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)st;
+    int k = atomic_fetch_add(&cpiler_steps, 1) + 1;
+    if (k == 1) {
+        for (uint64_t t = 1; t <= HOLDN; t++)
+            sx_yield(out, CMD_HOLDN, t, nil);
+        sx_yield(out, SX_CMD_NOOP, 100, nil);
+        return 0; /* waits for an answer */
+    }
+    if (k == 2) { /* the NOOP's answer; the holds are still out */
+        sx_idle(out);
+        return 0;
+    }
+    cpiler_n = n;
+    size_t c = cpiler_ncancel;
+    int ok = n == HOLDN + c;
+    for (size_t i = 0; ok && i < c; i++)
+        ok = ev[i].type == SX_EVENT_MESSAGE &&
+             strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0;
+    for (size_t i = 0; ok && i < HOLDN; i++)
+        ok =
+            ev[c + i].type == SX_EVENT_YIELD_COMPLETE && ev[c + i].tag == i + 1;
+    cpiler_order_ok = ok;
+    sx_done(out, nil);
+    return 0;
+}
+
+static void idle_cancel_past_budget(size_t ncancel)
+{
+    const sx_process_type cpiler_t = { .name = "cpiler",
+                                       .init = no_init,
+                                       .step = cpiler_step };
+    sx_engine_config cfg = { .workers = 1, .throughput = 8 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    const sx_process_type cgate_t = { .name = "cgate",
+                                      .init = no_init,
+                                      .step = cgate_step };
+    CHECK_RC(sx_engine_register(e, &cpiler_t), 0);
+    CHECK_RC(sx_engine_register(e, &cgate_t), 0);
+    CHECK_RC(sx_engine_register_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL),
+             0);
+    CHECK_RC(sx_engine_start(e), 0);
+    for (int i = 0; i < HOLDN; i++)
+        atomic_store(&holdn[i], NULL);
+    atomic_store(&holdn_count, 0);
+    atomic_store(&cpiler_steps, 0);
+    cpiler_ncancel = ncancel;
+    cpiler_n = 0;
+    cpiler_order_ok = 0;
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "cpiler", "run", NULL, 0, &pid), 0);
+    double end = sx_test_now_ms() + 10000;
+    sx_process_info info;
+    do { /* IDLE after its second step, every hold registered */
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (atomic_load(&cpiler_steps) < 2 || info.state != SX_PSTATE_IDLE ||
+             atomic_load(&holdn_count) < HOLDN);
+    for (int i = 0; i < HOLDN; i++)
+        sx_complete(atomic_load(&holdn[i]), nil, 0, NULL);
+    CHECK_EQ_INT(atomic_load(&cpiler_steps), 2); /* completions: no wake */
+    /* The one worker is held by a gate process while the cancels go in,
+     * so that all of them are queued before the step that takes them. */
+    atomic_store(&cgate_go, 0);
+    atomic_store(&cgate_in, 0);
+    sx_pid gate;
+    CHECK_RC(sx_engine_submit(e, "cgate", "run", NULL, 0, &gate), 0);
+    while (!atomic_load(&cgate_in)) {
+        CHECK(sx_test_now_ms() < end);
+        sched_yield();
+    }
+    for (size_t i = 0; i < ncancel; i++)
+        CHECK_RC(sx_engine_cancel(e, pid, "go"), 0);
+    atomic_store(&cgate_go, 1);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, 0);
+    sx_result_free(&r);
+    CHECK_EQ_U64(cpiler_n, HOLDN + ncancel);
+    CHECK(cpiler_order_ok);
+    CHECK_EQ_INT(atomic_load(&cpiler_steps), 3);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+}
+
+static void test_idle_cancel_past_budget(void)
+{
+    idle_cancel_past_budget(1);
+    idle_cancel_past_budget(10);
+}
+
 /* Control events (cancels) are never split across batches: ten cancels
  * pending when a process runs (throughput 4) all come in its next step, in
  * the order they were sent. Split, the ones left over went back on the
@@ -971,6 +1093,7 @@ static const sx_test_case cases[] = {
     { "bundle_split", test_bundle_split },
     { "idle_wake_batch_bundle", test_idle_wake_batch_bundle },
     { "idle_wake_past_budget", test_idle_wake_past_budget },
+    { "idle_cancel_past_budget", test_idle_cancel_past_budget },
     { "cancels_one_batch", test_cancels_one_batch },
 };
 
