@@ -3310,6 +3310,86 @@ static void test_cancel_reason(void)
     sx_engine_free(e);
 }
 
+/* ---- 14. max_processes: spawns and failed inits ----------------------- */
+
+/* Spawns an idle child (tag 1) and idles; on a message spawns another
+ * (tag 2) and finishes with that spawn's error code (0 when it worked). */
+static int limit_parent_step(void *state, const sx_event *ev, size_t n,
+                             sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_pack pk;
+    int k = step_enter(s);
+    if (k == 1) {
+        sx_pack_init(&pk);
+        STEP_CHECK(out, pack_spawn(&pk, "child", "idle", 0, 0) == 0);
+        STEP_CHECK(out,
+                   sx_yield(out, SX_CMD_SPAWN, 1, sx_pack_payload(&pk)) == 0);
+        sx_pack_fini(&pk);
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 1) {
+            STEP_CHECK(out, ev[i].error == 0);
+            inc(&s->t->flag);
+        } else if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 2) {
+            sx_done(out, sx_payload_int(buf, ev[i].error));
+            return 0;
+        } else if (ev[i].type == SX_EVENT_MESSAGE) {
+            sx_pack_init(&pk);
+            STEP_CHECK(out, pack_spawn(&pk, "child", "idle", 0, 0) == 0);
+            STEP_CHECK(
+                out, sx_yield(out, SX_CMD_SPAWN, 2, sx_pack_payload(&pk)) == 0);
+            sx_pack_fini(&pk);
+            sx_wait(out);
+            return 0;
+        }
+    }
+    sx_idle(out);
+    return 0;
+}
+
+/* API.md 14, the other ways in: with max_processes = 3 the limit counts
+ * processes spawned by a step (SX_CMD_SPAWN) as well as submitted ones,
+ * and a spawn past it gets an SX_ELIMIT completion for its tag; a submit
+ * whose init fails (eight of them, more than the limit) gives its place
+ * back, so the limit is not used up by processes that never lived. */
+static void test_max_processes_spawn(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = {
+        TYPE("limit_parent", limit_parent_step),
+        { .name = "child",
+          .state_size = sizeof(pstate),
+          .init = child_init,
+          .step = child_step,
+          .close = gen_close,
+          .user = t },
+    };
+    sx_engine *e = engine_up(t, 2, 3, types, 2);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, 0);
+    sx_pid parent = submit_idx(e, "limit_parent", "run", 0), other, extra;
+    CHECK(await_ge(&t->flag, 1)); /* parent and its child: 2 of 3 */
+    for (int i = 0; i < 8; i++)   /* init fails: "nope" is no method */
+        CHECK_RC(sx_engine_submit(e, "child", "nope", &in, 1, &extra),
+                 SX_EUNKNOWN_METHOD);
+    CHECK_RC(sx_engine_submit(e, "child", "idle", &in, 1, &other), 0);
+    CHECK_RC(sx_engine_submit(e, "child", "idle", &in, 1, &extra), SX_ELIMIT);
+    send_int(e, SX_PID_NONE, parent, "go", 0);
+    sx_result r;
+    WAIT_OUTCOME(e, parent, &r, 0);
+    if (result_int(&r) != SX_ELIMIT)
+        SX_FAILF("a spawn past max_processes answered %s",
+                 sx_errname((int)result_int(&r)));
+    sx_result_free(&r);
+    CHECK_EQ_U64(stats_of(e).live, 2);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 /* Concurrent stops: three threads stop one engine with live processes
@@ -3488,6 +3568,7 @@ static const sx_test_case cases[] = {
     { "step_error_codes", test_step_error_codes },
     { "late_complete", test_late_complete },
     { "max_processes", test_max_processes },
+    { "max_processes_spawn", test_max_processes_spawn },
     { "concurrent_senders", test_concurrent_senders },
     { "no_lost_wakeups", test_no_lost_wakeups },
     { "misuse_null_args", test_misuse_null_args },
