@@ -3390,6 +3390,67 @@ static void test_max_processes_spawn(void)
     ctx_free(t);
 }
 
+/* ---- 7. the send command to a finished PID ---------------------------- */
+
+static sx_pid gone_target; /* set before the sender is submitted */
+
+/* Yields SX_CMD_SEND to gone_target with tag 1 and with SX_TAG_NONE, then
+ * finishes with tag 1's error code (0 when it was delivered). */
+static int gone_sender_step(void *state, const sx_event *ev, size_t n,
+                            sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (step_enter(s) == 1) {
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_array(&pk, 3);
+        sx_pack_pid(&pk, gone_target);
+        sx_pack_str(&pk, "x");
+        sx_pack_int(&pk, 1);
+        STEP_CHECK(out, pk.err == 0);
+        STEP_CHECK(out,
+                   sx_yield(out, SX_CMD_SEND, 1, sx_pack_payload(&pk)) == 0);
+        STEP_CHECK(out, sx_yield(out, SX_CMD_SEND, SX_TAG_NONE,
+                                 sx_pack_payload(&pk)) == 0);
+        sx_pack_fini(&pk);
+        sx_wait(out);
+        return 0;
+    }
+    STEP_CHECK(out, n == 1 && ev[0].type == SX_EVENT_YIELD_COMPLETE);
+    STEP_CHECK(out, ev[0].tag == 1);
+    STEP_CHECK(out, (ev[0].error == 0) == (ev[0].error_msg == NULL));
+    sx_done(out, sx_payload_int(buf, ev[0].error));
+    return 0;
+}
+
+/* API.md 7 from inside a step: SX_CMD_SEND to a PID whose process finished
+ * answers its tag with SX_ENOTFOUND (and a message), as sx_engine_send
+ * returns it; the same send with SX_TAG_NONE gives no event and counts one
+ * dead letter. */
+static void test_send_cmd_to_gone(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("quick", quick_step),
+                                      TYPE("gone_sender", gone_sender_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 2);
+    sx_result r;
+    gone_target = submit_idx(e, "quick", "run", 0);
+    WAIT_OUTCOME(e, gone_target, &r, 0);
+    sx_result_free(&r);
+    uint64_t dead0 = stats_of(e).dead_letters;
+    sx_pid p = submit_idx(e, "gone_sender", "run", 1);
+    WAIT_OUTCOME(e, p, &r, 0);
+    if (result_int(&r) != SX_ENOTFOUND)
+        SX_FAILF("SX_CMD_SEND to a finished PID answered %s",
+                 sx_errname((int)result_int(&r)));
+    CHECK_EQ_U64(r.steps, 2);
+    sx_result_free(&r);
+    CHECK_EQ_U64(stats_of(e).dead_letters, dead0 + 1);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 /* Concurrent stops: three threads stop one engine with live processes
@@ -3559,6 +3620,7 @@ static const sx_test_case cases[] = {
     { "idle", test_idle },
     { "message_wakes", test_message_wakes },
     { "send_to_gone", test_send_to_gone },
+    { "send_cmd_to_gone", test_send_cmd_to_gone },
     { "terminate", test_terminate },
     { "stop", test_stop },
     { "stop_deadline", test_stop_deadline },
