@@ -4,11 +4,11 @@
  * memory: the threads' node caches and glibc's arenas go on handing out
  * memory long after, and the whole test would fail with it. A build with
  * SX_FAULT_INJECTION defined (meson's stepx_fault library, which only
- * tests/engine/test_fault links) compiles a check in front of chosen
- * allocations: while a test has armed a site, the allocation there fails
- * as if malloc had returned NULL, and the site counts the failure, so that
- * the test can tell the path was taken. In every other build SX__FAULT is
- * the constant false and the check compiles away.
+ * tests/engine/test_fault and tests/relay/test_fault link) compiles a check in
+ * front of chosen allocations: while a test has armed a site, the allocation
+ * there fails as if malloc had returned NULL, and the site counts the failure,
+ * so that the test can tell the path was taken. In every other build SX__FAULT
+ * is the constant false and the check compiles away.
  *
  * Threads: [any thread].
  */
@@ -46,7 +46,13 @@ enum {
      * that finished with ops or handles alive on its loop; the loop's
      * sweep request cancels them instead. */
     SX__FAULT_IO_CANCEL = 1u << 7,
-    SX__FAULT_LAST = SX__FAULT_IO_CANCEL, /* the highest: fault.c's SITES */
+    /* relay/conn.c sx__relay_accept: no relay_conn for a new connection;
+     * it is refused (taken off the listener and closed). */
+    SX__FAULT_RELAY_CONN = 1u << 8,
+    /* relay/conn.c refuse: no handle to take a refused connection off the
+     * listener with; the server's spare handle for that listener does. */
+    SX__FAULT_RELAY_REFUSE = 1u << 9,
+    SX__FAULT_LAST = SX__FAULT_RELAY_REFUSE, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

@@ -7,6 +7,7 @@
  * mailbox_cb (any engine thread: whoever sends to the mailbox) and the
  * reference counting (any thread). See relay/server.h and docs/RELAY.md.
  */
+#include "engine/fault.h"
 #include "relay/server.h"
 
 #include <poll.h>
@@ -573,29 +574,69 @@ static void refused_closed(uv_handle_t *h)
     free(h);
 }
 
+static void refuse(uv_stream_t *listener);
+
+/* A spare handle is closed: free for the next refusal, and the one owed
+ * meanwhile (if any) is accepted again (memory may be back). */
+static void spare_closed(uv_handle_t *h)
+{
+    sx_server *s = h->data;
+    struct relay_spare *sp = &s->spare[h == &s->spare[0].h.handle ? 0 : 1];
+    uv_stream_t *listener =
+        sp == &s->spare[0] ? (uv_stream_t *)&s->pipe : (uv_stream_t *)&s->tcp;
+    sp->busy = false;
+    if (sp->owed) {
+        sp->owed = false;
+        if (!s->stopping)
+            sx__relay_accept(listener, 0);
+    }
+}
+
 /* Takes the pending connection off the listener and closes it: libuv
- * stops accepting until the one it holds is taken. */
+ * stops accepting until the one it holds is taken. With no memory for a
+ * handle, the listener's spare takes it; with the spare busy closing the
+ * last one, the connection is owed and the spare's close callback comes
+ * back for it. */
 static void refuse(uv_stream_t *listener)
 {
     sx_server *s = listener->data;
-    uv_stream_t *h;
-    if (listener == (uv_stream_t *)&s->pipe) {
-        uv_pipe_t *p = malloc(sizeof(*p));
-        if (p == NULL || uv_pipe_init(&s->loop, p, 0) != 0) {
+    bool pipe = listener == (uv_stream_t *)&s->pipe;
+    uv_stream_t *h = NULL;
+    if (pipe) {
+        uv_pipe_t *p =
+            SX__FAULT(SX__FAULT_RELAY_REFUSE) ? NULL : malloc(sizeof(*p));
+        if (p != NULL && uv_pipe_init(&s->loop, p, 0) == 0)
+            h = (uv_stream_t *)p;
+        else
             free(p);
-            return;
-        }
-        h = (uv_stream_t *)p;
     } else {
-        uv_tcp_t *t = malloc(sizeof(*t));
-        if (t == NULL || uv_tcp_init(&s->loop, t) != 0) {
+        uv_tcp_t *t =
+            SX__FAULT(SX__FAULT_RELAY_REFUSE) ? NULL : malloc(sizeof(*t));
+        if (t != NULL && uv_tcp_init(&s->loop, t) == 0)
+            h = (uv_stream_t *)t;
+        else
             free(t);
-            return;
-        }
-        h = (uv_stream_t *)t;
     }
-    uv_accept(listener, h);
-    uv_close((uv_handle_t *)h, refused_closed);
+    if (h != NULL) {
+        uv_accept(listener, h);
+        uv_close((uv_handle_t *)h, refused_closed);
+        return;
+    }
+    struct relay_spare *sp = &s->spare[pipe ? 0 : 1];
+    if (sp->busy) {
+        sp->owed = true;
+        return;
+    }
+    /* Cannot fail: neither allocates (a TCP handle of AF_UNSPEC opens no
+     * socket until uv_accept gives it one). */
+    if (pipe)
+        uv_pipe_init(&s->loop, &sp->h.pipe, 0);
+    else
+        uv_tcp_init(&s->loop, &sp->h.tcp);
+    sp->busy = true;
+    sp->h.handle.data = s;
+    uv_accept(listener, &sp->h.stream);
+    uv_close(&sp->h.handle, spare_closed);
 }
 
 static int conn_open(relay_conn *c)
@@ -617,7 +658,8 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     sx_server *s = listener->data;
     if (status < 0 || s->stopping)
         return;
-    relay_conn *c = calloc(1, sizeof(*c));
+    relay_conn *c =
+        SX__FAULT(SX__FAULT_RELAY_CONN) ? NULL : calloc(1, sizeof(*c));
     if (c == NULL) {
         refuse(listener);
         return;

@@ -201,6 +201,24 @@ struct sx_server {
     uv_pipe_t pipe;
     uv_tcp_t tcp;
     bool has_pipe, has_tcp;
+    /* [loop] Refusing without memory (conn.c refuse): a connection must
+     * always be taken off its listener (libuv stops polling a listener
+     * until the connection it holds is taken, and then no later client is
+     * ever accepted). With no memory for a handle, the listener's spare
+     * here takes it and closes it. While a spare is closing, a further
+     * connection is owed: it stays on the listener (which stops polling),
+     * and the spare's close callback runs the accept again. Index 0: the
+     * Unix listener's, 1: the TCP listener's. */
+    struct relay_spare {
+        union {
+            uv_handle_t handle;
+            uv_stream_t stream;
+            uv_pipe_t pipe;
+            uv_tcp_t tcp;
+        } h;
+        bool busy; /* initialised, closing */
+        bool owed; /* a connection waits on the listener */
+    } spare[2];
     int port;
     pthread_t thread;
     /* "socket_path.lock", held with flock for the server's life (-1:

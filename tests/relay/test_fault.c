@@ -1,0 +1,130 @@
+/* tests/relay/test_fault.c — the relay server's accept without memory,
+ * reached with allocations that fail on cue (engine/fault.h; this test
+ * links the stepx_fault build of the library).
+ *
+ * libuv hands the server one connection at a time: until the connection
+ * callback takes it off the listener (uv_accept), the listener stops
+ * polling, and no later client is ever accepted. So a connection the
+ * server has no memory for must still be taken and closed.
+ *
+ * Properties:
+ *  - no_conn: with no memory for a connection record, every client (Unix
+ *    socket and TCP) is refused cleanly (it reads end of file at once,
+ *    nothing is counted accepted), and once memory is back the next
+ *    client on each listener is accepted and served.
+ *  - no_refuse: the same with no memory for the handle that takes a
+ *    refused connection off its listener either; 8 clients at once on
+ *    each listener, so that refusals queue behind the one being closed.
+ *    (It used to leave the connection on the listener: the first client
+ *    waited for ever, and so did every later one.)
+ *
+ * Each case checks that its fault sites failed, so that a build where the
+ * sites are not reached cannot pass it.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stepx/relay.h>
+
+#include "engine/fault.h"
+#include "tests/harness.h"
+
+#include "tests/relay/relay_fixture.h"
+
+#define N_AT_ONCE 8
+
+static int raw_connect_tcp(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* Opens n raw clients on the Unix socket (tcp 0) or on TCP, all before
+ * reading, then checks that each is closed by the server within 5 s
+ * without a byte. */
+static void refused_all(const fixture *f, bool tcp, int n)
+{
+    int fds[N_AT_ONCE];
+    CHECK(n <= N_AT_ONCE);
+    for (int i = 0; i < n; i++)
+        fds[i] =
+            tcp ? raw_connect_tcp(sx_server_port(f->s)) : raw_connect(f->path);
+    for (int i = 0; i < n; i++) {
+        uint8_t b;
+        int rc = raw_read_n(fds[i], &b, 1, 5000);
+        if (rc != 1)
+            SX_FAILF("%s client %d of %d: %s", tcp ? "TCP" : "Unix", i, n,
+                     rc < 0 ? "not refused within 5 s (left pending)"
+                            : "got a byte instead of a refusal");
+        close(fds[i]);
+    }
+}
+
+/* A client on addr is accepted and served (within 5 s each). */
+static void served(const char *addr)
+{
+    sx_client *c = NULL;
+    int rc = sx_client_connect(addr, NULL, 5000, &c);
+    if (rc != 0)
+        SX_FAILF("connect %s after the fault: %s (%s)", addr, sx_strerror(rc),
+                 sx_errname(rc));
+    square_ok(c, 7, 5000);
+    sx_client_close(c);
+}
+
+static void run_case(unsigned sites, int at_once)
+{
+    fixture f;
+    fx_up_tcp(&f);
+    uint64_t conn0 = sx__fault_hits(SX__FAULT_RELAY_CONN);
+    uint64_t ref0 = sx__fault_hits(SX__FAULT_RELAY_REFUSE);
+    sx__fault_arm(sites);
+    for (int round = 0; round < 3; round++) {
+        refused_all(&f, false, at_once);
+        refused_all(&f, true, at_once);
+    }
+    sx__fault_arm(0);
+    CHECK(sx__fault_hits(SX__FAULT_RELAY_CONN) - conn0 >=
+          (uint64_t)(6 * at_once));
+    if (sites & SX__FAULT_RELAY_REFUSE)
+        CHECK(sx__fault_hits(SX__FAULT_RELAY_REFUSE) - ref0 >=
+              (uint64_t)(6 * at_once));
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.accepted, 0);
+    served(f.unix_addr);
+    served(f.tcp_addr);
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.accepted, 2);
+    fx_down(&f);
+}
+
+static void test_no_conn(void)
+{
+    run_case(SX__FAULT_RELAY_CONN, 1);
+    run_case(SX__FAULT_RELAY_CONN, N_AT_ONCE);
+}
+
+static void test_no_refuse(void)
+{
+    run_case(SX__FAULT_RELAY_CONN | SX__FAULT_RELAY_REFUSE, 1);
+    run_case(SX__FAULT_RELAY_CONN | SX__FAULT_RELAY_REFUSE, N_AT_ONCE);
+}
+
+static const sx_test_case cases[] = {
+    { "no_conn", test_no_conn },
+    { "no_refuse", test_no_refuse },
+};
+
+SX_TEST_MAIN(cases)
