@@ -49,6 +49,10 @@ struct clk_handle {
     bool fired; /* timer: fired since the last start / reset */
     uint64_t ticks;
     clk_op *waiters;
+    /* Ticker: the message that tells its owner it stopped for want of
+     * memory (stop_note_new), made at start so that sending it takes
+     * none; freed with the handle when never sent. */
+    sx__ev *stop_note;
     uint8_t topic_len;
     char topic[256];
 };
@@ -105,8 +109,15 @@ static void handle_cancel(sx__ioop *op)
     sx__io_release(op);
 }
 
+static void handle_fini(sx__ioop *op)
+{
+    clk_handle *h = (clk_handle *)op;
+    if (h->stop_note != NULL)
+        sx__ev_free(h->stop_note);
+}
+
 static const sx__ioop_vt handle_vt = { "clock-handle", NULL, handle_cancel,
-                                       NULL };
+                                       handle_fini };
 
 static clk_handle *handle_of(sx__iotimer *t)
 {
@@ -137,8 +148,49 @@ static void ticker_fire(sx__iotimer *t)
     uint64_t now = sx__now_ns(), due = t->due_ns + h->period_ns;
     if (due <= now) /* the first tick of the schedule after now */
         due += ((now - due) / h->period_ns + 1) * h->period_ns;
-    if (sx__io_timer_set(&h->h, t, due) != 0)
-        sx__io_cancel(&h->h); /* out of memory: the ticker stops */
+    if (sx__io_timer_set(&h->h, t, due) != 0) {
+        /* Out of memory: the ticker stops, and says so on its topic (a
+         * process idling on its ticks would otherwise wait for ever). */
+        sx__ev *note = h->stop_note;
+        h->stop_note = NULL;
+        sx__send_chain(h->h.engine, pid, note, note, 1);
+        sx__io_cancel(&h->h);
+    }
+}
+
+/* The ticker's stop notice: a message on its topic from its owner, data
+ * {"ok": false, "error": "SX_ENOMEM", "code": n, "message": text,
+ * "ticker": handle} (docs/COMMANDS.md). NULL when out of memory. */
+static sx__ev *stop_note_new(clk_handle *h)
+{
+    uint8_t buf[160];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_map(&pk, 5);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, false);
+    sx_pack_str(&pk, "error");
+    sx_pack_str(&pk, sx_errname(SX_ENOMEM));
+    sx_pack_str(&pk, "code");
+    sx_pack_int(&pk, SX_ENOMEM);
+    sx_pack_str(&pk, "message");
+    sx_pack_str(&pk, "the ticker stopped: no memory to arm its next tick");
+    sx_pack_str(&pk, "ticker");
+    sx_pack_uint(&pk, h->h.handle);
+    if (pk.err != 0)
+        return NULL;
+    sx_payload data = sx_pack_payload(&pk);
+    sx__ev *ev = sx__ev_alloc_sized((size_t)h->topic_len + 1 + data.len);
+    if (ev == NULL)
+        return NULL;
+    ev->kind = SX__EV_MESSAGE;
+    ev->ctl = false;
+    ev->from = sx__io_pid(&h->h);
+    if (sx__ev_set(ev, h->topic, h->topic_len, data, NULL) != 0) {
+        sx__ev_free(ev);
+        return NULL;
+    }
+    return ev;
 }
 
 static void handle_start(clk_op *c)
@@ -158,6 +210,11 @@ static void handle_start(clk_op *c)
         h->period_ns = c->ms * 1000000u;
         h->timer.fire = ticker_fire;
         due = sx__now_ns() + h->period_ns;
+        if ((h->stop_note = stop_note_new(h)) == NULL) {
+            sx__io_release(&h->h);
+            sx__io_answer(&c->op, nil, SX_ENOMEM, NULL);
+            return;
+        }
     } else {
         h->timer.fire = timer_fire;
     }

@@ -34,6 +34,11 @@
  *    every handle cancelled (stats.io_inflight back to 0 at once, not
  *    after the timers' 60 s or at sx_engine_stop: it used to stay 50);
  *    the next finish with memory back cancels as before.
+ *  - ticker_stop: a ticker whose re-arming after tick 1 finds no room in
+ *    the loop's timer heap sends its owner one stop notice on its topic
+ *    (a map with SX_ENOMEM and the handle; the handle is then gone,
+ *    ticker-stop SX_ENOTFOUND); it used to stop without a word, and the
+ *    owner idling on its ticks waited for ever.
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
@@ -286,6 +291,126 @@ static int holder_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* Starts a ticker of ms on "tick", then idles on its messages: ticks
+ * (ints) are counted; the ticker's stop notice (a map) is checked, the
+ * handle is then gone (ticker-stop: SX_ENOTFOUND), and it finishes DONE
+ * with the notice's code. */
+typedef struct {
+    int64_t ms;
+    int k;
+    uint64_t handle;
+    int64_t ticks, code;
+} ticking;
+
+static int ticking_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    ticking *s = st;
+    if (n != 1 || sx_payload_get_int(in[0], &s->ms) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+/* The stop notice {"ok": false, "error": name, "code": n, "message":
+ * text, "ticker": handle}: 0 and its code in *code when it is one for
+ * handle, else -1. */
+static int stop_notice(sx_payload data, uint64_t handle, int64_t *code)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, data);
+    uint32_t n;
+    if (sx_unpack_map(&u, &n) != 0 || n != 5)
+        return -1;
+    int seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k, *v;
+        size_t kl, vl;
+        bool ok = true;
+        uint64_t h = 0;
+        if (sx_unpack_str(&u, &k, &kl) != 0)
+            return -1;
+        if (kl == 2 && memcmp(k, "ok", 2) == 0) {
+            if (sx_unpack_bool(&u, &ok) != 0 || ok)
+                return -1;
+        } else if (kl == 5 && memcmp(k, "error", 5) == 0) {
+            if (sx_unpack_str(&u, &v, &vl) != 0 || vl != 9 ||
+                memcmp(v, "SX_ENOMEM", 9) != 0)
+                return -1;
+        } else if (kl == 4 && memcmp(k, "code", 4) == 0) {
+            if (sx_unpack_int(&u, code) != 0)
+                return -1;
+        } else if (kl == 7 && memcmp(k, "message", 7) == 0) {
+            if (sx_unpack_str(&u, &v, &vl) != 0 || vl == 0)
+                return -1;
+        } else if (kl == 6 && memcmp(k, "ticker", 6) == 0) {
+            if (sx_unpack_uint(&u, &h) != 0 || h != handle)
+                return -1;
+        } else {
+            return -1;
+        }
+        seen++;
+    }
+    return seen == 5 ? 0 : -1;
+}
+
+static int ticking_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    ticking *s = st;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    switch (s->k) {
+    case 0: {
+        uint8_t pb[32];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, pb, sizeof pb);
+        sx_pack_array(&pk, 2);
+        sx_pack_int(&pk, s->ms);
+        sx_pack_str(&pk, "tick");
+        s->k = 1;
+        return sx_yield(out, SX_CMD_TICKER_START, 1, sx_pack_payload(&pk));
+    }
+    case 1: {
+        FAILIF(out, n != 1 || ev[0].tag != 1 || ev[0].error != 0,
+               "ticker-start failed");
+        sx_unpack u;
+        sx_unpack_init(&u, ev[0].data);
+        FAILIF(out, sx_unpack_uint(&u, &s->handle) != 0, "no handle");
+        s->k = 2;
+        sx_idle(out);
+        return 0;
+    }
+    case 2:
+        for (size_t i = 0; i < n; i++) {
+            FAILIF(out,
+                   ev[i].type != SX_EVENT_MESSAGE ||
+                       strcmp(ev[i].topic, "tick") != 0,
+                   "not a tick");
+            int64_t tick;
+            if (sx_payload_get_int(ev[i].data, &tick) == 0) {
+                FAILIF(out, tick != ++s->ticks, "tick %lld, want %lld",
+                       (long long)tick, (long long)s->ticks);
+                continue;
+            }
+            FAILIF(out, stop_notice(ev[i].data, s->handle, &s->code) != 0,
+                   "a tick that is neither a number nor a stop notice");
+            /* The first tick passed; the second found no room. */
+            FAILIF(out, s->ticks != 1, "stopped after %lld ticks",
+                   (long long)s->ticks);
+            s->k = 3;
+            return sx_yield(out, SX_CMD_TICKER_STOP, 2,
+                            sx_payload_int(b, (int64_t)s->handle));
+        }
+        sx_idle(out);
+        return 0;
+    default:
+        FAILIF(out, n != 1 || ev[0].tag != 2 || ev[0].error != SX_ENOTFOUND,
+               "ticker-stop of a stopped ticker: not SX_ENOTFOUND");
+        sx_done(out, sx_payload_int(b, s->code));
+        return 0;
+    }
+}
+
 static const sx_process_type types[] = {
     { .name = "holder",
       .state_size = sizeof(sleeper),
@@ -315,6 +440,10 @@ static const sx_process_type types[] = {
       .state_size = sizeof(sleeper),
       .init = take_ms,
       .step = big_step },
+    { .name = "ticking",
+      .state_size = sizeof(ticking),
+      .init = ticking_init,
+      .step = ticking_step },
     { .name = "resetter",
       .state_size = sizeof(sleeper),
       .init = take_ms,
@@ -562,6 +691,33 @@ static void test_timer_reset(void)
     down(e);
 }
 
+/* ticker_stop: a ticker whose next tick finds no room in the loop's
+ * timer heap stops, and its owner is told: one last message on the
+ * ticker's topic, a map with SX_ENOMEM, instead of silence (it used to
+ * stop without a word, and a process idling on its ticks waited for
+ * ever: here, until the 5 s wait below). */
+static void test_ticker_stop(void)
+{
+    sx_engine *e = up();
+    uint64_t before = sx__fault_hits(SX__FAULT_IO_TIMER);
+    /* ticker-start's arming passes; re-arming after tick 1 fails. */
+    sx__fault_arm_after(SX__FAULT_IO_TIMER, 1);
+    sx_pid pid = submit(e, "ticking", 5);
+    sx_result r;
+    int rc = sx_engine_wait(e, pid, 5000, &r);
+    sx__fault_arm(0);
+    if (rc != 0)
+        SX_FAILF("the ticker's owner heard nothing: wait %s", sx_errname(rc));
+    if (r.error != 0)
+        SX_FAILF("process failed: %s (%s)", r.error_msg, sx_errname(r.error));
+    int64_t code = 0;
+    CHECK_RC(sx_payload_get_int(r.value, &code), 0);
+    sx_result_free(&r);
+    CHECK_RC((int)code, SX_ENOMEM);
+    CHECK(sx__fault_hits(SX__FAULT_IO_TIMER) > before);
+    down(e);
+}
+
 #define CANCEL_N 50
 
 /* Waits up to 5 s for stats.io_inflight to reach 0; true if it did. */
@@ -606,7 +762,7 @@ static const sx_test_case cases[] = {
     { "both", test_both },           { "spawn", test_spawn },
     { "dispatch", test_dispatch },   { "send", test_send },
     { "result", test_result },       { "timer_reset", test_timer_reset },
-    { "io_cancel", test_io_cancel },
+    { "io_cancel", test_io_cancel }, { "ticker_stop", test_ticker_stop },
 };
 
 SX_TEST_MAIN(cases)
