@@ -17,7 +17,8 @@ extern "C" {
 
 typedef struct {
     unsigned workers;     /* 0 = one per online CPU                          */
-    unsigned throughput;  /* events / steps per turn before yielding; 0 = 32 */
+    unsigned throughput;  /* events / steps per turn before yielding; 0 = 32;
+                             at most 2^20                                */
     size_t max_processes; /* 0 = unlimited                                   */
     unsigned io_loops;    /* libuv loop threads for commands; 0 = 1          */
     size_t keep_outcomes; /* finished outcomes kept for wait; 0 = 10,000     */
@@ -34,8 +35,9 @@ typedef struct {
 
 /* Creates an engine (not started). cfg may be NULL for defaults. On success
  * *out is the caller's, to be released with sx_engine_free. Errors:
- * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS, io_loops >
- * SX_MAX_IO_LOOPS, keep_outcomes > SX_MAX_KEEP_OUTCOMES), SX_ENOMEM. */
+ * SX_EINVAL (out NULL, workers > SX_MAX_WORKERS, throughput > 2^20,
+ * io_loops > SX_MAX_IO_LOOPS, keep_outcomes > SX_MAX_KEEP_OUTCOMES),
+ * SX_ENOMEM. */
 int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 
 /* Registers a process type; before start only. The type table and the

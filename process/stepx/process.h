@@ -23,7 +23,7 @@ extern "C" {
 /* ---- error codes ------------------------------------------------------ */
 
 /* Errno-derived codes equal -errno, so libuv and libc statuses pass through
- * unchanged. Engine codes live in their own band, -5000 and below. */
+ * unchanged. Engine codes live in their own band, -5001 and below. */
 #define SX_EINVAL (-EINVAL)
 #define SX_ENOMEM (-ENOMEM)
 #define SX_ETIMEDOUT (-ETIMEDOUT)
