@@ -1,7 +1,8 @@
 /* engine/io.h — libuv loop threads and the operations they run for
  * commands (clock, exec, fs, net) and per-yield deadlines. Internal.
  *
- * The picture (docs/COMMANDS.md, "How commands run"):
+ * The picture (docs/COMMANDS.md, "How the libuv commands
+ * run"):
  *
  *  worker thread                          loop thread (one of io_loops)
  *  -------------                          -----------------------------

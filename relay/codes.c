@@ -1,5 +1,5 @@
-/* relay/codes.c — the protocol's error codes (docs/PROTOCOL.md, "Error
- * codes"): the strings a reply's error.code carries, and the SX_E* code
+/* relay/codes.c — the protocol's error codes (docs/PROTOCOL.md,
+ * "Errors"): the strings a reply's error.code carries, and the SX_E* code
  * each stands for.
  *
  * Threads: reads constant data only; any thread. Never allocates.

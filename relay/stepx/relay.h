@@ -109,7 +109,7 @@ int sx_router_send(sx_router *r, sx_pid from, sx_pid to, const char *topic,
 typedef struct {
     const char *socket_path; /* Unix socket (mode 0600); NULL = none       */
     const char *listen;      /* "HOST:PORT" for TCP; NULL = none; a host
-                                other than 127.0.0.1 / ::1 / localhost
+                                other than 127.0.0.0/8 / ::1 / localhost
                                 needs token                               */
     const char *token;       /* when set, `hello` must carry it as "token" */
     size_t max_frame;        /* 0 = SX_WIRE_MAX_FRAME_DEFAULT              */
