@@ -1,6 +1,7 @@
-/* examples/demo.c — stepx-demo: the workload the README's run command
- * shows until the daemon exists. It runs three small workloads of
- * processes on one engine and prints what happened, checking each result:
+/* examples/demo.c — stepx-demo: the engine API without the daemon (the
+ * README's run command drives stepxd with scripts/demo.sh instead). It
+ * runs three small workloads of processes on one engine and prints what
+ * happened, checking each result:
  *   counters — 10,000 processes that each yield a no-op 10 times;
  *   ring     — 100 processes pass a token 100,000 hops with SX_CMD_SEND;
  *   tree     — a 10-ary tree of depth 4 built with SX_CMD_SPAWN_WAIT
