@@ -55,6 +55,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "engine/fault.h"
 #include "engine/io.h"
 
 #define MAX_OUTPUT_DEFAULT ((int64_t)1 << 20) /* 1 MiB per stream */
@@ -319,7 +320,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         size_t ncap = o->cap > 0 ? o->cap * 2 : FIRST_READ;
         if (ncap > limit)
             ncap = limit;
-        uint8_t *nb = realloc(o->buf, ncap);
+        uint8_t *nb =
+            SX__FAULT(SX__FAULT_EXEC_OUT) ? NULL : realloc(o->buf, ncap);
         if (nb == NULL) {
             *buf = uv_buf_init(NULL, 0); /* on_read gets UV_ENOBUFS */
             return;
@@ -580,7 +582,9 @@ static int parse_argv(sx_unpack *u, exec_args *a, char *msg, size_t cap)
     uint32_t n;
     if (sx_unpack_array(u, &n) != 0 || n == 0 || n > left(u))
         goto bad;
-    a->argv = calloc((size_t)n + 1, sizeof(char *));
+    a->argv = SX__FAULT(SX__FAULT_EXEC_ARGS)
+                  ? NULL
+                  : calloc((size_t)n + 1, sizeof(char *));
     if (a->argv == NULL)
         return SX_ENOMEM;
     for (uint32_t i = 0; i < n; i++)
@@ -601,7 +605,9 @@ static int parse_env(sx_unpack *u, exec_args *a, char *msg, size_t cap)
     uint32_t n;
     if (sx_unpack_map(u, &n) != 0 || n > left(u))
         goto bad;
-    a->env = calloc((size_t)n + 1, sizeof(char *));
+    a->env = SX__FAULT(SX__FAULT_EXEC_ARGS)
+                 ? NULL
+                 : calloc((size_t)n + 1, sizeof(char *));
     if (a->env == NULL)
         return SX_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
@@ -653,7 +659,8 @@ static int parse_one(sx_unpack *u, const char *k, size_t kn, exec_args *a,
             return SX_EINVAL;
         }
         if (n > 0) {
-            if ((a->in = malloc(n)) == NULL)
+            a->in = SX__FAULT(SX__FAULT_EXEC_ARGS) ? NULL : malloc(n);
+            if (a->in == NULL)
                 return SX_ENOMEM;
             memcpy(a->in, p, n);
             a->in_len = n;
@@ -700,7 +707,7 @@ static int parse(sx_payload args, exec_args *a, char *msg, size_t cap)
     a->grace_ms = GRACE_DEFAULT_MS;
     /* Every string copied fits in the payload's size plus one NUL each,
      * and there are fewer strings than payload bytes. */
-    a->strs = malloc(2 * args.len + 1);
+    a->strs = SX__FAULT(SX__FAULT_EXEC_ARGS) ? NULL : malloc(2 * args.len + 1);
     if (a->strs == NULL)
         return SX_ENOMEM;
     sx_unpack u;

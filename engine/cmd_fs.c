@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/fault.h"
 #include "engine/io.h"
 
 #define FS_READ_MAX ((uint64_t)64 << 20)   /* read's default and upper max */
@@ -183,7 +184,9 @@ static void read_next(fs_op *f)
     if (f->stream) {
         if (f->got == f->cap) {
             size_t cap = f->cap * 2 < f->want ? f->cap * 2 : f->want;
-            uint8_t *b = realloc(f->buf, BIN_HDR + cap);
+            uint8_t *b = SX__FAULT(SX__FAULT_FS_BUF)
+                             ? NULL
+                             : realloc(f->buf, BIN_HDR + cap);
             if (b == NULL) {
                 finish(f, SX_ENOMEM);
                 return;
@@ -230,7 +233,7 @@ static void read_sized(fs_op *f, const uv_stat_t *st)
         f->want = (size_t)(rest < f->max ? rest : f->max);
         f->cap = f->want;
     }
-    f->buf = malloc(BIN_HDR + f->cap);
+    f->buf = SX__FAULT(SX__FAULT_FS_BUF) ? NULL : malloc(BIN_HDR + f->cap);
     if (f->buf == NULL) {
         finish(f, SX_ENOMEM);
         return;
@@ -317,7 +320,9 @@ static int name_cmp(const void *a, const void *b)
  * of its contract). 0 or SX_ENOMEM. */
 static int list_pack(fs_op *f, size_t n)
 {
-    char **names = calloc(n > 0 ? n : 1, sizeof(*names));
+    char **names = SX__FAULT(SX__FAULT_FS_BUF)
+                       ? NULL
+                       : calloc(n > 0 ? n : 1, sizeof(*names));
     if (names == NULL)
         return SX_ENOMEM;
     size_t k = 0;
@@ -329,7 +334,8 @@ static int list_pack(fs_op *f, size_t n)
     while (uv_fs_scandir_next(&f->req, &ent) == 0) {
         if (k == n)
             continue; /* not reached: scandir said n */
-        if ((names[k] = strdup(ent.name)) == NULL) {
+        names[k] = SX__FAULT(SX__FAULT_FS_BUF) ? NULL : strdup(ent.name);
+        if (names[k] == NULL) {
             rc = SX_ENOMEM;
             break; /* req_cleanup frees the rest */
         }
@@ -372,7 +378,10 @@ static void fs_cb(uv_fs_t *req)
             uv_fs_req_cleanup(req);
             f->unlink_err = err;
             f->stage = S_RMDIR;
-            submitted(f, uv_fs_rmdir(sx__io_uv(&f->op), req, f->path, fs_cb));
+            submitted(
+                f, SX__FAULT(SX__FAULT_FS_REQ)
+                       ? UV_ENOMEM
+                       : uv_fs_rmdir(sx__io_uv(&f->op), req, f->path, fs_cb));
             return;
         }
         if (f->stage == S_RMDIR && err == UV_ENOTDIR)
@@ -453,6 +462,11 @@ static void fs_start(sx__ioop *op)
      * reads EAGAIN); regular files ignore it. libuv adds O_CLOEXEC too. */
     int ro = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
     int wo = O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC;
+    /* Each of these copies the path first: UV_ENOMEM when it cannot. */
+    if (SX__FAULT(SX__FAULT_FS_REQ)) {
+        submitted(f, UV_ENOMEM);
+        return;
+    }
     switch (f->kind) {
     case F_READ:
         f->stage = S_OPEN;

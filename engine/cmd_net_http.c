@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "engine/cmd_net.h"
+#include "engine/fault.h"
 
 #define HTTP_BODY_MAX ((size_t)8 << 20) /* response body cap: SX_ELIMIT */
 #define HTTP_HEAD_MAX ((size_t)64 << 10)
@@ -178,7 +179,8 @@ static bool body_add(sx__net_http *hs, const uint8_t *p, size_t k)
         size_t cap = hs->body_cap > 0 ? hs->body_cap : 4096;
         while (cap < hs->body_len + k)
             cap *= 2;
-        uint8_t *b = realloc(hs->body, cap);
+        uint8_t *b =
+            SX__FAULT(SX__FAULT_HTTP_BODY) ? NULL : realloc(hs->body, cap);
         if (b == NULL)
             return false;
         hs->body = b;
@@ -351,7 +353,7 @@ static int step_head(sx__net_http *hs, sx__net_conn *n, const uint8_t *p,
         return SX_ELIMIT;
     }
     free(hs->head);
-    hs->head = malloc(hl);
+    hs->head = SX__FAULT(SX__FAULT_HTTP_BODY) ? NULL : malloc(hl);
     if (hs->head == NULL) {
         *what = "out of memory";
         return SX_ENOMEM;
@@ -529,7 +531,7 @@ static int http_pack(sx__net_http *hs, sx_pack *pk)
             if (hs->fields[j].name_len == f->name_len &&
                 memcmp(h + hs->fields[j].name, h + f->name, f->name_len) == 0)
                 total += hs->fields[j].value_len + 2;
-        char *v = malloc(total + 1);
+        char *v = SX__FAULT(SX__FAULT_HTTP_BODY) ? NULL : malloc(total + 1);
         if (v == NULL)
             return SX_ENOMEM;
         size_t at = 0;

@@ -52,7 +52,27 @@ enum {
     /* relay/conn.c refuse: no handle to take a refused connection off the
      * listener with; the server's spare handle for that listener does. */
     SX__FAULT_RELAY_REFUSE = 1u << 9,
-    SX__FAULT_LAST = SX__FAULT_RELAY_REFUSE, /* the highest: fault.c's SITES */
+    /* engine/cmd_fs.c: no buffer for fs.read's bytes (the first one, or a
+     * bigger one for a file of unknown size), or for fs.list's names; the
+     * op closes its fd and answers SX_ENOMEM. */
+    SX__FAULT_FS_BUF = 1u << 10,
+    /* engine/cmd_fs.c: a uv_fs request that copies its path (open, lstat,
+     * scandir, unlink, rmdir) returns UV_ENOMEM, as libuv does when that
+     * copy fails; the op answers SX_ENOMEM. */
+    SX__FAULT_FS_REQ = 1u << 11,
+    /* engine/cmd_net_http.c: no room for a response's head, its growing
+     * body, or a joined header value of the result; net.http answers
+     * SX_ENOMEM and closes its connection. */
+    SX__FAULT_HTTP_BODY = 1u << 12,
+    /* engine/cmd_exec.c on_alloc: no bigger buffer for a child's stdout or
+     * stderr; exec kills the child and answers SX_ENOMEM once it is
+     * reaped. */
+    SX__FAULT_EXEC_OUT = 1u << 13,
+    /* engine/cmd_exec.c parse: no room for a copy of the arguments (the
+     * strings, argv, env, stdin); the yield is answered SX_ENOMEM and no
+     * child is started. */
+    SX__FAULT_EXEC_ARGS = 1u << 14,
+    SX__FAULT_LAST = SX__FAULT_EXEC_ARGS, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION
