@@ -329,17 +329,18 @@ static int list_pack(fs_op *f, size_t n)
     int rc = 0;
     uv_dirent_t ent;
     /* scandir_next frees each entry on the next call: copy the names.
-     * Go on to its UV_EOF even after n names: that call frees the last
-     * entry, which uv_fs_req_cleanup (libuv 1.44) would leak. */
+     * Go on to its UV_EOF even after n names, or after a copy failed:
+     * that call frees the last entry, which uv_fs_req_cleanup (libuv
+     * 1.44) leaks when it was the final one. (Before any call, cleanup
+     * frees them all: the names array failing needs no walk.) */
     while (uv_fs_scandir_next(&f->req, &ent) == 0) {
-        if (k == n)
-            continue; /* not reached: scandir said n */
+        if (k == n || rc != 0)
+            continue; /* k == n: not reached, scandir said n */
         names[k] = SX__FAULT(SX__FAULT_FS_BUF) ? NULL : strdup(ent.name);
-        if (names[k] == NULL) {
-            rc = SX_ENOMEM;
-            break; /* req_cleanup frees the rest */
-        }
-        k++;
+        if (names[k] == NULL)
+            rc = SX_ENOMEM; /* the rest are only walked past */
+        else
+            k++;
     }
     if (rc == 0) {
         qsort(names, k, sizeof(*names), name_cmp);
