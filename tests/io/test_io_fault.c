@@ -380,12 +380,19 @@ static void test_fs_req(void)
 /* ---- net.http ---- */
 
 static int srv_fd, srv_port;
-static size_t srv_body; /* the body's bytes in every response */
+/* The body's bytes in every response. relaxed (both sides): the main
+ * thread sets it before it submits the request the server answers with
+ * it, and the connection (through the kernel, which TSan does not see)
+ * orders that store before the server's load after accept; atomic
+ * because a server still sending the previous response, its client gone,
+ * may be reading it while it changes. */
+static _Atomic size_t srv_body;
 static atomic_int srv_stop;
 static pthread_t srv_thread;
 
 static void serve_one(int c)
 {
+    size_t body = atomic_load_explicit(&srv_body, memory_order_relaxed);
     char req[8192];
     size_t got = 0;
     while (got < sizeof req - 1) {
@@ -401,14 +408,13 @@ static void serve_one(int c)
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
                       "X-Twice: 1\r\nX-Twice: 2\r\n\r\n",
-                      srv_body);
+                      body);
     if (send(c, head, (size_t)hl, MSG_NOSIGNAL) != hl)
         return;
     static char chunk[65536];
     memset(chunk, 'b', sizeof chunk);
-    for (size_t sent = 0; sent < srv_body;) {
-        size_t k =
-            srv_body - sent < sizeof chunk ? srv_body - sent : sizeof chunk;
+    for (size_t sent = 0; sent < body;) {
+        size_t k = body - sent < sizeof chunk ? body - sent : sizeof chunk;
         ssize_t r = send(c, chunk, k, MSG_NOSIGNAL);
         if (r <= 0)
             return; /* the client gave up: fine */
@@ -444,13 +450,15 @@ static void srv_start(void)
     CHECK(getsockname(srv_fd, (struct sockaddr *)&a, &al) == 0);
     srv_port = ntohs(a.sin_port);
     CHECK(listen(srv_fd, 16) == 0);
-    atomic_store(&srv_stop, 0);
+    /* relaxed: pthread_create orders it before the server's loads. */
+    atomic_store_explicit(&srv_stop, 0, memory_order_relaxed);
     CHECK(pthread_create(&srv_thread, NULL, serve, NULL) == 0);
 }
 
 static void srv_end(void)
 {
-    atomic_store(&srv_stop, 1);
+    /* relaxed: only a flag; pthread_join orders the rest. */
+    atomic_store_explicit(&srv_stop, 1, memory_order_relaxed);
     CHECK(pthread_join(srv_thread, NULL) == 0);
     close(srv_fd);
 }
@@ -474,12 +482,12 @@ static void test_http(void)
     uint8_t b[256];
     sx_payload args = http_args(b, sizeof b);
     /* A first request makes what a loop makes once, before the count. */
-    srv_body = 10;
+    atomic_store_explicit(&srv_body, 10, memory_order_relaxed);
     CHECK_RC(run(e, SX_CMD_NET_HTTP, args).err, 0);
     int fds = count_fds();
     /* 0: the head; 1: the body; 2 and 3: the result's header values
      * (content-length, then x-twice joined from its two fields). */
-    srv_body = 100;
+    atomic_store_explicit(&srv_body, 100, memory_order_relaxed);
     for (unsigned pass = 0; pass < 4; pass++) {
         uint64_t before = sx__fault_hits(SX__FAULT_HTTP_BODY);
         sx__fault_arm_after(SX__FAULT_HTTP_BODY, pass);
@@ -490,7 +498,7 @@ static void test_http(void)
         CHECK(sx__fault_hits(SX__FAULT_HTTP_BODY) > before);
     }
     /* A 1 MiB body: its growth fails half way. */
-    srv_body = (size_t)1 << 20;
+    atomic_store_explicit(&srv_body, (size_t)1 << 20, memory_order_relaxed);
     sx__fault_arm_after(SX__FAULT_HTTP_BODY, 6);
     answer a = run(e, SX_CMD_NET_HTTP, args);
     sx__fault_arm(0);
@@ -498,7 +506,7 @@ static void test_http(void)
     CHECK_EQ_INT(settle_fds(fds), fds);
     a = run(e, SX_CMD_NET_HTTP, args);
     CHECK_RC(a.err, 0);
-    CHECK(a.len > srv_body);
+    CHECK(a.len > (size_t)1 << 20);
     down(e);
     srv_end();
 }
