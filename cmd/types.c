@@ -299,7 +299,8 @@ static int fanout_init(void *st, const sx_init_ctx *c, const char *m,
     size_t len;
     for (size_t i = 1; i <= 2; i++) {
         sx_unpack_init(&u, in[i]);
-        if (sx_unpack_str(&u, &p, &len) != 0 || len > FANOUT_NAME_MAX)
+        if (sx_unpack_str(&u, &p, &len) != 0 || len > FANOUT_NAME_MAX ||
+            memchr(p, 0, len) != NULL)
             return SX_EINVAL;
     }
     uint32_t k;

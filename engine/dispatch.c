@@ -12,6 +12,7 @@
  * Threads: dispatch and the built-in handlers [worker]; sx_complete [any
  * thread].
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -417,6 +418,14 @@ static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     if (sx_unpack_array(&u, &n) != 0 || n != 3 || sx_unpack_pid(&u, &to) != 0 ||
         sx_unpack_str(&u, &topic, &tl) != 0 || sx_unpack_raw(&u, &data) != 0)
         return SX_EINVAL;
+    /* The receiver sees the topic as a C string (sx_event.topic): one with
+     * a NUL inside would arrive cut short, so it is refused, as sx_send's
+     * (a C string), ticker-start's and the relay's are. */
+    if (tl > 255 || memchr(topic, 0, tl) != NULL) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "send: the topic must be at most 255 bytes, without NUL");
+        return 0;
+    }
     int rc = sx__send(e, pid, to, topic, tl, data, false);
     sx_complete(done, nil, rc, NULL);
     return 0;
@@ -437,7 +446,9 @@ static int copy_str(sx_unpack *u, char *buf, size_t cap)
     int rc = sx_unpack_str(u, &s, &n);
     if (rc != 0)
         return rc;
-    if (n >= cap)
+    /* A NUL inside would cut the name short: "worker\0x" is not the type
+     * "worker". */
+    if (n >= cap || memchr(s, 0, n) != NULL)
         return SX_EINVAL;
     memcpy(buf, s, n);
     buf[n] = 0;
@@ -462,6 +473,18 @@ static int spawn_decode(sx_payload args, spawn_args *a)
     return 0;
 }
 
+/* Answers a spawn or spawn-wait whose args spawn_decode refused. */
+static int spawn_bad_args(sx_completer *done, const char *cmd)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s: args must be [type, method, [input...]]: type and method "
+             "strings under 256 bytes, without NUL; up to %d inputs",
+             cmd, SPAWN_MAX_INPUT);
+    sx_complete(done, nil, SX_EINVAL, msg);
+    return 0;
+}
+
 static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                      sx_payload args, sx_completer *done)
 {
@@ -469,7 +492,7 @@ static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     spawn_args a;
     int rc = spawn_decode(args, &a);
     if (rc != 0)
-        return rc;
+        return spawn_bad_args(done, "spawn");
     sx_pid child;
     rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
     if (rc != 0)
@@ -489,7 +512,7 @@ static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     spawn_args a;
     int rc = spawn_decode(args, &a);
     if (rc != 0)
-        return rc;
+        return spawn_bad_args(done, "spawn-wait");
     /* The completer waits on the child: its finish completes it. */
     done->ev.watch = SX__WATCH_RESULT;
     rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, &done->ev,

@@ -326,21 +326,29 @@ static void test_fanout(void)
 
 /* Property: fanout refuses at submit (SX_EINVAL) a child input the spawn
  * command cannot take, more than 64 values, and a child type or method
- * name over 255 bytes: it accepted them, and then every child's spawn
- * failed, the fanout with "child 0: invalid argument". */
+ * name over 255 bytes, or one with a NUL byte inside: it accepted them,
+ * and then every child's spawn failed, the fanout with "child 0: invalid
+ * argument" (a NUL: spawned the type named by the bytes before it, until
+ * the spawn command refused it too). */
 static void test_fanout_bounds(void)
 {
     sx_engine *e = up();
     char longname[300];
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    for (int bad = 0; bad < 3; bad++) {
+    for (int bad = 0; bad < 5; bad++) {
         sx_pack pk[4];
         for (int i = 0; i < 4; i++)
             sx_pack_init(&pk[i]);
         sx_pack_int(&pk[0], 2);
-        sx_pack_str(&pk[1], bad == 1 ? longname : "counter");
-        sx_pack_str(&pk[2], bad == 2 ? longname : "run");
+        if (bad == 3)
+            sx_pack_strn(&pk[1], "counter\0x", 9);
+        else
+            sx_pack_str(&pk[1], bad == 1 ? longname : "counter");
+        if (bad == 4)
+            sx_pack_strn(&pk[2], "run\0x", 5);
+        else
+            sx_pack_str(&pk[2], bad == 2 ? longname : "run");
         sx_pack_array(&pk[3], bad == 0 ? 65 : 1);
         for (int i = 0; i < (bad == 0 ? 65 : 1); i++)
             sx_pack_int(&pk[3], 1);

@@ -3451,6 +3451,89 @@ static void test_send_cmd_to_gone(void)
     ctx_free(t);
 }
 
+/* ---- NUL bytes in the strings of built-in commands ------------------- */
+
+/* Which string of which command nul_sender_step sends with a NUL inside:
+ * 0 send's topic, 1 spawn's type, 2 spawn's method, 3 spawn-wait's type. */
+static int nul_case;
+
+/* Yields the nul_case command with tag 1 (a send to itself, or a spawn of
+ * "quick"), its string "ab\0cd"-like, then finishes with the answer's error
+ * code; fails when a message arrived, or the answer has no message naming
+ * NUL. */
+static int nul_sender_step(void *state, const sx_event *ev, size_t n,
+                           sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (step_enter(s) == 1) {
+        sx_pack pk;
+        sx_pack_init(&pk);
+        uint16_t cmd = SX_CMD_SPAWN;
+        if (nul_case == 0) {
+            cmd = SX_CMD_SEND;
+            sx_pack_array(&pk, 3);
+            sx_pack_pid(&pk, s->self);
+            sx_pack_strn(&pk, "ab\0cd", 5);
+            sx_pack_int(&pk, 1);
+        } else {
+            if (nul_case == 3)
+                cmd = SX_CMD_SPAWN_WAIT;
+            sx_pack_array(&pk, 2);
+            if (nul_case == 2)
+                sx_pack_str(&pk, "quick");
+            else
+                sx_pack_strn(&pk, "quick\0x", 7);
+            if (nul_case == 2)
+                sx_pack_strn(&pk, "run\0x", 5);
+            else
+                sx_pack_str(&pk, "run");
+        }
+        STEP_CHECK(out, pk.err == 0);
+        STEP_CHECK(out, sx_yield(out, cmd, 1, sx_pack_payload(&pk)) == 0);
+        sx_pack_fini(&pk);
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        STEP_CHECK(out, ev[i].type == SX_EVENT_YIELD_COMPLETE);
+        STEP_CHECK(out, ev[i].tag == 1);
+        STEP_CHECK(out, ev[i].error != 0);
+        STEP_CHECK(out, ev[i].error_msg != NULL &&
+                            strstr(ev[i].error_msg, "NUL") != NULL);
+        sx_done(out, sx_payload_int(buf, ev[i].error));
+        return 0;
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* A NUL byte inside send's topic, or spawn's type or method: the strings
+ * reach the receiver and the type table as C strings, which would cut
+ * them at the NUL ("ab\0cd" arriving as "ab", "quick\0x" spawning
+ * "quick"). Each is refused with SX_EINVAL and a message, as sx_send
+ * (strlen), ticker-start and the relay's send and spawn refuse them;
+ * nothing is sent, nothing spawned. */
+static void test_cmd_strings_nul(void)
+{
+    for (nul_case = 0; nul_case < 4; nul_case++) {
+        tctx *t = ctx_new();
+        const sx_process_type types[] = { TYPE("quick", quick_step),
+                                          TYPE("nul_sender", nul_sender_step) };
+        sx_engine *e = engine_up(t, 1, 0, types, 2);
+        sx_result r;
+        sx_pid p = submit_idx(e, "nul_sender", "run", 1);
+        WAIT_OUTCOME(e, p, &r, 0);
+        if (result_int(&r) != SX_EINVAL)
+            SX_FAILF("case %d: a string with a NUL answered %s", nul_case,
+                     sx_errname((int)result_int(&r)));
+        sx_result_free(&r);
+        CHECK_EQ_INT(ld(&t->inits), 1); /* nothing spawned */
+        engine_down(t, e);
+        ctx_free(t);
+    }
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 /* Concurrent stops: three threads stop one engine with live processes
@@ -3621,6 +3704,7 @@ static const sx_test_case cases[] = {
     { "message_wakes", test_message_wakes },
     { "send_to_gone", test_send_to_gone },
     { "send_cmd_to_gone", test_send_cmd_to_gone },
+    { "cmd_strings_nul", test_cmd_strings_nul },
     { "terminate", test_terminate },
     { "stop", test_stop },
     { "stop_deadline", test_stop_deadline },
