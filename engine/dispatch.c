@@ -246,15 +246,21 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
     return j;
 }
 
-void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
+/* The sends among yields i.. (the commands are dropped). */
+static void sends_from(sx_engine *e, sx_pid pid, const sx_step_output *out,
+                       size_t i)
 {
-    sx_pid pid = sx__proc_pid(e, p);
-    for (size_t i = 0; i < out->n_yields;) {
+    while (i < out->n_yields) {
         if (out->yields[i].cmd == SX__CMD_DIRECT_SEND)
             i = direct_sends(e, pid, out, i);
         else
             i++;
     }
+}
+
+void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sends_from(e, sx__proc_pid(e, p), out, 0);
 }
 
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
@@ -273,8 +279,12 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
         sx__ev *ev = SX__FAULT(SX__FAULT_DISPATCH) ? NULL
                      : c != NULL && c->small ? sx__ev_alloc_small_completer()
                                              : sx__ev_alloc();
-        if (ev == NULL)
+        if (ev == NULL) {
+            /* The process finishes SX_ENOMEM (worker.c); the step's later
+             * messages still go, as for a step that ends FAIL. */
+            sends_from(e, pid, out, i + 1);
             return SX_ENOMEM;
+        }
         ev->kind = SX__EV_COMPLETION;
         ev->tag = y->tag;
         ev->to = p;
