@@ -262,7 +262,8 @@ static void test_fs_read_buf(void)
     check_nomem(&a, "fs.read");
     CHECK(strstr(a.msg, path) != NULL);
     CHECK(sx__fault_hits(SX__FAULT_FS_BUF) > before);
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     a = run(e, SX_CMD_FS_READ, str_args(b, sizeof b, path));
     CHECK_RC(a.err, 0);
     CHECK_EQ_U64(a.len, 100000 + 5);
@@ -287,7 +288,8 @@ static void test_fs_read_grow(void)
     sx__fault_arm(0);
     check_nomem(&a, "fs.read: /dev/zero");
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_FS_BUF) - before, 1);
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     a = run(e, SX_CMD_FS_READ, sx_pack_payload(&pk));
     CHECK_RC(a.err, 0);
     CHECK_EQ_U64(a.len, 200000 + 5);
@@ -370,7 +372,8 @@ static void test_fs_req(void)
     sx__fault_arm(0);
     check_nomem(&a, "fs.remove");
     CHECK(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     a = run(e, SX_CMD_FS_REMOVE, str_args(b, sizeof b, sub));
     CHECK_RC(a.err, 0);
     CHECK(stat(sub, &st) != 0);
@@ -503,7 +506,8 @@ static void test_http(void)
     answer a = run(e, SX_CMD_NET_HTTP, args);
     sx__fault_arm(0);
     check_nomem(&a, "out of memory");
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     a = run(e, SX_CMD_NET_HTTP, args);
     CHECK_RC(a.err, 0);
     CHECK(a.len > (size_t)1 << 20);
@@ -564,7 +568,8 @@ static void test_exec_out(void)
     sx__fault_arm(0);
     check_nomem(&a, "exec: out of memory for stdout");
     CHECK(a.ms < 10000);
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     a = run(e, SX_CMD_EXEC,
             args =
                 exec_args(b, sizeof b, "head -c 100000 /dev/zero", 0, false));
@@ -595,7 +600,8 @@ static void test_exec_args(void)
         struct stat st;
         CHECK(stat(mark, &st) != 0); /* no child ran */
     }
-    CHECK_EQ_INT(settle_fds(fds), fds);
+    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
+                                    * count's own time may close since) */
     answer a = run(e, SX_CMD_EXEC, args);
     CHECK_RC(a.err, 0);
     struct stat st;
