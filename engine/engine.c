@@ -393,6 +393,24 @@ static void mark_complete(sx_engine *e, sx__proc *p)
 /* Closes p's watcher list and fires every watcher on it with the outcome.
  * acq_rel: acquire the watchers registered (release CAS in sx__watch);
  * CLOSED tells later registrants to look at the outcome instead. */
+/* Whether the list from n on holds another link to w's partner. Two
+ * processes that link each other at the same moment on two workers both
+ * find no link (cmd_link's look and its pushes are not one step) and both
+ * make one: each then has two link watchers for the other, and a trapping
+ * partner would get two @exits. The second is dropped here, at the one
+ * place that sees the whole list. O(links^2) per finish, links only. */
+static bool link_again(const sx__ev *n, const sx__ev *w)
+{
+    for (; n != NULL && n != SX__WATCH_CLOSED;
+         /* relaxed: the list is ours (fire_watchers). */
+         n = (const sx__ev *)atomic_load_explicit(&n->node.next,
+                                                  memory_order_relaxed))
+        if (n->watch == SX__WATCH_LINK && n->to == w->to &&
+            n->to_gen == w->to_gen)
+            return true;
+    return false;
+}
+
 static void fire_watchers(sx_engine *e, sx__proc *p, sx_pid pid, int error,
                           const char *msg, sx_payload value, uint64_t steps)
 {
@@ -402,7 +420,10 @@ static void fire_watchers(sx_engine *e, sx__proc *p, sx_pid pid, int error,
         /* relaxed: the list is ours now. */
         sx__ev *next =
             (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        sx__watch_fire(e, w, pid, error, msg, value, steps);
+        if (w->watch == SX__WATCH_LINK && link_again(next, w))
+            sx__ev_free(w); /* the same link, made twice at once */
+        else
+            sx__watch_fire(e, w, pid, error, msg, value, steps);
         w = next;
     }
 }
