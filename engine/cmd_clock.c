@@ -30,7 +30,7 @@ typedef enum {
 typedef struct clk_op {
     sx__ioop op; /* first */
     clk_kind kind;
-    uint64_t deadline_ns; /* sleep, timer start / reset */
+    uint64_t deadline_ns; /* sleep, timer start / reset, first tick */
     uint64_t ms;          /* ticker period */
     uint64_t hid;         /* the handle named in args */
     sx__iotimer timer;    /* sleep */
@@ -209,7 +209,8 @@ static void handle_start(clk_op *c)
         h->topic_len = c->topic_len;
         h->period_ns = c->ms * 1000000u;
         h->timer.fire = ticker_fire;
-        due = sx__now_ns() + h->period_ns;
+        /* The first tick one period after the dispatch (COMMANDS.md:
+         * deadlines are fixed then), not after this loop got to it. */
         if ((h->stop_note = stop_note_new(h)) == NULL) {
             sx__io_release(&h->h);
             sx__io_answer(&c->op, nil, SX_ENOMEM, NULL);
@@ -468,7 +469,8 @@ static int cmd_ticker_start(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         memchr(topic, 0, topic_len) != NULL)
         return bad_args(done, "ticker-start: args must be [period ms >= 1, "
                               "topic (at most 255 bytes)]");
-    return submit(done, K_TICKER_START, 0, (uint64_t)ms, 0, topic, topic_len);
+    return submit(done, K_TICKER_START, after_ms(ms), (uint64_t)ms, 0, topic,
+                  topic_len);
 }
 
 static int cmd_ticker_stop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
