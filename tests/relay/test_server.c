@@ -962,6 +962,157 @@ static void test_half_close_keeps_waits(void)
     fx_down(&f);
 }
 
+/* Property: a half-closed client whose wait has timeout_ms gets the
+ * `timeout` reply (the record ends by its timer), then the end. */
+static void test_half_close_timeout(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid longp = submit_int(c, "sleeper", 60000);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(longp, txt, sizeof(txt));
+    int fd = raw_connect(f.path);
+    sx_pack pk;
+    req_begin(&pk, 4, "wait", 7);
+    sx_pack_str(&pk, "pid");
+    sx_pack_str(&pk, txt);
+    sx_pack_str(&pk, "timeout_ms");
+    sx_pack_int(&pk, 200);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 5000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 7);
+    char code[32];
+    CHECK_STR(err_code(b, code, sizeof(code)), "timeout");
+    free((void *)b.data);
+    CHECK_RC(raw_read(fd, 5000, &b), 1);
+    close(fd);
+    fx_wait_connections(&f, 1, 5000);
+    CHECK_RC(sx_engine_terminate(f.e, longp), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: the server stops cleanly (no leak, no use after free: ASan)
+ * while a connection is half-closed with a wait and a subscribe pending
+ * (the hup timer running); the client reads to the end. */
+static void test_half_close_stop(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid longp = submit_int(c, "sleeper", 60000);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(longp, txt, sizeof(txt));
+    int fd = raw_connect(f.path);
+    raw_pid_request(fd, "wait", 3, txt);
+    raw_pid_request(fd, "subscribe", 4, txt);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    sleep_ms(300);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.connections, 2);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    sx_payload b;
+    int rc;
+    while ((rc = raw_read(fd, 5000, &b)) == 0)
+        free((void *)b.data); /* whatever the stop answered */
+    CHECK_RC(rc, 1);
+    close(fd);
+    fx_down(&f);
+}
+
+/* Property: a half-closed connection with a subscribe pending whose
+ * mailbox is flooded past max_output while the client does not read is
+ * dropped as slow (counted), as an open one is. */
+static void test_half_close_slow(void)
+{
+    fixture f;
+    fx_up_out(&f, 64 << 10);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pid ip = submit_ok(c, "idle", "serve", NULL, 0);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(ip, txt, sizeof(txt));
+    int fd = raw_connect(f.path);
+    sx_pack pk;
+    req_begin(&pk, 3, "hello", 1);
+    sx_pack_str(&pk, "version");
+    sx_pack_int(&pk, 1);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 5000, &b), 0);
+    char mb[SX_PID_TEXT_MAX];
+    map_str(b, "mailbox", mb, sizeof(mb));
+    free((void *)b.data);
+    raw_pid_request(fd, "subscribe", 2, txt);
+    CHECK_RC(raw_read(fd, 5000, &b), 0);
+    free((void *)b.data);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    sleep_ms(200);
+    sx_pack a, b2, c2;
+    sx_pack_init(&a);
+    sx_pack_init(&b2);
+    sx_pack_init(&c2);
+    sx_pack_str(&a, mb);
+    sx_pack_int(&b2, 2000);
+    sx_pack_int(&c2, 1024);
+    sx_payload in[3] = { sx_pack_payload(&a), sx_pack_payload(&b2),
+                         sx_pack_payload(&c2) };
+    submit_ok(c, "flood", "run", in, 3);
+    sx_pack_fini(&a);
+    sx_pack_fini(&b2);
+    sx_pack_fini(&c2);
+    fx_wait_connections(&f, 1, 10000);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK(st.slow_drops >= 1);
+    close(fd);
+    CHECK_RC(sx_engine_terminate(f.e, ip), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* Property: a half-closed client whose wait's answer is bigger than the
+ * socket takes at once (written by uv_write, the close then comes from
+ * write_cb) gets the whole answer, then the end. */
+static void test_half_close_big(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_pack a;
+    sx_pack_init(&a);
+    sx_pack_array(&a, 3);
+    sx_pack_str(&a, "sh");
+    sx_pack_str(&a, "-c");
+    sx_pack_str(&a, "sleep 0.3; head -c 900000 /dev/zero");
+    sx_payload in = sx_pack_payload(&a);
+    sx_pid pid = submit_ok(c, "exec", "run", &in, 1);
+    sx_pack_fini(&a);
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    int fd = raw_connect(f.path);
+    raw_pid_request(fd, "wait", 5, txt);
+    CHECK_RC(shutdown(fd, SHUT_WR), 0);
+    sleep_ms(1000); /* the answer is produced; the socket is full */
+    sx_payload b;
+    CHECK_RC(raw_read(fd, 5000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 5);
+    CHECK(map_bool(b, "ok"));
+    free((void *)b.data);
+    CHECK_RC(raw_read(fd, 5000, &b), 1);
+    close(fd);
+    fx_wait_connections(&f, 1, 5000);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* Property: a non-loopback listen address without a token is refused
  * (SX_EINVAL) and so are bad addresses; with a token configured, a
  * connection must say hello with it before anything else: a request
@@ -1442,6 +1593,10 @@ static void test_max_connections(void)
 static const sx_test_case cases[] = {
     { "hello", test_hello },
     { "half_close_keeps_waits", test_half_close_keeps_waits },
+    { "half_close_timeout", test_half_close_timeout },
+    { "half_close_stop", test_half_close_stop },
+    { "half_close_slow", test_half_close_slow },
+    { "half_close_big", test_half_close_big },
     { "submit_wait", test_submit_wait },
     { "wait_after_finish", test_wait_after_finish },
     { "wait_errors", test_wait_errors },
