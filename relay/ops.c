@@ -382,7 +382,9 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     size_t n;
     if (submit_inputs(c, id, req, &in, &n) != 0)
         return;
-    char msg[4 * 64 + 160]; /* a quoted name and the text around it */
+    /* Two quoted names and the text around them (a type's own name may be
+     * long too: a --load'ed type's). */
+    char msg[2 * (4 * 64) + 160];
     const sx_process_type *t = find_type(s, tn, tl);
     if (t == NULL) {
         char q[4 * 64 + 1];
@@ -408,12 +410,13 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     free(in);
     if (rc != 0) {
         const char *code = submit_code(rc);
-        char q[4 * 64 + 1];
+        char q[4 * 64 + 1], qt[4 * 64 + 1];
+        quoted(qt, t->name, strlen(t->name), 64);
         if (rc == SX_EUNKNOWN_METHOD)
-            snprintf(msg, sizeof(msg), "type %s has no method \"%s\"", t->name,
+            snprintf(msg, sizeof(msg), "type %s has no method \"%s\"", qt,
                      quoted(q, mn, ml, 64));
         else if (strcmp(code, "init_failed") == 0)
-            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", t->name,
+            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", qt,
                      quoted(q, mn, ml, 64), sx_strerror(rc), sx_errname(rc));
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
