@@ -6,9 +6,10 @@
  * when it is valid UTF-8 and as {"$bin": "<base64>"} otherwise, and that
  * object form packs back into a binary. A map key that is not a string
  * shows as its compact JSON text (1 as "1"); a map in which two keys then
- * read the same (1 and "1", or a key given twice) shows as
- * {"$map": [[key, value], ...]}, each key as its own JSON value, so that no
- * pair is lost, and that form packs back into such a map. Threads: the
+ * read the same (1 and "1", or a key given twice), or a one-pair map that
+ * would read as one of these forms, shows as {"$map": [[key, value], ...]},
+ * each key as its own JSON value, so that no pair is lost, and that form
+ * packs back into such a map. Threads: the
  * CLI's one thread.
  */
 #include "cmd/cli.h"
@@ -228,6 +229,8 @@ static char *mp_key(sx_unpack *u, int depth, json_t **kj)
     return text;
 }
 
+static json_t *map_form(const json_t *j);
+
 /* A map as an object; or, when two of its keys read the same as text (1
  * and "1", or a key given twice), as {"$map": [[key, value], ...]}, which
  * loses no pair. Both are built in the one pass (a second pass over the
@@ -260,11 +263,19 @@ static json_t *mp_map(sx_unpack *u, int depth)
         }
         free(k);
     }
+    /* A map that would read back as one of the forms ({"$map": pairs},
+     * {"$bin": text}) is written as pairs too: as an object, the CLI's own
+     * output sent back packed another value ({1: 2}, a binary). */
+    if (ok && !clash && n == 1)
+        clash =
+            map_form(o) != NULL || json_is_string(json_object_get(o, "$bin"));
     if (ok && clash) {
         json_decref(o);
         o = json_object();
         if (o != NULL && json_object_set_new(o, "$map", pairs) == 0)
-            return o; /* set_new took pairs */
+            return o;
+        if (o == NULL) /* else set_new took pairs, failing or not */
+            json_decref(pairs);
         json_decref(o);
         return NULL;
     }

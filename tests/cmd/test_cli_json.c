@@ -103,6 +103,43 @@ static void test_clashing_keys_keep_every_pair(void)
     expect_packs("{\"$map\":[[1]]}", mp4, sizeof(mp4));
 }
 
+/* A map that reads as one of the forms ({"$map": pairs}, {"$bin": text})
+ * shows as {"$map": pairs} too: printed as an ordinary object, the CLI's own
+ * output sent back packed a different value ({1: 2}; a binary). */
+static void expect_round_trip(const uint8_t *mp, size_t n, const char *want)
+{
+    char *t = cli_mp_text((sx_payload){ mp, n });
+    CHECK(t != NULL);
+    if (t == NULL)
+        return;
+    CHECK_STR(t, want);
+    expect_packs(t, mp, n);
+    free(t);
+}
+
+static void test_form_look_alikes_round_trip(void)
+{
+    /* {"$map": [[1, 2]]} */
+    static const uint8_t mp1[] = { 0x81, 0xa4, '$',  'm',  'a',
+                                   'p',  0x91, 0x92, 0x01, 0x02 };
+    expect_round_trip(mp1, sizeof(mp1), "{\"$map\":[[\"$map\",[[1,2]]]]}");
+    /* {"$map": []} */
+    static const uint8_t mp2[] = { 0x81, 0xa4, '$', 'm', 'a', 'p', 0x90 };
+    expect_round_trip(mp2, sizeof(mp2), "{\"$map\":[[\"$map\",[]]]}");
+    /* {"$bin": "AAAA"} (a string, not a binary) */
+    static const uint8_t mp3[] = { 0x81, 0xa4, '$', 'b', 'i', 'n',
+                                   0xa4, 'A',  'A', 'A', 'A' };
+    expect_round_trip(mp3, sizeof(mp3), "{\"$map\":[[\"$bin\",\"AAAA\"]]}");
+    /* Not look-alikes: stay objects. */
+    static const uint8_t mp4[] = { 0x81, 0xa4, '$', 'm', 'a', 'p', 0x05 };
+    expect_round_trip(mp4, sizeof(mp4), "{\"$map\":5}");
+    static const uint8_t mp5[] = { 0x81, 0xa4, '$', 'b', 'i', 'n', 0x05 };
+    expect_round_trip(mp5, sizeof(mp5), "{\"$bin\":5}");
+    /* Nested in an array too: [{"$bin": ""}] */
+    static const uint8_t mp6[] = { 0x91, 0x81, 0xa4, '$', 'b', 'i', 'n', 0xa0 };
+    expect_round_trip(mp6, sizeof(mp6), "[{\"$map\":[[\"$bin\",\"\"]]}]");
+}
+
 /* Clashing maps nested in the first value of clashing maps, 60 levels
  * (~360 bytes): converting a map once as an object and again as pairs
  * would redo every level below at each level, 2^60 times the work. One
@@ -181,6 +218,7 @@ static const sx_test_case cases[] = {
     { "plain_keys", test_plain_keys },
     { "keys_in_keys_bounded", test_keys_in_keys_bounded },
     { "clashing_keys_keep_every_pair", test_clashing_keys_keep_every_pair },
+    { "form_look_alikes_round_trip", test_form_look_alikes_round_trip },
     { "nested_clashes_linear", test_nested_clashes_linear },
     { "map_form_depth", test_map_form_depth },
 };
