@@ -72,6 +72,7 @@ static int workers_init(sx_engine *e)
             sx__timers_init(&w->tm) != 0)
             return SX_ENOMEM;
         w->tm_ok = true;
+        w->dq_old_top = -1; /* worker.c fair_look: no oldest item seen */
         atomic_init(&w->parked, false);
     }
     return 0;

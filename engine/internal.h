@@ -334,6 +334,11 @@ typedef struct sx__worker {
     /* The deque was popped since the last fair look (worker.c,
      * fair_look). */
     bool dq_popped;
+    /* The deque's top index at the last fair look (-1: it was empty
+     * then), and for how many fair looks in a row the same oldest item
+     * has sat there (fair_look). Owner only. */
+    int64_t dq_old_top;
+    unsigned dq_stuck;
     sx__slotcache slots; /* free process slots (ptable.c) */
     sx_event *batch;     /* event array, throughput-sized at first */
     sx__ev **batch_ev;   /* the nodes behind batch */

@@ -267,6 +267,10 @@ static void fire_timers(sx_engine *e, sx__worker *w, uint64_t tick,
         sx__timers_steal(e, w, now);
 }
 
+/* Fair looks in a row that find the same oldest item in the deque before
+ * it is taken regardless (fair_look): 16 x 61 searches. */
+#define DQ_STUCK_LOOKS 16u
+
 /* Every 61st search, ahead of the next slot and the deque.
  *
  * First, the deque's oldest item when the deque was not popped since the
@@ -289,6 +293,29 @@ static __attribute__((noinline)) sx__proc *fair_look(sx_engine *e,
 {
     bool starved = w->next != NULL && !w->dq_popped;
     w->dq_popped = false;
+    /* Nor can LIFO pops starve the oldest item for good: a deque popped
+     * between every two looks (always at its top, the items above the
+     * oldest) kept the oldest there while the pops went on, on one worker
+     * for ever (test_sched deque_popped_chain: a pair whose every ball
+     * also wakes a third process). Top moves each time the oldest item
+     * leaves (a steal, or the pop of the last item), so the same top at
+     * DQ_STUCK_LOOKS looks in a row, the deque never empty at one, is the
+     * same item waiting ~1,000 searches: taken then. A depth-first
+     * workload (skynet) keeps its order between such takes. relaxed
+     * (top): a hint; the steal below claims with its own CAS. */
+    if (sx__deque_size(&w->dq) == 0) {
+        w->dq_old_top = -1;
+        w->dq_stuck = 0;
+    } else {
+        int64_t top = atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+        if (top != w->dq_old_top) {
+            w->dq_old_top = top;
+            w->dq_stuck = 0;
+        } else if (++w->dq_stuck >= DQ_STUCK_LOOKS) {
+            w->dq_stuck = 0;
+            starved = true;
+        }
+    }
     if (starved) {
         void *old = sx__deque_steal(&w->dq);
         if (old != NULL && old != SX__DEQUE_ABORT)
