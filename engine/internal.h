@@ -693,11 +693,14 @@ bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);
 int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
               const sx_payload *input, size_t n_input, sx__ev *watcher,
               sx_pid *out_pid);
-/* Sends a message (ctl: a control event that overtakes user messages). */
 /* n messages first..last (linked through node.next) to one process with
  * one look-up and one push; consumes them. */
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n);
+/* One message built beforehand (ev), sent as sx__send would; for cold
+ * callers (engine.c). */
+int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev);
+/* Sends a message (ctl: a control event that overtakes user messages). */
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
              size_t topic_len, sx_payload data, bool ctl);
 /* Finishes p on the calling worker: close, outcome, watchers, retire. */
