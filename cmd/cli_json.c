@@ -13,6 +13,7 @@
  * CLI's one thread.
  */
 #include "cmd/cli.h"
+#include "process/utf8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -102,36 +103,6 @@ static json_t *bytes_json(const void *p, size_t n)
 
 static json_t *mp_value(sx_unpack *u, int depth);
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t k;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    /* Overlong forms, surrogates, past U+10FFFF. */
-    if ((k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    return k;
-}
-
 json_t *cli_json_text_of(const char *s)
 {
     json_t *j = json_string(s);
@@ -144,7 +115,7 @@ json_t *cli_json_text_of(const char *s)
     if (t == NULL)
         return NULL;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        size_t k = sx__utf8_seq((const unsigned char *)s + i, n - i);
         if (k == 0) {
             memcpy(t + o, "\xef\xbf\xbd", 3);
             o += 3;

@@ -11,6 +11,7 @@
  * a time; distinct ones may be used concurrently.
  */
 #include "process/stepx/process.h"
+#include "process/utf8.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -1047,4 +1048,35 @@ int sx_payload_get_str(sx_payload pl, char *buf, size_t cap)
     memcpy(buf, s, n);
     buf[n] = '\0';
     return 0;
+}
+
+/* ---- UTF-8 (process/utf8.h) ---- */
+
+size_t sx__utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t k;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    /* Overlong forms, surrogates, past U+10FFFF. */
+    if ((k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return k;
 }

@@ -5,6 +5,7 @@
  * Threads: the server's loop thread only. See relay/server.h and
  * docs/RELAY.md.
  */
+#include "process/utf8.h"
 #include "relay/server.h"
 
 #include <inttypes.h>
@@ -85,35 +86,6 @@ void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
     sx__relay_conn_drain(c);
 }
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t k;
-    uint32_t cp;
-    if (c < 0x80)
-        return c != 0; /* a NUL is shown escaped */
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((k == 3 && cp < 0x800) || (k == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    return k;
-}
-
 /* A name the client sent (n bytes at s), for quoting in a message: at
  * most max bytes of it, cut at a character boundary, and every byte that
  * is not part of valid UTF-8 (or is a NUL) written as \xHH, so that the
@@ -124,7 +96,10 @@ static const char *quoted(char *buf, const char *s, size_t n, size_t max)
 {
     size_t o = 0;
     for (size_t i = 0; i < n && i < max;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        /* A NUL is valid UTF-8 but would cut the message: escaped too. */
+        size_t k = s[i] == '\0'
+                       ? 0
+                       : sx__utf8_seq((const unsigned char *)s + i, n - i);
         if (k == 0) {
             snprintf(buf + o, 5, "\\x%02x", (unsigned char)s[i]);
             o += 4;
