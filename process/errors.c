@@ -41,6 +41,7 @@ static const err_entry err_table[] = {
     { SX_EFAILED, "SX_EFAILED", "process failed" },
     { SX_EEXIST, "SX_EEXIST", "already exists" },
     { SX_ESTATE, "SX_ESTATE", "invalid state for this operation" },
+    { SX_ETOOLARGE, "SX_ETOOLARGE", "too large" },
 
     { -EPERM, "EPERM", "operation not permitted" },
     { -ENOENT, "ENOENT", "no such file or directory" },

@@ -39,6 +39,7 @@ static const code_entry code_table[] = {
     CODE(SX_EFAILED, "failed"),
     CODE(SX_ETERMINATED, "terminated"),
     CODE(SX_ECANCELLED, "cancelled"),
+    CODE(SX_ETOOLARGE, "too_large"),
 };
 
 /* Strings only (no SX_E* code maps to them; the server picks them):

@@ -40,6 +40,7 @@ extern "C" {
 #define SX_EFAILED (-5009)
 #define SX_EEXIST (-5010)
 #define SX_ESTATE (-5011)
+#define SX_ETOOLARGE (-5012)
 
 /* A static message for code (never allocates, never NULL). Any thread. */
 const char *sx_strerror(int code);

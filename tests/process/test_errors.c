@@ -28,6 +28,7 @@ static const struct {
     { SX_EFAILED, "SX_EFAILED" },
     { SX_EEXIST, "SX_EEXIST" },
     { SX_ESTATE, "SX_ESTATE" },
+    { SX_ETOOLARGE, "SX_ETOOLARGE" },
 };
 
 #define ERRNO(e)                                                               \
@@ -97,7 +98,7 @@ static void test_errno_codes(void)
 static void test_unknown_codes(void)
 {
     static const int unknown[] = { 1,       EINVAL,  5001,       -5000,
-                                   -5012,   -4999,   -9999,      -3000,
+                                   -5013,   -4999,   -9999,      -3000,
                                    INT_MIN, INT_MAX, INT_MIN + 1 };
     CHECK_STR(sx_strerror(0), "success");
     CHECK_STR(sx_errname(0), "OK");

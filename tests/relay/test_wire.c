@@ -889,6 +889,7 @@ static void codes_table(void)
         { SX_EFAILED, "failed" },
         { SX_ETERMINATED, "terminated" },
         { SX_ECANCELLED, "cancelled" },
+        { SX_ETOOLARGE, "too_large" },
     };
     for (size_t i = 0; i < sizeof(both) / sizeof(both[0]); i++) {
         CHECK_STR(sx_wire_code(both[i].error), both[i].code);
