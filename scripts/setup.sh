@@ -19,6 +19,7 @@ PACKAGES=(
     libjansson-dev
     gcc
     spin
+    python3-msgpack
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
