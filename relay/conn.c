@@ -10,7 +10,9 @@
 #include "engine/fault.h"
 #include "relay/server.h"
 
+#include <inttypes.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,55 +37,83 @@ void sx__relay_conn_unref(relay_conn *c)
 
 /* ---- the mailbox: messages become pushes [any thread] ---- */
 
-/* Marks c for dropping (once) and tells the loop: slow (its output is
- * over the limit) or not (a push that cannot be built or framed: out of
- * memory, data too deep or too big for a frame). Either way the client
- * sees its connection close rather than a message go missing. */
-static void mark_drop(relay_conn *c, bool slow)
+/* Packs {"push": "dropped", "count": n} as a whole frame (header first)
+ * at dst, which has room for DROPPED_MAX bytes; returns its length. */
+#define DROPPED_MAX 40
+static size_t pack_dropped(uint8_t *dst, uint64_t n)
 {
-    /* acq_rel: exactly one caller wins and posts the embedded item. */
-    if (atomic_exchange_explicit(&c->slow, 1, memory_order_acq_rel) != 0)
-        return;
-    sx__relay_conn_ref(c);
-    c->slow_item.conn = c;
-    c->slow_item.slow = slow;
-    if (sx__relay_hub_post(c->srv->hub, &c->slow_item) != 0)
-        sx__relay_conn_unref(c);
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, dst + SX_WIRE_HEADER, DROPPED_MAX - SX_WIRE_HEADER);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "push");
+    sx_pack_str(&pk, "dropped");
+    sx_pack_str(&pk, "count");
+    sx_pack_uint(&pk, n);
+    for (int i = 0; i < SX_WIRE_HEADER; i++)
+        dst[i] = (uint8_t)(pk.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
+    return SX_WIRE_HEADER + pk.len;
+}
+
+/* n messages to c's mailbox are lost: counted, and the client will be
+ * told (before the next message that gets through, or once its output
+ * drains). [any thread] */
+static void post_notice(relay_conn *c);
+static void drop_messages(relay_conn *c, uint64_t n)
+{
+    /* relaxed: counts (see the field); the notice's place among the
+     * messages is set by the hub's mutex, not by this order. */
+    atomic_fetch_add_explicit(&c->drops_unsaid, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->srv->st_push_drops, n, memory_order_relaxed);
+}
+
+/* A message callback's drop: with the connection's output at half its
+ * limit or less (a message too big alone, or one that could not be
+ * framed), no drain is coming to tell of it, so the notice goes now. */
+static void drop_message_now(relay_conn *c)
+{
+    drop_messages(c, 1);
+    /* relaxed: a limit check (see the fields). */
+    size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
+                     atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
+    if (pending <= c->max_output / 2)
+        post_notice(c);
 }
 
 /* Runs on the sender's thread for every message to the connection's
  * mailbox, in order per sender; it must not block. It builds the push
  * frame here (one allocation) and queues it in the hub, whose FIFO keeps
- * the per-sender order. A connection whose queued and unsent bytes would
- * pass max_output is dropped instead: its later messages are dropped
- * too, and the client sees the connection close, never a gap. */
+ * the per-sender order. A message that would take the connection's
+ * queued and unsent bytes past max_output is dropped, and so is one that
+ * cannot be framed (out of memory, data nested too deep or too big for a
+ * frame): the client loses that message, never its connection or the
+ * answers to its own requests, and learns how many it lost from a
+ * `dropped` push placed where the gap is. */
 static void mailbox_cb(void *user, const sx_message *m)
 {
     relay_conn *c = user;
-    /* relaxed: a flag with no data behind it; a late sight only costs
-     * one more item, which the loop drops. */
-    if (atomic_load_explicit(&c->slow, memory_order_relaxed) != 0)
-        return;
     size_t tl = strlen(m->topic);
     /* Bound on the body: map header, the keys, a PID's text, the topic
-     * with its header, the data (nil when empty). */
-    size_t cap = SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl + m->data.len;
+     * with its header, the data (nil when empty); plus room for a
+     * `dropped` notice in front. */
+    size_t cap = DROPPED_MAX + SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl +
+                 m->data.len;
     /* relaxed: limit checks only (see the fields). */
     size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
                      atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
     if (pending + cap > c->max_output) {
-        mark_drop(c, true);
+        drop_message_now(c);
         return;
     }
     relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, cap);
     if (o == NULL) {
-        mark_drop(c, false); /* losing one message silently is worse */
+        drop_message_now(c);
         return;
     }
     char from[SX_PID_TEXT_MAX];
     sx_pid_format(m->from, from, sizeof(from));
     sx_pack pk;
-    sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
+    sx_pack_init_fixed(&pk, o->data + DROPPED_MAX + SX_WIRE_HEADER,
+                       cap - DROPPED_MAX - SX_WIRE_HEADER);
     sx_pack_map(&pk, 4);
     sx_pack_str(&pk, "push");
     sx_pack_str(&pk, "message");
@@ -98,10 +128,30 @@ static void mailbox_cb(void *user, const sx_message *m)
     if (pk.err != 0 || pk.len > c->srv->max_frame ||
         sx_wire_check(pk.data, pk.len) != 0) {
         sx__relay_out_free(o);
-        mark_drop(c, false);
+        drop_message_now(c);
         return;
     }
-    sx__relay_out_seal(o, pk.len);
+    /* The frame is built at DROPPED_MAX: a notice of earlier drops, when
+     * there are some, goes right before it, else the frame moves to the
+     * front. relaxed: see drops_unsaid; a notice taken here is in this
+     * item, which the hub orders after everything this sender posted
+     * before the drops. */
+    uint64_t told =
+        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) == 0
+            ? 0
+            : atomic_exchange_explicit(&c->drops_unsaid, 0,
+                                       memory_order_relaxed);
+    size_t at = 0;
+    if (told > 0) {
+        at = pack_dropped(o->data, told);
+        o->dropped = told;
+    }
+    memmove(o->data + at + SX_WIRE_HEADER,
+            o->data + DROPPED_MAX + SX_WIRE_HEADER, pk.len);
+    for (int i = 0; i < SX_WIRE_HEADER; i++)
+        o->data[at + (size_t)i] =
+            (uint8_t)(pk.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
+    o->len = at + SX_WIRE_HEADER + pk.len;
     o->conn = c;
     sx__relay_conn_ref(c); /* the item's reference */
     atomic_fetch_add_explicit(&c->queued, o->len, memory_order_relaxed);
@@ -112,7 +162,47 @@ static void mailbox_cb(void *user, const sx_message *m)
     }
 }
 
+/* Posts a `dropped` notice for what drops_unsaid holds (nothing when a
+ * message callback took it first, or out of memory: told later). Through
+ * the hub, so it lands behind every message posted before it. [any
+ * thread] */
+static void post_notice(relay_conn *c)
+{
+    relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, DROPPED_MAX);
+    if (o == NULL)
+        return;
+    /* relaxed: see drops_unsaid. */
+    uint64_t n =
+        atomic_exchange_explicit(&c->drops_unsaid, 0, memory_order_relaxed);
+    if (n == 0) {
+        sx__relay_out_free(o);
+        return;
+    }
+    o->len = pack_dropped(o->data, n);
+    o->note_only = 1; /* never dropped: one per drain, 40 bytes */
+    o->conn = c;
+    sx__relay_conn_ref(c);
+    atomic_fetch_add_explicit(&c->queued, o->len, memory_order_relaxed);
+    if (sx__relay_hub_post(c->srv->hub, o) != 0) {
+        atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
+        sx__relay_out_free(o);
+        sx__relay_conn_unref(c);
+    }
+}
+
+/* When no message follows a drop, the loop tells of it once the
+ * connection's output has drained to half its limit. [loop] */
+static void tell_drops(relay_conn *c)
+{
+    /* relaxed: see drops_unsaid. */
+    if (c->state == RELAY_CONN_OPEN && c->unsent <= c->max_output / 2 &&
+        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) != 0)
+        post_notice(c);
+}
+
 /* ---- closing [loop] ---- */
+
+static void unauth_remove(relay_conn *c);
 
 static void handle_closed(uv_handle_t *h)
 {
@@ -152,6 +242,11 @@ void sx__relay_conn_close(relay_conn *c)
         return;
     sx_server *s = c->srv;
     c->state = RELAY_CONN_CLOSED;
+    unauth_remove(c);
+    if (c->authed) {
+        c->authed = false;
+        s->n_authed--;
+    }
     if (c->half_closed) {
         c->half_closed = false;
         if (--s->n_half == 0)
@@ -359,6 +454,7 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (half_done(c))
         return;
+    tell_drops(c);
     if (!c->reading && c->unsent <= c->max_output / 2)
         pump(c);
 }
@@ -436,11 +532,13 @@ static void conn_flush(relay_conn *c)
     while (c->batch != NULL && c->state != RELAY_CONN_CLOSED)
         if (!flush_some(c))
             return;
-    if (c->state == RELAY_CONN_DRAINING && c->unsent == 0)
+    if (c->state == RELAY_CONN_DRAINING && c->unsent == 0) {
         sx__relay_conn_close(c);
-    else if (c->state == RELAY_CONN_OPEN && !half_done(c) && !c->reading &&
-             c->unsent <= c->max_output / 2)
-        pump(c);
+    } else if (c->state == RELAY_CONN_OPEN && !half_done(c)) {
+        tell_drops(c);
+        if (!c->reading && c->unsent <= c->max_output / 2)
+            pump(c);
+    }
 }
 
 void sx__relay_flush_cb(uv_prepare_t *h)
@@ -464,12 +562,22 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
         sx__relay_out_free(o);
         return;
     }
-    /* A push onto a connection already over its limit, or anything past
-     * twice the limit (wait answers keep coming while reads are stopped):
-     * the client does not read; drop it rather than grow without bound.
-     * One frame alone on an empty connection always goes. */
-    if ((o->kind == RELAY_OUT_PUSH && c->unsent > c->max_output) ||
-        (c->unsent > 0 && c->unsent + o->len > 2 * c->max_output)) {
+    /* A message push onto a connection already over its limit is
+     * dropped, counted, and told of later (with a notice it carried, whose
+     * count is owed again). Anything past twice the limit (wait answers
+     * keep coming while reads are stopped): the client does not read;
+     * drop the connection rather than grow without bound. One frame alone
+     * on an empty connection always goes. */
+    if (o->kind == RELAY_OUT_PUSH && !o->note_only &&
+        c->unsent > c->max_output) {
+        drop_messages(c, 1);
+        if (o->dropped > 0) /* relaxed: see drops_unsaid */
+            atomic_fetch_add_explicit(&c->drops_unsaid, o->dropped,
+                                      memory_order_relaxed);
+        sx__relay_out_free(o);
+        return;
+    }
+    if (c->unsent > 0 && c->unsent + o->len > 2 * c->max_output) {
         sx__relay_out_free(o);
         drop_slow(c);
         return;
@@ -497,31 +605,46 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
         reading(c, false);
 }
 
-void sx__relay_conn_reply(relay_conn *c)
+/* Frames srv->pk's body and writes it as a reply; false when out of
+ * memory (the connection is closed). */
+static bool conn_frame(relay_conn *c)
 {
     sx_server *s = c->srv;
     if (s->pk.err != 0) {
         sx__relay_conn_close(c); /* out of memory building the reply */
-        return;
+        return false;
     }
     sx_payload body = sx_pack_payload(&s->pk);
     relay_out *o =
         sx__relay_out_new(RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
     if (o == NULL) {
         sx__relay_conn_close(c);
-        return;
+        return false;
     }
     sx_pack fr;
     sx_pack_init_fixed(&fr, o->data, o->cap);
     if (sx_wire_frame(&fr, body) != 0) {
         sx__relay_out_free(o);
         sx__relay_conn_close(c);
-        return;
+        return false;
     }
     o->len = fr.len;
-    /* relaxed: a figure. */
-    atomic_fetch_add_explicit(&s->st_requests, 1, memory_order_relaxed);
     sx__relay_conn_write(c, o);
+    return true;
+}
+
+void sx__relay_conn_push(relay_conn *c)
+{
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
+    conn_frame(c);
+}
+
+void sx__relay_conn_reply(relay_conn *c)
+{
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
+    conn_frame(c);
 }
 
 void sx__relay_conn_drain(relay_conn *c)
@@ -550,17 +673,8 @@ void sx__relay_conn_take(sx_server *s, relay_out *o)
         sx__relay_conn_write(c, o);
         sx__relay_conn_unref(c); /* the item's reference */
         break;
-    case RELAY_OUT_SLOW:
-        if (c->state != RELAY_CONN_CLOSED) {
-            if (o->slow)
-                drop_slow(c);
-            else
-                sx__relay_conn_close(c);
-        }
-        sx__relay_conn_unref(c);
-        break;
     case RELAY_OUT_DONE:
-        sx__relay_pending_done(o->pend, o);
+        sx__relay_watch_done(o->watch, o);
         break;
     default:
         sx__relay_out_free(o);
@@ -639,10 +753,126 @@ static void refuse(uv_stream_t *listener)
     uv_close(&sp->h.handle, spare_closed);
 }
 
+/* ---- authentication [loop] ---- */
+
+static void unauth_figure(sx_server *s)
+{
+    /* relaxed: a figure for sx_server_stats_get. */
+    atomic_store_explicit(&s->st_unauth, s->n_unauth, memory_order_relaxed);
+}
+
+static void unauth_remove(relay_conn *c)
+{
+    sx_server *s = c->srv;
+    if (!c->in_unauth)
+        return;
+    c->in_unauth = false;
+    if (c->uprev != NULL)
+        c->uprev->unext = c->unext;
+    else
+        s->unauth_head = c->unext;
+    if (c->unext != NULL)
+        c->unext->uprev = c->uprev;
+    else
+        s->unauth_tail = c->uprev;
+    c->uprev = c->unext = NULL;
+    s->n_unauth--;
+    unauth_figure(s);
+    if (s->n_unauth == 0)
+        uv_timer_stop(&s->auth_timer);
+}
+
+/* Closes c, not yet through hello, with an error frame (id 0). */
+static void unauth_close(relay_conn *c, const char *code, const char *msg)
+{
+    unauth_remove(c);
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_auth_closed, 1,
+                              memory_order_relaxed);
+    sx__relay_refuse(c, code, msg);
+}
+
+static void auth_cb(uv_timer_t *t);
+
+/* Arms the timer for the oldest connection's deadline. */
+static void auth_arm(sx_server *s)
+{
+    if (s->unauth_head == NULL)
+        return;
+    uint64_t now = uv_now(&s->loop);
+    uint64_t at = s->unauth_head->auth_deadline;
+    uv_timer_start(&s->auth_timer, auth_cb, at > now ? at - now : 0, 0);
+}
+
+/* Connections whose deadline passed without hello and the token close;
+ * the list is in accept order, so deadlines are in order too. */
+static void auth_cb(uv_timer_t *t)
+{
+    sx_server *s = t->data;
+    uint64_t now = uv_now(&s->loop);
+    while (s->unauth_head != NULL && s->unauth_head->auth_deadline <= now) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no hello with the token within %" PRIu64
+                                   " ms",
+                 s->auth_timeout_ms);
+        unauth_close(s->unauth_head, "timeout", msg);
+    }
+    auth_arm(s);
+}
+
+void sx__relay_auth_init(sx_server *s)
+{
+    s->auth_timer.data = s;
+}
+
+/* A new connection to a server with a token waits for hello, at most
+ * max_unauth of them: to make room, the oldest is closed (so that
+ * connections that never authenticate cannot keep a token holder out),
+ * and none of them takes one of max_connections. */
+static void unauth_add(relay_conn *c)
+{
+    sx_server *s = c->srv;
+    if (s->n_unauth >= s->max_unauth && s->unauth_head != NULL)
+        unauth_close(s->unauth_head, "limit",
+                     "too many connections waiting to authenticate: the "
+                     "oldest is closed");
+    c->in_unauth = true;
+    c->auth_deadline = uv_now(&s->loop) + s->auth_timeout_ms;
+    c->uprev = s->unauth_tail;
+    c->unext = NULL;
+    if (s->unauth_tail != NULL)
+        s->unauth_tail->unext = c;
+    else
+        s->unauth_head = c;
+    s->unauth_tail = c;
+    if (s->n_unauth++ == 0)
+        auth_arm(s);
+    unauth_figure(s);
+}
+
+bool sx__relay_conn_authed(relay_conn *c)
+{
+    sx_server *s = c->srv;
+    if (c->authed)
+        return true;
+    unauth_remove(c);
+    if (s->n_authed >= s->max_connections)
+        return false;
+    c->authed = true;
+    s->n_authed++;
+    /* From now on frames up to the server's limit. */
+    sx_wire_decoder_set_max(c->dec, s->max_frame);
+    return true;
+}
+
+/* ---- accepting, continued [loop] ---- */
+
 static int conn_open(relay_conn *c)
 {
     sx_server *s = c->srv;
-    int rc = sx_wire_decoder_new(s->max_frame, &c->dec);
+    /* Before hello with the token, a hello's worth of frame. */
+    int rc = sx_wire_decoder_new(
+        c->authed ? s->max_frame : SX_RELAY_HELLO_MAX_FRAME, &c->dec);
     if (rc != 0)
         return rc;
     rc = sx_engine_mailbox_new(s->engine, mailbox_cb, c, &c->mailbox);
@@ -676,10 +906,7 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     c->srv = s;
     c->h.stream.data = c;
     c->max_output = s->max_output;
-    c->authed = s->token == NULL;
     c->state = RELAY_CONN_OPEN;
-    c->slow_item.kind = RELAY_OUT_SLOW;
-    c->slow_item.embedded = 1;
     c->next = s->conns;
     if (s->conns != NULL)
         s->conns->prev = c;
@@ -687,18 +914,22 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     /* relaxed: figures. */
     atomic_fetch_add_explicit(&s->st_connections, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->st_accepted, 1, memory_order_relaxed);
+    if (s->token == NULL) {
+        c->authed = true;
+        s->n_authed++;
+    }
     if ((rc = uv_accept(listener, &c->h.stream)) != 0) {
         sx__relay_conn_close(c);
         return;
     }
     if (listener == (uv_stream_t *)&s->tcp)
         uv_tcp_nodelay(&c->h.tcp, 1);
-    /* relaxed: the loop alone writes it. */
-    if (atomic_load_explicit(&s->st_connections, memory_order_relaxed) >
-        s->max_connections) {
+    if (c->authed && s->n_authed > s->max_connections) {
         sx__relay_refuse(c, "limit", "too many connections");
         return;
     }
+    if (!c->authed)
+        unauth_add(c);
     if (conn_open(c) != 0)
         sx__relay_conn_close(c);
 }

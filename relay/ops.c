@@ -228,6 +228,10 @@ static bool token_eq(const char *want, size_t wn, const char *got, size_t gn)
 static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
+    /* With a token, a hello that is refused for any reason (no token, a
+     * wrong one, a version this server does not speak) closes the
+     * connection: only a hello that succeeds lets a client in. */
+    bool gate = s->token != NULL && !c->authed;
     if (s->token != NULL) {
         const char *t = NULL;
         size_t tn = 0;
@@ -238,12 +242,13 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
             sx__relay_conn_drain(c);
             return;
         }
-        c->authed = true;
     }
     uint64_t v;
     int rc = field_uint(req, "version", &v);
     if (rc != 0) {
         bad_field(c, id, "version", rc, "an integer");
+        if (gate)
+            sx__relay_conn_drain(c);
         return;
     }
     if (v != 1) {
@@ -251,6 +256,13 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
         snprintf(msg, sizeof(msg),
                  "protocol version %" PRIu64 " unsupported (this is 1)", v);
         sx__relay_reply_error(c, id, "bad_request", msg);
+        if (gate)
+            sx__relay_conn_drain(c);
+        return;
+    }
+    if (gate && !sx__relay_conn_authed(c)) {
+        sx__relay_reply_error(c, id, "limit", "too many connections");
+        sx__relay_conn_drain(c);
         return;
     }
     char mb[SX_PID_TEXT_MAX];
@@ -615,7 +627,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 28);
+    sx_pack_map(pk, 32);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -643,6 +655,10 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "relay_slow_drops", ss.slow_drops);
     kv(pk, "relay_pushes", ss.pushes);
     kv(pk, "relay_watches", ss.watches);
+    kv(pk, "relay_waits", ss.waits);
+    kv(pk, "relay_push_drops", ss.push_drops);
+    kv(pk, "relay_unauthenticated", ss.unauthenticated);
+    kv(pk, "relay_auth_closed", ss.auth_closed);
     sx_pack_str(pk, "per_worker");
     sx_pack_array(pk, nw);
     for (unsigned i = 0; i < nw; i++) {

@@ -1,21 +1,24 @@
-/* relay/pending.c — the records behind `wait` and `subscribe`: one per
- * request, answered by an engine watch callback (sx_engine_watch), timed
- * out by a uv timer (wait's timeout_ms), or abandoned when its connection
- * closes. The callback may fire long after either of those (an IDLE
- * process finishes only when the engine stops), so a record is
- * refcounted: the watch's reference and the loop's.
+/* relay/pending.c — the records behind `wait` and `subscribe`, and the
+ * engine watches that answer them.
  *
- * Dormant waits. The engine cannot cancel a watch, so a wait that times
- * out while its process goes on keeps its record until the process
- * finishes. A client that waits again and again on a long-lived process
- * (a wait with timeout_ms in a loop) would pile up one record per wait;
- * instead a timed-out wait goes into the server's dormant table, keyed by
- * PID, with its watch, its timer and the loop's reference, and the next
- * wait on that PID (from any connection) takes it over: a new id and
- * connection, its timer started again. So the records on a PID are at
- * most the waits on it at one time. The watch callback never reads the
- * request id (the loop changes it): it packs a wait's answer with a
- * fixed-width id, which the loop fills in before the answer goes out.
+ * One engine watch per PID. The engine cannot cancel a watch: once
+ * registered, it stays until its process finishes (or the engine stops).
+ * So the server registers at most one per PID (relay_watch, in a table by
+ * PID) and hangs every wait and subscribe on that PID off it as a record
+ * (relay_pending) that belongs to the loop alone: a record goes as soon as
+ * it is answered, its wait times out, or its connection closes, each in
+ * O(1). What a client can leave behind is at most one watch per live
+ * process it watched, which the process limit bounds, and never a record:
+ * 65,000 waits that time out cost nothing once answered, and a client that
+ * subscribes 65,536 times and hangs up leaves nothing of its own.
+ *
+ * The answer. When the process finishes, watch_cb (on the finishing
+ * thread) builds one frame: a wait's reply with a fixed-width id (0xcf
+ * and 8 bytes, filled in on the loop). The loop hands it to every record
+ * on the watch: the last wait takes the frame itself, the others get a
+ * copy with their own id, and a subscribe gets an exit push built from
+ * the frame's fields. Usually there is exactly one wait, and the frame
+ * goes out as built.
  *
  * Threads: watch_cb runs on whichever engine thread finishes the watched
  * process (or on the loop, inside sx_engine_watch, when it had finished
@@ -24,27 +27,28 @@
  */
 #include "relay/server.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The record whose sx_engine_watch this thread is inside (the loop
- * thread only ever sets it): a watch_cb that finds its own record here
- * runs inline, on the loop, for a process that had finished already. A
+/* The watch whose sx_engine_watch this thread is inside (the loop thread
+ * only ever sets it): a watch_cb that finds its own watch here runs
+ * inline, on the loop, for a process that had finished already. A
  * thread-local, so other threads' callbacks never see the loop's. */
-static _Thread_local relay_pending *watching;
+static _Thread_local relay_watch *watching;
 
-static void pending_free(relay_pending *p)
+static void watch_free(relay_watch *w)
 {
-    sx__relay_hub_unref(p->hub);
-    free(p);
+    sx__relay_hub_unref(w->hub);
+    free(w);
 }
 
-void sx__relay_pending_unref(relay_pending *p)
+void sx__relay_watch_unref(relay_watch *w)
 {
     /* acq_rel: release our uses; the freeing thread acquires them. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
-        pending_free(p);
+    if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
+        watch_free(w);
 }
 
 /* The code a finished process's error travels under. */
@@ -59,30 +63,23 @@ static const char *outcome_code(int error)
         return "not_found";
     case SX_ECLOSED:
         return "closed";
+    case SX_ETOOLARGE:
+        return "too_large";
     default:
         return "failed";
     }
 }
 
-/* The answer body for p: a wait's reply or a subscribe's exit push. code:
- * the error code to use instead of the outcome's own, or NULL. */
-static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
-                         const sx_result *r, const char *code)
+/* A wait's answer body: {id, ok, result, steps} or {id, ok, error}. code:
+ * the error code to use instead of the outcome's own, or NULL. The id's
+ * bytes are filled in on the loop (id_fill): a uint64 of 8 bytes,
+ * whatever its value, at ID_AT. */
+static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
 {
-    bool wait = p->kind == RELAY_PEND_WAIT;
-    sx_pack_map(pk, wait && r->error == 0 ? 4 : 3 + (wait ? 0 : 1));
-    if (wait) {
-        /* The id's bytes are filled in on the loop (id_fill): a uint64
-         * of 8 bytes, whatever its value, at ID_AT. */
-        static const uint8_t slot[9] = { 0xcf };
-        sx_pack_str(pk, "id");
-        sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
-    } else {
-        sx_pack_str(pk, "push");
-        sx_pack_str(pk, "exit");
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, pid);
-    }
+    static const uint8_t slot[9] = { 0xcf };
+    sx_pack_map(pk, r->error == 0 ? 4 : 3);
+    sx_pack_str(pk, "id");
+    sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
     sx_pack_str(pk, "ok");
     sx_pack_bool(pk, r->error == 0);
     if (r->error != 0) {
@@ -93,17 +90,15 @@ static void pack_outcome(sx_pack *pk, const relay_pending *p, const char *pid,
     }
     sx_pack_str(pk, "result");
     sx_pack_raw(pk, r->value);
-    if (wait) {
-        sx_pack_str(pk, "steps");
-        sx_pack_uint(pk, r->steps);
-    }
+    sx_pack_str(pk, "steps");
+    sx_pack_uint(pk, r->steps);
 }
 
 /* Where a wait answer's id bytes are in its frame: the 4-byte length, the
  * map's one-byte header, "id" (3 bytes), 0xcf. */
 #define ID_AT (SX_WIRE_HEADER + 1 + 3 + 1)
 
-/* Writes id into a wait answer built by pack_outcome. [loop] */
+/* Writes id into a wait answer built by pack_answer. [loop] */
 static void id_fill(relay_out *o, uint64_t id)
 {
     for (int i = 7; i >= 0; i--, id >>= 8)
@@ -115,348 +110,408 @@ static void id_fill(relay_out *o, uint64_t id)
  * allocation) and hands it to the loop through the hub. */
 static void watch_cb(void *user, sx_pid target, const sx_result *r)
 {
-    relay_pending *p = user;
-    char pid[SX_PID_TEXT_MAX];
-    sx_pid_format(target, pid, sizeof(pid));
+    relay_watch *w = user;
+    (void)target;
     const char *msg = r->error == 0          ? ""
                       : r->error_msg != NULL ? r->error_msg
                                              : sx_strerror(r->error);
-    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + strlen(msg) +
+    size_t cap = SX_WIRE_HEADER + 160 + strlen(msg) +
                  (r->error == 0 ? r->value.len : 0);
     relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
     if (o != NULL) {
         sx_pack pk;
         sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
-        pack_outcome(&pk, p, pid, r, NULL);
+        pack_answer(&pk, r, NULL);
         /* A frame the client would refuse must not be sent: a value that
          * is not one msgpack value, nested deeper than the wire allows,
          * or bigger than a frame. The client learns why instead. */
-        if (pk.err != 0 || pk.len > p->max_frame ||
+        if (pk.err != 0 || pk.len > w->max_frame ||
             sx_wire_check(pk.data, pk.len) != 0) {
-            char why[128];
-            snprintf(why, sizeof(why),
-                     "the result cannot be sent (%zu bytes; malformed, too "
-                     "big or nested too deep)",
-                     r->value.len);
-            sx_result bad = { SX_EFAILED, why, { NULL, 0 }, r->steps };
+            char why[160];
+            const char *code = "too_large";
+            if (pk.err == 0 && pk.len > w->max_frame)
+                snprintf(why, sizeof(why),
+                         "the result (%zu bytes) is larger than a frame "
+                         "(%zu bytes)",
+                         r->value.len, w->max_frame);
+            else if (pk.err == 0)
+                snprintf(why, sizeof(why),
+                         "the result is nested deeper than %d levels",
+                         SX_WIRE_MAX_DEPTH - 1);
+            else {
+                code = "internal";
+                snprintf(why, sizeof(why),
+                         "the result (%zu bytes) is not one msgpack value",
+                         r->value.len);
+            }
+            sx_result bad = { SX_ETOOLARGE, why, { NULL, 0 }, r->steps };
             sx_pack_reset(&pk);
-            pack_outcome(&pk, p, pid, &bad, "internal");
+            pack_answer(&pk, &bad, code);
         }
         sx__relay_out_seal(o, pk.len);
     } else {
-        o = &p->oom; /* the loop answers `internal` */
+        o = &w->oom; /* the loop answers `internal` */
     }
-    o->pend = p; /* the watch's reference travels with the item */
-    if (watching == p) {
+    o->watch = w; /* the watch's reference travels with the item */
+    if (watching == w) {
         /* On the loop, inside sx_engine_watch: no hub, no doorbell. */
-        p->inline_out = o;
+        w->inline_out = o;
         return;
     }
-    /* release: pairs with the acquire in watch_start. */
-    atomic_store_explicit(&p->fired, true, memory_order_release);
-    if (sx__relay_hub_post(p->hub, o) != 0) {
+    /* release: pairs with the acquires in watch_start and timer_cb. */
+    atomic_store_explicit(&w->fired, true, memory_order_release);
+    if (sx__relay_hub_post(w->hub, o) != 0) {
         sx__relay_out_free(o);
-        sx__relay_pending_unref(p);
+        sx__relay_watch_unref(w);
     }
 }
 
-static void pending_unlink(relay_pending *p)
-{
-    relay_conn *c = p->conn;
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        c->pending = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
-    p->prev = p->next = NULL;
-}
+/* ---- the table of watches by PID [loop] ---- */
 
-static void timer_closed(uv_handle_t *h)
-{
-    sx__relay_pending_unref(h->data); /* the loop's reference */
-}
-
-/* p leaves its connection and drops its reference to it (nothing reads
- * p->conn once done). [loop] */
-static void pending_detach(relay_pending *p)
-{
-    p->done = true;
-    pending_unlink(p);
-    p->conn->n_pending--;
-    sx__relay_conn_unref(p->conn);
-    p->conn = NULL;
-}
-
-/* The loop lets go of p once its timer, if any, is closed. [loop] */
-static void loop_release(relay_pending *p)
-{
-    if (p->has_timer) {
-        uv_timer_stop(&p->timer);
-        uv_close((uv_handle_t *)&p->timer, timer_closed);
-    } else {
-        sx__relay_pending_unref(p);
-    }
-}
-
-/* p is answered, timed out or abandoned. [loop] */
-static void pending_finish(relay_pending *p)
-{
-    pending_detach(p);
-    loop_release(p);
-}
-
-/* ---- dormant waits [loop] ---- */
-
-static size_t dorm_bucket(const sx_server *s, uint64_t id)
+static size_t wt_bucket(const sx_server *s, uint64_t id)
 {
     id ^= id >> 31; /* the generation's bits too */
     id *= 0x9e3779b97f4a7c15ull;
-    return (size_t)(id >> 32) & (s->dorm_cap - 1);
+    return (size_t)(id >> 32) & (s->wt_cap - 1);
 }
 
-/* Files p under its PID; false when the table cannot grow (then p is
- * finished as before, and lives until its watch fires). */
-static bool dorm_put(sx_server *s, relay_pending *p)
+static void wt_figure(sx_server *s)
 {
-    if (s->dorm_n >= s->dorm_cap / 2) {
-        size_t cap = s->dorm_cap > 0 ? 2 * s->dorm_cap : 64;
-        relay_pending **t = calloc(cap, sizeof(*t));
-        if (t == NULL && s->dorm_cap == 0)
+    /* relaxed: a figure for sx_server_stats_get. */
+    atomic_store_explicit(&s->st_watches, s->wt_n, memory_order_relaxed);
+}
+
+/* Files w under its PID; false when the table cannot be made. */
+static bool wt_put(sx_server *s, relay_watch *w)
+{
+    if (s->wt_n >= s->wt_cap / 2) {
+        size_t cap = s->wt_cap > 0 ? 2 * s->wt_cap : 64;
+        relay_watch **t = calloc(cap, sizeof(*t));
+        if (t == NULL && s->wt_cap == 0)
             return false;
         if (t != NULL) {
-            relay_pending **old = s->dorm;
-            size_t old_cap = s->dorm_cap;
-            s->dorm = t;
-            s->dorm_cap = cap;
+            relay_watch **old = s->wt;
+            size_t old_cap = s->wt_cap;
+            s->wt = t;
+            s->wt_cap = cap;
             for (size_t i = 0; i < old_cap; i++) {
                 while (old[i] != NULL) {
-                    relay_pending *q = old[i];
-                    old[i] = q->dnext;
-                    size_t b = dorm_bucket(s, q->pid.id);
-                    q->dnext = s->dorm[b];
-                    s->dorm[b] = q;
+                    relay_watch *q = old[i];
+                    old[i] = q->hnext;
+                    size_t b = wt_bucket(s, q->pid.id);
+                    q->hnext = s->wt[b];
+                    s->wt[b] = q;
                 }
             }
             free(old);
         } /* else: chains get longer, nothing is lost */
     }
-    size_t b = dorm_bucket(s, p->pid.id);
-    p->dnext = s->dorm[b];
-    s->dorm[b] = p;
-    p->dormant = true;
-    s->dorm_n++;
+    size_t b = wt_bucket(s, w->pid.id);
+    w->hnext = s->wt[b];
+    s->wt[b] = w;
+    w->in_table = true;
+    s->wt_n++;
+    wt_figure(s);
     return true;
 }
 
-/* Takes p (dormant) out of the table. */
-static void dorm_remove(sx_server *s, relay_pending *p)
+/* Takes w out of the table (a chain holds distinct PIDs: short). */
+static void wt_remove(sx_server *s, relay_watch *w)
 {
-    relay_pending **l = &s->dorm[dorm_bucket(s, p->pid.id)];
-    while (*l != p)
-        l = &(*l)->dnext;
-    *l = p->dnext;
-    p->dnext = NULL;
-    p->dormant = false;
-    s->dorm_n--;
+    relay_watch **l = &s->wt[wt_bucket(s, w->pid.id)];
+    while (*l != w)
+        l = &(*l)->hnext;
+    *l = w->hnext;
+    w->hnext = NULL;
+    w->in_table = false;
+    s->wt_n--;
+    wt_figure(s);
 }
 
-/* A dormant wait on pid, taken out of the table, or NULL. */
-static relay_pending *dorm_take(sx_server *s, sx_pid pid)
+static relay_watch *wt_find(sx_server *s, sx_pid pid)
 {
-    if (s->dorm_n == 0)
+    if (s->wt_n == 0)
         return NULL;
-    for (relay_pending *q = s->dorm[dorm_bucket(s, pid.id)]; q != NULL;
-         q = q->dnext) {
-        if (sx_pid_eq(q->pid, pid)) {
-            dorm_remove(s, q);
+    for (relay_watch *q = s->wt[wt_bucket(s, pid.id)]; q != NULL;
+         q = q->hnext)
+        if (sx_pid_eq(q->pid, pid))
             return q;
-        }
-    }
     return NULL;
 }
 
-void sx__relay_dormant_close_all(sx_server *s)
+void sx__relay_watches_close_all(sx_server *s)
 {
-    for (size_t i = 0; i < s->dorm_cap; i++) {
-        while (s->dorm[i] != NULL) {
-            relay_pending *p = s->dorm[i];
-            dorm_remove(s, p);
-            loop_release(p);
+    for (size_t i = 0; i < s->wt_cap; i++) {
+        while (s->wt[i] != NULL) {
+            relay_watch *w = s->wt[i];
+            wt_remove(s, w);
+            sx__relay_watch_unref(w); /* the table's */
         }
     }
-    free(s->dorm);
-    s->dorm = NULL;
-    s->dorm_cap = s->dorm_n = 0;
+    free(s->wt);
+    s->wt = NULL;
+    s->wt_cap = s->wt_n = 0;
+    wt_figure(s);
+}
+
+/* ---- records [loop] ---- */
+
+static void record_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* Takes r off its watch and its connection and frees it (once its timer,
+ * if any, is closed). */
+static void record_drop(relay_pending *r)
+{
+    relay_watch *w = r->w;
+    if (r->wprev != NULL)
+        r->wprev->wnext = r->wnext;
+    else
+        w->waiters = r->wnext;
+    if (r->wnext != NULL)
+        r->wnext->wprev = r->wprev;
+    relay_conn *c = r->conn;
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        c->pending = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    c->n_pending--;
+    sx_server *s = c->srv;
+    s->n_waits--;
+    /* relaxed: a figure. */
+    atomic_store_explicit(&s->st_waits, s->n_waits, memory_order_relaxed);
+    if (r->has_timer) {
+        uv_timer_stop(&r->timer);
+        r->timer.data = r;
+        uv_close((uv_handle_t *)&r->timer, record_closed);
+    } else {
+        free(r);
+    }
 }
 
 void sx__relay_pending_abandon_all(relay_conn *c)
 {
     while (c->pending != NULL)
-        pending_finish(c->pending);
+        record_drop(c->pending);
 }
 
 static void timer_cb(uv_timer_t *t)
 {
-    relay_pending *p = t->data;
-    if (p->done)
-        return;
+    relay_pending *r = t->data;
     /* acquire: pairs with the release in watch_cb. The process finished
      * and its answer is in the hub (the loop was held past the deadline,
      * and timers run before the doorbell): that answer is this wait's,
-     * so it is not answered `timeout` and stays pending until the answer
-     * is drained (the timer, one-shot, is stopped). */
-    if (atomic_load_explicit(&p->fired, memory_order_acquire))
+     * so it is not answered `timeout` and stays until the answer is
+     * drained (the timer, one-shot, is stopped). */
+    if (atomic_load_explicit(&r->w->fired, memory_order_acquire))
         return;
-    relay_conn *c = p->conn;
-    uint64_t id = p->id;
-    sx__relay_conn_ref(c);
-    pending_detach(p);
-    if (c->srv->stopping || !dorm_put(c->srv, p))
-        loop_release(p); /* the timer is stopped (it fired) */
+    relay_conn *c = r->conn;
+    uint64_t id = r->id;
+    record_drop(r);
+    /* The watch stays (the engine cannot cancel it): the next wait on
+     * this PID uses it again. */
     sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
-    sx__relay_conn_unref(c);
 }
 
-void sx__relay_pending_done(relay_pending *p, relay_out *o)
+/* An exit push for pid built from a wait answer's frame o: its ok, and
+ * its result or error. */
+static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
 {
-    if (p->dormant) {
-        /* Its process finished with nobody waiting: the record goes. */
-        dorm_remove(p->srv, p);
-        loop_release(p);
-        sx__relay_out_free(o);
-        sx__relay_pending_unref(p); /* the watch's */
-        return;
-    }
-    if (p->done || p->conn->state != RELAY_CONN_OPEN) {
-        if (!p->done)
-            pending_finish(p);
-        sx__relay_out_free(o);
-        sx__relay_pending_unref(p); /* the watch's */
-        return;
-    }
-    relay_conn *c = p->conn;
-    sx__relay_conn_ref(c);
-    bool wait = p->kind == RELAY_PEND_WAIT;
-    uint64_t id = p->id;
-    sx_pid pid = p->pid;
-    pending_finish(p);
-    if (o->embedded) {
-        /* The callback ran out of memory building the answer. */
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    sx_payload body = { o->data + SX_WIRE_HEADER, o->len - SX_WIRE_HEADER };
+    sx_payload v = { NULL, 0 };
+    bool ok = sx_map_get(body, "result", &v) == 0;
+    if (!ok && sx_map_get(body, "error", &v) != 0)
+        v = (sx_payload){ NULL, 0 };
+    sx_pack *pk = &c->srv->pk;
+    sx_pack_reset(pk);
+    sx_pack_map(pk, 4);
+    sx_pack_str(pk, "push");
+    sx_pack_str(pk, "exit");
+    sx_pack_str(pk, "pid");
+    sx_pack_str(pk, txt);
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, ok);
+    sx_pack_str(pk, ok ? "result" : "error");
+    if (v.len > 0)
+        sx_pack_raw(pk, v);
+    else
+        sx_pack_nil(pk);
+    if (pk->err == 0)
+        sx__relay_conn_push(c);
+    else /* out of memory: the client is told so rather than nothing */
+        sx__relay_conn_close(c);
+}
+
+/* The answer to one record r, from the watch's frame o (NULL: the
+ * callback ran out of memory). take: r may have o itself (it is the
+ * last record); returns whether it took it. */
+static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
+{
+    relay_conn *c = r->conn;
+    bool wait = r->kind == RELAY_PEND_WAIT;
+    uint64_t id = r->id;
+    record_drop(r);
+    if (c->state != RELAY_CONN_OPEN)
+        return false;
+    if (o == NULL) {
         if (wait) {
             sx__relay_reply_error(c, id, "internal", "out of memory");
-        } else {
-            char txt[SX_PID_TEXT_MAX];
-            sx_pid_format(pid, txt, sizeof(txt));
-            sx_pack *pk = &c->srv->pk;
-            sx_pack_reset(pk);
-            sx_pack_map(pk, 4);
-            sx_pack_str(pk, "push");
-            sx_pack_str(pk, "exit");
-            sx_pack_str(pk, "pid");
-            sx_pack_str(pk, txt);
-            sx_pack_str(pk, "ok");
-            sx_pack_bool(pk, false);
-            sx__relay_pack_error(pk, "internal", "out of memory");
-            sx__relay_conn_reply(c);
+            return false;
         }
-    } else {
-        o->kind = wait ? RELAY_OUT_REPLY : RELAY_OUT_PUSH;
-        if (wait)
-            id_fill(o, id);
-        if (wait) /* relaxed: a figure */
-            atomic_fetch_add_explicit(&c->srv->st_requests, 1,
-                                      memory_order_relaxed);
-        sx__relay_conn_write(c, o);
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(pid, txt, sizeof(txt));
+        sx_pack *pk = &c->srv->pk;
+        sx_pack_reset(pk);
+        sx_pack_map(pk, 4);
+        sx_pack_str(pk, "push");
+        sx_pack_str(pk, "exit");
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, txt);
+        sx_pack_str(pk, "ok");
+        sx_pack_bool(pk, false);
+        sx__relay_pack_error(pk, "internal", "out of memory");
+        sx__relay_conn_push(c);
+        return false;
     }
-    sx__relay_conn_unref(c);
-    sx__relay_pending_unref(p); /* the watch's */
+    if (!wait) {
+        exit_push(c, pid, o);
+        return false;
+    }
+    relay_out *mine = o;
+    if (!take) {
+        mine = sx__relay_out_new(RELAY_OUT_REPLY, o->len);
+        if (mine == NULL) {
+            sx__relay_reply_error(c, id, "internal", "out of memory");
+            return false;
+        }
+        memcpy(mine->data, o->data, o->len);
+        mine->len = o->len;
+    }
+    mine->kind = RELAY_OUT_REPLY;
+    mine->watch = NULL;
+    id_fill(mine, id);
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
+    sx__relay_conn_write(c, mine);
+    return take;
+}
+
+void sx__relay_watch_done(relay_watch *w, relay_out *o)
+{
+    if (w->in_table)
+        wt_remove(w->srv, w);
+    relay_out *frame = o->embedded ? NULL : o;
+    bool taken = false;
+    while (w->waiters != NULL) {
+        relay_pending *r = w->waiters;
+        /* The last wait takes the frame itself; any other record gets a
+         * copy (or a push built from it). */
+        bool last = r->wnext == NULL;
+        if (answer(r, w->pid, frame, last && !taken))
+            taken = true;
+    }
+    if (!taken && frame != NULL)
+        sx__relay_out_free(frame);
+    sx__relay_watch_unref(w); /* the watch's */
+    sx__relay_watch_unref(w); /* the table's */
 }
 
 /* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
 void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
                            int64_t timeout_ms)
 {
+    sx_server *s = c->srv;
     if (c->n_pending >= SX_RELAY_MAX_PENDING) {
         sx__relay_reply_error(
             c, id, "limit",
-            "too many waits and subscriptions on this connection");
+            "too many waits and subscriptions on this connection (65536)");
         return;
     }
-    relay_pending *p = kind == RELAY_PEND_WAIT ? dorm_take(c->srv, pid) : NULL;
-    if (p != NULL) {
-        /* A dormant wait on the same PID: it takes this request over. Its
-         * watch is registered; if it fired meanwhile, the answer is on
-         * its way through the hub and answers this request. */
-        p->done = false;
-        p->id = id;
-        p->conn = c;
-        sx__relay_conn_ref(c);
-        p->next = c->pending;
-        if (c->pending != NULL)
-            c->pending->prev = p;
-        c->pending = p;
-        c->n_pending++;
-        /* acquire: as below. */
-        if (timeout_ms >= 0 && p->has_timer && /* dormant: it has one */
-            !atomic_load_explicit(&p->fired, memory_order_acquire))
-            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
+    if (s->n_waits >= s->max_waits) {
+        char msg[128];
+        snprintf(msg, sizeof(msg),
+                 "too many waits and subscriptions in the server (%zu, "
+                 "--max-waits)",
+                 s->max_waits);
+        sx__relay_reply_error(c, id, "limit", msg);
         return;
     }
-    p = calloc(1, sizeof(*p));
-    if (p == NULL) {
+    bool timed = kind == RELAY_PEND_WAIT && timeout_ms >= 0;
+    relay_pending *r =
+        calloc(1, timed ? sizeof(*r) : offsetof(relay_pending, timer));
+    if (r == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
         return;
     }
-    p->srv = c->srv;
-    atomic_init(&p->refs, 2); /* the loop's and the watch's */
-    p->kind = kind;
-    p->id = id;
-    p->pid = pid;
-    p->conn = c;
-    sx__relay_conn_ref(c);
-    p->hub = c->srv->hub;
-    sx__relay_hub_ref(p->hub);
-    p->max_frame = c->srv->max_frame;
-    p->oom.kind = RELAY_OUT_DONE;
-    p->oom.embedded = 1;
-    p->next = c->pending;
-    if (c->pending != NULL)
-        c->pending->prev = p;
-    c->pending = p;
-    c->n_pending++;
-    watching = p;
-    int rc = sx_engine_watch(c->srv->engine, pid, watch_cb, p);
-    watching = NULL;
-    if (rc != 0) {
-        /* The callback will never run: its reference goes now. */
-        sx__relay_pending_unref(p);
-        pending_finish(p);
-        sx__relay_reply_engine(c, id, rc, pid);
-        return;
+    relay_watch *w = wt_find(s, pid);
+    if (w == NULL) {
+        w = calloc(1, sizeof(*w));
+        if (w != NULL)
+            w->pid = pid;
+        if (w == NULL || !wt_put(s, w)) {
+            free(w);
+            free(r);
+            sx__relay_reply_error(c, id, "internal", "out of memory");
+            return;
+        }
+        atomic_init(&w->refs, 2); /* the table's and the engine watch's */
+        w->hub = s->hub;
+        w->srv = s;
+        sx__relay_hub_ref(w->hub);
+        w->max_frame = s->max_frame;
+        w->oom.kind = RELAY_OUT_DONE;
+        w->oom.embedded = 1;
+        watching = w;
+        int rc = sx_engine_watch(s->engine, pid, watch_cb, w);
+        watching = NULL;
+        if (rc != 0) {
+            /* The callback will never run: both references go now. */
+            wt_remove(s, w);
+            sx__relay_watch_unref(w);
+            sx__relay_watch_unref(w);
+            free(r);
+            sx__relay_reply_engine(c, id, rc, pid);
+            return;
+        }
     }
+    r->kind = kind;
+    r->id = id;
+    r->conn = c;
+    r->w = w;
+    r->wnext = w->waiters;
+    if (w->waiters != NULL)
+        w->waiters->wprev = r;
+    w->waiters = r;
+    r->next = c->pending;
+    if (c->pending != NULL)
+        c->pending->prev = r;
+    c->pending = r;
+    c->n_pending++;
+    s->n_waits++;
+    /* relaxed: a figure. */
+    atomic_store_explicit(&s->st_waits, s->n_waits, memory_order_relaxed);
     if (kind == RELAY_PEND_SUBSCRIBE)
         sx__relay_reply_ok(c, id); /* before the push */
-    if (p->inline_out != NULL) {
-        /* Finished already: answered now, in this loop iteration's
-         * batch (the flusher writes it with the other replies). */
-        relay_out *o = p->inline_out;
-        p->inline_out = NULL;
-        sx__relay_conn_ref(c);
-        sx__relay_pending_done(p, o);
-        sx__relay_conn_unref(c);
+    if (w->inline_out != NULL) {
+        /* Finished already: answered now, in this loop iteration's batch
+         * (the flusher writes it with the other replies). */
+        relay_out *o = w->inline_out;
+        w->inline_out = NULL;
+        sx__relay_watch_done(w, o);
         return;
     }
-    if (kind == RELAY_PEND_SUBSCRIBE)
-        return; /* the push is drained from the hub later */
     /* acquire: pairs with the release in watch_cb; an answer already on
      * its way needs no timer (a 0 ms timer could beat it to the loop). */
-    if (timeout_ms >= 0 &&
-        !atomic_load_explicit(&p->fired, memory_order_acquire)) {
-        if (uv_timer_init(&c->srv->loop, &p->timer) == 0) {
-            p->timer.data = p;
-            p->has_timer = true;
-            uv_timer_start(&p->timer, timer_cb, (uint64_t)timeout_ms, 0);
-        }
+    if (timed && !atomic_load_explicit(&w->fired, memory_order_acquire) &&
+        uv_timer_init(&s->loop, &r->timer) == 0) {
+        r->timer.data = r;
+        r->has_timer = true;
+        uv_timer_start(&r->timer, timer_cb, (uint64_t)timeout_ms, 0);
     }
 }

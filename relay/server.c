@@ -102,17 +102,16 @@ int sx__relay_hub_post(relay_hub *h, relay_out *o)
 static void item_discard(relay_out *o)
 {
     switch (o->kind) {
-    case RELAY_OUT_PUSH:
-    case RELAY_OUT_SLOW: {
+    case RELAY_OUT_PUSH: {
         relay_conn *c = o->conn;
         sx__relay_out_free(o);
         sx__relay_conn_unref(c);
         break;
     }
     case RELAY_OUT_DONE: {
-        relay_pending *p = o->pend;
+        relay_watch *w = o->watch;
         sx__relay_out_free(o);
-        sx__relay_pending_unref(p);
+        sx__relay_watch_unref(w);
         break;
     }
     default:
@@ -180,7 +179,7 @@ static void close_all(sx_server *s)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     while (s->conns != NULL)
         sx__relay_conn_close(s->conns);
-    sx__relay_dormant_close_all(s);
+    sx__relay_watches_close_all(s);
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
     s->hub->bell = NULL;
@@ -195,6 +194,7 @@ static void close_all(sx_server *s)
     uv_close((uv_handle_t *)&s->bell, listener_closed);
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
     uv_close((uv_handle_t *)&s->hup, listener_closed);
+    uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
 }
 
 static void *loop_main(void *arg)
@@ -453,6 +453,16 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
     if (cfg->socket_path != NULL &&
         (s->socket_path = dup_str(cfg->socket_path)) == NULL)
         return SX_ENOMEM;
+    s->max_waits =
+        cfg->max_waits != 0 ? cfg->max_waits : SX_RELAY_MAX_WAITS_DEFAULT;
+    s->max_unauth = cfg->max_unauthenticated != 0
+                        ? cfg->max_unauthenticated
+                        : SX_RELAY_MAX_UNAUTH_DEFAULT;
+    s->auth_timeout_ms = cfg->auth_timeout_ms != 0
+                             ? cfg->auth_timeout_ms
+                             : SX_RELAY_AUTH_TIMEOUT_DEFAULT;
+    if (cfg->token != NULL && strlen(cfg->token) > SX_RELAY_TOKEN_MAX)
+        return SX_EINVAL; /* a hello with it would not fit its frame */
     if (cfg->token != NULL) {
         if ((s->token = dup_str(cfg->token)) == NULL)
             return SX_ENOMEM;
@@ -520,6 +530,8 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->flusher.data = s;
     uv_timer_init(&s->loop, &s->hup); /* cannot fail */
     s->hup.data = s;
+    uv_timer_init(&s->loop, &s->auth_timer); /* cannot fail */
+    sx__relay_auth_init(s);
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours
@@ -547,6 +559,7 @@ fail_handles:
     uv_close((uv_handle_t *)&s->bell, listener_closed);
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
     uv_close((uv_handle_t *)&s->hup, listener_closed);
+    uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);
@@ -583,10 +596,14 @@ void sx_server_stats_get(const sx_server *s, sx_server_stats *out)
     out->pushes = atomic_load_explicit(&s->st_pushes, memory_order_relaxed);
     out->output_peak =
         atomic_load_explicit(&s->st_output_peak, memory_order_relaxed);
-    /* relaxed: a figure. The hub's references are the server's and one
-     * per record (relay/pending.c). */
-    uint32_t refs = atomic_load_explicit(&s->hub->refs, memory_order_relaxed);
-    out->watches = refs > 0 ? refs - 1 : 0;
+    out->watches = atomic_load_explicit(&s->st_watches, memory_order_relaxed);
+    out->waits = atomic_load_explicit(&s->st_waits, memory_order_relaxed);
+    out->push_drops =
+        atomic_load_explicit(&s->st_push_drops, memory_order_relaxed);
+    out->unauthenticated =
+        atomic_load_explicit(&s->st_unauth, memory_order_relaxed);
+    out->auth_closed =
+        atomic_load_explicit(&s->st_auth_closed, memory_order_relaxed);
 }
 
 void sx_server_stop(sx_server *s)

@@ -29,12 +29,15 @@
 #define SX_RELAY_READ_BUF 65536
 #define SX_RELAY_WRITE_BUFS 64    /* frames per writev when flushing */
 #define SX_RELAY_PS_DEFAULT 10000 /* `ps` without `limit` */
-#define SX_RELAY_MAX_PENDING                                                   \
-    (1u << 16) /* waits + subscribes per connection                            \
-                */
+#define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection */
+#define SX_RELAY_MAX_UNAUTH_DEFAULT 64
+#define SX_RELAY_AUTH_TIMEOUT_DEFAULT 10000 /* ms */
+#define SX_RELAY_MAX_WAITS_DEFAULT                                             \
+    ((size_t)1 << 18) /* waits + subscribes in the server */
 
 typedef struct relay_conn relay_conn;
 typedef struct relay_pending relay_pending;
+typedef struct relay_watch relay_watch;
 typedef struct relay_hub relay_hub;
 
 /* What an item is for. */
@@ -43,8 +46,6 @@ enum {
     RELAY_OUT_PUSH = 1,  /* a message push built by a mailbox callback     */
     RELAY_OUT_DONE = 2,  /* a wait's reply or a subscribe's push, built by
                             a watch callback                               */
-    RELAY_OUT_SLOW = 3,  /* the connection went over its output limit, or
-                            a callback could not build a push: drop it    */
 };
 
 /* One frame on its way to a client, and the hub's unit of hand-off. Built
@@ -57,13 +58,16 @@ typedef struct relay_out {
     struct relay_out *next; /* hub FIFO link (hub mutex)               */
     uint8_t kind;           /* RELAY_OUT_*                             */
     uint8_t embedded;
-    uint8_t slow;        /* SLOW: 1 too slow, 0 a push that cannot
-                            be framed (counted apart)               */
+    uint8_t note_only;   /* PUSH: only a `dropped` notice (never
+                            dropped itself)                          */
+    uint64_t dropped;    /* PUSH: a `dropped` notice for this many
+                            messages comes before the message in
+                            data (0: none)                           */
     size_t wlen;         /* [loop] the first item of a write request:
                             the bytes that request covers (the items
                             after it hang off `next`)                */
-    relay_conn *conn;    /* PUSH, SLOW: a reference to the connection */
-    relay_pending *pend; /* DONE: the watch's reference to the record */
+    relay_conn *conn;    /* PUSH: a reference to the connection      */
+    relay_watch *watch;  /* DONE: the engine watch's reference        */
     size_t len;          /* bytes used in data (header included)       */
     size_t cap;          /* bytes allocated at data                    */
     uint8_t *data;       /* the frame: 4-byte length, then the map;
@@ -99,51 +103,64 @@ void sx__relay_hub_unref(relay_hub *h);
  * (the caller still owns o). [any thread] */
 int sx__relay_hub_post(relay_hub *h, relay_out *o);
 
-/* A wait or a subscribe in progress: what the watch callback needs to
- * answer, and what the loop needs to time it out or abandon it.
- * References: the watch's (until its answer is drained from the hub, or
- * dropped because the hub closed) and the loop's (until the record is done
- * and its timer, if any, is closed). Holds one reference to its
- * connection and one to the hub, dropped when it is freed. */
-enum { RELAY_PEND_WAIT = 1, RELAY_PEND_SUBSCRIBE = 2 };
-struct relay_pending {
+/* One engine watch per watched PID, shared by every wait and subscribe on
+ * that PID (relay/pending.c). The engine cannot cancel a watch, so the
+ * watch lives until its process finishes or the engine stops; the
+ * records (relay_pending) that hang off it are the loop's alone and go as
+ * soon as they are answered, time out or their connection closes. So what
+ * outlives a request is at most one of these per watched live process,
+ * whatever clients do. References: the table's [loop] (until the answer
+ * is drained, or the server stops) and the engine watch's (until its
+ * answer is drained from the hub, or dropped because the hub closed).
+ * Holds one reference to the hub, dropped when it is freed. */
+struct relay_watch {
     _Atomic uint32_t refs;
-    uint8_t kind; /* RELAY_PEND_*                                        */
-    uint64_t id;  /* the wait request's id                               */
     sx_pid pid;
-    relay_conn *conn; /* a reference (NULL while dormant)                 */
     relay_hub *hub;   /* a reference                                     */
-    sx_server *srv;   /* [loop] the server (its dormant table)           */
-    size_t max_frame; /* answers bigger than this become an error        */
+    sx_server *srv;   /* [loop] the server (its table)                   */
+    size_t max_frame; /* answers bigger than this become too_large       */
     /* Set (release) by the watch callback once it has built its answer;
-     * read (acquire) by the loop right after sx_engine_watch returns, so
-     * that a wait whose answer is already on its way arms no timer. */
+     * read (acquire) by the loop right after sx_engine_watch returns and
+     * by wait timers, so that a wait whose answer is already on its way
+     * is not answered `timeout` (and arms no timer). */
     _Atomic bool fired;
-    bool done; /* [loop] answered, timed out or abandoned                */
-    /* [loop] A wait that timed out while its process went on: in the
-     * server's dormant table (keeping the loop's reference and its timer)
-     * until its watch fires or a new wait on the same PID takes it over
-     * (pending.c, "dormant waits"). */
-    bool dormant;
-    relay_pending *dnext; /* [loop] the dormant table's chain */
-    bool has_timer;
-    uv_timer_t timer;           /* [loop] wait's timeout_ms    */
-    relay_pending *prev, *next; /* [loop] the connection's list */
-    relay_out oom;              /* the answer when building one
-                                   ran out of memory (embedded) */
-    /* [loop] The answer watch_cb built inline, inside sx_engine_watch on
-     * the loop thread (the process had finished already): watch_start
-     * answers it at once, without the hub's hop. */
+    bool in_table;            /* [loop] in the server's table by PID      */
+    relay_watch *hnext;       /* [loop] the table's chain                 */
+    relay_pending *waiters;   /* [loop] waits and subscribes on this PID  */
+    relay_out oom;            /* the answer when building one ran out of
+                                 memory (embedded)                        */
+    /* [loop] The answer the callback built inline, inside sx_engine_watch
+     * on the loop thread (the process had finished already): answered at
+     * once, without the hub's hop. */
     relay_out *inline_out;
 };
 
-void sx__relay_pending_unref(relay_pending *p);
+void sx__relay_watch_unref(relay_watch *w);
+
+/* A wait or a subscribe in progress [loop only]: in its watch's list and
+ * its connection's list until it is answered, times out or the
+ * connection closes; then freed (once its timer, if any, is closed). A
+ * record without a timer is allocated without the timer's bytes. */
+enum { RELAY_PEND_WAIT = 1, RELAY_PEND_SUBSCRIBE = 2 };
+struct relay_pending {
+    uint8_t kind; /* RELAY_PEND_*                                        */
+    bool has_timer;
+    uint64_t id;                  /* the request's id                    */
+    relay_conn *conn;             /* no reference: the connection frees
+                                     its records when it closes          */
+    relay_watch *w;               /* no reference: the table's outlives
+                                     every record on it                  */
+    relay_pending *wprev, *wnext; /* the watch's list                    */
+    relay_pending *prev, *next;   /* the connection's list               */
+    uv_timer_t timer;             /* wait's timeout_ms (last: see above) */
+};
 
 /* A client connection. References: the loop's (from accept until its
  * handle's close callback), one per PUSH or SLOW item in flight, one per
  * pending record. The last one frees it, on whichever thread drops it:
  * by then only plain memory is left. */
 enum { RELAY_CONN_OPEN = 0, RELAY_CONN_DRAINING = 1, RELAY_CONN_CLOSED = 2 };
+
 struct relay_conn {
     _Atomic uint32_t refs;
     sx_server *srv; /* [loop]; also read by the mailbox callback, which
@@ -168,10 +185,18 @@ struct relay_conn {
     /* Push bytes queued in the hub, not yet taken by the loop: added by
      * mailbox callbacks, taken off by the loop (relaxed: a limit check). */
     _Atomic size_t queued;
-    /* 0 -> 1 once (exchange, acq_rel) by the first callback that finds
-     * the connection over its limit; it alone posts slow_item. */
-    _Atomic uint8_t slow;
-    relay_out slow_item; /* embedded, kind SLOW               */
+    /* Messages dropped (the connection over max_output, or a push that
+     * could not be built) that the client has not been told of yet:
+     * added by mailbox callbacks and the loop, taken (exchange) by
+     * whoever sends the `dropped` notice. Relaxed: a count with no data
+     * behind it; the hub's mutex orders the notice among the messages. */
+    _Atomic uint64_t drops_unsaid;
+    /* [loop] With a token: not yet through hello with it. Such
+     * connections are on the server's unauth list, oldest first, and are
+     * closed at auth_deadline (loop time, ms). */
+    bool in_unauth;
+    uint64_t auth_deadline;
+    relay_conn *uprev, *unext;
     /* [loop] Frames written this loop iteration, not yet handed to
      * libuv (counted in unsent): the server's prepare handle writes them
      * all at once (one writev) before the loop next waits. */
@@ -234,22 +259,34 @@ struct sx_server {
     const sx_process_type **types;
     size_t n_types;
     relay_conn *conns; /* [loop] open (or draining) connections         */
+    /* [loop] Connections through hello with the token (all of them
+     * without one), at most max_connections; with a token, those not yet
+     * through it, oldest first (n_unauth, at most max_unauth), and the
+     * timer that closes them at their deadline (auth_timeout_ms after
+     * accept; runs only while there are some). */
+    size_t n_authed, n_unauth, max_unauth;
+    uint64_t auth_timeout_ms;
+    relay_conn *unauth_head, *unauth_tail;
+    uv_timer_t auth_timer;
     /* [loop] Half-closed connections (relay_conn.half_closed), and the
      * timer that looks every second whether their clients went away
      * (runs only while there are some). */
     size_t n_half;
     uv_timer_t hup;
-    /* [loop] Dormant waits by PID (pending.c): a hash table of chains,
-     * dorm_cap buckets (a power of 2, or 0), dorm_n records. */
-    relay_pending **dorm;
-    size_t dorm_cap, dorm_n;
+    /* [loop] Engine watches by PID (pending.c): a hash table of chains,
+     * wt_cap buckets (a power of 2, or 0), wt_n watches in it; n_waits
+     * wait and subscribe records alive in the whole server, at most
+     * max_waits. */
+    relay_watch **wt;
+    size_t wt_cap, wt_n, n_waits, max_waits;
     bool stopping; /* [loop]                                        */
     sx_pack pk;    /* [loop] reply bodies are built here            */
     char rbuf[SX_RELAY_READ_BUF]; /* [loop] read buffer (the decoder copies) */
     /* Figures: written by the loop, read by sx_server_stats_get on any
      * thread (relaxed: counters with no data behind them). */
     _Atomic uint64_t st_connections, st_accepted, st_requests, st_bad_frames,
-        st_slow_drops, st_pushes, st_output_peak;
+        st_slow_drops, st_pushes, st_output_peak, st_waits, st_watches,
+        st_push_drops, st_unauth, st_auth_closed;
 };
 
 /* ---- relay/conn.c [loop] ---- */
@@ -265,11 +302,21 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o);
 /* Builds a frame from srv->pk (a reply body) and writes it; out of memory
  * closes the connection. Counts one answered request. */
 void sx__relay_conn_reply(relay_conn *c);
+/* The same for a push that answers a request (a subscribe's exit push):
+ * written as a reply is (never dropped as a message push over the output
+ * limit is), counted as a push. */
+void sx__relay_conn_push(relay_conn *c);
 /* Writes what is queued, stops reading, and closes the connection once
  * everything is written (after a bad frame or a refused hello). */
 void sx__relay_conn_drain(relay_conn *c);
 /* Closes at once: mailbox freed, waits abandoned, handle closed. */
 void sx__relay_conn_close(relay_conn *c);
+/* Readies the server's auth timer's data (the timer is initialised with
+ * the loop). */
+void sx__relay_auth_init(sx_server *s);
+/* With a token: c has sent hello with it. False when the server has
+ * max_connections such connections already (c is then refused). */
+bool sx__relay_conn_authed(relay_conn *c);
 /* Takes one item from the hub (it owns it from now on). */
 void sx__relay_conn_take(sx_server *s, relay_out *o);
 /* The prepare callback: writes the batch of every dirty connection, each
@@ -304,12 +351,12 @@ void sx__relay_refuse(relay_conn *c, const char *code, const char *message);
  * request id; replies at once on errors (and to a subscribe). [loop] */
 void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
                            int64_t timeout_ms);
-/* A DONE item arrived for p: answers it unless it is done already. */
-void sx__relay_pending_done(relay_pending *p, relay_out *o);
-/* The connection closes: every pending record is abandoned. */
+/* A DONE item arrived for w: every wait and subscribe on it is answered. */
+void sx__relay_watch_done(relay_watch *w, relay_out *o);
+/* The connection closes: every pending record is dropped. */
 void sx__relay_pending_abandon_all(relay_conn *c);
-/* The server stops: every dormant wait lets go of the loop's reference
- * (its watch's reference goes when its callback finds the hub closed). */
-void sx__relay_dormant_close_all(sx_server *s);
+/* The server stops: the table lets go of every watch (a watch's own
+ * reference goes when its callback finds the hub closed). */
+void sx__relay_watches_close_all(sx_server *s);
 
 #endif

@@ -113,11 +113,29 @@ typedef struct {
                                 needs token                               */
     const char *token;       /* when set, `hello` must carry it as "token" */
     size_t max_frame;        /* 0 = SX_WIRE_MAX_FRAME_DEFAULT              */
-    size_t max_output;       /* unsent bytes per connection before it is
-                                dropped as too slow; 0 = 64 MiB            */
-    size_t max_connections;  /* 0 = 1024                                   */
+    size_t max_output;       /* unsent bytes per connection past which
+                                messages pushed to its mailbox are dropped
+                                (and counted, and the client told); twice
+                                this drops the connection; 0 = 64 MiB     */
+    size_t max_connections;  /* connections past hello (with a token) or
+                                open (without); 0 = 1024                   */
+    size_t max_waits;        /* waits + subscribes pending in the whole
+                                server; past it `limit`; 0 = 262,144       */
+    /* With a token only: connections that have not yet sent hello with it
+     * are at most max_unauthenticated (0 = 64; they take none of
+     * max_connections: the oldest is closed to make room for a new one),
+     * may send frames of at most SX_RELAY_HELLO_MAX_FRAME bytes, and are
+     * closed when auth_timeout_ms (0 = 10,000) passes without it. */
+    size_t max_unauthenticated;
+    uint64_t auth_timeout_ms;
     const char *server_name; /* `hello`'s "server"; NULL = "stepxd/<ver>"  */
 } sx_server_config;
+
+/* The largest frame body a connection may send before hello with the
+ * server's token: a hello is small. */
+#define SX_RELAY_HELLO_MAX_FRAME 4096
+/* The longest token a server takes (a hello must fit in the frame above). */
+#define SX_RELAY_TOKEN_MAX 1024
 
 typedef struct sx_server sx_server;
 
@@ -140,11 +158,22 @@ typedef struct {
      * for writing and not yet taken by the kernel); back-pressure keeps
      * it within about twice max_output plus one frame. */
     uint64_t output_peak;
-    /* Extension: wait and subscribe records alive, each holding an engine
-     * watch on a process that has not finished (answered, timed out or
-     * abandoned ones included: the engine cannot cancel a watch, so a
-     * record lives until its process finishes; docs/RELAY.md). */
+    /* Extension: PIDs with an engine watch of the server's (one per
+     * watched PID, shared by every wait and subscribe on it; the engine
+     * cannot cancel a watch, so it lives until its process finishes:
+     * docs/RELAY.md). */
     uint64_t watches;
+    /* Extension: wait and subscribe records pending (each answered, timed
+     * out or dropped with its connection, at most max_waits). */
+    uint64_t waits;
+    /* Extension: messages to client mailboxes dropped because their
+     * connection was over max_output, or could not be framed. */
+    uint64_t push_drops;
+    /* Extension: connections open and not yet through hello with the
+     * token (0 without a token), and those closed for it (evicted to make
+     * room, or auth_timeout_ms passed). */
+    uint64_t unauthenticated;
+    uint64_t auth_closed;
 } sx_server_stats;
 void sx_server_stats_get(const sx_server *s, sx_server_stats *out);
 /* Closes the listeners and every connection (their mailboxes close,
