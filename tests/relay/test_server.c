@@ -1353,10 +1353,10 @@ static uint64_t watches_after(fixture *f, uint64_t want)
  * process the server holds no watch (each poll used to keep a record and
  * an engine watch until the process finished: a client polling an idle
  * process grew the daemon without bound). A wait with a positive
- * timeout_ms that runs out still keeps its record until the process
- * finishes (RELAY.md, "a known cost"), and relay_watches counts it. A
- * poll of a finished process gets its outcome, of an unknown PID
- * not_found. Control: without the poll path in op_wait, watches is 2,000
+ * timeout_ms that runs out leaves the PID's one watch until the process
+ * finishes (the engine cannot cancel it; RELAY.md), and relay_watches
+ * counts it. A poll of a finished process gets its outcome, of an
+ * unknown PID not_found. Control: without the poll path in op_wait, watches is 2,000
  * after the polls. */
 static void test_poll_leaves_no_watch(void)
 {
