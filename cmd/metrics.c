@@ -196,12 +196,25 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
         counter(&t, "stepx_relay_bad_frames_total",
                 "Connections closed for a bad frame.", ss.bad_frames);
         counter(&t, "stepx_relay_slow_drops_total",
-                "Connections dropped for not reading.", ss.slow_drops);
+                "Connections dropped for output past twice max_output.",
+                ss.slow_drops);
+        counter(&t, "stepx_relay_push_drops_total",
+                "Messages to client mailboxes dropped (output over "
+                "max_output, or unframeable).",
+                ss.push_drops);
         counter(&t, "stepx_relay_pushes_total", "Pushes sent to clients.",
                 ss.pushes);
         gauge(&t, "stepx_relay_watches",
-              "Wait and subscribe records holding an engine watch.",
-              ss.watches);
+              "Processes with an engine watch of the relay's.", ss.watches);
+        gauge(&t, "stepx_relay_waits", "Waits and subscribes pending.",
+              ss.waits);
+        gauge(&t, "stepx_relay_unauthenticated",
+              "Connections not yet past hello with the token.",
+              ss.unauthenticated);
+        counter(&t, "stepx_relay_auth_closed_total",
+                "Connections closed before hello with the token (evicted "
+                "or past the deadline).",
+                ss.auth_closed);
     }
     if (t.oom) {
         free(t.buf);

@@ -6,6 +6,8 @@
  *          [--workers N] [--io-loops N] [--max-processes N]
  *          [--keep-outcomes N] [--stop-deadline MS] [--node N]
  *          [--load LIB.so]... [--metrics HOST:PORT] [--max-frame BYTES]
+ *          [--max-output BYTES] [--max-connections N] [--max-waits N]
+ *          [--max-unauthenticated N] [--auth-timeout MS]
  *
  * Signals: SIGINT, SIGTERM and SIGHUP (its terminal went away) stop it
  * gracefully: every process gets a cancel, the engine waits up to the
@@ -53,6 +55,8 @@ typedef struct {
     size_t n_loads;
     unsigned workers, io_loops;
     size_t max_processes, keep_outcomes, max_frame;
+    size_t max_output, max_connections, max_waits, max_unauth;
+    uint64_t auth_timeout_ms;
     int64_t stop_deadline_ms;
     uint32_t node;
 } options;
@@ -82,6 +86,22 @@ static void usage(FILE *f)
                "  --max-frame BYTES    largest frame accepted and sent "
                "(default 16 MiB,\n"
                "                       at least 4096)\n"
+               "  --max-output BYTES   unsent output per connection past "
+               "which messages to its\n"
+               "                       mailbox are dropped (told with a "
+               "`dropped` push;\n"
+               "                       default 64 MiB; twice this closes "
+               "the connection)\n"
+               "  --max-connections N  clients connected (with --token: "
+               "past hello) (default 1024)\n"
+               "  --max-waits N        waits and subscribes pending in the "
+               "daemon (default 262144)\n"
+               "  --max-unauthenticated N  with --token: connections not yet "
+               "past hello;\n"
+               "                       the oldest is closed to make room "
+               "(default 64)\n"
+               "  --auth-timeout MS    with --token: time to send hello "
+               "(default 10000)\n"
                "  --help               this text\n");
 }
 
@@ -125,6 +145,8 @@ static int parse_args(int argc, char **argv, options *o)
             "--metrics",   "--load",          "--workers",
             "--io-loops",  "--max-processes", "--keep-outcomes",
             "--max-frame", "--stop-deadline", "--node",
+            "--max-output", "--max-connections", "--max-waits",
+            "--max-unauthenticated", "--auth-timeout",
         };
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -144,8 +166,16 @@ static int parse_args(int argc, char **argv, options *o)
             o->socket_from = "--socket ";
         } else if (strcmp(a, "--listen") == 0)
             o->listen = v;
-        else if (strcmp(a, "--token") == 0)
+        else if (strcmp(a, "--token") == 0) {
+            if (strlen(v) > SX_RELAY_TOKEN_MAX) {
+                fprintf(stderr,
+                        "stepxd: --token is at most %d bytes (a hello with "
+                        "it must fit in %d bytes)\n",
+                        SX_RELAY_TOKEN_MAX, SX_RELAY_HELLO_MAX_FRAME);
+                return 2;
+            }
             o->token = v;
+        }
         else if (strcmp(a, "--metrics") == 0)
             o->metrics = v;
         else if (strcmp(a, "--load") == 0) {
@@ -178,6 +208,21 @@ static int parse_args(int argc, char **argv, options *o)
             o->stop_deadline_ms = (int64_t)n;
         else if (strcmp(a, "--node") == 0 && parse_u64(v, 0, UINT32_MAX, &n))
             o->node = (uint32_t)n;
+        else if (strcmp(a, "--max-output") == 0 &&
+                 parse_u64(v, 4096, (uint64_t)1 << 40, &n))
+            o->max_output = (size_t)n;
+        else if (strcmp(a, "--max-connections") == 0 &&
+                 parse_u64(v, 1, 1000000, &n))
+            o->max_connections = (size_t)n;
+        else if (strcmp(a, "--max-waits") == 0 &&
+                 parse_u64(v, 1, 100000000, &n))
+            o->max_waits = (size_t)n;
+        else if (strcmp(a, "--max-unauthenticated") == 0 &&
+                 parse_u64(v, 1, 1000000, &n))
+            o->max_unauth = (size_t)n;
+        else if (strcmp(a, "--auth-timeout") == 0 &&
+                 parse_u64(v, 1, 3600000, &n))
+            o->auth_timeout_ms = n;
         else {
             fprintf(stderr, "stepxd: bad option or value: %s %s (see --help)\n",
                     a, v);
@@ -334,7 +379,12 @@ int main(int argc, char **argv)
     sx_server_config scfg = { .socket_path = o.socket_path,
                               .listen = o.listen,
                               .token = o.token,
-                              .max_frame = o.max_frame };
+                              .max_frame = o.max_frame,
+                              .max_output = o.max_output,
+                              .max_connections = o.max_connections,
+                              .max_waits = o.max_waits,
+                              .max_unauthenticated = o.max_unauth,
+                              .auth_timeout_ms = o.auth_timeout_ms };
     sx_server *srv;
     if ((rc = sx_server_start(e, &scfg, &srv)) != 0) {
         /* SX_EINVAL is a listening address the server refuses: say which

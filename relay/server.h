@@ -43,7 +43,7 @@ typedef struct relay_hub relay_hub;
 /* What an item is for. */
 enum {
     RELAY_OUT_REPLY = 0, /* a reply built on the loop                      */
-    RELAY_OUT_PUSH = 1,  /* a message push built by a mailbox callback     */
+    RELAY_OUT_PUSH = 1,  /* a message push (and any `dropped` notice) */
     RELAY_OUT_DONE = 2,  /* a wait's reply or a subscribe's push, built by
                             a watch callback                               */
 };
@@ -156,8 +156,8 @@ struct relay_pending {
 };
 
 /* A client connection. References: the loop's (from accept until its
- * handle's close callback), one per PUSH or SLOW item in flight, one per
- * pending record. The last one frees it, on whichever thread drops it:
+ * handle's close callback) and one per PUSH item in flight (its pending
+ * records hold none: it frees them as it closes). The last one frees it, on whichever thread drops it:
  * by then only plain memory is left. */
 enum { RELAY_CONN_OPEN = 0, RELAY_CONN_DRAINING = 1, RELAY_CONN_CLOSED = 2 };
 
@@ -296,8 +296,9 @@ void sx__relay_accept(uv_stream_t *listener, int status);
 /* Hands a finished frame to the connection (it takes o): queued in the
  * connection's batch, written with everything else produced this loop
  * iteration before the loop next waits (sx__relay_flush_cb), or freed
- * when the connection is closing. A PUSH over the output limit drops the
- * connection as slow; so does any frame over twice the limit. */
+ * when the connection is closing. A message PUSH onto a connection over
+ * its output limit is dropped and counted (the client is told later);
+ * any frame past twice the limit drops the connection as slow. */
 void sx__relay_conn_write(relay_conn *c, relay_out *o);
 /* Builds a frame from srv->pk (a reply body) and writes it; out of memory
  * closes the connection. Counts one answered request. */
