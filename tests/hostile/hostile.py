@@ -183,6 +183,15 @@ def decode(body):
         raise Undecodable(body, "%s: %s" % (type(e).__name__, e))
 
 
+def readable(sock, timeout):
+    """True when sock (anything with fileno()) has something to read (or
+    an end of file) within timeout seconds; poll, not select, because the
+    descriptors of a case with a thousand connections pass FD_SETSIZE."""
+    p = select.poll()
+    p.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(max(0, int(timeout * 1000 + 0.999))))
+
+
 def parse_pid(text):
     """'{node@host|id}' -> (node, host, id)."""
     if not (isinstance(text, str) and text.startswith("{")
@@ -295,11 +304,12 @@ class Conn:
                 return decode(body)
             if self.closed:
                 raise ConnClosed(self.closed)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ReadTimeout("no frame within %.1f s" % timeout)
-            r, _, _ = select.select([self.sock], [], [], left)
-            if not r:
+            # One look at the socket even when the time is up (timeout 0:
+            # whatever has arrived already).
+            left = max(0.0, deadline - time.monotonic())
+            if not readable(self.sock, left):
+                if time.monotonic() >= deadline:
+                    raise ReadTimeout("no frame within %.1f s" % timeout)
                 continue
             try:
                 chunk = self.sock.recv(1 << 20)
@@ -626,8 +636,7 @@ class Bystander:
     def wait_ready(self, timeout=None):
         """Waits for its first good round; False when it did not come."""
         timeout = timeout or PROFILE.t(10)
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
+        if not readable(self.proc.stdout, timeout):
             return False
         return self.proc.stdout.readline().strip() == b"ready"
 
@@ -796,7 +805,7 @@ class Case:
         at = rep["at"][rep["latencies"].index(max(rep["latencies"]))] \
             if rep["latencies"] else None
         self.figure("bystander (%s)" % during,
-                    "%d rounds, worst %.3f s%s, median %.4f s%s"
+                    "%d rounds, worst %.4f s%s, median %.4f s%s"
                     % (rep["rounds"], worst,
                        "" if at is None else " (round started at +%.1f s)"
                        % at, med,
@@ -809,7 +818,7 @@ class Case:
         self.check("bystander's worst latency under %.1f s (%s)"
                    % (PROFILE.latency_s, during),
                    bool(lat) and worst < PROFILE.latency_s,
-                   "worst %.3f s" % worst)
+                   "worst %.4f s" % worst)
         return rep
 
     def run(self, fn, *args):

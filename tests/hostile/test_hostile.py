@@ -57,7 +57,6 @@ check failed, 77 skipped (msgpack missing), 2 usage.
 
 import collections
 import os
-import select
 import signal
 import socket
 import statistics
@@ -82,14 +81,23 @@ def counts(replies):
 # ------------------------------------------------------- 1. quadratic stall
 
 def case_quadratic_stall(case, exe):
-    d = case.daemon(exe)
+    # The attacker is on loopback TCP: its 3.4 MB of requests then reach
+    # the server in big gulps (libuv reads up to 32 x 64 KiB a loop
+    # iteration), so tens of thousands of waits are registered before the
+    # first 1 ms timer runs, each with a record of its own; over a Unix
+    # socket (a ~200 KiB socket buffer) a later wait mostly takes over a
+    # timed-out one instead and far fewer records pile up. The figure
+    # "relay_watches after the timeouts" says how many there were.
+    # Not scaled down in the sanitizer profile: the attack is cheap, and
+    # its size is the point.
+    d = case.daemon(exe, tcp=True)
     if d is None:
         return
-    n = PROFILE.n(65000)
+    n = 65000
     b = case.bystander(d)
     time.sleep(0.5)
     rss0 = d.rss_mib()
-    a = d.connect(timeout=PROFILE.t(180))
+    a = d.connect(tcp=True, timeout=PROFILE.t(180))
     pid = a.call("submit", type="echo", method="serve", input=[])["pid"]
     base = a.next_id
     ids = list(range(base, base + n))
@@ -225,11 +233,17 @@ TOKEN = "hostile-token-Zq8"
 
 
 def case_unauthenticated(case, exe):
-    hostile.raise_nofile(8192)
+    # Two descriptors a connection (ours and the daemon's, which inherits
+    # our limit), plus some.
+    nofile = hostile.raise_nofile(8192)
     d = case.daemon(exe, tcp=True, token=TOKEN)
     if d is not None:
         _unauth_big_frames(case, d)
-        _unauth_idle_crowd(case, d)
+        if nofile >= 1100:
+            _unauth_idle_crowd(case, d)
+        else:
+            case.note("(b) SKIPPED: RLIMIT_NOFILE is %d (hard limit), too "
+                      "few for 1,030 connections" % nofile)
         _unauth_bad_version(case, d)
     _unauth_deadline(case, exe)
 
@@ -241,8 +255,9 @@ def _tcp_raw(d):
 
 
 def _read_error_frame(s, timeout):
-    """An error frame the server sent on raw socket s, and whether it closed
-    the connection after it: (frame or None, 'eof'/'reset'/None)."""
+    """An error frame the server sent on raw socket s within timeout, and
+    whether it closed the connection after it (within half a second more):
+    (frame or None, 'end of file'/'reset (...)'/None)."""
     c = Conn.wrap(s, timeout)
     m = None
     try:
@@ -251,8 +266,15 @@ def _read_error_frame(s, timeout):
         pass
     except Undecodable as e:
         m = {"undecodable": str(e)}
-    why = c.poll_closed(min(timeout, PROFILE.t(2)) if m is not None else 0)
+    why = c.poll_closed(PROFILE.t(0.5) if m is not None else 0)
     return m, why
+
+
+def _fates(socks, timeout):
+    """_read_error_frame for each of socks, within one shared deadline."""
+    deadline = time.monotonic() + timeout
+    return [_read_error_frame(s, max(0.0, deadline - time.monotonic()))
+            for s in socks]
 
 
 def _unauth_big_frames(case, d):
@@ -276,8 +298,7 @@ def _unauth_big_frames(case, d):
             left = size - len(body_head) - 1  # the frame never completes
             while left > 0:
                 # Stop as soon as the server has said something.
-                r, _, _ = select.select([s], [], [], 0)
-                if r:
+                if hostile.readable(s, 0):
                     outcome[k] = "server spoke"
                     return
                 n = s.send(chunk[:min(len(chunk), left)])
@@ -301,7 +322,7 @@ def _unauth_big_frames(case, d):
         t.join(0.1)
     time.sleep(0.5)
     peak = max(peak, d.rss_mib())
-    res = [_read_error_frame(s, PROFILE.t(2)) for s in socks]
+    res = _fates(socks, PROFILE.t(2))
     for s in socks:
         s.close()
     good = sum(1 for m, why in res
@@ -352,7 +373,7 @@ def _unauth_idle_crowd(case, d):
                "unauthenticated connections" % n,
                isinstance(r, dict) and r.get("ok"), repr(r)[:300])
     # What became of the idle ones: closed with limit (the oldest), or open.
-    res = [_read_error_frame(s, 0.05) for s in socks]
+    res = _fates(socks, 0.2)
     fates = ["open" if m is None and why is None else
              "%s/%s" % (error_code(m) if m is not None else "nothing", why)
              for m, why in res]
@@ -567,9 +588,10 @@ def case_slow_reader(case, exe):
         if wait_reply is not None and received + dropped >= n_msgs:
             break
     took = time.monotonic() - t0
-    case.figure("victim read", "%d frames in %.1f s (one a second for the "
-                "first %s s): %s" % (len(events), took, slow_until and
-                                     round(slow_until, 1), _squash(events)))
+    case.figure("victim read", "%d frames in %.1f s (%s): %s"
+                % (len(events), took, "one a second" if slow_until is None
+                   else "one a second for the first %.1f s" % slow_until,
+                   _squash(events)))
     case.figure("attacker's %d sends of %d MiB" % (n_msgs, size // MiB),
                 dict(collections.Counter(sends)))
     case.figure("RSS before / peak", "%.1f / %.1f MiB (max output %d MiB)"
@@ -713,11 +735,13 @@ def case_outcome_pin(case, exe):
     w = c.call("wait", pid=r.get("pid"), timeout_ms=int(PROFILE.t(30) * 1000),
                timeout=PROFILE.t(40)) if r.get("ok") else r
     out = w.get("result", {}).get("stdout") if w.get("ok") else None
-    case.figure("exec head -c 3000000: stdout bytes kept",
-                len(out) if isinstance(out, bytes) else repr(w)[:200])
-    case.check("exec's captured stdout is at most 1 MiB",
-               isinstance(out, bytes) and len(out) <= MiB,
-               "%s bytes" % (len(out) if isinstance(out, bytes) else None))
+    case.figure("exec head -c 3000000", "stdout of %d bytes kept"
+                % len(out) if isinstance(out, bytes) else repr(w)[:200])
+    # Bounded either way: cut to at most 1 MiB, or the process fails for it.
+    case.check("exec's captured stdout is bounded (at most 1 MiB kept, or "
+               "the process fails for its size)",
+               (isinstance(out, bytes) and len(out) <= MiB) or
+               error_code(w) in ("failed", "too_large"), repr(w)[:200])
     case.check_bystander(b, "a fanout of %d x 1 MB outputs" % n)
 
 
