@@ -448,6 +448,8 @@ class Daemon:
     port), started with the given flags; use as a context manager or call
     stop() in a finally."""
 
+    n_logs = 0  # log files are numbered across daemons (two may share a dir)
+
     def __init__(self, exe, flags=(), tcp=False, token=None, socket_path=None,
                  tmpdir=None):
         self.exe = exe
@@ -460,6 +462,8 @@ class Daemon:
         self.port = None
         self.proc = None
         self.log_path = None
+        self.logs = []  # one per start
+        self.exits = []  # (how it was stopped, exit status)
         self._control = None
         self.starts = 0
 
@@ -476,8 +480,10 @@ class Daemon:
                 argv += ["--token", self.token]
             argv += self.flags
             self.argv = argv
+            Daemon.n_logs += 1
             self.log_path = os.path.join(self.tmpdir,
-                                         "stepxd.%d.log" % self.starts)
+                                         "stepxd.%d.log" % Daemon.n_logs)
+            self.logs.append(self.log_path)
             env = dict(os.environ)
             if PROFILE.sanitizer:
                 # A small quarantine, so that RSS says what the daemon
@@ -493,6 +499,8 @@ class Daemon:
                 self._wait_listening()
                 return self
             except DaemonStartError as e:
+                self.kill(signal.SIGKILL)
+                self.exits[-1] = ("did not start", self.exits[-1][1])
                 if "EADDRINUSE" in str(e) and self.tcp and attempt < 2:
                     continue
                 raise
@@ -524,12 +532,24 @@ class Daemon:
                                        % PROFILE.t(10))
             time.sleep(0.02)
 
-    def log(self):
+    def log(self, path=None):
         try:
-            with open(self.log_path, "rb") as f:
+            with open(path or self.log_path, "rb") as f:
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+
+    SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                       "runtime error:", "WARNING: ThreadSanitizer")
+
+    def sanitizer_reports(self):
+        """Lines of its logs (every start) where a sanitizer spoke."""
+        out = []
+        for path in self.logs:
+            for line in self.log(path).splitlines():
+                if any(m in line for m in self.SANITIZER_MARKS):
+                    out.append("%s: %s" % (os.path.basename(path), line))
+        return out
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -539,24 +559,33 @@ class Daemon:
         if self._control is not None:
             self._control.close()
             self._control = None
+        if self.proc is None:
+            return None
         if not self.alive():
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=PROFILE.t(10))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def stop(self):
-        if self.proc is not None:
-            rc = self.kill(signal.SIGTERM)
+            rc = self.proc.returncode
+            self.exits.append(("had exited", rc))
             self.proc = None
             return rc
-        return None
+        self.proc.send_signal(sig)
+        how = signal.Signals(sig).name
+        try:
+            rc = self.proc.wait(timeout=PROFILE.t(10))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            how += ", then SIGKILL after %.0f s" % PROFILE.t(10)
+        self.exits.append((how, rc))
+        self.proc = None
+        return rc
+
+    def stop(self):
+        return self.kill(signal.SIGTERM)
 
     def cleanup(self):
         self.stop()
+        self.remove_files()
+
+    def remove_files(self):
         if self.own_tmp:
             for name in os.listdir(self.tmpdir):
                 try:
@@ -746,6 +775,7 @@ class Case:
         self.passed = 0
         self.t0 = time.monotonic()
         self.cleanups = []
+        self.daemons = []
         print("=== hostile case: %s" % name)
         print("    %s" % PROFILE)
         sys.stdout.flush()
@@ -771,8 +801,7 @@ class Case:
     def daemon(self, exe, flags=(), **kw):
         """Starts a daemon that is stopped when the case ends; a daemon that
         does not start is a failed check (and None)."""
-        d = Daemon(exe, flags, **kw)
-        self.cleanups.append(d.cleanup)
+        d = self.own(Daemon(exe, flags, **kw))
         try:
             d.start()
         except DaemonStartError as e:
@@ -781,6 +810,40 @@ class Case:
                        str(e))
             return None
         return d
+
+    def own(self, d):
+        """d is stopped at the end of the case, and its logs looked at."""
+        self.daemons.append(d)
+        return d
+
+    def _stop_daemons(self):
+        """Stops every daemon, checks their logs for sanitizer reports and
+        that none died on its own, then removes their files."""
+        for d in self.daemons:
+            try:
+                d.stop()
+            except Exception:
+                pass
+        for k, d in enumerate(self.daemons):
+            if not d.logs:
+                continue
+            name = "stepxd #%d (%s)" % (k + 1, " ".join(d.flags) or
+                                         "default flags")
+            self.figure("%s: stopped by / exit status" % name,
+                        ", ".join("%s / %s" % e for e in d.exits) or "none")
+            reports = d.sanitizer_reports()
+            died = [rc for how, rc in d.exits if how == "had exited"]
+            self.check("%s: lived until the case stopped it, and no "
+                       "sanitizer spoke" % name, not reports and not died,
+                       "" if not reports and not died else
+                       "exited on its own: %s; sanitizer lines: %s; log "
+                       "ends: %s" % (died, "\n        ".join(reports[:10]),
+                                     d.log()[-500:]))
+        for d in self.daemons:
+            try:
+                d.remove_files()
+            except Exception:
+                pass
 
     def bystander(self, daemon, tcp=False):
         b = Bystander(daemon, tcp)
@@ -835,6 +898,7 @@ class Case:
                     c()
                 except Exception:
                     pass
+            self._stop_daemons()
         took = time.monotonic() - self.t0
         print("=== %s: %d checks passed, %d failed (%.1f s)"
               % (self.name, self.passed, len(self.failed), took))

@@ -328,7 +328,7 @@ def _unauth_big_frames(case, d):
     good = sum(1 for m, why in res
                if m is not None and m.get("id") == 0 and not m.get("ok")
                and error_code(m) == "bad_frame" and why is not None)
-    case.figure("15 MiB frames sent without a token",
+    case.figure("%d MiB frames sent without a token" % (size // MiB),
                 "%d connections, %.1f MiB of bodies sent in all; outcomes %s"
                 % (nconn, sum(sent) / MiB,
                    dict(collections.Counter(outcome))))
@@ -467,7 +467,9 @@ def _pid_restart(case, exe, sig):
     path = os.path.join(tmp, "stepxd.sock")
     d1 = Daemon(exe, socket_path=path, tmpdir=tmp)
     d2 = Daemon(exe, socket_path=path, tmpdir=tmp)
-    case.cleanups += [d1.cleanup, d2.cleanup]
+    d1.own_tmp = True  # removes the directory, d2's files too, at the end
+    case.own(d1)
+    case.own(d2)
     d1.start()
     c1, old = _pid_session(d1)
     rc = d1.kill(sig)
@@ -493,10 +495,7 @@ def _pid_restart(case, exe, sig):
                    "%r" % (p in live, w))
     case.check_bystander(b, "%s restart, terminates of old PIDs" % name)
     c2.close()
-    d2.cleanup()
-    for f in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, f))
-    os.rmdir(tmp)
+    d2.stop()
 
 
 # --------------------------------------------------------- 5. slow reader
