@@ -80,14 +80,32 @@ def counts(replies):
 
 # ------------------------------------------------------- 1. quadratic stall
 
+def _big_sndbuf(sock, want=16 * MiB):
+    """Raises sock's send buffer as far as this process may (SO_SNDBUFFORCE
+    needs CAP_NET_ADMIN; SO_SNDBUF stops at net.core.wmem_max); returns
+    the buffer the kernel gives (it doubles the number asked for)."""
+    for opt in (32, socket.SO_SNDBUF):  # 32: SO_SNDBUFFORCE (Linux)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, want)
+        except OSError:
+            continue
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= want:
+            break
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+
 def case_quadratic_stall(case, exe):
-    # The attacker is on loopback TCP: its 3.4 MB of requests then reach
-    # the server in big gulps (libuv reads up to 32 x 64 KiB a loop
-    # iteration), so tens of thousands of waits are registered before the
-    # first 1 ms timer runs, each with a record of its own; over a Unix
-    # socket (a ~200 KiB socket buffer) a later wait mostly takes over a
-    # timed-out one instead and far fewer records pile up. The figure
-    # "relay_watches after the timeouts" says how many there were.
+    # The attack needs many waits registered before the first 1 ms timer
+    # runs (each then keeps a record of its own; a wait that comes after a
+    # timeout mostly takes a timed-out record over instead). libuv reads
+    # up to 32 x 64 KiB from a connection in one loop iteration, so the
+    # attacker's requests must be queued in the kernel in gulps that big:
+    # over a Unix socket the queue is the sender's send buffer, which the
+    # attacker raises (SO_SNDBUFFORCE as root, else up to wmem_max); when
+    # it cannot get 4 MiB it uses loopback TCP, whose buffers grow with a
+    # fast reader (a release build; a sanitizer build reads too slowly for
+    # that). The figure "relay_watches after the timeouts" says how many
+    # records there were (about 40,000 at best: 2 MiB of 52-byte frames).
     # Not scaled down in the sanitizer profile: the attack is cheap, and
     # its size is the point.
     d = case.daemon(exe, tcp=True)
@@ -97,7 +115,14 @@ def case_quadratic_stall(case, exe):
     b = case.bystander(d)
     time.sleep(0.5)
     rss0 = d.rss_mib()
-    a = d.connect(tcp=True, timeout=PROFILE.t(180))
+    a = d.connect(timeout=PROFILE.t(180))
+    buf = _big_sndbuf(a.sock)
+    how = "Unix socket, send buffer %.1f MiB" % (buf / MiB)
+    if buf < 4 * MiB:
+        a.close()
+        a = d.connect(tcp=True, timeout=PROFILE.t(180))
+        how += " (too small): loopback TCP instead"
+    case.figure("attacker's connection", how)
     pid = a.call("submit", type="echo", method="serve", input=[])["pid"]
     base = a.next_id
     ids = list(range(base, base + n))
