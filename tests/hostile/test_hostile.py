@@ -210,8 +210,13 @@ def _abandoned_rounds(case, d):
                    "relay_waits %s%s, relay_watches %s"
                    % (waits, " (no such key)" if waits is None else "",
                       watches))
+        if rnd == 1:
+            rss_r1 = d.rss_mib()
     time.sleep(1.0)
     rss1 = d.rss_mib()
+    case.figure("RSS growth from the end of round 1 to the end of round 6",
+                "+%.1f MiB (what piles up round after round, rather than "
+                "one round's worth kept by the allocator)" % (rss1 - rss_r1))
     bound = 64 + PROFILE.rss_slack_mib()
     case.figure("RSS before round 1 / after round 6 (+1 s)",
                 "%.1f / %.1f MiB (+%.1f MiB)" % (rss0, rss1, rss1 - rss0))
