@@ -59,7 +59,6 @@ import collections
 import os
 import signal
 import socket
-import statistics
 import struct
 import sys
 import tempfile
