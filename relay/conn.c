@@ -362,7 +362,24 @@ static void pump(relay_conn *c)
     if (c->pumping)
         return;
     c->pumping = true;
+    unsigned turn = 0;
     while (c->state == RELAY_CONN_OPEN) {
+        if (turn++ == SX_RELAY_PUMP_BATCH) {
+            /* Its turn is over: the rest after the other connections'
+             * I/O (reading stops meanwhile, so libuv reads no more of
+             * this one into the decoder either). */
+            reading(c, false);
+            if (!c->in_more) {
+                sx_server *s = c->srv;
+                c->in_more = true;
+                sx__relay_conn_ref(c);
+                c->more_next = s->more;
+                if (s->more == NULL)
+                    uv_idle_start(&s->again, sx__relay_again_cb);
+                s->more = c;
+            }
+            break;
+        }
         if (c->unsent > c->max_output) {
             reading(c, false);
             break;
@@ -384,6 +401,24 @@ static void pump(relay_conn *c)
         sx__relay_handle(c, body);
     }
     c->pumping = false;
+}
+
+void sx__relay_again_cb(uv_idle_t *h)
+{
+    sx_server *s = h->data;
+    relay_conn *list = s->more;
+    s->more = NULL;
+    uv_idle_stop(h);
+    while (list != NULL) {
+        relay_conn *c = list;
+        list = c->more_next;
+        c->more_next = NULL;
+        c->in_more = false;
+        /* Over its output limit it waits for its writes, as before. */
+        if (c->state == RELAY_CONN_OPEN && c->unsent <= c->max_output)
+            pump(c); /* may queue it again */
+        sx__relay_conn_unref(c);
+    }
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)

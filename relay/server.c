@@ -179,6 +179,12 @@ static void close_all(sx_server *s)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     while (s->conns != NULL)
         sx__relay_conn_close(s->conns);
+    while (s->more != NULL) { /* their turns are over for good */
+        relay_conn *c = s->more;
+        s->more = c->more_next;
+        c->in_more = false;
+        sx__relay_conn_unref(c);
+    }
     sx__relay_watches_close_all(s);
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
@@ -195,6 +201,7 @@ static void close_all(sx_server *s)
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
     uv_close((uv_handle_t *)&s->hup, listener_closed);
     uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
+    uv_close((uv_handle_t *)&s->again, listener_closed);
 }
 
 static void *loop_main(void *arg)
@@ -532,6 +539,8 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->hup.data = s;
     uv_timer_init(&s->loop, &s->auth_timer); /* cannot fail */
     sx__relay_auth_init(s);
+    uv_idle_init(&s->loop, &s->again); /* cannot fail */
+    s->again.data = s;
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours
@@ -560,6 +569,7 @@ fail_handles:
     uv_close((uv_handle_t *)&s->flusher, listener_closed);
     uv_close((uv_handle_t *)&s->hup, listener_closed);
     uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
+    uv_close((uv_handle_t *)&s->again, listener_closed);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);

@@ -29,6 +29,10 @@
 #define SX_RELAY_READ_BUF 65536
 #define SX_RELAY_WRITE_BUFS 64    /* frames per writev when flushing */
 #define SX_RELAY_PS_DEFAULT 10000 /* `ps` without `limit` */
+/* Requests answered from one connection before the loop turns to the
+ * others (one client pipelining 65,000 waits does not hold everyone else
+ * for the whole batch). */
+#define SX_RELAY_PUMP_BATCH 512
 #define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection */
 #define SX_RELAY_MAX_UNAUTH_DEFAULT 64
 #define SX_RELAY_AUTH_TIMEOUT_DEFAULT 10000 /* ms */
@@ -177,6 +181,8 @@ struct relay_conn {
     bool reading;         /* [loop] uv_read_start is in force            */
     bool authed;          /* [loop] hello carried the token (or none set) */
     bool pumping;         /* [loop] inside conn_pump (no re-entry)       */
+    bool in_more;         /* [loop] on the server's more list            */
+    relay_conn *more_next; /* [loop]                                     */
     size_t unsent;        /* [loop] bytes handed to uv_write, not done   */
     size_t max_output;    /* immutable copy of the server's limit        */
     /* Mirror of unsent for mailbox callbacks: written by the loop, read
@@ -222,6 +228,12 @@ struct sx_server {
     uv_loop_t loop;
     uv_async_t bell;      /* the hub's doorbell                               */
     uv_prepare_t flusher; /* writes every dirty connection's batch      */
+    /* [loop] Connections that used their turn (SX_RELAY_PUMP_BATCH
+     * requests) with more frames in hand, each holding a reference; the
+     * idle handle answers the rest on the next loop iteration, after the
+     * others' I/O (runs only while there are some). */
+    relay_conn *more;
+    uv_idle_t again;
     relay_conn *dirty;    /* [loop] connections with a batch to write   */
     uv_pipe_t pipe;
     uv_tcp_t tcp;
@@ -318,6 +330,8 @@ void sx__relay_auth_init(sx_server *s);
 /* With a token: c has sent hello with it. False when the server has
  * max_connections such connections already (c is then refused). */
 bool sx__relay_conn_authed(relay_conn *c);
+/* The idle callback: connections that used their turn go on. */
+void sx__relay_again_cb(uv_idle_t *h);
 /* Takes one item from the hub (it owns it from now on). */
 void sx__relay_conn_take(sx_server *s, relay_out *o);
 /* The prepare callback: writes the batch of every dirty connection, each
