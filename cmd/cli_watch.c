@@ -128,6 +128,12 @@ static int watch_loop(cli *c, const char *target)
             json_decref(j);
         } else if (strcmp(kind, "message") == 0) {
             print_message(push.body);
+        } else if (strcmp(kind, "dropped") == 0) {
+            uint64_t n = 0;
+            cli_get_u64(push.body, "count", &n);
+            printf("dropped %llu message%s (this client read too slowly, "
+                   "or they could not be sent)\n",
+                   (unsigned long long)n, n == 1 ? "" : "s");
         }
         rc = -1;
         if (strcmp(kind, "exit") == 0) {
