@@ -652,6 +652,63 @@ static void test_outcome_bytes_across_shards(void)
     down(e);
 }
 
+typedef struct {
+    sx_engine *e;
+    uint64_t seed;
+    int bad;
+} racer;
+
+/* Submits and waits for 100 outcomes of 1 to 128 KiB, one at a time. */
+static void *race_main(void *arg)
+{
+    racer *r = arg;
+    for (int i = 0; i < 100; i++) {
+        int64_t len = 1 + (int64_t)(sx_test_rng(&r->seed) % (128 << 10));
+        bool fail = sx_test_rng(&r->seed) % 4 == 0;
+        sx_pid pid;
+        sx_result res;
+        uint8_t b[SX_PAYLOAD_INT_MAX];
+        sx_payload in = sx_payload_int(b, len);
+        if (sx_engine_submit(r->e, "sized", fail ? "fail" : "run", &in, 1,
+                             &pid) != 0) {
+            r->bad++;
+            continue;
+        }
+        int rc = sx_engine_wait(r->e, pid, WAIT_MS, &res);
+        if (rc == SX_ENOTFOUND)
+            continue; /* finished and pushed out before the wait looked */
+        if (rc != 0 || res.error != (fail ? SX_EFAILED : 0) ||
+            (fail ? strlen(res.error_msg) : res.value.len) != (size_t)len)
+            r->bad++;
+        if (rc == 0)
+            sx_result_free(&res);
+    }
+    return NULL;
+}
+
+/* Property: 4 threads finishing outcomes of up to 128 KiB at once on 2
+ * workers, with a budget of 512 KiB, get every outcome they wait for
+ * whole (or SX_ENOTFOUND when it was pushed out first), and the bytes
+ * held end within the budget and its slack: evictions across shards race
+ * each other's and the owners' puts. */
+static void test_outcome_bytes_concurrent(void)
+{
+    sx_engine_config cfg = { .workers = 2, .keep_outcome_bytes = BUDGET / 2 };
+    sx_engine *e = up(&cfg);
+    racer r[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (racer){ e, 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1), 0 };
+        CHECK(pthread_create(&th[i], NULL, race_main, &r[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(r[i].bad, 0);
+    }
+    CHECK(bytes_held(e, NULL) <= BUDGET / 2 + SLACK + (128 << 10));
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "max_result_exact", test_max_result_exact },
     { "max_result_seen_by_all", test_max_result_seen_by_all },
@@ -660,6 +717,7 @@ static const sx_test_case cases[] = {
     { "outcome_bytes_budget", test_outcome_bytes_budget },
     { "outcome_bytes_newest_kept", test_outcome_bytes_newest_kept },
     { "outcome_bytes_across_shards", test_outcome_bytes_across_shards },
+    { "outcome_bytes_concurrent", test_outcome_bytes_concurrent },
 };
 
 SX_TEST_MAIN(cases)
