@@ -71,8 +71,8 @@ static int print_ok(cli *c, const char *human, json_t *fields)
 int cli_wait_pid(cli *c, sx_pid pid, int64_t deadline_ms, cli_progress *p,
                  const char *label, sx_reply *out)
 {
-    static const char *const pass[] = { "timeout", "failed", "terminated",
-                                        "cancelled", NULL };
+    static const char *const pass[] = { "timeout",   "failed",    "terminated",
+                                        "cancelled", "too_large", NULL };
     char text[SX_PID_TEXT_MAX];
     pid_text(pid, text);
     for (;;) {

@@ -131,6 +131,12 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
           st.sleeps);
     gauge(&t, "stepx_process_slots",
           "Process slots in the table, in use or free.", st.slots);
+    gauge(&t, "stepx_outcomes", "Finished outcomes held for wait.",
+          st.outcomes);
+    gauge(&t, "stepx_outcome_bytes",
+          "Bytes of results and error messages held for wait "
+          "(--keep-outcome-bytes).",
+          st.outcome_bytes);
     counter(&t, "stepx_yield_timeouts_total",
             "Yields answered SX_ETIMEDOUT by their timeout.", st.timeouts);
 

@@ -69,7 +69,8 @@ static void usage(FILE *f)
         "{\"$map\": [[key, value], ...]}. Both forms also send one.\n"
         "\n"
         "exit codes: 0 ok; 1 the process failed, was terminated or "
-        "cancelled;\n"
+        "cancelled,\n"
+        "  or its result was too large;\n"
         "  2 usage (bad arguments, bad JSON, bad PID); 3 cannot connect or\n"
         "  connection lost; 4 the daemon answered with an error (unknown "
         "type,\n"
@@ -245,7 +246,7 @@ int cli_reply_exit(const sx_reply *r)
     if (strcmp(code, "timeout") == 0)
         return CLI_TIMEOUT;
     if (strcmp(code, "failed") == 0 || strcmp(code, "terminated") == 0 ||
-        strcmp(code, "cancelled") == 0)
+        strcmp(code, "cancelled") == 0 || strcmp(code, "too_large") == 0)
         return CLI_FAILED;
     return CLI_SERVER;
 }

@@ -4,7 +4,8 @@
  *
  *   stepxd [--socket PATH] [--listen HOST:PORT] [--token T]
  *          [--workers N] [--io-loops N] [--max-processes N]
- *          [--keep-outcomes N] [--stop-deadline MS] [--node N]
+ *          [--keep-outcomes N] [--keep-outcome-bytes BYTES]
+ *          [--max-result BYTES] [--stop-deadline MS] [--node N]
  *          [--load LIB.so]... [--metrics HOST:PORT] [--max-frame BYTES]
  *          [--max-output BYTES] [--max-connections N] [--max-waits N]
  *          [--max-unauthenticated N] [--auth-timeout MS]
@@ -37,6 +38,14 @@
 
 #define MAX_LOADS 32
 
+/* What a result leaves of a frame for the other fields of the frames that
+ * carry it (a wait reply: id, ok, steps; an exit push: pid, ok): far more
+ * than they take, about 100 bytes. --max-result may be at most the frame
+ * limit minus this. */
+#define RESULT_ROOM 1024
+#define KEEP_OUTCOME_BYTES_DEFAULT ((uint64_t)64 << 20) /* 64 MiB */
+#define MAX_RESULT_DEFAULT ((uint64_t)4 << 20)          /* 4 MiB */
+
 /* A shared object given with --load exports this function, which
  * registers its process types (and commands) on the engine before start;
  * it returns 0 or a negative SX_E* code. */
@@ -57,6 +66,7 @@ typedef struct {
     size_t max_processes, keep_outcomes, max_frame;
     size_t max_output, max_connections, max_waits, max_unauth;
     uint64_t auth_timeout_ms;
+    size_t keep_outcome_bytes, max_result; /* 0: not given */
     int64_t stop_deadline_ms;
     uint32_t node;
 } options;
@@ -75,6 +85,16 @@ static void usage(FILE *f)
                "  --max-processes N    refuse submits beyond N live processes\n"
                "  --keep-outcomes N    finished outcomes kept for wait "
                "(default 10000)\n"
+               "  --keep-outcome-bytes BYTES\n"
+               "                       bytes of results and error messages "
+               "kept for wait; past it the\n"
+               "                       oldest outcomes go first (default "
+               "64 MiB)\n"
+               "  --max-result BYTES   largest result a process may finish "
+               "with; a bigger one\n"
+               "                       finishes it with too_large (default "
+               "4 MiB, and at most\n"
+               "                       --max-frame minus 1024)\n"
                "  --stop-deadline MS   on SIGINT/SIGTERM/SIGHUP, wait this "
                "long before terminating (default 5000;\n"
                "                       a second signal terminates at once)\n"
@@ -147,6 +167,7 @@ static int parse_args(int argc, char **argv, options *o)
             "--max-frame", "--stop-deadline", "--node",
             "--max-output", "--max-connections", "--max-waits",
             "--max-unauthenticated", "--auth-timeout",
+            "--keep-outcome-bytes", "--max-result",
         };
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -196,6 +217,12 @@ static int parse_args(int argc, char **argv, options *o)
         else if (strcmp(a, "--keep-outcomes") == 0 &&
                  parse_u64(v, 1, 100000000, &n))
             o->keep_outcomes = (size_t)n;
+        else if (strcmp(a, "--keep-outcome-bytes") == 0 &&
+                 parse_u64(v, 1, (uint64_t)1 << 48, &n))
+            o->keep_outcome_bytes = (size_t)n;
+        else if (strcmp(a, "--max-result") == 0 &&
+                 parse_u64(v, 1, (uint64_t)1 << 30, &n))
+            o->max_result = (size_t)n;
         /* At least 4 KiB: the limit holds for what the server sends too,
          * and below a few hundred bytes a wait's answer or a push would
          * not fit (every wait would answer internal, every push close its
@@ -229,6 +256,24 @@ static int parse_args(int argc, char **argv, options *o)
             return 2;
         }
     }
+    /* A result must fit the frame that carries it to a client: a bigger
+     * limit would let a process finish with a result that wait could only
+     * answer with an error of the server's own. Without --max-result the
+     * default shrinks to fit a small --max-frame. */
+    size_t frame = o->max_frame != 0 ? o->max_frame : SX_WIRE_MAX_FRAME_DEFAULT;
+    size_t fits = frame - RESULT_ROOM; /* frame >= 4096 */
+    if (o->max_result > fits) {
+        fprintf(stderr,
+                "stepxd: --max-result %zu is over what one frame carries: "
+                "at most the frame limit (%zu, --max-frame) minus %d bytes "
+                "for the reply's other fields, %zu\n",
+                o->max_result, frame, RESULT_ROOM, fits);
+        return 2;
+    }
+    if (o->max_result == 0)
+        o->max_result = MAX_RESULT_DEFAULT < fits ? MAX_RESULT_DEFAULT : fits;
+    if (o->keep_outcome_bytes == 0)
+        o->keep_outcome_bytes = KEEP_OUTCOME_BYTES_DEFAULT;
     if (o->socket_path != NULL && o->socket_path[0] == 0)
         o->socket_path = NULL; /* --socket "": TCP only */
     /* Said here: the server answers a path too long for sun_path with
@@ -356,6 +401,8 @@ int main(int argc, char **argv)
                              .io_loops = o.io_loops,
                              .max_processes = o.max_processes,
                              .keep_outcomes = o.keep_outcomes,
+                             .keep_outcome_bytes = o.keep_outcome_bytes,
+                             .max_result = o.max_result,
                              .node = o.node };
     sx_engine *e;
     if ((rc = sx_engine_new(&cfg, &e)) != 0) {

@@ -7,12 +7,18 @@
  *   echo.serve  []             IDLE; echoes each message to its sender;
  *                              topic "stop" or a cancel: DONE with the count
  *   fail.run    [message]      fails at once with message
- *   exec.run    [argv, stdin?] runs argv; DONE {status, signal, stdout,
- *                              stderr}
+ *   exec.run    [argv, stdin?, max_output?]
+ *                              runs argv; DONE {status, signal, stdout,
+ *                              stderr, truncated, stdout_total,
+ *                              stderr_total}: each stream cut at
+ *                              max_output (default 1 MiB), the rest
+ *                              read and dropped
  *   fanout.run  [n, type, method, input]
  *                              spawn-and-waits n children of type.method
  *                              with input (an array of values); DONE with
- *                              their results in child order
+ *                              their results in child order; fails
+ *                              SX_ETOOLARGE as soon as they add up to
+ *                              more than the engine's max_result
  *
  * Threads: init on the submitting thread, steps on workers (engine rules).
  */
@@ -191,6 +197,9 @@ static int fail_step(void *st, const sx_event *ev, size_t n,
 
 /* ---- exec ---- */
 
+/* The exec command's largest max_output (docs/COMMANDS.md). */
+#define EXEC_MAX_OUTPUT ((int64_t)64 << 20)
+
 typedef struct {
     uint8_t *args; /* owned: the SX_CMD_EXEC argument map */
     size_t len;
@@ -202,7 +211,7 @@ static int exec_init(void *st, const sx_init_ctx *c, const char *m,
 {
     (void)c, (void)m;
     exec_st *s = st;
-    if (n < 1 || n > 2)
+    if (n < 1 || n > 3)
         return SX_EINVAL;
     sx_unpack u;
     uint32_t argc;
@@ -214,21 +223,42 @@ static int exec_init(void *st, const sx_init_ctx *c, const char *m,
             return SX_EINVAL;
     if (!sx_unpack_done(&u))
         return SX_EINVAL;
-    if (n == 2) {
+    if (n >= 2) {
         sx_unpack_init(&u, in[1]);
         int t = sx_unpack_type(&u);
         if (t != SX_MP_STR && t != SX_MP_BIN && t != SX_MP_NIL)
             return SX_EINVAL;
     }
+    /* The cap per stream: what the exec command takes (COMMANDS.md), or
+     * nil for its default. */
+    bool cap = false;
+    if (n == 3) {
+        int64_t v;
+        sx_unpack_init(&u, in[2]);
+        if (sx_unpack_type(&u) != SX_MP_NIL) {
+            if (sx_payload_get_int(in[2], &v) != 0 || v < 0 ||
+                v > EXEC_MAX_OUTPUT)
+                return SX_EINVAL;
+            cap = true;
+        }
+    }
     sx_pack pk;
     sx_pack_init(&pk);
-    sx_pack_map(&pk, n == 2 ? 2 : 1);
+    sx_pack_map(&pk, 2 + (n >= 2) + cap);
     sx_pack_str(&pk, "argv");
     sx_pack_raw(&pk, in[0]);
-    if (n == 2) {
+    if (n >= 2) {
         sx_pack_str(&pk, "stdin");
         sx_pack_raw(&pk, in[1]);
     }
+    if (cap) {
+        sx_pack_str(&pk, "max_output");
+        sx_pack_raw(&pk, in[2]);
+    }
+    /* Output past the cap is dropped, not a failure: a chatty program
+     * still finishes with its status, and its result stays bounded. */
+    sx_pack_str(&pk, "truncate");
+    sx_pack_bool(&pk, true);
     if (pk.err != 0) {
         int rc = pk.err;
         sx_pack_fini(&pk);
@@ -246,7 +276,8 @@ static void exec_close(void *st)
 }
 
 /* Finishes with the exec command's whole answer, {status, signal, stdout,
- * stderr} (PROTOCOL.md); a command error fails the process. */
+ * stderr, truncated, stdout_total, stderr_total} (PROTOCOL.md); a command
+ * error fails the process. */
 static int exec_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {
@@ -277,6 +308,10 @@ typedef struct {
     uint8_t *spawn; /* owned: [type, method, input] for SX_CMD_SPAWN_WAIT */
     size_t spawn_len;
     sx_payload *results; /* owned copies, in child order */
+    /* The result's size so far: the array's header and the results in;
+     * past max_result (the engine's) the fanout fails at once rather
+     * than hold more that it could never finish with. */
+    size_t bytes, max_result;
     int started;
 } fanout_st;
 
@@ -287,11 +322,16 @@ typedef struct {
 static int fanout_init(void *st, const sx_init_ctx *c, const char *m,
                        const sx_payload *in, size_t n)
 {
-    (void)c, (void)m;
+    (void)m;
     fanout_st *s = st;
     if (n != 4 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0 ||
         s->n > FANOUT_MAX)
         return SX_EINVAL;
+    sx_engine_config cfg;
+    if (sx_engine_config_get(sx_init_engine(c), &cfg) != 0)
+        return SX_EINVAL;
+    s->max_result = cfg.max_result;
+    s->bytes = s->n < 16 ? 1 : s->n < 65536 ? 3 : 5; /* msgpack array */
     /* What the spawn command takes (docs/COMMANDS.md): refused here, not
      * as every child's spawn failing. */
     sx_unpack u;
@@ -365,10 +405,26 @@ static int fanout_step(void *st, const sx_event *ev, size_t n,
                 return SX_ENOMEM;
             snprintf(msg, len, "child %llu: %s", (unsigned long long)v->tag,
                      why);
-            sx_fail(out, msg); /* copies it */
+            /* A child's result over max_result makes the fanout's own
+             * too large: that code passes on; any other is a failure. */
+            sx_fail_code(out,
+                         v->error == SX_ETOOLARGE ? SX_ETOOLARGE : SX_EFAILED,
+                         msg); /* copies it */
             free(msg);
             return 0;
         }
+        /* An empty result packs as nil, one byte. */
+        size_t add = v->data.len > 0 ? v->data.len : 1;
+        if (s->bytes > s->max_result || add > s->max_result - s->bytes) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "result of at least %zu bytes is over the limit of %zu "
+                     "(max_result)",
+                     s->bytes + add, s->max_result);
+            sx_fail_code(out, SX_ETOOLARGE, msg);
+            return 0;
+        }
+        s->bytes += add;
         uint8_t *copy = NULL;
         if (v->data.len > 0) {
             copy = malloc(v->data.len);

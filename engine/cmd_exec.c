@@ -6,7 +6,9 @@
  * storage the op owns (argv, env, cwd, a copy of stdin). On the loop,
  * start spawns the child in a session and process group of its own
  * (UV_PROCESS_DETACHED: setsid in the child), reads stdout and stderr into
- * buffers capped at max_output, writes stdin and closes it. The op ends
+ * buffers capped at max_output (past it: the child is killed, or with
+ * `truncate` the rest is read into a scratch buffer and dropped, so the
+ * child never blocks on a full pipe), writes stdin and closes it. The op ends
  * once the child has been reaped (libuv's exit callback), both output
  * pipes are closed (end of file, or closed by us) and every libuv handle
  * it opened (the process, two or three pipes) has run its close callback
@@ -25,12 +27,12 @@
  * group (setsid, setpgid) is out of our reach; if it keeps stdout open,
  * the command waits for it until timeout_ms or cancellation.
  *
- * Killing (its timeout_ms, output past max_output, cancellation) sends
- * SIGTERM to the group and SIGKILL once grace_ms has passed, or SIGKILL at
- * once when grace_ms is 0 or the engine is stopping. The engine's stop
- * finishes every process before it quits the loops, so an op is usually
- * cancelled before sx__io_quitting turns true; the grace period therefore
- * wakes every KILL_SLICE_MS to look again, which bounds how long a
+ * Killing (its timeout_ms, output past max_output without truncate,
+ * cancellation) sends SIGTERM to the group and SIGKILL once grace_ms has
+ * passed, or SIGKILL at once when grace_ms is 0 or the engine is stopping. The
+ * engine's stop finishes every process before it quits the loops, so an op is
+ * usually cancelled before sx__io_quitting turns true; the grace period
+ * therefore wakes every KILL_SLICE_MS to look again, which bounds how long a
  * stopping engine waits for a child that ignores SIGTERM.
  *
  * SIGPIPE: writing stdin to a child that exited without reading it raises
@@ -63,7 +65,8 @@
 #define GRACE_DEFAULT_MS 2000
 #define MAX_MS ((int64_t)1 << 40) /* ~35 years: anything more is a bug */
 #define KILL_SLICE_NS (50 * 1000000u)
-#define FIRST_READ 4096 /* first output buffer; then it doubles */
+#define FIRST_READ 4096    /* first output buffer; then it doubles */
+#define DISCARD_SIZE 16384 /* the scratch buffer for output dropped */
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -72,7 +75,8 @@ typedef struct {
     uv_pipe_t pipe;
     uint8_t *buf; /* owned by the op (exec_fini); len <= max_output */
     size_t len, cap;
-    bool open; /* uv_close not called yet */
+    uint64_t total; /* bytes the child wrote, kept or dropped (truncate) */
+    bool open;      /* uv_close not called yet */
 } exec_out;
 
 typedef struct {
@@ -85,6 +89,7 @@ typedef struct {
     uint8_t *in; /* stdin bytes, or NULL: /dev/null */
     size_t in_len;
     size_t max_output;
+    bool truncate;        /* past max_output: drop the rest, not kill */
     uint64_t deadline_ns; /* the op's own timeout, absolute; 0 = none */
     int64_t timeout_ms;
     int64_t grace_ms;
@@ -92,6 +97,10 @@ typedef struct {
     uv_process_t child;
     uv_pipe_t pin;
     exec_out out[2]; /* stdout, stderr */
+    /* truncate: where output past max_output is read to be dropped
+     * (both streams: each read's alloc and callback come in one go);
+     * allocated at the first such read. */
+    uint8_t *discard;
     uv_write_t wreq;
     sx__iotimer timer; /* timeout_ms, then the kill's grace period */
     unsigned pending;  /* handles opened whose close callback has not run */
@@ -250,7 +259,7 @@ static void finish(exec_op *x)
     }
     sx_pack pk;
     sx_pack_init(&pk);
-    sx_pack_map(&pk, 4);
+    sx_pack_map(&pk, x->truncate ? 7 : 4);
     sx_pack_str(&pk, "status");
     if (x->term_signal != 0)
         sx_pack_nil(&pk);
@@ -263,6 +272,15 @@ static void finish(exec_op *x)
         sx_pack_nil(&pk);
     pack_out(&pk, "stdout", &x->out[0]);
     pack_out(&pk, "stderr", &x->out[1]);
+    if (x->truncate) {
+        sx_pack_str(&pk, "truncated");
+        sx_pack_bool(&pk, x->out[0].total > x->out[0].len ||
+                              x->out[1].total > x->out[1].len);
+        sx_pack_str(&pk, "stdout_total");
+        sx_pack_uint(&pk, x->out[0].total);
+        sx_pack_str(&pk, "stderr_total");
+        sx_pack_uint(&pk, x->out[1].total);
+    }
     if (pk.err != 0)
         sx__io_finish(&x->op, nil, SX_ENOMEM,
                       "exec: out of memory for the result");
@@ -314,8 +332,18 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     exec_op *x = h->data;
     exec_out *o = out_of(x, h);
-    /* Room for one byte past max_output, to see it being exceeded. */
-    size_t limit = x->max_output + 1;
+    /* Room for one byte past max_output, to see it being exceeded; with
+     * truncate, for max_output, and then the discard buffer. */
+    size_t limit = x->truncate ? x->max_output : x->max_output + 1;
+    if (x->truncate && o->len == limit) {
+        if (x->discard == NULL)
+            x->discard =
+                SX__FAULT(SX__FAULT_EXEC_OUT) ? NULL : malloc(DISCARD_SIZE);
+        *buf = x->discard != NULL
+                   ? uv_buf_init((char *)x->discard, DISCARD_SIZE)
+                   : uv_buf_init(NULL, 0); /* UV_ENOBUFS */
+        return;
+    }
     if (o->len == o->cap) {
         size_t ncap = o->cap > 0 ? o->cap * 2 : FIRST_READ;
         if (ncap > limit)
@@ -334,12 +362,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-    (void)buf;
     exec_op *x = s->data;
     exec_out *o = out_of(x, s);
     const char *name = o == &x->out[0] ? "stdout" : "stderr";
     char msg[128];
     if (n > 0) {
+        o->total += (uint64_t)n;
+        if (buf->base == (char *)x->discard)
+            return; /* past max_output with truncate: dropped */
         o->len += (size_t)n;
         if (o->len > x->max_output) {
             o->len = x->max_output;
@@ -511,6 +541,7 @@ static void exec_fini(sx__ioop *op)
     free(x->in);
     free(x->out[0].buf);
     free(x->out[1].buf);
+    free(x->discard);
 }
 
 static const sx__ioop_vt exec_vt = { "exec", exec_start, exec_cancel,
@@ -525,6 +556,7 @@ typedef struct {
     uint8_t *in;
     size_t in_len;
     int64_t max_output, timeout_ms, grace_ms;
+    bool truncate;
 } exec_args;
 
 static void args_free(exec_args *a)
@@ -676,6 +708,15 @@ static int parse_one(sx_unpack *u, const char *k, size_t kn, exec_args *a,
                  MAX_OUTPUT_LIMIT);
         return SX_EINVAL;
     }
+    if (key_is(k, kn, "truncate")) {
+        int t = sx_unpack_type(u);
+        if (t == SX_MP_NIL)
+            return sx_unpack_nil(u) == 0 ? 0 : SX_EPROTO;
+        if (t == SX_MP_BOOL && sx_unpack_bool(u, &a->truncate) == 0)
+            return 0;
+        snprintf(msg, cap, "exec: truncate must be a bool, or nil");
+        return SX_EINVAL;
+    }
     if (key_is(k, kn, "timeout_ms")) {
         if (take_int(u, &a->timeout_ms, 0, MAX_MS))
             return 0;
@@ -699,9 +740,9 @@ static int parse_one(sx_unpack *u, const char *k, size_t kn, exec_args *a,
  * On error the caller still frees a (args_free). */
 static int parse(sx_payload args, exec_args *a, char *msg, size_t cap)
 {
-    static const char *const keys[] = { "argv",    "env",        "cwd",
-                                        "stdin",   "max_output", "timeout_ms",
-                                        "grace_ms" };
+    static const char *const keys[] = { "argv",       "env",        "cwd",
+                                        "stdin",      "max_output", "truncate",
+                                        "timeout_ms", "grace_ms" };
     unsigned seen = 0;
     a->max_output = MAX_OUTPUT_DEFAULT;
     a->grace_ms = GRACE_DEFAULT_MS;
@@ -748,7 +789,7 @@ static int parse(sx_payload args, exec_args *a, char *msg, size_t cap)
 not_map:
     snprintf(msg, cap,
              "exec: args must be one map {argv, env, cwd, stdin, "
-             "max_output, timeout_ms, grace_ms}");
+             "max_output, truncate, timeout_ms, grace_ms}");
     return SX_EINVAL;
 }
 
@@ -790,6 +831,7 @@ static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     x->in = a.in;
     x->in_len = a.in_len;
     x->max_output = (size_t)a.max_output;
+    x->truncate = a.truncate;
     x->timeout_ms = a.timeout_ms;
     x->deadline_ns = a.timeout_ms > 0 ? after_ms(a.timeout_ms) : 0;
     x->grace_ms = a.grace_ms;

@@ -64,6 +64,8 @@ static int workers_init(sx_engine *e)
         w->out.hooks = &sx__worker_send_hooks;
         /* A bundle always fits one step's batch (worker.c, collect). */
         w->out.bundle_max = e->throughput;
+        /* sx_done refuses a bigger result without copying it. */
+        w->out.result_max = e->cfg.max_result;
         w->batch = calloc(e->throughput, sizeof(*w->batch));
         w->batch_ev = calloc(e->throughput, sizeof(*w->batch_ev));
         w->batch_cap = e->throughput;
@@ -115,6 +117,10 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         c.io_loops = 1;
     if (c.keep_outcomes == 0)
         c.keep_outcomes = 10000;
+    if (c.keep_outcome_bytes == 0)
+        c.keep_outcome_bytes = SX_KEEP_OUTCOME_BYTES_DEFAULT;
+    if (c.max_result == 0)
+        c.max_result = SX_MAX_RESULT_DEFAULT;
     if (c.host == 0)
         c.host = 1;
     sx_engine *e = calloc(1, sizeof(*e));
@@ -143,7 +149,8 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         goto fail_inj;
     if ((rc = sx__park_init(&e->park)) != 0)
         goto fail_park;
-    if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes, c.workers)) != 0)
+    if ((rc = sx__outcomes_init(&e->outcomes, c.keep_outcomes,
+                                c.keep_outcome_bytes, c.workers)) != 0)
         goto fail_outcomes;
     if ((rc = workers_init(e)) != 0)
         goto fail_workers;
@@ -953,6 +960,14 @@ void sx_engine_free(sx_engine *e)
 
 /* ---- introspection ---- */
 
+int sx_engine_config_get(const sx_engine *e, sx_engine_config *out)
+{
+    if (e == NULL || out == NULL)
+        return SX_EINVAL;
+    *out = e->cfg; /* written once by sx_engine_new, read-only since */
+    return 0;
+}
+
 int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
                         sx_worker_stats *workers, size_t cap)
 {
@@ -981,6 +996,7 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     out->timeouts = atomic_load_explicit(&e->io_timeouts, memory_order_relaxed);
     out->sleeps = e->workers != NULL ? sx__timers_count(e) : 0;
     out->slots = sx__ptable_slots(e);
+    sx__outcomes_count(&e->outcomes, &out->outcomes, &out->outcome_bytes);
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);

@@ -375,6 +375,7 @@ typedef struct {
 typedef struct sx__outcome {
     uint64_t id;
     uint64_t stamp; /* puts counted when it was put (outcome.c) */
+    uint64_t order; /* its place in put order by bytes (outcome.c, "Bytes") */
     struct sx__outcome *hnext;
     int error;
     uint64_t steps;
@@ -414,16 +415,34 @@ typedef struct {
     sx__outcome *spare;
     unsigned n_spare;
     unsigned uncounted; /* puts not yet added to `counted` */
+    /* Bytes (outcome.c, "Bytes") of the records in the ring, and those of
+     * them not yet added to the store's `bytes`. */
+    size_t bytes;
+    int64_t dbytes;
+    /* The order of the ring's oldest record (or a smaller one: it is not
+     * written at every eviction), UINT64_MAX when empty: written under mu,
+     * read by any put that finds the store over its byte budget
+     * (outcome.c, "Bytes"). */
+    _Atomic uint64_t head_order;
+    /* Owner only: the record its next put will likely evict, to prefetch
+     * (it may have been evicted and freed by another put meanwhile). */
+    sx__outcome *victim;
 } sx__oshard;
 
 typedef struct {
     size_t keep;
     size_t cap_max;    /* a shard never holds more than keep: pow2 >= keep */
     uint64_t window;   /* keep + the count's lag (outcome.c) */
+    int64_t budget;    /* keep_outcome_bytes, at most INT64_MAX */
     unsigned n_shards; /* workers + 1 */
     sx__oshard *shards;
     /* Puts so far, added in batches by each shard (a lower bound). */
     alignas(64) _Atomic uint64_t counted;
+    /* Bytes of the records held, added in batches by each shard (its
+     * dbytes); evictions from another shard's ring subtract at once. */
+    alignas(64) _Atomic int64_t bytes;
+    /* Records of more than ORDER_MIN bytes put so far (outcome.c). */
+    _Atomic uint64_t seq;
     alignas(64) pthread_mutex_t wmu; /* guards waiters */
     sx__waiter *waiters;
     /* Waiters registered, counted by a hash of the PID they wait for (see
@@ -672,8 +691,12 @@ void sx__timers_purge_maybe(sx_engine *e);
 
 /* engine/outcome.c */
 /* One shard per worker and one for every other thread. */
-int sx__outcomes_init(sx__outcomes *o, size_t keep, unsigned workers);
+int sx__outcomes_init(sx__outcomes *o, size_t keep, size_t keep_bytes,
+                      unsigned workers);
 void sx__outcomes_fini(sx__outcomes *o);
+/* Records held and their bytes (outcome.c, "Bytes"), each shard read under
+ * its lock. */
+void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes);
 /* Records p's outcome (copied) in the calling thread's shard (self: the
  * calling worker, or NULL), then retires p from the table, then wakes its
  * waiters. */

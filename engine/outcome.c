@@ -35,7 +35,46 @@
  * COUNT_BATCH x shards records while the shards are busy; a shard that stops
  *     putting keeps its records (at most `keep`) until it puts again.
  * So wait finds at least every one of the `keep` most recent outcomes,
- * and sometimes a few older ones.
+ * and sometimes a few older ones, unless the byte budget (below) pushed
+ * them out first.
+ *
+ * Bytes. A record counts its result's bytes plus its message's with the
+ * NUL (len + msg_len: what it holds past its header). Each shard knows
+ * its own exactly (`bytes`, under its lock) and adds what changed to the
+ * store's shared `bytes` once the change reaches BYTES_BATCH either way
+ * (`dbytes`), so that a stream of small outcomes, whose puts and
+ * evictions cancel out, never writes the shared line; one big outcome
+ * flushes at once. A put reads the shared figure plus its own unflushed
+ * change: the total, give or take BYTES_BATCH per other shard.
+ *
+ * Which is oldest. The count's stamps are too coarse to say (a shard
+ * counts its puts in batches of 64, so a burst of big outcomes shares one
+ * stamp), so a record also has an `order`: a record of more than
+ * ORDER_MIN bytes takes the next number of the shared `seq` (an atomic
+ * add, beside the malloc and the copy that such a record costs anyway:
+ * none is kept as a spare), a smaller one the number seq is at (a load of
+ * a line that only big puts write). Big records are thus in put order
+ * across shards, small ones tie with the last big one before them, and
+ * within a shard orders never decrease (taken under its lock).
+ *
+ * While the total is over `budget`, the put evicts, oldest order first:
+ *  - under its own lock, its own oldest, as long as that is no younger
+ *    than the oldest of every other shard (their `head_order`s: a hint,
+ *    exact or smaller than the shard's head's, never bigger), and never
+ *    the record it is putting;
+ *  - after its lock is let go, if the total is still over, the oldest of
+ *    the other shards by their head orders, one at a time under that
+ *    shard's lock (the evicted bytes come off the shared figure at once),
+ *    and its own again when that is the oldest, but never its last
+ *    record.
+ * A shard that stopped putting is thus emptied by the others' puts, as
+ * far as the budget needs. The put's own record stays even when it alone
+ * is over the budget, until a later put evicts it. So the bytes held stay
+ * under budget + the newest record + BYTES_BATCH x shards, save for puts
+ * in flight (and records evicted while a reader copies them, freed when it
+ * is done). The byte check costs a put one relaxed load of a line that
+ * only flushes and big puts write; the cross-shard work happens only over
+ * the budget.
  *
  * Reads of `counted` are relaxed: a put that happens before this one is
  * counted in what we read, or its batch is still unflushed, which the
@@ -77,6 +116,11 @@
 /* Only records this small are kept as spares: 64 spares of a 1 MiB result
  * would hold 64 MiB per worker for nothing (helper-35). */
 #define SPARE_CAP_MAX 512
+/* A shard's change in bytes held that it adds to the shared count at once. */
+#define BYTES_BATCH ((int64_t)64 << 10)
+/* Records of more than this many bytes take a number of their own from
+ * `seq` (see "Bytes"); it is SPARE_CAP_MAX: no bigger record is reused. */
+#define ORDER_MIN SPARE_CAP_MAX
 
 static size_t hash_id(uint64_t id, size_t mask)
 {
@@ -86,10 +130,13 @@ static size_t hash_id(uint64_t id, size_t mask)
     return (size_t)id & mask;
 }
 
-int sx__outcomes_init(sx__outcomes *o, size_t keep, unsigned workers)
+int sx__outcomes_init(sx__outcomes *o, size_t keep, size_t keep_bytes,
+                      unsigned workers)
 {
     memset(o, 0, sizeof(*o));
     o->keep = keep;
+    o->budget =
+        keep_bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)keep_bytes;
     size_t cm = SHARD_MIN_CAP;
     while (cm < keep)
         cm *= 2;
@@ -100,9 +147,13 @@ int sx__outcomes_init(sx__outcomes *o, size_t keep, unsigned workers)
     if (o->shards == NULL)
         return SX_ENOMEM;
     memset(o->shards, 0, sizeof(*o->shards) * o->n_shards);
-    for (unsigned i = 0; i < o->n_shards; i++)
+    for (unsigned i = 0; i < o->n_shards; i++) {
         sx__spin_init(&o->shards[i].mu);
+        atomic_init(&o->shards[i].head_order, UINT64_MAX);
+    }
     atomic_init(&o->counted, 0);
+    atomic_init(&o->bytes, 0);
+    atomic_init(&o->seq, 0);
     for (unsigned i = 0; i < SX__WAIT_SLOTS; i++)
         atomic_init(&o->n_waiting[i], 0);
     int rc = pthread_mutex_init(&o->wmu, NULL);
@@ -144,7 +195,24 @@ static sx__outcome *shard_find(sx__oshard *s, uint64_t id)
     return NULL;
 }
 
-/* Takes the oldest record out of the ring and the index. */
+static size_t record_bytes(const sx__outcome *x)
+{
+    return x->len + x->msg_len;
+}
+
+/* Publishes the order of the ring's oldest record (see "Bytes"). */
+static void head_order_set(sx__oshard *s)
+{
+    /* relaxed: a hint for other puts' choice of where to evict; it
+     * publishes nothing. */
+    atomic_store_explicit(&s->head_order,
+                          s->n > 0 ? s->ring[s->head]->order : UINT64_MAX,
+                          memory_order_relaxed);
+}
+
+/* Takes the oldest record out of the ring and the index, and its bytes
+ * off the shard's; the caller settles the store's count (dbytes, or the
+ * shared count for another shard's record) and the head order. */
 static sx__outcome *shard_evict(sx__oshard *s)
 {
     sx__outcome *x = s->ring[s->head];
@@ -155,7 +223,20 @@ static sx__outcome *shard_evict(sx__oshard *s)
     s->ring[s->head] = NULL;
     s->head = (s->head + 1) & (s->cap - 1);
     s->n--;
+    s->bytes -= record_bytes(x);
     return x;
+}
+
+/* A record out of the ring: freed by its caller (chained on *gone), or
+ * by its last reader when one is copying it. */
+static void retire_record(sx__outcome *x, sx__outcome **gone)
+{
+    if (x->pins > 0) {
+        x->evicted = true; /* its last reader frees it */
+        return;
+    }
+    x->hnext = *gone;
+    *gone = x;
 }
 
 /* Doubles the ring and the index (to at least SHARD_MIN_CAP), keeping the
@@ -233,6 +314,75 @@ static void wake_waiters(sx__outcomes *o, uint64_t id)
     pthread_mutex_unlock(&o->wmu);
 }
 
+/* The bytes held, as far as shard s can tell under its lock: the shared
+ * count plus its own change not yet added (see "Bytes"). */
+static int64_t bytes_seen(sx__outcomes *o, const sx__oshard *s)
+{
+    /* relaxed: a figure; a stale one evicts a little late or early. */
+    return atomic_load_explicit(&o->bytes, memory_order_relaxed) + s->dbytes;
+}
+
+/* The smallest head order among the shards other than s (UINT64_MAX when
+ * they are all empty), and which shard has it. */
+static uint64_t oldest_other(sx__outcomes *o, const sx__oshard *s,
+                             unsigned *which)
+{
+    uint64_t min = UINT64_MAX;
+    for (unsigned i = 0; i < o->n_shards; i++) {
+        if (&o->shards[i] == s)
+            continue;
+        /* relaxed: a hint (see head_order_set). */
+        uint64_t h = atomic_load_explicit(&o->shards[i].head_order,
+                                          memory_order_relaxed);
+        if (h < min) {
+            min = h;
+            *which = i;
+        }
+    }
+    return min;
+}
+
+/* After a put into shard s found the store over its byte budget and
+ * evicted what it could of its own: evicts the oldest records of every
+ * shard, one at a time under that shard's lock, until the bytes held are
+ * within the budget, never taking s's last record (the put's own, or
+ * younger). See "Bytes". */
+static void shed(sx__outcomes *o, sx__oshard *s)
+{
+    /* relaxed: see bytes_seen; every eviction here subtracts at once. */
+    while (atomic_load_explicit(&o->bytes, memory_order_relaxed) > o->budget) {
+        unsigned i = 0;
+        uint64_t other = oldest_other(o, s, &i);
+        /* relaxed: a hint, as above. */
+        uint64_t own =
+            atomic_load_explicit(&s->head_order, memory_order_relaxed);
+        sx__oshard *t = own < other ? s : &o->shards[i];
+        if (own == UINT64_MAX && other == UINT64_MAX)
+            return;
+        sx__outcome *gone = NULL;
+        size_t freed = 0;
+        bool took = false;
+        sx__spin_lock(&t->mu);
+        if (t->n > (t == s ? 1u : 0u)) {
+            sx__outcome *x = shard_evict(t);
+            freed = record_bytes(x);
+            retire_record(x, &gone);
+            took = true;
+        }
+        head_order_set(t); /* exact again, whatever it was */
+        sx__spin_unlock(&t->mu);
+        if (!took) {
+            if (t == s)
+                return; /* only its newest left, which stays */
+            continue;   /* emptied meanwhile; its order says so now */
+        }
+        /* relaxed: a count (see bytes_seen). */
+        atomic_fetch_sub_explicit(&o->bytes, (int64_t)freed,
+                                  memory_order_relaxed);
+        free(gone); /* one record, or none when a reader frees it */
+    }
+}
+
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps)
@@ -243,10 +393,12 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     bool own = self != NULL;
     sx__oshard *s = &o->shards[own ? self->id : o->n_shards - 1];
     /* The record that this put will likely evict was put ~keep finishes
-     * ago and is cold; fetch it while the new one is filled. Only the
-     * owner writes its shard, so it reads it without the lock. */
-    if (own && s->n > 0)
-        __builtin_prefetch(s->ring[s->head]);
+     * ago and is cold; fetch it while the new one is filled. `victim` is
+     * the owner's own field; the record may have been evicted and freed
+     * by another put since, which a prefetch does not mind (it never
+     * faults). */
+    if (own && s->victim != NULL)
+        __builtin_prefetch(s->victim);
     size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
     /* Allocated (or reused) before the lock: the lock is held only for
      * the ring and the index. */
@@ -264,18 +416,20 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     }
     /* relaxed: as above. */
     uint64_t now = atomic_load_explicit(&o->counted, memory_order_relaxed);
+    size_t before = s->bytes;
     while (s->n > 0 &&
-           (s->n >= o->keep || now - s->ring[s->head]->stamp >= o->window)) {
-        sx__outcome *old = shard_evict(s);
-        if (old->pins > 0) {
-            old->evicted = true; /* its last reader frees it */
-            continue;
-        }
-        old->hnext = gone;
-        gone = old;
-    }
-    if (x != NULL)
+           (s->n >= o->keep || now - s->ring[s->head]->stamp >= o->window))
+        retire_record(shard_evict(s), &gone);
+    if (x != NULL) {
         x->stamp = now;
+        /* relaxed: a number, unique for big records, which publishes
+         * nothing (see "Bytes"). */
+        x->order =
+            record_bytes(x) > ORDER_MIN
+                ? atomic_fetch_add_explicit(&o->seq, 1, memory_order_relaxed) +
+                      1
+                : atomic_load_explicit(&o->seq, memory_order_relaxed);
+    }
     if (x != NULL && s->n == s->cap && !shard_grow(s, o->cap_max)) {
         /* Out of memory: this outcome is not kept; waiters are still
          * woken and then find neither outcome nor process (SX_ENOTFOUND). */
@@ -289,7 +443,40 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
         size_t b = hash_id(id, s->cap - 1);
         x->hnext = s->buckets[b];
         s->buckets[b] = x;
+        s->bytes += record_bytes(x);
     }
+    /* Over the byte budget: the shard's own oldest while they are the
+     * oldest anywhere, never the one just put (see "Bytes"). */
+    s->dbytes += (int64_t)s->bytes - (int64_t)before;
+    bool over = bytes_seen(o, s) > o->budget;
+    if (over) {
+        unsigned i;
+        uint64_t other = oldest_other(o, s, &i);
+        while (s->n > 1 && s->ring[s->head]->order <= other) {
+            size_t b = s->bytes;
+            retire_record(shard_evict(s), &gone);
+            s->dbytes -= (int64_t)(b - s->bytes);
+            if (bytes_seen(o, s) <= o->budget) {
+                over = false;
+                break;
+            }
+        }
+    }
+    if (over || s->dbytes >= BYTES_BATCH || s->dbytes <= -BYTES_BATCH) {
+        /* relaxed: a count (see bytes_seen). */
+        atomic_fetch_add_explicit(&o->bytes, s->dbytes, memory_order_relaxed);
+        s->dbytes = 0;
+    }
+    /* The published order is exact when the ring is empty or holds one
+     * record, and after a put over the budget; otherwise it may be smaller
+     * than the head's, which only makes another put's choice of where to
+     * evict a little off (and that eviction sets it exact). Reading the
+     * head's order at every put would be a cache miss on a record put
+     * ~keep finishes ago. */
+    if (over || s->n <= 1)
+        head_order_set(s);
+    if (own)
+        s->victim = s->n > 0 ? s->ring[s->head] : NULL;
     /* After the put, under the same lock: a look-up that misses the live
      * PID finds the outcome (the retire's release store orders the put
      * before it), and a waiter that takes this lock after us sees both. */
@@ -311,8 +498,24 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
         }
         gone = next;
     }
+    if (over)
+        shed(o, s);
     if (waited)
         wake_waiters(o, id);
+}
+
+void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes)
+{
+    uint64_t n = 0, b = 0;
+    for (unsigned i = 0; i < o->n_shards; i++) {
+        sx__oshard *s = &o->shards[i];
+        sx__spin_lock(&s->mu);
+        n += s->n;
+        b += s->bytes;
+        sx__spin_unlock(&s->mu);
+    }
+    *records = n;
+    *bytes = b;
 }
 
 void sx__outcomes_retire(sx_engine *e, sx__worker *self, sx__proc *p,

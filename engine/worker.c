@@ -23,6 +23,7 @@
  * sx__deliver are [any thread].
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -735,6 +736,15 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
     if ((out->status == SX__ST_DONE || out->status == SX__ST_FAIL) &&
         out->n_yields > 0)
         sx__dispatch_sends(e, p, out); /* messages go; yields are dropped */
+    if (out->status == SX__ST_DONE && out->too_large > 0) {
+        /* sx_done refused a result over max_result (engine.h). */
+        char m[128];
+        snprintf(m, sizeof m,
+                 "result of %zu bytes is over the limit of %zu (max_result)",
+                 out->too_large, e->cfg.max_result);
+        sx__finish(e, p, SX_ETOOLARGE, m, (sx_payload){ NULL, 0 });
+        return 0;
+    }
     if (out->status == SX__ST_DONE) {
         sx_payload v = { NULL, 0 };
         if (out->result_len > 0)
@@ -748,7 +758,8 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
             out->result_len > 0
                 ? (const char *)sx__output_bytes(out, out->result_off)
                 : "failed";
-        sx__finish(e, p, SX_EFAILED, m, (sx_payload){ NULL, 0 });
+        sx__finish(e, p, out->fail_code != 0 ? out->fail_code : SX_EFAILED, m,
+                   (sx_payload){ NULL, 0 });
         return 0;
     }
     size_t n_yields = out->n_yields;

@@ -41,6 +41,8 @@ void sx__output_reset(sx_step_output *out)
     out->err = 0;
     out->n_yields = 0;
     out->result_off = out->result_len = 0;
+    out->too_large = 0;
+    out->fail_code = 0;
     out->arena_len = 0;
     out->yields = out->inl;
     out->cap_yields = 2;
@@ -197,8 +199,16 @@ void sx_done(sx_step_output *out, sx_payload result)
         return;
     out->status = SX__ST_DONE;
     out->result_len = 0;
+    out->too_large = 0;
+    out->fail_code = 0;
     if (result.data == NULL || result.len == 0)
         return;
+    if (out->result_max != 0 && result.len > out->result_max) {
+        /* Not copied: the process finishes with SX_ETOOLARGE (worker.c),
+         * and the arena does not grow to hold what nobody will read. */
+        out->too_large = result.len;
+        return;
+    }
     size_t off = arena_put(out, result.data, result.len);
     if (off == SIZE_MAX) {
         /* The process still finishes; it fails rather than losing data. */
@@ -212,10 +222,17 @@ void sx_done(sx_step_output *out, sx_payload result)
 
 void sx_fail(sx_step_output *out, const char *message)
 {
+    sx_fail_code(out, SX_EFAILED, message);
+}
+
+void sx_fail_code(sx_step_output *out, int code, const char *message)
+{
     if (out == NULL)
         return;
     out->status = SX__ST_FAIL;
     out->result_len = 0;
+    out->too_large = 0;
+    out->fail_code = code < 0 ? code : SX_EFAILED;
     if (message == NULL)
         message = "failed";
     size_t n = strlen(message) + 1;

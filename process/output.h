@@ -68,7 +68,12 @@ struct sx_step_output {
     sx__yield *more; /* owned; kept across steps */
     size_t more_cap;
     size_t result_off, result_len; /* DONE result / FAIL message in arena */
-    uint8_t *arena;                /* owned; kept across steps */
+    /* DONE: the size of a result sx_done refused for being over
+     * result_max (not copied; result_len is 0), else 0. */
+    size_t too_large;
+    int fail_code;     /* FAIL: the code (sx_fail_code); 0 = SX_EFAILED */
+    size_t result_max; /* the engine's max_result; 0 = no limit */
+    uint8_t *arena;    /* owned; kept across steps */
     size_t arena_len, arena_cap;
     const sx__send_hooks *hooks; /* NULL: sends go through the arena */
     unsigned bundle_max;         /* messages per bundle (hooks->merge) */

@@ -627,7 +627,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 32);
+    sx_pack_map(pk, 34);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -648,6 +648,8 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "timeouts", st.timeouts);
     kv(pk, "sleeps", st.sleeps);
     kv(pk, "slots", st.slots);
+    kv(pk, "outcomes", st.outcomes);
+    kv(pk, "outcome_bytes", st.outcome_bytes);
     kv(pk, "relay_connections", ss.connections);
     kv(pk, "relay_accepted", ss.accepted);
     kv(pk, "relay_requests", ss.requests);

@@ -25,7 +25,24 @@ typedef struct {
     /* Extensions beyond API.md (may be left zero): */
     uint32_t node; /* this engine's node number in PIDs; default 0          */
     uint32_t host; /* this engine's host number in PIDs; 0 = 1              */
+    /* Bytes of kept outcomes (each outcome's result payload plus its error
+     * message with the NUL; not the records' own headers). While more are
+     * held, the oldest outcomes are evicted (wait: SX_ENOTFOUND), even
+     * among the keep_outcomes most recent; the most recent outcome is kept
+     * even when it alone is over. 0 = SX_KEEP_OUTCOME_BYTES_DEFAULT;
+     * SIZE_MAX = no byte limit. docs/ARCHITECTURE.md, "The outcome store",
+     * says how far over it the store may run. */
+    size_t keep_outcome_bytes;
+    /* The largest result a process may finish with, in bytes. A process
+     * whose DONE result is bigger finishes instead with SX_ETOOLARGE and
+     * the message "result of N bytes is over the limit of M (max_result)",
+     * which wait, spawn-and-wait and @exit all see. 0 =
+     * SX_MAX_RESULT_DEFAULT; SIZE_MAX = no limit. */
+    size_t max_result;
 } sx_engine_config;
+
+#define SX_KEEP_OUTCOME_BYTES_DEFAULT ((size_t)64 << 20) /* 64 MiB */
+#define SX_MAX_RESULT_DEFAULT ((size_t)4 << 20)          /* 4 MiB */
 
 #define SX_MAX_WORKERS 256
 /* The most io_loops may be (each is a thread, an epoll and an eventfd). */
@@ -39,6 +56,12 @@ typedef struct {
  * io_loops > SX_MAX_IO_LOOPS, keep_outcomes > SX_MAX_KEEP_OUTCOMES),
  * SX_ENOMEM. */
 int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
+
+/* The configuration the engine runs with: cfg as given to sx_engine_new,
+ * each 0 that stands for a default replaced by that default (workers,
+ * throughput, io_loops, keep_outcomes, host, keep_outcome_bytes,
+ * max_result). Errors: SX_EINVAL (e or out NULL). */
+int sx_engine_config_get(const sx_engine *e, sx_engine_config *out);
 
 /* Registers a process type; before start only. The type table and the
  * strings it points to must outlive the engine (they are not copied).
@@ -155,6 +178,11 @@ typedef struct {
     /* The sum of those samples' latencies, in microseconds (each sample
      * counted in whole microseconds, as the buckets place it). */
     uint64_t latency_sum_us;
+    /* The outcome store now: records held (kept for wait, and those whose
+     * shard has not evicted them yet), and the bytes they count against
+     * keep_outcome_bytes (results and error messages). */
+    uint64_t outcomes;
+    uint64_t outcome_bytes;
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.

@@ -136,6 +136,10 @@ void sx_wait(sx_step_output *out);                      /* yields / messages */
 void sx_idle(sx_step_output *out);                      /* a message only    */
 void sx_done(sx_step_output *out, sx_payload result);   /* result copied     */
 void sx_fail(sx_step_output *out, const char *message); /* message copied  */
+/* As sx_fail, finishing with code instead of SX_EFAILED (an extension of
+ * API.md): a negative SX_E* or -errno code; 0 or a positive one is
+ * SX_EFAILED. E.g. a process that passes on a child's SX_ETOOLARGE. */
+void sx_fail_code(sx_step_output *out, int code, const char *message);
 
 /* ---- a process type --------------------------------------------------- */
 

@@ -282,6 +282,11 @@ start_fail "stepxd unknown option: exit 2, named as unknown" 2 \
 start_fail "stepxd option without its value: exit 2" 2 \
     "--workers needs a value" --workers
 start_fail "stepxd --max-frame below 4096: exit 2" 2 "bad option" --max-frame 64
+start_fail "stepxd --max-result over what a frame carries: exit 2, saying so" 2 \
+    "--max-result 65000 is over what one frame carries: at most the frame limit \(65536, --max-frame\) minus 1024 bytes .*, 64512" \
+    --max-frame 65536 --max-result 65000
+start_fail "stepxd --keep-outcome-bytes 0: exit 2" 2 "bad option" \
+    --keep-outcome-bytes 0
 # A socket path too long for a Unix socket (107 bytes) was refused by the
 # server with SX_EINVAL and a hint about --listen and --token only.
 start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
@@ -669,6 +674,13 @@ expect "top --json | head -1: stops when its reader has gone (exit 6)" 6
 run --json stats
 SUBMITTED=$(printf '%s' "$OUT" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["stats"]["submitted"])')
 METRICS=$(fetch_metrics "$MPORT")
+if printf '%s' "$METRICS" | grep -q '^stepx_outcome_bytes [0-9]' &&
+    printf '%s' "$METRICS" | grep -q '^stepx_outcomes [0-9]'; then
+    ok "metrics: stepx_outcome_bytes and stepx_outcomes"
+else
+    bad "metrics: stepx_outcome_bytes and stepx_outcomes" \
+        "$(printf '%s' "$METRICS" | grep outcome)"
+fi
 if printf '%s' "$METRICS" | grep -q '^stepx_processes_live '; then
     ok "metrics: stepx_processes_live"
 else
@@ -808,6 +820,7 @@ expect "after stop: exit 3" 3
 SOCK2=$TMP/stepxd2.sock
 MPORT2=$(free_port)
 "$STEPXD" --socket "$SOCK2" --workers 1 --metrics "127.0.0.1:$MPORT2" \
+    --keep-outcome-bytes 3000000 --max-result 2000000 \
     >"$TMP/stepxd2.log" 2>&1 &
 DPID=$!
 for _ in $(seq 1 100); do
@@ -817,6 +830,22 @@ for _ in $(seq 1 100); do
 done
 run --socket "$SOCK2" --json submit --wait counter run '[2]'
 json "second daemon answers" "d['result'] == 2"
+# One small request pinned hundreds of MB: a fanout of execs of
+# head -c 1000000 kept every child's 1 MB result (10,000 outcomes were
+# kept, whatever their size). Here --max-result 2000000 makes the fanout
+# too_large after its second child, and --keep-outcome-bytes 3000000
+# bounds what the children that run on leave behind.
+run --socket "$SOCK2" --json submit --wait fanout run \
+    '[5, "exec", "run", [["head", "-c", "1000000", "/dev/zero"]]]'
+json "fanout over --max-result: too_large, naming the limit" \
+    "d['ok'] is False and d['error']['code'] == 'too_large' and 'over the limit of 2000000 (max_result)' in d['error']['message']" 1
+for _ in $(seq 1 200); do # the children left running finish
+    run --socket "$SOCK2" --json stats
+    printf '%s' "$OUT" | grep -q '"live": *0[,}]' && break
+    sleep 0.05
+done
+json "stats: outcome_bytes within --keep-outcome-bytes once the children are done" \
+    "d['stats']['live'] == 0 and 1000000 <= d['stats']['outcome_bytes'] <= 3000000 + 3 * 65536 and d['stats']['outcomes'] >= 1"
 # A metrics client that sends its request a byte at a time, slower than a
 # scrape may take: it has 2 s in all, not 2 s per byte, so it neither
 # holds up the next scrape nor the stop below.

@@ -12,14 +12,20 @@
 #include "cmd/types.h"
 #include "tests/harness.h"
 
-static sx_engine *up(void)
+/* An engine of 2 workers with max_result (0: the default). */
+static sx_engine *up_max(size_t max_result)
 {
-    sx_engine_config cfg = { .workers = 2 };
+    sx_engine_config cfg = { .workers = 2, .max_result = max_result };
     sx_engine *e;
     CHECK_RC(sx_engine_new(&cfg, &e), 0);
     CHECK_RC(sx_types_register_builtin(e), 0);
     CHECK_RC(sx_engine_start(e), 0);
     return e;
+}
+
+static sx_engine *up(void)
+{
+    return up_max(0);
 }
 
 static void down(sx_engine *e)
@@ -279,6 +285,162 @@ static void test_exec(void)
     down(e);
 }
 
+/* Reads the keys truncate adds and the length of stdout from an exec
+ * type's result. */
+static void exec_truncation(const sx_result *r, size_t *out_len,
+                            bool *truncated, uint64_t *out_total)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, r->value);
+    CHECK_RC(sx_unpack_map(&u, &n), 0);
+    CHECK_EQ_INT(n, 7);
+    *out_len = SIZE_MAX;
+    *out_total = UINT64_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kl;
+        const void *p;
+        CHECK_RC(sx_unpack_str(&u, &k, &kl), 0);
+        if (kl == 6 && memcmp(k, "stdout", 6) == 0)
+            CHECK_RC(sx_unpack_bin(&u, &p, out_len), 0);
+        else if (kl == 9 && memcmp(k, "truncated", 9) == 0)
+            CHECK_RC(sx_unpack_bool(&u, truncated), 0);
+        else if (kl == 12 && memcmp(k, "stdout_total", 12) == 0)
+            CHECK_RC(sx_unpack_uint(&u, out_total), 0);
+        else
+            CHECK_RC(sx_unpack_skip(&u), 0);
+    }
+}
+
+/* Property: exec keeps at most 1 MiB of each stream by default and drops
+ * the rest without killing the program (it fails the process no more):
+ * head -c 3000000 finishes with 1 MiB, truncated, stdout_total 3000000,
+ * status 0; a third input sets the cap (nil: the default); a cap the
+ * exec command would refuse, and a fourth input, are submit errors. */
+static void test_exec_truncate(void)
+{
+    sx_engine *e = up();
+    uint8_t a[128], c[16];
+    sx_pack pk, pc;
+    sx_pack_init_fixed(&pk, a, sizeof a);
+    sx_pack_array(&pk, 4);
+    sx_pack_str(&pk, "head");
+    sx_pack_str(&pk, "-c");
+    sx_pack_str(&pk, "3000000");
+    sx_pack_str(&pk, "/dev/zero");
+    sx_payload in[4] = {
+        sx_pack_payload(&pk), { NULL, 0 }, { NULL, 0 }, { NULL, 0 }
+    };
+    sx_result r;
+    size_t len;
+    bool cut = false;
+    uint64_t total;
+    int64_t status;
+    char out[128];
+    wait_ok(e, submit(e, "exec", "run", in, 1), &r);
+    exec_truncation(&r, &len, &cut, &total);
+    CHECK_EQ_U64(len, (size_t)1 << 20);
+    CHECK(cut);
+    CHECK_EQ_U64(total, 3000000);
+    sx_result_free(&r);
+    /* [argv, nil, 100] */
+    sx_pack_init_fixed(&pc, c, sizeof c);
+    sx_pack_nil(&pc);
+    in[1] = sx_pack_payload(&pc);
+    uint8_t cb[SX_PAYLOAD_INT_MAX];
+    in[2] = sx_payload_int(cb, 100);
+    wait_ok(e, submit(e, "exec", "run", in, 3), &r);
+    exec_truncation(&r, &len, &cut, &total);
+    CHECK_EQ_U64(len, 100);
+    CHECK(cut);
+    CHECK_EQ_U64(total, 3000000);
+    exec_result(&r, &status, out, sizeof out);
+    CHECK_EQ_INT(status, 0);
+    sx_result_free(&r);
+    /* [argv, nil, nil]: the default cap. */
+    in[2] = sx_pack_payload(&pc);
+    wait_ok(e, submit(e, "exec", "run", in, 3), &r);
+    exec_truncation(&r, &len, &cut, &total);
+    CHECK_EQ_U64(len, (size_t)1 << 20);
+    sx_result_free(&r);
+    sx_pid pid;
+    static const int64_t bad[] = { -1, ((int64_t)64 << 20) + 1 };
+    for (size_t i = 0; i < 2; i++) {
+        in[2] = sx_payload_int(cb, bad[i]);
+        CHECK_RC(sx_engine_submit(e, "exec", "run", in, 3, &pid), SX_EINVAL);
+    }
+    in[2] = sx_pack_payload(&pk); /* not an int */
+    CHECK_RC(sx_engine_submit(e, "exec", "run", in, 3, &pid), SX_EINVAL);
+    in[2] = sx_payload_int(cb, 100);
+    in[3] = sx_payload_int(cb, 100);
+    CHECK_RC(sx_engine_submit(e, "exec", "run", in, 4, &pid), SX_EINVAL);
+    down(e);
+}
+
+/* fanout n exec head -c bytes /dev/zero, with inputs in in[4]. */
+static void fanout_heads(sx_pack pk[4], uint8_t b[4][96], sx_payload in[4],
+                         int64_t n, const char *bytes)
+{
+    for (int i = 0; i < 4; i++)
+        sx_pack_init_fixed(&pk[i], b[i], sizeof b[i]);
+    sx_pack_int(&pk[0], n);
+    sx_pack_str(&pk[1], "exec");
+    sx_pack_str(&pk[2], "run");
+    sx_pack_array(&pk[3], 1); /* child_input: [argv] */
+    sx_pack_array(&pk[3], 4);
+    sx_pack_str(&pk[3], "head");
+    sx_pack_str(&pk[3], "-c");
+    sx_pack_str(&pk[3], bytes);
+    sx_pack_str(&pk[3], "/dev/zero");
+    for (int i = 0; i < 4; i++) {
+        CHECK_RC(pk[i].err, 0);
+        in[i] = sx_pack_payload(&pk[i]);
+    }
+}
+
+/* Property: a fanout's result is bounded by max_result (10,000 bytes
+ * here): children whose results add up to more make it fail with
+ * SX_ETOOLARGE as soon as they do ("result of at least N bytes", before
+ * it holds them all); a child whose own result is over the limit makes it
+ * fail with SX_ETOOLARGE too, naming the child; under the limit it
+ * finishes with the children's results. */
+static void test_fanout_max_result(void)
+{
+    sx_engine *e = up_max(10000);
+    uint8_t b[4][96];
+    sx_pack pk[4];
+    sx_payload in[4];
+    sx_result r;
+    fanout_heads(pk, b, in, 4, "3000"); /* ~3,100 bytes per child */
+    CHECK_RC(sx_engine_wait(e, submit(e, "fanout", "run", in, 4), 30000, &r),
+             0);
+    CHECK_RC(r.error, SX_ETOOLARGE);
+    CHECK(strncmp(r.error_msg, "result of at least ", 19) == 0);
+    CHECK(strstr(r.error_msg, " bytes is over the limit of 10000 "
+                              "(max_result)") != NULL);
+    sx_result_free(&r);
+    fanout_heads(pk, b, in, 2, "20000");
+    CHECK_RC(sx_engine_wait(e, submit(e, "fanout", "run", in, 4), 30000, &r),
+             0);
+    CHECK_RC(r.error, SX_ETOOLARGE);
+    CHECK(strncmp(r.error_msg, "child ", 6) == 0);
+    CHECK(strstr(r.error_msg, ": result of ") != NULL);
+    CHECK(strstr(r.error_msg, " bytes is over the limit of 10000 "
+                              "(max_result)") != NULL);
+    sx_result_free(&r);
+    fanout_heads(pk, b, in, 2, "3000");
+    wait_ok(e, submit(e, "fanout", "run", in, 4), &r);
+    CHECK(r.value.len <= 10000);
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, r.value);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    sx_result_free(&r);
+    down(e);
+}
+
 /* Property: fanout(5, counter, run, [3]) finishes with [3,3,3,3,3];
  * fanout of a failing child fails naming the child. */
 static void test_fanout(void)
@@ -427,9 +589,11 @@ static const sx_test_case cases[] = {
     { "echo_then_stop", test_echo_then_stop },
     { "fail", test_fail },
     { "exec", test_exec },
+    { "exec_truncate", test_exec_truncate },
     { "fanout", test_fanout },
     { "fanout_bounds", test_fanout_bounds },
     { "fanout_long_message", test_fanout_long_message },
+    { "fanout_max_result", test_fanout_max_result },
 };
 
 SX_TEST_MAIN(cases)

@@ -2547,7 +2547,10 @@ static void test_big_outcomes_under_eviction(void)
                                 .state_size = sizeof(int64_t),
                                 .init = out_init,
                                 .step = big_step };
-    sx_engine_config cfg = { .workers = 1, .keep_outcomes = 4 };
+    /* Results of 16 MiB: over the default max_result. */
+    sx_engine_config cfg = { .workers = 1,
+                             .keep_outcomes = 4,
+                             .max_result = SIZE_MAX };
     sx_engine *e = NULL;
     CHECK_RC(sx_engine_new(&cfg, &e), 0);
     CHECK_RC(sx_engine_register(e, &t), 0);

@@ -1,8 +1,8 @@
 /* tests/io/test_exec.c — the exec family (SX_CMD_EXEC): output and exit
- * status, stdin, env and cwd, spawn failures, bad arguments, max_output,
- * the command's own timeout_ms and grace_ms, per-yield timeouts,
- * terminate and engine stop while children run, the process-group
- * clean-up, 64 concurrent children, and no leaked descriptor.
+ * status, stdin, env and cwd, spawn failures, bad arguments, max_output
+ * (killing, or truncating with `truncate`), the command's own timeout_ms and
+ * grace_ms, per-yield timeouts, terminate and engine stop while children run,
+ * the process-group clean-up, 64 concurrent children, and no leaked descriptor.
  *
  * A test process ("ex") runs the exec yields it was given one after the
  * other and finishes DONE with every answer, as [error, message, result];
@@ -175,6 +175,7 @@ typedef struct {
     size_t in_len;
     bool has_in;
     int64_t max_output, timeout_ms, grace_ms; /* -1: absent */
+    int truncate;                             /* -1: absent; 0, 1 */
 } xargs;
 
 static xargs sh(const char *script)
@@ -185,6 +186,7 @@ static xargs sh(const char *script)
     a.argv[1] = "-c";
     a.argv[2] = script;
     a.max_output = a.timeout_ms = a.grace_ms = -1;
+    a.truncate = -1;
     return a;
 }
 
@@ -193,7 +195,8 @@ static sx_payload pack_args(sx_pack *pk, const xargs *a)
 {
     uint32_t fields = 1 + (a->has_env ? 1 : 0) + (a->cwd != NULL) +
                       (a->has_in ? 1 : 0) + (a->max_output >= 0) +
-                      (a->timeout_ms >= 0) + (a->grace_ms >= 0);
+                      (a->timeout_ms >= 0) + (a->grace_ms >= 0) +
+                      (a->truncate >= 0);
     uint32_t argc = 0, envc = 0;
     while (a->argv[argc] != NULL)
         argc++;
@@ -223,6 +226,10 @@ static sx_payload pack_args(sx_pack *pk, const xargs *a)
         sx_pack_str(pk, "max_output");
         sx_pack_int(pk, a->max_output);
     }
+    if (a->truncate >= 0) {
+        sx_pack_str(pk, "truncate");
+        sx_pack_bool(pk, a->truncate != 0);
+    }
     if (a->timeout_ms >= 0) {
         sx_pack_str(pk, "timeout_ms");
         sx_pack_int(pk, a->timeout_ms);
@@ -244,6 +251,9 @@ typedef struct {
     int64_t status, sig;
     char *out, *errb; /* NUL-terminated copies (malloc) */
     size_t out_len, err_len;
+    /* With truncate: the three keys it adds. */
+    bool has_trunc, truncated;
+    uint64_t out_total, err_total;
 } xres;
 
 static char *copy_bin(const void *p, size_t n)
@@ -260,12 +270,19 @@ static void read_result(sx_unpack *u, xres *r)
 {
     uint32_t n;
     CHECK_RC(sx_unpack_map(u, &n), 0);
-    CHECK_EQ_INT(n, 4);
+    CHECK(n == 4 || n == 7);
+    r->has_trunc = n == 7;
     for (uint32_t i = 0; i < n; i++) {
         const char *k;
         size_t kn;
         CHECK_RC(sx_unpack_str(u, &k, &kn), 0);
-        if (kn == 6 && memcmp(k, "status", 6) == 0) {
+        if (kn == 9 && memcmp(k, "truncated", 9) == 0) {
+            CHECK_RC(sx_unpack_bool(u, &r->truncated), 0);
+        } else if (kn == 12 && memcmp(k, "stdout_total", 12) == 0) {
+            CHECK_RC(sx_unpack_uint(u, &r->out_total), 0);
+        } else if (kn == 12 && memcmp(k, "stderr_total", 12) == 0) {
+            CHECK_RC(sx_unpack_uint(u, &r->err_total), 0);
+        } else if (kn == 6 && memcmp(k, "status", 6) == 0) {
             r->has_status = sx_unpack_type(u) != SX_MP_NIL;
             if (r->has_status)
                 CHECK_RC(sx_unpack_int(u, &r->status), 0);
@@ -766,6 +783,7 @@ static void test_bad_args(void)
         { "grace_ms string", "grace_ms must be an integer from 0 to 2^40" },
         { "unknown key", "unknown argument \"argx\"" },
         { "argv twice", "argument \"argv\" given twice" },
+        { "truncate int", "truncate must be a bool, or nil" },
     };
     enum { N = sizeof bad / sizeof bad[0] };
     sx_pack pk[N];
@@ -847,6 +865,10 @@ static void test_bad_args(void)
             sx_pack_array(p, 1);
             sx_pack_str(p, "true");
             break;
+        case 16:
+            sx_pack_str(p, "truncate");
+            sx_pack_int(p, 1);
+            break;
         default:
             break;
         }
@@ -871,12 +893,13 @@ static void test_bad_args(void)
 
 /* Every optional key takes nil for its default (COMMANDS.md's table):
  * env, cwd and stdin, and the integers max_output, timeout_ms and
- * grace_ms too; an empty cwd is SX_EINVAL, not the engine's directory. */
+ * grace_ms too, and truncate (false: the result has its 4 keys); an empty
+ * cwd is SX_EINVAL, not the engine's directory. */
 static void test_nil_defaults(void)
 {
-    static const char *const keys[] = {
-        "env", "cwd", "stdin", "max_output", "timeout_ms", "grace_ms"
-    };
+    static const char *const keys[] = { "env",        "cwd",      "stdin",
+                                        "max_output", "truncate", "timeout_ms",
+                                        "grace_ms" };
     enum { K = sizeof keys / sizeof keys[0] };
     sx_pack pk[2];
     sx_payload in[2];
@@ -909,6 +932,7 @@ static void test_nil_defaults(void)
     expect_answers(e, pid, r, 2);
     expect_status(&r[0], 0);
     CHECK_STR(r[0].out, "ok\n");
+    CHECK(!r[0].has_trunc);
     CHECK_RC(r[1].err, SX_EINVAL);
     CHECK_STR(r[1].msg, "exec: cwd must be a non-empty string without NUL "
                         "bytes");
@@ -950,6 +974,88 @@ static void test_max_output(void)
     await_idle(e);
     down(e);
     tmp_done(&t);
+}
+
+/* truncate: output past max_output (default 1 MiB) is read and dropped,
+ * not a failure: the child runs to its own end (a 20 MB writer exits 7,
+ * not killed), each stream keeps its first max_output bytes, and the
+ * result says so (truncated, and what each stream carried in all); a
+ * stream of exactly max_output bytes is not truncated. Without truncate
+ * (false) the old rule holds: SX_ELIMIT. */
+static void test_truncate(void)
+{
+    sx_engine *e = up();
+    xres r;
+    xargs a;
+    memset(&a, 0, sizeof a);
+    a.argv[0] = "head";
+    a.argv[1] = "-c";
+    a.argv[2] = "3000000";
+    a.argv[3] = "/dev/zero";
+    a.max_output = a.timeout_ms = a.grace_ms = -1;
+    a.truncate = 1;
+    run1(e, &a, &r);
+    expect_status(&r, 0);
+    CHECK(r.has_trunc);
+    CHECK(r.truncated);
+    CHECK_EQ_U64(r.out_len, (size_t)1 << 20);
+    CHECK_EQ_U64(r.out_total, 3000000);
+    CHECK_EQ_U64(r.err_len, 0);
+    CHECK_EQ_U64(r.err_total, 0);
+    xres_free(&r, 1);
+    a = sh("head -c 20000000 /dev/zero; echo done >&2; exit 7");
+    a.truncate = 1;
+    a.max_output = 4096;
+    run1(e, &a, &r);
+    expect_status(&r, 7);
+    CHECK(r.truncated);
+    CHECK_EQ_U64(r.out_len, 4096);
+    CHECK_EQ_U64(r.out_total, 20000000);
+    CHECK_STR(r.errb, "done\n");
+    CHECK_EQ_U64(r.err_total, 5);
+    xres_free(&r, 1);
+    /* One stream at the cap exactly, the other one byte over. */
+    a = sh("printf '%01000d' 0; printf '%01001d' 1 >&2");
+    a.truncate = 1;
+    a.max_output = 1000;
+    run1(e, &a, &r);
+    expect_status(&r, 0);
+    CHECK(r.truncated);
+    CHECK_EQ_U64(r.out_len, 1000);
+    CHECK_EQ_U64(r.out_total, 1000);
+    CHECK_EQ_U64(r.err_len, 1000);
+    CHECK_EQ_U64(r.err_total, 1001);
+    xres_free(&r, 1);
+    /* Both at the cap: nothing dropped. */
+    a = sh("printf '%01000d' 0; printf '%01000d' 1 >&2");
+    a.truncate = 1;
+    a.max_output = 1000;
+    run1(e, &a, &r);
+    expect_status(&r, 0);
+    CHECK(!r.truncated);
+    CHECK_EQ_U64(r.out_total, 1000);
+    CHECK_EQ_U64(r.err_total, 1000);
+    xres_free(&r, 1);
+    /* A cap of 0 keeps nothing. */
+    a = sh("echo hi");
+    a.truncate = 1;
+    a.max_output = 0;
+    run1(e, &a, &r);
+    expect_status(&r, 0);
+    CHECK(r.truncated);
+    CHECK_EQ_U64(r.out_len, 0);
+    CHECK_EQ_U64(r.out_total, 3);
+    xres_free(&r, 1);
+    /* truncate false: past the cap is an error, as without it. */
+    a = sh("printf '%01001d' 0");
+    a.truncate = 0;
+    a.max_output = 1000;
+    run1(e, &a, &r);
+    CHECK_RC(r.err, SX_ELIMIT);
+    CHECK_STR(r.msg, "exec: stdout exceeded max_output (1000 bytes)");
+    xres_free(&r, 1);
+    await_idle(e);
+    down(e);
 }
 
 /* timeout_ms: the child is killed (SIGTERM) and reaped, then the answer
@@ -1336,6 +1442,7 @@ static const sx_test_case cases[] = {
     { "bad_args", test_bad_args },
     { "nil_defaults", test_nil_defaults },
     { "max_output", test_max_output },
+    { "truncate", test_truncate },
     { "own_timeout", test_own_timeout },
     { "grace_then_kill", test_grace_then_kill },
     { "yield_timeout", test_yield_timeout },

@@ -575,6 +575,31 @@ static void test_exec_out(void)
                 exec_args(b, sizeof b, "head -c 100000 /dev/zero", 0, false));
     CHECK_RC(a.err, 0);
     CHECK(a.len > 100000);
+    /* truncate with max_output 0: the first read of either stream needs
+     * the buffer that output past the cap is dropped into, which cannot
+     * be had; then it can. */
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, b, sizeof b);
+    sx_pack_map(&pk, 3);
+    sx_pack_str(&pk, "argv");
+    sx_pack_array(&pk, 3);
+    sx_pack_str(&pk, "/bin/sh");
+    sx_pack_str(&pk, "-c");
+    sx_pack_str(&pk, "head -c 100000 /dev/zero");
+    sx_pack_str(&pk, "max_output");
+    sx_pack_int(&pk, 0);
+    sx_pack_str(&pk, "truncate");
+    sx_pack_bool(&pk, true);
+    CHECK_RC(pk.err, 0);
+    args = sx_pack_payload(&pk);
+    before = sx__fault_hits(SX__FAULT_EXEC_OUT);
+    sx__fault_arm_after(SX__FAULT_EXEC_OUT, 0);
+    a = run(e, SX_CMD_EXEC, args);
+    sx__fault_arm(0);
+    check_nomem(&a, "exec: out of memory for std");
+    CHECK(sx__fault_hits(SX__FAULT_EXEC_OUT) > before);
+    a = run(e, SX_CMD_EXEC, args);
+    CHECK_RC(a.err, 0);
     down(e);
 }
 

@@ -290,15 +290,14 @@ typedef struct {
     char tcp_addr[64];   /* "127.0.0.1:PORT"; empty without a listener */
 } fixture;
 
-/* Starts an engine of 2 workers (max_processes 0: the default) with the
- * shipped and the test types, and a server configured as *extra (NULL:
- * defaults) on the socket f->path. */
-static inline void fx_up_cfg(fixture *f, size_t max_processes,
-                             const sx_server_config *extra)
+/* Starts an engine configured as *ec with the shipped and the test types,
+ * and a server configured as *extra (NULL: defaults) on the socket
+ * f->path. */
+static inline void fx_up_engine(fixture *f, const sx_engine_config *ec,
+                                const sx_server_config *extra)
 {
     memset(f, 0, sizeof(*f));
-    sx_engine_config ec = { .workers = 2, .max_processes = max_processes };
-    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
+    CHECK_RC(sx_engine_new(ec, &f->e), 0);
     CHECK_RC(sx_types_register_builtin(f->e), 0);
     for (size_t i = 0; i < FX_NTYPES; i++)
         CHECK_RC(sx_engine_register(f->e, &fx_types[i]), 0);
@@ -315,6 +314,14 @@ static inline void fx_up_cfg(fixture *f, size_t max_processes,
     if (sc.listen != NULL)
         snprintf(f->tcp_addr, sizeof(f->tcp_addr), "127.0.0.1:%d",
                  sx_server_port(f->s));
+}
+
+/* An engine of 2 workers (max_processes 0: the default). */
+static inline void fx_up_cfg(fixture *f, size_t max_processes,
+                             const sx_server_config *extra)
+{
+    sx_engine_config ec = { .workers = 2, .max_processes = max_processes };
+    fx_up_engine(f, &ec, extra);
 }
 
 static inline void fx_up(fixture *f)

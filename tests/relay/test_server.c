@@ -1613,6 +1613,107 @@ static void test_max_connections(void)
     fx_down(&f);
 }
 
+/* The stats op's map (in *r, to free). */
+static sx_payload stats_of(sx_client *c, sx_reply *r)
+{
+    sx_pack pk;
+    pk_op(&pk, 1, "stats");
+    CHECK_RC(sx_client_call(c, sx_pack_payload(&pk), 10000, r), 0);
+    sx_pack_fini(&pk);
+    CHECK(r->ok);
+    sx_payload st;
+    CHECK_RC(sx_map_get(r->body, "stats", &st), 0);
+    return st;
+}
+
+/* fanout n x exec head -c 1000000 /dev/zero, as submit's input. */
+static sx_pid submit_heads(sx_client *c, int64_t n)
+{
+    uint8_t b[4][96];
+    sx_pack pk[4];
+    sx_payload in[4];
+    for (int i = 0; i < 4; i++)
+        sx_pack_init_fixed(&pk[i], b[i], sizeof b[i]);
+    sx_pack_int(&pk[0], n);
+    sx_pack_str(&pk[1], "exec");
+    sx_pack_str(&pk[2], "run");
+    sx_pack_array(&pk[3], 1);
+    sx_pack_array(&pk[3], 4);
+    sx_pack_str(&pk[3], "head");
+    sx_pack_str(&pk[3], "-c");
+    sx_pack_str(&pk[3], "1000000");
+    sx_pack_str(&pk[3], "/dev/zero");
+    for (int i = 0; i < 4; i++) {
+        CHECK_RC(pk[i].err, 0);
+        in[i] = sx_pack_payload(&pk[i]);
+    }
+    return submit_ok(c, "fanout", "run", in, 4);
+}
+
+/* Property: one small request no longer pins hundreds of MB. A fanout of
+ * 100 execs of head -c 1000000 /dev/zero (30 under sanitizers), submitted
+ * and waited over the relay, answers too_large, not internal: the
+ * children's results (1 MB each) add up past max_result (4 MiB, the
+ * default); its children still run to their ends, and once they have,
+ * the outcomes held (the stats op's outcome_bytes and outcomes) stay
+ * within keep_outcome_bytes (8 MiB here) and its small slack (64 KiB per
+ * shard), the oldest 1 MB results pushed out; a fanout of 3 (3 MB) is
+ * within the limits and answers its result. Without the byte budget all
+ * the children's results stayed: ~100 MB. */
+static void test_fanout_pins_no_memory(void)
+{
+    fixture f;
+    sx_engine_config ec = { .workers = 2,
+                            .keep_outcome_bytes = (size_t)8 << 20 };
+    fx_up_engine(&f, &ec, NULL);
+    sx_client *c = connect_ok(f.unix_addr);
+#ifdef SX_TEST_SANITIZED
+    const int64_t n = 30;
+#else
+    const int64_t n = 100;
+#endif
+    sx_pid pid = submit_heads(c, n);
+    sx_reply r;
+    int wrc = sx_client_wait(c, pid, 120000, NULL, &r);
+    if (wrc != SX_ETOOLARGE)
+        SX_FAILF("wait: %s %s: %s", sx_errname(wrc), r.code, r.message);
+    CHECK_STR(r.code, "too_large");
+    CHECK(strstr(r.message, "is over the limit of 4194304 (max_result)") !=
+          NULL);
+    sx_reply_free(&r);
+    double end = sx_test_now_ms() + 120000;
+    for (;;) { /* the children, left running, finish */
+        sx_payload st = stats_of(c, &r);
+        int64_t live = map_int(st, "live");
+        sx_reply_free(&r);
+        if (live == 0)
+            break;
+        CHECK(sx_test_now_ms() < end);
+        sleep_ms(20);
+    }
+    sx_payload st = stats_of(c, &r);
+    int64_t held = map_int(st, "outcome_bytes");
+    int64_t kept = map_int(st, "outcomes");
+    CHECK(held <= (8 << 20) + 3 * (64 << 10));
+    CHECK(held >= 4 << 20); /* the newest children's results */
+    CHECK(kept >= 4 && kept <= n + 2);
+    sx_reply_free(&r);
+    pid = submit_heads(c, 3);
+    CHECK_RC(sx_client_wait(c, pid, 60000, NULL, &r), 0);
+    CHECK(r.ok);
+    sx_payload res;
+    CHECK_RC(sx_map_get(r.body, "result", &res), 0);
+    sx_unpack u;
+    uint32_t k;
+    sx_unpack_init(&u, res);
+    CHECK_RC(sx_unpack_array(&u, &k), 0);
+    CHECK_EQ_INT(k, 3);
+    CHECK(res.len > 3000000);
+    sx_reply_free(&r);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "hello", test_hello },
     { "half_close_keeps_waits", test_half_close_keeps_waits },
@@ -1644,6 +1745,7 @@ static const sx_test_case cases[] = {
     { "ps_fits_frame", test_ps_fits_frame },
     { "poll_leaves_no_watch", test_poll_leaves_no_watch },
     { "timed_out_waits_reused", test_timed_out_waits_reused },
+    { "fanout_pins_no_memory", test_fanout_pins_no_memory },
 };
 
 SX_TEST_MAIN(cases)
