@@ -580,6 +580,9 @@ void sx__ev_bundle_next(const sx__ev *ev, size_t *off, const char **topic,
                         sx_payload *data);
 void sx__ev_cache_enable(void);
 void sx__ev_cache_flush(void);
+/* How many nodes of size class big (0 small, 1 large, 2 bundle) the
+ * shared depot keeps on a machine with `memory` bytes (0: unknown). */
+size_t sx__ev_depot_cap(int big, uint64_t memory);
 /* Sets the event's bytes: topic (NUL added), data, error message (NUL
  * added). Returns 0 or SX_ENOMEM. */
 int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
