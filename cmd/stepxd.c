@@ -4,11 +4,16 @@
  *
  *   stepxd [--socket PATH] [--listen HOST:PORT] [--token T]
  *          [--workers N] [--io-loops N] [--max-processes N]
- *          [--keep-outcomes N] [--keep-outcome-bytes BYTES]
+ *          [--max-slots N] [--keep-outcomes N] [--keep-outcome-bytes BYTES]
  *          [--max-result BYTES] [--stop-deadline MS] [--node N]
- *          [--load LIB.so]... [--metrics HOST:PORT] [--max-frame BYTES]
- *          [--max-output BYTES] [--max-connections N] [--max-waits N]
- *          [--max-unauthenticated N] [--auth-timeout MS]
+ *          [--incarnation N] [--load LIB.so]... [--metrics HOST:PORT]
+ *          [--max-frame BYTES] [--max-output BYTES] [--max-connections N]
+ *          [--max-waits N] [--max-unauthenticated N] [--auth-timeout MS]
+ *
+ * Each run has its own incarnation, the host part of every PID
+ * ({node@host|id}): random unless --incarnation gives it, so a PID that a
+ * client kept from an earlier run names nothing in this one (the engine
+ * refuses PIDs of another host).
  *
  * Signals: SIGINT, SIGTERM and SIGHUP (its terminal went away) stop it
  * gracefully: every process gets a cancel, the engine waits up to the
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -67,8 +73,11 @@ typedef struct {
     size_t max_output, max_connections, max_waits, max_unauth;
     uint64_t auth_timeout_ms;
     size_t keep_outcome_bytes, max_result; /* 0: not given */
+    size_t max_slots; /* meaningful when max_slots_set */
+    bool max_slots_set;
     int64_t stop_deadline_ms;
     uint32_t node;
+    uint32_t incarnation; /* 0: draw one */
 } options;
 
 static void usage(FILE *f)
@@ -82,7 +91,14 @@ static void usage(FILE *f)
                "  --workers N          worker threads (default: one per CPU)\n"
                "  --io-loops N         libuv loop threads for commands "
                "(default 1)\n"
-               "  --max-processes N    refuse submits beyond N live processes\n"
+               "  --max-processes N    refuse submits beyond N live processes "
+               "(exact; a shared\n"
+               "                       count on every spawn and finish; "
+               "default 0: none)\n"
+               "  --max-slots N        cap the process table at N slots "
+               "(processes and\n"
+               "                       connections; default: one per 4 KiB "
+               "of memory; 0: none)\n"
                "  --keep-outcomes N    finished outcomes kept for wait "
                "(default 10000)\n"
                "  --keep-outcome-bytes BYTES\n"
@@ -99,6 +115,9 @@ static void usage(FILE *f)
                "long before terminating (default 5000;\n"
                "                       a second signal terminates at once)\n"
                "  --node N             this engine's node number in PIDs\n"
+               "  --incarnation N      the host part of this run's PIDs, "
+               "1 to 4294967295\n"
+               "                       (default: random, new for every run)\n"
                "  --load LIB.so        load process types from a shared object "
                "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
                "  --metrics HOST:PORT  serve Prometheus metrics at "
@@ -168,6 +187,7 @@ static int parse_args(int argc, char **argv, options *o)
             "--max-output", "--max-connections", "--max-waits",
             "--max-unauthenticated", "--auth-timeout",
             "--keep-outcome-bytes", "--max-result",
+            "--max-slots", "--incarnation",
         };
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -212,8 +232,15 @@ static int parse_args(int argc, char **argv, options *o)
         else if (strcmp(a, "--io-loops") == 0 && parse_u64(v, 1, 64, &n))
             o->io_loops = (unsigned)n;
         else if (strcmp(a, "--max-processes") == 0 &&
-                 parse_u64(v, 1, UINT32_MAX, &n))
+                 parse_u64(v, 0, UINT32_MAX, &n))
             o->max_processes = (size_t)n;
+        else if (strcmp(a, "--max-slots") == 0 &&
+                 parse_u64(v, 0, UINT32_MAX, &n)) {
+            o->max_slots = (size_t)n;
+            o->max_slots_set = true;
+        } else if (strcmp(a, "--incarnation") == 0 &&
+                   parse_u64(v, 1, UINT32_MAX, &n))
+            o->incarnation = (uint32_t)n;
         else if (strcmp(a, "--keep-outcomes") == 0 &&
                  parse_u64(v, 1, 100000000, &n))
             o->keep_outcomes = (size_t)n;
@@ -333,6 +360,41 @@ static int load_plugins(sx_engine *e, const options *o)
     return 0;
 }
 
+/* A nonzero random 32-bit number for the run's incarnation, or 0 when
+ * the kernel gives none (getrandom blocks only until its pool is first
+ * seeded, early in boot). Two runs draw the same one with probability
+ * 2^-32 (docs/PROTOCOL.md, "PIDs"). */
+static uint32_t draw_incarnation(void)
+{
+    uint32_t v = 0;
+    while (v == 0) {
+        ssize_t n = getrandom(&v, sizeof v, 0);
+        if (n < 0 && errno != EINTR)
+            return 0;
+        if (n != (ssize_t)sizeof v)
+            v = 0;
+    }
+    return v;
+}
+
+/* Bytes of memory per process slot for the default --max-slots. A slot
+ * costs 152 bytes of table for good (128 in the slot, 24 beside it), so
+ * at the cap the table takes under 4 % of memory; what processes hold
+ * beyond their slot (state over 32 bytes, queued messages, subprocesses)
+ * is theirs (docs/PROTOCOL.md, "Limits"). */
+#define MEMORY_PER_SLOT 4096
+/* The cap when the memory size is unknown. */
+#define SLOTS_UNKNOWN_MEMORY ((size_t)1 << 20)
+
+static size_t default_max_slots(void)
+{
+    uint64_t mem = sx_memory_size();
+    if (mem == 0)
+        return SLOTS_UNKNOWN_MEMORY;
+    uint64_t n = mem / MEMORY_PER_SLOT;
+    return n < 1024 ? 1024 : n > UINT32_MAX ? UINT32_MAX : (size_t)n;
+}
+
 static const char *sig_name(int sig)
 {
     return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
@@ -397,13 +459,24 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (o.incarnation == 0 && (o.incarnation = draw_incarnation()) == 0) {
+        fprintf(stderr,
+                "stepxd: cannot draw an incarnation: getrandom: %s "
+                "(give one with --incarnation N)\n",
+                strerror(errno));
+        return 1;
+    }
     sx_engine_config cfg = { .workers = o.workers,
                              .io_loops = o.io_loops,
                              .max_processes = o.max_processes,
                              .keep_outcomes = o.keep_outcomes,
                              .keep_outcome_bytes = o.keep_outcome_bytes,
                              .max_result = o.max_result,
-                             .node = o.node };
+                             .node = o.node,
+                             .host = o.incarnation,
+                             .max_slots = o.max_slots_set
+                                              ? o.max_slots
+                                              : default_max_slots() };
     sx_engine *e;
     if ((rc = sx_engine_new(&cfg, &e)) != 0) {
         fprintf(stderr, "stepxd: engine: %s\n", sx_strerror(rc));
@@ -474,6 +547,16 @@ int main(int argc, char **argv)
     if (m != NULL)
         printf("stepxd: metrics on http://%s/metrics (port %d)\n", o.metrics,
                sx_metrics_port(m));
+    printf("stepxd: incarnation %u: PIDs are {%u@%u|id}\n", o.incarnation,
+           o.node, o.incarnation);
+    if (cfg.max_slots != 0)
+        printf("stepxd: at most %zu process slots (--max-slots)\n",
+               cfg.max_slots);
+    else
+        printf("stepxd: no cap on process slots (--max-slots 0)\n");
+    if (o.max_processes != 0)
+        printf("stepxd: at most %zu live processes (--max-processes)\n",
+               o.max_processes);
     printf("stepxd: %u workers, pid %d; SIGINT, SIGHUP or SIGTERM stops it\n",
            st.workers, (int)getpid());
     fflush(stdout);

@@ -49,6 +49,79 @@ static unsigned online_cpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
+/* The lowest memory limit file named `file` in dir and the directories
+ * above it up to root (inclusive), or UINT64_MAX when none has a number
+ * ("max" has none). dir is cut short on the way. */
+static uint64_t least_limit(char *dir, const char *root, const char *file)
+{
+    uint64_t least = UINT64_MAX;
+    for (;;) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        FILE *m = fopen(path, "re");
+        if (m != NULL) {
+            unsigned long long v;
+            if (fscanf(m, "%llu", &v) == 1 && v < least)
+                least = v;
+            fclose(m);
+        }
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL || strcmp(dir, root) == 0)
+            return least;
+        *slash = 0;
+    }
+}
+
+/* The lowest memory limit of this program's cgroup and those above it:
+ * memory.max (v2) or memory.limit_in_bytes (v1); UINT64_MAX when none is
+ * set or readable. A directory that is not there (a cgroup namespace may
+ * show paths of another mount) is skipped. */
+static uint64_t cgroup_memory_max(void)
+{
+    char line[4096];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f == NULL)
+        return UINT64_MAX;
+    uint64_t least = UINT64_MAX;
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = 0;
+        /* "0::/path" (v2) or "N:memory:/path" (v1, perhaps with other
+         * controllers: "N:cpu,memory:/path"). */
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL || c2[1] != '/')
+            continue;
+        *c2 = 0;
+        const char *root, *file;
+        if (strcmp(line, "0") == 0 && c1 + 1 == c2) {
+            root = "/sys/fs/cgroup";
+            file = "memory.max";
+        } else if (strstr(c1 + 1, "memory") != NULL) {
+            root = "/sys/fs/cgroup/memory";
+            file = "memory.limit_in_bytes";
+        } else {
+            continue;
+        }
+        char dir[sizeof line + 32];
+        snprintf(dir, sizeof dir, "%s%s", root,
+                 strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+        uint64_t v = least_limit(dir, root, file);
+        if (v < least)
+            least = v;
+    }
+    fclose(f);
+    return least;
+}
+
+uint64_t sx_memory_size(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t phys =
+        pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    uint64_t cg = cgroup_memory_max();
+    uint64_t m = cg < phys ? cg : phys;
+    return m == UINT64_MAX ? 0 : m;
+}
+
 static int workers_init(sx_engine *e)
 {
     e->workers = calloc(e->n_workers, sizeof(*e->workers));
@@ -487,7 +560,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     if (p == NULL) {
         if (e->cfg.max_processes != 0) /* relaxed: as above */
             atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
-        return SX_ENOMEM;
+        return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
     }
     /* The birth is counted after the slot is in the table and before
      * stopping is read (see "live"): either this spawn sees stopping and

@@ -33,10 +33,17 @@
 #include "engine/internal.h"
 
 #define DEPOT_BATCH 256
-/* Nodes of one size a thread keeps, and the depot keeps; beyond that,
- * free(). Bundles (~1 KiB each) are kept in smaller numbers. */
+/* Nodes of one size a thread keeps; beyond that, batches go to the depot.
+ * Bundles (~1 KiB each) are kept in smaller numbers. At most 1.8 MiB per
+ * thread: 4096 x 112 + 4096 x 208 + 512 x 992 bytes. */
 static const unsigned cache_max[3] = { 4096, 4096, 2 * DEPOT_BATCH };
-static const size_t depot_max[3] = { 256 * 1024, 256 * 1024, 16 * 1024 };
+/* Nodes of one size the depot keeps at most; beyond that, free(). These
+ * are 28 + 52 + 15.5 MiB (96 MiB in all), and no size keeps more than
+ * 1/256 of the program's memory (sx_memory_size, sx__ev_depot_cap): the
+ * figures hold from 13 GiB up, and below that the depot takes at most
+ * ~1.2 % of the memory. */
+static const size_t depot_max_top[3] = { 256 * 1024, 256 * 1024, 16 * 1024 };
+#define DEPOT_MEMORY_SHARE 256
 
 /* The three sizes (internal.h): a small node is a message whose bytes fit
  * SX__EV_SMALL; a bundle node holds a bundle's records; a large one is
@@ -71,8 +78,22 @@ static struct {
     pthread_mutex_t mu;
     sx__ev *head[CLASSES]; /* [big]; under mu */
     size_t n[CLASSES];     /* under mu */
+    size_t max[CLASSES];   /* set by the first cache enabled; under mu */
     unsigned caches;       /* enabled caches (workers alive); under mu */
-} depot = { PTHREAD_MUTEX_INITIALIZER, { NULL, NULL, NULL }, { 0, 0, 0 }, 0 };
+} depot = {
+    PTHREAD_MUTEX_INITIALIZER, { NULL, NULL, NULL }, { 0, 0, 0 }, { 0, 0, 0 }, 0
+};
+
+size_t sx__ev_depot_cap(int big, uint64_t memory)
+{
+    size_t top = depot_max_top[big];
+    if (memory == 0)
+        return top; /* unknown */
+    uint64_t n = memory / DEPOT_MEMORY_SHARE / node_size[big];
+    if (n < DEPOT_BATCH)
+        n = DEPOT_BATCH;
+    return n < top ? (size_t)n : top;
+}
 
 static sx__ev *next_of(const sx__ev *ev)
 {
@@ -101,6 +122,13 @@ void sx__ev_cache_enable(void)
 {
     cache.on = true;
     pthread_mutex_lock(&depot.mu);
+    if (depot.max[0] == 0) {
+        /* Once per program (a few small file reads): the figures do not
+         * change while it runs. */
+        uint64_t mem = sx_memory_size();
+        for (int big = 0; big < CLASSES; big++)
+            depot.max[big] = sx__ev_depot_cap(big, mem);
+    }
     depot.caches++;
     pthread_mutex_unlock(&depot.mu);
 }
@@ -164,7 +192,7 @@ static __attribute__((noinline, cold)) void spill(int big)
     l->head = next_of(last);
     l->n -= DEPOT_BATCH;
     pthread_mutex_lock(&depot.mu);
-    bool keep = depot.n[big] < depot_max[big];
+    bool keep = depot.n[big] < depot.max[big];
     if (keep) {
         set_next(last, depot.head[big]);
         depot.head[big] = first;

@@ -523,6 +523,8 @@ struct sx_engine {
      * "live"), and the admission count when max_processes is set. */
     alignas(64) _Atomic uint64_t ext_born, ext_died;
     _Atomic uint64_t admitted;
+    /* The table reached cfg.max_slots (ptable.c, grow); never cleared. */
+    _Atomic bool slots_full;
 
     /* Counters for threads that are not workers (relaxed; figures only):
      * submits from outside; finishes there (none today: every finish runs
@@ -597,6 +599,9 @@ void sx__ev_bundle_next(const sx__ev *ev, size_t *off, const char **topic,
                         sx_payload *data);
 void sx__ev_cache_enable(void);
 void sx__ev_cache_flush(void);
+/* How many nodes of size class big (0 small, 1 large, 2 bundle) the
+ * shared depot keeps on a machine with `memory` bytes (0: unknown). */
+size_t sx__ev_depot_cap(int big, uint64_t memory);
 /* Sets the event's bytes: topic (NUL added), data, error message (NUL
  * added). Returns 0 or SX_ENOMEM. */
 int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
@@ -608,9 +613,22 @@ const char *sx__ev_msg(const sx__ev *ev);
 /* engine/ptable.c */
 int sx__ptable_init(sx_engine *e);
 void sx__ptable_fini(sx_engine *e);
-/* A fresh slot: refs = 1, a new gen, READY, type and method set. */
+/* A fresh slot: refs = 1, a new gen, READY, type and method set. NULL
+ * when there is no free slot and the table cannot grow: out of memory,
+ * or at its cap (then sx__ptable_full says so). */
 sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
                            uint16_t method);
+/* The largest generation a process takes; a mailbox's has the top bit set
+ * (ptable.c, "Generations"). */
+#define SX__GEN_PROC_MAX 0x7fffffffu
+/* A fresh slot for a mailbox (no type, READY until the caller marks it):
+ * its generation is the top bit and random's low 31 bits; *proc_gen gets
+ * the slot's process generation, for sx__ptable_retire_mailbox. */
+sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
+                                   uint32_t *proc_gen);
+/* True once the table has reached cfg.max_slots (or its largest size): an
+ * alloc that failed then failed for that, not for memory. */
+bool sx__ptable_full(sx_engine *e);
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
 /* The rarely used fields of p's slot (see sx__proc): memory untouched
  * until a process uses them. */
@@ -624,6 +642,9 @@ bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen);
 void sx__proc_release(sx_engine *e, sx__proc *p);
 /* Marks p finished in the table (gen changes). */
 void sx__ptable_retire(sx_engine *e, sx__proc *p);
+/* Marks the mailbox p closed: its slot gets back proc_gen, the process
+ * generation sx__ptable_alloc_mailbox gave. */
+void sx__ptable_retire_mailbox(sx_engine *e, sx__proc *p, uint32_t proc_gen);
 /* Calls fn on every live process with a reference held. */
 void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
                      void *arg);

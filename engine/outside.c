@@ -11,16 +11,35 @@
  *
  * Threads: [any thread] unless a function says otherwise.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "engine/internal.h"
 
 typedef struct {
     sx_mailbox_fn fn;
     void *user;
+    /* The slot's process generation, put back when the mailbox closes
+     * (ptable.c, "Generations"). */
+    uint32_t proc_gen;
 } mailbox_hook;
+
+/* 32 random bits for a mailbox's generation (ptable.c keeps 31 of them),
+ * or -errno. getrandom blocks only before the kernel's pool is first
+ * seeded, early in boot. */
+static int random32(uint32_t *out)
+{
+    for (;;) {
+        ssize_t n = getrandom(out, sizeof(*out), 0);
+        if (n == (ssize_t)sizeof(*out))
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return -errno;
+    }
+}
 
 static bool started(sx_engine *e)
 {
@@ -45,12 +64,18 @@ int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
         return SX_ENOMEM;
     h->fn = fn;
     h->user = user;
+    uint32_t r;
+    int rc = random32(&r);
+    if (rc != 0) {
+        free(h);
+        return rc;
+    }
     /* A slot with no type: the state below keeps every process path
      * (run, list, stop) away from it. */
-    sx__proc *p = sx__ptable_alloc(e, NULL, 0);
+    sx__proc *p = sx__ptable_alloc_mailbox(e, r, &h->proc_gen);
     if (p == NULL) {
         free(h);
-        return SX_ENOMEM;
+        return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
     }
     p->user_state = h;
     /* release: publishes the hook to senders (acquire in sx__deliver). */
@@ -103,8 +128,8 @@ int sx_engine_mailbox_free(sx_engine *e, sx_pid pid)
             break;
     }
     /* The PID stops resolving; a look-up that raced us holds a reference
-     * and sees COMPLETE. */
-    sx__ptable_retire(e, p);
+     * and sees COMPLETE. The hook is ours (we won the CAS). */
+    sx__ptable_retire_mailbox(e, p, ((mailbox_hook *)p->user_state)->proc_gen);
     /* Wait for senders inside the callback (each holds a reference): the
      * table's and ours remain. acquire: their callbacks happen before we
      * free the hook. */

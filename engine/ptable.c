@@ -8,6 +8,12 @@
  * completer that outlived its process misses instead of reaching the slot's
  * next occupant.
  *
+ * Generations come in two disjoint ranges (see "Generations" below):
+ * processes count 1, 2, 3, ... up to SX__GEN_PROC_MAX (top bit clear) on
+ * each slot; a mailbox takes a random generation with the top bit set, so
+ * that a client cannot guess another client's mailbox PID, and no process
+ * PID, stale or live, ever names a mailbox or the other way round.
+ *
  * Free slots travel in magazines (see "free slots" below) between the
  * threads' caches and a lock-free stack whose head carries an ABA tag in
  * its upper 32 bits. A slot is used for the first time when the stack is
@@ -159,6 +165,7 @@ int sx__ptable_init(sx_engine *e)
     atomic_init(&e->ext_born, 0);
     atomic_init(&e->ext_died, 0);
     atomic_init(&e->admitted, 0);
+    atomic_init(&e->slots_full, false);
     e->n_segs = 0;
     sx__slotcache_init(&e->ext_slots);
     sx__spin_init(&e->ext_slots_mu);
@@ -312,7 +319,9 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
 }
 
 /* Puts MAG more slots into use: the newest segment's next untouched ones,
- * or a new segment's first; pushed onto the stack as one magazine. */
+ * or a new segment's first; pushed onto the stack as one magazine. With
+ * cfg.max_slots set, the table stops there: the last magazine may be
+ * short, and past it grow answers SX_ELIMIT (and sets slots_full). */
 static int grow(sx_engine *e)
 {
     pthread_mutex_lock(&e->grow_mu);
@@ -323,16 +332,30 @@ static int grow(sx_engine *e)
         return 0;
     }
     unsigned k = e->n_segs;
-    /* relaxed: written only under grow_mu, which we hold. */
-    if (k > 0 &&
-        atomic_load_explicit(&e->seg_carved[k - 1], memory_order_relaxed) <
-            ((uint32_t)SX__SEG_BASE << (k - 1))) {
-        k--; /* the newest segment has untouched slots left */
-    } else {
-        if (k >= SX__SEGS) {
-            pthread_mutex_unlock(&e->grow_mu);
-            return SX_ELIMIT;
+    uint32_t off = 0;
+    if (k > 0) {
+        /* relaxed: written only under grow_mu, which we hold. */
+        uint32_t c =
+            atomic_load_explicit(&e->seg_carved[k - 1], memory_order_relaxed);
+        if (c < ((uint32_t)SX__SEG_BASE << (k - 1))) {
+            k--; /* the newest segment has untouched slots left */
+            off = c;
         }
+    }
+    uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1)) + off;
+    /* Slots carved so far: base (every earlier segment is carved whole). */
+    uint32_t n = MAG;
+    size_t cap = e->cfg.max_slots;
+    if (k >= SX__SEGS || (cap != 0 && base >= cap)) {
+        /* relaxed: a flag that is never cleared, read by whoever failed
+         * after this (ptable_full); no data hangs on it. */
+        atomic_store_explicit(&e->slots_full, true, memory_order_relaxed);
+        pthread_mutex_unlock(&e->grow_mu);
+        return SX_ELIMIT;
+    }
+    if (cap != 0 && cap - base < n)
+        n = (uint32_t)(cap - base);
+    if (k == e->n_segs) {
         sx__proc *fresh = seg_map(e, k);
         if (fresh == NULL) {
             pthread_mutex_unlock(&e->grow_mu);
@@ -345,29 +368,44 @@ static int grow(sx_engine *e)
     }
     /* relaxed: we hold grow_mu (see above). */
     sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
-    uint32_t off =
-        atomic_load_explicit(&e->seg_carved[k], memory_order_relaxed);
-    uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1)) + off;
     /* The memory is zeroed: state, refs, gen and watchers start at 0 /
      * NULL as they should; steps holds the magazine link while the slot
      * is free (set below; alloc zeroes it). A segment's size is a
-     * multiple of MAG. */
+     * multiple of MAG, so a magazine never spans two segments. */
     sx__proc *first = &seg[off];
-    for (uint32_t i = 0; i < MAG; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         first[i].index = base + i;
-        first[i].free_next = i + 1 < MAG ? base + i + 1 : SX__FREE_NONE;
+        first[i].free_next = i + 1 < n ? base + i + 1 : SX__FREE_NONE;
         atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
     }
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
-    atomic_store_explicit(&e->seg_carved[k], off + MAG, memory_order_release);
+    atomic_store_explicit(&e->seg_carved[k], off + n, memory_order_release);
     mags_push(e, first, first);
     pthread_mutex_unlock(&e->grow_mu);
     return 0;
 }
 
-sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
-                           uint16_t method)
+/* ---- Generations ----
+ *
+ * A process's generation is the slot's previous one plus 1, wrapping from
+ * SX__GEN_PROC_MAX to 1 (0 is never a live generation: a fresh slot has
+ * 0, and ptable_get refuses it). Retire adds 1 again, so the value a free
+ * slot holds was never handed out, and a stale process PID misses until
+ * its slot has been used 2^31 - 1 more times.
+ *
+ * A mailbox takes a generation with the top bit set and 31 random bits
+ * (outside.c draws them from getrandom), and remembers the slot's process
+ * generation (what the free slot held); closing it puts that value back.
+ * So a mailbox's time on a slot does not move the slot's process count,
+ * and the two ranges never meet: a stale process PID cannot reach a
+ * mailbox, nor a stale mailbox PID a process. A stale mailbox PID reaches
+ * a later mailbox on the same slot only if that one draws the same 31
+ * bits: 1 in 2^31 for each later mailbox on that slot. */
+
+static inline __attribute__((always_inline)) sx__proc *
+alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
+           uint32_t mailbox_gen, uint32_t *proc_gen)
 {
     sx__worker *w = sx__current_worker(e);
     sx__slotcache *c = w != NULL ? &w->slots : &e->ext_slots;
@@ -391,9 +429,13 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
         return NULL;
     /* relaxed: the slot is ours (refs == 0, off the free list); the release
      * store of refs below publishes everything. */
-    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    if (g == 0)
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    if (mailbox_gen != 0) {
+        *proc_gen = g;
+        g = mailbox_gen;
+    } else if (++g > SX__GEN_PROC_MAX) {
         g = 1;
+    }
     atomic_store_explicit(&p->gen, g, memory_order_relaxed);
     sx__mpsc_init(&p->mbox);
     sx__ctlstack_init(&p->ctl);
@@ -412,6 +454,27 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
      * that takes a reference sees the initialised slot and its gen. */
     atomic_store_explicit(&p->refs, 1, memory_order_release);
     return p;
+}
+
+/* Out of line, as it was before mailboxes had their own entry: inlined
+ * into sx__spawn it left cache_take out of line, +8 instructions per
+ * submit (callgrind, bench submit). */
+__attribute__((noinline)) sx__proc *
+sx__ptable_alloc(sx_engine *e, const sx_process_type *type, uint16_t method)
+{
+    return alloc_slot(e, type, method, 0, NULL);
+}
+
+sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
+                                   uint32_t *proc_gen)
+{
+    return alloc_slot(e, NULL, 0, random | ~SX__GEN_PROC_MAX, proc_gen);
+}
+
+bool sx__ptable_full(sx_engine *e)
+{
+    /* relaxed: see grow. */
+    return atomic_load_explicit(&e->slots_full, memory_order_relaxed);
 }
 
 uint64_t sx__ptable_slots(sx_engine *e)
@@ -480,11 +543,19 @@ void sx__ptable_retire(sx_engine *e, sx__proc *p)
     (void)e;
     /* relaxed read: only the finishing worker writes gen now. */
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    if (g == 0)
+    if (g > SX__GEN_PROC_MAX)
         g = 1;
     /* release: pairs with the acquire load in sx__proc_acquire; every
      * look-up that starts after this misses. */
     atomic_store_explicit(&p->gen, g, memory_order_release);
+}
+
+void sx__ptable_retire_mailbox(sx_engine *e, sx__proc *p, uint32_t proc_gen)
+{
+    (void)e;
+    /* release: as in sx__ptable_retire. proc_gen is what the free slot
+     * held before the mailbox took it (see "Generations"). */
+    atomic_store_explicit(&p->gen, proc_gen, memory_order_release);
 }
 
 static void slot_free(sx_engine *e, sx__proc *p)

@@ -24,7 +24,11 @@ typedef struct {
     size_t keep_outcomes; /* finished outcomes kept for wait; 0 = 10,000     */
     /* Extensions beyond API.md (may be left zero): */
     uint32_t node; /* this engine's node number in PIDs; default 0          */
-    uint32_t host; /* this engine's host number in PIDs; 0 = 1              */
+    /* This engine's host number in PIDs; 0 = 1. PIDs whose host differs
+     * name nothing here: a program that restarts an engine and must not
+     * let PIDs of the earlier one reach processes of the new one gives
+     * each run its own (stepxd: a random incarnation, README). */
+    uint32_t host;
     /* Bytes of kept outcomes (each outcome's result payload plus its error
      * message with the NUL; not the records' own headers). While more are
      * held, the oldest outcomes are evicted (wait: SX_ENOTFOUND), even
@@ -39,6 +43,15 @@ typedef struct {
      * which wait, spawn-and-wait and @exit all see. 0 =
      * SX_MAX_RESULT_DEFAULT; SIZE_MAX = no limit. */
     size_t max_result;
+    /* The process table's cap, in slots (processes and mailboxes); 0 = no
+     * cap below the table's own largest size (~4.3 billion). Unlike
+     * max_processes it costs nothing on submit, spawn or finish (the
+     * table checks it only when it grows), and it is not exact: free slots
+     * sit in the workers' caches (up to 64 each, and 32 for the other
+     * threads), so a submit may be refused with SX_ELIMIT while up to
+     * that many slots are free. Each slot takes 152 bytes for good once
+     * used (docs/ARCHITECTURE.md, "Memory"). */
+    size_t max_slots;
 } sx_engine_config;
 
 #define SX_KEEP_OUTCOME_BYTES_DEFAULT ((size_t)64 << 20) /* 64 MiB */
@@ -49,6 +62,12 @@ typedef struct {
 #define SX_MAX_IO_LOOPS 256
 /* The most keep_outcomes may be (about a billion outcomes). */
 #define SX_MAX_KEEP_OUTCOMES ((size_t)1 << 30)
+
+/* The memory this program may use, in bytes: the machine's physical
+ * memory, or the memory.max of its cgroup (v2) or of a cgroup above it
+ * when that is lower; 0 if unknown. For sizing limits (stepxd's default
+ * max_slots; the event-node caches, docs/ARCHITECTURE.md "Memory"). */
+uint64_t sx_memory_size(void);
 
 /* Creates an engine (not started). cfg may be NULL for defaults. On success
  * *out is the caller's, to be released with sx_engine_free. Errors:
@@ -80,7 +99,8 @@ int sx_engine_start(sx_engine *e);
  * synchronously; input bytes are only read during the call. On success the
  * process is queued and *out_pid (may be NULL) names it. Errors: SX_EINVAL,
  * SX_ESTATE (not started), SX_ESTOPPING, SX_EUNKNOWN_TYPE,
- * SX_EUNKNOWN_METHOD or init's own error, SX_ELIMIT (max_processes),
+ * SX_EUNKNOWN_METHOD or init's own error, SX_ELIMIT (max_processes, or
+ * max_slots when no slot is free),
  * SX_ENOMEM. On error nothing is queued and close is not called. */
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
@@ -242,8 +262,12 @@ typedef void (*sx_mailbox_fn)(void *user, const sx_message *msg);
 
 /* Creates a mailbox: a PID that is not a process; messages sent to it (by
  * send, the send command, monitor's @exit, ...) go to fn. It does not
- * count as a live process and is not listed. Errors: SX_EINVAL, SX_ESTATE
- * (not started), SX_ESTOPPING (sx_engine_stop has begun), SX_ENOMEM. */
+ * count as a live process and is not listed. Its PID's generation (the
+ * upper 32 bits of id) has the top bit set and 31 random bits from
+ * getrandom: another client cannot guess it, and no process PID is ever
+ * a mailbox's. Errors: SX_EINVAL, SX_ESTATE (not started), SX_ESTOPPING
+ * (sx_engine_stop has begun), SX_ELIMIT (max_slots, no slot free),
+ * SX_ENOMEM, or -errno from getrandom. */
 int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
                           sx_pid *out_pid);
 /* Closes a mailbox: sends to it fail with SX_ENOTFOUND from then on, and

@@ -935,5 +935,122 @@ ERR=
 json "SIGHUP, then SIGINT: the sleeper's waiter got its outcome (terminated)" \
     "d['ok'] is False and d['error']['code'] == 'terminated'" 1
 
+# ---- restarts: each run has its own incarnation ----
+# After a SIGKILL (or SIGTERM) and a restart on the same socket, the new
+# run's first job had the PID of the old run's first job, so a client
+# that came back and killed its old PID killed somebody else's new job.
+# The host part of every PID is now the run's incarnation (random).
+
+SOCK4=$TMP/stepxd4.sock
+# start4 ARGS...: stepxd on SOCK4 (one worker, a short stop deadline),
+# waited for until it has said its startup lines.
+start4()
+{
+    "$STEPXD" --socket "$SOCK4" --workers 1 --stop-deadline 200 "$@" \
+        >"$TMP/stepxd4.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 1 100); do
+        grep -q "SIGTERM stops it" "$TMP/stepxd4.log" && break
+        kill -0 "$DPID" 2>/dev/null || break
+        sleep 0.1
+    done
+}
+# stop4 SIGNAL: stops it with SIGNAL and waits for it.
+stop4()
+{
+    kill "-$1" "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null
+    DPID=
+}
+start4
+run --socket "$SOCK4" submit sleeper run '[60000]'
+OLD=$OUT
+stop4 KILL
+start4
+run --socket "$SOCK4" submit sleeper run '[60000]'
+NEW=$OUT
+if printf '%s\n%s\n' "$OLD" "$NEW" | grep -cE "$PID_RE" | grep -qx 2 &&
+    [ "$OLD" != "$NEW" ]; then
+    ok "after SIGKILL and a restart, the first job's PID is new ($OLD, then $NEW)"
+else
+    bad "after SIGKILL and a restart, the first job's PID is new" "old: $OLD; new: $NEW"
+fi
+run --socket "$SOCK4" kill "$OLD"
+expect "kill of the old run's PID: not_found (exit 4)" 4 "not_found"
+run --socket "$SOCK4" wait "$OLD"
+expect "wait on the old run's PID: not_found (exit 4)" 4 "not_found"
+run --socket "$SOCK4" --json ps
+json "the new run's job is still running" \
+    "any(p['pid'] == '$NEW' and p['type'] == 'sleeper' for p in d['processes'])"
+run --socket "$SOCK4" --timeout 300 wait "$NEW"
+expect "... and still waits (exit 5)" 5
+HOST4=$(printf '%s' "$NEW" | sed -n 's/^{[0-9]*@\([0-9]*\)|.*/\1/p')
+if grep -q "^stepxd: incarnation $HOST4: PIDs are {0@$HOST4|id}$" "$TMP/stepxd4.log"; then
+    ok "the startup line names the incarnation in the PIDs"
+else
+    bad "the startup line names the incarnation ($HOST4)" "$(cat "$TMP/stepxd4.log")"
+fi
+stop4 TERM
+start4
+run --socket "$SOCK4" submit sleeper run '[60000]'
+NEW2=$OUT
+if [ "$NEW2" != "$NEW" ] && printf '%s' "$NEW2" | grep -qE "$PID_RE"; then
+    ok "after SIGTERM and a restart, the first job's PID is new ($NEW2)"
+else
+    bad "after SIGTERM and a restart, the first job's PID is new" "old: $NEW; new: $NEW2"
+fi
+run --socket "$SOCK4" kill "$NEW"
+expect "kill of the SIGTERM'd run's PID: not_found (exit 4)" 4 "not_found"
+stop4 TERM
+# --incarnation N: the same host part on every run (tests, and runs that
+# must keep their PIDs).
+start4 --incarnation 7
+run --socket "$SOCK4" submit sleeper run '[60000]'
+SEVEN=$OUT
+stop4 KILL
+start4 --incarnation 7
+run --socket "$SOCK4" submit sleeper run '[60000]'
+if printf '%s' "$SEVEN" | grep -qE '^\{0@7\|[0-9]+\}$' && [ "$OUT" = "$SEVEN" ]; then
+    ok "--incarnation 7: PIDs {0@7|...}, the same on each run ($SEVEN)"
+else
+    bad "--incarnation 7: PIDs {0@7|...}, the same on each run" "first: $SEVEN; second: $OUT"
+fi
+stop4 KILL
+start_fail "stepxd --incarnation 0: exit 2" 2 "bad option or value: --incarnation 0" \
+    --incarnation 0
+start_fail "stepxd --incarnation 2^32: exit 2" 2 "bad option or value" \
+    --incarnation 4294967296
+
+# ---- the process table's cap ----
+# With no --max-processes there was no limit at all: one fanout submit
+# started 100,101 processes. The table now has a cap sized to memory.
+
+start4
+CAP=$(sed -n 's/^stepxd: at most \([0-9]*\) process slots (--max-slots)$/\1/p' "$TMP/stepxd4.log")
+# shellcheck disable=SC2016 # a Python program in single quotes
+if [ -n "$CAP" ] && "$PY" -c 'import os, sys
+mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+sys.exit(0 if 1024 <= int(sys.argv[1]) <= max(1024, mem // 4096) else 1)' "$CAP"; then
+    ok "default --max-slots: one per 4 KiB of memory at most ($CAP)"
+else
+    bad "default --max-slots: one per 4 KiB of memory at most" "$(cat "$TMP/stepxd4.log")"
+fi
+stop4 TERM
+start4 --max-slots 0
+if grep -q "^stepxd: no cap on process slots (--max-slots 0)$" "$TMP/stepxd4.log"; then
+    ok "--max-slots 0: no cap"
+else
+    bad "--max-slots 0: no cap" "$(cat "$TMP/stepxd4.log")"
+fi
+stop4 TERM
+start4 --max-slots 40
+run --socket "$SOCK4" --json submit --count 60 sleeper run '[60000]'
+json "--max-slots 40: a batch of sleepers stops at the cap with limit" \
+    "d['ok'] is False and 32 <= d['submitted'] <= 39 and '(limit)' in d['first_error']" 4
+run --socket "$SOCK4" --json stats
+json "--max-slots 40: the daemon still answers (a connection's mailbox fits)" \
+    "d['ok'] is True and d['stats']['live'] >= 32"
+stop4 KILL
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

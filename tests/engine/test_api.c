@@ -3393,6 +3393,65 @@ static void test_max_processes_spawn(void)
     ctx_free(t);
 }
 
+/* ---- max_slots: the table's cap ------------------------------------- */
+
+static void max_slots_fn(void *user, const sx_message *m)
+{
+    (void)user, (void)m;
+}
+
+/* Fills an engine with idle processes from this thread until a submit is
+ * refused; returns how many went in. That refusal must be SX_ELIMIT, with
+ * the type's init not run. */
+static int fill_slots(tctx *t, sx_engine *e, sx_pid *pids, int cap)
+{
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(buf, 0);
+    for (int n = 0; n < cap; n++) {
+        int inits = ld(&t->inits);
+        int rc = sx_engine_submit(e, "idle", "run", &in, 1, &pids[n]);
+        if (rc != 0) {
+            CHECK_RC(rc, SX_ELIMIT);
+            CHECK_EQ_INT(ld(&t->inits), inits);
+            return n;
+        }
+    }
+    SX_FAILF("%d submits went in", cap);
+}
+
+/* Property: with max_slots = 100 the table holds 100 slots: on a fresh
+ * engine exactly 100 submits go in and the 101st is SX_ELIMIT (init not
+ * run), as is a mailbox (it needs a slot too). Once the 100 have
+ * finished, submits go in again: at least 100 - 64 (the slots the one
+ * worker may keep in its cache, engine.h), at most 100. Without the cap
+ * the table grew: all 200 submits went in. */
+static void test_max_slots(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("idle", idle_step) };
+    sx_engine_config cfg = { .workers = 1, .max_slots = 100 };
+    sx_engine *e = NULL;
+    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    CHECK_RC(sx_engine_register(e, &types[0]), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    sx_pid pids[200], mb;
+    CHECK_EQ_INT(fill_slots(t, e, pids, 200), 100);
+    CHECK_RC(sx_engine_mailbox_new(e, max_slots_fn, NULL, &mb), SX_ELIMIT);
+    CHECK_EQ_U64(stats_of(e).live, 100);
+    sx_result r;
+    for (int i = 0; i < 100; i++)
+        send_int(e, SX_PID_NONE, pids[i], "quit", 0);
+    for (int i = 0; i < 100; i++) {
+        WAIT_OUTCOME(e, pids[i], &r, 0);
+        sx_result_free(&r);
+    }
+    int again = fill_slots(t, e, pids, 200);
+    if (again < 100 - 64 || again > 100)
+        SX_FAILF("%d submits went in after the 100 finished", again);
+    engine_down(t, e);
+    ctx_free(t);
+}
+
 /* ---- 7. the send command to a finished PID ---------------------------- */
 
 static sx_pid gone_target; /* set before the sender is submitted */
@@ -3718,6 +3777,7 @@ static const sx_test_case cases[] = {
     { "late_complete", test_late_complete },
     { "max_processes", test_max_processes },
     { "max_processes_spawn", test_max_processes_spawn },
+    { "max_slots", test_max_slots },
     { "concurrent_senders", test_concurrent_senders },
     { "no_lost_wakeups", test_no_lost_wakeups },
     { "misuse_null_args", test_misuse_null_args },

@@ -26,6 +26,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/internal.h"
 #include "tests/harness.h"
 
 static const sx_payload nil = { NULL, 0 };
@@ -444,11 +445,43 @@ static void test_completions(void)
     down(e);
 }
 
+/* ---- the depot's cap ---- */
+
+/* Property: the shared depot of free nodes keeps, of each size, the most
+ * it ever kept (256 Ki small, 256 Ki large, 16 Ki bundle nodes: 96 MiB)
+ * on a machine of 13 GiB or more, or when the memory is unknown; below
+ * that no size keeps more than 1/256 of the memory, and never fewer than
+ * one batch (256). The cap was 96 MiB whatever the machine: ~10 % of a
+ * 1 GiB one. */
+static void test_depot_cap(void)
+{
+    const size_t size[3] = { offsetof(sx__ev, small) + SX__EV_SMALL,
+                             sizeof(sx__ev) + SX__EV_INLINE,
+                             sizeof(sx__ev) + SX__EV_BUNDLE };
+    const size_t top[3] = { 256 * 1024, 256 * 1024, 16 * 1024 };
+    const uint64_t gib = (uint64_t)1 << 30;
+    for (int big = 0; big < 3; big++) {
+        CHECK_EQ_U64(sx__ev_depot_cap(big, 0), top[big]);
+        CHECK_EQ_U64(sx__ev_depot_cap(big, 14 * gib), top[big]);
+        CHECK_EQ_U64(sx__ev_depot_cap(big, 1024 * gib), top[big]);
+        CHECK_EQ_U64(sx__ev_depot_cap(big, 4 << 20), 256);
+        for (uint64_t mem = gib / 2; mem <= 4 * gib; mem += gib / 2) {
+            size_t n = sx__ev_depot_cap(big, mem);
+            if (n * size[big] > mem / 256 ||
+                (n < top[big] && (n + 1) * size[big] <= mem / 256))
+                SX_FAILF("size %d, %llu bytes of memory: %zu nodes of %zu "
+                         "bytes",
+                         big, (unsigned long long)mem, n, size[big]);
+        }
+    }
+}
+
 static const sx_test_case cases[] = {
     { "step_to_process", test_step_to_process },
     { "outside_to_process", test_outside_to_process },
     { "to_mailbox", test_to_mailbox },
     { "completions", test_completions },
+    { "depot_cap", test_depot_cap },
 };
 
 SX_TEST_MAIN(cases)

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -751,6 +753,180 @@ static void test_stop_storm(void)
     }
 }
 
+/* ---- mailbox PIDs: unguessable, and never a process's ---- */
+
+static uint32_t gen_of(sx_pid p)
+{
+    return (uint32_t)(p.id >> 32);
+}
+
+static uint32_t slot_of(sx_pid p)
+{
+    return (uint32_t)p.id;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define N_BOXES 1000
+
+/* Property: mailbox PIDs are not predictable from each other: the
+ * generations (upper 32 bits of id) of 1,000 mailboxes opened one after
+ * the other have the top bit set (a process's never has), are distinct
+ * (two equal by chance: 1 in ~4,300 runs; three or more, which is what
+ * fails here, 1 in ~10^11), every one of the 31 random bits takes both
+ * values, and no two in a row differ by 0 or 1 (1 in ~10^6 by chance).
+ * The 1,000 opened after those are closed take the same slots, and none
+ * has the PID of the closed one there (1 in ~4.6 x 10^5 by chance): every
+ * closed PID misses for send, free and monitor. With sequential
+ * generations every one of the first 1,000 had generation 1. */
+static void test_mailbox_pids_random(void)
+{
+    sx_engine *e = up();
+    static sx_pid first[N_BOXES], second[N_BOXES];
+    static uint32_t gens[N_BOXES];
+    for (int round = 0; round < 2; round++) {
+        sx_pid *mb = round == 0 ? first : second;
+        for (int i = 0; i < N_BOXES; i++) {
+            CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &mb[i]), 0);
+            gens[i] = gen_of(mb[i]);
+            if ((gens[i] & 0x80000000u) == 0)
+                SX_FAILF("mailbox %d: generation %u lacks the top bit", i,
+                         gens[i]);
+            if (i > 0) {
+                uint32_t d = gens[i] - gens[i - 1];
+                if (d <= 1 || d == UINT32_MAX)
+                    SX_FAILF("mailboxes %d and %d: generations %u, %u", i - 1,
+                             i, gens[i - 1], gens[i]);
+            }
+        }
+        uint32_t ones = 0, zeros = 0;
+        for (int i = 0; i < N_BOXES; i++) {
+            ones |= gens[i];
+            zeros |= ~gens[i];
+        }
+        CHECK_EQ_U64(ones, 0xffffffffu);  /* every bit was 1 somewhere */
+        CHECK_EQ_U64(zeros, 0x7fffffffu); /* the low 31 were 0 somewhere */
+        qsort(gens, N_BOXES, sizeof gens[0], cmp_u32);
+        int same = 0;
+        for (int i = 1; i < N_BOXES; i++)
+            same += gens[i] == gens[i - 1];
+        if (same > 2)
+            SX_FAILF("%d of %d mailbox generations repeat one before", same,
+                     N_BOXES);
+        if (round == 0)
+            for (int i = 0; i < N_BOXES; i++)
+                CHECK_RC(sx_engine_mailbox_free(e, first[i]), 0);
+    }
+    int reused = 0;
+    for (int i = 0; i < N_BOXES; i++) {
+        for (int j = 0; j < N_BOXES; j++) {
+            if (slot_of(second[j]) != slot_of(first[i]))
+                continue;
+            reused++;
+            if (second[j].id == first[i].id)
+                SX_FAILF("slot %u: a new mailbox has a closed one's PID",
+                         slot_of(first[i]));
+        }
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, first[i], "t", nil),
+                 SX_ENOTFOUND);
+        CHECK_RC(sx_engine_mailbox_free(e, first[i]), SX_ENOTFOUND);
+        CHECK_RC(sx_engine_monitor(e, first[i], second[0]), SX_ENOTFOUND);
+    }
+    /* The table hands the freed slots out again (all, or nearly). */
+    if (reused < N_BOXES / 2)
+        SX_FAILF("only %d of %d slots reused", reused, N_BOXES);
+    for (int i = 0; i < N_BOXES; i++)
+        CHECK_RC(sx_engine_mailbox_free(e, second[i]), 0);
+    down(e);
+}
+
+#define N_PROCS 200
+
+/* Property: a slot's process PIDs and mailbox PIDs never meet, in either
+ * order. Mailboxes that take the slots of finished processes: each dead
+ * PID still misses for send and terminate, and wait still gives its own
+ * outcome (terminated), not the mailbox. Processes that take the slots of
+ * closed mailboxes: their generations have the top bit clear, and the
+ * mailbox's time on the slot did not move the slot's process count (a
+ * slot first used by a mailbox gives its first process generation 1);
+ * the closed mailboxes' PIDs miss. */
+static void test_mailbox_slots_reused(void)
+{
+    sx_engine *e = up();
+    static sx_pid procs[N_PROCS], boxes[N_PROCS], later[N_PROCS];
+    for (int i = 0; i < N_PROCS; i++) {
+        CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &procs[i]), 0);
+        CHECK((gen_of(procs[i]) & 0x80000000u) == 0);
+    }
+    for (int i = 0; i < N_PROCS; i++)
+        CHECK_RC(sx_engine_terminate(e, procs[i]), 0);
+    sx_result r;
+    for (int i = 0; i < N_PROCS; i++) {
+        CHECK_RC(sx_engine_wait(e, procs[i], 10000, &r), 0);
+        CHECK_RC(r.error, SX_ETERMINATED);
+        sx_result_free(&r);
+    }
+    /* The workers hand most of the freed slots back to the shared stack,
+     * where this thread's allocations find them. */
+    int hits = 0;
+    for (int i = 0; i < N_PROCS; i++) {
+        CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &boxes[i]), 0);
+        for (int j = 0; j < N_PROCS; j++) {
+            if (slot_of(procs[j]) != slot_of(boxes[i]))
+                continue;
+            hits++;
+            CHECK_RC(sx_engine_send(e, SX_PID_NONE, procs[j], "t", nil),
+                     SX_ENOTFOUND);
+            CHECK_RC(sx_engine_terminate(e, procs[j]), SX_ENOTFOUND);
+            CHECK_RC(sx_engine_wait(e, procs[j], 0, &r), 0);
+            CHECK_RC(r.error, SX_ETERMINATED);
+            sx_result_free(&r);
+        }
+    }
+    if (hits == 0)
+        SX_FAILF("no mailbox took a finished process's slot");
+    /* Mailboxes on fresh slots (never a process's), closed; processes
+     * then take those slots. */
+    sx_pid fresh[64];
+    int n_fresh = 0;
+    for (int i = 0; i < N_PROCS && n_fresh < 64; i++) {
+        bool used = false;
+        for (int j = 0; j < N_PROCS; j++)
+            used = used || slot_of(procs[j]) == slot_of(boxes[i]);
+        if (!used)
+            fresh[n_fresh++] = boxes[i];
+    }
+    for (int i = 0; i < N_PROCS; i++)
+        CHECK_RC(sx_engine_mailbox_free(e, boxes[i]), 0);
+    hits = 0;
+    for (int i = 0; i < N_PROCS; i++) {
+        CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &later[i]), 0);
+        CHECK((gen_of(later[i]) & 0x80000000u) == 0);
+        for (int j = 0; j < n_fresh; j++) {
+            if (slot_of(fresh[j]) != slot_of(later[i]))
+                continue;
+            hits++;
+            CHECK_EQ_U64(gen_of(later[i]), 1);
+        }
+    }
+    if (hits == 0)
+        SX_FAILF("no process took one of the %d slots that only a mailbox "
+                 "had used",
+                 n_fresh);
+    for (int i = 0; i < N_PROCS; i++) {
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, boxes[i], "t", nil),
+                 SX_ENOTFOUND);
+        CHECK_RC(sx_engine_mailbox_free(e, boxes[i]), SX_ENOTFOUND);
+    }
+    for (int i = 0; i < N_PROCS; i++)
+        CHECK_RC(sx_engine_terminate(e, later[i]), 0);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "mailbox_order", test_mailbox_order },
     { "mailbox_free_under_fire", test_mailbox_free_under_fire },
@@ -761,6 +937,8 @@ static const sx_test_case cases[] = {
     { "wait_foreign", test_wait_foreign },
     { "wait_mailbox_closing", test_wait_mailbox_closing },
     { "stop_storm", test_stop_storm },
+    { "mailbox_pids_random", test_mailbox_pids_random },
+    { "mailbox_slots_reused", test_mailbox_slots_reused },
 };
 
 SX_TEST_MAIN(cases)
