@@ -372,11 +372,11 @@ static void pump(relay_conn *c)
             if (!c->in_more) {
                 sx_server *s = c->srv;
                 c->in_more = true;
+                c->more_at = s->iter;
                 sx__relay_conn_ref(c);
                 c->more_next = s->more;
-                if (s->more == NULL)
-                    uv_idle_start(&s->again, sx__relay_again_cb);
                 s->more = c;
+                uv_idle_start(&s->again, sx__relay_again_cb);
             }
             break;
         }
@@ -405,20 +405,53 @@ static void pump(relay_conn *c)
 
 void sx__relay_again_cb(uv_idle_t *h)
 {
+    (void)h;
+}
+
+void sx__relay_tick_cb(uv_check_t *h)
+{
     sx_server *s = h->data;
-    relay_conn *list = s->more;
+    s->accepted_now = 0;
+    /* Only what was held back in an earlier iteration goes on: what this
+     * iteration's poll held back waits for the next poll, which reads
+     * everyone else first. */
+    relay_conn *list = s->more, *keep = NULL;
     s->more = NULL;
-    uv_idle_stop(h);
     while (list != NULL) {
         relay_conn *c = list;
         list = c->more_next;
+        if (c->more_at == s->iter && c->state == RELAY_CONN_OPEN &&
+            !s->stopping) {
+            c->more_next = keep;
+            keep = c;
+            continue;
+        }
         c->more_next = NULL;
         c->in_more = false;
         /* Over its output limit it waits for its writes, as before. */
-        if (c->state == RELAY_CONN_OPEN && c->unsent <= c->max_output)
-            pump(c); /* may queue it again */
+        if (c->state == RELAY_CONN_OPEN && !s->stopping &&
+            c->unsent <= c->max_output)
+            pump(c); /* may hold it back again, for the next iteration */
         sx__relay_conn_unref(c);
     }
+    while (keep != NULL) {
+        relay_conn *c = keep;
+        keep = c->more_next;
+        c->more_next = s->more;
+        s->more = c;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (s->accept_owed[i] && s->accept_owed_at[i] != s->iter &&
+            !s->stopping) {
+            s->accept_owed[i] = false;
+            sx__relay_accept(i == 0 ? (uv_stream_t *)&s->pipe
+                                    : (uv_stream_t *)&s->tcp,
+                             0);
+        }
+    }
+    if (s->more == NULL && !s->accept_owed[0] && !s->accept_owed[1])
+        uv_idle_stop(&s->again);
+    s->iter++;
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -490,7 +523,8 @@ static void write_cb(uv_write_t *req, int status)
     if (half_done(c))
         return;
     tell_drops(c);
-    if (!c->reading && c->unsent <= c->max_output / 2)
+    if (!c->reading && !c->in_more && !c->srv->stopping &&
+        c->unsent <= c->max_output / 2)
         pump(c);
 }
 
@@ -571,7 +605,8 @@ static void conn_flush(relay_conn *c)
         sx__relay_conn_close(c);
     } else if (c->state == RELAY_CONN_OPEN && !half_done(c)) {
         tell_drops(c);
-        if (!c->reading && c->unsent <= c->max_output / 2)
+        if (!c->reading && !c->in_more && !c->srv->stopping &&
+            c->unsent <= c->max_output / 2)
             pump(c);
     }
 }
@@ -686,6 +721,7 @@ void sx__relay_conn_drain(relay_conn *c)
 {
     if (c->state != RELAY_CONN_OPEN)
         return;
+    unauth_remove(c); /* it has had its answer: no deadline, no slot */
     c->state = RELAY_CONN_DRAINING;
     if (c->unsent == 0) {
         sx__relay_conn_close(c);
@@ -923,6 +959,23 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     sx_server *s = listener->data;
     if (status < 0 || s->stopping)
         return;
+    if (s->token != NULL) {
+        /* At most max_unauth / 2 new connections per loop iteration: the
+         * rest wait on the listener (libuv polls it again once we take
+         * the one it holds) until the tick after this iteration's poll.
+         * So a connection is closed to make room only after a poll has
+         * read whatever it sent (a token holder's hello), never by a
+         * burst that came in behind it. */
+        size_t budget = s->max_unauth / 2 > 0 ? s->max_unauth / 2 : 1;
+        if (s->accepted_now >= budget) {
+            int k = listener == (uv_stream_t *)&s->pipe ? 0 : 1;
+            s->accept_owed[k] = true;
+            s->accept_owed_at[k] = s->iter;
+            uv_idle_start(&s->again, sx__relay_again_cb);
+            return;
+        }
+        s->accepted_now++;
+    }
     relay_conn *c =
         SX__FAULT(SX__FAULT_RELAY_CONN) ? NULL : calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -963,8 +1016,10 @@ void sx__relay_accept(uv_stream_t *listener, int status)
         sx__relay_refuse(c, "limit", "too many connections");
         return;
     }
+    if (conn_open(c) != 0) {
+        sx__relay_conn_close(c);
+        return;
+    }
     if (!c->authed)
         unauth_add(c);
-    if (conn_open(c) != 0)
-        sx__relay_conn_close(c);
 }

@@ -502,8 +502,13 @@ static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
                                   "no outcome within timeout_ms");
             return;
         }
-        if (w == 0)
+        if (w == 0) {
+            /* Finished: answered from its outcome now (its watch, if one
+             * is registered, may not have fired yet). */
+            sx__relay_reply_outcome(c, id, &r);
             sx_result_free(&r);
+            return;
+        }
     }
     sx__relay_watch_start(c, id, RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);

@@ -94,6 +94,11 @@ static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
     sx_pack_uint(pk, r->steps);
 }
 
+/* How much longer a subscribe's exit push ({push, pid, ok, result}) may be
+ * than the wait answer ({id, ok, result, steps}) it is built from: "push"
+ * "exit" "pid" and a PID's text against "id" and its 9 bytes. */
+#define EXIT_EXTRA (5 + 5 + 4 + 2 + SX_PID_TEXT_MAX)
+
 /* Where a wait answer's id bytes are in its frame: the 4-byte length, the
  * map's one-byte header, "id" (3 bytes), 0xcf. */
 #define ID_AT (SX_WIRE_HEADER + 1 + 3 + 1)
@@ -103,6 +108,42 @@ static void id_fill(relay_out *o, uint64_t id)
 {
     for (int i = 7; i >= 0; i--, id >>= 8)
         o->data[ID_AT + (size_t)i] = (uint8_t)id;
+}
+
+/* Packs a wait's answer for r into pk, or, when the client could not
+ * read it, an error saying why. */
+static void pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
+{
+    pack_answer(pk, r, NULL);
+    /* A frame the client would refuse must not be sent: a value that
+     * is not one msgpack value, nested deeper than the wire allows,
+     * or bigger than a frame. The client learns why instead. (A
+     * subscribe's exit push, built from this frame on the loop, may be
+     * up to EXIT_EXTRA bytes longer: exit_push checks its own size.) */
+    if (pk->err != 0 || pk->len > max_frame ||
+        sx_wire_check(pk->data, pk->len) != 0) {
+        char why[160];
+        const char *code = "too_large";
+        if (pk->err != 0) {
+            code = "internal";
+            snprintf(why, sizeof(why),
+                     "the outcome could not be packed (%zu bytes)",
+                     r->value.len);
+        } else if (pk->len > max_frame) {
+            snprintf(why, sizeof(why),
+                     "the outcome (%zu bytes) is larger than a frame "
+                     "(%zu bytes)",
+                     pk->len, max_frame);
+        } else {
+            snprintf(why, sizeof(why),
+                     "the result cannot be sent: nested deeper than %d "
+                     "levels in a frame, or not one msgpack value",
+                     SX_WIRE_MAX_DEPTH);
+        }
+        sx_result bad = { SX_ETOOLARGE, why, { NULL, 0 }, r->steps };
+        sx_pack_reset(pk);
+        pack_answer(pk, &bad, code);
+    }
 }
 
 /* Called exactly once per successful sx_engine_watch, on the thread that
@@ -121,33 +162,7 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
     if (o != NULL) {
         sx_pack pk;
         sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
-        pack_answer(&pk, r, NULL);
-        /* A frame the client would refuse must not be sent: a value that
-         * is not one msgpack value, nested deeper than the wire allows,
-         * or bigger than a frame. The client learns why instead. */
-        if (pk.err != 0 || pk.len > w->max_frame ||
-            sx_wire_check(pk.data, pk.len) != 0) {
-            char why[160];
-            const char *code = "too_large";
-            if (pk.err == 0 && pk.len > w->max_frame)
-                snprintf(why, sizeof(why),
-                         "the result (%zu bytes) is larger than a frame "
-                         "(%zu bytes)",
-                         r->value.len, w->max_frame);
-            else if (pk.err == 0)
-                snprintf(why, sizeof(why),
-                         "the result is nested deeper than %d levels",
-                         SX_WIRE_MAX_DEPTH - 1);
-            else {
-                code = "internal";
-                snprintf(why, sizeof(why),
-                         "the result (%zu bytes) is not one msgpack value",
-                         r->value.len);
-            }
-            sx_result bad = { SX_ETOOLARGE, why, { NULL, 0 }, r->steps };
-            sx_pack_reset(&pk);
-            pack_answer(&pk, &bad, code);
-        }
+        pack_checked(&pk, r, w->max_frame);
         sx__relay_out_seal(o, pk.len);
     } else {
         o = &w->oom; /* the loop answers `internal` */
@@ -164,6 +179,17 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
         sx__relay_out_free(o);
         sx__relay_watch_unref(w);
     }
+}
+
+void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r)
+{
+    sx_pack *pk = &c->srv->pk;
+    sx_pack_reset(pk);
+    pack_checked(pk, r, c->srv->max_frame);
+    if (pk->err == 0)
+        for (int i = 7; i >= 0; i--, id >>= 8)
+            pk->data[ID_AT - SX_WIRE_HEADER + (size_t)i] = (uint8_t)id;
+    sx__relay_conn_reply(c);
 }
 
 /* ---- the table of watches by PID [loop] ---- */
@@ -342,6 +368,21 @@ static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
         sx_pack_raw(pk, v);
     else
         sx_pack_nil(pk);
+    if (pk->err == 0 && pk->len > c->srv->max_frame) {
+        /* A result within EXIT_EXTRA bytes of the frame limit: its wait
+         * answer fits, its exit push does not. The client gets the
+         * reason rather than a frame it would refuse. */
+        sx_pack_reset(pk);
+        sx_pack_map(pk, 4);
+        sx_pack_str(pk, "push");
+        sx_pack_str(pk, "exit");
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, txt);
+        sx_pack_str(pk, "ok");
+        sx_pack_bool(pk, false);
+        sx__relay_pack_error(pk, "too_large",
+                             "the outcome is larger than a frame");
+    }
     if (pk->err == 0)
         sx__relay_conn_push(c);
     else /* out of memory: the client is told so rather than nothing */

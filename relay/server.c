@@ -171,8 +171,8 @@ static void close_all(sx_server *s)
      * stepxd stops the engine first for exactly that reason. What the
      * socket takes at once goes out; a write still pending when the
      * connection closes is cancelled (a client that does not read). */
+    s->stopping = true; /* first: the flush below answers no new request */
     sx__relay_flush_cb(&s->flusher);
-    s->stopping = true;
     if (s->has_pipe)
         uv_close((uv_handle_t *)&s->pipe, listener_closed);
     if (s->has_tcp)
@@ -202,6 +202,7 @@ static void close_all(sx_server *s)
     uv_close((uv_handle_t *)&s->hup, listener_closed);
     uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
     uv_close((uv_handle_t *)&s->again, listener_closed);
+    uv_close((uv_handle_t *)&s->tick, listener_closed);
 }
 
 static void *loop_main(void *arg)
@@ -541,6 +542,9 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     sx__relay_auth_init(s);
     uv_idle_init(&s->loop, &s->again); /* cannot fail */
     s->again.data = s;
+    uv_check_init(&s->loop, &s->tick); /* cannot fail */
+    s->tick.data = s;
+    uv_check_start(&s->tick, sx__relay_tick_cb);
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours
@@ -570,6 +574,7 @@ fail_handles:
     uv_close((uv_handle_t *)&s->hup, listener_closed);
     uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
     uv_close((uv_handle_t *)&s->again, listener_closed);
+    uv_close((uv_handle_t *)&s->tick, listener_closed);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);

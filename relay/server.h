@@ -182,6 +182,7 @@ struct relay_conn {
     bool authed;          /* [loop] hello carried the token (or none set) */
     bool pumping;         /* [loop] inside conn_pump (no re-entry)       */
     bool in_more;         /* [loop] on the server's more list            */
+    uint64_t more_at;     /* [loop] the iteration it went there in       */
     relay_conn *more_next; /* [loop]                                     */
     size_t unsent;        /* [loop] bytes handed to uv_write, not done   */
     size_t max_output;    /* immutable copy of the server's limit        */
@@ -228,11 +229,20 @@ struct sx_server {
     uv_loop_t loop;
     uv_async_t bell;      /* the hub's doorbell                               */
     uv_prepare_t flusher; /* writes every dirty connection's batch      */
-    /* [loop] Connections that used their turn (SX_RELAY_PUMP_BATCH
-     * requests) with more frames in hand, each holding a reference; the
-     * idle handle answers the rest on the next loop iteration, after the
-     * others' I/O (runs only while there are some). */
+    /* [loop] Turns. A connection that used its turn (SX_RELAY_PUMP_BATCH
+     * requests) with more frames in hand goes on the more list (holding a
+     * reference), and with a token, a listener that handed over
+     * max_unauth / 2 connections in this loop iteration keeps the next
+     * one waiting (accept_owed): the check handle (tick, after the
+     * loop's poll: every other socket's input of this iteration has been
+     * read) gives them their next turn, and the idle handle (a no-op
+     * while either waits) keeps the poll from blocking meanwhile. */
     relay_conn *more;
+    bool accept_owed[2];       /* index as spare[] */
+    uint64_t accept_owed_at[2]; /* the iteration it was held back in */
+    size_t accepted_now;
+    uint64_t iter; /* loop iterations, counted by tick */
+    uv_check_t tick;
     uv_idle_t again;
     relay_conn *dirty;    /* [loop] connections with a batch to write   */
     uv_pipe_t pipe;
@@ -330,7 +340,10 @@ void sx__relay_auth_init(sx_server *s);
 /* With a token: c has sent hello with it. False when the server has
  * max_connections such connections already (c is then refused). */
 bool sx__relay_conn_authed(relay_conn *c);
-/* The idle callback: connections that used their turn go on. */
+/* The check callback: connections that used their turn go on, and
+ * listeners held back accept again. */
+void sx__relay_tick_cb(uv_check_t *h);
+/* The idle callback: nothing (its being active keeps the poll short). */
 void sx__relay_again_cb(uv_idle_t *h);
 /* Takes one item from the hub (it owns it from now on). */
 void sx__relay_conn_take(sx_server *s, relay_out *o);
@@ -366,6 +379,9 @@ void sx__relay_refuse(relay_conn *c, const char *code, const char *message);
  * request id; replies at once on errors (and to a subscribe). [loop] */
 void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
                            int64_t timeout_ms);
+/* Answers wait request id with the outcome r at once (a poll of a
+ * process that has finished). */
+void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r);
 /* A DONE item arrived for w: every wait and subscribe on it is answered. */
 void sx__relay_watch_done(relay_watch *w, relay_out *o);
 /* The connection closes: every pending record is dropped. */
