@@ -121,7 +121,8 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
     const char *msg = r->error == 0          ? ""
                       : r->error_msg != NULL ? r->error_msg
                                              : sx_strerror(r->error);
-    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + strlen(msg) +
+    /* 3 bytes per message byte: sx__relay_pack_error's U+FFFD. */
+    size_t cap = SX_WIRE_HEADER + 160 + SX_PID_TEXT_MAX + 3 * strlen(msg) +
                  (r->error == 0 ? r->value.len : 0);
     relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
     if (o != NULL) {
@@ -130,9 +131,12 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
         pack_outcome(&pk, p, pid, r, NULL);
         /* A frame the client would refuse must not be sent: a value that
          * is not one msgpack value, nested deeper than the wire allows,
-         * or bigger than a frame. The client learns why instead. */
+         * or bigger than a frame. The client learns why instead. A str
+         * that is not UTF-8 in the result goes as bin (sx__relay_out_utf8). */
+        size_t fixed;
         if (pk.err != 0 || pk.len > p->max_frame ||
-            sx_wire_check(pk.data, pk.len) != 0) {
+            sx__wire_check_utf8(pk.data, pk.len, &fixed) != 0 ||
+            fixed > p->max_frame) {
             char why[128];
             snprintf(why, sizeof(why),
                      "the result cannot be sent (%zu bytes; malformed, too "
@@ -141,12 +145,15 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
             sx_result bad = { SX_EFAILED, why, { NULL, 0 }, r->steps };
             sx_pack_reset(&pk);
             pack_outcome(&pk, p, pid, &bad, "internal");
+            fixed = 0;
         }
         sx__relay_out_seal(o, pk.len);
-    } else {
-        o = &p->oom; /* the loop answers `internal` */
+        if (fixed != 0)
+            o = sx__relay_out_utf8(o, fixed);
     }
-    o->pend = p; /* the watch's reference travels with the item */
+    if (o == NULL)
+        o = &p->oom; /* the loop answers `internal` */
+    o->pend = p;     /* the watch's reference travels with the item */
     if (watching == p) {
         /* On the loop, inside sx_engine_watch: no hub, no doorbell. */
         p->inline_out = o;

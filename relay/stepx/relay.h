@@ -116,7 +116,8 @@ typedef struct {
     size_t max_output;       /* unsent bytes per connection before it is
                                 dropped as too slow; 0 = 64 MiB            */
     size_t max_connections;  /* 0 = 1024                                   */
-    const char *server_name; /* `hello`'s "server"; NULL = "stepxd/<ver>"  */
+    const char *server_name; /* `hello`'s "server" (UTF-8); NULL =
+                                "stepxd/<ver>"                             */
 } sx_server_config;
 
 typedef struct sx_server sx_server;
@@ -124,7 +125,8 @@ typedef struct sx_server sx_server;
 /* Creates a server for engine e (started, outliving the server) and starts
  * its loop thread listening where cfg says (at least one of socket_path
  * and listen). Errors: SX_EINVAL (bad config, e.g. a non-loopback listen
- * address without a token, a bad HOST:PORT), SX_ESTATE (engine not
+ * address without a token, a bad HOST:PORT, a server_name that is not
+ * UTF-8), SX_ESTATE (engine not
  * started), SX_ENOMEM, or -errno from bind/listen (e.g. -EADDRINUSE). */
 int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out);
 /* The TCP port actually bound (useful with port 0), or 0. */
