@@ -13,6 +13,7 @@
 #include "engine/fault.h"
 #include "engine/internal.h"
 #include "engine/io.h"
+#include "process/utf8.h"
 
 struct sx_init_ctx {
     sx_pid pid;
@@ -745,7 +746,9 @@ int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 {
     if (e == NULL || topic == NULL)
         return SX_EINVAL;
-    size_t tl = strnlen(topic, 256);
+    size_t tl = sx__topic_len(topic);
+    if (tl == SIZE_MAX)
+        return SX_EINVAL;
     return sx__send(e, from, to, topic, tl, data, false);
 }
 

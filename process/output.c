@@ -1,6 +1,7 @@
 /* process/output.c — the step output: status, yields, result (see
  * output.h). [owner] only. */
 #include "process/output.h"
+#include "process/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,8 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
     if (out == NULL || topic == NULL || (data.data == NULL && data.len > 0) ||
         data.len > SX_MESSAGE_MAX)
         return SX_EINVAL;
+    /* The topic's bytes (UTF-8) are checked where they are copied: by the
+     * hooks, or below for the arena. */
     size_t tl = strlen(topic);
     if (tl > 255)
         return SX_EINVAL;
@@ -135,6 +138,8 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
         void *ev = out->hooks->make(topic, tl, data);
         if (ev == NULL)
             return out->err = SX_ENOMEM;
+        if (ev == SX__SEND_BAD_TOPIC)
+            return SX_EINVAL;
         sx__yield *y = &out->yields[out->n_yields++];
         y->cmd = SX__CMD_DIRECT_SEND;
         y->tag = SX_TAG_NONE;
@@ -144,6 +149,8 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
         y->to = to;
         return 0;
     }
+    if (!sx__topic_ok(topic, tl))
+        return SX_EINVAL;
     size_t len = sizeof to + 1 + tl + data.len;
     size_t off = arena_put(out, NULL, len); /* one reservation, then fill */
     if (off == SIZE_MAX)

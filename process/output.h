@@ -45,15 +45,20 @@ typedef struct {
 /* Set by the engine on a worker's output: sx_send builds the message node
  * itself (topic and data copied once, straight into the node) instead of
  * copying them into the arena for dispatch to copy again. make returns
- * NULL when out of memory; drop frees a node that was never dispatched
- * (the step failed, or finished with an error). */
+ * NULL when out of memory, and SX__SEND_BAD_TOPIC (building nothing) for
+ * a topic that is not UTF-8 (sx__topic_ok, process/utf8.h): the hooks
+ * check the bytes they copy, and sx_send stays small enough for the
+ * compiler to inline it into a step and fold strlen of a literal topic.
+ * drop frees a node that was never dispatched (the step failed, or
+ * finished with an error). */
+#define SX__SEND_BAD_TOPIC ((void *)1)
 typedef struct {
     void *(*make)(const char *topic, size_t topic_len, sx_payload data);
     void (*drop)(void *ev);
     /* Adds a message to *ev, the message (or bundle) of the previous send
      * when it went to the same process, holding at most max messages
-     * (engine/event.c, "Bundles"); 0, or -1 when it does not fit. NULL:
-     * no bundles. */
+     * (engine/event.c, "Bundles"); 0, or -1 when it does not fit or its
+     * topic is not UTF-8 (make then says so). NULL: no bundles. */
     int (*merge)(void **ev, const char *topic, size_t topic_len,
                  sx_payload data, unsigned max);
 } sx__send_hooks;

@@ -8,6 +8,7 @@
  * reference counting (any thread). See relay/server.h and docs/RELAY.md.
  */
 #include "engine/fault.h"
+#include "process/utf8.h"
 #include "relay/server.h"
 
 #include <inttypes.h>
@@ -92,11 +93,24 @@ static void mailbox_cb(void *user, const sx_message *m)
 {
     relay_conn *c = user;
     size_t tl = strlen(m->topic);
+    /* The data must be one value a client can read once it sits in the
+     * push's map (so nested at most SX_WIRE_MAX_DEPTH - 1 deep): a push
+     * the client would refuse must not be sent. The same walk finds the
+     * strs in it that are not UTF-8 (they go as bin: fixed, the data's
+     * rewritten length). The rest of the push is the server's own text. */
+    size_t fixed = 0;
+    if (m->data.len > 0 &&
+        sx__wire_value_utf8(m->data.data, m->data.len, SX_WIRE_MAX_DEPTH - 1,
+                            &fixed) != 0) {
+        drop_message_now(c);
+        return;
+    }
+    size_t dlen = fixed != 0 ? fixed : m->data.len;
     /* Bound on the body: map header, the keys, a PID's text, the topic
-     * with its header, the data (nil when empty); plus room for a
-     * `dropped` notice in front. */
+     * with its header, the data (nil when empty, rewritten when its strs
+     * are not all UTF-8); plus room for a `dropped` notice in front. */
     size_t cap = DROPPED_MAX + SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl +
-                 m->data.len;
+                 dlen;
     /* relaxed: limit checks only (see the fields). */
     size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
                      atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
@@ -120,13 +134,26 @@ static void mailbox_cb(void *user, const sx_message *m)
     sx_pack_str(&pk, "from");
     sx_pack_str(&pk, from);
     sx_pack_str(&pk, "topic");
-    sx_pack_strn(&pk, m->topic, tl);
+    /* Every way into the engine refuses a topic that is not UTF-8; were
+     * one to come anyway, it would go as bin, as a payload's str does. */
+    if (sx__utf8_valid((const unsigned char *)m->topic, tl))
+        sx_pack_strn(&pk, m->topic, tl);
+    else
+        sx_pack_bin(&pk, m->topic, tl);
     sx_pack_str(&pk, "data");
-    sx_pack_raw(&pk, m->data);
-    /* A frame the client would refuse (data nested deeper than the wire
-     * allows, a body over max_frame) must not be sent either. */
-    if (pk.err != 0 || pk.len > c->srv->max_frame ||
-        sx_wire_check(pk.data, pk.len) != 0) {
+    if (fixed == 0) {
+        sx_pack_raw(&pk, m->data);
+    } else if (pk.err == 0 && pk.cap - pk.len >= fixed) {
+        /* The rare path: the data with its bad strs as bin, written in
+         * place (pk is this function's own fixed writer). */
+        sx__wire_value_fix(m->data.data, m->data.len, pk.data + pk.len);
+        pk.len += fixed;
+    } else {
+        pk.err = SX_ELIMIT;
+    }
+    /* A frame the client would refuse (a body over max_frame) must not be
+     * sent either. */
+    if (pk.err != 0 || pk.len > c->srv->max_frame) {
         sx__relay_out_free(o);
         drop_message_now(c);
         return;

@@ -30,6 +30,34 @@ static sx_pack *reply_begin(relay_conn *c, uint64_t id, bool ok, uint32_t extra)
     return pk;
 }
 
+/* Packs message as a str of valid UTF-8: every byte that starts no valid
+ * sequence becomes U+FFFD. A message may hold anybody's bytes (a process's
+ * sx_fail message, an init's or a command's error naming what a client
+ * sent, e.g. exec's argv[0]), and a strict reader refuses the whole frame
+ * over one str that is not UTF-8. NULL packs nil. */
+static void pack_text(sx_pack *pk, const char *message)
+{
+    if (message == NULL) {
+        sx_pack_nil(pk);
+        return;
+    }
+    const unsigned char *m = (const unsigned char *)message;
+    size_t n = strlen(message);
+    if (sx__utf8_valid(m, n)) {
+        sx_pack_strn(pk, message, n);
+        return;
+    }
+    char small[1024], *buf = small;
+    size_t fixed = sx__utf8_replace(m, n, NULL, 0);
+    if (fixed > sizeof small && (buf = malloc(fixed)) == NULL) {
+        buf = small; /* out of memory: the message is cut to what fits */
+        fixed = sizeof small;
+    }
+    sx_pack_strn(pk, buf, sx__utf8_replace(m, n, buf, fixed));
+    if (buf != small)
+        free(buf);
+}
+
 void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message)
 {
     sx_pack_str(pk, "error");
@@ -37,7 +65,25 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message)
     sx_pack_str(pk, "code");
     sx_pack_str(pk, code);
     sx_pack_str(pk, "message");
-    sx_pack_str(pk, message);
+    pack_text(pk, message);
+}
+
+/* A name the server sends but did not choose (a registered type's name
+ * and methods, the embedder's or a --load'ed plugin's strings, which
+ * `types` lists and `ps` shows for each process): a str when it is valid
+ * UTF-8, else a bin of the same bytes, as a payload's str would go
+ * (PROTOCOL.md, "Payloads"). NULL packs nil. */
+static void pack_name(sx_pack *pk, const char *name)
+{
+    if (name == NULL) {
+        sx_pack_nil(pk);
+        return;
+    }
+    size_t n = strlen(name);
+    if (sx__utf8_valid((const unsigned char *)name, n))
+        sx_pack_strn(pk, name, n);
+    else
+        sx_pack_bin(pk, name, n);
 }
 
 void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
@@ -435,6 +481,15 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
                   "a string of at most 255 bytes");
         return;
     }
+    /* The topic reaches the receiver as a str (a client's push): one that
+     * is not UTF-8 would make a strict reader refuse the frame. The engine
+     * refuses it too (SX_EINVAL); this says why. */
+    if (!sx__utf8_valid((const unsigned char *)tp, tl)) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"topic\": not valid UTF-8 (want a "
+                              "string of at most 255 bytes)");
+        return;
+    }
     sx_payload data;
     if (field(req, "data", &data) != 0) {
         bad_field(c, id, "data", 1, "any value");
@@ -539,9 +594,9 @@ static sx_pack *ps_pack(relay_conn *c, uint64_t id, const sx_process_info *info,
         sx_pack_str(pk, "pid");
         sx_pack_str(pk, txt);
         sx_pack_str(pk, "type");
-        sx_pack_str(pk, info[i].type);
+        pack_name(pk, info[i].type);
         sx_pack_str(pk, "method");
-        sx_pack_str(pk, info[i].method); /* NULL packs nil */
+        pack_name(pk, info[i].method); /* NULL packs nil */
         sx_pack_str(pk, "state");
         sx_pack_str(pk, sx_pstate_name(info[i].state));
         sx_pack_str(pk, "steps");
@@ -696,11 +751,11 @@ static void op_types(relay_conn *c, uint64_t id, sx_payload req)
             nm++;
         sx_pack_map(pk, 2);
         sx_pack_str(pk, "name");
-        sx_pack_str(pk, t->name);
+        pack_name(pk, t->name);
         sx_pack_str(pk, "methods");
         sx_pack_array(pk, nm);
         for (uint32_t j = 0; j < nm; j++)
-            sx_pack_str(pk, t->methods[j]);
+            pack_name(pk, t->methods[j]);
     }
     sx__relay_conn_reply(c);
 }

@@ -111,9 +111,12 @@ static void id_fill(relay_out *o, uint64_t id)
 }
 
 /* Packs a wait's answer for r into pk, or, when the client could not
- * read it, an error saying why. */
-static void pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
+ * read it, an error saying why. Returns 0, or the body's length once its
+ * strs that are not UTF-8 are rewritten as bin (sx__wire_utf8_fix): the
+ * caller sends that rewrite. */
+static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
 {
+    size_t fixed = 0;
     pack_answer(pk, r, NULL);
     /* A frame the client would refuse must not be sent: a value that
      * is not one msgpack value, nested deeper than the wire allows,
@@ -121,7 +124,8 @@ static void pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
      * subscribe's exit push, built from this frame on the loop, may be
      * up to EXIT_EXTRA bytes longer: exit_push checks its own size.) */
     if (pk->err != 0 || pk->len > max_frame ||
-        sx_wire_check(pk->data, pk->len) != 0) {
+        sx__wire_check_utf8(pk->data, pk->len, &fixed) != 0 ||
+        fixed > max_frame) {
         char why[160];
         const char *code = "too_large";
         if (pk->err != 0) {
@@ -129,11 +133,11 @@ static void pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
             snprintf(why, sizeof(why),
                      "the outcome could not be packed (%zu bytes)",
                      r->value.len);
-        } else if (pk->len > max_frame) {
+        } else if (pk->len > max_frame || fixed > max_frame) {
             snprintf(why, sizeof(why),
                      "the outcome (%zu bytes) is larger than a frame "
                      "(%zu bytes)",
-                     pk->len, max_frame);
+                     pk->len > fixed ? pk->len : fixed, max_frame);
         } else {
             snprintf(why, sizeof(why),
                      "the result cannot be sent: nested deeper than %d "
@@ -143,7 +147,9 @@ static void pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
         sx_result bad = { SX_ETOOLARGE, why, { NULL, 0 }, r->steps };
         sx_pack_reset(pk);
         pack_answer(pk, &bad, code);
+        fixed = 0;
     }
+    return fixed;
 }
 
 /* Called exactly once per successful sx_engine_watch, on the thread that
@@ -156,18 +162,22 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
     const char *msg = r->error == 0          ? ""
                       : r->error_msg != NULL ? r->error_msg
                                              : sx_strerror(r->error);
-    size_t cap = SX_WIRE_HEADER + 160 + strlen(msg) +
+    /* 3 bytes per message byte: sx__relay_pack_error's U+FFFD. */
+    size_t cap = SX_WIRE_HEADER + 160 + 3 * strlen(msg) +
                  (r->error == 0 ? r->value.len : 0);
     relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
     if (o != NULL) {
         sx_pack pk;
         sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
-        pack_checked(&pk, r, w->max_frame);
+        size_t fixed = pack_checked(&pk, r, w->max_frame);
         sx__relay_out_seal(o, pk.len);
-    } else {
-        o = &w->oom; /* the loop answers `internal` */
+        /* A str that is not UTF-8 in the result goes as bin. */
+        if (fixed != 0)
+            o = sx__relay_out_utf8(o, fixed);
     }
-    o->watch = w; /* the watch's reference travels with the item */
+    if (o == NULL)
+        o = &w->oom; /* the loop answers `internal` */
+    o->watch = w;    /* the watch's reference travels with the item */
     if (watching == w) {
         /* On the loop, inside sx_engine_watch: no hub, no doorbell. */
         w->inline_out = o;
@@ -185,11 +195,28 @@ void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r)
 {
     sx_pack *pk = &c->srv->pk;
     sx_pack_reset(pk);
-    pack_checked(pk, r, c->srv->max_frame);
+    size_t fixed = pack_checked(pk, r, c->srv->max_frame);
     if (pk->err == 0)
         for (int i = 7; i >= 0; i--, id >>= 8)
             pk->data[ID_AT - SX_WIRE_HEADER + (size_t)i] = (uint8_t)id;
-    sx__relay_conn_reply(c);
+    if (fixed == 0 || pk->err != 0) {
+        sx__relay_conn_reply(c);
+        return;
+    }
+    /* Its strs that are not UTF-8 go as bin: the rewrite is sent. */
+    relay_out *o = sx__relay_out_new(RELAY_OUT_REPLY, SX_WIRE_HEADER + pk->len);
+    if (o != NULL) {
+        memcpy(o->data + SX_WIRE_HEADER, pk->data, pk->len);
+        sx__relay_out_seal(o, pk->len);
+        o = sx__relay_out_utf8(o, fixed);
+    }
+    if (o == NULL) {
+        sx__relay_conn_close(c); /* out of memory, as a reply's */
+        return;
+    }
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
+    sx__relay_conn_write(c, o);
 }
 
 /* ---- the table of watches by PID [loop] ---- */

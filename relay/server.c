@@ -12,6 +12,8 @@
  */
 #include "relay/server.h"
 
+#include "process/utf8.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +58,20 @@ void sx__relay_out_seal(relay_out *o, size_t body_len)
     o->data[2] = (uint8_t)(body_len >> 8);
     o->data[3] = (uint8_t)body_len;
     o->len = SX_WIRE_HEADER + body_len;
+}
+
+relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len)
+{
+    /* The rare path (a str that is not UTF-8): a second item, not a
+     * rewrite in place, since the body may grow. */
+    relay_out *n = sx__relay_out_new(o->kind, SX_WIRE_HEADER + fixed_len);
+    if (n != NULL) {
+        sx__wire_utf8_fix(o->data + SX_WIRE_HEADER, o->len - SX_WIRE_HEADER,
+                          n->data + SX_WIRE_HEADER);
+        sx__relay_out_seal(n, fixed_len);
+    }
+    sx__relay_out_free(o);
+    return n;
 }
 
 /* ---- the hub ---- */
@@ -504,7 +520,10 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
 {
     if (e == NULL || cfg == NULL || out == NULL ||
         (cfg->socket_path == NULL && cfg->listen == NULL) ||
-        (cfg->socket_path != NULL && cfg->socket_path[0] == '\0'))
+        (cfg->socket_path != NULL && cfg->socket_path[0] == '\0') ||
+        (cfg->server_name != NULL &&
+         !sx__utf8_valid((const unsigned char *)cfg->server_name,
+                         strlen(cfg->server_name))))
         return SX_EINVAL;
     struct sockaddr_storage ss;
     if (cfg->listen != NULL) {

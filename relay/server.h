@@ -23,6 +23,8 @@
 
 #include <stepx/relay.h>
 
+#include "relay/wire.h"
+
 #define SX_RELAY_SERVER_NAME "stepxd/0.1.0"
 #define SX_RELAY_MAX_OUTPUT_DEFAULT ((size_t)64 << 20)
 #define SX_RELAY_MAX_CONNECTIONS_DEFAULT 1024
@@ -85,6 +87,11 @@ relay_out *sx__relay_out_new(uint8_t kind, size_t cap);
 void sx__relay_out_free(relay_out *o);
 /* Writes the 4-byte length header for a body packed at data + 4. */
 void sx__relay_out_seal(relay_out *o, size_t body_len);
+/* A sealed item whose body sx__wire_check_utf8 passed with *fixed_len =
+ * fixed_len > 0: a new item of the same kind holding the body with its
+ * strs that are not UTF-8 as bin (sx__wire_utf8_fix), sealed; o is freed
+ * either way. NULL when out of memory. [any thread] */
+relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len);
 
 /* The hand-off from engine threads to the loop. Refcounted because a
  * watch callback may fire after the server has stopped (an IDLE process

@@ -1,14 +1,20 @@
 /* relay/wire.c — the wire codec of the stepx protocol (docs/PROTOCOL.md,
  * "Frames"): sx_wire_check, a validator of one frame body that works
  * directly on the msgpack bytes without recursion or allocation; the
- * streaming frame decoder that cuts a byte stream into checked bodies; and
- * sx_wire_frame, which writes one frame.
+ * streaming frame decoder that cuts a byte stream into checked bodies;
+ * sx_wire_frame, which writes one frame; and, for the server, the same
+ * walk with a UTF-8 look at every str, over a frame or over one value
+ * (sx__wire_check_utf8, sx__wire_value_utf8), and the copy that sends the
+ * strs that are not UTF-8 as bin (sx__wire_utf8_fix, sx__wire_value_fix).
  *
  * Threads: no shared state. A decoder belongs to one thread at a time (the
  * relay server's loop thread, for its connection); sx_wire_check and
  * sx_wire_frame may run on any thread.
  */
+#include "relay/wire.h"
 #include "relay/stepx/relay.h"
+
+#include "process/utf8.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,8 +57,9 @@ static uint32_t wire_be(const uint8_t *p, size_t w)
  * a container declares more elements than bytes remain (each element takes
  * at least one byte). Layout per the msgpack spec: hlen is the header's
  * size (marker, length field, ext type byte, scalar value), fw the width
- * of a length field inside it, body a fixed body size (fixstr, fixext). */
-static int wire_head_read(const uint8_t *p, size_t avail, wire_head *h)
+ * of a length field inside it, body a fixed body size (fixstr, fixext).
+ * Always inlined: every walk reads each value's header through it. */
+static inline int wire_head_read(const uint8_t *p, size_t avail, wire_head *h)
 {
     uint8_t c = p[0];
     size_t hlen = 1, fw = 0, body = 0, rest;
@@ -114,44 +121,181 @@ static int wire_head_read(const uint8_t *p, size_t avail, wire_head *h)
     return 0;
 }
 
-int sx_wire_check(const uint8_t *body, size_t len)
+/* The header bytes of the str at p (its bytes start after them). */
+static inline size_t str_hlen(const uint8_t *p)
 {
-    /* left[d]: values still to read in the container at depth d (the
-     * top-level map is depth 1); d is the depth of the container the next
-     * value belongs to. */
+    return p[0] <= 0xbf ? 1 : p[0] == 0xd9 ? 2 : p[0] == 0xda ? 3 : 5;
+}
+
+/* Whether the bytes of the str at p (span: header plus bytes) are UTF-8;
+ * a short ASCII one (keys, names, PIDs) is decided inline. */
+static inline bool str_utf8(const uint8_t *p, size_t span)
+{
+    size_t hl = str_hlen(p), n = span - hl;
+    return (n < 8 && sx__ascii_short(p + hl, n)) || sx__utf8_valid(p + hl, n);
+}
+
+/* The walk of sx_wire_check, over a frame body (frame: one map with
+ * string keys, nesting at most SX_WIRE_MAX_DEPTH) or over one msgpack
+ * value (!frame: nesting at most max_depth, the levels left to it inside
+ * the frame it will sit in). With utf8 it also looks at the bytes of
+ * every str but a frame's top-level keys (nested maps' keys included) and
+ * adds to *grow what the rewrite adds: for each str that is not UTF-8,
+ * the bytes its bin header takes beyond its str header (1 for a fixstr,
+ * which has no bin twin; else 0), plus 1 in *bad. Inlined into each
+ * caller, so that sx_wire_check, which the decoder runs on every frame a
+ * client sends, pays nothing for the rest. */
+static inline __attribute__((always_inline)) int
+wire_walk(const uint8_t *body, size_t len, bool frame, size_t max_depth,
+          bool utf8, size_t *bad, size_t *grow)
+{
+    /* left[d]: values still to read in the container at depth d (a
+     * frame's map is depth 1; a lone value sits in a container of one at
+     * depth 0); d is the depth of the container the next value belongs
+     * to. */
     uint64_t left[SX_WIRE_MAX_DEPTH + 1];
     const uint8_t *p = body, *end;
-    size_t d = 1;
+    size_t d, base = frame ? 1 : 0;
     wire_head h;
 
     if (body == NULL || len == 0)
         return SX_EPROTO;
     end = body + len;
-    if (wire_head_read(p, len, &h) != 0 || h.kind != WIRE_MAP)
-        return SX_EPROTO;
-    p += h.span;
-    left[1] = h.n;
+    if (frame) {
+        if (wire_head_read(p, len, &h) != 0 || h.kind != WIRE_MAP)
+            return SX_EPROTO;
+        p += h.span;
+        d = 1;
+        left[1] = h.n;
+        max_depth = SX_WIRE_MAX_DEPTH;
+    } else {
+        d = 0;
+        left[0] = 1;
+    }
     for (;;) {
         while (left[d] == 0) {
-            if (--d == 0)
-                /* The map is complete: nothing may follow it. */
+            if (d-- == base)
+                /* The map (the value) is complete: nothing may follow. */
                 return p == end ? 0 : SX_EPROTO;
         }
         if (p == end || wire_head_read(p, (size_t)(end - p), &h) != 0)
             return SX_EPROTO;
-        /* The top-level map's keys are strings; a key is read when an even
-         * number of its keys plus values is left. */
-        if (d == 1 && left[1] % 2 == 0 && h.kind != WIRE_STR)
+        /* A frame's top-level keys are strings; a key is read when an even
+         * number of the map's keys plus values is left. */
+        bool top_key = frame && d == 1 && left[1] % 2 == 0;
+        if (top_key && h.kind != WIRE_STR)
             return SX_EPROTO;
+        /* The top-level keys are the server's own names: not looked at. */
+        if (utf8 && h.kind == WIRE_STR && !top_key && !str_utf8(p, h.span)) {
+            (*bad)++;
+            *grow += str_hlen(p) == 1; /* a fixstr becomes a bin 8 */
+        }
         left[d]--;
         p += h.span;
         if (h.kind == WIRE_ARRAY || h.kind == WIRE_MAP) {
             /* This container is at depth d + 1, empty or not. */
-            if (d == SX_WIRE_MAX_DEPTH)
+            if (d == max_depth)
                 return SX_EPROTO;
             left[++d] = h.n;
         }
     }
+}
+
+int sx_wire_check(const uint8_t *body, size_t len)
+{
+    return wire_walk(body, len, true, SX_WIRE_MAX_DEPTH, false, NULL, NULL);
+}
+
+/* ==== str values that are not UTF-8 =====================================
+ *
+ * A msgpack str holds UTF-8, and strict readers (Python's msgpack by
+ * default) refuse a whole frame over one str that does not: the server
+ * sends such a str as bin, the same bytes (PROTOCOL.md, "Payloads").
+ */
+
+int sx__wire_check_utf8(const uint8_t *body, size_t len, size_t *fixed_len)
+{
+    size_t bad = 0, grow = 0;
+    int rc = wire_walk(body, len, true, SX_WIRE_MAX_DEPTH, true, &bad, &grow);
+    if (fixed_len != NULL)
+        *fixed_len = rc == 0 && bad > 0 ? len + grow : 0;
+    return rc;
+}
+
+int sx__wire_value_utf8(const uint8_t *v, size_t len, size_t max_depth,
+                        size_t *fixed_len)
+{
+    size_t bad = 0, grow = 0;
+    if (max_depth > SX_WIRE_MAX_DEPTH)
+        max_depth = SX_WIRE_MAX_DEPTH;
+    int rc = wire_walk(v, len, false, max_depth, true, &bad, &grow);
+    if (fixed_len != NULL)
+        *fixed_len = rc == 0 && bad > 0 ? len + grow : 0;
+    return rc;
+}
+
+/* The rewrite behind sx__wire_utf8_fix (frame: a frame's top-level keys
+ * are kept) and sx__wire_value_fix. The input passed the walk: every
+ * header and length is in bounds, so this pass needs no checks but the
+ * UTF-8 one. Containers are copied as their headers only; their elements
+ * follow as values. In a frame, top: the top-level map's keys plus values
+ * still to come; inside: the values still to come inside the top-level
+ * value being copied (a nested container adds its own). A value read
+ * with inside 0 is a top-level key (an even top left: copied as it is, as
+ * the walk left it) or a top-level value. */
+static void wire_fix(const uint8_t *body, size_t len, bool frame, uint8_t *out)
+{
+    const uint8_t *p = body, *end = body + len;
+    uint64_t top = 0, inside = 0;
+    wire_head h;
+
+    if (frame) {
+        if (wire_head_read(p, len, &h) != 0)
+            return; /* not a body the walk passed: the contract's breach */
+        top = h.n;
+        memcpy(out, p, h.span);
+        out += h.span;
+        p += h.span;
+    }
+    while (p < end) {
+        if (wire_head_read(p, (size_t)(end - p), &h) != 0)
+            return;
+        bool top_key = false;
+        if (inside > 0)
+            inside--;
+        else if (frame)
+            top_key = top-- % 2 == 0;
+        if (h.kind == WIRE_ARRAY || h.kind == WIRE_MAP)
+            inside += h.n;
+        size_t hl = h.kind == WIRE_STR ? str_hlen(p) : 0;
+        if (h.kind == WIRE_STR && !top_key && !str_utf8(p, h.span)) {
+            size_t n = h.span - hl;
+            if (hl <= 2) {     /* fixstr, str 8 */
+                *out++ = 0xc4; /* bin 8 */
+                *out++ = (uint8_t)n;
+            } else { /* str 16, str 32: bin 16, bin 32, same length field */
+                *out++ = p[0] == 0xda ? 0xc5 : 0xc6;
+                memcpy(out, p + 1, hl - 1);
+                out += hl - 1;
+            }
+            memcpy(out, p + hl, n);
+            out += n;
+        } else {
+            memcpy(out, p, h.span);
+            out += h.span;
+        }
+        p += h.span;
+    }
+}
+
+void sx__wire_utf8_fix(const uint8_t *body, size_t len, uint8_t *out)
+{
+    wire_fix(body, len, true, out);
+}
+
+void sx__wire_value_fix(const uint8_t *v, size_t len, uint8_t *out)
+{
+    wire_fix(v, len, false, out);
 }
 
 /* ==== the decoder =======================================================

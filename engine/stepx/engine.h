@@ -106,8 +106,8 @@ int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
 
 /* Delivers a message {from, topic, data} to process `to`; topic and data are
- * copied. Errors: SX_EINVAL (topic NULL or longer than 255 bytes, data over
- * SX_MESSAGE_MAX),
+ * copied. Errors: SX_EINVAL (topic NULL, longer than 255 bytes or not
+ * valid UTF-8, data over SX_MESSAGE_MAX),
  * SX_ENOTFOUND (no such live process), SX_ECLOSED (it is finishing),
  * SX_ENOMEM. */
 int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,

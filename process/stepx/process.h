@@ -126,8 +126,9 @@ int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
  * the step's status applies as if no yield had been written. Unlike
  * yields, the message goes even when the step ends DONE or FAIL. topic and
  * data are copied. Messages from one process arrive in the order sent.
- * Errors: SX_EINVAL (out or topic NULL, topic over 255 bytes, data over
- * SX_MESSAGE_MAX), SX_ENOMEM. Only inside the step that received out. */
+ * Errors: SX_EINVAL (out or topic NULL, topic over 255 bytes or not valid
+ * UTF-8, data over SX_MESSAGE_MAX), SX_ENOMEM. Only inside the step that
+ * received out. */
 int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data);
 /* The most bytes of data one message carries (sx_send, sx_engine_send). */
 #define SX_MESSAGE_MAX ((size_t)UINT32_MAX)

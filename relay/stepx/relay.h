@@ -128,7 +128,8 @@ typedef struct {
      * closed when auth_timeout_ms (0 = 10,000) passes without it. */
     size_t max_unauthenticated;
     uint64_t auth_timeout_ms;
-    const char *server_name; /* `hello`'s "server"; NULL = "stepxd/<ver>"  */
+    const char *server_name; /* `hello`'s "server" (UTF-8); NULL =
+                                "stepxd/<ver>"                             */
 } sx_server_config;
 
 /* The largest frame body a connection may send before hello with the
@@ -142,7 +143,8 @@ typedef struct sx_server sx_server;
 /* Creates a server for engine e (started, outliving the server) and starts
  * its loop thread listening where cfg says (at least one of socket_path
  * and listen). Errors: SX_EINVAL (bad config, e.g. a non-loopback listen
- * address without a token, a bad HOST:PORT), SX_ESTATE (engine not
+ * address without a token, a bad HOST:PORT, a server_name that is not
+ * UTF-8), SX_ESTATE (engine not
  * started), SX_ENOMEM, or -errno from bind/listen (e.g. -EADDRINUSE). */
 int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out);
 /* The TCP port actually bound (useful with port 0), or 0. */

@@ -1956,6 +1956,17 @@ static void test_misuse_null_args(void)
              SX_EINVAL);
     topic[255] = '\0';
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, topic, nil_payload()), 0);
+    /* A topic is UTF-8 (it may reach a relay client as a msgpack str):
+     * 255 bytes ending in a 2-byte character go, a stray byte, a cut
+     * sequence or a surrogate does not. */
+    memcpy(topic + 253, "\xc3\xa9", 3);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, topic, nil_payload()), 0);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "t\xff", nil_payload()),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "t\xe2\x82", nil_payload()),
+             SX_EINVAL);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "\xed\xa0\x80", nil_payload()),
+             SX_EINVAL);
     CHECK(sx_engine_cancel(NULL, pid, "r") < 0);
     CHECK(sx_engine_terminate(NULL, pid) < 0);
 
@@ -3516,7 +3527,8 @@ static void test_send_cmd_to_gone(void)
 /* ---- NUL bytes in the strings of built-in commands ------------------- */
 
 /* Which string of which command nul_sender_step sends with a NUL inside:
- * 0 send's topic, 1 spawn's type, 2 spawn's method, 3 spawn-wait's type. */
+ * 0 send's topic, 1 spawn's type, 2 spawn's method, 3 spawn-wait's type;
+ * 4: send's topic without a NUL but not UTF-8. */
 static int nul_case;
 
 /* Yields the nul_case command with tag 1 (a send to itself, or a spawn of
@@ -3532,11 +3544,11 @@ static int nul_sender_step(void *state, const sx_event *ev, size_t n,
         sx_pack pk;
         sx_pack_init(&pk);
         uint16_t cmd = SX_CMD_SPAWN;
-        if (nul_case == 0) {
+        if (nul_case == 0 || nul_case == 4) {
             cmd = SX_CMD_SEND;
             sx_pack_array(&pk, 3);
             sx_pack_pid(&pk, s->self);
-            sx_pack_strn(&pk, "ab\0cd", 5);
+            sx_pack_strn(&pk, nul_case == 0 ? "ab\0cd" : "ab\xff\xe2\x82", 5);
             sx_pack_int(&pk, 1);
         } else {
             if (nul_case == 3)
@@ -3562,7 +3574,8 @@ static int nul_sender_step(void *state, const sx_event *ev, size_t n,
         STEP_CHECK(out, ev[i].tag == 1);
         STEP_CHECK(out, ev[i].error != 0);
         STEP_CHECK(out, ev[i].error_msg != NULL &&
-                            strstr(ev[i].error_msg, "NUL") != NULL);
+                            strstr(ev[i].error_msg,
+                                   nul_case == 4 ? "UTF-8" : "NUL") != NULL);
         sx_done(out, sx_payload_int(buf, ev[i].error));
         return 0;
     }
@@ -3575,10 +3588,12 @@ static int nul_sender_step(void *state, const sx_event *ev, size_t n,
  * them at the NUL ("ab\0cd" arriving as "ab", "quick\0x" spawning
  * "quick"). Each is refused with SX_EINVAL and a message, as sx_send
  * (strlen), ticker-start and the relay's send and spawn refuse them;
- * nothing is sent, nothing spawned. */
+ * nothing is sent, nothing spawned. A send topic that is not UTF-8 is
+ * refused the same way (as sx_send, sx_engine_send and the relay's send
+ * refuse it): a relay client reads topics as msgpack str. */
 static void test_cmd_strings_nul(void)
 {
-    for (nul_case = 0; nul_case < 4; nul_case++) {
+    for (nul_case = 0; nul_case < 5; nul_case++) {
         tctx *t = ctx_new();
         const sx_process_type types[] = { TYPE("quick", quick_step),
                                           TYPE("nul_sender", nul_sender_step) };

@@ -48,7 +48,7 @@ static int64_t box_got(box *b)
  *         step that also sends n (which must arrive);
  * mode 1: one step: sx_send to a dead PID, then IDLE (must idle: a later
  *         message wakes it and it finishes);
- * mode 2: misuse checks;
+ * mode 2: misuse checks (topics that are not UTF-8 among them);
  * mode 3: sends 0..n-1 in one step, then sx_fail (the messages go);
  * mode 4: sends 0..n-1 in one step, then returns SX_EINVAL. */
 typedef struct {
@@ -112,11 +112,23 @@ static int snd_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     /* Data over SX_MESSAGE_MAX (never read: refused first). It used to
      * be SX_ENOMEM, where sx_engine_send says SX_EINVAL. */
     sx_payload huge = { (const uint8_t *)big, (size_t)SX_MESSAGE_MAX + 1 };
+    /* A topic that is not UTF-8: a stray byte, a cut sequence after
+     * ASCII, an overlong NUL. */
     if (sx_send(out, s->to, NULL, nil) != SX_EINVAL ||
         sx_send(out, s->to, big, nil) != SX_EINVAL ||
+        sx_send(out, s->to, "\xff", nil) != SX_EINVAL ||
+        sx_send(out, s->to, "topic\xe2\x82", nil) != SX_EINVAL ||
+        sx_send(out, s->to, "\xc0\x80", nil) != SX_EINVAL ||
         sx_send(NULL, s->to, "n", nil) != SX_EINVAL ||
         sx_send(out, s->to, "n", huge) != SX_EINVAL) {
         sx_fail(out, "misuse accepted");
+        return 0;
+    }
+    /* After a good send to the same PID a bad topic takes the bundle path
+     * (merge), which refuses it too (the good one is a dead letter). */
+    if (sx_send(out, s->to, "n", nil) != 0 ||
+        sx_send(out, s->to, "n\xff", nil) != SX_EINVAL) {
+        sx_fail(out, "a bad topic after a good one accepted");
         return 0;
     }
     sx_done(out, nil);

@@ -10,6 +10,7 @@
  * Threads: single-threaded.
  */
 #include "process/stepx/process.h"
+#include "process/utf8.h"
 #include "tests/harness.h"
 
 #include <float.h>
@@ -1718,6 +1719,137 @@ static void test_int_codec_vs_msgpack_c(void)
     printf("# %zu integers compared with msgpack_pack_int64\n", compared);
 }
 
+/* ---- UTF-8 (process/utf8.h) ---- */
+
+/* sx__utf8_valid agrees with sx__utf8_seq on every form it refuses (a
+ * stray continuation byte, a cut sequence, an overlong form, a surrogate,
+ * past U+10FFFF), wherever it sits relative to the 8-byte ASCII steps
+ * and sx__ascii_short's overlapping words; sx__utf8_replace puts one
+ * U+FFFD per byte that starts no sequence; sx__topic_ok, sx__topic_len
+ * and sx__topic_cstr_ok take at most 255 bytes of UTF-8 without a NUL, on
+ * the ASCII path and off it. */
+static void test_utf8(void)
+{
+    static const char *const bad[] = {
+        "\x80",
+        "\xbf",
+        "\xc0\x80",
+        "\xc1\xbf",
+        "\xc3",
+        "\xe2\x82",
+        "\xe0\x80\xaf",
+        "\xed\xa0\x80",
+        "\xf0\x80\x80\xaf",
+        "\xf4\x90\x80\x80",
+        "\xf5\x80\x80\x80",
+        "\xff",
+    };
+    static const char *const good[] = {
+        "",
+        "a",
+        "\xc3\xa9",
+        "\xe2\x82\xac",
+        "\xf0\x9f\x98\x80",
+        "\xf4\x8f\xbf\xbf",
+        "\xef\xbf\xbd",
+        "\xed\x9f\xbf",
+    };
+    char buf[64];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t pre = 0; pre < 20; pre++) {
+            size_t n = strlen(bad[i]);
+            memset(buf, 'a', pre);
+            memcpy(buf + pre, bad[i], n);
+            memcpy(buf + pre + n, "tail", 4);
+            if (sx__utf8_valid((const unsigned char *)buf, pre + n + 4))
+                SX_FAILF("bad form %zu after %zu bytes taken", i, pre);
+            CHECK(!sx__topic_ok(buf, pre + n + 4));
+            buf[pre + n + 4] = '\0';
+            CHECK_EQ_U64(sx__topic_len(buf), SIZE_MAX);
+            CHECK(!sx__topic_cstr_ok(buf, pre + n + 4));
+        }
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        for (size_t pre = 0; pre < 20; pre++) {
+            size_t n = strlen(good[i]);
+            memset(buf, 'a', pre);
+            memcpy(buf + pre, good[i], n);
+            if (!sx__utf8_valid((const unsigned char *)buf, pre + n))
+                SX_FAILF("good form %zu after %zu bytes refused", i, pre);
+            CHECK(sx__topic_ok(buf, pre + n));
+            buf[pre + n] = '\0';
+            CHECK_EQ_U64(sx__topic_len(buf), pre + n);
+            CHECK(sx__topic_cstr_ok(buf, pre + n));
+        }
+    }
+    /* Every length to 40, one odd byte at every place: a stray 0xff is
+     * found wherever it sits (the short forms' overlapping words, the
+     * word steps, the last word), an "e acute" passes anywhere. */
+    CHECK(sx__ascii_short((const unsigned char *)"", 0));
+    for (size_t n = 1; n <= 40; n++) {
+        memset(buf, 'a', n);
+        CHECK(sx__utf8_valid((const unsigned char *)buf, n));
+        if (n < 8)
+            CHECK(sx__ascii_short((const unsigned char *)buf, n));
+        for (size_t at = 0; at < n; at++) {
+            memset(buf, 'a', n);
+            buf[at] = (char)0xff;
+            if (sx__utf8_valid((const unsigned char *)buf, n))
+                SX_FAILF("0xff at %zu of %zu taken", at, n);
+            if (n < 8)
+                CHECK(!sx__ascii_short((const unsigned char *)buf, n));
+            if (at + 1 < n) {
+                memcpy(buf + at, "\xc3\xa9", 2);
+                if (!sx__utf8_valid((const unsigned char *)buf, n))
+                    SX_FAILF("e acute at %zu of %zu refused", at, n);
+            }
+        }
+    }
+
+    /* A NUL is UTF-8, but no topic holds one. */
+    CHECK(sx__utf8_valid((const unsigned char *)"a\0b", 3));
+    CHECK(!sx__topic_ok("a\0b", 3));
+
+    /* Replacement: a cut euro sign is two bytes, two U+FFFD. */
+    static const char in[] = "ok \xe2\x82 \xff\xc3\xa9";
+    static const char want[] =
+        "ok \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xc3\xa9";
+    size_t n = sizeof in - 1;
+    CHECK_EQ_U64(sx__utf8_replace((const unsigned char *)in, n, NULL, 0),
+                 sizeof want - 1);
+    char out[64];
+    CHECK_EQ_U64(
+        sx__utf8_replace((const unsigned char *)in, n, out, sizeof out),
+        sizeof want - 1);
+    CHECK(memcmp(out, want, sizeof want - 1) == 0);
+    /* Short of room: whole pieces only ("ok " and one U+FFFD in 7). */
+    CHECK_EQ_U64(sx__utf8_replace((const unsigned char *)in, n, out, 7), 6);
+    CHECK(memcmp(out, want, 6) == 0);
+
+    /* Topic lengths: 255 bytes, ASCII or ending in a 2-byte character, is
+     * a topic; 256 is not; 85 euro signs (255 bytes) are, 86 are not. */
+    char t[300];
+    memset(t, 't', sizeof t);
+    t[255] = '\0';
+    CHECK_EQ_U64(sx__topic_len(t), 255);
+    t[255] = 't';
+    t[256] = '\0';
+    CHECK_EQ_U64(sx__topic_len(t), SIZE_MAX);
+    memcpy(t + 253, "\xc3\xa9", 3);
+    CHECK_EQ_U64(sx__topic_len(t), 255);
+    memcpy(t + 254, "\xc3\xa9", 3);
+    CHECK_EQ_U64(sx__topic_len(t), SIZE_MAX);
+    for (int i = 0; i < 86; i++)
+        memcpy(t + 3 * i, "\xe2\x82\xac", 3);
+    t[255] = '\0';
+    CHECK_EQ_U64(sx__topic_len(t), 255);
+    CHECK(sx__topic_ok(t, 255));
+    t[255] = '\xe2';
+    t[258] = '\0';
+    CHECK_EQ_U64(sx__topic_len(t), SIZE_MAX);
+    CHECK(!sx__topic_ok(t, 258));
+}
+
 static const sx_test_case cases[] = {
     { "int_boundaries", test_int_boundaries },
     { "int_codec_vs_msgpack_c", test_int_codec_vs_msgpack_c },
@@ -1743,6 +1875,7 @@ static const sx_test_case cases[] = {
     { "depth_limit", test_depth_limit },
     { "msgpack_c_crosscheck", test_msgpack_c_crosscheck },
     { "mutation_crosscheck", test_mutation_crosscheck },
+    { "utf8", test_utf8 },
 };
 
 SX_TEST_MAIN(cases)

@@ -234,6 +234,48 @@ static int deep_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* same.run [x]: DONE with x, the client's bytes untouched (a result the
+ * server must pass through); same.run []: IDLE until cancelled
+ * (SX_ECANCELLED) or terminated. */
+typedef struct {
+    uint8_t *v;
+    size_t n;
+    bool has;
+} same_st;
+
+static int same_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    same_st *s = st;
+    if (n > 1)
+        return SX_EINVAL;
+    if (n == 1) {
+        s->v = malloc(in[0].len > 0 ? in[0].len : 1);
+        if (s->v == NULL)
+            return SX_ENOMEM;
+        memcpy(s->v, in[0].data, in[0].len);
+        s->n = in[0].len;
+        s->has = true;
+    }
+    return 0;
+}
+
+static void same_close(void *st)
+{
+    free(((same_st *)st)->v);
+}
+
+static int same_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    same_st *s = st;
+    if (!s->has)
+        return idle_step(st, ev, n, out);
+    sx_done(out, (sx_payload){ s->v, s->n });
+    return 0;
+}
+
 static const sx_process_type fx_types[] = {
     { .name = "square",
       .state_size = sizeof(square_st),
@@ -270,6 +312,12 @@ static const sx_process_type fx_types[] = {
       .state_size = sizeof(deep_st),
       .init = deep_init,
       .step = deep_step,
+      .methods = run_m },
+    { .name = "same",
+      .state_size = sizeof(same_st),
+      .init = same_init,
+      .step = same_step,
+      .close = same_close,
       .methods = run_m },
 };
 

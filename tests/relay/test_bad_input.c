@@ -300,31 +300,94 @@ static void test_fields_and_ops(void)
     bad_down(&bf);
 }
 
-/* Is [s, s + n) well-formed UTF-8 (what a msgpack str holds)? */
+/* Is [s, s + n) well-formed UTF-8 (what a msgpack str holds)? Strict, as
+ * the Unicode standard's table of well-formed sequences has it (no
+ * overlong forms, no surrogates, nothing past U+10FFFF), and written apart
+ * from the server's own check. */
 static bool utf8_valid(const uint8_t *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k = c < 0x80             ? 0
-                   : (c & 0xe0) == 0xc0 ? 1
-                   : (c & 0xf0) == 0xe0 ? 2
-                   : (c & 0xf8) == 0xf0 ? 3
-                                        : 4;
-        if (k == 4 || n - i <= k)
+        uint8_t c = s[i], lo = 0x80, hi = 0xbf;
+        size_t k;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf)
+            k = 2;
+        else if (c == 0xe0)
+            k = 3, lo = 0xa0;
+        else if (c == 0xed)
+            k = 3, hi = 0x9f;
+        else if (c >= 0xe1 && c <= 0xef)
+            k = 3;
+        else if (c == 0xf0)
+            k = 4, lo = 0x90;
+        else if (c == 0xf4)
+            k = 4, hi = 0x8f;
+        else if (c >= 0xf1 && c <= 0xf3)
+            k = 4;
+        else
             return false;
-        for (size_t j = 1; j <= k; j++)
+        if (n - i < k || s[i + 1] < lo || s[i + 1] > hi)
+            return false;
+        for (size_t j = 2; j < k; j++)
             if ((s[i + j] & 0xc0) != 0x80)
                 return false;
-        i += k + 1;
+        i += k;
     }
     return true;
+}
+
+/* Whether every str in the value at u (map keys included, at any depth)
+ * is valid UTF-8: what a strict reader (Python's msgpack by default)
+ * demands of a whole frame. */
+static bool strs_utf8(sx_unpack *u)
+{
+    uint32_t n;
+    const char *s;
+    size_t len;
+    switch (sx_unpack_type(u)) {
+    case SX_MP_STR:
+        CHECK_RC(sx_unpack_str(u, &s, &len), 0);
+        return utf8_valid((const uint8_t *)s, len);
+    case SX_MP_ARRAY:
+        CHECK_RC(sx_unpack_array(u, &n), 0);
+        for (uint32_t i = 0; i < n; i++)
+            if (!strs_utf8(u))
+                return false;
+        return true;
+    case SX_MP_MAP:
+        CHECK_RC(sx_unpack_map(u, &n), 0);
+        for (uint32_t i = 0; i < 2 * n; i++)
+            if (!strs_utf8(u))
+                return false;
+        return true;
+    default:
+        CHECK_RC(sx_unpack_skip(u), 0);
+        return true;
+    }
+}
+
+/* raw_read, and the frame must be one a strict reader takes. */
+static int read_strict(int fd, int timeout_ms, sx_payload *out)
+{
+    int rc = raw_read(fd, timeout_ms, out);
+    if (rc == 0) {
+        sx_unpack u;
+        sx_unpack_init(&u, *out);
+        if (!strs_utf8(&u))
+            SX_FAILF("a frame of %zu bytes holds a str that is not UTF-8",
+                     out->len);
+    }
+    return rc;
 }
 
 /* Expects a reply with id and code whose message is valid UTF-8. */
 static void expect_utf8_error(int fd, uint64_t id, const char *code)
 {
     sx_payload b, e, m;
-    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
     char got[32];
     CHECK_EQ_INT(map_int(b, "id"), (int64_t)id);
     CHECK_STR(code_of(b, got, sizeof(got)), code);
@@ -424,6 +487,422 @@ static void test_utf8_cut(void)
     close(fd);
     check_alive(&bf);
     bad_down(&bf);
+}
+
+/* ---- what the server sends is UTF-8 wherever it is a str ---- */
+
+/* The error message of a reply or push (error.message), as a C string
+ * copy in buf. */
+static void error_message(sx_payload b, char *buf, size_t cap)
+{
+    sx_payload e, m;
+    CHECK_RC(sx_map_get(b, "error", &e), 0);
+    CHECK_RC(sx_map_get(e, "message", &m), 0);
+    CHECK_RC(sx_payload_get_str(m, buf, cap), 0);
+}
+
+/* Submits type.method with input (one packed array) on fd as request id;
+ * returns the reply (the caller frees it) with *pid pointing at its "pid"
+ * value. */
+static sx_payload submit_raw(int fd, uint64_t id, const char *type,
+                             const char *method, sx_payload input,
+                             sx_payload *pid)
+{
+    sx_pack pk;
+    req_begin(&pk, 5, "submit", id);
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, type);
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, method);
+    sx_pack_str(&pk, "input");
+    sx_pack_raw(&pk, input);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    sx_payload b;
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), (int64_t)id);
+    CHECK_RC(sx_map_get(b, "pid", pid), 0);
+    return b;
+}
+
+/* Sends {op, id, pid} (wait, subscribe, terminate) on fd. */
+static void pid_op(int fd, const char *op, uint64_t id, sx_payload pid)
+{
+    sx_pack pk;
+    req_begin(&pk, 3, op, id);
+    sx_pack_str(&pk, "pid");
+    sx_pack_raw(&pk, pid);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+}
+
+/* A one-element input array holding a str of n bytes at s. */
+static sx_payload input_str(sx_pack *pk, const char *s, size_t n)
+{
+    sx_pack_init(pk);
+    sx_pack_array(pk, 1);
+    sx_pack_strn(pk, s, n);
+    return sx_pack_payload(pk);
+}
+
+/* Property: an error message that is not UTF-8 (the fail type's message,
+ * any process's sx_fail text) reaches the client as a str of UTF-8 with
+ * every byte that starts no valid sequence replaced by U+FFFD: in a wait
+ * answer and in an exit push. The frame was unreadable to a strict reader
+ * before (the message went out as the process's raw bytes). */
+static void test_utf8_fail_message(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    static const char msg[] = "card \xff declined \xe2\x82!";
+    static const char want[] =
+        "card \xef\xbf\xbd declined \xef\xbf\xbd\xef\xbf\xbd!";
+    int fd = raw_connect(bf.f.path);
+    sx_pack in;
+    sx_payload pid, b, sb;
+    char got[128], code[32];
+    b = submit_raw(fd, 1, "fail", "run", input_str(&in, msg, sizeof msg - 1),
+                   &pid);
+    pid_op(fd, "wait", 2, pid);
+    payload_free(&b);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 2);
+    CHECK_STR(code_of(b, code, sizeof code), "failed");
+    error_message(b, got, sizeof got);
+    CHECK_STR(got, want);
+    payload_free(&b);
+    /* subscribe: its exit push carries the same error */
+    sb = submit_raw(fd, 3, "fail", "run", sx_pack_payload(&in), &pid);
+    pid_op(fd, "subscribe", 4, pid);
+    sx_pack_fini(&in);
+    bool replied = false, pushed = false;
+    while (!replied || !pushed) {
+        CHECK_RC(read_strict(fd, 10000, &b), 0);
+        if (sx_map_get(b, "push", NULL) == 0) {
+            CHECK(replied); /* the reply comes before the push */
+            CHECK_STR(code_of(b, code, sizeof code), "failed");
+            error_message(b, got, sizeof got);
+            CHECK_STR(got, want);
+            pushed = true;
+        } else {
+            CHECK_EQ_INT(map_int(b, "id"), 4);
+            replied = true;
+        }
+        payload_free(&b);
+    }
+    payload_free(&sb);
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
+/* Property: exec of a program whose argv[0] is not UTF-8 and cannot start
+ * fails the process with a message naming it; that message reaches the
+ * client as UTF-8 (U+FFFD for the bad bytes). */
+static void test_utf8_exec_argv0(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    static const char prog[] = "/nonexistent-\xff\xfe/x";
+    int fd = raw_connect(bf.f.path);
+    sx_pack in;
+    sx_pack_init(&in);
+    sx_pack_array(&in, 1);
+    sx_pack_array(&in, 1);
+    sx_pack_strn(&in, prog, sizeof prog - 1);
+    sx_payload pid, b;
+    b = submit_raw(fd, 1, "exec", "run", sx_pack_payload(&in), &pid);
+    sx_pack_fini(&in);
+    pid_op(fd, "wait", 2, pid);
+    payload_free(&b);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    char got[512], code[32];
+    CHECK_STR(code_of(b, code, sizeof code), "failed");
+    error_message(b, got, sizeof got);
+    if (strstr(got, "/nonexistent-\xef\xbf\xbd\xef\xbf\xbd/x") == NULL)
+        SX_FAILF("exec's message does not name the program: %s", got);
+    payload_free(&b);
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
+/* hello on a raw connection: the mailbox PID's value (into *b, freed by
+ * the caller). */
+static sx_payload hello_raw(int fd, uint64_t id, sx_payload *b)
+{
+    sx_pack pk;
+    req_begin(&pk, 3, "hello", id);
+    sx_pack_str(&pk, "version");
+    sx_pack_uint(&pk, 1);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(read_strict(fd, 10000, b), 0);
+    sx_payload mb;
+    CHECK_RC(sx_map_get(*b, "mailbox", &mb), 0);
+    return mb;
+}
+
+/* Property: `send` with a topic that is not UTF-8 is bad_request (the
+ * message says why), and nothing reaches the addressee: here another
+ * client's mailbox, whose first push is the next good message. Before,
+ * the topic went into the other client's push as it was, and a strict
+ * reader there lost the frame (one client could spoil another's
+ * connection). */
+static void test_utf8_topic(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int a = raw_connect(bf.f.path), r = raw_connect(bf.f.path);
+    sx_payload rb, b;
+    sx_payload to = hello_raw(r, 1, &rb);
+    static const char *const topics[] = { "t\xff", "ab\xe2\x82", "\xed\xa0\x80",
+                                          "\xc0\xae" };
+    sx_pack pk;
+    char got[256], code[32];
+    for (uint64_t i = 0; i < 4; i++) {
+        req_begin(&pk, 5, "send", 10 + i);
+        sx_pack_str(&pk, "to");
+        sx_pack_raw(&pk, to);
+        sx_pack_str(&pk, "topic");
+        sx_pack_str(&pk, topics[i]);
+        sx_pack_str(&pk, "data");
+        sx_pack_int(&pk, (int64_t)i);
+        CHECK_RC(raw_frame(a, &pk), 0);
+        sx_pack_fini(&pk);
+        CHECK_RC(read_strict(a, 10000, &b), 0);
+        CHECK_EQ_INT(map_int(b, "id"), (int64_t)(10 + i));
+        CHECK_STR(code_of(b, code, sizeof code), "bad_request");
+        error_message(b, got, sizeof got);
+        CHECK(strstr(got, "UTF-8") != NULL);
+        payload_free(&b);
+    }
+    req_begin(&pk, 5, "send", 20);
+    sx_pack_str(&pk, "to");
+    sx_pack_raw(&pk, to);
+    sx_pack_str(&pk, "topic");
+    sx_pack_str(&pk, "ok \xe2\x82\xac");
+    sx_pack_str(&pk, "data");
+    sx_pack_int(&pk, 20);
+    CHECK_RC(raw_frame(a, &pk), 0);
+    sx_pack_fini(&pk);
+    expect_reply(a, 20, NULL);
+    CHECK_RC(read_strict(r, 10000, &b), 0);
+    sx_payload t;
+    CHECK_RC(sx_map_get(b, "topic", &t), 0);
+    CHECK_RC(sx_payload_get_str(t, got, sizeof got), 0);
+    CHECK_STR(got, "ok \xe2\x82\xac");
+    CHECK_EQ_INT(map_int(b, "data"), 20);
+    payload_free(&b);
+    payload_free(&rb);
+    close(a);
+    close(r);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
+/* A value with strs that are not UTF-8 at every kind of spot (a map key,
+ * an array element, a nested map's key and value; fixstr, str 8, str 16
+ * and str 32 forms) among good strs, a bin and an ext. With bin set, it
+ * is packed the way the server must send it: each bad str as a bin of
+ * the same bytes. */
+static void odd_value(sx_pack *pk, bool bin, char *big, size_t big_n)
+{
+#define ODD(s, n) (bin ? sx_pack_bin(pk, (s), (n)) : sx_pack_strn(pk, (s), (n)))
+    sx_pack_init(pk);
+    sx_pack_map(pk, 7);
+    ODD("k\xff", 2);
+    sx_pack_array(pk, 3);
+    sx_pack_str(pk, "ok");
+    ODD("\xff\xfe", 2);
+    sx_pack_map(pk, 1);
+    ODD("x\xc3", 2);
+    ODD("\xc3", 1);
+    sx_pack_str(pk, "good \xe2\x82\xac");
+    sx_pack_str(pk, "fine");
+    sx_pack_str(pk, "s8");
+    ODD("0123456789012345678901234567890123456789\xed\xa0\x80", 43);
+    sx_pack_str(pk, "s16");
+    ODD(big, 300);
+    sx_pack_str(pk, "s32");
+    ODD(big, big_n);
+    sx_pack_str(pk, "bin");
+    sx_pack_bin(pk, "\xff", 1);
+    sx_pack_str(pk, "ext");
+    sx_pack_raw(pk, (sx_payload){ (const uint8_t *)"\xd4\x05\xff", 3 });
+#undef ODD
+    CHECK_RC(pk->err, 0);
+}
+
+/* Checks that the value `key` of map b is exactly want's bytes. */
+static void value_is(sx_payload b, const char *key, const sx_pack *want)
+{
+    sx_payload v;
+    CHECK_RC(sx_map_get(b, key, &v), 0);
+    CHECK_EQ_U64(v.len, want->len);
+    CHECK(memcmp(v.data, want->data, v.len) == 0);
+}
+
+/* Property: a str inside a payload that is not UTF-8 goes to the client
+ * as a bin of the same bytes, wherever it sits (a key of a nested map
+ * included), and everything else is passed through unchanged: in a
+ * message push (echo sends the data back), in a wait answer's result and
+ * in an exit push's result (same returns its input). */
+static void test_utf8_payload_bin(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    size_t big_n = 70000; /* a str 32 */
+    char *big = malloc(big_n);
+    CHECK(big != NULL);
+    memset(big, 'b', big_n);
+    big[150] = (char)0xff; /* also the bad byte of s16's first 300 */
+    sx_pack sent, want;
+    odd_value(&sent, false, big, big_n);
+    odd_value(&want, true, big, big_n);
+    int fd = raw_connect(bf.f.path);
+    sx_payload hb, b, sb;
+    (void)hello_raw(fd, 1, &hb);
+    payload_free(&hb);
+    /* a message push: echo sends the data back to this mailbox */
+    sx_pack in;
+    sx_pack_init(&in);
+    sx_pack_array(&in, 0);
+    sx_payload echo;
+    sb = submit_raw(fd, 2, "echo", "serve", sx_pack_payload(&in), &echo);
+    sx_pack_fini(&in);
+    sx_pack pk;
+    req_begin(&pk, 5, "send", 3);
+    sx_pack_str(&pk, "to");
+    sx_pack_raw(&pk, echo);
+    sx_pack_str(&pk, "topic");
+    sx_pack_str(&pk, "ping");
+    sx_pack_str(&pk, "data");
+    sx_pack_raw(&pk, sx_pack_payload(&sent));
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    bool replied = false, pushed = false;
+    while (!replied || !pushed) {
+        CHECK_RC(read_strict(fd, 10000, &b), 0);
+        if (sx_map_get(b, "push", NULL) == 0) {
+            value_is(b, "data", &want);
+            pushed = true;
+        } else {
+            CHECK_EQ_INT(map_int(b, "id"), 3);
+            replied = true;
+        }
+        payload_free(&b);
+    }
+    pid_op(fd, "terminate", 4, echo);
+    expect_reply(fd, 4, NULL);
+    payload_free(&sb);
+    /* a wait answer and an exit push: same returns the value */
+    sx_pack_init(&in);
+    sx_pack_array(&in, 1);
+    sx_pack_raw(&in, sx_pack_payload(&sent));
+    sx_payload pid;
+    sb = submit_raw(fd, 5, "same", "run", sx_pack_payload(&in), &pid);
+    sx_pack_fini(&in);
+    pid_op(fd, "wait", 6, pid);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 6);
+    value_is(b, "result", &want);
+    payload_free(&b);
+    pid_op(fd, "subscribe", 7, pid);
+    expect_reply(fd, 7, NULL);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    CHECK_RC(sx_map_get(b, "push", NULL), 0);
+    value_is(b, "result", &want);
+    payload_free(&b);
+    payload_free(&sb);
+    sx_pack_fini(&sent);
+    sx_pack_fini(&want);
+    free(big);
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
+/* Property: `types` sends a registered type's name and methods that are
+ * not UTF-8 (an embedder's or a --load'ed plugin's strings) as bin, the
+ * others as str, and so does `ps` for a process of that type; a
+ * server_name that is not UTF-8 is refused at start (hello would send it
+ * as a str). */
+static void test_utf8_types(void)
+{
+    static const char *const odd_m[] = { "r\xfe", "ok", NULL };
+    const sx_process_type odd = { .name = "t\xff",
+                                  .state_size = 8,
+                                  .init = idle_init,
+                                  .step = idle_step,
+                                  .methods = odd_m };
+    sx_engine_config ec = { .workers = 1 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&ec, &e), 0);
+    CHECK_RC(sx_engine_register(e, &odd), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    char dir[] = "/tmp/sxutfXXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/s.sock", dir);
+    sx_server *s;
+    sx_server_config sc = { .socket_path = path, .server_name = "x\xff" };
+    CHECK_RC(sx_server_start(e, &sc, &s), SX_EINVAL);
+    sc.server_name = "caf\xc3\xa9";
+    CHECK_RC(sx_server_start(e, &sc, &s), 0);
+    int fd = raw_connect(path);
+    sx_payload hb, b, v;
+    (void)hello_raw(fd, 1, &hb);
+    CHECK_RC(sx_map_get(hb, "server", &v), 0);
+    CHECK(v.len == 6 && memcmp(v.data,
+                               "\xa5"
+                               "caf\xc3\xa9",
+                               6) == 0);
+    payload_free(&hb);
+    sx_pack pk;
+    req_begin(&pk, 2, "types", 2);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    /* [{"name": bin "t\xff", "methods": [bin "r\xfe", "ok"]}] */
+    static const uint8_t want[] = "\x91\x82\xa4name\xc4\x02t\xff\xa7methods"
+                                  "\x92\xc4\x02r\xfe\xa2ok";
+    CHECK_RC(sx_map_get(b, "types", &v), 0);
+    CHECK_EQ_U64(v.len, sizeof want - 1);
+    CHECK(memcmp(v.data, want, v.len) == 0);
+    payload_free(&b);
+    /* ps: {"pid": ..., "type": bin "t\xff", "method": bin "r\xfe", ...} */
+    sx_pack in;
+    sx_pack_init(&in);
+    sx_pack_array(&in, 0);
+    sx_payload pid;
+    sx_payload sb =
+        submit_raw(fd, 3, "t\xff", "r\xfe", sx_pack_payload(&in), &pid);
+    sx_pack_fini(&in);
+    req_begin(&pk, 2, "ps", 4);
+    CHECK_RC(raw_frame(fd, &pk), 0);
+    sx_pack_fini(&pk);
+    CHECK_RC(read_strict(fd, 10000, &b), 0);
+    sx_payload procs, e0;
+    CHECK_RC(sx_map_get(b, "processes", &procs), 0);
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, procs);
+    CHECK_RC(sx_unpack_array(&u, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_RC(sx_unpack_raw(&u, &e0), 0);
+    CHECK_RC(sx_map_get(e0, "pid", &v), 0);
+    CHECK(v.len == pid.len && memcmp(v.data, pid.data, v.len) == 0);
+    CHECK_RC(sx_map_get(e0, "type", &v), 0);
+    CHECK(v.len == 4 && memcmp(v.data, "\xc4\x02t\xff", 4) == 0);
+    CHECK_RC(sx_map_get(e0, "method", &v), 0);
+    CHECK(v.len == 4 && memcmp(v.data, "\xc4\x02r\xfe", 4) == 0);
+    payload_free(&b);
+    payload_free(&sb);
+    close(fd);
+    sx_server_stop(s);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    sx_engine_free(e);
+    rmdir(dir);
 }
 
 /* Property: nesting within SX_WIRE_MAX_DEPTH is accepted (and answered);
@@ -702,6 +1181,11 @@ static const sx_test_case cases[] = {
     { "bad_after_good", test_bad_after_good },
     { "fields_and_ops", test_fields_and_ops },
     { "utf8_cut", test_utf8_cut },
+    { "utf8_fail_message", test_utf8_fail_message },
+    { "utf8_exec_argv0", test_utf8_exec_argv0 },
+    { "utf8_topic", test_utf8_topic },
+    { "utf8_payload_bin", test_utf8_payload_bin },
+    { "utf8_types", test_utf8_types },
     { "deep_nesting", test_deep_nesting },
     { "random", test_random },
     { "slow_reader", test_slow_reader },
