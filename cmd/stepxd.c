@@ -299,6 +299,16 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (o->max_result == 0)
         o->max_result = MAX_RESULT_DEFAULT < fits ? MAX_RESULT_DEFAULT : fits;
+    /* A reply may be as big as a frame: with less output room than that,
+     * a client whose mailbox is flooded (output held near --max-output)
+     * would lose its connection to one big reply of its own. */
+    if (o->max_output != 0 && o->max_output < frame) {
+        fprintf(stderr,
+                "stepxd: --max-output %zu is less than the frame limit "
+                "(%zu, --max-frame): it must hold at least one frame\n",
+                o->max_output, frame);
+        return 2;
+    }
     if (o->keep_outcome_bytes == 0)
         o->keep_outcome_bytes = KEEP_OUTCOME_BYTES_DEFAULT;
     if (o->socket_path != NULL && o->socket_path[0] == 0)

@@ -1,7 +1,7 @@
 /* relay/conn.c — one client connection of the relay server: accept,
  * reads through the streaming decoder, framed writes with back-pressure,
  * the connection's mailbox, and its lifetime (a reference count, because
- * hub items and pending waits may outlive the socket).
+ * hub items and the more list may outlive the socket).
  *
  * Threads: everything here runs on the server's loop thread except
  * mailbox_cb (any engine thread: whoever sends to the mailbox) and the
@@ -38,22 +38,7 @@ void sx__relay_conn_unref(relay_conn *c)
 
 /* ---- the mailbox: messages become pushes [any thread] ---- */
 
-/* Packs {"push": "dropped", "count": n} as a whole frame (header first)
- * at dst, which has room for DROPPED_MAX bytes; returns its length. */
-#define DROPPED_MAX 40
-static size_t pack_dropped(uint8_t *dst, uint64_t n)
-{
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, dst + SX_WIRE_HEADER, DROPPED_MAX - SX_WIRE_HEADER);
-    sx_pack_map(&pk, 2);
-    sx_pack_str(&pk, "push");
-    sx_pack_str(&pk, "dropped");
-    sx_pack_str(&pk, "count");
-    sx_pack_uint(&pk, n);
-    for (int i = 0; i < SX_WIRE_HEADER; i++)
-        dst[i] = (uint8_t)(pk.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
-    return SX_WIRE_HEADER + pk.len;
-}
+#define DROPPED_MAX SX_RELAY_DROPPED_MAX
 
 /* n messages to c's mailbox are lost: counted, and the client will be
  * told (before the next message that gets through, or once its output
@@ -73,7 +58,12 @@ static void drop_messages(relay_conn *c, uint64_t n)
 static void drop_message_now(relay_conn *c)
 {
     drop_messages(c, 1);
-    /* relaxed: a limit check (see the fields). */
+    /* seq_cst: the add above and the loads below against the loop's
+     * store of unsent_pub and its load of drops_unsaid (tell_drops, after
+     * its own fence): without both fences each side could see the other's
+     * old value, and neither would tell of this drop until the next
+     * message. relaxed loads: a limit check (see the fields). */
+    atomic_thread_fence(memory_order_seq_cst);
     size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
                      atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
     if (pending <= c->max_output / 2)
@@ -158,72 +148,68 @@ static void mailbox_cb(void *user, const sx_message *m)
         drop_message_now(c);
         return;
     }
-    /* The frame is built at DROPPED_MAX: a notice of earlier drops, when
-     * there are some, goes right before it, else the frame moves to the
-     * front. relaxed: see drops_unsaid; a notice taken here is in this
-     * item, which the hub orders after everything this sender posted
-     * before the drops. */
-    uint64_t told =
-        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) == 0
-            ? 0
-            : atomic_exchange_explicit(&c->drops_unsaid, 0,
-                                       memory_order_relaxed);
-    size_t at = 0;
-    if (told > 0) {
-        at = pack_dropped(o->data, told);
-        o->dropped = told;
-    }
-    memmove(o->data + at + SX_WIRE_HEADER,
-            o->data + DROPPED_MAX + SX_WIRE_HEADER, pk.len);
-    for (int i = 0; i < SX_WIRE_HEADER; i++)
-        o->data[at + (size_t)i] =
-            (uint8_t)(pk.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
-    o->len = at + SX_WIRE_HEADER + pk.len;
+    /* The frame is built at DROPPED_MAX: the room in front is for a
+     * notice of earlier drops, which the post puts there when there are
+     * some (in the hub's order, sx__relay_hub_post_push). */
+    sx__relay_out_seal_at(o, DROPPED_MAX, pk.len);
     o->conn = c;
     sx__relay_conn_ref(c); /* the item's reference */
+    /* relaxed: a limit check (see the field). */
     atomic_fetch_add_explicit(&c->queued, o->len, memory_order_relaxed);
-    if (sx__relay_hub_post(c->srv->hub, o) != 0) {
-        atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
+    size_t len = o->len;
+    if (sx__relay_hub_post_push(c->srv->hub, o, c) != 0) {
+        atomic_fetch_sub_explicit(&c->queued, len, memory_order_relaxed);
         sx__relay_out_free(o);
         sx__relay_conn_unref(c);
     }
 }
 
-/* Posts a `dropped` notice for what drops_unsaid holds (nothing when a
- * message callback took it first, or out of memory: told later). Through
- * the hub, so it lands behind every message posted before it. [any
- * thread] */
+/* Posts a `dropped` notice alone for what drops_unsaid holds (nothing
+ * when a message took it first; out of memory: told later). Through the
+ * hub, so it lands behind every message posted before it. [any thread] */
 static void post_notice(relay_conn *c)
 {
     relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, DROPPED_MAX);
     if (o == NULL)
         return;
-    /* relaxed: see drops_unsaid. */
-    uint64_t n =
-        atomic_exchange_explicit(&c->drops_unsaid, 0, memory_order_relaxed);
-    if (n == 0) {
-        sx__relay_out_free(o);
-        return;
-    }
-    o->len = pack_dropped(o->data, n);
-    o->note_only = 1; /* never dropped: one per drain, 40 bytes */
+    o->off = DROPPED_MAX; /* len 0: the notice alone */
+    o->note_only = 1;     /* never dropped: one per drain, 40 bytes */
     o->conn = c;
     sx__relay_conn_ref(c);
-    atomic_fetch_add_explicit(&c->queued, o->len, memory_order_relaxed);
-    if (sx__relay_hub_post(c->srv->hub, o) != 0) {
-        atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
+    if (sx__relay_hub_post_push(c->srv->hub, o, c) != 0) {
         sx__relay_out_free(o);
         sx__relay_conn_unref(c);
     }
+}
+
+/* A notice for the loop's own drops, written now (ahead of everything
+ * still in the hub, all of which came after them). false when out of
+ * memory (told later). [loop] */
+static bool write_loop_notice(relay_conn *c)
+{
+    relay_out *n = sx__relay_out_new(RELAY_OUT_PUSH, DROPPED_MAX);
+    if (n == NULL)
+        return false;
+    n->len = sx__relay_pack_dropped(n->data, c->loop_unsaid);
+    n->note_only = 1;
+    c->loop_unsaid = 0;
+    sx__relay_conn_write(c, n);
+    return true;
 }
 
 /* When no message follows a drop, the loop tells of it once the
  * connection's output has drained to half its limit. [loop] */
 static void tell_drops(relay_conn *c)
 {
-    /* relaxed: see drops_unsaid. */
-    if (c->state == RELAY_CONN_OPEN && c->unsent <= c->max_output / 2 &&
-        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) != 0)
+    if (c->state != RELAY_CONN_OPEN || c->unsent > c->max_output / 2)
+        return;
+    if (c->loop_unsaid > 0 && !write_loop_notice(c))
+        return;
+    /* seq_cst: pairs with the fence in drop_message_now (the store of
+     * unsent_pub in set_unsent comes before this in program order).
+     * relaxed load: see drops_unsaid. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) != 0)
         post_notice(c);
 }
 
@@ -345,7 +331,7 @@ static bool peer_reads(relay_conn *c)
 }
 
 /* Every second while some connection is half-closed: those whose client
- * went away since are closed (their pending records abandoned). */
+ * went away since are closed (their pending records dropped). */
 static void hup_cb(uv_timer_t *t)
 {
     sx_server *s = t->data;
@@ -566,7 +552,7 @@ static bool flush_some(relay_conn *c)
     relay_out *group = c->batch, *last = NULL;
     for (relay_out *o = group; o != NULL && n < SX_RELAY_WRITE_BUFS;
          o = o->next) {
-        bufs[n++] = uv_buf_init((char *)o->data, (unsigned)o->len);
+        bufs[n++] = uv_buf_init((char *)o->data + o->off, (unsigned)o->len);
         last = o;
     }
     c->batch = last->next;
@@ -603,7 +589,8 @@ static bool flush_some(relay_conn *c)
     for (relay_out *o = group; o != NULL; o = o->next) {
         size_t skip = o == group ? off : 0;
         bufs[n++] =
-            uv_buf_init((char *)o->data + skip, (unsigned)(o->len - skip));
+            uv_buf_init((char *)o->data + o->off + skip,
+                        (unsigned)(o->len - skip));
         left += o->len - skip;
     }
     group->wlen = left;
@@ -667,13 +654,17 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
      * on an empty connection always goes. */
     if (o->kind == RELAY_OUT_PUSH && !o->note_only &&
         c->unsent > c->max_output) {
-        drop_messages(c, 1);
-        if (o->dropped > 0) /* relaxed: see drops_unsaid */
-            atomic_fetch_add_explicit(&c->drops_unsaid, o->dropped,
-                                      memory_order_relaxed);
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->srv->st_push_drops, 1,
+                                  memory_order_relaxed);
+        c->loop_unsaid += 1 + o->dropped;
         sx__relay_out_free(o);
         return;
     }
+    /* The loop's own drops are told in front of the next push it
+     * writes: exactly where they were. */
+    if (o->kind == RELAY_OUT_PUSH && !o->note_only && c->loop_unsaid > 0)
+        write_loop_notice(c);
     if (c->unsent > 0 && c->unsent + o->len > 2 * c->max_output) {
         sx__relay_out_free(o);
         drop_slow(c);
@@ -935,7 +926,10 @@ static void unauth_add(relay_conn *c)
                      "too many connections waiting to authenticate: the "
                      "oldest is closed");
     c->in_unauth = true;
-    c->auth_deadline = uv_now(&s->loop) + s->auth_timeout_ms;
+    uint64_t now = uv_now(&s->loop);
+    c->auth_deadline = s->auth_timeout_ms > UINT64_MAX - now
+                           ? UINT64_MAX
+                           : now + s->auth_timeout_ms;
     c->uprev = s->unauth_tail;
     c->unext = NULL;
     if (s->unauth_tail != NULL)
@@ -946,6 +940,14 @@ static void unauth_add(relay_conn *c)
     if (s->n_unauth++ == 0)
         auth_arm(s);
     unauth_figure(s);
+}
+
+size_t sx__relay_frame_limit(const relay_conn *c)
+{
+    size_t max = c->srv->max_frame;
+    if (c->authed || max < SX_RELAY_HELLO_MAX_FRAME)
+        return max;
+    return SX_RELAY_HELLO_MAX_FRAME;
 }
 
 bool sx__relay_conn_authed(relay_conn *c)
@@ -969,8 +971,7 @@ static int conn_open(relay_conn *c)
 {
     sx_server *s = c->srv;
     /* Before hello with the token, a hello's worth of frame. */
-    int rc = sx_wire_decoder_new(
-        c->authed ? s->max_frame : SX_RELAY_HELLO_MAX_FRAME, &c->dec);
+    int rc = sx_wire_decoder_new(sx__relay_frame_limit(c), &c->dec);
     if (rc != 0)
         return rc;
     rc = sx_engine_mailbox_new(s->engine, mailbox_cb, c, &c->mailbox);

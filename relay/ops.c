@@ -117,8 +117,9 @@ void sx__relay_bad_frame(relay_conn *c, int rc)
 {
     char msg[128];
     if (rc == SX_ELIMIT)
-        snprintf(msg, sizeof(msg), "frame longer than %zu bytes",
-                 c->srv->max_frame);
+        snprintf(msg, sizeof(msg), "frame longer than %zu bytes%s",
+                 sx__relay_frame_limit(c),
+                 c->authed ? "" : " (before hello with the token)");
     else
         snprintf(msg, sizeof(msg),
                  "bad frame: a zero length, or not exactly one msgpack map "

@@ -60,6 +60,16 @@ void sx__relay_out_seal(relay_out *o, size_t body_len)
     o->len = SX_WIRE_HEADER + body_len;
 }
 
+void sx__relay_out_seal_at(relay_out *o, size_t off, size_t body_len)
+{
+    o->off = off;
+    o->data[off] = (uint8_t)(body_len >> 24);
+    o->data[off + 1] = (uint8_t)(body_len >> 16);
+    o->data[off + 2] = (uint8_t)(body_len >> 8);
+    o->data[off + 3] = (uint8_t)body_len;
+    o->len = SX_WIRE_HEADER + body_len;
+}
+
 relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len)
 {
     /* The rare path (a str that is not UTF-8): a second item, not a
@@ -74,7 +84,61 @@ relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len)
     return n;
 }
 
+size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n)
+{
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, dst + SX_WIRE_HEADER,
+                       SX_RELAY_DROPPED_MAX - SX_WIRE_HEADER);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "push");
+    sx_pack_str(&pk, "dropped");
+    sx_pack_str(&pk, "count");
+    sx_pack_uint(&pk, n);
+    for (int i = 0; i < SX_WIRE_HEADER; i++)
+        dst[i] = (uint8_t)(pk.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
+    return SX_WIRE_HEADER + pk.len;
+}
+
 /* ---- the hub ---- */
+
+int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c)
+{
+    uint8_t note[SX_RELAY_DROPPED_MAX];
+    pthread_mutex_lock(&h->mu);
+    if (h->closed) {
+        pthread_mutex_unlock(&h->mu);
+        return SX_ECLOSED;
+    }
+    /* relaxed: the mutex orders this exchange among the posts. */
+    uint64_t n =
+        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) == 0
+            ? 0
+            : atomic_exchange_explicit(&c->drops_unsaid, 0,
+                                       memory_order_relaxed);
+    if (n == 0 && o->len == 0) {
+        pthread_mutex_unlock(&h->mu);
+        return 1;
+    }
+    if (n > 0) {
+        size_t nl = sx__relay_pack_dropped(note, n);
+        memcpy(o->data + o->off - nl, note, nl);
+        o->off -= nl;
+        o->len += nl;
+        o->dropped = n;
+        /* relaxed: a limit check (see the field); the loop takes it off
+         * after the mutex hands o over. */
+        atomic_fetch_add_explicit(&c->queued, nl, memory_order_relaxed);
+    }
+    o->next = NULL;
+    if (h->tail != NULL)
+        h->tail->next = o;
+    else
+        h->head = o;
+    h->tail = o;
+    uv_async_send(h->bell);
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+}
 
 void sx__relay_hub_ref(relay_hub *h)
 {

@@ -57,8 +57,8 @@ enum {
 /* One frame on its way to a client, and the hub's unit of hand-off. Built
  * (header and body) by whoever makes it; owned by the hub while queued,
  * then by the loop, then by libuv while written (req), then freed in the
- * write callback. Items embedded in a connection or a pending record
- * (`embedded`) carry no bytes and are never freed on their own. */
+ * write callback. Items embedded in a watch (its `oom`, `embedded`)
+ * carry no bytes and are never freed on their own. */
 typedef struct relay_out {
     uv_write_t req;         /* [loop] while being written              */
     struct relay_out *next; /* hub FIFO link (hub mutex)               */
@@ -74,7 +74,9 @@ typedef struct relay_out {
                             after it hang off `next`)                */
     relay_conn *conn;    /* PUSH: a reference to the connection      */
     relay_watch *watch;  /* DONE: the engine watch's reference        */
-    size_t len;          /* bytes used in data (header included)       */
+    size_t off;          /* where the bytes to write start in data (0,
+                            or a message push's room for a notice)   */
+    size_t len;          /* bytes to write, from data + off          */
     size_t cap;          /* bytes allocated at data                    */
     uint8_t *data;       /* the frame: 4-byte length, then the map;
                             allocated with the item (NULL if embedded) */
@@ -87,6 +89,8 @@ relay_out *sx__relay_out_new(uint8_t kind, size_t cap);
 void sx__relay_out_free(relay_out *o);
 /* Writes the 4-byte length header for a body packed at data + 4. */
 void sx__relay_out_seal(relay_out *o, size_t body_len);
+/* The same for a frame that starts at data + off (its body at off + 4). */
+void sx__relay_out_seal_at(relay_out *o, size_t off, size_t body_len);
 /* A sealed item whose body sx__wire_check_utf8 passed with *fixed_len =
  * fixed_len > 0: a new item of the same kind holding the body with its
  * strs that are not UTF-8 as bin (sx__wire_utf8_fix), sealed; o is freed
@@ -96,7 +100,7 @@ relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len);
 /* The hand-off from engine threads to the loop. Refcounted because a
  * watch callback may fire after the server has stopped (an IDLE process
  * finishes when the engine stops): it then finds the hub closed and frees
- * what it built. References: the server's, and one per pending record. */
+ * what it built. References: the server's, and one per watch. */
 struct relay_hub {
     pthread_mutex_t mu;
     relay_out *head, *tail; /* (mu) FIFO: per-sender order is kept      */
@@ -113,6 +117,19 @@ void sx__relay_hub_unref(relay_hub *h);
 /* Queues o and rings the loop: 0, or SX_ECLOSED when the hub is closed
  * (the caller still owns o). [any thread] */
 int sx__relay_hub_post(relay_hub *h, relay_out *o);
+/* {"push": "dropped", "count": n} as a whole frame (header first) at
+ * dst, which has room for SX_RELAY_DROPPED_MAX bytes: its length. */
+#define SX_RELAY_DROPPED_MAX 40
+size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n);
+/* Queues a PUSH item o for connection c (o->off is its room in front,
+ * at least SX_RELAY_DROPPED_MAX) and, in the same hold of the hub's
+ * mutex, takes c->drops_unsaid: when it is not 0, a `dropped` notice for
+ * it goes into that room, in front of o's message. So a notice lands in
+ * the hub's order exactly where the count was taken: behind every
+ * message posted before, ahead of every one posted after. An o with len
+ * 0 is a notice alone: posted only when there is a count. 0: posted;
+ * 1: nothing to post (the caller still owns o); SX_ECLOSED as above. */
+int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c);
 
 /* One engine watch per watched PID, shared by every wait and subscribe on
  * that PID (relay/pending.c). The engine cannot cancel a watch, so the
@@ -199,12 +216,18 @@ struct relay_conn {
     /* Push bytes queued in the hub, not yet taken by the loop: added by
      * mailbox callbacks, taken off by the loop (relaxed: a limit check). */
     _Atomic size_t queued;
-    /* Messages dropped (the connection over max_output, or a push that
-     * could not be built) that the client has not been told of yet:
-     * added by mailbox callbacks and the loop, taken (exchange) by
-     * whoever sends the `dropped` notice. Relaxed: a count with no data
-     * behind it; the hub's mutex orders the notice among the messages. */
+    /* Messages dropped by mailbox callbacks (the connection over
+     * max_output, or a push that could not be built) that the client has
+     * not been told of yet: added by the callbacks, taken (exchange) under
+     * the hub's mutex by whoever posts the next push for the connection
+     * (sx__relay_hub_post_push). Relaxed: the mutex orders the exchange
+     * among the posts; the count has no data behind it. */
     _Atomic uint64_t drops_unsaid;
+    /* [loop] Message items the loop itself dropped (found the connection
+     * over max_output when it took them), with the notices they carried:
+     * told in front of the next push the loop writes for it, or when its
+     * output drains. */
+    uint64_t loop_unsaid;
     /* [loop] With a token: not yet through hello with it. Such
      * connections are on the server's unauth list, oldest first, and are
      * closed at auth_deadline (loop time, ms). */
@@ -344,6 +367,9 @@ void sx__relay_conn_close(relay_conn *c);
 /* Readies the server's auth timer's data (the timer is initialised with
  * the loop). */
 void sx__relay_auth_init(sx_server *s);
+/* The largest frame c may send now: max_frame, or before hello with the
+ * token SX_RELAY_HELLO_MAX_FRAME (when that is less). */
+size_t sx__relay_frame_limit(const relay_conn *c);
 /* With a token: c has sent hello with it. False when the server has
  * max_connections such connections already (c is then refused). */
 bool sx__relay_conn_authed(relay_conn *c);

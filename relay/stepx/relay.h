@@ -116,7 +116,10 @@ typedef struct {
     size_t max_output;       /* unsent bytes per connection past which
                                 messages pushed to its mailbox are dropped
                                 (and counted, and the client told); twice
-                                this drops the connection; 0 = 64 MiB     */
+                                this drops the connection; 0 = 64 MiB.
+                                Keep it at least max_frame: a reply that
+                                big onto a flooded connection would pass
+                                twice it                                   */
     size_t max_connections;  /* connections past hello (with a token) or
                                 open (without); 0 = 1024                   */
     size_t max_waits;        /* waits + subscribes pending in the whole

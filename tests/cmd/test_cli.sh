@@ -287,6 +287,11 @@ start_fail "stepxd --max-result over what a frame carries: exit 2, saying so" 2 
     --max-frame 65536 --max-result 65000
 start_fail "stepxd --keep-outcome-bytes 0: exit 2" 2 "bad option" \
     --keep-outcome-bytes 0
+start_fail "stepxd --max-output below the frame limit: exit 2, saying so" 2 \
+    "--max-output 8192 is less than the frame limit \(65536, --max-frame\)" \
+    --max-frame 65536 --max-output 8192
+start_fail "stepxd --token over 1024 bytes: exit 2, saying so" 2 \
+    "--token is at most 1024 bytes" --token "$(printf '%02000d' 0)"
 # A socket path too long for a Unix socket (107 bytes) was refused by the
 # server with SX_EINVAL and a hint about --listen and --token only.
 start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
