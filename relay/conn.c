@@ -390,6 +390,7 @@ static void pump(relay_conn *c)
                 c->more_next = s->more;
                 s->more = c;
                 uv_idle_start(&s->again, sx__relay_again_cb);
+                uv_check_start(&s->tick, sx__relay_tick_cb);
             }
             break;
         }
@@ -462,9 +463,14 @@ void sx__relay_tick_cb(uv_check_t *h)
                              0);
         }
     }
-    if (s->more == NULL && !s->accept_owed[0] && !s->accept_owed[1])
-        uv_idle_stop(&s->again);
     s->iter++;
+    if (s->more == NULL && !s->accept_owed[0] && !s->accept_owed[1] &&
+        s->accepted_now == 0) {
+        /* Nothing held back: neither runs until something is again (a
+         * tick per loop iteration would cost every iteration). */
+        uv_idle_stop(&s->again);
+        uv_check_stop(&s->tick);
+    }
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -1000,9 +1006,11 @@ void sx__relay_accept(uv_stream_t *listener, int status)
             s->accept_owed[k] = true;
             s->accept_owed_at[k] = s->iter;
             uv_idle_start(&s->again, sx__relay_again_cb);
+            uv_check_start(&s->tick, sx__relay_tick_cb);
             return;
         }
-        s->accepted_now++;
+        if (s->accepted_now++ == 0) /* reset after this iteration's poll */
+            uv_check_start(&s->tick, sx__relay_tick_cb);
     }
     relay_conn *c =
         SX__FAULT(SX__FAULT_RELAY_CONN) ? NULL : calloc(1, sizeof(*c));

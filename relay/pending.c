@@ -341,9 +341,38 @@ static void record_drop(relay_pending *r)
         uv_timer_stop(&r->timer);
         r->timer.data = r;
         uv_close((uv_handle_t *)&r->timer, record_closed);
+    } else if (s->rec_free_n < SX_RELAY_REC_CACHE) {
+        r->next = s->rec_free;
+        s->rec_free = r;
+        s->rec_free_n++;
     } else {
         free(r);
     }
+}
+
+void sx__relay_records_free(sx_server *s)
+{
+    while (s->rec_free != NULL) {
+        relay_pending *r = s->rec_free;
+        s->rec_free = r->next;
+        free(r);
+    }
+    s->rec_free_n = 0;
+}
+
+/* A zeroed record (with room for a timer when timed), from the cache
+ * when there is one; NULL when out of memory. */
+static relay_pending *record_new(sx_server *s, bool timed)
+{
+    if (!timed && s->rec_free != NULL) {
+        relay_pending *r = s->rec_free;
+        s->rec_free = r->next;
+        s->rec_free_n--;
+        memset(r, 0, offsetof(relay_pending, timer));
+        return r;
+    }
+    return calloc(1, timed ? sizeof(relay_pending)
+                           : offsetof(relay_pending, timer));
 }
 
 void sx__relay_pending_abandon_all(relay_conn *c)
@@ -511,8 +540,7 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
         return;
     }
     bool timed = kind == RELAY_PEND_WAIT && timeout_ms >= 0;
-    relay_pending *r =
-        calloc(1, timed ? sizeof(*r) : offsetof(relay_pending, timer));
+    relay_pending *r = record_new(s, timed);
     if (r == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
         return;

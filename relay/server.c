@@ -266,6 +266,7 @@ static void close_all(sx_server *s)
         sx__relay_conn_unref(c);
     }
     sx__relay_watches_close_all(s);
+    sx__relay_records_free(s);
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
     s->hub->bell = NULL;
@@ -627,7 +628,6 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->again.data = s;
     uv_check_init(&s->loop, &s->tick); /* cannot fail */
     s->tick.data = s;
-    uv_check_start(&s->tick, sx__relay_tick_cb);
     if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
         if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
             /* Lost a race with another server: the file is not ours

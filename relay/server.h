@@ -37,6 +37,7 @@
 #define SX_RELAY_PUMP_BATCH 512
 #define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection */
 #define SX_RELAY_MAX_UNAUTH_DEFAULT 64
+#define SX_RELAY_REC_CACHE 1024
 #define SX_RELAY_AUTH_TIMEOUT_DEFAULT 10000 /* ms */
 #define SX_RELAY_MAX_WAITS_DEFAULT                                             \
     ((size_t)1 << 18) /* waits + subscribes in the server */
@@ -266,12 +267,15 @@ struct sx_server {
      * one waiting (accept_owed): the check handle (tick, after the
      * loop's poll: every other socket's input of this iteration has been
      * read) gives them their next turn, and the idle handle (a no-op
-     * while either waits) keeps the poll from blocking meanwhile. */
+     * while either waits) keeps the poll from blocking meanwhile. Both
+     * run only while something is held back (or, with a token, until
+     * accepted_now has had its reset); iter counts the ticks, so "held
+     * back in this iteration" is more_at == iter. */
     relay_conn *more;
     bool accept_owed[2];       /* index as spare[] */
     uint64_t accept_owed_at[2]; /* the iteration it was held back in */
     size_t accepted_now;
-    uint64_t iter; /* loop iterations, counted by tick */
+    uint64_t iter; /* ticks so far */
     uv_check_t tick;
     uv_idle_t again;
     relay_conn *dirty;    /* [loop] connections with a batch to write   */
@@ -331,6 +335,11 @@ struct sx_server {
      * max_waits. */
     relay_watch **wt;
     size_t wt_cap, wt_n, n_waits, max_waits;
+    /* [loop] Records without a timer, free for the next wait (at most
+     * SX_RELAY_REC_CACHE): a wait costs no allocation of its own in
+     * steady state. Chained through next. */
+    relay_pending *rec_free;
+    size_t rec_free_n;
     bool stopping; /* [loop]                                        */
     sx_pack pk;    /* [loop] reply bodies are built here            */
     char rbuf[SX_RELAY_READ_BUF]; /* [loop] read buffer (the decoder copies) */
@@ -422,5 +431,7 @@ void sx__relay_pending_abandon_all(relay_conn *c);
 /* The server stops: the table lets go of every watch (a watch's own
  * reference goes when its callback finds the hub closed). */
 void sx__relay_watches_close_all(sx_server *s);
+/* Frees the cache of free records (at the server's end). [loop] */
+void sx__relay_records_free(sx_server *s);
 
 #endif
