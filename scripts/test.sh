@@ -4,7 +4,8 @@
 #
 #   build/gcc   gcc, debugoptimized, --werror: every suite
 #   build/asan  clang, ASan + UBSan, -fno-sanitize-recover=all: every suite
-#   build/tsan  clang, TSan: the unit and stress suites
+#   build/tsan  clang, TSan: the unit, stress and hostile suites (the
+#               hostile clients against a TSan stepxd)
 #
 # Usage: scripts/test.sh [--quick | --only gcc|asan|tsan]
 #   --quick        the gcc build only
@@ -206,7 +207,7 @@ run_build()
     tsan)
         cc=clang
         setup_opts+=(-Db_sanitize=thread -Db_lundef=false)
-        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress)
+        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress --suite hostile)
         tsan_prefix || {
             record "$name" 0 1 0 "ThreadSanitizer cannot run on this machine"
             return
