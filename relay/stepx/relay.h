@@ -157,7 +157,8 @@ typedef struct {
     uint64_t accepted;    /* since start                  */
     uint64_t requests;    /* requests answered            */
     uint64_t bad_frames;  /* connections closed for them  */
-    uint64_t slow_drops;  /* connections dropped as slow  */
+    uint64_t slow_drops;  /* connections dropped: output past twice
+                             max_output (replies to their own requests) */
     uint64_t pushes;      /* pushes sent                  */
     /* Extension: the most bytes one connection ever held unsent (queued
      * for writing and not yet taken by the kernel); back-pressure keeps

@@ -447,14 +447,7 @@ def _unauth_deadline(case, exe):
     ms = 1000
     d = case.daemon(exe, ["--auth-timeout", str(ms)], tcp=True, token=TOKEN)
     if d is None:
-        # Today's daemon: show what a silent connection gets without the
-        # flag, for as long as the default deadline (10 s) would be.
-        d = case.daemon(exe, tcp=True, token=TOKEN)
-        if d is None:
-            return
-        ms = 10000
-        case.note("(c) without --auth-timeout: a silent connection with "
-                  "the default deadline, 10 s")
+        return
     b = case.bystander(d)
     authed = d.connect(tcp=True, timeout=PROFILE.t(10))
     s = _tcp_raw(d)
