@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # scripts/test.sh: the whole stepx test suite, in the three builds CI runs:
 #
-#
 #   build/gcc   gcc, debugoptimized, --werror: every suite
 #   build/asan  clang, ASan + UBSan, -fno-sanitize-recover=all: every suite
 #   build/tsan  clang, TSan: the unit, stress and hostile suites (the
