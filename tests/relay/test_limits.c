@@ -165,8 +165,8 @@ static void test_many_timeouts_one_pid(void)
  * waits spread over 16 idle processes, close) leave no record behind
  * (relay_waits back to 0) and one watch per watched process (16), not
  * one per request. Control: with the records kept until their processes
- * end, relay_watches grows by 2N every round (the issue's six rounds of
- * 65,536 subscribes held 393,000 records, +313 MB). */
+ * end, relay_watches grows by 2N every round (six rounds of 65,536
+ * subscribes hold 393,000 records, +313 MB). */
 static void test_abandoned_released(void)
 {
     const int n = SANITIZED ? 4000 : 20000;
@@ -360,10 +360,11 @@ static void test_gate_frame_limit(void)
 /* Property: connections that never authenticate cannot lock out a token
  * holder: with max_unauthenticated 8 and max_connections 4, 40 idle
  * token-less connections leave at most 8 waiting (each newcomer past the
- * cap closes the oldest, which reads an error frame with code limit),
+ * cap closes the oldest, which reads an error frame with code limit; at
+ * most 4 are accepted per loop iteration),
  * take none of the 4 slots, and a client with the token gets in at once.
- * Control: with every connection counted against max_connections (1,024
- * in the issue), the token holder was refused `limit`. */
+ * Control: with every connection counted against max_connections, 1,030
+ * idle connections against 1,024 get the token holder refused `limit`. */
 static void test_gate_lockout(void)
 {
     fixture f;
