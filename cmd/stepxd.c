@@ -73,7 +73,7 @@ typedef struct {
     size_t max_output, max_connections, max_waits, max_unauth;
     uint64_t auth_timeout_ms;
     size_t keep_outcome_bytes, max_result; /* 0: not given */
-    size_t max_slots; /* meaningful when max_slots_set */
+    size_t max_slots;                      /* meaningful when max_slots_set */
     bool max_slots_set;
     int64_t stop_deadline_ms;
     uint32_t node;
@@ -180,14 +180,17 @@ static int parse_args(int argc, char **argv, options *o)
         /* Every other option takes a value: one not among them is
          * unknown, not one whose value is missing. */
         static const char *const known[] = {
-            "--socket",    "--listen",        "--token",
-            "--metrics",   "--load",          "--workers",
-            "--io-loops",  "--max-processes", "--keep-outcomes",
-            "--max-frame", "--stop-deadline", "--node",
-            "--max-output", "--max-connections", "--max-waits",
-            "--max-unauthenticated", "--auth-timeout",
-            "--keep-outcome-bytes", "--max-result",
-            "--max-slots", "--incarnation",
+            "--socket",        "--listen",
+            "--token",         "--metrics",
+            "--load",          "--workers",
+            "--io-loops",      "--max-processes",
+            "--keep-outcomes", "--max-frame",
+            "--stop-deadline", "--node",
+            "--max-output",    "--max-connections",
+            "--max-waits",     "--max-unauthenticated",
+            "--auth-timeout",  "--keep-outcome-bytes",
+            "--max-result",    "--max-slots",
+            "--incarnation",
         };
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -216,8 +219,7 @@ static int parse_args(int argc, char **argv, options *o)
                 return 2;
             }
             o->token = v;
-        }
-        else if (strcmp(a, "--metrics") == 0)
+        } else if (strcmp(a, "--metrics") == 0)
             o->metrics = v;
         else if (strcmp(a, "--load") == 0) {
             if (o->n_loads == MAX_LOADS) {

@@ -99,8 +99,8 @@ static void mailbox_cb(void *user, const sx_message *m)
     /* Bound on the body: map header, the keys, a PID's text, the topic
      * with its header, the data (nil when empty, rewritten when its strs
      * are not all UTF-8); plus room for a `dropped` notice in front. */
-    size_t cap = DROPPED_MAX + SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl +
-                 dlen;
+    size_t cap =
+        DROPPED_MAX + SX_WIRE_HEADER + 96 + SX_PID_TEXT_MAX + tl + dlen;
     /* relaxed: limit checks only (see the fields). */
     size_t pending = atomic_load_explicit(&c->queued, memory_order_relaxed) +
                      atomic_load_explicit(&c->unsent_pub, memory_order_relaxed);
@@ -458,9 +458,8 @@ void sx__relay_tick_cb(uv_check_t *h)
         if (s->accept_owed[i] && s->accept_owed_at[i] != s->iter &&
             !s->stopping) {
             s->accept_owed[i] = false;
-            sx__relay_accept(i == 0 ? (uv_stream_t *)&s->pipe
-                                    : (uv_stream_t *)&s->tcp,
-                             0);
+            sx__relay_accept(
+                i == 0 ? (uv_stream_t *)&s->pipe : (uv_stream_t *)&s->tcp, 0);
         }
     }
     s->iter++;
@@ -594,9 +593,8 @@ static bool flush_some(relay_conn *c)
     size_t left = 0;
     for (relay_out *o = group; o != NULL; o = o->next) {
         size_t skip = o == group ? off : 0;
-        bufs[n++] =
-            uv_buf_init((char *)o->data + o->off + skip,
-                        (unsigned)(o->len - skip));
+        bufs[n++] = uv_buf_init((char *)o->data + o->off + skip,
+                                (unsigned)(o->len - skip));
         left += o->len - skip;
     }
     group->wlen = left;
@@ -882,8 +880,7 @@ static void unauth_close(relay_conn *c, const char *code, const char *msg)
 {
     unauth_remove(c);
     /* relaxed: a figure. */
-    atomic_fetch_add_explicit(&c->srv->st_auth_closed, 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->srv->st_auth_closed, 1, memory_order_relaxed);
     sx__relay_refuse(c, code, msg);
 }
 
@@ -907,8 +904,8 @@ static void auth_cb(uv_timer_t *t)
     uint64_t now = uv_now(&s->loop);
     while (s->unauth_head != NULL && s->unauth_head->auth_deadline <= now) {
         char msg[96];
-        snprintf(msg, sizeof(msg), "no hello with the token within %" PRIu64
-                                   " ms",
+        snprintf(msg, sizeof(msg),
+                 "no hello with the token within %" PRIu64 " ms",
                  s->auth_timeout_ms);
         unauth_close(s->unauth_head, "timeout", msg);
     }

@@ -285,8 +285,7 @@ static relay_watch *wt_find(sx_server *s, sx_pid pid)
 {
     if (s->wt_n == 0)
         return NULL;
-    for (relay_watch *q = s->wt[wt_bucket(s, pid.id)]; q != NULL;
-         q = q->hnext)
+    for (relay_watch *q = s->wt[wt_bucket(s, pid.id)]; q != NULL; q = q->hnext)
         if (sx_pid_eq(q->pid, pid))
             return q;
     return NULL;
@@ -399,6 +398,21 @@ static void timer_cb(uv_timer_t *t)
     sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
 }
 
+/* Starts an exit push for the PID text txt in pk (reset): the map of 4
+ * pairs up to its "ok", which the caller follows with a result or an
+ * error. */
+static void exit_begin(sx_pack *pk, const char *txt, bool ok)
+{
+    sx_pack_reset(pk);
+    sx_pack_map(pk, 4);
+    sx_pack_str(pk, "push");
+    sx_pack_str(pk, "exit");
+    sx_pack_str(pk, "pid");
+    sx_pack_str(pk, txt);
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, ok);
+}
+
 /* An exit push for pid built from a wait answer's frame o: its ok, and
  * its result or error. */
 static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
@@ -411,14 +425,7 @@ static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
     if (!ok && sx_map_get(body, "error", &v) != 0)
         v = (sx_payload){ NULL, 0 };
     sx_pack *pk = &c->srv->pk;
-    sx_pack_reset(pk);
-    sx_pack_map(pk, 4);
-    sx_pack_str(pk, "push");
-    sx_pack_str(pk, "exit");
-    sx_pack_str(pk, "pid");
-    sx_pack_str(pk, txt);
-    sx_pack_str(pk, "ok");
-    sx_pack_bool(pk, ok);
+    exit_begin(pk, txt, ok);
     sx_pack_str(pk, ok ? "result" : "error");
     if (v.len > 0)
         sx_pack_raw(pk, v);
@@ -428,14 +435,7 @@ static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
         /* A result within EXIT_EXTRA bytes of the frame limit: its wait
          * answer fits, its exit push does not. The client gets the
          * reason rather than a frame it would refuse. */
-        sx_pack_reset(pk);
-        sx_pack_map(pk, 4);
-        sx_pack_str(pk, "push");
-        sx_pack_str(pk, "exit");
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, txt);
-        sx_pack_str(pk, "ok");
-        sx_pack_bool(pk, false);
+        exit_begin(pk, txt, false);
         sx__relay_pack_error(pk, "too_large",
                              "the outcome is larger than a frame");
     }
@@ -464,14 +464,7 @@ static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
         char txt[SX_PID_TEXT_MAX];
         sx_pid_format(pid, txt, sizeof(txt));
         sx_pack *pk = &c->srv->pk;
-        sx_pack_reset(pk);
-        sx_pack_map(pk, 4);
-        sx_pack_str(pk, "push");
-        sx_pack_str(pk, "exit");
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, txt);
-        sx_pack_str(pk, "ok");
-        sx_pack_bool(pk, false);
+        exit_begin(pk, txt, false);
         sx__relay_pack_error(pk, "internal", "out of memory");
         sx__relay_conn_push(c);
         return false;

@@ -101,6 +101,21 @@ size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n)
 
 /* ---- the hub ---- */
 
+/* Appends o to the hub's FIFO and rings the loop. The caller holds h->mu
+ * and found the hub open. */
+static void hub_append(relay_hub *h, relay_out *o)
+{
+    o->next = NULL;
+    if (h->tail != NULL)
+        h->tail->next = o;
+    else
+        h->head = o;
+    h->tail = o;
+    /* Rung under the mutex: the loop closes the bell only after setting
+     * closed under the same mutex, so the handle is alive here. */
+    uv_async_send(h->bell);
+}
+
 int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c)
 {
     uint8_t note[SX_RELAY_DROPPED_MAX];
@@ -129,13 +144,7 @@ int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c)
          * after the mutex hands o over. */
         atomic_fetch_add_explicit(&c->queued, nl, memory_order_relaxed);
     }
-    o->next = NULL;
-    if (h->tail != NULL)
-        h->tail->next = o;
-    else
-        h->head = o;
-    h->tail = o;
-    uv_async_send(h->bell);
+    hub_append(h, o);
     pthread_mutex_unlock(&h->mu);
     return 0;
 }
@@ -158,20 +167,12 @@ void sx__relay_hub_unref(relay_hub *h)
 
 int sx__relay_hub_post(relay_hub *h, relay_out *o)
 {
-    o->next = NULL;
     pthread_mutex_lock(&h->mu);
     if (h->closed) {
         pthread_mutex_unlock(&h->mu);
         return SX_ECLOSED;
     }
-    if (h->tail != NULL)
-        h->tail->next = o;
-    else
-        h->head = o;
-    h->tail = o;
-    /* Rung under the mutex: the loop closes the bell only after setting
-     * closed under the same mutex, so the handle is alive here. */
-    uv_async_send(h->bell);
+    hub_append(h, o);
     pthread_mutex_unlock(&h->mu);
     return 0;
 }
@@ -544,9 +545,8 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
         return SX_ENOMEM;
     s->max_waits =
         cfg->max_waits != 0 ? cfg->max_waits : SX_RELAY_MAX_WAITS_DEFAULT;
-    s->max_unauth = cfg->max_unauthenticated != 0
-                        ? cfg->max_unauthenticated
-                        : SX_RELAY_MAX_UNAUTH_DEFAULT;
+    s->max_unauth = cfg->max_unauthenticated != 0 ? cfg->max_unauthenticated
+                                                  : SX_RELAY_MAX_UNAUTH_DEFAULT;
     s->auth_timeout_ms = cfg->auth_timeout_ms != 0
                              ? cfg->auth_timeout_ms
                              : SX_RELAY_AUTH_TIMEOUT_DEFAULT;

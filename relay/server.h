@@ -35,7 +35,9 @@
  * others (one client pipelining 65,000 waits does not hold everyone else
  * for the whole batch). */
 #define SX_RELAY_PUMP_BATCH 512
-#define SX_RELAY_MAX_PENDING (1u << 16) /* waits + subscribes per connection */
+#define SX_RELAY_MAX_PENDING                                                   \
+    (1u << 16) /* waits + subscribes per connection                            \
+                */
 #define SX_RELAY_MAX_UNAUTH_DEFAULT 64
 #define SX_RELAY_REC_CACHE 1024
 #define SX_RELAY_AUTH_TIMEOUT_DEFAULT 10000 /* ms */
@@ -65,22 +67,22 @@ typedef struct relay_out {
     struct relay_out *next; /* hub FIFO link (hub mutex)               */
     uint8_t kind;           /* RELAY_OUT_*                             */
     uint8_t embedded;
-    uint8_t note_only;   /* PUSH: only a `dropped` notice (never
-                            dropped itself)                          */
-    uint64_t dropped;    /* PUSH: a `dropped` notice for this many
-                            messages comes before the message in
-                            data (0: none)                           */
-    size_t wlen;         /* [loop] the first item of a write request:
-                            the bytes that request covers (the items
-                            after it hang off `next`)                */
-    relay_conn *conn;    /* PUSH: a reference to the connection      */
-    relay_watch *watch;  /* DONE: the engine watch's reference        */
-    size_t off;          /* where the bytes to write start in data (0,
-                            or a message push's room for a notice)   */
-    size_t len;          /* bytes to write, from data + off          */
-    size_t cap;          /* bytes allocated at data                    */
-    uint8_t *data;       /* the frame: 4-byte length, then the map;
-                            allocated with the item (NULL if embedded) */
+    uint8_t note_only;  /* PUSH: only a `dropped` notice (never
+                           dropped itself)                          */
+    uint64_t dropped;   /* PUSH: a `dropped` notice for this many
+                           messages comes before the message in
+                           data (0: none)                           */
+    size_t wlen;        /* [loop] the first item of a write request:
+                           the bytes that request covers (the items
+                           after it hang off `next`)                */
+    relay_conn *conn;   /* PUSH: a reference to the connection      */
+    relay_watch *watch; /* DONE: the engine watch's reference        */
+    size_t off;         /* where the bytes to write start in data (0,
+                           or a message push's room for a notice)   */
+    size_t len;         /* bytes to write, from data + off          */
+    size_t cap;         /* bytes allocated at data                    */
+    uint8_t *data;      /* the frame: 4-byte length, then the map;
+                           allocated with the item (NULL if embedded) */
 } relay_out;
 
 /* Allocates an item with room for cap frame bytes (len 0). NULL when out
@@ -153,11 +155,11 @@ struct relay_watch {
      * by wait timers, so that a wait whose answer is already on its way
      * is not answered `timeout` (and arms no timer). */
     _Atomic bool fired;
-    bool in_table;            /* [loop] in the server's table by PID      */
-    relay_watch *hnext;       /* [loop] the table's chain                 */
-    relay_pending *waiters;   /* [loop] waits and subscribes on this PID  */
-    relay_out oom;            /* the answer when building one ran out of
-                                 memory (embedded)                        */
+    bool in_table;          /* [loop] in the server's table by PID      */
+    relay_watch *hnext;     /* [loop] the table's chain                 */
+    relay_pending *waiters; /* [loop] waits and subscribes on this PID  */
+    relay_out oom;          /* the answer when building one ran out of
+                               memory (embedded)                        */
     /* [loop] The answer the callback built inline, inside sx_engine_watch
      * on the loop thread (the process had finished already): answered at
      * once, without the hub's hop. */
@@ -186,8 +188,8 @@ struct relay_pending {
 
 /* A client connection. References: the loop's (from accept until its
  * handle's close callback) and one per PUSH item in flight (its pending
- * records hold none: it frees them as it closes). The last one frees it, on whichever thread drops it:
- * by then only plain memory is left. */
+ * records hold none: it frees them as it closes). The last one frees it, on
+ * whichever thread drops it: by then only plain memory is left. */
 enum { RELAY_CONN_OPEN = 0, RELAY_CONN_DRAINING = 1, RELAY_CONN_CLOSED = 2 };
 
 struct relay_conn {
@@ -199,18 +201,18 @@ struct relay_conn {
         uv_pipe_t pipe;
         uv_tcp_t tcp;
     } h;
-    sx_wire_decoder *dec; /* [loop]                                      */
-    sx_pid mailbox;       /* immutable once the mailbox exists           */
-    bool has_mailbox;     /* [loop]                                      */
-    int state;            /* [loop] RELAY_CONN_*                         */
-    bool reading;         /* [loop] uv_read_start is in force            */
-    bool authed;          /* [loop] hello carried the token (or none set) */
-    bool pumping;         /* [loop] inside conn_pump (no re-entry)       */
-    bool in_more;         /* [loop] on the server's more list            */
-    uint64_t more_at;     /* [loop] the iteration it went there in       */
+    sx_wire_decoder *dec;  /* [loop]                                      */
+    sx_pid mailbox;        /* immutable once the mailbox exists           */
+    bool has_mailbox;      /* [loop]                                      */
+    int state;             /* [loop] RELAY_CONN_*                         */
+    bool reading;          /* [loop] uv_read_start is in force            */
+    bool authed;           /* [loop] hello carried the token (or none set) */
+    bool pumping;          /* [loop] inside conn_pump (no re-entry)       */
+    bool in_more;          /* [loop] on the server's more list            */
+    uint64_t more_at;      /* [loop] the iteration it went there in       */
     relay_conn *more_next; /* [loop]                                     */
-    size_t unsent;        /* [loop] bytes handed to uv_write, not done   */
-    size_t max_output;    /* immutable copy of the server's limit        */
+    size_t unsent;         /* [loop] bytes handed to uv_write, not done   */
+    size_t max_output;     /* immutable copy of the server's limit        */
     /* Mirror of unsent for mailbox callbacks: written by the loop, read
      * by callbacks (relaxed: a limit check, no data behind it). */
     _Atomic size_t unsent_pub;
@@ -272,13 +274,13 @@ struct sx_server {
      * accepted_now has had its reset); iter counts the ticks, so "held
      * back in this iteration" is more_at == iter. */
     relay_conn *more;
-    bool accept_owed[2];       /* index as spare[] */
+    bool accept_owed[2];        /* index as spare[] */
     uint64_t accept_owed_at[2]; /* the iteration it was held back in */
     size_t accepted_now;
     uint64_t iter; /* ticks so far */
     uv_check_t tick;
     uv_idle_t again;
-    relay_conn *dirty;    /* [loop] connections with a batch to write   */
+    relay_conn *dirty; /* [loop] connections with a batch to write   */
     uv_pipe_t pipe;
     uv_tcp_t tcp;
     bool has_pipe, has_tcp;

@@ -253,8 +253,8 @@ int sx_client_cancel(sx_client *c, sx_pid pid, const char *reason,
 int sx_client_terminate(sx_client *c, sx_pid pid, sx_reply *out);
 int sx_client_subscribe(sx_client *c, sx_pid pid, sx_reply *out);
 
-/* The next push (a msgpack map: {"push": "message"|"exit"|"dropped", ...}), waiting
- * up to timeout_ms (< 0: no limit). 0 and *out (owned: free with
+/* The next push (a msgpack map: {"push": "message"|"exit"|"dropped", ...}),
+ * waiting up to timeout_ms (< 0: no limit). 0 and *out (owned: free with
  * sx_reply_free; ok = true, body = the push) or SX_ETIMEDOUT, SX_ECLOSED. */
 int sx_client_next_push(sx_client *c, int64_t timeout_ms, sx_reply *out);
 

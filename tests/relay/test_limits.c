@@ -198,8 +198,7 @@ static void test_abandoned_released(void)
                     break;
                 CHECK_RC(rc, 0);
                 uint64_t wid;
-                CHECK_RC(sx_client_post_wait(c, procs[sent % 16], -1, &wid),
-                         0);
+                CHECK_RC(sx_client_post_wait(c, procs[sent % 16], -1, &wid), 0);
                 sent++;
             }
             uint64_t got;

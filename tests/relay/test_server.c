@@ -1356,8 +1356,8 @@ static uint64_t watches_after(fixture *f, uint64_t want)
  * timeout_ms that runs out leaves the PID's one watch until the process
  * finishes (the engine cannot cancel it; RELAY.md), and relay_watches
  * counts it. A poll of a finished process gets its outcome, of an
- * unknown PID not_found. Control: without the poll path in op_wait, watches is 2,000
- * after the polls. */
+ * unknown PID not_found. Control: without the poll path in op_wait, watches is
+ * 2,000 after the polls. */
 static void test_poll_leaves_no_watch(void)
 {
     fixture f;
