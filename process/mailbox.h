@@ -17,7 +17,7 @@
  * predecessor's next. While it is, pop returns NULL even though later
  * pushes may be complete: the consumer must not treat NULL as "nothing will
  * ever come". The engine relies on every producer ringing the process's
- * state word after its push completes (engine/proc.c).
+ * state word after its push completes (engine/sched/worker.c).
  */
 #ifndef SX_PROCESS_MAILBOX_H
 #define SX_PROCESS_MAILBOX_H

@@ -57,7 +57,7 @@ typedef struct {
     void (*drop)(void *ev);
     /* Adds a message to *ev, the message (or bundle) of the previous send
      * when it went to the same process, holding at most max messages
-     * (engine/event.c, "Bundles"); 0, or -1 when it does not fit or its
+     * (engine/core/event.c, "Bundles"); 0, or -1 when it does not fit or its
      * topic is not UTF-8 (make then says so). NULL: no bundles. */
     int (*merge)(void **ev, const char *topic, size_t topic_len,
                  sx_payload data, unsigned max);

@@ -179,7 +179,7 @@ int sx_pack_bool(sx_pack *pk, bool v)
 /* Writes marker m, then the big-endian field of width w (1, 2, 4 or 8)
  * in one store of its width:
  * whoever copies the encoding next (sx_send copies it into the message at
- * once) loads it back with the same widths (engine/event.c, copy_small),
+ * once) loads it back with the same widths (engine/core/event.c, copy_small),
  * which the CPU forwards from its store buffer; a load spanning several
  * byte stores would stall until they reach the cache. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__

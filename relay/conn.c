@@ -7,7 +7,7 @@
  * mailbox_cb (any engine thread: whoever sends to the mailbox) and the
  * reference counting (any thread). See relay/server.h and docs/RELAY.md.
  */
-#include "engine/fault.h"
+#include "process/fault.h"
 #include "process/utf8.h"
 #include "relay/server.h"
 

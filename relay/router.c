@@ -25,8 +25,6 @@
  */
 #include "relay/stepx/relay.h"
 
-#include "engine/internal.h"
-
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +61,13 @@ int sx_router_new(sx_engine *local, sx_router **out)
         return SX_ENOMEM;
     }
     r->local = local;
-    r->local_node = local->cfg.node;
+    sx_engine_config cfg;
+    if (sx_engine_config_get(local, &cfg) != 0) {
+        pthread_rwlock_destroy(&r->lock);
+        free(r);
+        return SX_EINVAL;
+    }
+    r->local_node = cfg.node;
     *out = r; /* the caller's, until sx_router_free */
     return 0;
 }

@@ -3,8 +3,8 @@
 # protocols (docs/SCHEDULER.md "Models"), each as written and under each of
 # its negative controls.
 #
-#   park.pml   park / unpark (engine/park.c): controls NO_RESCAN, NOTIFY_FIRST
-#   state.pml  the process state word (engine/worker.c): controls
+#   park.pml   park / unpark (engine/sched/park.c): controls NO_RESCAN, NOTIFY_FIRST
+#   state.pml  the process state word (engine/sched/worker.c): controls
 #              NO_RECHECK, NO_BACKLOG, PLAIN_WAKE
 #
 # For every run: spin -a, compile pan (safety: assertions and invalid end

@@ -2214,7 +2214,7 @@ static size_t outcomes_found(sx_engine *e, const sx_pid *pids, size_t n)
  * failure message of one of 8 sizes (0 to 3,000 bytes: records are
  * reused when the size fits, and not when it does not), and its outcome
  * reads back byte for byte; afterwards the last `keep` still do, byte for
- * byte. The store is sharded per worker (engine/outcome.c), so it may keep
+ * byte. The store is sharded per worker (engine/core/outcome.c), so it may keep
  * a few more than `keep`, but never more than its bound:
  *  - on 1 worker everything finishes in one shard, which keeps exactly
  *    the last `keep` (the one before is SX_ENOTFOUND);
@@ -2541,7 +2541,7 @@ static void *big_read(void *arg)
 
 /* Large outcomes (values of 64 KiB to 4 MiB; every 3rd round an error
  * message of 1-64 KiB) are copied outside the shard lock, pinned
- * (engine/outcome.c, find_copy): 4 threads keep reading one (2 with
+ * (engine/core/outcome.c, find_copy): 4 threads keep reading one (2 with
  * sx_engine_wait, 2 with sx_engine_watch, whose copies overlap) while later
  * finishes on the same worker evict it (keep_outcomes 4, 1 worker, so all
  * in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND once it

@@ -1,4 +1,4 @@
-/* tests/engine/test_deque.c — tests for the Chase-Lev deque (engine/deque.c).
+/* tests/engine/test_deque.c — tests for the Chase-Lev deque (engine/sched/deque.c).
  *
  * The single-threaded cases pin the contract: pop is LIFO, steal is FIFO,
  * steal_half takes the oldest half in order, a full ring refuses a push
@@ -13,7 +13,7 @@
  * joins them before checking. SX_STRESS_SCALE=<factor> (e.g. 0.2) scales the
  * iteration counts of the concurrent cases.
  *
- * Negative controls, each run on a scratch copy of engine/deque.c (never the
+ * Negative controls, each run on a scratch copy of engine/sched/deque.c (never the
  * real file) with gcc -O2 on the 2-core x86-64 dev VM; A, B and D also 3
  * times each on an idle x86-64 machine pinned to 2 cores (taskset -c 0,1),
  * caught every time. What the test reported is written at the case that
@@ -29,7 +29,7 @@
  * A, B, D, E and F are caught by the counters of the concurrent cases; C
  * only by ThreadSanitizer in publication (x86 keeps stores in order).
  */
-#include "engine/deque.h"
+#include "engine/sched/deque.h"
 
 #include <pthread.h>
 #include <sched.h>

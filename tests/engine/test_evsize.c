@@ -1,6 +1,6 @@
 /* tests/engine/test_evsize.c — event bytes of every size arrive intact.
  *
- * Event nodes come in two sizes (engine/event.c): a small node for a
+ * Event nodes come in two sizes (engine/core/event.c): a small node for a
  * message whose bytes (topic, its NUL, data) fit a small inline room, a
  * large node for everything else and for every completion, and a heap
  * block when the bytes outgrow even the large room. These cases send
@@ -26,7 +26,7 @@
 
 #include <stepx/stepx.h>
 
-#include "engine/internal.h"
+#include "engine/core/core.h"
 #include "tests/harness.h"
 
 static const sx_payload nil = { NULL, 0 };

@@ -1,5 +1,5 @@
 /* tests/engine/test_fault.c — the sleeps' out-of-memory paths, reached
- * with allocations that fail on cue (engine/fault.h; this test links the
+ * with allocations that fail on cue (process/fault.h; this test links the
  * stepx_fault build of the library).
  *
  * Properties:
@@ -42,7 +42,7 @@
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
- * each run once by hand on a scratch copy of engine/timers.c:
+ * each run once by hand on a scratch copy of engine/timer/sleep.c:
  *  F1. fail_all drops its list instead of answering: no_room times out
  *      (the sleeper never hears back).
  *  F2. the put-back skips the failed entries (put_back not incremented):
@@ -55,7 +55,7 @@
 
 #include <stepx/stepx.h>
 
-#include "engine/fault.h"
+#include "process/fault.h"
 #include "tests/harness.h"
 
 #define FAILIF(out, cond, ...)                                                 \
@@ -549,7 +549,7 @@ static void test_no_room(void)
     down(e);
 }
 
-#define PUT_BACK_N 100 /* > FIRE_BATCH (64) in engine/timers.c */
+#define PUT_BACK_N 100 /* > FIRE_BATCH (64) in engine/timer/sleep.c */
 
 static void test_put_back(void)
 {

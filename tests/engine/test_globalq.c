@@ -1,5 +1,5 @@
 /* tests/engine/test_globalq.c — tests for the global run queue
- * (engine/globalq.c): a mutex-protected intrusive FIFO with batch pop.
+ * (engine/sched/globalq.c): a mutex-protected intrusive FIFO with batch pop.
  *
  * Single-threaded cases pin the contract (FIFO, pop_batch takes the oldest
  * first and at most max, push_list appends in order, len tracks the
@@ -14,14 +14,14 @@
  *
  * Negative controls (the queue is not lock-free; these only show that the
  * cases see its steps), each run once on a scratch copy of
- * engine/globalq.c:
+ * engine/sched/globalq.c:
  *  G1. pop_batch does not reset tail when it empties the queue: caught by
  *      drain_and_reuse ("got == n (0 vs 1)"), len_tracks and
  *      concurrent_4p_2c ("lost == 0 (999750 vs 0)");
  *  G2. pop_batch without the mutex: caught by concurrent_4p_2c ("dup == 0
  *      (178 vs 0)") and concurrent_4p_1c_fifo ("lost == 0 (23020 vs 0)").
  */
-#include "engine/globalq.h"
+#include "engine/sched/globalq.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-/* tests/engine/test_injq.c — tests for the injection ring (engine/injq.c):
+/* tests/engine/test_injq.c — tests for the injection ring (engine/sched/injq.c):
  * a bounded ring with one producer at a time (serialised by q->mu, a
  * spinlock the caller holds around push) and any number of consumers, each
  * taking the oldest half (rounded up, at most max) with one CAS on head.
@@ -8,7 +8,7 @@
  * takes ceil(half) capped at max, oldest first; the ring wraps around
  * thousands of times with its order kept and size equal to its contents
  * (checked against a model). Concurrent cases run 1 to 4 producers (taking
- * q->mu around their pushes, as engine/worker.c's inject does; in one case
+ * q->mu around their pushes, as engine/sched/worker.c's inject does; in one case
  * they also grab the oldest half of a full ring themselves, as inject does)
  * and 1 to 4 consumers on rings of 2 to 2^18 slots. The producers number
  * their pushes with one ticket taken under q->mu, which is then the item's
@@ -38,7 +38,7 @@
  * of 64"). Fixed by capping it at the capacity (the commit before the one
  * that added this file).
  *
- * Negative controls, each run on a scratch copy of engine/injq.c (never
+ * Negative controls, each run on a scratch copy of engine/sched/injq.c (never
  * the real file), gcc -O2 (and clang TSan where said) on the 2-core dev
  * VM under load 5 to 15, running the whole binary 3 to 8 times:
  *  N1. grab claims head with a plain store of h + n instead of the CAS:
@@ -77,7 +77,7 @@
  *  N9. grab rounds the half down: empty_grab ("got == n (0 vs 1)"), and
  *      alone every concurrent case ("lost == 0 (1 vs 0)").
  */
-#include "engine/injq.h"
+#include "engine/sched/injq.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -387,7 +387,7 @@ struct iq_stress {
      * again in every round (the barrier orders the reuse). */
     uint32_t pool;
     /* On a full ring the producer grabs the oldest half itself, as
-     * engine/worker.c's inject does (into the global queue), and its push
+     * engine/sched/worker.c's inject does (into the global queue), and its push
      * must then succeed. Otherwise it lets go of mu, yields, retries. */
     bool spill;
     /* One consumer and no spill: tickets consecutive across grabs too. */
@@ -804,7 +804,7 @@ static void test_concurrent_3p_3c(void)
 }
 
 /* Property: 4 producers that, on a full ring of 16, grab its oldest half
- * themselves (as engine/worker.c's inject moves it to the global queue)
+ * themselves (as engine/sched/worker.c's inject moves it to the global queue)
  * and then always find room; 2 consumers grab beside them. Exactly once
  * and in order, for the producers' grabs too. */
 static void test_concurrent_4p_2c_spill(void)

@@ -519,7 +519,7 @@ static void test_fail_code(void)
 #define BUDGET ((size_t)1 << 20)
 #define BIG ((int64_t)64 << 10)
 /* What the store may run over its budget: the lag of each shard's count
- * (64 KiB, engine/outcome.c "Bytes") for 3 shards, and one outcome that a
+ * (64 KiB, engine/core/outcome.c "Bytes") for 3 shards, and one outcome that a
  * put in flight has not pushed its share out for yet. */
 #define SLACK ((uint64_t)4 * BIG)
 

@@ -278,7 +278,7 @@ static bool pred_none(const sx__mpsc_node *n)
 }
 
 /* Property: find says true only for a node that pop can hand over. The
- * worker relies on it (engine/worker.c, backlog): a true answer runs the
+ * worker relies on it (engine/sched/worker.c, backlog): a true answer runs the
  * process again, whose next collect pops. Here a is the tail after a pop
  * that met b's half-done push (so pop returns NULL), and find must wait
  * for b's link before it says true, after which pop returns a. Before the

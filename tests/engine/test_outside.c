@@ -1,5 +1,5 @@
 /* tests/engine/test_outside.c — the seams for code that is not a process
- * (engine/outside.c): mailboxes, monitors set up from outside, outcome
+ * (engine/core/outside.c): mailboxes, monitors set up from outside, outcome
  * callbacks (sx_engine_watch). The relay server is built on these.
  * Each case opens with the property it checks.
  */

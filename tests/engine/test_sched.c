@@ -220,7 +220,7 @@ static int long_step(void *st, const sx_event *ev, size_t n,
 
 /* A worker stuck in a long step delays its sleepers by about
  * SX__TIMER_RECHECK_MS (10 ms) at most when another worker idles
- * (engine/timers.c): with two parked workers that both hold far sleeps, a
+ * (engine/timer/sleep.c): with two parked workers that both hold far sleeps, a
  * message wakes one; its step sleeps 5 ms and hands that worker a 1000 ms
  * step. The other worker fires the sleep: under 250 ms late. It slept on
  * until its park timed out or the long step ended (150-300 ms late with a

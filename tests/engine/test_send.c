@@ -243,7 +243,7 @@ static void test_order_and_done(void)
 }
 
 /* Property: the sends of one step to one process travel as one chain
- * (engine/dispatch.c) and still arrive once each, in order, from the
+ * (engine/core/dispatch.c) and still arrive once each, in order, from the
  * sender: a receiving process (not an outside mailbox, which takes chains
  * one message at a time) sees 0..10,000 without a gap; and a chain sent
  * to a process that is gone counts one dead letter per message. */
@@ -343,7 +343,7 @@ static void test_sends_then_fail(void)
     sx_engine_free(e);
 }
 
-/* ---- bundles (engine/event.c): a step's consecutive sends to one process
+/* ---- bundles (engine/core/event.c): a step's consecutive sends to one process
  * travel as records in one node and come out as one event each ---- */
 
 /* Message i of the "mix" sequence: three small ones (a topic of up to 4

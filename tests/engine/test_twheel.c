@@ -1,5 +1,5 @@
 /* tests/engine/test_twheel.c — the timer set of the workers' sleeps
- * (engine/twheel.c): a hashed wheel in front of two heaps.
+ * (engine/timer/twheel.c): a hashed wheel in front of two heaps.
  *
  * Every case checks the set against a plain model (an array of live
  * entries) after each operation: take(now) returns exactly the entries due
@@ -10,7 +10,7 @@
  * a bucket, across a few, past the wheel's whole span (~268 ms), and
  * hours; dues land in the past, in near, in every bucket and far beyond.
  *
- * Negative controls, each run once on a scratch copy of engine/twheel.c:
+ * Negative controls, each run once on a scratch copy of engine/timer/twheel.c:
  *  W1. advance moves only the bucket of now's slot (`k = steps` start):
  *      entries of skipped buckets come out late or never; random_ops fails
  *      ("not taken although due").
@@ -21,7 +21,7 @@
  *  W4. take does not advance first (no advance call): random_ops fails
  *      ("not taken although due").
  */
-#include "engine/twheel.h"
+#include "engine/timer/twheel.h"
 
 #include <stdint.h>
 #include <stdio.h>

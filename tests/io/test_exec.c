@@ -1404,7 +1404,7 @@ static void test_no_fd_leak(void)
  * every thread created after it inherits the mask) still gets its exec
  * answers: libuv learns of a child's exit only from its SIGCHLD handler,
  * so a loop thread must take the signal. Negative control: without the
- * unblock in the loop threads (engine/io.c loop_main) the child exits, is
+ * unblock in the loop threads (engine/io/loop.c loop_main) the child exits, is
  * never reaped, and the wait below times out (checked once by hand). */
 static void test_sigchld_blocked(void)
 {

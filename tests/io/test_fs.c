@@ -1,4 +1,4 @@
-/* tests/io/test_fs.c — the fs command family (engine/cmd_fs.c): read,
+/* tests/io/test_fs.c — the fs command family (engine/commands/fs.c): read,
  * write, append, stat, list and remove answer what docs/COMMANDS.md says,
  * errors are -errno codes with messages naming the op and the path, bad
  * arguments are SX_EINVAL, and cancellation (terminate, stop, a yield's

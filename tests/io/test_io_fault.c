@@ -1,6 +1,6 @@
 /* tests/io/test_io_fault.c — out of memory in the fs, net.http and exec
- * commands (engine/cmd_fs.c, engine/cmd_net_http.c, engine/cmd_exec.c),
- * reached with allocations that fail on cue (engine/fault.h; this test
+ * commands (engine/commands/fs.c, engine/commands/http.c, engine/commands/exec.c),
+ * reached with allocations that fail on cue (process/fault.h; this test
  * links the stepx_fault build of the library).
  *
  * Every case yields one command from a process of type "one" and checks
@@ -47,7 +47,7 @@
 
 #include <stepx/stepx.h>
 
-#include "engine/fault.h"
+#include "process/fault.h"
 #include "tests/harness.h"
 #include "tests/io/tsan_fd.h"
 

@@ -1,5 +1,5 @@
 /* tests/relay/test_fault.c — the relay server's accept without memory,
- * reached with allocations that fail on cue (engine/fault.h; this test
+ * reached with allocations that fail on cue (process/fault.h; this test
  * links the stepx_fault build of the library).
  *
  * libuv hands the server one connection at a time: until the connection
@@ -30,7 +30,7 @@
 
 #include <stepx/relay.h>
 
-#include "engine/fault.h"
+#include "process/fault.h"
 #include "tests/harness.h"
 
 #include "tests/relay/relay_fixture.h"

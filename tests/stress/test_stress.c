@@ -25,7 +25,7 @@
  *    inits, deliberate or at the index budget, get none), and the engine's
  *    own counters (submitted, completed, terminated, live) agree.
  *
- * Negative control for the wake-up protocol (DESIGN.md §3, engine/worker.c
+ * Negative control for the wake-up protocol (DESIGN.md §3, engine/sched/worker.c
  * SX_NEGATIVE_CONTROL_NO_RECHECK: the worker blocks a process with a plain
  * store instead of a CAS that re-checks the wake-up flag). Proved once, on
  * a 2-core machine (commit 70a5743, gcc, the plain debugoptimized build),

@@ -1,0 +1,188 @@
+/* engine/core/core.h — the engine itself: its command registry, struct
+ * sx_engine, and the functions that spawn, send to, finish and watch
+ * processes. Including it includes every concept's header the engine
+ * struct holds (processes, the scheduler, the timers, the outcomes).
+ * Internal to engine/; never installed.
+ *
+ * Ownership and threads are written at each field. The big picture is in
+ * docs/ARCHITECTURE.md and docs/SCHEDULER.md.
+ */
+#ifndef SX_ENGINE_CORE_CORE_H
+#define SX_ENGINE_CORE_CORE_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stepx/engine.h>
+
+#include "engine/core/outcome.h"
+#include "engine/core/proc.h"
+#include "engine/sched/sched.h"
+#include "engine/timer/timer.h"
+
+/* ---- commands ------------------------------------------------------------ */
+
+typedef struct {
+    sx_command_fn fn;
+    void *user;
+    const char *name;
+    /* The answers always fit a small node (SX__EV_SMALL bytes: a sleep's
+     * nil, or its short error messages), so the yield's completer is a
+     * small node: 112 bytes instead of 208 for each of what may be
+     * millions of sleepers. Longer bytes would still fit (sx__ev_set puts
+     * them on the heap), only slower. Built-ins only. */
+    bool small;
+} sx__cmd;
+
+typedef struct {
+    uint16_t id;
+    sx__cmd cmd;
+} sx__cmd_ext;
+
+/* ---- the engine ---------------------------------------------------------- */
+
+struct sx_engine {
+    sx_engine_config cfg;
+    unsigned n_workers;
+    unsigned throughput;
+
+    /* Registries: written before start, frozen after (start's thread
+     * creation publishes them). */
+    const sx_process_type **types;
+    size_t n_types, cap_types;
+    uint32_t *type_hash; /* engine.c: type_find */
+    size_t type_hash_cap;
+    sx__cmd cmds[256];
+    sx__cmd_ext *ext_cmds; /* sorted by id */
+    size_t n_ext_cmds, cap_ext_cmds;
+
+    /* Lifecycle. */
+    pthread_mutex_t life_mu;
+    pthread_cond_t life_cv; /* signalled when live drops to 0 */
+    _Atomic int started;    /* 0, 1 = running */
+    _Atomic int stopping;   /* submits refused (seq_cst: see "live") */
+    /* Stop's deadline passed: whatever is alive is terminated, and a
+     * process a link would fail meanwhile finishes SX_ETERMINATED too
+     * (sx__finish_terminated; release/acquire). */
+    _Atomic int stop_killing;
+    int stopped;   /* under life_mu */
+    int stop_busy; /* a stop is under way; under life_mu */
+
+    /* The process table (engine/core/ptable.c). */
+    _Atomic(sx__proc *) segs[SX__SEGS];
+    /* Each segment's sx__pext, one per slot (ptable.c): set with the
+     * segment, before it is published. */
+    sx__pext *pext[SX__SEGS];
+    /* How many of each segment's slots have been handed out at least once
+     * (carved) and so initialised; the rest are untouched memory. Written
+     * under grow_mu (release), read by sx__ptable_each (acquire). */
+    _Atomic uint32_t seg_carved[SX__SEGS];
+    pthread_mutex_t grow_mu;
+    unsigned n_segs; /* under grow_mu */
+    /* The stack of free-slot magazines: ABA tag << 32 | the index of the
+     * first slot of the top magazine. */
+    alignas(64) _Atomic uint64_t free_head;
+    /* Free slots for threads that are not workers (submitters, loops). */
+    alignas(64) sx__spin ext_slots_mu;
+    sx__slotcache ext_slots; /* under ext_slots_mu */
+    /* The live count's share of threads that are not workers (engine.c,
+     * "live"), and the admission count when max_processes is set. */
+    alignas(64) _Atomic uint64_t ext_born, ext_died;
+    _Atomic uint64_t admitted;
+    /* The table reached cfg.max_slots (ptable.c, grow); never cleared. */
+    _Atomic bool slots_full;
+
+    /* Counters for threads that are not workers (relaxed; figures only):
+     * submits from outside; finishes there (none today: every finish runs
+     * on a worker, which counts in its own sx__wstats). */
+    alignas(64) _Atomic uint64_t submitted, completed, failed, terminated;
+    _Atomic uint64_t dead_letters, ext_messages;
+
+    /* Run queues for threads that are not workers: gq takes new processes
+     * (submit) and processes whose turn ran out; wq takes wake-ups (a
+     * completion from a loop, a message or terminate from outside).
+     * Workers look at wq first: a woken process has waited already, and
+     * behind a burst of submissions in one FIFO it waited for all of them
+     * (100,000 sleepers were 130 ms late at p50 that way). */
+    sx__globalq gq;
+    sx__globalq wq;
+    /* New processes from threads that are not workers: the ring in front
+     * of gq (engine/sched/injq.h). */
+    sx__injq inj;
+    sx__park park;
+    sx__worker *workers;
+    sx__outcomes outcomes;
+
+    /* libuv loop threads (engine/io/loop.c); created by start, gone after
+     * stop. */
+    struct sx__ioloop *loops;
+    unsigned n_loops;
+    /* Figures (relaxed; written by the loop threads). */
+    alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
+    /* A late sx_complete of a timed yield (a user command answered after
+     * stop) against sx__io_stop freeing the loops (engine/io/loop.c,
+     * sx__io_dl_done): posters in progress, and whether the loops are
+     * closing (calloc'd zero at engine creation). */
+    _Atomic uint32_t io_posters;
+    _Atomic bool io_closed;
+    /* Sleep entries whose processes finished (timers.c): a purge trigger,
+     * not an exact count (release add at finish, acquire load by purge). */
+    _Atomic uint64_t tm_dead;
+    /* 1 while a purge runs (timers.c, sx__timers_purge_maybe). */
+    _Atomic int tm_purging;
+    /* Command latency histogram (sampled; relaxed figures). */
+    alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
+    _Atomic uint64_t latency_sum; /* their sum, microseconds */
+};
+
+/* engine/core/engine.c */
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
+              const sx_payload *input, size_t n_input, sx__ev *watcher,
+              sx_pid *out_pid);
+/* n messages first..last (linked through node.next) to one process with
+ * one look-up and one push; consumes them. */
+int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
+                   size_t n);
+/* One message built beforehand (ev), sent as sx__send would; for cold
+ * callers (engine.c). */
+int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev);
+/* Sends a message (ctl: a control event that overtakes user messages). */
+int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+             size_t topic_len, sx_payload data, bool ctl);
+/* Finishes p on the calling worker: close, outcome, watchers, retire. */
+void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
+                sx_payload value);
+int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
+/* Raises p's TERM flag and queues it if it is waiting (the caller holds a
+ * reference). SX_ENOTFOUND when it is finishing already. */
+int sx__terminate(sx_engine *e, sx__proc *p);
+/* The error and message a terminated process finishes with. */
+void sx__finish_terminated(sx_engine *e, sx__proc *p);
+
+/* engine/core/dispatch.c */
+void sx__commands_builtin(sx_engine *e);
+/* Runs the handlers of the yields in out; SX_ENOMEM when a completer could
+ * not be allocated (the process then fails). */
+int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out);
+/* Sends only the sx_send messages of out (a step that ended DONE or FAIL:
+ * its yields are discarded, its messages still go). */
+void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out);
+/* Fills a finished process's outcome into a watcher and delivers it. */
+void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                    const char *msg, sx_payload value, uint64_t steps);
+
+/* engine/core/outside.c */
+/* Hands ev (a message) to the mailbox p (state SX__PSTATE_MAILBOX) and
+ * frees it. */
+void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+/* Closes every mailbox still open (sx_engine_free, after stop). */
+void sx__mailboxes_close(sx_engine *e);
+/* Calls an SX__WATCH_FN watcher and frees it. */
+void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                       const char *msg, sx_payload value, uint64_t steps);
+
+#endif

@@ -1,0 +1,731 @@
+/* engine/core/dispatch.c — the command registry, dispatch of a step's yields,
+ * sx_complete, and the built-in "process" command family.
+ *
+ * The registry is filled before start and frozen: ids below 256 index an
+ * array, user ids (>= 256) are binary-searched in a sorted array; neither
+ * takes a lock. Dispatch runs on the worker right after the step. Each
+ * yield gets a completer (an event node, engine/core/event.c) that becomes its
+ * completion event when sx_complete fills it: exactly one answer per
+ * yield, whether the handler completes at once, later from another thread,
+ * or fails.
+ *
+ * Threads: dispatch and the built-in handlers [worker]; sx_complete [any
+ * thread].
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "process/fault.h"
+#include "engine/core/core.h"
+#include "engine/io/io.h"
+#include "process/utf8.h"
+
+/* ---- registry ------------------------------------------------------------ */
+
+static const sx__cmd *cmd_find(sx_engine *e, uint16_t id)
+{
+    if (id < 256)
+        return e->cmds[id].fn != NULL ? &e->cmds[id] : NULL;
+    size_t lo = 0, hi = e->n_ext_cmds;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e->ext_cmds[mid].id == id)
+            return &e->ext_cmds[mid].cmd;
+        if (e->ext_cmds[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
+                               sx_command_fn fn, void *user)
+{
+    if (e == NULL || fn == NULL || id < SX_CMD_USER_MIN)
+        return SX_EINVAL;
+    /* acquire: see started() in engine.c. */
+    if (atomic_load_explicit(&e->started, memory_order_acquire))
+        return SX_ESTATE;
+    if (cmd_find(e, id) != NULL)
+        return SX_EEXIST;
+    if (e->n_ext_cmds == e->cap_ext_cmds) {
+        size_t cap = e->cap_ext_cmds ? e->cap_ext_cmds * 2 : 16;
+        sx__cmd_ext *x = realloc(e->ext_cmds, cap * sizeof(*x));
+        if (x == NULL)
+            return SX_ENOMEM;
+        e->ext_cmds = x;
+        e->cap_ext_cmds = cap;
+    }
+    size_t i = e->n_ext_cmds;
+    while (i > 0 && e->ext_cmds[i - 1].id > id) {
+        e->ext_cmds[i] = e->ext_cmds[i - 1];
+        i--;
+    }
+    e->ext_cmds[i].id = id;
+    e->ext_cmds[i].cmd =
+        (sx__cmd){ fn, user, name != NULL ? name : "?", false };
+    e->n_ext_cmds++;
+    return 0;
+}
+
+/* ---- completion ---- */
+
+void sx_complete(sx_completer *done, sx_payload result, int error,
+                 const char *error_msg)
+{
+    if (done == NULL)
+        return;
+    sx__ev *ev = &done->ev;
+    sx_engine *e = ev->engine;
+    if (ev->dl != NULL) {
+        /* A yield with a timeout: the first of this answer and the
+         * deadline's claims wins; the other is dropped. */
+        sx__iodl *dl = ev->dl;
+        ev->dl = NULL;
+        bool mine = sx__io_dl_claim(dl);
+        sx__io_dl_done(e, dl, mine);
+        if (!mine) {
+            sx__ev_free(ev);
+            return;
+        }
+    }
+    if (ev->t0 != 0) {
+        uint64_t us = (sx__now_ns() - ev->t0) / 1000u;
+        unsigned k = us == 0 ? 0 : 64u - (unsigned)__builtin_clzll(us);
+        if (k >= SX_LATENCY_BUCKETS)
+            k = SX_LATENCY_BUCKETS - 1;
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->latency[k], 1, memory_order_relaxed);
+        /* relaxed: a figure, read apart from the buckets (stats are not
+         * a snapshot, engine.h). */
+        atomic_fetch_add_explicit(&e->latency_sum, us, memory_order_relaxed);
+    }
+    if (ev->tag == SX_TAG_NONE) {
+        /* Fire and forget: nobody waits for the answer. */
+        if (error != 0)
+            atomic_fetch_add_explicit(&e->dead_letters, 1,
+                                      memory_order_relaxed);
+        sx__ev_free(ev);
+        return;
+    }
+    if (error > 0)
+        error = SX_EFAILED;
+    if (error != 0 && error_msg == NULL)
+        error_msg = sx_strerror(error);
+    if (error != 0)
+        result = (sx_payload){ NULL, 0 };
+    /* Read before the answer's bytes are set: in a small completer they
+     * overlay `to` (internal.h). */
+    sx__proc *p = ev->to;
+    if (SX__FAULT(SX__FAULT_RESULT) ||
+        sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
+        /* The result cannot be copied: the process still gets its one
+         * answer, as an error. */
+        error = SX_ENOMEM;
+        sx__ev_set(ev, NULL, 0, (sx_payload){ NULL, 0 }, NULL);
+    }
+    ev->kind = SX__EV_COMPLETION;
+    ev->error = error;
+    sx__worker *w = sx__current_worker(e);
+    /* relaxed gen: only this thread changes it while it runs p. */
+    if (w != NULL && w->running == p &&
+        atomic_load_explicit(&p->gen, memory_order_relaxed) == ev->to_gen) {
+        /* Completed by a handler on the worker that is running the
+         * process (the common case for cheap commands): p cannot finish
+         * under us, and this worker checks the mailbox before it blocks or
+         * idles the process (worker.c, backlog), so neither a reference
+         * nor the state word's wake-up flag is needed — only the push. */
+        sx__mpsc_push(&p->mbox, &ev->node);
+        return;
+    }
+    if (!sx__proc_acquire(e, p, ev->to_gen)) {
+        sx__ev_free(ev); /* the process finished: a silent no-op */
+        return;
+    }
+    sx__deliver(e, p, ev);
+    sx__proc_release(e, p);
+}
+
+/* An sx_send record in the output arena: the PID, the topic length, the
+ * topic, the data. */
+static sx_pid send_to(const sx_step_output *out, const sx__yield *y)
+{
+    if (y->ev != NULL)
+        return y->to;
+    sx_pid to;
+    memcpy(&to, sx__output_bytes(out, y->off), sizeof to);
+    return to;
+}
+
+/* The send hooks of the workers' outputs (process/output.h): an sx_send
+ * in a step builds its event node at once, one copy of its bytes. Both
+ * check the topic (UTF-8) first. flatten: with the check in it, GCC's LTO
+ * inliner otherwise leaves sx__ev_set out of send_make (pingpong: ~45
+ * more instructions per message); flattened, send_make builds the node
+ * inline, and the check's slow path stays a call (sx__topic_ok is
+ * noinline). */
+static __attribute__((flatten)) void *
+send_make(const char *topic, size_t topic_len, sx_payload data)
+{
+    if (!sx__topic_cstr_ok(topic, topic_len))
+        return SX__SEND_BAD_TOPIC;
+    sx__ev *ev = sx__ev_alloc_sized(topic_len + 1 + data.len);
+    if (ev == NULL)
+        return NULL;
+    ev->kind = SX__EV_MESSAGE;
+    if (sx__ev_set(ev, topic, topic_len, data, NULL) != 0) {
+        sx__ev_free(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+static void send_drop(void *ev)
+{
+    sx__ev_free(ev);
+}
+
+static int send_merge(void **ev, const char *topic, size_t topic_len,
+                      sx_payload data, unsigned max)
+{
+    if (!sx__topic_cstr_ok(topic, topic_len))
+        return -1; /* send_make says why */
+    return sx__ev_bundle_add((sx__ev **)ev, topic, topic_len, data, max);
+}
+
+const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop,
+                                               send_merge };
+
+/* sx_send: no completer, no argument decoding. The run of consecutive
+ * sends that starts at yield i and goes to one process travels as one
+ * chain: one look-up, one push, one wake-up for the lot (a producer that
+ * sends 32 messages per step to one consumer pays the consumer's cache
+ * lines once, not 32 times). Returns the index after the run. */
+static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
+                           size_t i)
+{
+    sx_pid to = send_to(out, &out->yields[i]);
+    sx__ev *first = NULL, *last = NULL;
+    size_t n = 0, lost = 0, j = i;
+    for (; j < out->n_yields; j++) {
+        const sx__yield *y = &out->yields[j];
+        if (y->cmd != SX__CMD_DIRECT_SEND ||
+            (j > i && !sx_pid_eq(send_to(out, y), to)))
+            break;
+        sx__ev *ev = y->ev;
+        if (ev != NULL) {
+            /* Built by sx_send; ours now (the output must not drop it). */
+            ((sx__yield *)y)->ev = NULL;
+        } else {
+            const uint8_t *b = sx__output_bytes(out, y->off);
+            size_t tl = b[sizeof to];
+            const char *topic = (const char *)b + sizeof to + 1;
+            size_t dl = y->len - sizeof to - 1 - tl;
+            sx_payload data = { dl > 0 ? (const uint8_t *)topic + tl : NULL,
+                                dl };
+            ev = sx__ev_alloc_sized(tl + 1 + dl);
+            if (ev == NULL) {
+                lost++;
+                continue;
+            }
+            ev->kind = SX__EV_MESSAGE;
+            if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
+                sx__ev_free(ev);
+                lost++;
+                continue;
+            }
+        }
+        ev->ctl = false;
+        ev->from = from;
+        size_t k = ev->nmsg > 0 ? ev->nmsg : 1; /* a bundle: its messages */
+        if (last != NULL)
+            /* relaxed: the chain is ours until the push publishes it. */
+            atomic_store_explicit(&last->node.next, &ev->node,
+                                  memory_order_relaxed);
+        else
+            first = ev;
+        last = ev;
+        n += k;
+    }
+    if (n > 0 && sx__send_chain(e, to, first, last, n) != 0)
+        lost += n;
+    if (lost > 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
+    return j;
+}
+
+/* The sends among yields i.. (the commands are dropped). */
+static void sends_from(sx_engine *e, sx_pid pid, const sx_step_output *out,
+                       size_t i)
+{
+    while (i < out->n_yields) {
+        if (out->yields[i].cmd == SX__CMD_DIRECT_SEND)
+            i = direct_sends(e, pid, out, i);
+        else
+            i++;
+    }
+}
+
+void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sends_from(e, sx__proc_pid(e, p), out, 0);
+}
+
+int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sx_pid pid = sx__proc_pid(e, p);
+    /* relaxed: we run p, so its gen is stable. */
+    uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    sx__worker *w = sx__current_worker(e);
+    for (size_t i = 0; i < out->n_yields; i++) {
+        const sx__yield *y = &out->yields[i];
+        if (y->cmd == SX__CMD_DIRECT_SEND) {
+            i = direct_sends(e, pid, out, i) - 1;
+            continue;
+        }
+        const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
+        sx__ev *ev = SX__FAULT(SX__FAULT_DISPATCH) ? NULL
+                     : c != NULL && c->small ? sx__ev_alloc_small_completer()
+                                             : sx__ev_alloc();
+        if (ev == NULL) {
+            /* The process finishes SX_ENOMEM (worker.c); the step's later
+             * messages still go, as for a step that ends FAIL. */
+            sends_from(e, pid, out, i + 1);
+            return SX_ENOMEM;
+        }
+        ev->kind = SX__EV_COMPLETION;
+        ev->tag = y->tag;
+        ev->to = p;
+        ev->to_gen = gen;
+        ev->engine = e;
+        if (w != NULL && (++w->lat_sample & 63) == 0)
+            ev->t0 = sx__now_ns(); /* one yield in 64 is timed */
+        sx_completer *done = (sx_completer *)ev;
+        if (y->timeout_ms > 0 && sx__io_deadline(e, done, y->timeout_ms) != 0) {
+            sx_complete(done, (sx_payload){ NULL, 0 }, SX_ENOMEM,
+                        "no memory for the yield's timeout");
+            continue;
+        }
+        if (c == NULL) {
+            sx_complete(done, (sx_payload){ NULL, 0 }, SX_EUNKNOWN_COMMAND,
+                        NULL);
+            continue;
+        }
+        sx_payload args = { sx__output_bytes(out, y->off), y->len };
+        if (y->len == 0)
+            args.data = NULL;
+        int rc = c->fn(c->user, e, pid, y->tag, args, done);
+        if (rc != 0)
+            sx_complete(done, (sx_payload){ NULL, 0 }, rc < 0 ? rc : SX_EFAILED,
+                        NULL);
+    }
+    return 0;
+}
+
+/* ---- watchers ---- */
+
+void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                    const char *msg, sx_payload value, uint64_t steps)
+{
+    if (w->watch == SX__WATCH_FN) {
+        sx__watch_fn_fire(e, w, target, error, msg, value, steps);
+        return;
+    }
+    if (w->watch == SX__WATCH_RESULT) {
+        sx_complete((sx_completer *)w, value, error, msg);
+        return;
+    }
+    if (w->watch == SX__WATCH_LINK) {
+        /* The partner of a link finished. Unless the owner traps exits, a
+         * failure terminates it (as failed, naming the partner) and a
+         * normal finish does nothing; a trapping owner gets @exit. */
+        sx__proc *p = w->to;
+        if (!sx__proc_acquire(e, p, w->to_gen)) {
+            sx__ev_free(w);
+            return;
+        }
+        /* relaxed: see trap_exit in internal.h. */
+        if (!atomic_load_explicit(&p->trap_exit, memory_order_relaxed)) {
+            if (error != 0) {
+                uint64_t none = 0;
+                _Atomic uint64_t *why = &sx__ptable_pext(e, p)->link_failed;
+                /* relaxed: the first failure names the reason; the TERM
+                 * flag's release (sx__terminate) publishes it. */
+                bool named = atomic_compare_exchange_strong_explicit(
+                    why, &none, target.id, memory_order_relaxed,
+                    memory_order_relaxed);
+                /* Finished already (its finish took no TERM from us, and
+                 * did not reset the reason): reset it here, before our
+                 * reference lets the slot go to another process (see
+                 * link_failed in internal.h). relaxed: as above. */
+                if (sx__terminate(e, p) == SX_ENOTFOUND && named)
+                    atomic_store_explicit(why, 0, memory_order_relaxed);
+            }
+            sx__proc_release(e, p);
+            sx__ev_free(w);
+            return;
+        }
+        sx__proc_release(e, p);
+    }
+    /* An @exit message: {"ok": true, "result": v} or {"ok": false,
+     * "error": name, "code": n, "message": text}. */
+    uint8_t small[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, small, sizeof(small));
+    for (int pass = 0; pass < 2; pass++) {
+        if (error == 0) {
+            sx_pack_map(&pk, 2);
+            sx_pack_str(&pk, "ok");
+            sx_pack_bool(&pk, true);
+            sx_pack_str(&pk, "result");
+            sx_pack_raw(&pk, value);
+        } else {
+            sx_pack_map(&pk, 4);
+            sx_pack_str(&pk, "ok");
+            sx_pack_bool(&pk, false);
+            sx_pack_str(&pk, "error");
+            sx_pack_str(&pk, sx_errname(error));
+            sx_pack_str(&pk, "code");
+            sx_pack_int(&pk, error);
+            sx_pack_str(&pk, "message");
+            sx_pack_str(&pk, msg != NULL ? msg : sx_strerror(error));
+        }
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* too big for the stack buffer: heap */
+    }
+    w->kind = SX__EV_MESSAGE;
+    w->from = target;
+    int rc = pk.err;
+    if (rc == 0)
+        rc = sx__ev_set(w, SX_TOPIC_EXIT, sizeof(SX_TOPIC_EXIT) - 1,
+                        sx_pack_payload(&pk), NULL);
+    sx_pack_fini(&pk);
+    sx__proc *p = w->to;
+    if (rc != 0 || !sx__proc_acquire(e, p, w->to_gen)) {
+        sx__ev_free(w);
+        return;
+    }
+    sx__deliver(e, p, w);
+    sx__proc_release(e, p);
+}
+
+/* ---- the built-in "process" family ---- */
+
+static const sx_payload nil = { NULL, 0 };
+
+static int cmd_noop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n;
+    sx_pid to;
+    const char *topic;
+    size_t tl;
+    sx_payload data;
+    if (sx_unpack_array(&u, &n) != 0 || n != 3 || sx_unpack_pid(&u, &to) != 0 ||
+        sx_unpack_str(&u, &topic, &tl) != 0 || sx_unpack_raw(&u, &data) != 0)
+        return SX_EINVAL;
+    /* The receiver sees the topic as a C string (sx_event.topic): one with
+     * a NUL inside would arrive cut short, so it is refused, as sx_send's
+     * (a C string), ticker-start's and the relay's are. One that is not
+     * UTF-8 is refused too, as sx_send's and the relay's are: a client's
+     * strict reader would refuse the push that carries it. */
+    if (!sx__topic_ok(topic, tl)) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "send: the topic must be at most 255 bytes of UTF-8, "
+                    "without NUL");
+        return 0;
+    }
+    int rc = sx__send(e, pid, to, topic, tl, data, false);
+    sx_complete(done, nil, rc, NULL);
+    return 0;
+}
+
+/* Decodes [type, method, [input...]] for spawn; input points into args. */
+#define SPAWN_MAX_INPUT 64
+typedef struct {
+    char type[256], method[256];
+    sx_payload input[SPAWN_MAX_INPUT];
+    size_t n_input;
+} spawn_args;
+
+static int copy_str(sx_unpack *u, char *buf, size_t cap)
+{
+    const char *s;
+    size_t n;
+    int rc = sx_unpack_str(u, &s, &n);
+    if (rc != 0)
+        return rc;
+    if (n >= cap)
+        return SX_EINVAL;
+    /* A NUL inside would cut the name short: "worker\0x" is not the type
+     * "worker". A loop, not memchr: names are a few bytes, and the call's
+     * set-up cost skynet ~25 instructions per name (callgrind). */
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0')
+            return SX_EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return 0;
+}
+
+static int spawn_decode(sx_payload args, spawn_args *a)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n, m = 0;
+    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 3 ||
+        copy_str(&u, a->type, sizeof(a->type)) != 0 ||
+        copy_str(&u, a->method, sizeof(a->method)) != 0)
+        return SX_EINVAL;
+    if (n == 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
+        return SX_EINVAL;
+    for (uint32_t i = 0; i < m; i++)
+        if (sx_unpack_raw(&u, &a->input[i]) != 0)
+            return SX_EINVAL;
+    a->n_input = m;
+    return 0;
+}
+
+/* Answers a spawn or spawn-wait whose args spawn_decode refused. Not
+ * inlined: its message buffer would widen the spawn path's frame. */
+static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
+                                                    const char *cmd)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s: args must be [type, method, [input...]]: type and method "
+             "strings under 256 bytes, without NUL; up to %d inputs",
+             cmd, SPAWN_MAX_INPUT);
+    sx_complete(done, nil, SX_EINVAL, msg);
+    return 0;
+}
+
+static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return spawn_bad_args(done, "spawn");
+    sx_pid child;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
+    if (rc != 0)
+        return rc;
+    uint8_t buf[32];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_pid(&pk, child);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
+static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                          sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return spawn_bad_args(done, "spawn-wait");
+    /* The completer waits on the child: its finish completes it. */
+    done->ev.watch = SX__WATCH_RESULT;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, &done->ev,
+                   NULL);
+    if (rc != 0)
+        done->ev.watch = 0;
+    return rc;
+}
+
+static int one_pid(sx_payload args, sx_pid *out, sx_unpack *u, uint32_t *n)
+{
+    sx_unpack_init(u, args);
+    if (sx_unpack_array(u, n) != 0 || *n < 1 || sx_unpack_pid(u, out) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int cmd_terminate(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx_complete(done, nil, sx_engine_terminate(e, target), NULL);
+    return 0;
+}
+
+static int cmd_cancel(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                      sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    const char *reason = "cancelled";
+    size_t rl = strlen(reason);
+    if (one_pid(args, &target, &u, &n) != 0 || n > 2 ||
+        (n == 2 && sx_unpack_str(&u, &reason, &rl) != 0))
+        return SX_EINVAL;
+    /* The reason goes as given, of any length and whatever its bytes, as
+     * sx_engine_cancel's does (a C string would cut it at a NUL). */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_strn(&pk, reason, rl);
+    int rc = pk.err;
+    if (rc == 0)
+        rc = sx__send(e, SX_PID_NONE, target, SX_TOPIC_CANCEL,
+                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+    sx_pack_fini(&pk);
+    sx_complete(done, nil, rc, NULL);
+    return 0;
+}
+
+static int cmd_monitor(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                       sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx__ev *w = sx__ev_alloc();
+    if (w == NULL)
+        return SX_ENOMEM;
+    w->watch = SX__WATCH_EXIT;
+    w->to = done->ev.to;
+    w->to_gen = done->ev.to_gen;
+    w->engine = e;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, w);
+    return 0;
+}
+
+/* Whether the caller p is linked to the process t of generation gen
+ * already: a link, made by either side, leaves on each side's watcher list
+ * a link watcher addressed to the other. Only the worker running p fires
+ * p's list (sx__finish), so its nodes stay put while p runs; other threads
+ * only push at the head. Costs a walk of p's watchers (its links, and the
+ * monitors and watches of it) per link made. */
+static bool linked_already(sx__proc *p, const sx__proc *t, uint32_t gen)
+{
+    /* acquire: pairs with the release CAS of each push (sx__watch, and
+     * sx__spawn's): a node seen through the head has its fields set. */
+    sx__ev *w = atomic_load_explicit(&p->watchers, memory_order_acquire);
+    while (w != NULL && w != SX__WATCH_CLOSED) {
+        if (w->watch == SX__WATCH_LINK && w->to == t && w->to_gen == gen)
+            return true;
+        /* relaxed: set before the node was published (above). */
+        w = (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
+    }
+    return false;
+}
+
+/* [pid]: links the caller and pid both ways (see docs/COMMANDS.md); a
+ * second link of the same two processes, by either, is the same link. */
+static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    if (sx_pid_eq(target, pid)) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "link: a process cannot link to "
+                    "itself");
+        return 0;
+    }
+    sx__proc *t = sx__ptable_get(e, target);
+    if (t == NULL) {
+        sx_complete(done, nil, SX_ENOTFOUND, "link: no such process");
+        return 0;
+    }
+    uint32_t gen = (uint32_t)(target.id >> 32);
+    if (linked_already(done->ev.to, t, gen)) {
+        sx__proc_release(e, t);
+        sx_complete(done, nil, 0, NULL);
+        return 0;
+    }
+    sx__ev *mine = sx__ev_alloc(), *theirs = sx__ev_alloc();
+    if (mine == NULL || theirs == NULL) {
+        sx__ev_free(mine);
+        sx__ev_free(theirs);
+        sx__proc_release(e, t);
+        return SX_ENOMEM;
+    }
+    /* mine: tells the caller when target finishes; theirs: the reverse. */
+    mine->watch = theirs->watch = SX__WATCH_LINK;
+    mine->engine = theirs->engine = e;
+    mine->to = done->ev.to;
+    mine->to_gen = done->ev.to_gen;
+    theirs->to = t;
+    theirs->to_gen = gen;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, mine);
+    sx__watch(e, pid, theirs);
+    sx__proc_release(e, t);
+    return 0;
+}
+
+/* bool (or [bool]): whether link exits arrive as @exit messages. */
+static int cmd_trap_exit(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    bool on;
+    sx_unpack_init(&u, args);
+    if (sx_unpack_array(&u, &n) == 0 && n != 1)
+        return SX_EINVAL;
+    if (sx_unpack_bool(&u, &on) != 0 || !sx_unpack_done(&u))
+        return SX_EINVAL;
+    /* relaxed: see trap_exit in internal.h. */
+    atomic_store_explicit(&done->ev.to->trap_exit, on, memory_order_relaxed);
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+void sx__commands_builtin(sx_engine *e)
+{
+    e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop", false };
+    e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send", false };
+    e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn", false };
+    e->cmds[SX_CMD_SPAWN_WAIT] =
+        (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait", false };
+    e->cmds[SX_CMD_TERMINATE] =
+        (sx__cmd){ cmd_terminate, NULL, "terminate", false };
+    e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel", false };
+    e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor", false };
+    e->cmds[SX_CMD_LINK] = (sx__cmd){ cmd_link, NULL, "link", false };
+    e->cmds[SX_CMD_TRAP_EXIT] =
+        (sx__cmd){ cmd_trap_exit, NULL, "trap-exit", false };
+    sx__cmd_clock_register(e);
+    sx__cmd_exec_register(e);
+    sx__cmd_fs_register(e);
+    sx__cmd_net_register(e);
+}

@@ -1,0 +1,350 @@
+/* engine/core/proc.h — processes and events: the process state word, the
+ * event nodes, the process slot and the process table's functions.
+ * Internal to engine/; never installed.
+ *
+ * Ownership and threads are written at each field. The big picture is in
+ * docs/ARCHITECTURE.md and docs/SCHEDULER.md.
+ */
+#ifndef SX_ENGINE_CORE_PROC_H
+#define SX_ENGINE_CORE_PROC_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stepx/engine.h>
+
+#include "engine/sched/globalq.h" /* a slot's run-queue link */
+#include "process/mailbox.h"
+#include "process/output.h"
+
+typedef struct sx__worker sx__worker;
+
+/* ---- the process state word --------------------------------------------
+ *
+ * bits 0-2: the state (sx_pstate; 0 = slot free)
+ * bit 3   : WAKE     — an event arrived while RUNNING (or READY)
+ * bit 4   : WAKE_MSG — that event was a message or a control event
+ * bit 5   : TERM     — terminate requested
+ *
+ * Every transition is a CAS that preserves the flag bits it does not own;
+ * a CAS that fails because a flag flipped re-evaluates and retries
+ * (engine/worker.c). Producers only ever fetch_or flags, then try to move
+ * BLOCKED / IDLE to READY with a CAS; exactly one thread wins that CAS and
+ * queues the process, so a process is in at most one run queue at once.
+ */
+#define SX__S_MASK 0x7u
+#define SX__F_WAKE 0x8u
+#define SX__F_MSG 0x10u
+#define SX__F_TERM 0x20u
+#define SX__F_WAKES (SX__F_WAKE | SX__F_MSG)
+
+/* ---- events ------------------------------------------------------------ */
+
+typedef enum {
+    SX__EV_COMPLETION = 0, /* a yield's answer            */
+    SX__EV_MESSAGE = 1,    /* send / cancel / @exit       */
+} sx__ev_kind;
+
+/* Three sizes of event node (engine/event.c): small, large, and the bundle
+ * node (sizeof(sx__ev) + SX__EV_BUNDLE record bytes, "Bundles"). A large
+ * node carries a
+ * completer's fields and SX__EV_INLINE bytes after them: completers, watchers
+ * and every node from sx__ev_alloc. A small node is a message, from
+ * sx__ev_alloc_sized when its bytes fit SX__EV_SMALL, or the completer of a
+ * command whose answers are that small (sx__cmd.small: sleeps): its bytes
+ * overlay the completer fields (which a message never uses, and which
+ * sx_complete reads before it writes the answer) and run on past
+ * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
+ * bytes (a message used 208 before): at spawnidle's peak most of its n
+ * messages are in flight, so this is most of a process's bytes. */
+#define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
+#define SX__EV_BUNDLE 896 /* a bundle node's record bytes (event.c) */
+#define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
+
+/* One event node: a queued event, and before that the completer of a
+ * pending yield (sx_completer is this struct) or a watcher waiting for a
+ * process to finish. Allocated from a per-thread cache (engine/event.c).
+ * Owner: whoever holds the pointer; once pushed into a mailbox, the
+ * process's consumer. Only a large node (big = 1) may touch sx__ev_inl, and
+ * to, engine, dl and t0 after its bytes are set; a small one ends
+ * SX__EV_SMALL bytes after `small`, and a small completer's to, engine, dl
+ * and t0 are valid only until sx_complete sets its bytes. */
+typedef struct sx__ev {
+    sx__mpsc_node node; /* first: the mailbox link */
+    uint8_t kind;       /* sx__ev_kind */
+    uint8_t ctl;        /* 1: control event (overtakes messages) */
+    uint8_t watch;      /* watcher kind while on a watch list */
+    uint8_t topic_len;  /* bytes, without the NUL */
+    uint8_t has_topic;
+    uint8_t big; /* size class: 0 small, 1 large, 2 bundle; kept */
+    /* A bundle (engine/event.c, "Bundles"): how many messages its records
+     * hold; 0 for every other node. data_len then counts record bytes, and
+     * the consumer keeps its read cursor in to_gen (messages taken) and
+     * tag (their bytes) while part of it waits for the next step. */
+    uint16_t nmsg;
+    int32_t error;
+    uint32_t data_len;
+    uint32_t msg_len; /* error message bytes with the NUL, 0 = none */
+    uint32_t to_gen;  /* generation of `to` (below) */
+    uint64_t tag;
+    sx_pid from;
+    uint8_t *heap; /* owned: bytes when they do not fit inline */
+    union {
+        /* A small node's bytes start here and run on past the struct
+         * (SX__EV_SMALL of them; engine/event.c addresses them from the
+         * node's start, not through this array). */
+        uint8_t small[4 * sizeof(void *)];
+        struct {
+            /* Addressee while a completer / watcher: the process (and
+             * to_gen above: a late delivery to a recycled slot is a
+             * no-op). */
+            struct sx__proc *to;
+            sx_engine *engine;
+            /* A completer's per-yield deadline (engine/io.h), or NULL. */
+            struct sx__iodl *dl;
+            /* A sampled completer: when it was dispatched (ns), else 0. */
+            uint64_t t0;
+        };
+    };
+    /* A large node's SX__EV_INLINE bytes follow the struct (sx__ev_inl). */
+} sx__ev;
+
+struct sx_completer {
+    sx__ev ev;
+};
+
+/* A large node's inline bytes (SX__EV_INLINE). */
+static inline uint8_t *sx__ev_inl(sx__ev *ev)
+{
+    return (uint8_t *)ev + sizeof(sx__ev);
+}
+
+enum {
+    SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
+    SX__WATCH_EXIT = 2,   /* monitor: an @exit message                    */
+    SX__WATCH_LINK = 3,   /* link: fail the partner, or @exit if trapping */
+    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (engine/outside.c) */
+    /* Not a watcher: marks the completer of a sleep on a worker's timer
+     * heap, so that collecting its answer counts the sleep done. */
+    SX__WATCH_SLEEP = 5
+};
+
+/* An outside mailbox (sx_engine_mailbox_new) is a process slot in this
+ * state (beyond sx_pstate): sx__deliver hands its messages to a callback
+ * instead of a queue. Never runs, never counts as live. */
+#define SX__PSTATE_MAILBOX 6u
+
+/* ---- processes ---------------------------------------------------------
+ *
+ * Process slots are type-stable: they live in segments that are only freed
+ * with the engine, so a stale pointer (from a completer, a queue or a PID
+ * look-up) can always read `refs` and `gen` safely. A slot is reachable
+ * (refs > 0) from allocation until its last reference is dropped; `gen`
+ * changes when the process finishes, which turns every later look-up by
+ * PID or completer into a miss.
+ */
+/* A process whose type's state is at most this many bytes keeps it in its
+ * slot's state cell (sx__proc.cell) instead of a calloc'd block: no malloc
+ * and free per process (skynet: 1.1 M calloc / free pairs, ~10 % of its
+ * time), and no line or page beyond the slot's two. */
+#define SX__CELL 32u
+
+/* 128 bytes, aligned to the cache line: a slot is exactly two lines, and
+ * holds a small user state (SX__CELL bytes) too. Fields that few processes
+ * use (I/O commands, links' failure reason) live in the slot's sx__pext,
+ * in an array beside its segment that stays untouched memory until used:
+ * 100,000 new processes then touch 12.8 MB, not 16 (a separate array of
+ * state cells) or more. First touches of memory are the largest cost of a
+ * burst of new processes on this VM (bench/FINDINGS.md). */
+typedef struct sx__proc {
+    /* Written by producers (fetch_or, CAS) and by the running worker. */
+    alignas(64) _Atomic uint32_t state;
+    /* 1 for "alive in the table" plus one per thread touching the slot
+     * through a look-up; the slot is recycled when it drops to 0. */
+    _Atomic uint32_t refs;
+    /* Written at allocation and at finish (release); read after a ref is
+     * taken (acquire). */
+    _Atomic uint32_t gen;
+    uint32_t index;   /* immutable */
+    sx__mpsc mbox;    /* events; consumer = the running worker */
+    sx__ctlstack ctl; /* control events; same consumer */
+    /* Watchers (sx__ev list) to tell when this process finishes; set to
+     * SX__WATCH_CLOSED when it does. */
+    _Atomic(sx__ev *) watchers;
+    sx__gq_node gq; /* global queue link (queue's mutex) */
+    /* Owned by the worker running the process (handed over by the state
+     * word's acquire/release transitions): */
+    const sx_process_type *type;
+    /* type->state_size bytes: the cell below, a calloc'd block, or
+     * &sx__no_state. */
+    void *user_state;
+    uint8_t wait_kind : 7; /* status that parked it: WAIT or IDLE */
+    /* 1 once it sent a command to a libuv loop: its sx__pext's io fields
+     * are then in use, and its finish looks at them (io.c). */
+    uint8_t io : 1;
+    /* Links (SX_CMD_LINK): set by the process's own SX_CMD_TRAP_EXIT and
+     * read by whoever fires a link watcher (relaxed: a flag with no data
+     * behind it). Reset at alloc. */
+    _Atomic uint8_t trap_exit;
+    /* The entry method: type->methods[method - 1], or 0 for none (a type
+     * without a method list). */
+    uint16_t method;
+    /* Sleeps it yielded whose answers it has not collected (timers.c):
+     * added to e->tm_dead when it finishes. */
+    uint32_t sleeps;
+    /* Steps run; 0 until the first step ran. Read by listings and stats
+     * from any thread (relaxed). While the slot is free and on the free
+     * stack, the first slot of a magazine keeps here the index of the next
+     * magazine's first slot (ptable.c): an atomic that a stale popper may
+     * read while the slot is in use again, which a field of the cell could
+     * not be. */
+    _Atomic uint64_t steps;
+    union {
+        /* The state of a type whose state_size <= SX__CELL. */
+        alignas(16) unsigned char cell[SX__CELL];
+        /* While free: the next slot of its magazine (ptable.c); only the
+         * magazine's owner reads it, and magazines change hands through
+         * the free stack's release / acquire. */
+        uint32_t free_next;
+    };
+} sx__proc;
+
+/* A slot's rarely used fields (see sx__proc), zeroed memory until used. */
+typedef struct {
+    /* Commands in flight on the process's libuv loop (engine/io.h): the
+     * ops and handles of this slot, every generation, owned by that loop's
+     * thread and never touched elsewhere (not even by slot reuse); and how
+     * many there are (relaxed counter, see io.c). */
+    struct sx__ioop *io_head;
+    _Atomic uint32_t io_live;
+    /* The last generation of this slot that finished with ops alive but
+     * got no cancel request (out of memory): the loop's sweep, and any
+     * op or deadline of it that starts later, cancel them (io.c,
+     * op_dead). Written by the finishing worker (relaxed, published by
+     * the loop's sweep flag), read on the loop. Fills the padding after
+     * io_live: the slot's sx__pext does not grow. */
+    _Atomic uint32_t io_dead_gen;
+    /* The PID id of the linked process whose failure terminates this one
+     * (dispatch.c, sx__watch_fire), written before the TERM flag is raised
+     * (whose release publishes it). Not reset at alloc (that would touch
+     * this memory for every process): whoever leaves it set resets it, the
+     * finish that saw TERM or the writer that found the process finished
+     * (engine.c, sx__finish). */
+    _Atomic uint64_t link_failed;
+} sx__pext;
+
+_Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
+
+#define SX__WATCH_CLOSED ((sx__ev *)1)
+
+/* The state of every process whose type has state_size 0 (ptable.c): not
+ * allocated, not freed, never written (const: a write faults). */
+extern const max_align_t sx__no_state;
+
+/* ---- free slots ---------------------------------------------------------- */
+
+/* Free process slots kept by one thread (engine/ptable.c): a loaded
+ * magazine and a full one kept back, each a chain of slot indexes linked by
+ * free_next and ended by SX__FREE_NONE. Owned by one worker, or by the
+ * engine's outside threads under ext_slots_mu. */
+typedef struct {
+    uint32_t cur;   /* first slot of the loaded magazine, or SX__FREE_NONE */
+    uint32_t cur_n; /* how many it holds, about (see ptable.c) */
+    uint32_t full;  /* a full magazine kept back, or SX__FREE_NONE */
+} sx__slotcache;
+
+void sx__slotcache_init(sx__slotcache *c);
+
+/* ---- the process table's layout (ptable.c) ------------------------------- */
+
+#define SX__SEG_BASE 1024u
+#define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
+#define SX__FREE_NONE UINT32_MAX
+
+/* engine/event.c: [any thread]; per-thread caches on worker threads. */
+/* A large node (any event, completer or watcher). */
+sx__ev *sx__ev_alloc(void);
+/* A node for a message whose bytes (as sx__ev_set counts them: topic with
+ * its NUL, data, error message with its NUL) total n: small when they fit
+ * SX__EV_SMALL. Only for messages: a small node has no completer fields. */
+sx__ev *sx__ev_alloc_sized(size_t n);
+/* A small node made ready to be a completer (sx__cmd.small): its to,
+ * engine, dl and t0 are cleared, and overlaid by its bytes once
+ * sx_complete has read them. */
+sx__ev *sx__ev_alloc_small_completer(void);
+void sx__ev_free(sx__ev *ev);
+/* Frees ev and the events linked after it through node.next (a chain that
+ * is in no queue). */
+void sx__ev_free_chain(sx__ev *ev);
+/* Bundles (engine/event.c): consecutive messages of one step to one
+ * process, as records in one node. Adds the message (topic, data) to *evp,
+ * a message node or a bundle holding fewer than max messages, turning a
+ * message into a bundle or a large bundle into a bigger one (*evp then
+ * changes; the old node is freed). Returns 0, or -1 when it does not fit
+ * (*evp unchanged). */
+int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
+                      sx_payload data, unsigned max);
+/* Reads the record at *off of bundle ev (start at 0) and advances *off. */
+void sx__ev_bundle_next(const sx__ev *ev, size_t *off, const char **topic,
+                        sx_payload *data);
+void sx__ev_cache_enable(void);
+void sx__ev_cache_flush(void);
+/* How many nodes of size class big (0 small, 1 large, 2 bundle) the
+ * shared depot keeps on a machine with `memory` bytes (0: unknown). */
+size_t sx__ev_depot_cap(int big, uint64_t memory);
+/* Sets the event's bytes: topic (NUL added), data, error message (NUL
+ * added). Returns 0 or SX_ENOMEM. */
+int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
+               const char *msg);
+const char *sx__ev_topic(const sx__ev *ev);
+sx_payload sx__ev_data(const sx__ev *ev);
+const char *sx__ev_msg(const sx__ev *ev);
+
+/* engine/ptable.c */
+int sx__ptable_init(sx_engine *e);
+void sx__ptable_fini(sx_engine *e);
+/* A fresh slot: refs = 1, a new gen, READY, type and method set. NULL
+ * when there is no free slot and the table cannot grow: out of memory,
+ * or at its cap (then sx__ptable_full says so). */
+sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
+                           uint16_t method);
+/* The largest generation a process takes; a mailbox's has the top bit set
+ * (ptable.c, "Generations"). */
+#define SX__GEN_PROC_MAX 0x7fffffffu
+/* A fresh slot for a mailbox (no type, READY until the caller marks it):
+ * its generation is the top bit and random's low 31 bits; *proc_gen gets
+ * the slot's process generation, for sx__ptable_retire_mailbox. */
+sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
+                                   uint32_t *proc_gen);
+/* True once the table has reached cfg.max_slots (or its largest size): an
+ * alloc that failed then failed for that, not for memory. */
+bool sx__ptable_full(sx_engine *e);
+sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
+/* The rarely used fields of p's slot (see sx__proc): memory untouched
+ * until a process uses them. */
+sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);
+/* How many slots the table has (in use or free). */
+uint64_t sx__ptable_slots(sx_engine *e);
+/* Takes a reference on the live process named by pid; NULL if none. */
+sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid);
+/* Takes a reference if p still has generation gen; false if not. */
+bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen);
+void sx__proc_release(sx_engine *e, sx__proc *p);
+/* Marks p finished in the table (gen changes). */
+void sx__ptable_retire(sx_engine *e, sx__proc *p);
+/* Marks the mailbox p closed: its slot gets back proc_gen, the process
+ * generation sx__ptable_alloc_mailbox gave. */
+void sx__ptable_retire_mailbox(sx_engine *e, sx__proc *p, uint32_t proc_gen);
+/* Calls fn on every live process with a reference held. */
+void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                     void *arg);
+/* Calls fn on every open mailbox with a reference held. */
+void sx__ptable_each_mailbox(sx_engine *e,
+                             void (*fn)(sx_engine *, sx__proc *, void *),
+                             void *arg);
+
+#endif

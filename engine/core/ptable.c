@@ -1,0 +1,645 @@
+/* engine/core/ptable.c — the process table: PID -> process.
+ *
+ * Slots live in segments of doubling size (1024, 2048, ...) that are never
+ * moved or freed before the engine is, so the table grows to millions of
+ * processes without ever copying and a look-up is two loads and one CAS:
+ * no lock on the send path. A PID's id is (generation << 32) | slot index;
+ * a slot's generation changes when its process finishes, so a PID or a
+ * completer that outlived its process misses instead of reaching the slot's
+ * next occupant.
+ *
+ * Generations come in two disjoint ranges (see "Generations" below):
+ * processes count 1, 2, 3, ... up to SX__GEN_PROC_MAX (top bit clear) on
+ * each slot; a mailbox takes a random generation with the top bit set, so
+ * that a client cannot guess another client's mailbox PID, and no process
+ * PID, stale or live, ever names a mailbox or the other way round.
+ *
+ * Free slots travel in magazines (see "free slots" below) between the
+ * threads' caches and a lock-free stack whose head carries an ABA tag in
+ * its upper 32 bits. A slot is used for the first time when the stack is
+ * empty: the newest segment's next MAG untouched slots are initialised
+ * (carved) and pushed as one magazine, under grow_mu (once per MAG new
+ * slots); a new segment is mapped when the newest is all carved. Carving
+ * on demand, rather than initialising a whole segment when it is mapped,
+ * leaves the memory of slots never used untouched: a segment is as big as
+ * all before it, so up to half the table would otherwise be faulted in
+ * for nothing (100,000 sleepers touched 127,000 slots, ~3.7 MB more,
+ * at ~0.5-3 ns a byte for first-touch faults on this VM).
+ *
+ * Threads: all functions [any thread].
+ */
+/* MAP_ANONYMOUS is not in POSIX.1-2008. */
+#define _DEFAULT_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "engine/core/core.h"
+
+const max_align_t sx__no_state;
+
+/* Segments of at least this many bytes are mapped on their own, in plain
+ * 4 KiB pages. They were marked MADV_HUGEPAGE until 2026-11-26: one fault
+ * then maps 2 MiB, which pays where memory is warm (spawnidle 12 % faster
+ * when stepx runs follow each other). But a host that takes free memory
+ * back from its guests (free page reporting, as on this VM: blocks of
+ * 2 MiB and up) leaves a huge page almost always cold, and a cold one
+ * costs up to 7 us per 4 KiB to zero against ~1.7 for small pages. With a
+ * Go run before each stepx run, as in the benchmark suite (and as on any
+ * host where other programs come and go), huge pages made spawnidle 1.8 x
+ * slower (539 against 301 ns per process) and timers 0.073 against
+ * 0.068 s, with twice the spread (bench/FINDINGS.md). */
+#define SMALL_MAP ((size_t)64 << 10)
+
+/* LeakSanitizer does not scan mmap'd memory for pointers, and the slots
+ * hold the only pointers to their watchers and events: an engine still
+ * alive at exit (a test that never frees it) would have them reported as
+ * leaks. Under AddressSanitizer the mapped segments are made root regions
+ * (scanned) while mapped. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SX_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SX_LSAN 1
+#endif
+#endif
+#ifdef SX_LSAN
+#include <sanitizer/lsan_interface.h>
+#define lsan_root(p, n) __lsan_register_root_region((p), (n))
+#define lsan_unroot(p, n) __lsan_unregister_root_region((p), (n))
+#else
+#define lsan_root(p, n) ((void)(p), (void)(n))
+#define lsan_unroot(p, n) ((void)(p), (void)(n))
+#endif
+
+/* b bytes of zeroed, line-aligned memory, or NULL. From 64 KiB on, fresh
+ * pages: untouched (and not resident) until used. */
+static void *map_zeroed(size_t b)
+{
+    if (b < SMALL_MAP) {
+        /* Line-aligned, so that every slot is exactly two lines. */
+        void *m = aligned_alloc(64, b); /* b: a multiple of 64 */
+        if (m != NULL)
+            memset(m, 0, b);
+        return m;
+    }
+    void *m = mmap(NULL, b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    lsan_root(m, b);
+    return m;
+}
+
+static void unmap_zeroed(void *m, size_t b)
+{
+    if (b < SMALL_MAP) {
+        free(m);
+    } else {
+        lsan_unroot(m, b);
+        munmap(m, b);
+    }
+}
+
+static size_t seg_bytes(unsigned k)
+{
+    return ((size_t)SX__SEG_BASE << k) * sizeof(sx__proc);
+}
+
+static size_t pext_bytes(unsigned k)
+{
+    return ((size_t)SX__SEG_BASE << k) * sizeof(sx__pext);
+}
+
+/* Zeroed memory for segment k and its slots' sx__pext (e->pext[k]), or
+ * NULL. */
+static sx__proc *seg_map(sx_engine *e, unsigned k)
+{
+    sx__proc *seg = map_zeroed(seg_bytes(k));
+    if (seg == NULL)
+        return NULL;
+    e->pext[k] = map_zeroed(pext_bytes(k));
+    if (e->pext[k] == NULL) {
+        unmap_zeroed(seg, seg_bytes(k));
+        return NULL;
+    }
+    return seg;
+}
+
+static void seg_unmap(sx_engine *e, sx__proc *seg, unsigned k)
+{
+    unmap_zeroed(seg, seg_bytes(k));
+    unmap_zeroed(e->pext[k], pext_bytes(k));
+    e->pext[k] = NULL;
+}
+
+static uint32_t seg_of(uint32_t idx, uint32_t *off)
+{
+    uint64_t q = (uint64_t)idx / SX__SEG_BASE + 1;
+    uint32_t k = 63u - (uint32_t)__builtin_clzll(q);
+    *off =
+        (uint32_t)((uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1));
+    return k;
+}
+
+static sx__proc *slot_at(sx_engine *e, uint32_t idx)
+{
+    uint32_t off;
+    uint32_t k = seg_of(idx, &off);
+    if (k >= SX__SEGS)
+        return NULL;
+    /* acquire: pairs with the release store in grow; the segment's slots
+     * are initialised before it is published. */
+    sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
+    return seg != NULL ? &seg[off] : NULL;
+}
+
+int sx__ptable_init(sx_engine *e)
+{
+    for (size_t k = 0; k < SX__SEGS; k++) {
+        atomic_init(&e->segs[k], NULL);
+        e->pext[k] = NULL;
+        atomic_init(&e->seg_carved[k], 0);
+    }
+    atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
+    atomic_init(&e->ext_born, 0);
+    atomic_init(&e->ext_died, 0);
+    atomic_init(&e->admitted, 0);
+    atomic_init(&e->slots_full, false);
+    e->n_segs = 0;
+    sx__slotcache_init(&e->ext_slots);
+    sx__spin_init(&e->ext_slots_mu);
+    int rc = pthread_mutex_init(&e->grow_mu, NULL);
+    return -rc;
+}
+
+void sx__ptable_fini(sx_engine *e)
+{
+    for (size_t k = 0; k < SX__SEGS; k++) {
+        /* relaxed: no other thread is left. */
+        sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
+        if (seg != NULL)
+            seg_unmap(e, seg, (unsigned)k);
+    }
+    pthread_mutex_destroy(&e->grow_mu);
+}
+
+/* ---- free slots ----
+ *
+ * Free slots travel in magazines of up to MAG slots, as Go's Ps keep free
+ * goroutines and Bonwick's allocators keep objects: each worker keeps two
+ * (the one it takes from and gives back to, and a full one held back, so
+ * that a thread that alternates between taking and giving at a magazine's
+ * edge does not go to the shared stack every time), and trades whole
+ * magazines with the engine's lock-free stack. A slot freed by a worker is
+ * one plain store on its own chain; a submitting thread takes MAG slots
+ * with one CAS, and while it initialises one slot the next is already on
+ * its way to its cache (prefetched). Before this, every finish pushed its
+ * slot onto one shared head and every submit popped it: two contended CASes
+ * and a cache miss on a slot just freed on the other core, 30 % of the
+ * submit benchmark's time (bench/FINDINGS.md).
+ *
+ * Within a magazine slots are linked by free_next and the last one holds
+ * SX__FREE_NONE; on the stack, a magazine's first slot links the next
+ * magazine's first slot by its steps field (a free slot
+ * has no steps to count, and the field is an atomic that stays one when
+ * the slot is in use again, so a stale popper's read of it is no data
+ * race; free_next lies in the state cell, which only owners touch). Threads
+ * that are not workers share one cache (ext_slots) under a spinlock,
+ * uncontended with one submitter; a slot whose last reference such a thread
+ * drops goes back to the stack as a magazine of one. */
+
+#define MAG 32u
+_Static_assert(SX__SEG_BASE % MAG == 0, "a segment is whole magazines");
+
+void sx__slotcache_init(sx__slotcache *c)
+{
+    c->cur = c->full = SX__FREE_NONE;
+    c->cur_n = 0;
+}
+
+/* Pushes the magazines first..last (linked by their steps fields) onto the
+ * stack. */
+static void mags_push(sx_engine *e, sx__proc *first, sx__proc *last)
+{
+    /* relaxed: the CAS below re-reads it. */
+    uint64_t h = atomic_load_explicit(&e->free_head, memory_order_relaxed);
+    uint64_t nh;
+    do {
+        /* The link to the next magazine, in steps (see above). relaxed:
+         * published by the release CAS. */
+        atomic_store_explicit(&last->steps, (uint32_t)h, memory_order_relaxed);
+        nh = (((h >> 32) + 1) << 32) | first->index;
+        /* release: pairs with the acquire CAS in mag_pop, which then sees
+         * the slots as their last owners left them and their links. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &e->free_head, &h, nh, memory_order_release, memory_order_relaxed));
+}
+
+/* The first slot of a magazine taken off the stack, or SX__FREE_NONE. */
+static uint32_t mag_pop(sx_engine *e)
+{
+    /* acquire: pairs with the release CAS in mags_push. */
+    uint64_t h = atomic_load_explicit(&e->free_head, memory_order_acquire);
+    for (;;) {
+        uint32_t idx = (uint32_t)h;
+        if (idx == SX__FREE_NONE)
+            return SX__FREE_NONE;
+        sx__proc *p = slot_at(e, idx);
+        if (p == NULL)
+            return SX__FREE_NONE; /* cannot happen: free slots exist */
+        /* relaxed: if another thread popped this magazine meanwhile, the
+         * tag in the head changed and the CAS fails, whatever we read. */
+        uint32_t next =
+            (uint32_t)atomic_load_explicit(&p->steps, memory_order_relaxed);
+        uint64_t nh = (((h >> 32) + 1) << 32) | next;
+        /* acquire: see mags_push. */
+        if (atomic_compare_exchange_weak_explicit(&e->free_head, &h, nh,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire))
+            return idx;
+    }
+}
+
+/* Gives the free slot p to the cache c (its owner's), handing a full
+ * magazine to the stack when c has two. */
+static void cache_put(sx_engine *e, sx__slotcache *c, sx__proc *p)
+{
+    if (c->cur_n >= MAG) {
+        if (c->full != SX__FREE_NONE)
+            mags_push(e, slot_at(e, c->full), slot_at(e, c->full));
+        c->full = c->cur;
+        c->cur = SX__FREE_NONE;
+        c->cur_n = 0;
+    }
+    /* The chain is the owner's; a hand-over to the stack publishes it
+     * (release CAS). */
+    p->free_next = c->cur;
+    c->cur = p->index;
+    c->cur_n++;
+}
+
+static void prefetch_slot(const sx__proc *p)
+{
+    /* For writing: alloc initialises most of the slot's two lines. */
+    __builtin_prefetch(p, 1);
+    __builtin_prefetch((const char *)p + 64, 1);
+}
+
+/* A free slot from the cache c (its owner's), or NULL if c and the stack
+ * are empty. With prefetch, the next slot is fetched for writing: for the
+ * outside threads, whose slots were freed on other cores. A worker's slots
+ * are mostly ones it freed itself, still in its cache; there the look-up
+ * of the next slot and its prefetches only cost (skynet: part of +87
+ * instructions per process). */
+static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
+{
+    if (c->cur == SX__FREE_NONE) {
+        if (c->full != SX__FREE_NONE) {
+            c->cur = c->full;
+            c->full = SX__FREE_NONE;
+        } else if ((c->cur = mag_pop(e)) == SX__FREE_NONE) {
+            return NULL;
+        }
+        /* A magazine from the stack may hold fewer (a lone slot freed by
+         * an outside thread): emptiness is told by cur, and cur_n only
+         * decides when a magazine is handed on. */
+        c->cur_n = MAG;
+    }
+    sx__proc *p = slot_at(e, c->cur);
+    if (p == NULL)
+        return NULL; /* cannot happen: free slots are in segments */
+    /* The chain is ours (see cache_put and mag_pop). */
+    uint32_t next = p->free_next;
+    c->cur = next;
+    c->cur_n = next == SX__FREE_NONE ? 0 : c->cur_n - (c->cur_n > 0);
+    if (prefetch && next != SX__FREE_NONE)
+        prefetch_slot(slot_at(e, next));
+    return p;
+}
+
+/* Puts MAG more slots into use: the newest segment's next untouched ones,
+ * or a new segment's first; pushed onto the stack as one magazine. With
+ * cfg.max_slots set, the table stops there: the last magazine may be
+ * short, and past it grow answers SX_ELIMIT (and sets slots_full). */
+static int grow(sx_engine *e)
+{
+    pthread_mutex_lock(&e->grow_mu);
+    /* relaxed: a hint; another thread may have grown the table already. */
+    if ((uint32_t)atomic_load_explicit(&e->free_head, memory_order_relaxed) !=
+        SX__FREE_NONE) {
+        pthread_mutex_unlock(&e->grow_mu);
+        return 0;
+    }
+    unsigned k = e->n_segs;
+    uint32_t off = 0;
+    if (k > 0) {
+        /* relaxed: written only under grow_mu, which we hold. */
+        uint32_t c =
+            atomic_load_explicit(&e->seg_carved[k - 1], memory_order_relaxed);
+        if (c < ((uint32_t)SX__SEG_BASE << (k - 1))) {
+            k--; /* the newest segment has untouched slots left */
+            off = c;
+        }
+    }
+    uint32_t base = (uint32_t)(SX__SEG_BASE * ((1ull << k) - 1)) + off;
+    /* Slots carved so far: base (every earlier segment is carved whole). */
+    uint32_t n = MAG;
+    size_t cap = e->cfg.max_slots;
+    if (k >= SX__SEGS || (cap != 0 && base >= cap)) {
+        /* relaxed: a flag that is never cleared, read by whoever failed
+         * after this (ptable_full); no data hangs on it. */
+        atomic_store_explicit(&e->slots_full, true, memory_order_relaxed);
+        pthread_mutex_unlock(&e->grow_mu);
+        return SX_ELIMIT;
+    }
+    if (cap != 0 && cap - base < n)
+        n = (uint32_t)(cap - base);
+    if (k == e->n_segs) {
+        sx__proc *fresh = seg_map(e, k);
+        if (fresh == NULL) {
+            pthread_mutex_unlock(&e->grow_mu);
+            return SX_ENOMEM;
+        }
+        /* release: pairs with the acquire load in slot_at. Its slots are
+         * zeroed memory: no look-up can take a reference (refs == 0). */
+        atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
+        e->n_segs = k + 1;
+    }
+    /* relaxed: we hold grow_mu (see above). */
+    sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
+    /* The memory is zeroed: state, refs, gen and watchers start at 0 /
+     * NULL as they should; steps holds the magazine link while the slot
+     * is free (set below; alloc zeroes it). A segment's size is a
+     * multiple of MAG, so a magazine never spans two segments. */
+    sx__proc *first = &seg[off];
+    for (uint32_t i = 0; i < n; i++) {
+        first[i].index = base + i;
+        first[i].free_next = i + 1 < n ? base + i + 1 : SX__FREE_NONE;
+        atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
+    }
+    /* release: pairs with the acquire load in sx__ptable_each, which then
+     * sees these slots initialised. */
+    atomic_store_explicit(&e->seg_carved[k], off + n, memory_order_release);
+    mags_push(e, first, first);
+    pthread_mutex_unlock(&e->grow_mu);
+    return 0;
+}
+
+/* ---- Generations ----
+ *
+ * A process's generation is the slot's previous one plus 1, wrapping from
+ * SX__GEN_PROC_MAX to 1 (0 is never a live generation: a fresh slot has
+ * 0, and ptable_get refuses it). Retire adds 1 again, so the value a free
+ * slot holds was never handed out, and a stale process PID misses until
+ * its slot has been used 2^31 - 1 more times.
+ *
+ * A mailbox takes a generation with the top bit set and 31 random bits
+ * (outside.c draws them from getrandom), and remembers the slot's process
+ * generation (what the free slot held); closing it puts that value back.
+ * So a mailbox's time on a slot does not move the slot's process count,
+ * and the two ranges never meet: a stale process PID cannot reach a
+ * mailbox, nor a stale mailbox PID a process. A stale mailbox PID reaches
+ * a later mailbox on the same slot only if that one draws the same 31
+ * bits: 1 in 2^31 for each later mailbox on that slot. */
+
+static inline __attribute__((always_inline)) sx__proc *
+alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
+           uint32_t mailbox_gen, uint32_t *proc_gen)
+{
+    sx__worker *w = sx__current_worker(e);
+    sx__slotcache *c = w != NULL ? &w->slots : &e->ext_slots;
+    if (w == NULL)
+        sx__spin_lock(&e->ext_slots_mu);
+    sx__proc *p;
+    while ((p = cache_take(e, c, w == NULL)) == NULL) {
+        /* Growing maps and initialises a segment (milliseconds for a big
+         * one) and may wait for grow_mu: not under the spinlock. */
+        if (w == NULL)
+            sx__spin_unlock(&e->ext_slots_mu);
+        int rc = grow(e);
+        if (w == NULL)
+            sx__spin_lock(&e->ext_slots_mu);
+        if (rc != 0)
+            break;
+    }
+    if (w == NULL)
+        sx__spin_unlock(&e->ext_slots_mu);
+    if (p == NULL)
+        return NULL;
+    /* relaxed: the slot is ours (refs == 0, off the free list); the release
+     * store of refs below publishes everything. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    if (mailbox_gen != 0) {
+        *proc_gen = g;
+        g = mailbox_gen;
+    } else if (++g > SX__GEN_PROC_MAX) {
+        g = 1;
+    }
+    atomic_store_explicit(&p->gen, g, memory_order_relaxed);
+    sx__mpsc_init(&p->mbox);
+    sx__ctlstack_init(&p->ctl);
+    atomic_store_explicit(&p->watchers, NULL, memory_order_relaxed);
+    atomic_store_explicit(&p->steps, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->trap_exit, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_relaxed);
+    p->gq.next = NULL;
+    p->type = type;
+    p->method = method;
+    p->user_state = NULL;
+    p->wait_kind = 0;
+    p->sleeps = 0;
+    p->io = 0;
+    /* release: pairs with the acquire CAS in sx__proc_acquire; a thread
+     * that takes a reference sees the initialised slot and its gen. */
+    atomic_store_explicit(&p->refs, 1, memory_order_release);
+    return p;
+}
+
+/* Out of line, as it was before mailboxes had their own entry: inlined
+ * into sx__spawn it left cache_take out of line, +8 instructions per
+ * submit (callgrind, bench submit). */
+__attribute__((noinline)) sx__proc *
+sx__ptable_alloc(sx_engine *e, const sx_process_type *type, uint16_t method)
+{
+    return alloc_slot(e, type, method, 0, NULL);
+}
+
+sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
+                                   uint32_t *proc_gen)
+{
+    return alloc_slot(e, NULL, 0, random | ~SX__GEN_PROC_MAX, proc_gen);
+}
+
+bool sx__ptable_full(sx_engine *e)
+{
+    /* relaxed: see grow. */
+    return atomic_load_explicit(&e->slots_full, memory_order_relaxed);
+}
+
+uint64_t sx__ptable_slots(sx_engine *e)
+{
+    uint64_t n = 0;
+    for (unsigned k = 0; k < SX__SEGS; k++) {
+        /* acquire: see slot_at (only a count is read here). */
+        if (atomic_load_explicit(&e->segs[k], memory_order_acquire) == NULL)
+            break;
+        n += (uint64_t)SX__SEG_BASE << k;
+    }
+    return n;
+}
+
+sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p)
+{
+    uint32_t off;
+    uint32_t k = seg_of(p->index, &off);
+    /* pext[k] was set before segment k was published (release), and p
+     * came to us through the free stack, a cache or a look-up after that. */
+    return &e->pext[k][off];
+}
+
+sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
+{
+    /* relaxed: gen is stable while the caller holds a reference. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)g << 32) | p->index };
+    return pid;
+}
+
+bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
+{
+    /* relaxed: the CAS re-reads it. */
+    uint32_t r = atomic_load_explicit(&p->refs, memory_order_relaxed);
+    do {
+        if (r == 0)
+            return false;
+        /* acquire: pairs with the release store in alloc (and the release
+         * in release): we see the slot's current incarnation. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &p->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
+    /* acquire: pairs with the release store of gen in retire. */
+    if (atomic_load_explicit(&p->gen, memory_order_acquire) != gen) {
+        sx__proc_release(e, p);
+        return false;
+    }
+    return true;
+}
+
+sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
+{
+    if (pid.node != e->cfg.node || pid.host != e->cfg.host)
+        return NULL;
+    uint32_t gen = (uint32_t)(pid.id >> 32);
+    if (gen == 0)
+        return NULL;
+    sx__proc *p = slot_at(e, (uint32_t)pid.id);
+    if (p == NULL || !sx__proc_acquire(e, p, gen))
+        return NULL;
+    return p;
+}
+
+void sx__ptable_retire(sx_engine *e, sx__proc *p)
+{
+    (void)e;
+    /* relaxed read: only the finishing worker writes gen now. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    if (g > SX__GEN_PROC_MAX)
+        g = 1;
+    /* release: pairs with the acquire load in sx__proc_acquire; every
+     * look-up that starts after this misses. */
+    atomic_store_explicit(&p->gen, g, memory_order_release);
+}
+
+void sx__ptable_retire_mailbox(sx_engine *e, sx__proc *p, uint32_t proc_gen)
+{
+    (void)e;
+    /* release: as in sx__ptable_retire. proc_gen is what the free slot
+     * held before the mailbox took it (see "Generations"). */
+    atomic_store_explicit(&p->gen, proc_gen, memory_order_release);
+}
+
+static void slot_free(sx_engine *e, sx__proc *p)
+{
+    /* No producer holds a reference, so every push has completed: drain. */
+    sx__mpsc_node *n;
+    while ((n = sx__mpsc_pop(&p->mbox)) != NULL) {
+        if (n != &p->mbox.stub)
+            sx__ev_free((sx__ev *)n);
+    }
+    n = sx__ctlstack_take(&p->ctl);
+    while (n != NULL) {
+        /* relaxed: the list is ours now. */
+        sx__mpsc_node *next =
+            atomic_load_explicit(&n->next, memory_order_relaxed);
+        sx__ev_free((sx__ev *)n);
+        n = next;
+    }
+    if (p->user_state != (void *)p->cell && p->user_state != &sx__no_state)
+        free(p->user_state);
+    p->user_state = NULL;
+    /* relaxed: the slot is unreachable (refs == 0); published by the
+     * release CAS in mags_push (at once below, or when the worker hands
+     * its magazine on). */
+    atomic_store_explicit(&p->state, 0, memory_order_relaxed);
+    sx__worker *w = sx__current_worker(e);
+    if (w != NULL) {
+        cache_put(e, &w->slots, p);
+    } else {
+        /* Published by the release CAS. */
+        p->free_next = SX__FREE_NONE;
+        mags_push(e, p, p);
+    }
+}
+
+void sx__proc_release(sx_engine *e, sx__proc *p)
+{
+    /* acq_rel: release makes our writes visible to whoever frees the slot;
+     * acquire (on the last drop) sees everyone else's. */
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        slot_free(e, p);
+}
+
+static void each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                 void *arg, bool mailboxes)
+{
+    for (unsigned k = 0; k < SX__SEGS; k++) {
+        /* acquire: see slot_at. */
+        sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
+        if (seg == NULL)
+            break;
+        /* acquire: pairs with the release store in grow; past it the
+         * slots were never used (and their memory not touched). */
+        size_t n =
+            atomic_load_explicit(&e->seg_carved[k], memory_order_acquire);
+        for (size_t i = 0; i < n; i++) {
+            sx__proc *p = &seg[i];
+            /* acquire: as in sx__ptable_get. */
+            uint32_t gen = atomic_load_explicit(&p->gen, memory_order_acquire);
+            if (!sx__proc_acquire(e, p, gen))
+                continue;
+            /* acquire: pairs with the release transitions of the state. */
+            uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+            uint32_t st = s & SX__S_MASK;
+            /* Processes only: not mailboxes (no type, state MAILBOX);
+             * or mailboxes only. */
+            if (mailboxes ? st == SX__PSTATE_MAILBOX
+                          : st != 0 && st != SX_PSTATE_COMPLETE &&
+                                st != SX__PSTATE_MAILBOX && p->type != NULL)
+                fn(e, p, arg);
+            sx__proc_release(e, p);
+        }
+    }
+}
+
+void sx__ptable_each(sx_engine *e, void (*fn)(sx_engine *, sx__proc *, void *),
+                     void *arg)
+{
+    each(e, fn, arg, false);
+}
+
+void sx__ptable_each_mailbox(sx_engine *e,
+                             void (*fn)(sx_engine *, sx__proc *, void *),
+                             void *arg)
+{
+    each(e, fn, arg, true);
+}

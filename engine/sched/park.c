@@ -1,0 +1,175 @@
+/* engine/sched/park.c — parking idle workers without losing a wake-up.
+ *
+ * The protocol (docs/SCHEDULER.md has the full argument):
+ *
+ *   producer:  publish work (seq_cst RMW: the global queue's len; or the
+ *              seq_cst store of the injection ring's tail)
+ *              load n_parked (seq_cst); if > 0: grant a token, signal
+ *   parker:    n_parked += 1 (seq_cst RMW)
+ *              re-scan every queue (seq_cst loads)
+ *              work seen -> n_parked -= 1, go run it
+ *              none      -> sleep until a token (or shutdown)
+ *
+ * Both sides write one location and then read the other's with seq_cst
+ * operations, so in the single total order either the producer's load sees
+ * the parker's increment (and a token is granted: the sleep ends), or the
+ * parker's re-scan comes after the producer's publish (and sees the work).
+ * Tokens are counted under the mutex, so a signal sent before the parker
+ * reaches pthread_cond_wait is not lost either.
+ *
+ * Work pushed by a worker into its own deque needs no wake-up for
+ * liveness (that worker runs it); it wakes a parked worker only as a hint
+ * for parallelism (sx__enqueue).
+ *
+ * Threads: notify [any thread]; wait [worker]; shutdown [the stopper].
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "engine/core/core.h"
+#include "engine/io/io.h" /* sx__now_ns */
+
+/* A parked worker re-checks the queues this often even without a token.
+ * Finding work in the global queue that way would mean a lost wake-up; the
+ * count of such finds is kept in stats (timeout_finds) and asserted zero by
+ * the stress tests. (Work in another worker's deque is not counted: local
+ * pushes wake parked workers only as a hint.) A producer racing with the
+ * timeout itself can make this count 1 in rare cases, so tests assert it
+ * on quiescent engines. */
+#define PARK_TIMEOUT_MS 500
+
+int sx__park_init(sx__park *pk)
+{
+    int rc = pthread_mutex_init(&pk->mu, NULL);
+    if (rc != 0)
+        return -rc;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&pk->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) {
+        pthread_mutex_destroy(&pk->mu);
+        return -rc;
+    }
+    atomic_init(&pk->n_parked, 0);
+    atomic_init(&pk->n_spinning, 0);
+    atomic_init(&pk->quit, false);
+    pk->tokens = 0;
+    pk->shutdown = false;
+    return 0;
+}
+
+void sx__park_fini(sx__park *pk)
+{
+    pthread_cond_destroy(&pk->cv);
+    pthread_mutex_destroy(&pk->mu);
+}
+
+void sx__park_notify(sx_engine *e)
+{
+    sx__park *pk = &e->park;
+    /* seq_cst: the producer's read half of the handshake; it follows the
+     * seq_cst RMW that published the work. */
+    if (atomic_load_explicit(&pk->n_parked, memory_order_seq_cst) == 0)
+        return;
+    pthread_mutex_lock(&pk->mu);
+    /* relaxed: under mu, which orders it with the parker's decrement. */
+    unsigned parked = atomic_load_explicit(&pk->n_parked, memory_order_relaxed);
+    if (pk->tokens < parked) {
+        pk->tokens++;
+        pthread_cond_signal(&pk->cv);
+    }
+    pthread_mutex_unlock(&pk->mu);
+}
+
+bool sx__work_visible(sx_engine *e)
+{
+    if (sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0 ||
+        sx__injq_size(&e->inj) > 0)
+        return true; /* seq_cst loads */
+    for (unsigned i = 0; i < e->n_workers; i++) {
+        sx__deque *d = &e->workers[i].dq;
+        /* seq_cst: the parker's read half of the handshake. */
+        int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+        int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
+        if (b > t)
+            return true;
+    }
+    return false;
+}
+
+bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
+{
+    sx__park *pk = &e->park;
+    /* seq_cst: the parker's write half of the handshake. */
+    atomic_fetch_add_explicit(&pk->n_parked, 1, memory_order_seq_cst);
+    if (sx__work_visible(e)) {
+        pthread_mutex_lock(&pk->mu);
+        atomic_fetch_sub_explicit(&pk->n_parked, 1, memory_order_relaxed);
+        /* A token granted for us meanwhile may now exceed the parked
+         * count; drop the excess so tokens <= n_parked holds. */
+        unsigned parked =
+            atomic_load_explicit(&pk->n_parked, memory_order_relaxed);
+        if (pk->tokens > parked)
+            pk->tokens = parked;
+        pthread_mutex_unlock(&pk->mu);
+        return true;
+    }
+    /* relaxed: only this worker writes its counters. */
+    sx__wstat_add(&w->st.parks, 1);
+    /* The sleeps' bound again, now that we are counted: until_ns was taken
+     * before, and a worker that added a sleep earlier than its set's
+     * others in between saw n_parked at 0 and woke nobody
+     * (sx__timer_add); it would then have
+     * had no one to fire its sleeps for up to PARK_TIMEOUT_MS should it
+     * get stuck in a long step. Now either its next_due is seen here or
+     * it sees us counted and notifies (seq_cst both; helper-41's review). */
+    uint64_t again = sx__timers_park_until(e, w);
+    if (again < until_ns)
+        until_ns = again;
+    /* The periodic re-check, or a sleep's deadline if that comes first
+     * (engine/timer/sleep.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv. */
+    uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
+    if (until_ns < until)
+        until = until_ns;
+    struct timespec ts = { (time_t)(until / 1000000000u),
+                           (long)(until % 1000000000u) };
+    /* relaxed: a hint for other parkers (sx__timers_park_until). */
+    atomic_store_explicit(&w->parked, true, memory_order_relaxed);
+    pthread_mutex_lock(&pk->mu);
+    bool timed_out = false;
+    while (pk->tokens == 0 && !pk->shutdown) {
+        if (pthread_cond_timedwait(&pk->cv, &pk->mu, &ts) == ETIMEDOUT) {
+            timed_out = true;
+            break;
+        }
+    }
+    bool woke = pk->tokens > 0;
+    if (woke)
+        pk->tokens--;
+    bool quit = pk->shutdown;
+    /* relaxed: under mu (see notify). */
+    atomic_fetch_sub_explicit(&pk->n_parked, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&pk->mu);
+    /* relaxed: the same hint, withdrawn. */
+    atomic_store_explicit(&w->parked, false, memory_order_relaxed);
+    if (woke)
+        sx__wstat_add(&w->st.wakeups, 1);
+    else if (timed_out &&
+             (sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
+              sx__injq_size(&e->inj) > 0))
+        sx__wstat_add(&w->st.timeout_finds, 1);
+    return !quit;
+}
+
+void sx__park_shutdown(sx_engine *e)
+{
+    sx__park *pk = &e->park;
+    pthread_mutex_lock(&pk->mu);
+    pk->shutdown = true;
+    /* release: pairs with the acquire load in the worker loop. */
+    atomic_store_explicit(&pk->quit, true, memory_order_release);
+    pthread_cond_broadcast(&pk->cv);
+    pthread_mutex_unlock(&pk->mu);
+}

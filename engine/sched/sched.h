@@ -1,0 +1,144 @@
+/* engine/sched/sched.h — the scheduler: workers, their statistics, the
+ * park, and how a READY process is queued and an event delivered.
+ * Internal to engine/; never installed. docs/SCHEDULER.md has the
+ * protocol.
+ */
+#ifndef SX_ENGINE_SCHED_SCHED_H
+#define SX_ENGINE_SCHED_SCHED_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/proc.h"
+#include "engine/sched/deque.h"
+#include "engine/sched/globalq.h"
+#include "engine/sched/injq.h"
+#include "engine/sched/spin.h"
+#include "engine/timer/timer.h"
+
+/* ---- workers ------------------------------------------------------------ */
+
+#define SX__DEQUE_CAP 4096
+#define SX__GQ_BATCH 16
+/* The injection ring (engine/injq.h). Big enough for a burst: when it is
+ * full the submitter moves half of it to the global queue, a list linked
+ * through the slots, which the workers then walk one cold slot after
+ * another (with 4 Ki slots, 100,000 sleepers submitted at once went mostly
+ * that way: from_queue was 6 % of the timers benchmark; 64 Ki: timers
+ * 0.095 -> 0.084 s, last first step 44 -> 33 ms, medians of 9). */
+#define SX__INJQ_CAP 65536
+#define SX__INJQ_GRAB 64 /* most a worker takes from it at once */
+
+typedef struct {
+    /* Written by the worker only (sx__wstat_add); read by stats (relaxed). */
+    _Atomic uint64_t steps, steals, stolen, parks, wakeups, global_pops;
+    _Atomic uint64_t messages, timeout_finds;
+    /* Processes this worker spawned (sx_spawn in its steps) and finished:
+     * per worker so that a submit and a finish on two cores touch no
+     * shared counter line (stats sums them with the engine's). */
+    _Atomic uint64_t spawned, completed, failed, terminated;
+    /* The live count's share of this worker (engine.c, "live"): processes
+     * it began to spawn, and processes it finished or failed to spawn.
+     * Single writer, seq_cst stores: the stop handshake. */
+    _Atomic uint64_t born, died;
+} sx__wstats;
+
+/* Adds n to a counter that only the calling worker writes. relaxed load and
+ * store, not a fetch_add: with a single writer nothing can slip between the
+ * two, readers (stats, relaxed) see some recent value either way, and a
+ * fetch_add would be a locked instruction (~20 cycles) on every step and
+ * every message. */
+static inline void sx__wstat_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+typedef struct sx__worker {
+    alignas(64) sx__deque dq;
+    alignas(64) sx_engine *engine;
+    unsigned id;
+    pthread_t thread;
+    uint64_t rng;       /* victim selection */
+    sx_step_output out; /* reused for every step */
+    sx__proc *running;  /* the process this worker runs now */
+    /* The process the worker's own steps woke last, run before the deque
+     * (Go's runnext). Owner only, not stealable: a chain of hand-offs (a
+     * ring, a ping-pong, a spawn) skips the deque's release store and the
+     * fence of its pop. Whatever it held before goes to the deque, where
+     * thieves see it. */
+    sx__proc *next;
+    /* The deque was popped since the last fair look (worker.c,
+     * fair_look). */
+    bool dq_popped;
+    /* The deque's top index at the last fair look (-1: it was empty
+     * then), and for how many fair looks in a row the same oldest item
+     * has sat there (fair_look). Owner only. */
+    int64_t dq_old_top;
+    unsigned dq_stuck;
+    sx__slotcache slots; /* free process slots (ptable.c) */
+    sx_event *batch;     /* event array, throughput-sized at first */
+    sx__ev **batch_ev;   /* the nodes behind batch */
+    size_t batch_cap;    /* entries in both (grown by collect, rarely) */
+    size_t n_nodes;      /* how many (collect) */
+    bool send_penalty;   /* a send found its receiver READY (worker.c) */
+    sx__wstats st;
+    uint32_t lat_sample;       /* dispatches since the last latency sample */
+    alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */
+    bool tm_ok;                /* tm initialised (workers_fini) */
+    /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
+     * their own sleep while this one may sit on due timers: timers.c). */
+    _Atomic bool parked;
+} sx__worker;
+
+/* ---- park ---------------------------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* Workers parked or about to park. seq_cst RMW by the parker, seq_cst
+     * load by producers: the two halves of the Dekker-style handshake in
+     * docs/SCHEDULER.md. */
+    alignas(64) _Atomic unsigned n_parked;
+    /* Workers in the spin phase (relaxed hint for local pushes). */
+    _Atomic unsigned n_spinning;
+    unsigned tokens; /* wake-ups granted, not yet taken; under mu */
+    bool shutdown;   /* under mu; also read relaxed-atomically below */
+    _Atomic bool quit;
+} sx__park;
+
+/* engine/worker.c */
+int sx__workers_start(sx_engine *e);
+void sx__workers_join(sx_engine *e);
+/* Queues a READY process (the caller won the transition to READY). */
+void sx__enqueue(sx_engine *e, sx__proc *p);
+/* A process new to the engine: like sx__enqueue, but from a thread that
+ * is not a worker it goes to the submission queue (gq), not wq. */
+void sx__enqueue_new(sx_engine *e, sx__proc *p);
+/* Delivers ev (a filled event) to p, which the caller holds a reference
+ * on: push + wake. Returns 0, or SX_ENOTFOUND / SX_ECLOSED when p finished
+ * or is terminating (ev then stays queued and is freed with the slot). */
+int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
+/* Messages first..last (linked through node.next, not control events) to
+ * p in one push; consumes them. The same results as sx__deliver. */
+int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
+sx__worker *sx__current_worker(sx_engine *e);
+/* engine/dispatch.c: sx_send builds its event at once on a worker. */
+extern const sx__send_hooks sx__worker_send_hooks;
+
+/* engine/park.c */
+int sx__park_init(sx__park *pk);
+void sx__park_fini(sx__park *pk);
+void sx__park_notify(sx_engine *e);
+/* Parks w until a token, shutdown, or until_ns (absolute, sx__now_ns's
+ * clock; the park's own periodic re-check if that comes first). false:
+ * shutting down. */
+bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns);
+void sx__park_shutdown(sx_engine *e);
+bool sx__work_visible(sx_engine *e);
+
+#endif
