@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/commands/commands.h"
 #include "engine/io/io.h"
 
 typedef struct clk_handle clk_handle;
@@ -337,15 +338,6 @@ static int bad_args(sx_completer *done, const char *msg)
 }
 
 /* ms from now as an absolute deadline (saturating). */
-static uint64_t after_ms(int64_t ms)
-{
-    uint64_t now = sx__now_ns();
-    uint64_t d = (uint64_t)ms;
-    if (d > (UINT64_MAX - now) / 1000000u)
-        return UINT64_MAX;
-    return now + d * 1000000u;
-}
-
 #define MAX_MS ((int64_t)1 << 40) /* ~35 years: anything more is a bug */
 
 /* A sleep on the worker that runs the yielding step (engine/timer/sleep.c).
@@ -380,7 +372,7 @@ static int cmd_sleep(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_complete(done, nil, 0, NULL);
         return 0;
     }
-    return sleep_at(e, done, after_ms(ms));
+    return sleep_at(e, done, sx__after_ms(ms));
 }
 
 static int cmd_sleep_until(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
@@ -408,8 +400,8 @@ static int cmd_timer_start(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     if (sx_payload_get_int(args, &ms) != 0 || ms > MAX_MS)
         return bad_args(done, "timer-start: args must be an integer number "
                               "of ms");
-    return submit(done, K_TIMER_START, after_ms(ms < 0 ? 0 : ms), 0, 0, NULL,
-                  0);
+    return submit(done, K_TIMER_START, sx__after_ms(ms < 0 ? 0 : ms), 0, 0,
+                  NULL, 0);
 }
 
 static int get_handle(sx_payload args, uint64_t *hid)
@@ -452,8 +444,8 @@ static int cmd_timer_reset(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_unpack_uint(&u, &hid) != 0 || sx_unpack_int(&u, &ms) != 0 ||
         !sx_unpack_done(&u) || ms > MAX_MS)
         return bad_args(done, "timer-reset: args must be [handle, ms]");
-    return submit(done, K_TIMER_RESET, after_ms(ms < 0 ? 0 : ms), 0, hid, NULL,
-                  0);
+    return submit(done, K_TIMER_RESET, sx__after_ms(ms < 0 ? 0 : ms), 0, hid,
+                  NULL, 0);
 }
 
 static int cmd_ticker_start(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
@@ -472,8 +464,8 @@ static int cmd_ticker_start(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         memchr(topic, 0, topic_len) != NULL)
         return bad_args(done, "ticker-start: args must be [period ms >= 1, "
                               "topic (at most 255 bytes)]");
-    return submit(done, K_TICKER_START, after_ms(ms), (uint64_t)ms, 0, topic,
-                  topic_len);
+    return submit(done, K_TICKER_START, sx__after_ms(ms), (uint64_t)ms, 0,
+                  topic, topic_len);
 }
 
 static int cmd_ticker_stop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,

@@ -57,8 +57,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "process/fault.h"
+#include "engine/commands/commands.h"
 #include "engine/io/io.h"
+#include "process/fault.h"
 
 #define MAX_OUTPUT_DEFAULT ((int64_t)1 << 20) /* 1 MiB per stream */
 #define MAX_OUTPUT_LIMIT ((int64_t)64 << 20)  /* 64 MiB per stream */
@@ -794,15 +795,6 @@ not_map:
 }
 
 /* ms from now as an absolute deadline (saturating). */
-static uint64_t after_ms(int64_t ms)
-{
-    uint64_t now = sx__now_ns();
-    uint64_t d = (uint64_t)ms;
-    if (d > (UINT64_MAX - now) / 1000000u)
-        return UINT64_MAX;
-    return now + d * 1000000u;
-}
-
 static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                     sx_payload args, sx_completer *done)
 {
@@ -833,7 +825,7 @@ static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     x->max_output = (size_t)a.max_output;
     x->truncate = a.truncate;
     x->timeout_ms = a.timeout_ms;
-    x->deadline_ns = a.timeout_ms > 0 ? after_ms(a.timeout_ms) : 0;
+    x->deadline_ns = a.timeout_ms > 0 ? sx__after_ms(a.timeout_ms) : 0;
     x->grace_ms = a.grace_ms;
     sx__io_submit(&x->op);
     return 0;

@@ -35,8 +35,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "process/fault.h"
+#include "engine/commands/commands.h"
 #include "engine/io/io.h"
+#include "process/fault.h"
 
 #define FS_READ_MAX ((uint64_t)64 << 20)   /* read's default and upper max */
 #define FS_CHUNK ((size_t)4 << 20)         /* bytes per read / write request */

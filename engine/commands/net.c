@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/commands/commands.h"
 #include "engine/commands/net.h"
 
 #define NET_HIGH_WATER ((size_t)1 << 20)  /* stop reading above this  */

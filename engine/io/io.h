@@ -44,20 +44,11 @@
 #include <uv.h>
 
 #include "engine/core/core.h"
+#include "engine/timer/heap.h"
 
 typedef struct sx__ioloop sx__ioloop;
 typedef struct sx__ioop sx__ioop;
 typedef struct sx__iodl sx__iodl;
-
-/* A deadline on a loop's timer heap: one binary min-heap of absolute
- * monotonic deadlines per loop behind a single uv timer, so that a sleep
- * or a yield's timeout costs a heap insert and no libuv handle (no
- * uv_close round trip, no allocation). [loop] */
-typedef struct sx__iotimer {
-    uint64_t due_ns; /* absolute, sx__now_ns's clock */
-    uint32_t idx;    /* position in the heap + 1; 0 = not armed */
-    void (*fire)(struct sx__iotimer *t);
-} sx__iotimer;
 
 /* A request on a loop's queue. */
 typedef enum {
@@ -176,12 +167,6 @@ bool sx__io_dl_claim(sx__iodl *dl);
 /* [any thread] The completer side (of engine e) is done with dl; after
  * sx_engine_stop too (a late answer), before sx_engine_free. */
 void sx__io_dl_done(sx_engine *e, sx__iodl *dl, bool answered);
-
-/* the families (engine/cmd_*.c) register their commands */
-void sx__cmd_clock_register(sx_engine *e);
-void sx__cmd_exec_register(sx_engine *e);
-void sx__cmd_fs_register(sx_engine *e);
-void sx__cmd_net_register(sx_engine *e);
 
 /* ---- argument helpers for handlers [worker] ---- */
 

@@ -40,10 +40,9 @@ struct sx__ioloop {
      * the queue (then later finishers only leave their io_dead_gen). */
     sx__ioreq sweep;
     _Atomic int sweep_queued;
-    /* The timer heap (see sx__iotimer) and the one uv timer behind it,
-     * armed for tick_due (UINT64_MAX: stopped). */
-    sx__iotimer **heap;
-    size_t heap_n, heap_cap;
+    /* The deadline heap (engine/timer/heap.h) and the one uv timer behind
+     * it, armed for tick_due (UINT64_MAX: stopped). */
+    sx__theap heap;
     uv_timer_t tick;
     uint64_t tick_due;
 };
@@ -173,74 +172,22 @@ static uint64_t ms_until(uv_loop_t *uv, uint64_t deadline_ns)
     return due_ms > now_ms ? due_ms - now_ms : 0;
 }
 
-/* ---- the timer heap [loop] ---- */
-
-static bool heap_less(const sx__iotimer *a, const sx__iotimer *b)
-{
-    return a->due_ns < b->due_ns;
-}
-
-static void heap_put(sx__ioloop *l, size_t i, sx__iotimer *t)
-{
-    l->heap[i] = t;
-    t->idx = (uint32_t)i + 1;
-}
-
-static void heap_up(sx__ioloop *l, size_t i)
-{
-    sx__iotimer *t = l->heap[i];
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!heap_less(t, l->heap[parent]))
-            break;
-        heap_put(l, i, l->heap[parent]);
-        i = parent;
-    }
-    heap_put(l, i, t);
-}
-
-static void heap_down(sx__ioloop *l, size_t i)
-{
-    sx__iotimer *t = l->heap[i];
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= l->heap_n)
-            break;
-        if (c + 1 < l->heap_n && heap_less(l->heap[c + 1], l->heap[c]))
-            c++;
-        if (!heap_less(l->heap[c], t))
-            break;
-        heap_put(l, i, l->heap[c]);
-        i = c;
-    }
-    heap_put(l, i, t);
-}
-
-static void heap_remove(sx__ioloop *l, sx__iotimer *t)
-{
-    size_t i = t->idx - 1;
-    t->idx = 0;
-    sx__iotimer *last = l->heap[--l->heap_n];
-    if (last == t)
-        return;
-    heap_put(l, i, last);
-    heap_up(l, i);
-    heap_down(l, last->idx - 1);
-}
+/* ---- deadlines [loop]: the heap (engine/timer/heap.c) behind one uv timer */
 
 static void on_tick(uv_timer_t *h);
 
 /* Points the uv timer at the earliest deadline. */
 static void tick_arm(sx__ioloop *l)
 {
-    if (l->heap_n == 0) {
+    sx__iotimer *first = sx__theap_min(&l->heap);
+    if (first == NULL) {
         if (l->tick_due != UINT64_MAX) {
             uv_timer_stop(&l->tick);
             l->tick_due = UINT64_MAX;
         }
         return;
     }
-    uint64_t due = l->heap[0]->due_ns;
+    uint64_t due = first->due_ns;
     if (due == l->tick_due)
         return;
     l->tick_due = due;
@@ -253,38 +200,23 @@ static void on_tick(uv_timer_t *h)
     sx__ioloop *l = h->data;
     l->tick_due = UINT64_MAX;
     uint64_t now = sx__now_ns();
-    while (l->heap_n > 0 && l->heap[0]->due_ns <= now) {
-        sx__iotimer *t = l->heap[0];
-        heap_remove(l, t);
+    sx__iotimer *t;
+    while ((t = sx__theap_min(&l->heap)) != NULL && t->due_ns <= now) {
+        sx__theap_remove(&l->heap, t);
         t->fire(t);
     }
     tick_arm(l);
 }
 
-static bool heap_add(sx__ioloop *l, sx__iotimer *t)
-{
-    if (l->heap_n == l->heap_cap) {
-        size_t cap = l->heap_cap ? l->heap_cap * 2 : 1024;
-        sx__iotimer **h = realloc(l->heap, cap * sizeof(*h));
-        if (h == NULL)
-            return false;
-        l->heap = h;
-        l->heap_cap = cap;
-    }
-    l->heap_n++;
-    heap_put(l, l->heap_n - 1, t);
-    heap_up(l, l->heap_n - 1);
-    return true;
-}
-
 static int timer_set(sx__ioloop *l, sx__iotimer *t, uint64_t due_ns)
 {
     if (t->idx != 0)
-        heap_remove(l, t); /* then the add cannot fail: there is room */
+        sx__theap_remove(&l->heap,
+                         t); /* then the add cannot fail: there is room */
     else if (SX__FAULT(SX__FAULT_IO_TIMER))
         return SX_ENOMEM; /* as a full heap that cannot grow */
     t->due_ns = due_ns;
-    if (!heap_add(l, t))
+    if (!sx__theap_add(&l->heap, t))
         return SX_ENOMEM;
     if (due_ns < l->tick_due)
         tick_arm(l);
@@ -299,7 +231,7 @@ int sx__io_timer_set(sx__ioop *op, sx__iotimer *t, uint64_t due_ns)
 void sx__io_timer_del(sx__ioop *op, sx__iotimer *t)
 {
     if (t->idx != 0)
-        heap_remove(op->loop, t);
+        sx__theap_remove(&op->loop->heap, t);
 }
 
 /* ---- ops [loop] ---- */
@@ -451,7 +383,7 @@ static void dl_close(sx__iodl *dl)
     dl->closing = true;
     sx__ioloop *l = dl->op.loop;
     if (dl->timer.idx != 0)
-        heap_remove(l, &dl->timer);
+        sx__theap_remove(&l->heap, &dl->timer);
     if (dl->op.started) {
         dl->op.released = true;
         unlink_op(l, &dl->op);
@@ -828,7 +760,7 @@ static void loop_fini(sx__ioloop *l)
          * loop's own, nothing to free. */
     }
     uv_loop_close(&l->uv);
-    free(l->heap);
+    sx__theap_fini(&l->heap);
 }
 
 int sx__io_start(sx_engine *e)

@@ -127,6 +127,16 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
  * p in one push; consumes them. The same results as sx__deliver. */
 int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
+/* [worker] Puts p (READY, owned by the caller) at the back of the line:
+ * the injection ring in front of the global queue (worker.c). */
+void sx__inject(sx_engine *e, sx__proc *p);
+/* [worker] Fires due sleeps: w's own every 8th look for work, the others'
+ * every 64th or while spinning (worker.c). */
+void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick,
+                     unsigned spins);
+/* engine/sched/turn.c: [worker] Runs p, which w took from a queue, for
+ * up to `throughput` turns (or until it waits or finishes). */
+void sx__run(sx_engine *e, sx__worker *w, sx__proc *p);
 /* engine/dispatch.c: sx_send builds its event at once on a worker. */
 extern const sx__send_hooks sx__worker_send_hooks;
 

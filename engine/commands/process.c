@@ -1,0 +1,325 @@
+/* engine/commands/process.c — the built-in "process" command family:
+ * noop, send, spawn, spawn-wait, terminate, cancel, monitor, link and
+ * trap-exit (docs/COMMANDS.md). Each handler runs on the worker that
+ * dispatched the yield and answers at once.
+ *
+ * Threads: [worker].
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/commands/commands.h"
+#include "engine/core/core.h"
+#include "process/utf8.h"
+
+static const sx_payload nil = { NULL, 0 };
+
+static int cmd_noop(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n;
+    sx_pid to;
+    const char *topic;
+    size_t tl;
+    sx_payload data;
+    if (sx_unpack_array(&u, &n) != 0 || n != 3 || sx_unpack_pid(&u, &to) != 0 ||
+        sx_unpack_str(&u, &topic, &tl) != 0 || sx_unpack_raw(&u, &data) != 0)
+        return SX_EINVAL;
+    /* The receiver sees the topic as a C string (sx_event.topic): one with
+     * a NUL inside would arrive cut short, so it is refused, as sx_send's
+     * (a C string), ticker-start's and the relay's are. One that is not
+     * UTF-8 is refused too, as sx_send's and the relay's are: a client's
+     * strict reader would refuse the push that carries it. */
+    if (!sx__topic_ok(topic, tl)) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "send: the topic must be at most 255 bytes of UTF-8, "
+                    "without NUL");
+        return 0;
+    }
+    int rc = sx__send(e, pid, to, topic, tl, data, false);
+    sx_complete(done, nil, rc, NULL);
+    return 0;
+}
+
+/* Decodes [type, method, [input...]] for spawn; input points into args. */
+#define SPAWN_MAX_INPUT 64
+typedef struct {
+    char type[256], method[256];
+    sx_payload input[SPAWN_MAX_INPUT];
+    size_t n_input;
+} spawn_args;
+
+static int copy_str(sx_unpack *u, char *buf, size_t cap)
+{
+    const char *s;
+    size_t n;
+    int rc = sx_unpack_str(u, &s, &n);
+    if (rc != 0)
+        return rc;
+    if (n >= cap)
+        return SX_EINVAL;
+    /* A NUL inside would cut the name short: "worker\0x" is not the type
+     * "worker". A loop, not memchr: names are a few bytes, and the call's
+     * set-up cost skynet ~25 instructions per name (callgrind). */
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0')
+            return SX_EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return 0;
+}
+
+static int spawn_decode(sx_payload args, spawn_args *a)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, args);
+    uint32_t n, m = 0;
+    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 3 ||
+        copy_str(&u, a->type, sizeof(a->type)) != 0 ||
+        copy_str(&u, a->method, sizeof(a->method)) != 0)
+        return SX_EINVAL;
+    if (n == 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
+        return SX_EINVAL;
+    for (uint32_t i = 0; i < m; i++)
+        if (sx_unpack_raw(&u, &a->input[i]) != 0)
+            return SX_EINVAL;
+    a->n_input = m;
+    return 0;
+}
+
+/* Answers a spawn or spawn-wait whose args spawn_decode refused. Not
+ * inlined: its message buffer would widen the spawn path's frame. */
+static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
+                                                    const char *cmd)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "%s: args must be [type, method, [input...]]: type and method "
+             "strings under 256 bytes, without NUL; up to %d inputs",
+             cmd, SPAWN_MAX_INPUT);
+    sx_complete(done, nil, SX_EINVAL, msg);
+    return 0;
+}
+
+static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return spawn_bad_args(done, "spawn");
+    sx_pid child;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
+    if (rc != 0)
+        return rc;
+    uint8_t buf[32];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_pid(&pk, child);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
+static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                          sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    spawn_args a;
+    int rc = spawn_decode(args, &a);
+    if (rc != 0)
+        return spawn_bad_args(done, "spawn-wait");
+    /* The completer waits on the child: its finish completes it. */
+    done->ev.watch = SX__WATCH_RESULT;
+    rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, &done->ev,
+                   NULL);
+    if (rc != 0)
+        done->ev.watch = 0;
+    return rc;
+}
+
+static int one_pid(sx_payload args, sx_pid *out, sx_unpack *u, uint32_t *n)
+{
+    sx_unpack_init(u, args);
+    if (sx_unpack_array(u, n) != 0 || *n < 1 || sx_unpack_pid(u, out) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int cmd_terminate(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx_complete(done, nil, sx_engine_terminate(e, target), NULL);
+    return 0;
+}
+
+static int cmd_cancel(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                      sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    const char *reason = "cancelled";
+    size_t rl = strlen(reason);
+    if (one_pid(args, &target, &u, &n) != 0 || n > 2 ||
+        (n == 2 && sx_unpack_str(&u, &reason, &rl) != 0))
+        return SX_EINVAL;
+    /* The reason goes as given, of any length and whatever its bytes, as
+     * sx_engine_cancel's does (a C string would cut it at a NUL). */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_strn(&pk, reason, rl);
+    int rc = pk.err;
+    if (rc == 0)
+        rc = sx__send(e, SX_PID_NONE, target, SX_TOPIC_CANCEL,
+                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+    sx_pack_fini(&pk);
+    sx_complete(done, nil, rc, NULL);
+    return 0;
+}
+
+static int cmd_monitor(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                       sx_payload args, sx_completer *done)
+{
+    (void)user, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    sx__ev *w = sx__ev_alloc();
+    if (w == NULL)
+        return SX_ENOMEM;
+    w->watch = SX__WATCH_EXIT;
+    w->to = done->ev.to;
+    w->to_gen = done->ev.to_gen;
+    w->engine = e;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, w);
+    return 0;
+}
+
+/* Whether the caller p is linked to the process t of generation gen
+ * already: a link, made by either side, leaves on each side's watcher list
+ * a link watcher addressed to the other. Only the worker running p fires
+ * p's list (sx__finish), so its nodes stay put while p runs; other threads
+ * only push at the head. Costs a walk of p's watchers (its links, and the
+ * monitors and watches of it) per link made. */
+static bool linked_already(sx__proc *p, const sx__proc *t, uint32_t gen)
+{
+    /* acquire: pairs with the release CAS of each push (sx__watch, and
+     * sx__spawn's): a node seen through the head has its fields set. */
+    sx__ev *w = atomic_load_explicit(&p->watchers, memory_order_acquire);
+    while (w != NULL && w != SX__WATCH_CLOSED) {
+        if (w->watch == SX__WATCH_LINK && w->to == t && w->to_gen == gen)
+            return true;
+        /* relaxed: set before the node was published (above). */
+        w = (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
+    }
+    return false;
+}
+
+/* [pid]: links the caller and pid both ways (see docs/COMMANDS.md); a
+ * second link of the same two processes, by either, is the same link. */
+static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                    sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    sx_pid target;
+    if (one_pid(args, &target, &u, &n) != 0 || n != 1)
+        return SX_EINVAL;
+    if (sx_pid_eq(target, pid)) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "link: a process cannot link to "
+                    "itself");
+        return 0;
+    }
+    sx__proc *t = sx__ptable_get(e, target);
+    if (t == NULL) {
+        sx_complete(done, nil, SX_ENOTFOUND, "link: no such process");
+        return 0;
+    }
+    uint32_t gen = (uint32_t)(target.id >> 32);
+    if (linked_already(done->ev.to, t, gen)) {
+        sx__proc_release(e, t);
+        sx_complete(done, nil, 0, NULL);
+        return 0;
+    }
+    sx__ev *mine = sx__ev_alloc(), *theirs = sx__ev_alloc();
+    if (mine == NULL || theirs == NULL) {
+        sx__ev_free(mine);
+        sx__ev_free(theirs);
+        sx__proc_release(e, t);
+        return SX_ENOMEM;
+    }
+    /* mine: tells the caller when target finishes; theirs: the reverse. */
+    mine->watch = theirs->watch = SX__WATCH_LINK;
+    mine->engine = theirs->engine = e;
+    mine->to = done->ev.to;
+    mine->to_gen = done->ev.to_gen;
+    theirs->to = t;
+    theirs->to_gen = gen;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, mine);
+    sx__watch(e, pid, theirs);
+    sx__proc_release(e, t);
+    return 0;
+}
+
+/* bool (or [bool]): whether link exits arrive as @exit messages. */
+static int cmd_trap_exit(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag;
+    sx_unpack u;
+    uint32_t n;
+    bool on;
+    sx_unpack_init(&u, args);
+    if (sx_unpack_array(&u, &n) == 0 && n != 1)
+        return SX_EINVAL;
+    if (sx_unpack_bool(&u, &on) != 0 || !sx_unpack_done(&u))
+        return SX_EINVAL;
+    /* relaxed: see trap_exit in internal.h. */
+    atomic_store_explicit(&done->ev.to->trap_exit, on, memory_order_relaxed);
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+void sx__cmd_process_register(sx_engine *e)
+{
+    e->cmds[SX_CMD_NOOP] = (sx__cmd){ cmd_noop, NULL, "noop", false };
+    e->cmds[SX_CMD_SEND] = (sx__cmd){ cmd_send, NULL, "send", false };
+    e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn", false };
+    e->cmds[SX_CMD_SPAWN_WAIT] =
+        (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait", false };
+    e->cmds[SX_CMD_TERMINATE] =
+        (sx__cmd){ cmd_terminate, NULL, "terminate", false };
+    e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel", false };
+    e->cmds[SX_CMD_MONITOR] = (sx__cmd){ cmd_monitor, NULL, "monitor", false };
+    e->cmds[SX_CMD_LINK] = (sx__cmd){ cmd_link, NULL, "link", false };
+    e->cmds[SX_CMD_TRAP_EXIT] =
+        (sx__cmd){ cmd_trap_exit, NULL, "trap-exit", false };
+}
