@@ -9,9 +9,9 @@
 # scripts/run.sh over build/release), configured with
 # `--buildtype=release -Db_lto=true`: release with link-time optimisation,
 # given explicitly, so the figures do not depend on the project's default
-# options. The report records the commit, whether engine/, process/, relay/
-# or bench/ had uncommitted changes, and the options the tree was built
-# with (`meson introspect`).
+# options. The report records the commit, whether the sources stepx-bench
+# is built from had uncommitted changes, and the options the tree was
+# built with (`meson introspect`).
 #
 # 1. installs what is missing (scripts/setup.sh for the build, then the peer
 #    toolchains: golang-go, erlang-base, erlang-dev, libcaf-dev, g++, time);
@@ -117,12 +117,14 @@ STEPX=$BUILD/bench/stepx-bench
 # What the binary was built from, read now: edits made while the suite runs
 # do not change the binary and must not be reported as if they had.
 BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BUILT_DIRTY=$(git status --porcelain -- engine process relay bench meson.build 2>/dev/null | wc -l)
+BUILT_DIRTY=$(git status --porcelain -- engine process relay cmd bench/stepx_bench.c \
+    bench/meson.build meson.build 2>/dev/null | wc -l)
 BUILT_OPTIONS=$(meson introspect "$BUILD" --buildoptions | python3 -c '
 import json, sys
 o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
 print(" ".join("%s=%s" % (k, str(o[k]).lower() if isinstance(o[k], bool) else o[k])
-               for k in ("buildtype", "optimization", "b_lto", "b_ndebug") if k in o))')
+               for k in ("buildtype", "optimization", "b_lto", "b_ndebug") if k in o))') ||
+    BUILT_OPTIONS=unknown
 
 echo "=== peers: build into $BB (each only when its source is newer) ==="
 stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; } # target source
