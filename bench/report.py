@@ -1,15 +1,25 @@
 #!/usr/bin/python3
 """bench/report.py: turns bench/run.sh's raw lines into docs/BENCHMARKS.md.
 
-    python3 bench/report.py build/bench/raw.tsv build/bench/meta.txt > OUT
+    python3 bench/report.py RAW META > OUT
+    python3 bench/report.py --from DIR > OUT     # DIR/raw.tsv, DIR/meta.txt
+
+bench/run.sh calls the second form after a run. Either rebuilds the report
+from stored raw lines without running anything: a full run keeps its raw
+lines in bench/results/, so
+
+    python3 bench/report.py --from bench/results > docs/BENCHMARKS.md
+
+regenerates the committed report (after a change to this script, say).
 
 raw.tsv: one run a line, tab-separated: workload (spawnidle0 = the spawnidle
 baseline with n=1), runtime, round, exit code, peak RSS in kB, and the
 program's own line ("bench=... runtime=... ok=1 key=value ...").
-meta.txt: key=value lines about the machine and the run. bench/FINDINGS.md,
-when present, is copied in after the summary: the hand-written analysis of
-the targets that were missed (it is not regenerated; update it with the
-run). Standard library only.
+meta.txt: key=value lines about the machine, the build and the run.
+
+The report is the figures of one run and what they mean; the research notes
+behind them (profiles, A/B measurements, what was tried) are
+bench/FINDINGS.md, which this script does not read. Standard library only.
 """
 import os
 import statistics
@@ -53,9 +63,12 @@ ABSOLUTE = {
 SECOND = {
     "timers": ("p99_late_ms", "<=", 2.0, "p99 late {:.1f} ms"),
 }
+# A third one for spawnidle: bytes per idle process.
+SPAWNIDLE_BYTES = 256
 ORDER = ["skynet", "pingpong", "ring", "fanin", "spawnidle", "submit", "yield",
          "wake", "idle", "timers", "relay", "relay1"]
 RUNTIMES = ["stepx", "go", "erlang", "caf"]
+RUNTIME_NAMES = {"stepx": "stepx", "go": "Go", "erlang": "Erlang", "caf": "CAF"}
 SIZES = {
     "skynet": "leaves (a 10-ary tree of n·10/9 processes)",
     "pingpong": "messages",
@@ -67,101 +80,135 @@ SIZES = {
     "wake": "samples, 1 ms apart",
     "idle": "seconds",
     "timers": "processes, each sleeping 1–50 ms",
-    "relay": "jobs (counter(1) submitted and waited for, 8 connections, "
-             "64 jobs in flight each)",
-    "relay1": "jobs (as relay, but one request at a time on each of the 8 "
-              "connections: `--window 1`)",
+    "relay": "jobs (8 connections, 64 jobs in flight on each)",
+    "relay1": "jobs (8 connections, one request at a time on each)",
+}
+# The suite's nominal sizes; a run with another n says so.
+NOMINAL_N = {"skynet": 1000000, "pingpong": 2000000, "ring": 10000000,
+             "fanin": 10000000, "spawnidle": 1000000, "submit": 1000000,
+             "yield": 10000000, "wake": 10000, "idle": 5, "timers": 100000,
+             "relay": 100000, "relay1": 100000}
+# Why a workload runs below its nominal size (bench/run.sh, WORKLOADS).
+SIZE_WHY = {
+    "spawnidle": "At the nominal size the Go and Erlang programs grow to "
+                 "about 2.7 GB each and take tens of seconds a run, and the "
+                 "full suite no longer fits its 15 minutes on 2 cores; the "
+                 "reduced size applies to every runtime alike.",
 }
 
+# What each workload does, the same in every runtime (bench/stepx_bench.c,
+# bench/peers/). One paragraph each, shown under the workload's table.
+HOW = {
+    "skynet": "Every process spawns its 10 children and sums the 10 numbers "
+              "they send back; a leaf sends its number. stepx uses "
+              "`SX_CMD_SPAWN_WAIT` (the child's result is the parent's "
+              "completion event), Go a channel per parent, Erlang and CAF a "
+              "message to the parent.",
+    "pingpong": "A token passed between 2 processes: it starts at n−1, each "
+                "hop forwards t−1; whoever sees 0 sends a stop on and "
+                "finishes. Each process counts what it saw and the driver "
+                "checks the total. A stepx process sends with `sx_send` and "
+                "waits with IDLE; a Go goroutine reads a 1-slot channel, its "
+                "mailbox.",
+    "ring": "The pingpong program on a ring of 503 processes.",
+    "fanin": "2 producers send n/2 messages each to one consumer, which counts "
+             "them and checks that each producer's arrive in order. A stepx "
+             "producer sends 32 messages per step (`sx_send`, then CONTINUE), "
+             "which the engine carries to the consumer as one bundle; every "
+             "message is still delivered and checked one by one. At one send "
+             "per step stepx takes ~150–170 ns per message against Go's "
+             "24–26 ns, so this figure is the bundling of a step's sends, not "
+             "a faster single send (bench/FINDINGS.md, \"fanin\"). Go's "
+             "consumer reads one channel of 1,024 slots (a Go channel cannot "
+             "be unbounded, so its producers block when it is full); "
+             "Erlang's and CAF's mailboxes are unbounded like stepx's. The "
+             "consumer's backlog shows in peak RSS.",
+    "spawnidle": "n processes that each wait for one message, then one "
+                 "message each, then wait for all (a shared count in every "
+                 "runtime: stepx's finished count polled every 20 µs, Go's "
+                 "WaitGroup, an Erlang `counters` counter polled every 1 ms, "
+                 "a C++ atomic polled every 20 µs). Bytes per idle process = "
+                 "(median peak RSS at n − median peak RSS of the same program "
+                 "at n = 1) / n; it includes the driver's list of handles "
+                 "(stepx 16 B PIDs, Go an 8 B slice slot and a 96 B channel, "
+                 "Erlang a list cell, CAF an 8 B actor handle).",
+    "submit": "An outside thread submits n one-step processes through "
+              "`sx_engine_submit`; Go's counterpart starts n goroutines from "
+              "`main` (a reference).",
+    "yield": "One process yields n commands, each completed at once by a "
+             "handler on the same worker. Go's figure is the nearest thing "
+             "with goroutines, a request/response round trip on unbuffered "
+             "channels with a helper goroutine: a reference, not the same "
+             "mechanism.",
+    "wake": "An outside thread sends the send time to an IDLE process every "
+            "1 ms (after the previous sample arrived); the step records "
+            "now − then. stepx's sender is not a worker, so the message goes "
+            "through the global queue and a futex wake of a parked worker. "
+            "In Go the sending thread readies the receiver and, as `main` "
+            "then sleeps, usually runs it itself: Go's figure has no "
+            "cross-core wake-up in it.",
+    "idle": "A started runtime with nothing to do (Go: one goroutine blocked "
+            "on a channel); CPU seconds (user + sys, `getrusage`) over the "
+            "idle window, after 10 ms of settling.",
+    "timers": "The driver submits n processes, each with a sleep drawn from a "
+              "fixed sequence (uniform 1–50 ms); a process notes the time, "
+              "yields `SX_CMD_SLEEP`, and on the answer records its lateness. "
+              "An early or missing wake-up fails the run. The figure is the "
+              "time from the first submit to the last finish; p99 lateness is "
+              "the second condition. Go (a reference): n goroutines that "
+              "`time.Sleep` the same sequence.",
+    "relay": "A relay server (the one stepxd runs) in the benchmark process "
+             "on a Unix socket, and one client thread with 8 connections "
+             "through the C client, each doing its share of the jobs: submit "
+             "`counter(1)`, then wait for it; a job counts when the wait "
+             "answers result 1. Each connection keeps 64 jobs in flight with "
+             "the pipelined client API (replies are matched by id, "
+             "PROTOCOL.md), so requests and replies travel many to a write. "
+             "Client, server loop, workers and I/O loop share the cores. No "
+             "peer.",
+    "relay1": "The relay program with `--window 1`: one request at a time on "
+              "each of the 8 connections (a submit, its reply, a wait, its "
+              "reply), the strictest reading of the relay target. No peer.",
+}
 
-METHOD = """## How each workload is built (same shape everywhere)
+# Why a target is missed on this kind of machine, with the measurement that
+# shows the limit (details: bench/FINDINGS.md). Shown under "Known gaps"
+# only for the workloads this run misses.
+GAP_WHY = {
+    "relay1": "Each job is four socket messages (submit, its reply, wait, its "
+              "reply) on a connection that carries one request at a time. "
+              "perf of a 100,000-job run on the 2-core VM puts the system "
+              "calls alone at ~15 µs of CPU per job (the server's write of a "
+              "reply, which wakes the client, ~1.5 µs; its read ~1.1 µs; the "
+              "client's send ~1.6 µs and receive ~1.2 µs; each twice, plus "
+              "the epoll and poll waits). 200 k jobs per second on 2 cores "
+              "leaves 10 µs of CPU per job for everything, less than those "
+              "calls before any engine work; the engine's own share is small "
+              "(the workers ~20 % of the samples, half of it spinning for the "
+              "next job). The same server with requests pipelined, as the "
+              "protocol allows, is the relay row.",
+    "timers": "The figure is the last sleeper's first step plus ~50 ms (the "
+              "longest sleep). Until every sleeper has started, the "
+              "submitting thread and the two workers share 2 cores and use "
+              "all of them (perf in 5 ms windows: 591 of 600 possible "
+              "samples), so the target leaves no margin for a busy host: on "
+              "a quiet host the same build measures 0.063–0.068 s, in the "
+              "host's busy spells 0.07–0.10 s. About 40 % of the submitter's "
+              "samples are first-touch page faults of the process slots "
+              "(12.8 MB for 100,000).",
+    "pingpong": "stepx's runs are bimodal on the 2-core VM: 46–48 ns, where "
+                "callgrind's ~850 instructions per message give an IPC near "
+                "4.8 (bound by the core's issue width; cachegrind: 7 k L1 "
+                "misses in a whole run), or 65–80 ns in the host's busy "
+                "spells, with one worker as with two, which fits a host "
+                "thread on the core's SMT sibling; Go's lower-IPC loop loses "
+                "less to that.",
+    "ring": "As pingpong: the same program, bimodal with the host (46–48 ns, "
+            "or 65–83 ns in the host's busy spells).",
+}
 
-- **skynet**: every process spawns its 10 children and sums the 10 numbers
-  they send back; a leaf sends its number. stepx uses `SX_CMD_SPAWN_WAIT`
-  (the child's result is the parent's completion event); Go a channel per
-  parent; Erlang and CAF a message to the parent.
-- **pingpong / ring**: the same token program: the token starts at n−1 at
-  process 0, each hop forwards t−1; whoever sees 0 sends a stop (−1) on
-  and finishes, whoever sees the stop forwards it and finishes; each
-  process reports how many messages it saw and the driver checks the total
-  (n + m − 1). A stepx process sends with `sx_send` (the direct send from
-  a step: no answer, no argument packing) and waits with IDLE; Go uses one
-  1-slot channel per goroutine as its mailbox.
-- **fanin**: 2 producers × n/2 messages to one consumer that counts them
-  and checks that each producer's messages arrive in order. A stepx
-  producer sends 32 messages per step with `sx_send` and CONTINUEs (the
-  step runs again at once). Go's consumer reads one channel with 1024
-  slots (a Go channel cannot be unbounded, so Go's producers block when it
-  is full); Erlang's and CAF's mailboxes are unbounded like stepx's, and a
-  CAF producer sends its n/2 messages from its start-up function. The
-  consumer's backlog shows in peak RSS.
-- **spawnidle**: n processes that each wait for one message, then one
-  message each, then wait for all. The "wait for all" is a shared count in
-  every runtime: stepx's finished count (`sx_engine_stats_get`, polled every
-  20 µs by the driver thread), Go's WaitGroup, an Erlang `counters` counter
-  polled every 1 ms, a C++ atomic polled every 20 µs. Bytes per idle process
-  = (median peak RSS at n − median peak RSS of the same program at n = 1) / n;
-  it includes the driver's list of handles (stepx 16 B PIDs, Go an 8 B slice
-  slot and a 96 B channel, Erlang a list cell, CAF an 8 B actor handle).
-- **submit**: an outside thread submits n one-step processes through
-  `sx_engine_submit`; Go's counterpart starts n goroutines from `main`.
-- **yield**: stepx only has commands: one process yields n commands, each
-  completed at once by a handler on the same worker. Go's figure is the
-  nearest thing with goroutines, a request/response round trip on
-  unbuffered channels with a helper goroutine that answers at once; it is a
-  reference, not the same mechanism (a plain Go function call would be a few
-  ns).
-- **wake**: an outside thread sends the send time to an IDLE process every
-  1 ms (after the previous sample arrived); the step records now − then.
-  stepx's sender is not a worker, so the message goes through the global
-  queue and a futex wake of a parked worker. In Go the receiver is readied
-  by the sending thread and, as `main` then sleeps, usually runs on that same
-  thread at once: Go's figure has no cross-core wake-up in it.
-- **timers**: the driver submits n processes, each with a sleep drawn
-  from a fixed xorshift sequence (uniform 1–50 ms); a process notes the
-  time, yields `SX_CMD_SLEEP`, and on the answer records its lateness
-  (now − (then + ms)); a negative lateness (a timer firing early) or a
-  missing one fails the run. The figure is the whole time from the first
-  submit to the last finish; p99 lateness is the second target. Go (a
-  reference; BENCHMARKS.md names no peer): n goroutines started from
-  `main`, each `time.Sleep`s the same sequence and records its lateness.
-- **relay**: a relay server (the one stepxd runs, `sx_server_start`) in
-  the benchmark process on a Unix socket, and one client thread with 8
-  connections through the C client (relay.h), polling their sockets
-  (`sx_client_fd`) and answering whichever has a reply, each connection
-  doing its share of the n jobs: `submit` counter(1) (the shipped type: one no-op yield,
-  then DONE 1), then `wait` for it; a job counts when the wait answers
-  result 1 in 2 steps. Each connection keeps a window of 64 jobs in flight
-  with the pipelined client API (`sx_client_post_submit`, `post_wait`,
-  `next_reply`; the line says `window=64`): a job's wait is posted when its
-  submit's reply arrives, a new job starts when one ends, and requests and
-  replies travel many to a write. **relay1** is the same program with
-  `--window 1`: one request at a time on each connection (a submit, its
-  reply, a wait, its reply), the literal reading of BENCHMARKS.md's "submits
-  and waits"; BENCHMARKS.md does not say whether a connection may have
-  several jobs in flight, so both are reported against the one target. The client, server loop, engine workers and I/O loop
-  share the 2 cores. The clock starts when all 8 connections have said
-  hello. No peer.
-- **idle**: a started runtime with nothing to do (Go: one goroutine blocked
-  on a channel); CPU seconds (user + sys, `getrusage`) over the idle window,
-  after 10 ms of settling.
-- Every program times only its workload (start-up of the VM or the engine
-  is not counted, except that each run is a fresh process); peak RSS is the
-  whole process's. Erlang's RSS includes about 130 MB of VM start-up
-  (the process table sized by `+P 5000000`), which the spawnidle baseline
-  subtracts.
-- On this VM a fresh page costs tens of µs (see the machine table; bare
-  metal is well under 1 µs), so workloads that grow memory (spawnidle,
-  skynet, a fanin backlog) mostly measure page faults, and a runtime that
-  uses less memory per process gains more here than it would on bare metal.
-"""
-
-
-# BENCHMARKS.md's sizes, to flag a run that used another n.
-CONTRACT_N = {"skynet": 1000000, "pingpong": 2000000, "ring": 10000000,
-              "fanin": 10000000, "spawnidle": 1000000, "submit": 1000000,
-              "yield": 10000000, "wake": 10000, "idle": 5, "timers": 100000,
-              "relay": 100000, "relay1": 100000}
+GENERIC_GAP = ("No analysis of this miss in the report; bench/FINDINGS.md "
+               "has the notes on this workload.")
 
 
 def parse_line(line):
@@ -189,6 +236,16 @@ def load(raw_path):
                          "rss_kb": int(rss or 0), "line": line, "kv": kv,
                          "ok": kv.get("ok") == "1" and int(rc) == 0})
     return runs
+
+
+def load_meta(meta_path):
+    meta = {}
+    with open(meta_path) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                meta[k] = v
+    return meta
 
 
 def figure(w, kv):
@@ -222,275 +279,13 @@ def met(op, value, bound):
     return value <= bound if op == "<=" else value >= bound
 
 
-def main():
-    runs = load(sys.argv[1])
-    meta = {}
-    with open(sys.argv[2]) as f:
-        for line in f:
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                meta[k] = v
-
-    by = {}
-    for r in runs:
-        by.setdefault((r["w"], r["rt"]), []).append(r)
-
-    def stats(w, rt):
-        rs = by.get((w, rt), [])
-        good = [r for r in rs if r["ok"]]
-        vals = [figure(w, r["kv"]) for r in good]
-        rss = [r["rss_kb"] for r in good]
-        return rs, good, vals, rss
-
-    out = []
-    p = out.append
-    p("# stepx benchmarks: results")
-    p("")
-    p("Generated by `{}` (bench/run.sh, bench/report.py) on {}; {} mode, {} runs"
-      " of each program per workload, interleaved (stepx, go, erlang, caf, "
-      "stepx, …). Figures are medians (min–max) over the runs that checked "
-      "their own result (`ok=1`); peak RSS is the median of `/usr/bin/time -v`'s"
-      " maximum resident set size. The contract (workloads, sizes, targets) is "
-      "BENCHMARKS.md in the design notes; the programs are bench/stepx_bench.c "
-      "and bench/peers/.".format(meta.get("command", "?"), meta.get("date", "?"),
-                                 meta.get("mode", "?"), meta.get("runs", "?")))
-    p("")
-    p("## Machine and versions")
-    p("")
-    p("| | |")
-    p("|---|---|")
-    p("| machine | {} cores (`nproc`), {}, {} RAM |".format(
-        meta.get("nproc", "?"), meta.get("cpu", "?"), meta.get("mem", "?")))
-    p("| kernel | {} |".format(meta.get("kernel", "?")))
-    p("| fresh 4 KiB page (bench/pagefault_probe.c, 256 MiB) | {} µs |".format(
-        meta.get("pagefault_us", "?")))
-    p("| load average (1, 5, 15 min) | before {}; after {} |".format(
-        meta.get("load_before", "?"), meta.get("load_after", "?")))
-    p("| stepx | commit {}{}, meson buildtype release, {} |".format(
-        meta.get("commit", "?"),
-        " (engine/process with uncommitted changes)"
-        if meta.get("dirty", "0") not in ("0", "") else "",
-        meta.get("gcc", "?")))
-    p("| Go | {} (GOMAXPROCS = cores) |".format(meta.get("go", "?")))
-    p("| Erlang | {} (`erl -noshell +P 5000000`, schedulers = cores) |".format(
-        meta.get("erlang", "?")))
-    p("| CAF | {} (event-based actors, scheduler threads = cores), g++ -O2 |"
-      .format(meta.get("caf", "?")))
-    p("| whole run | {} s |".format(meta.get("elapsed_s", "?")))
-    p("")
-    p("The machine is a shared 2-core VM: other jobs (builds, test suites) ran "
-      "beside the suite, so absolute times drift from run to run. The "
-      "interleaving is there so that every runtime sees the same drift; read "
-      "the ratios, and the min–max spread, rather than single figures.")
-    p("")
-
-    # ---- summary ----
-    summary = []
-    for w in ORDER:
-        if not any(k[0] == w for k in by):
-            continue
-        srs, sgood, sv, _ = stats(w, "stepx")
-        if not sv:
-            summary.append((w, "no ok run", "", "", "", "**not met** (no result)"))
-            continue
-        # A run that failed its check or did not finish is not left out
-        # silently: the median is over the ok runs, and the summary says so.
-        s_failed = len(srs) - len(sgood)
-        missing = []  # peers that ran this workload but have no ok run
-        sm = statistics.median(sv)
-        unit = FIGURES[w][1]
-        peers = []
-        for rt in RUNTIMES[1:]:
-            rs, _, v, _ = stats(w, rt)
-            if v:
-                peers.append((rt, statistics.median(v)))
-            elif rs:
-                missing.append("{} 0/{} ok".format(rt, len(rs)))
-        best = None
-        if peers:
-            if FIGURES[w][2] == "lower":
-                best = min(peers, key=lambda x: x[1])
-            else:
-                best = max(peers, key=lambda x: x[1])
-        stepx_txt = "{} {}".format(fmt(w, sm), unit)
-        if s_failed:
-            stepx_txt += " ({}/{} runs ok)".format(len(sgood), len(srs))
-        best_txt = ("{} {} {}".format(best[0], fmt(w, best[1]), unit)
-                    if best else "—")
-        if best:
-            brs, bgood, _, _ = stats(w, best[0])
-            if len(bgood) < len(brs):
-                best_txt += " ({}/{} runs ok)".format(len(bgood), len(brs))
-        if missing:
-            best_txt += "; no ok run: " + ", ".join(missing)
-        ratio = sm / best[1] if best and best[1] > 0 else None
-        ratio_txt = "{:.2f}".format(ratio) if ratio is not None else "—"
-        if w in RELATIVE:
-            op, bound = RELATIVE[w]
-            tgt = "stepx/best {} {}".format("≤" if op == "<=" else "≥", bound)
-            ok = ratio is not None and met(op, ratio, bound)
-            if w == "spawnidle":
-                tgt += "; ≤ 256 B per idle process"
-                b = bytes_per_proc(by, "stepx")
-                if b is None:
-                    ok = False
-                    stepx_txt += "; B/proc: —"
-                else:
-                    ok = ok and b <= 256
-                    stepx_txt += "; {:.0f} B/proc".format(b)
-        else:
-            op, bound, tgt = ABSOLUTE[w]
-            ok = met(op, sm, bound)
-            if w in SECOND:
-                key, op2, bound2, txt = SECOND[w]
-                _, good, _, _ = stats(w, "stepx")
-                v2 = [float(r["kv"][key]) for r in good if key in r["kv"]]
-                if v2:
-                    m2 = statistics.median(v2)
-                    stepx_txt += "; " + txt.format(m2)
-                    ok = ok and met(op2, m2, bound2)
-                else:
-                    ok = False
-        verdict = "**met**" if ok else "**not met**"
-        if s_failed:
-            # A stepx run that failed its own check is a failure, whatever
-            # the others measured.
-            verdict = "**not met** ({} of {} stepx runs failed)".format(
-                s_failed, len(srs))
-        elif ok and missing and w in RELATIVE:
-            # The best peer may be the one that failed: no verdict.
-            verdict = "**unverified** (a peer has no ok run)"
-        summary.append((w, stepx_txt, best_txt, ratio_txt, tgt, verdict))
-
-    p("## Summary")
-    p("")
-    p("Ratio = stepx's median / the best peer's median of the same figure "
-      "(for messages or submits per second higher is better, so a fanin ratio "
-      "above 1 is stepx ahead; for times lower is better). For submit, yield, "
-      "wake, idle, timers and relay the target is absolute and the Go figure, "
-      "where there is one, is a reference.")
-    p("")
-    p("| workload | stepx | best peer | ratio | target | verdict |")
-    p("|---|---|---|---|---|---|")
-    for row in summary:
-        p("| {} | {} | {} | {} | {} | {} |".format(*row))
-    p("")
-
-    # ---- what was learned: bench/FINDINGS.md, written by hand ----
-    findings = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "FINDINGS.md")
-    if os.path.exists(findings):
-        with open(findings) as f:
-            text = f.read().strip("\n")
-        p(text)
-        p("")
-
-    # ---- per workload ----
-    p("## Workloads")
-    for w in ORDER:
-        if not any(k[0] == w for k in by):
-            continue
-        n = None
-        for rt in RUNTIMES:
-            rs = by.get((w, rt), [])
-            for r in rs:
-                if "n" in r["kv"]:
-                    n = r["kv"]["n"]
-                    break
-            if n:
-                break
-        p("")
-        note = ""
-        if n and w in CONTRACT_N and int(n) != CONTRACT_N[w]:
-            note = "; BENCHMARKS.md's size is {:,}".format(CONTRACT_N[w])
-        p("### {} (n = {} {}{})".format(
-            w, "{:,}".format(int(n)) if n else "?", SIZES.get(w, ""), note))
-        p("")
-        p("Figure: {} ({} is better).".format(FIGURES[w][4], FIGURES[w][2]))
-        p("")
-        extra_hdr = ""
-        if w == "wake":
-            extra_hdr = " p99 µs median (min–max) |"
-        if w == "timers":
-            extra_hdr = " p50 / p99 / max lateness, ms (medians) |"
-        if w == "spawnidle":
-            extra_hdr = " peak RSS at n=1, MiB | bytes per idle process |"
-        p("| runtime | runs ok | {} median (min–max) | peak RSS median, MiB | "
-          "stepx / this |{}".format(FIGURES[w][1], extra_hdr))
-        p("|---|---|---|---|---|" + ("---|" * extra_hdr.count("|")))
-        _, _, sv, _ = stats(w, "stepx")
-        sm = statistics.median(sv) if sv else None
-        for rt in RUNTIMES:
-            rs, good, vals, rss = stats(w, rt)
-            if not rs:
-                continue
-            ratio = "—"
-            if rt != "stepx" and sm is not None and vals:
-                ratio = "{:.2f}".format(sm / statistics.median(vals))
-            elif rt == "stepx":
-                ratio = "1"
-            row = "| {} | {}/{} | {} | {} | {} |".format(
-                rt, len(good), len(rs), med_range(w, vals),
-                mib(statistics.median(rss)) if rss else "—", ratio)
-            if w == "wake":
-                p99 = [float(r["kv"]["p99_us"]) for r in good if "p99_us" in r["kv"]]
-                if p99:
-                    row += " {:.1f} ({:.1f}–{:.1f}) |".format(
-                        statistics.median(p99), min(p99), max(p99))
-                else:
-                    row += " — |"
-            if w == "timers":
-                cols = []
-                for key in ("p50_late_ms", "p99_late_ms", "max_late_ms"):
-                    v = [float(r["kv"][key]) for r in good if key in r["kv"]]
-                    cols.append("{:.1f}".format(statistics.median(v))
-                                if v else "—")
-                row += " {} |".format(" / ".join(cols))
-            if w == "spawnidle":
-                base = [r["rss_kb"] for r in by.get(("spawnidle0", rt), [])
-                        if r["ok"]]
-                b = bytes_per_proc(by, rt)
-                row += " {} | {} |".format(
-                    mib(statistics.median(base)) if base else "—",
-                    "{:.0f}".format(b) if b is not None else "—")
-            p(row)
-        bad = [r for rt in RUNTIMES for r in by.get((w, rt), []) if not r["ok"]]
-        for r in bad[:4]:
-            p("")
-            p("- failed run: {} #{}: exit {}, `{}`".format(
-                r["rt"], r["round"], r["rc"], r["line"][:200]))
-        if len(bad) > 4:
-            p("")
-            p("- and {} more failed runs (see the raw lines)".format(
-                len(bad) - 4))
-        if w == "idle":
-            pk = [r["kv"].get("parks") for r in by.get((w, "stepx"), [])
-                  if r["ok"] and "parks" in r["kv"]]
-            if pk:
-                p("")
-                p("stepx worker parks during the idle window (a park after a "
-                  "wake-up or a timed-out park): {}.".format(", ".join(pk)))
-        if w == "wake":
-            ap = [r["kv"].get("all_parked_pct") for r in by.get((w, "stepx"), [])
-                  if r["ok"] and "all_parked_pct" in r["kv"]]
-            if ap:
-                p("")
-                p("stepx: share of sends that found every worker parked, per "
-                  "run: {} %.".format(", ".join(ap)))
-    p("")
-    p(METHOD)
-    p("")
-    p("## Raw lines")
-    p("")
-    p("Every run's own output line, in the order they ran (`rss_kb` from "
-      "`/usr/bin/time -v`).")
-    p("")
-    p("```")
-    for r in runs:
-        p("{}\trss_kb={}\t{}".format(r["w"] if r["w"] != "spawnidle0"
-                                     else "spawnidle0", r["rss_kb"], r["line"]))
-    p("```")
-    sys.stdout.write("\n".join(out) + "\n")
+def rel_path(path):
+    """path relative to the repository root when it lies inside it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = os.path.abspath(path)
+    if p.startswith(root + os.sep):
+        return os.path.relpath(p, root)
+    return path
 
 
 def bytes_per_proc(by, rt):
@@ -504,5 +299,406 @@ def bytes_per_proc(by, rt):
     return d * 1024.0 / n
 
 
+class Run:
+    def __init__(self, runs):
+        self.runs = runs
+        self.by = {}
+        for r in runs:
+            self.by.setdefault((r["w"], r["rt"]), []).append(r)
+
+    def has(self, w):
+        return any(k[0] == w for k in self.by)
+
+    def stats(self, w, rt):
+        rs = self.by.get((w, rt), [])
+        good = [r for r in rs if r["ok"]]
+        vals = [figure(w, r["kv"]) for r in good]
+        rss = [r["rss_kb"] for r in good]
+        return rs, good, vals, rss
+
+    def key_median(self, w, rt, key):
+        _, good, _, _ = self.stats(w, rt)
+        v = [float(r["kv"][key]) for r in good if key in r["kv"]]
+        return statistics.median(v) if v else None
+
+    def n_of(self, w):
+        for rt in RUNTIMES:
+            for r in self.by.get((w, rt), []):
+                if "n" in r["kv"]:
+                    return int(r["kv"]["n"])
+        return None
+
+    def verdict(self, w):
+        """One summary row: a dict with the cells and whether it is met."""
+        row = {"w": w, "met": False}
+        srs, sgood, sv, _ = self.stats(w, "stepx")
+        tgt = ""
+        if w in RELATIVE:
+            op, bound = RELATIVE[w]
+            tgt = "stepx/best {} {}".format("≤" if op == "<=" else "≥", bound)
+            if w == "spawnidle":
+                tgt += "; ≤ {} B per idle process".format(SPAWNIDLE_BYTES)
+        else:
+            tgt = ABSOLUTE[w][2]
+        row["target"] = tgt
+        if not sv:
+            row.update(stepx="no ok run", best="", ratio="",
+                       verdict="**not met** (no result)")
+            return row
+        # A run that failed its check or did not finish is not left out
+        # silently: the median is over the ok runs, and the row says so.
+        s_failed = len(srs) - len(sgood)
+        missing = []  # peers that ran this workload but have no ok run
+        sm = statistics.median(sv)
+        row["stepx_median"] = sm
+        unit = FIGURES[w][1]
+        peers = []
+        for rt in RUNTIMES[1:]:
+            rs, _, v, _ = self.stats(w, rt)
+            if v:
+                peers.append((rt, statistics.median(v)))
+            elif rs:
+                missing.append("{} 0/{} ok".format(rt, len(rs)))
+        best = None
+        if peers:
+            pick = min if FIGURES[w][2] == "lower" else max
+            best = pick(peers, key=lambda x: x[1])
+        stepx_txt = "{} {}".format(fmt(w, sm), unit)
+        if s_failed:
+            stepx_txt += " ({}/{} runs ok)".format(len(sgood), len(srs))
+        best_txt = ("{} {} {}".format(RUNTIME_NAMES[best[0]], fmt(w, best[1]),
+                                      unit) if best else "—")
+        if best:
+            brs, bgood, _, _ = self.stats(w, best[0])
+            if len(bgood) < len(brs):
+                best_txt += " ({}/{} runs ok)".format(len(bgood), len(brs))
+        if missing:
+            best_txt += "; no ok run: " + ", ".join(missing)
+        ratio = sm / best[1] if best and best[1] > 0 else None
+        ratio_txt = "{:.2f}".format(ratio) if ratio is not None else "—"
+        if w in RELATIVE:
+            op, bound = RELATIVE[w]
+            ok = ratio is not None and met(op, ratio, bound)
+            if w == "spawnidle":
+                b = bytes_per_proc(self.by, "stepx")
+                if b is None:
+                    ok = False
+                    stepx_txt += "; B/proc: —"
+                else:
+                    ok = ok and b <= SPAWNIDLE_BYTES
+                    stepx_txt += "; {:.0f} B/proc".format(b)
+        else:
+            op, bound, _ = ABSOLUTE[w]
+            ok = met(op, sm, bound)
+            if w in SECOND:
+                key, op2, bound2, txt = SECOND[w]
+                m2 = self.key_median(w, "stepx", key)
+                if m2 is not None:
+                    stepx_txt += "; " + txt.format(m2)
+                    ok = ok and met(op2, m2, bound2)
+                else:
+                    ok = False
+        verdict = "**met**" if ok else "**not met**"
+        if s_failed:
+            # A stepx run that failed its own check is a failure, whatever
+            # the others measured.
+            ok = False
+            verdict = "**not met** ({} of {} stepx runs failed)".format(
+                s_failed, len(srs))
+        elif ok and missing and w in RELATIVE:
+            # The best peer may be the one that failed: no verdict.
+            ok = False
+            verdict = "**unverified** (a peer has no ok run)"
+        row.update(stepx=stepx_txt, best=best_txt, ratio=ratio_txt,
+                   verdict=verdict, met=ok)
+        return row
+
+
+def section_machine(p, meta):
+    p("## Machine")
+    p("")
+    p("| | |")
+    p("|---|---|")
+    p("| CPU | {} cores (`nproc`), {}, {} RAM |".format(
+        meta.get("nproc", "?"), meta.get("cpu", "?"), meta.get("mem", "?")))
+    p("| kernel | {} |".format(meta.get("kernel", "?")))
+    p("| fresh 4 KiB page (bench/pagefault_probe.c, 256 MiB) | {} µs |".format(
+        meta.get("pagefault_us", "?")))
+    p("| load average (1, 5, 15 min) | before {}; after {} |".format(
+        meta.get("load_before", "?"), meta.get("load_after", "?")))
+    build = meta.get("build", "buildtype=release")
+    p("| stepx | commit {}{}; meson `{}`; {} |".format(
+        meta.get("commit", "?"),
+        " (with uncommitted changes)"
+        if meta.get("dirty", "0") not in ("0", "") else "",
+        build, meta.get("gcc", "?")))
+    p("| Go | {} (GOMAXPROCS = cores) |".format(meta.get("go", "?")))
+    p("| Erlang | {} (`erl -noshell +P 5000000`, schedulers = cores) |".format(
+        meta.get("erlang", "?")))
+    p("| CAF | {} (event-based actors, scheduler threads = cores), g++ -O2 |"
+      .format(meta.get("caf", "?")))
+    p("| whole run | {} s |".format(meta.get("elapsed_s", "?")))
+    p("")
+    p("The host is shared: other jobs may run beside the suite (the load "
+      "averages above), and a busy host slows a whole stretch of runs, so "
+      "read the ratios and the min–max spread rather than single figures. "
+      "A fresh page costs {} µs here (bare metal: well under 1 µs), so the "
+      "workloads that grow memory (spawnidle, skynet, a fanin backlog) "
+      "measure page faults in good part, and a runtime that uses less memory "
+      "per process gains more here than it would on bare metal.".format(
+          meta.get("pagefault_us", "?")))
+    p("")
+
+
+def section_method(p, meta):
+    p("## Method")
+    p("")
+    p("- **Programs.** Each workload is one program per runtime doing the same "
+      "work (bench/stepx_bench.c; bench/peers/go, erlang, caf). Each times "
+      "only its workload (a fresh process per run; start-up of the runtime is "
+      "not counted), checks its own result and prints one line with `ok=1` "
+      "only when the check passed.")
+    p("- **Builds.** stepx-bench is built by bench/run.sh in its own tree, "
+      "build/bench/stepx, with meson `{}` (link-time optimisation when "
+      "`b_lto=true`); Go with `go build`, Erlang with "
+      "`erlc`, CAF with `g++ -O2`. Every runtime uses one scheduler thread "
+      "per core.".format(meta.get("build", "buildtype=release")))
+    p("- **Side by side.** {} rounds per workload; a round runs each runtime "
+      "once, in turn (stepx, Go, Erlang, CAF, stepx, …), each under "
+      "`timeout` and `/usr/bin/time -v`, so that a busy spell of the host "
+      "hits every runtime alike.".format(meta.get("runs", "?")))
+    p("- **Figures.** The median over the runs that passed their check "
+      "(min–max in the per-workload tables); a failed run is listed, never "
+      "averaged in. Peak RSS is the median of `/usr/bin/time -v`'s maximum "
+      "resident set size, the whole process's (Erlang's includes ~130 MB of "
+      "VM start-up, sized by `+P 5000000`).")
+    p("- **Ratios and targets.** Ratio = stepx's median / the best peer's "
+      "median of the same figure: for times lower is better, for rates "
+      "(fanin, submit, relay) higher is, so a fanin ratio above 1 is stepx "
+      "ahead. skynet, pingpong, ring, fanin and spawnidle have targets on "
+      "that ratio; submit, yield, wake, idle, timers and relay have absolute "
+      "targets, and Go's figure, where there is one, is a reference. The "
+      "targets are bench/report.py's `RELATIVE` and `ABSOLUTE` tables.")
+    p("")
+
+
+def section_summary(p, rows):
+    p("## Summary")
+    p("")
+    p("| workload | stepx | best peer | ratio | target | verdict |")
+    p("|---|---|---|---|---|---|")
+    for r in rows:
+        p("| {} | {} | {} | {} | {} | {} |".format(
+            r["w"], r["stepx"], r["best"], r["ratio"], r["target"],
+            r["verdict"]))
+    p("")
+    p("Ratio: stepx's median over the best peer's. For times (s, ns, µs) "
+      "below 1 is stepx ahead, for rates (M/s) above 1 is. Where the target "
+      "is absolute, the Go figure is a reference.")
+    p("")
+    n_met = sum(1 for r in rows if r["met"])
+    missed = [r["w"] for r in rows if not r["met"]]
+    line = "{} of {} targets met in this run".format(n_met, len(rows))
+    if missed:
+        line += "; not met: {} (see \"Known gaps\")".format(", ".join(missed))
+    p(line + ".")
+    p("")
+
+
+def section_gaps(p, run, rows, meta):
+    p("## Known gaps")
+    p("")
+    items = []
+    for r in rows:
+        if r["met"]:
+            continue
+        w = r["w"]
+        head = "**{}** ({}; target {}): stepx {}.".format(
+            w, r["verdict"].replace("**", ""), r["target"], r["stepx"])
+        if w == "timers":
+            last = run.key_median(w, "stepx", "last_start_ms")
+            cpu = run.key_median(w, "stepx", "cpu_secs")
+            _, _, sv, _ = run.stats(w, "stepx")
+            if last is not None and cpu is not None and sv:
+                head += (" Its runs took {}–{} s; in the median run the "
+                         "last sleeper started {:.1f} ms after the first "
+                         "submit, and a run used {:.3f} s of CPU."
+                         .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
+        items.append(head + " " + GAP_WHY.get(w, GENERIC_GAP))
+    quick = meta.get("mode") == "quick"
+    if quick:
+        items.append("**Quick mode**: every workload runs below its nominal "
+                     "size, with fewer runs; a smoke test, not a result.")
+    for w in ORDER:
+        n = run.n_of(w)
+        if quick or not run.has(w) or n is None or w not in NOMINAL_N:
+            continue
+        if n < NOMINAL_N[w]:
+            txt = ("**{} runs at n = {:,}**, not the nominal {:,}.".format(
+                w, n, NOMINAL_N[w]))
+            peaks = []
+            for rt in RUNTIMES[1:]:
+                _, _, _, rss = run.stats(w, rt)
+                if rss:
+                    peaks.append("{} {:.1f} GB".format(
+                        RUNTIME_NAMES[rt], statistics.median(rss) / 1048576.0))
+            if peaks:
+                txt += " At this size the peers peak at " + \
+                    ", ".join(peaks) + "."
+            if w in SIZE_WHY:
+                txt += " " + SIZE_WHY[w]
+            items.append(txt)
+    if not items:
+        p("None in this run: every target is met at the nominal sizes.")
+    for t in items:
+        p("- " + t)
+    p("")
+
+
+def section_workloads(p, run):
+    p("## Workloads")
+    for w in ORDER:
+        if not run.has(w):
+            continue
+        n = run.n_of(w)
+        p("")
+        p("### {}: n = {} {}".format(
+            w, "{:,}".format(n) if n else "?", SIZES.get(w, "")))
+        p("")
+        p(HOW.get(w, ""))
+        p("")
+        p("Figure: {} ({} is better).".format(FIGURES[w][4], FIGURES[w][2]))
+        p("")
+        extra_hdr = ""
+        if w == "wake":
+            extra_hdr = " p99 µs median (min–max) |"
+        if w == "timers":
+            extra_hdr = " p50 / p99 / max lateness, ms (medians) |"
+        if w == "spawnidle":
+            extra_hdr = " peak RSS at n=1, MiB | bytes per idle process |"
+        p("| runtime | runs ok | {} median (min–max) | peak RSS median, MiB | "
+          "stepx / this |{}".format(FIGURES[w][1], extra_hdr))
+        p("|---|---|---|---|---|" + ("---|" * extra_hdr.count("|")))
+        _, _, sv, _ = run.stats(w, "stepx")
+        sm = statistics.median(sv) if sv else None
+        for rt in RUNTIMES:
+            rs, good, vals, rss = run.stats(w, rt)
+            if not rs:
+                continue
+            ratio = "—"
+            if rt != "stepx" and sm is not None and vals:
+                ratio = "{:.2f}".format(sm / statistics.median(vals))
+            elif rt == "stepx":
+                ratio = "1"
+            row = "| {} | {}/{} | {} | {} | {} |".format(
+                RUNTIME_NAMES[rt], len(good), len(rs), med_range(w, vals),
+                mib(statistics.median(rss)) if rss else "—", ratio)
+            if w == "wake":
+                p99 = [float(r["kv"]["p99_us"]) for r in good
+                       if "p99_us" in r["kv"]]
+                if p99:
+                    row += " {:.1f} ({:.1f}–{:.1f}) |".format(
+                        statistics.median(p99), min(p99), max(p99))
+                else:
+                    row += " — |"
+            if w == "timers":
+                cols = []
+                for key in ("p50_late_ms", "p99_late_ms", "max_late_ms"):
+                    v = [float(r["kv"][key]) for r in good if key in r["kv"]]
+                    cols.append("{:.1f}".format(statistics.median(v))
+                                if v else "—")
+                row += " {} |".format(" / ".join(cols))
+            if w == "spawnidle":
+                base = [r["rss_kb"] for r in run.by.get(("spawnidle0", rt), [])
+                        if r["ok"]]
+                b = bytes_per_proc(run.by, rt)
+                row += " {} | {} |".format(
+                    mib(statistics.median(base)) if base else "—",
+                    "{:.0f}".format(b) if b is not None else "—")
+            p(row)
+        bad = [r for rt in RUNTIMES for r in run.by.get((w, rt), [])
+               if not r["ok"]]
+        for r in bad[:4]:
+            p("")
+            p("- failed run: {} #{}: exit {}, `{}`".format(
+                r["rt"], r["round"], r["rc"], r["line"][:200]))
+        if len(bad) > 4:
+            p("")
+            p("- and {} more failed runs (see the raw lines)".format(
+                len(bad) - 4))
+        if w == "idle":
+            pk = [r["kv"].get("parks") for r in run.by.get((w, "stepx"), [])
+                  if r["ok"] and "parks" in r["kv"]]
+            if pk:
+                p("")
+                p("stepx worker parks during the idle window (a park after a "
+                  "wake-up or a timed-out park), per run: {}.".format(
+                      ", ".join(pk)))
+        if w == "wake":
+            ap = [r["kv"].get("all_parked_pct")
+                  for r in run.by.get((w, "stepx"), [])
+                  if r["ok"] and "all_parked_pct" in r["kv"]]
+            if ap:
+                p("")
+                p("stepx: share of sends that found every worker parked, per "
+                  "run: {} %.".format(", ".join(ap)))
+    p("")
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--from":
+        raw_path = os.path.join(argv[2], "raw.tsv")
+        meta_path = os.path.join(argv[2], "meta.txt")
+    elif len(argv) == 3 and not argv[1].startswith("-"):
+        raw_path, meta_path = argv[1], argv[2]
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    run = Run(load(raw_path))
+    meta = load_meta(meta_path)
+    rows = [run.verdict(w) for w in ORDER if run.has(w)]
+
+    out = []
+    p = out.append
+    p("# stepx benchmarks")
+    p("")
+    p("stepx against Go, Erlang and CAF (C++ actors) on the same machine in "
+      "one run: {} ({} mode, {} runs of each program per workload), stepx at "
+      "commit {}. Generated by `{}` (bench/run.sh, bench/report.py); the raw "
+      "lines are in {} (see \"Raw data\" at the end). The research notes "
+      "behind these figures (profiles, A/B measurements, what was tried and "
+      "dropped) are in bench/FINDINGS.md.".format(
+          meta.get("date", "?"), meta.get("mode", "?"), meta.get("runs", "?"),
+          meta.get("commit", "?"), meta.get("command", "?"),
+          rel_path(raw_path)))
+    p("")
+    section_summary(p, rows)
+    section_gaps(p, run, rows, meta)
+    section_machine(p, meta)
+    section_method(p, meta)
+    section_workloads(p, run)
+    p("## Raw data")
+    p("")
+    p("Every run's own output line is in {} (tab-separated: workload, "
+      "runtime, round, exit code, peak RSS in kB, the program's line; "
+      "`spawnidle0` is the spawnidle program at n = 1), and the machine and "
+      "build figures above in {}. This page is rebuilt from them, without "
+      "running anything, by".format(rel_path(raw_path), rel_path(meta_path)))
+    p("")
+    p("```sh")
+    if (os.path.basename(raw_path) == "raw.tsv"
+            and os.path.basename(meta_path) == "meta.txt"
+            and os.path.dirname(os.path.abspath(raw_path))
+            == os.path.dirname(os.path.abspath(meta_path))):
+        p("python3 bench/report.py --from {} > docs/BENCHMARKS.md".format(
+            rel_path(os.path.dirname(os.path.abspath(raw_path)))))
+    else:
+        p("python3 bench/report.py {} {} > docs/BENCHMARKS.md".format(
+            rel_path(raw_path), rel_path(meta_path)))
+    p("```")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

@@ -1,26 +1,40 @@
 #!/usr/bin/env bash
-# bench/run.sh: the benchmark suite in one command (the contract is
-# BENCHMARKS.md in the design notes; results go to docs/BENCHMARKS.md).
+# bench/run.sh: the benchmark suite in one command: stepx side by side with
+# its peers (Go, Erlang, CAF) in one run; the report is docs/BENCHMARKS.md.
 #
 #   bash bench/run.sh [--quick] [--runs R] [--out FILE] [--only a,b,...]
 #
+# The build it measures: bench/stepx-bench from the working tree, in a
+# build tree of its own, build/bench/stepx (so that it never races
+# scripts/run.sh over build/release), configured with
+# `--buildtype=release -Db_lto=true`: release with link-time optimisation,
+# given explicitly, so the figures do not depend on the project's default
+# options. The report records the commit, whether the sources stepx-bench
+# is built from had uncommitted changes, and the options the tree was
+# built with (`meson introspect`).
+#
 # 1. installs what is missing (scripts/setup.sh for the build, then the peer
 #    toolchains: golang-go, erlang-base, erlang-dev, libcaf-dev, g++, time);
-# 2. builds bench/stepx-bench in build/bench/stepx (buildtype release; its
-#    own build tree, so that it never races scripts/run.sh over
-#    build/release) and the peers into build/bench/ (go build, erlc,
-#    g++ -O2);
+# 2. builds stepx-bench (above) and the peers into build/bench/ (go build,
+#    erlc, g++ -O2);
 # 3. runs every workload R times (full: 7, --quick: 3), interleaving the
-#    runtimes (stepx, go, erlang, caf, stepx, go, ...), each run wrapped in
-#    /usr/bin/time -v for its peak RSS and in timeout(1);
-# 4. writes the report (bench/report.py): medians (min-max), peak RSS,
-#    ratios against the best peer and the targets.
+#    runtimes (stepx, go, erlang, caf, stepx, go, ...), each run a fresh
+#    process wrapped in /usr/bin/time -v for its peak RSS and in timeout(1);
+# 4. writes the report (bench/report.py): medians (min-max) over the runs
+#    that passed their own check, peak RSS, ratios against the best peer,
+#    verdicts against the targets, and the known gaps.
 #
-# Full mode writes docs/BENCHMARKS.md and takes about 9-15 minutes on a
-# 2-core machine; --quick (smaller n, 3 runs) takes 1-2 minutes and
-# writes build/bench/BENCHMARKS-quick.md unless --out says otherwise, so that
-# a smoke run does not replace the committed results. Raw lines are kept in
-# build/bench/raw.tsv.
+# Raw lines go to build/bench/raw.tsv as the runs go, and the machine and
+# build figures to build/bench/meta.txt. A full run (about 8-15 minutes on
+# 2 cores) then copies both to bench/results/ and writes docs/BENCHMARKS.md
+# from there: commit the three together. --quick (smaller n, 3 runs, 1-2
+# minutes) writes build/bench/BENCHMARKS-quick.md from build/bench/ unless
+# --out says otherwise, so that a smoke run replaces neither.
+#
+# To rebuild the report from stored raw lines without running anything
+# (after a change to bench/report.py, say):
+#
+#   python3 bench/report.py --from bench/results > docs/BENCHMARKS.md
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,7 +51,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift ;;
     --only) ONLY=$2; shift ;;
     -h | --help)
-        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+        awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
         exit 0
         ;;
     *)
@@ -52,9 +66,9 @@ if [ "$QUICK" = 1 ]; then
     OUT=${OUT:-build/bench/BENCHMARKS-quick.md}
     TIMEOUT=60
 else
-    # 7, not the issue's minimum of 5: on this shared VM a busy spell of
-    # the host can take two runs of five, and the median with them
-    # (bench/FINDINGS.md); seven take about 8 minutes on 2 cores.
+    # 7 runs: on a shared host a busy spell can take two runs of five, and
+    # the median with them (bench/FINDINGS.md, "The machine"); seven take
+    # about 8 minutes on 2 cores.
     RUNS=${RUNS:-7}
     OUT=${OUT:-docs/BENCHMARKS.md}
     TIMEOUT=240
@@ -88,8 +102,8 @@ BUILD=$BB/stepx
 mkdir -p "$BB/erlang"
 echo "=== stepx: build $BUILD (release) ==="
 # Link-time optimisation: the hot path crosses files (worker, dispatch,
-# event, mailbox, deque); LTO inlines those calls (~15% fewer instructions
-# per ring hop, measured with callgrind).
+# event, mailbox, deque), and LTO inlines those calls (callgrind counts
+# ~15 % fewer instructions per ring hop with it than without).
 if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
     rm -rf "$BUILD"
     meson setup "$BUILD" --buildtype=release -Db_lto=true
@@ -103,7 +117,14 @@ STEPX=$BUILD/bench/stepx-bench
 # What the binary was built from, read now: edits made while the suite runs
 # do not change the binary and must not be reported as if they had.
 BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BUILT_DIRTY=$(git status --porcelain -- engine process meson.build 2>/dev/null | wc -l)
+BUILT_DIRTY=$(git status --porcelain -- engine process relay cmd bench/stepx_bench.c \
+    bench/meson.build meson.build 2>/dev/null | wc -l)
+BUILT_OPTIONS=$(meson introspect "$BUILD" --buildoptions | python3 -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(" ".join("%s=%s" % (k, str(o[k]).lower() if isinstance(o[k], bool) else o[k])
+               for k in ("buildtype", "optimization", "b_lto", "b_ndebug") if k in o))') ||
+    BUILT_OPTIONS=unknown
 
 echo "=== peers: build into $BB (each only when its source is newer) ==="
 stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; } # target source
@@ -124,10 +145,12 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
-# Full sizes are BENCHMARKS.md's except spawnidle: 500,000 instead of
-# 1,000,000 for every runtime. At 1M the peers take 11-23 s a run here (Go
-# and Erlang grow to ~2.7 GB, and a fresh page costs ~20 us on this VM), which
-# alone took ~225 s of a 998 s full run; at 500k the suite fits 15 minutes.
+# Full sizes are the nominal ones (bench/report.py, NOMINAL_N) except
+# spawnidle: 500,000 instead of 1,000,000, for every runtime. At 1 M the Go
+# and Erlang programs grow to ~2.7 GB each and take tens of seconds a run
+# where a fresh page costs microseconds (a VM), and the suite no longer
+# fits 15 minutes on 2 cores; the report lists the reduced size under
+# "Known gaps".
 WORKLOADS=(
     "skynet|1000000|100000|stepx go erlang caf"
     "pingpong|2000000|200000|stepx go erlang caf"
@@ -147,7 +170,8 @@ cmd_for() { # runtime workload n
     case "$1" in
     stepx)
         # relay1: relay with one request at a time per connection (the
-        # literal reading of BENCHMARKS.md's "submits and waits").
+        # strictest reading of the relay target: each connection submits,
+        # then waits, then submits the next).
         if [ "$2" = relay1 ]; then
             echo "$STEPX relay $3 --window 1"
         else
@@ -234,7 +258,18 @@ META=$BB/meta.txt
     echo "caf=libcaf-dev $(dpkg-query -W -f='${Version}' libcaf-dev)"
     echo "commit=$BUILT_COMMIT"
     echo "dirty=$BUILT_DIRTY"
+    echo "build=$BUILT_OPTIONS"
 } >"$META"
+# The committed report's raw lines live beside it in bench/results/, so that
+# bench/report.py --from bench/results can rebuild it; any other report is
+# built from build/bench/ and leaves bench/results/ alone.
+RESULTS=$BB
+if [ "$OUT" = docs/BENCHMARKS.md ]; then
+    RESULTS=bench/results
+    mkdir -p "$RESULTS"
+    cp "$RAW" "$RESULTS/raw.tsv"
+    cp "$META" "$RESULTS/meta.txt"
+fi
 mkdir -p "$(dirname "$OUT")"
-python3 bench/report.py "$RAW" "$META" >"$OUT"
+python3 bench/report.py --from "$RESULTS" >"$OUT"
 echo "=== wrote $OUT ($((T_END - T_START)) s) ==="
