@@ -26,13 +26,13 @@ enum {
     /* engine/timer/sleep.c answer_of: no node for a due sleep's answer; the
      * entry goes back into the set and is tried again on the next look. */
     SX__FAULT_TIMER_ANSWER = 1u << 1,
-    /* engine/core/engine.c sx__spawn: no process slot; submit and spawn return
+    /* engine/core/proc.c sx__spawn: no process slot; submit and spawn return
      * SX_ENOMEM. */
     SX__FAULT_SPAWN = 1u << 2,
     /* engine/core/dispatch.c sx__dispatch: no completer for a yield; the
      * process finishes SX_ENOMEM ("dispatch: out of memory"). */
     SX__FAULT_DISPATCH = 1u << 3,
-    /* engine/core/engine.c sx__send: no node for a message; the send returns
+    /* engine/core/proc.c sx__send: no node for a message; the send returns
      * SX_ENOMEM. */
     SX__FAULT_SEND = 1u << 4,
     /* engine/core/dispatch.c sx_complete: no room to copy a command's result;

@@ -796,7 +796,8 @@ int sx_unpack_uint(sx_unpack *u, uint64_t *out)
 /* Integers convert to the nearest double (above 2^53 that may round). */
 int sx_unpack_double(sx_unpack *u, double *out)
 {
-    mp_head h;
+    /* Zeroed: gcc -O3 cannot see that unpack_head sets i whenever neg. */
+    mp_head h = { 0 };
     double v;
     int rc = unpack_head(u, &h);
     if (rc != 0)

@@ -1,5 +1,5 @@
 /* docs/models/park.pml -- SPIN model of the park / unpark protocol
- * (engine/park.c, engine/globalq.c, find_work in engine/worker.c;
+ * (engine/sched/park.c, engine/sched/globalq.c, find_work in engine/sched/worker.c;
  * docs/SCHEDULER.md section 3).
  *
  * NW workers look for work (own deque, global queue, steal), and when they

@@ -1,5 +1,5 @@
 /* docs/models/state.pml -- SPIN model of the per-process state word
- * (engine/worker.c: run_turn, sx__deliver; engine/dispatch.c: the
+ * (engine/sched/turn.c: run_turn; engine/sched/worker.c: sx__deliver; engine/core/dispatch.c: the
  * same-worker completion fast path; process/mailbox.c: push, pop, find;
  * docs/SCHEDULER.md section 2).
  *
@@ -57,7 +57,7 @@
  *
  * SPIN explores sequentially consistent interleavings; the real code's
  * fetch_or / CAS on one word are totally ordered anyway (one location),
- * and the release/acquire pairs named in worker.c make the pushes visible
+ * and the release/acquire pairs named in worker.c and turn.c make the pushes visible
  * to whoever's CAS follows the fetch_or.
  *
  * Size: with the defaults below (2 workers, 1 completer, 1 message, up to 2
@@ -69,7 +69,7 @@
  *
  * Negative controls (each must make SPIN report an error):
  *   -DNO_RECHECK   the worker parks the process with a plain store instead
- *                  of the CAS (engine/worker.c SX_NEGATIVE_CONTROL_NO_RECHECK):
+ *                  of the CAS (engine/sched/turn.c SX_NEGATIVE_CONTROL_NO_RECHECK):
  *                  a flag set between its load and the store is lost
  *   -DNO_BACKLOG   the worker skips the mailbox walk before parking: the
  *                  fast path's flagless push (or an event behind a

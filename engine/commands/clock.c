@@ -3,7 +3,7 @@
  * are in docs/COMMANDS.md.
  *
  * Every deadline is absolute on the monotonic clock, fixed on the worker
- * when the yield is dispatched, and never fires early (io.c, ms_until).
+ * when the yield is dispatched, and never fires early (loop.c, ms_until).
  * Sleeps, timers and tickers live on the loop's timer heap (io.h,
  * sx__iotimer): arming one is a heap insert, with no libuv handle to
  * open and close.
@@ -355,7 +355,7 @@ static int sleep_at(sx_engine *e, sx_completer *done, uint64_t due)
         sx_complete(done, nil, SX_ENOMEM, NULL);
         return 0;
     }
-    /* done is gone (timers.c keeps what the answer needs). */
+    /* done is gone (sleep.c keeps what the answer needs). */
     w->running->sleeps++; /* the running worker owns the process */
     return 0;
 }

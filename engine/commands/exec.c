@@ -43,7 +43,7 @@
  * libuv's reset: default dispositions and an empty signal mask.
  *
  * Threads: cmd_exec [worker]; everything else [loop]. Nothing here is
- * shared between threads except through the hand-off in io.c (the queue's
+ * shared between threads except through the hand-off in loop.c (the queue's
  * release/acquire publishes the parsed arguments to the loop), so there
  * are no atomics in this file.
  */

@@ -51,7 +51,7 @@ typedef struct {
 } http_field;
 
 /* An HTTP op's request and response state; owned by the op (op_fini in
- * cmd_net.c frees it with sx__net_http_free). */
+ * net.c frees it with sx__net_http_free). */
 struct sx__net_http {
     uint64_t timeout_ms; /* 0: none (the yield's timeout still applies) */
     uint64_t due_ns;     /* timeout_ms from the dispatch of the yield */

@@ -21,19 +21,19 @@
  * a request in flight can rely on its connection being alive. A read or
  * HTTP op that a closing connection answers is released from the
  * connection's close callback, never from inside the cancel that closed
- * it: io.c walks a process's op list while it cancels them (proc_cancel),
+ * it: loop.c walks a process's op list while it cancels them (proc_cancel),
  * and a neighbour freed inside that walk would end the walk early (its
- * pnext is reused for io.c's list of ops to free after the walk). So no
+ * pnext is reused for loop.c's list of ops to free after the walk). So no
  * cancel here releases any op but its own.
  *
  * Exactly one answer per yield: every path that ends an op goes through
- * sx__net_end, which answers once (`finished`); io.c answers SX_ECANCELLED
+ * sx__net_end, which answers once (`finished`); loop.c answers SX_ECANCELLED
  * for an op released unanswered, and drops answers that lose to the
  * yield's timeout or reach a finished process.
  *
  * Threads: the cmd_* handlers run on the worker that dispatched the
  * yield; everything else runs on the process's loop thread. No atomics
- * (cmd_net.h).
+ * (net.h).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -62,7 +62,7 @@ void sx__net_try_release(sx__net_op *c)
 
 static sx__net_conn *conn_find(sx__net_op *c, uint64_t id);
 
-/* Frees what the op owns. One more duty: io.c releases an op without
+/* Frees what the op owns. One more duty: loop.c releases an op without
  * starting it when its yield's timeout passed before the loop got to it
  * (or its process finished). For a write or a close that still has to
  * close the connection, so that a write's timeout always leaves the

@@ -5,10 +5,10 @@
  * connect (with name resolution), read, write and close, and the ops'
  * life; engine/commands/http.c has net.http (building the request on the
  * worker, parsing the response on the loop). An HTTP op makes its own
- * connection through cmd_net.c and is that connection's reader.
+ * connection through net.c and is that connection's reader.
  *
  * Threads: functions are [loop] (the op's loop thread) unless tagged
- * [worker]. Nothing here is shared between threads except through io.c's
+ * [worker]. Nothing here is shared between threads except through loop.c's
  * hand-off (the request queue publishes what a handler filled in), so
  * there are no atomics in the net family.
  */
@@ -28,7 +28,7 @@
 
 typedef struct sx__net_conn sx__net_conn;
 typedef struct sx__net_op sx__net_op;
-typedef struct sx__net_http sx__net_http; /* cmd_net_http.c */
+typedef struct sx__net_http sx__net_http; /* http.c */
 
 typedef enum {
     SX__NET_CONNECT = 1,
@@ -92,10 +92,10 @@ struct sx__net_op {
     sx__net_http *http; /* SX__NET_HTTP; owned (op_fini) */
 };
 
-/* ---- cmd_net.c ---- */
+/* ---- net.c ---- */
 
 /* Answers c (once), ends its work and releases it when nothing of it is
- * in flight any more; c may be gone when it returns. See cmd_net.c. */
+ * in flight any more; c may be gone when it returns. See net.c. */
 void sx__net_end(sx__net_op *c, sx_payload result, int err, const char *msg);
 /* sx__net_end with "<prefix>: <where>: <libuv's text for err>". */
 void sx__net_fail_uv(sx__net_op *c, const char *prefix, const char *where,
@@ -121,7 +121,7 @@ bool sx__net_target_ok(const char **host, size_t *len, int64_t port);
 void sx__net_target_set(sx__net_op *c, const char *host, size_t len,
                         int64_t port);
 
-/* ---- cmd_net_http.c ---- */
+/* ---- http.c ---- */
 
 /* Arms net.http's timeout_ms and starts the connect. */
 void sx__net_http_start(sx__net_op *c);

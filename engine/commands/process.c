@@ -302,7 +302,7 @@ static int cmd_trap_exit(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         return SX_EINVAL;
     if (sx_unpack_bool(&u, &on) != 0 || !sx_unpack_done(&u))
         return SX_EINVAL;
-    /* relaxed: see trap_exit in internal.h. */
+    /* relaxed: see trap_exit in core.h. */
     atomic_store_explicit(&done->ev.to->trap_exit, on, memory_order_relaxed);
     sx_complete(done, nil, 0, NULL);
     return 0;

@@ -54,7 +54,7 @@ struct sx_engine {
      * creation publishes them). */
     const sx_process_type **types;
     size_t n_types, cap_types;
-    uint32_t *type_hash; /* engine.c: type_find */
+    uint32_t *type_hash; /* proc.c: type_find */
     size_t type_hash_cap;
     sx__cmd cmds[256];
     sx__cmd_ext *ext_cmds; /* sorted by id */
@@ -89,8 +89,7 @@ struct sx_engine {
     /* Free slots for threads that are not workers (submitters, loops). */
     alignas(64) sx__spin ext_slots_mu;
     sx__slotcache ext_slots; /* under ext_slots_mu */
-    /* The live count's share of threads that are not workers (engine.c,
-     * "live"), and the admission count when max_processes is set. */
+    /* The live count's share of threads that are not workers (live.h), and the admission count when max_processes is set. */
     alignas(64) _Atomic uint64_t ext_born, ext_died;
     _Atomic uint64_t admitted;
     /* The table reached cfg.max_slots (ptable.c, grow); never cleared. */
@@ -129,10 +128,10 @@ struct sx_engine {
      * closing (calloc'd zero at engine creation). */
     _Atomic uint32_t io_posters;
     _Atomic bool io_closed;
-    /* Sleep entries whose processes finished (timers.c): a purge trigger,
+    /* Sleep entries whose processes finished (sleep.c): a purge trigger,
      * not an exact count (release add at finish, acquire load by purge). */
     _Atomic uint64_t tm_dead;
-    /* 1 while a purge runs (timers.c, sx__timers_purge_maybe). */
+    /* 1 while a purge runs (sleep.c, sx__timers_purge_maybe). */
     _Atomic int tm_purging;
     /* Command latency histogram (sampled; relaxed figures). */
     alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
@@ -148,7 +147,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n);
 /* One message built beforehand (ev), sent as sx__send would; for cold
- * callers (engine.c). */
+ * callers (proc.c). */
 int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev);
 /* Sends a message (ctl: a control event that overtakes user messages). */
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,

@@ -118,7 +118,7 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     if (error != 0)
         result = (sx_payload){ NULL, 0 };
     /* Read before the answer's bytes are set: in a small completer they
-     * overlay `to` (internal.h). */
+     * overlay `to` (core.h). */
     sx__proc *p = ev->to;
     if (SX__FAULT(SX__FAULT_RESULT) ||
         sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
@@ -136,7 +136,7 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
         /* Completed by a handler on the worker that is running the
          * process (the common case for cheap commands): p cannot finish
          * under us, and this worker checks the mailbox before it blocks or
-         * idles the process (worker.c, backlog), so neither a reference
+         * idles the process (engine/sched/turn.c, backlog), so neither a reference
          * nor the state word's wake-up flag is needed — only the push. */
         sx__mpsc_push(&p->mbox, &ev->node);
         return;
@@ -348,7 +348,7 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
             sx__ev_free(w);
             return;
         }
-        /* relaxed: see trap_exit in internal.h. */
+        /* relaxed: see trap_exit in core.h. */
         if (!atomic_load_explicit(&p->trap_exit, memory_order_relaxed)) {
             if (error != 0) {
                 uint64_t none = 0;
@@ -361,7 +361,7 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                 /* Finished already (its finish took no TERM from us, and
                  * did not reset the reason): reset it here, before our
                  * reference lets the slot go to another process (see
-                 * link_failed in internal.h). relaxed: as above. */
+                 * link_failed in core.h). relaxed: as above. */
                 if (sx__terminate(e, p) == SX_ENOTFOUND && named)
                     atomic_store_explicit(why, 0, memory_order_relaxed);
             }

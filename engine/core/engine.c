@@ -111,7 +111,7 @@ static int workers_init(sx_engine *e)
         sx__slotcache_init(&w->slots);
         sx__output_init(&w->out);
         w->out.hooks = &sx__worker_send_hooks;
-        /* A bundle always fits one step's batch (worker.c, collect). */
+        /* A bundle always fits one step's batch (engine/sched/turn.c, collect). */
         w->out.bundle_max = e->throughput;
         /* sx_done refuses a bigger result without copying it. */
         w->out.result_max = e->cfg.max_result;

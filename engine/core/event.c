@@ -14,7 +14,7 @@
  * use malloc directly. Bytes that do not fit the node's inline area go
  * into one extra heap block.
  *
- * Nodes come in three sizes (internal.h): small for messages whose bytes
+ * Nodes come in three sizes (core.h): small for messages whose bytes
  * fit SX__EV_SMALL (104 bytes, a 112-byte malloc chunk), large for the rest
  * and for every completer and watcher (200 bytes, 208), and bundle nodes
  * (992 bytes: "Bundles" below). Each size has its own cache list and depot
@@ -45,7 +45,7 @@ static const unsigned cache_max[3] = { 4096, 4096, 2 * DEPOT_BATCH };
 static const size_t depot_max_top[3] = { 256 * 1024, 256 * 1024, 16 * 1024 };
 #define DEPOT_MEMORY_SHARE 256
 
-/* The three sizes (internal.h): a small node is a message whose bytes fit
+/* The three sizes (core.h): a small node is a message whose bytes fit
  * SX__EV_SMALL; a bundle node holds a bundle's records; a large one is
  * everything else. Each size has its own cache list and depot list,
  * indexed by sx__ev.big. */
@@ -296,9 +296,9 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  * consumer reads consecutive bytes instead of a node per message, each
  * written on another core. Nothing else changes: the consumer's step gets
  * one event per message, in order, with the same from, topic and data
- * (worker.c, collect), and an outside mailbox one callback per message
+ * (engine/sched/turn.c, collect), and an outside mailbox one callback per message
  * (outside.c). A bundle holds at most the engine's throughput messages
- * (one step's worth; a step with less room takes part of it: worker.c,
+ * (one step's worth; a step with less room takes part of it: turn.c,
  * collect). It starts in a large node, from two messages whose records fit
  * one, and moves to a bundle node (SX__EV_BUNDLE record bytes) when it
  * outgrows that, so two messages never take a kilobyte. A message too big for a

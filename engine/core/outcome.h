@@ -95,7 +95,7 @@ typedef struct {
     _Atomic uint32_t n_waiting[SX__WAIT_SLOTS];
 } sx__outcomes;
 
-/* engine/outcome.c */
+/* engine/core/outcome.c */
 /* One shard per worker and one for every other thread. */
 int sx__outcomes_init(sx__outcomes *o, size_t keep, size_t keep_bytes,
                       unsigned workers);

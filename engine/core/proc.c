@@ -254,7 +254,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
     }
     /* A type without state gets a shared, never written placeholder: no
      * allocation per process (the spawnidle and submit workloads); a small
-     * state goes in the slot's cell (internal.h, SX__CELL). */
+     * state goes in the slot's cell (core.h, SX__CELL). */
     if (t->state_size == 0) {
         p->user_state = (void *)&sx__no_state;
     } else if (t->state_size <= SX__CELL) {
@@ -363,7 +363,7 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
     return rc;
 }
 
-/* send_ev for a cold caller (a ticker's stop notice, cmd_clock.c). Apart
+/* send_ev for a cold caller (a ticker's stop notice, clock.c). Apart
  * and not inlined: one more call of sx__send_chain made GCC's LTO stop
  * inlining it into direct_sends, pingpong's send path (+22 instructions
  * per message in callgrind). */
@@ -531,7 +531,7 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     /* close has returned before the outcome is visible to wait; the PID
      * stops resolving right after it is (outcome.c). */
     sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps);
-    /* Sleeps still in a timer set are dropped there lazily (timers.c),
+    /* Sleeps still in a timer set are dropped there lazily (sleep.c),
      * counted only now that the slot's generation has moved on. release:
      * a purge that reads the count (acquire) then sees the new generation
      * and finds these entries dead; counted earlier, a purge could take

@@ -32,7 +32,7 @@ typedef struct sx__worker sx__worker;
  *
  * Every transition is a CAS that preserves the flag bits it does not own;
  * a CAS that fails because a flag flipped re-evaluates and retries
- * (engine/worker.c). Producers only ever fetch_or flags, then try to move
+ * (engine/sched/worker.c). Producers only ever fetch_or flags, then try to move
  * BLOCKED / IDLE to READY with a CAS; exactly one thread wins that CAS and
  * queues the process, so a process is in at most one run queue at once.
  */
@@ -49,7 +49,7 @@ typedef enum {
     SX__EV_MESSAGE = 1,    /* send / cancel / @exit       */
 } sx__ev_kind;
 
-/* Three sizes of event node (engine/event.c): small, large, and the bundle
+/* Three sizes of event node (engine/core/event.c): small, large, and the bundle
  * node (sizeof(sx__ev) + SX__EV_BUNDLE record bytes, "Bundles"). A large
  * node carries a
  * completer's fields and SX__EV_INLINE bytes after them: completers, watchers
@@ -67,7 +67,7 @@ typedef enum {
 
 /* One event node: a queued event, and before that the completer of a
  * pending yield (sx_completer is this struct) or a watcher waiting for a
- * process to finish. Allocated from a per-thread cache (engine/event.c).
+ * process to finish. Allocated from a per-thread cache (engine/core/event.c).
  * Owner: whoever holds the pointer; once pushed into a mailbox, the
  * process's consumer. Only a large node (big = 1) may touch sx__ev_inl, and
  * to, engine, dl and t0 after its bytes are set; a small one ends
@@ -81,7 +81,7 @@ typedef struct sx__ev {
     uint8_t topic_len;  /* bytes, without the NUL */
     uint8_t has_topic;
     uint8_t big; /* size class: 0 small, 1 large, 2 bundle; kept */
-    /* A bundle (engine/event.c, "Bundles"): how many messages its records
+    /* A bundle (engine/core/event.c, "Bundles"): how many messages its records
      * hold; 0 for every other node. data_len then counts record bytes, and
      * the consumer keeps its read cursor in to_gen (messages taken) and
      * tag (their bytes) while part of it waits for the next step. */
@@ -95,7 +95,7 @@ typedef struct sx__ev {
     uint8_t *heap; /* owned: bytes when they do not fit inline */
     union {
         /* A small node's bytes start here and run on past the struct
-         * (SX__EV_SMALL of them; engine/event.c addresses them from the
+         * (SX__EV_SMALL of them; engine/core/event.c addresses them from the
          * node's start, not through this array). */
         uint8_t small[4 * sizeof(void *)];
         struct {
@@ -104,7 +104,7 @@ typedef struct sx__ev {
              * no-op). */
             struct sx__proc *to;
             sx_engine *engine;
-            /* A completer's per-yield deadline (engine/io.h), or NULL. */
+            /* A completer's per-yield deadline (engine/io/io.h), or NULL. */
             struct sx__iodl *dl;
             /* A sampled completer: when it was dispatched (ns), else 0. */
             uint64_t t0;
@@ -127,7 +127,7 @@ enum {
     SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
     SX__WATCH_EXIT = 2,   /* monitor: an @exit message                    */
     SX__WATCH_LINK = 3,   /* link: fail the partner, or @exit if trapping */
-    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (engine/outside.c) */
+    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (engine/core/outside.c) */
     /* Not a watcher: marks the completer of a sleep on a worker's timer
      * heap, so that collecting its answer counts the sleep done. */
     SX__WATCH_SLEEP = 5
@@ -184,7 +184,7 @@ typedef struct sx__proc {
     void *user_state;
     uint8_t wait_kind : 7; /* status that parked it: WAIT or IDLE */
     /* 1 once it sent a command to a libuv loop: its sx__pext's io fields
-     * are then in use, and its finish looks at them (io.c). */
+     * are then in use, and its finish looks at them (loop.c). */
     uint8_t io : 1;
     /* Links (SX_CMD_LINK): set by the process's own SX_CMD_TRAP_EXIT and
      * read by whoever fires a link watcher (relaxed: a flag with no data
@@ -193,7 +193,7 @@ typedef struct sx__proc {
     /* The entry method: type->methods[method - 1], or 0 for none (a type
      * without a method list). */
     uint16_t method;
-    /* Sleeps it yielded whose answers it has not collected (timers.c):
+    /* Sleeps it yielded whose answers it has not collected (sleep.c):
      * added to e->tm_dead when it finishes. */
     uint32_t sleeps;
     /* Steps run; 0 until the first step ran. Read by listings and stats
@@ -215,15 +215,15 @@ typedef struct sx__proc {
 
 /* A slot's rarely used fields (see sx__proc), zeroed memory until used. */
 typedef struct {
-    /* Commands in flight on the process's libuv loop (engine/io.h): the
+    /* Commands in flight on the process's libuv loop (engine/io/io.h): the
      * ops and handles of this slot, every generation, owned by that loop's
      * thread and never touched elsewhere (not even by slot reuse); and how
-     * many there are (relaxed counter, see io.c). */
+     * many there are (relaxed counter, see loop.c). */
     struct sx__ioop *io_head;
     _Atomic uint32_t io_live;
     /* The last generation of this slot that finished with ops alive but
      * got no cancel request (out of memory): the loop's sweep, and any
-     * op or deadline of it that starts later, cancel them (io.c,
+     * op or deadline of it that starts later, cancel them (loop.c,
      * op_dead). Written by the finishing worker (relaxed, published by
      * the loop's sweep flag), read on the loop. Fills the padding after
      * io_live: the slot's sx__pext does not grow. */
@@ -233,7 +233,7 @@ typedef struct {
      * (whose release publishes it). Not reset at alloc (that would touch
      * this memory for every process): whoever leaves it set resets it, the
      * finish that saw TERM or the writer that found the process finished
-     * (engine.c, sx__finish). */
+     * (proc.c, sx__finish). */
     _Atomic uint64_t link_failed;
 } sx__pext;
 
@@ -247,7 +247,7 @@ extern const max_align_t sx__no_state;
 
 /* ---- free slots ---------------------------------------------------------- */
 
-/* Free process slots kept by one thread (engine/ptable.c): a loaded
+/* Free process slots kept by one thread (engine/core/ptable.c): a loaded
  * magazine and a full one kept back, each a chain of slot indexes linked by
  * free_next and ended by SX__FREE_NONE. Owned by one worker, or by the
  * engine's outside threads under ext_slots_mu. */
@@ -265,7 +265,7 @@ void sx__slotcache_init(sx__slotcache *c);
 #define SX__SEGS 22 /* 1024 * (2^22 - 1) slots: ~4.3 billion */
 #define SX__FREE_NONE UINT32_MAX
 
-/* engine/event.c: [any thread]; per-thread caches on worker threads. */
+/* engine/core/event.c: [any thread]; per-thread caches on worker threads. */
 /* A large node (any event, completer or watcher). */
 sx__ev *sx__ev_alloc(void);
 /* A node for a message whose bytes (as sx__ev_set counts them: topic with
@@ -280,7 +280,7 @@ void sx__ev_free(sx__ev *ev);
 /* Frees ev and the events linked after it through node.next (a chain that
  * is in no queue). */
 void sx__ev_free_chain(sx__ev *ev);
-/* Bundles (engine/event.c): consecutive messages of one step to one
+/* Bundles (engine/core/event.c): consecutive messages of one step to one
  * process, as records in one node. Adds the message (topic, data) to *evp,
  * a message node or a bundle holding fewer than max messages, turning a
  * message into a bundle or a large bundle into a bigger one (*evp then
@@ -304,7 +304,7 @@ const char *sx__ev_topic(const sx__ev *ev);
 sx_payload sx__ev_data(const sx__ev *ev);
 const char *sx__ev_msg(const sx__ev *ev);
 
-/* engine/ptable.c */
+/* engine/core/ptable.c */
 int sx__ptable_init(sx_engine *e);
 void sx__ptable_fini(sx_engine *e);
 /* A fresh slot: refs = 1, a new gen, READY, type and method set. NULL

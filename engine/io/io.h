@@ -25,12 +25,12 @@
  * SIGTERM (then SIGKILL), requests are cancelled or their results dropped,
  * sockets close. The op still ends normally; its answer is a no-op because
  * the process is gone. Out of memory for the CANCEL_PROC, the loop's own
- * SWEEP request does the same for every finished process (io.c).
+ * SWEEP request does the same for every finished process (loop.c).
  *
  * A yield with a timeout gets a deadline (sx__iodl): a loop timer and a
  * claim word shared with the completer. Whoever claims first answers: the
  * command's own completion, or the timer with SX_ETIMEDOUT (which then
- * cancels the op the deadline guards, if it is an io op). See io.c.
+ * cancels the op the deadline guards, if it is an io op). See loop.c.
  *
  * Threads: functions are [loop] (the op's loop thread) unless marked.
  */

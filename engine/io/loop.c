@@ -1,6 +1,6 @@
 /* engine/io/loop.c — libuv loop threads: the hand-off from workers, op
  * bookkeeping, cancellation when a process finishes, per-yield deadlines,
- * shutdown. The families (engine/cmd_*.c) build on this. See io.h.
+ * shutdown. The families (engine/commands/) build on this. See io.h.
  *
  * Threads: each loop's uv handles, lists and ops are touched by that
  * loop's thread only; workers reach a loop only through its request queue

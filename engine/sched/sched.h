@@ -24,7 +24,7 @@
 
 #define SX__DEQUE_CAP 4096
 #define SX__GQ_BATCH 16
-/* The injection ring (engine/injq.h). Big enough for a burst: when it is
+/* The injection ring (engine/sched/injq.h). Big enough for a burst: when it is
  * full the submitter moves half of it to the global queue, a list linked
  * through the slots, which the workers then walk one cold slot after
  * another (with 4 Ki slots, 100,000 sleepers submitted at once went mostly
@@ -41,7 +41,7 @@ typedef struct {
      * per worker so that a submit and a finish on two cores touch no
      * shared counter line (stats sums them with the engine's). */
     _Atomic uint64_t spawned, completed, failed, terminated;
-    /* The live count's share of this worker (engine.c, "live"): processes
+    /* The live count's share of this worker (engine/core/live.h): processes
      * it began to spawn, and processes it finished or failed to spawn.
      * Single writer, seq_cst stores: the stop handshake. */
     _Atomic uint64_t born, died;
@@ -88,10 +88,10 @@ typedef struct sx__worker {
     bool send_penalty;   /* a send found its receiver READY (worker.c) */
     sx__wstats st;
     uint32_t lat_sample;       /* dispatches since the last latency sample */
-    alignas(64) sx__timers tm; /* sleeps (engine/timers.c) */
+    alignas(64) sx__timers tm; /* sleeps (engine/timer/sleep.c) */
     bool tm_ok;                /* tm initialised (workers_fini) */
     /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
-     * their own sleep while this one may sit on due timers: timers.c). */
+     * their own sleep while this one may sit on due timers: sleep.c). */
     _Atomic bool parked;
 } sx__worker;
 
@@ -111,7 +111,7 @@ typedef struct {
     _Atomic bool quit;
 } sx__park;
 
-/* engine/worker.c */
+/* engine/sched/worker.c */
 int sx__workers_start(sx_engine *e);
 void sx__workers_join(sx_engine *e);
 /* Queues a READY process (the caller won the transition to READY). */
@@ -137,10 +137,10 @@ void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick,
 /* engine/sched/turn.c: [worker] Runs p, which w took from a queue, for
  * up to `throughput` turns (or until it waits or finishes). */
 void sx__run(sx_engine *e, sx__worker *w, sx__proc *p);
-/* engine/dispatch.c: sx_send builds its event at once on a worker. */
+/* engine/core/dispatch.c: sx_send builds its event at once on a worker. */
 extern const sx__send_hooks sx__worker_send_hooks;
 
-/* engine/park.c */
+/* engine/sched/park.c */
 int sx__park_init(sx__park *pk);
 void sx__park_fini(sx__park *pk);
 void sx__park_notify(sx_engine *e);

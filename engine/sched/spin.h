@@ -6,7 +6,7 @@
  * unlock is an exchange too): with one submitting thread the line stays in
  * that thread's cache and the pair costs ~20 cycles instead of ~40 (the two
  * mutexes were ~8 % of the submit benchmark). Also each worker's timer
- * set (timers.c): taken by its owner for every sleep, by other workers
+ * set (sleep.c): taken by its owner for every sleep, by other workers
  * (trylock) to fire due sleeps. A waiter spins on a plain
  * load and yields the CPU every 64 rounds, so a holder that the OS
  * preempted gets to run; after 1,024 rounds it sleeps 50 us per 64 rounds

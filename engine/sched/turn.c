@@ -25,7 +25,7 @@ static inline __attribute__((always_inline)) void
 event_of(sx__proc *p, const sx__ev *ev, sx_event *out)
 {
     if (ev->watch == SX__WATCH_SLEEP)
-        p->sleeps--; /* a sleep's answer (timers.c) */
+        p->sleeps--; /* a sleep's answer (sleep.c) */
     out->type =
         ev->kind == SX__EV_MESSAGE ? SX_EVENT_MESSAGE : SX_EVENT_YIELD_COMPLETE;
     out->tag = ev->tag;

@@ -243,7 +243,7 @@ void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick, unsigned spins)
     bool others = spins > 0 || (tick & 63) == 0;
     if (others)
         sx__timers_purge_maybe(e);
-    /* relaxed: a hint, see timers.c. */
+    /* relaxed: a hint, see sleep.c. */
     uint64_t mine = atomic_load_explicit(&w->tm.next_due, memory_order_relaxed);
     uint64_t any = others ? sx__timers_earliest(e) : mine;
     if (any == UINT64_MAX)
@@ -254,7 +254,7 @@ void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick, unsigned spins)
     /* relaxed: a hint. The sleeps this worker added since its last look
      * go into its set now (if the lock is free), while their nodes are
      * still in its cache, and the nodes go back to its cache for the next
-     * sleeps (timers.c, "the inbox"). */
+     * sleeps (sleep.c, "the inbox"). */
     else if (atomic_load_explicit(&w->tm.inbox, memory_order_relaxed) != NULL)
         sx__timers_run(&w->tm, now, false);
     if (others && any <= now)

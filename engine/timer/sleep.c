@@ -27,7 +27,7 @@
  *     park;
  *   - a worker whose process used up its budget and would keep running
  *     (nothing else waits for it): every worker's due timers, as when
- *     spinning (worker.c, run_turn).
+ *     spinning (engine/sched/turn.c, run_turn).
  * A timer never fires early: it fires when now >= its deadline.
  *
  * Deletion is lazy, as in Go: a process that finishes or is terminated
@@ -37,7 +37,7 @@
  * (sx__timers_purge_maybe), or when they come due (the answer finds the
  * slot's generation changed and is dropped, as any late answer is). Memory held
  * by dead entries is so bounded by the live ones. A sleep with a yield timeout
- * stays on the loop (cmd_clock.c), where the timeout cancels it. At engine stop
+ * stays on the loop (clock.c), where the timeout cancels it. At engine stop
  * the entries left are freed.
  *
  * Threads: add [the owning worker]; run [any worker; the owner or a

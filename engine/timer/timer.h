@@ -20,18 +20,18 @@
 
 typedef struct sx__worker sx__worker;
 
-/* A worker's sleeps (engine/timers.c): a timer set (engine/twheel.h) of
+/* A worker's sleeps (engine/timer/sleep.c): a timer set (engine/timer/twheel.h) of
  * completers, under a spinlock. */
 typedef struct {
     sx__spin lock; /* the owner adds and fires; other workers trylock */
     sx__twheel tw; /* under lock */
     /* The earliest due, or UINT64_MAX when empty: written under the lock,
-     * read without it as a hint (relaxed; see timers.c). */
+     * read without it as a hint (relaxed; see sleep.c). */
     _Atomic uint64_t next_due;
     /* The number of entries, for stats and the purge rule: written under
      * the lock, read without it (relaxed). */
     _Atomic size_t n_hint;
-    /* Sleeps the owner added without the lock (timers.c, "the inbox"): a
+    /* Sleeps the owner added without the lock (sleep.c, "the inbox"): a
      * stack of their completers. How many: pushed (written by the owner
      * only) less drained (written under the lock only); relaxed, figures
      * for stats and the purge rule. */
@@ -39,7 +39,7 @@ typedef struct {
     _Atomic size_t n_pushed, n_drained;
 } sx__timers;
 
-/* engine/timers.c */
+/* engine/timer/sleep.c */
 int sx__timers_init(sx__timers *tm);
 void sx__timers_fini(sx__timers *tm);
 /* [owning worker] Answers done (no result) at due_ns or later. */

@@ -19,7 +19,7 @@
  * shrink), the memory follows the peak number of entries, and steady
  * state allocates nothing.
  *
- * Threads: none of its own; the caller serialises all calls (timers.c holds
+ * Threads: none of its own; the caller serialises all calls (sleep.c holds
  * the worker's lock).
  */
 #ifndef SX_ENGINE_TWHEEL_H
@@ -37,7 +37,7 @@
 #define SX__TW_BUCKETS 1024
 #define SX__TW_CHUNK 31 /* entries per chunk: 16 + 31 * 32 ~ 1 KiB */
 
-/* What an entry carries (for timers.c, a sleep's addressee, so that no
+/* What an entry carries (for sleep.c, a sleep's addressee, so that no
  * event node waits with it). */
 typedef struct {
     void *item;

@@ -278,7 +278,7 @@ static bool pred_none(const sx__mpsc_node *n)
 }
 
 /* Property: find says true only for a node that pop can hand over. The
- * worker relies on it (engine/sched/worker.c, backlog): a true answer runs the
+ * worker relies on it (engine/sched/turn.c, backlog): a true answer runs the
  * process again, whose next collect pops. Here a is the tail after a pop
  * that met b's half-done push (so pop returns NULL), and find must wait
  * for b's link before it says true, after which pop returns a. Before the
@@ -534,7 +534,7 @@ static void test_mpsc_near_empty(void)
 }
 
 /* Property: unpop puts the node the last pop returned back at the front
- * (worker.c: a bundle that does not fit a step's batch): with 1..6 nodes
+ * (turn.c: a bundle that does not fit a step's batch): with 1..6 nodes
  * queued, pop, unpop, and the queue gives all of them in order, the put
  * back one first; with one node (pop re-inserted the stub behind it) the
  * queue is not empty, find sees it, and pops give it, then NULL; nodes

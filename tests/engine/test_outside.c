@@ -672,7 +672,7 @@ static void *stormer_main(void *arg)
         case 6: {
             sx_process_info info[8];
             /* After stop, a submit that began before it ended and is
-             * on its way out may show for an instant (engine.c,
+             * on its way out may show for an instant (engine/core/proc.c,
              * sx__spawn); nothing shows once the threads are joined. */
             rc = sx_engine_list(e, info, 8);
             if (rc < 0)

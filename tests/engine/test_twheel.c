@@ -222,7 +222,7 @@ static void test_random_ops(void)
             uint64_t x = sx_test_rng(&rng) % 10;
             if (x < 6) {
                 uint64_t due = pick_due(&rng, now);
-                sx__tw_sync(tw, now); /* as timers.c does */
+                sx__tw_sync(tw, now); /* as sleep.c does */
                 CHECK_RC(add(tw, due, (uintptr_t)(md.next_id + 1)), 0);
                 model_add(&md, due);
                 if (sx__tw_earliest(tw) != model_min(&md)) {

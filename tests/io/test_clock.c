@@ -222,7 +222,7 @@ static int chain_step(void *st, const sx_event *ev, size_t n,
  * yield (one in 64 sampled, dispatch to answer): 130 sleeps of 2 ms in a
  * row on one worker give at least two samples, and every sample is at
  * least 2 ms (bucket 11 or above: 2^11 us > 2 ms > 2^10). A sleep's entry
- * keeps its dispatch time without its completer (timers.c); losing it
+ * keeps its dispatch time without its completer (sleep.c); losing it
  * would drop the samples, and taking the due for it would put them near
  * 0. */
 static void test_sleep_latency_sampled(void)

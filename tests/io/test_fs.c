@@ -1297,7 +1297,7 @@ static void test_read_limit(void)
 /* Terminating processes while their big ops are in flight (a 32 MiB
  * write and a 64 MiB read) leaves no fd open once the loop has settled
  * and leaks nothing (LSan, at exit); a cancelled write leaves at most the
- * data it was given. Negative control (done once): with cmd_fs.c's finish
+ * data it was given. Negative control (done once): with fs.c's finish
  * skipping the close of a cancelled op, this case, stop_in_flight and
  * timeout_once fail on their fd counts. */
 static void test_terminate_in_flight(void)

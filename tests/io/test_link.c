@@ -456,7 +456,7 @@ static void fresh_terminate_clean(sx_engine *e, int n, const uint32_t *slots,
 /* Property: the reason a link failure gave a process does not outlive
  * it: processes that later reuse its slot and are terminated finish with
  * SX_ETERMINATED, not "linked process ... failed". The reason is kept
- * beside the slot and is not reset at allocation (internal.h, sx__pext);
+ * beside the slot and is not reset at allocation (core.h, sx__pext);
  * the finish that saw the TERM resets it. One worker, so that the freed
  * slots go back to the free stack in magazines that new submits take: the
  * case checks that some were reused, and fails if none were. */

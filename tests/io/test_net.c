@@ -1589,7 +1589,7 @@ static uint64_t await_inflight(sx_engine *e, uint64_t n)
  * whose tags start at 1000 so that a stray answer would show. Waiting for
  * the loop to hold only the new process's connection proves the cancels
  * (and their answers) have happened before the channels are looked at.
- * Negative control (done once, in a scratch copy): io.c answering with
+ * Negative control (done once, in a scratch copy): loop.c answering with
  * the slot's current generation instead of the op's, the case failed with
  * 3 stray answers whenever the slot was taken over (2 runs of 3); with no
  * cancel at finish it failed waiting for the loop to empty. */
