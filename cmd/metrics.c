@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #endif
 #include "cmd/metrics.h"
+#include "process/hostport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -350,44 +351,16 @@ static void *metrics_main(void *arg)
     return NULL;
 }
 
-/* "HOST:PORT" (HOST may be [v6]) into a socket address. */
+/* "HOST:PORT" by the shared rules (process/hostport.h; port 0: the
+ * system picks one) into the address to bind. */
 static int parse_address(const char *a, struct sockaddr_storage *ss,
                          socklen_t *len)
 {
-    char host[256];
-    const char *colon = strrchr(a, ':');
-    if (colon == NULL || colon == a || (size_t)(colon - a) >= sizeof host)
+    sx__hostport hp;
+    if (sx__hostport_parse(a, strlen(a), SX__HOSTPORT_PORT_ZERO, 0, &hp) !=
+        NULL)
         return SX_EINVAL;
-    memcpy(host, a, (size_t)(colon - a));
-    host[colon - a] = 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != 0 || colon[1] == 0 || port < 0 || port > 65535)
-        return SX_EINVAL;
-    char *h = host;
-    size_t hl = strlen(h);
-    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
-        h[hl - 1] = 0;
-        h++;
-    }
-    if (strcmp(h, "localhost") == 0)
-        h = "127.0.0.1";
-    memset(ss, 0, sizeof *ss);
-    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)port);
-        *len = sizeof *v4;
-        return 0;
-    }
-    if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        *len = sizeof *v6;
-        return 0;
-    }
-    return SX_EINVAL;
+    return sx__hostport_bind_addr(&hp, ss, len);
 }
 
 int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,

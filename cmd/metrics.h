@@ -7,9 +7,11 @@
 
 typedef struct sx_metrics sx_metrics;
 
-/* Listens on "HOST:PORT" (IPv4 or IPv6 literal, or localhost) and serves
- * the figures of e and srv (srv may be NULL) until sx_metrics_stop.
- * Errors: SX_EINVAL (bad address), SX_ENOMEM, -errno (bind, listen). */
+/* Listens on "HOST:PORT" (process/hostport.h: an IPv4 address, a name,
+ * or an IPv6 address in brackets; port 0 picks a free one) and serves the
+ * figures of e and srv (srv may be NULL) until sx_metrics_stop.
+ * Errors: SX_EINVAL (bad address, or a host that does not resolve),
+ * SX_ENOMEM, -errno (bind, listen). */
 int sx_metrics_start(sx_engine *e, sx_server *srv, const char *address,
                      sx_metrics **out);
 /* Stops serving, joins the thread, frees m (NULL is fine). */

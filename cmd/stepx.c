@@ -9,6 +9,7 @@
  * Threads: one; every call blocks.
  */
 #include "cmd/cli.h"
+#include "process/hostport.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -52,7 +53,10 @@ static void usage(FILE *f)
         "  --socket PATH     the daemon's Unix socket (default: "
         "$STEPX_SOCKET\n"
         "                    or /tmp/stepx-$UID.sock, as stepxd)\n"
-        "  --connect H:P     connect over TCP instead\n"
+        "  --connect H:P     connect over TCP instead: HOST:PORT, HOST an "
+        "IPv4\n"
+        "                    address, a name or [IPv6] (127.0.0.1:7070,\n"
+        "                    [::1]:7070); or a Unix socket path\n"
         "  --token T         token for hello (default: $STEPX_TOKEN)\n"
         "  --timeout MS      limit for connecting, each request, and waits\n"
         "                    (default: 5 s to connect, 30 s a request, waits\n"
@@ -575,10 +579,10 @@ static void set_address(cli *c)
 }
 
 /* Checks the address's form before connecting (a usage error needs no
- * daemon): a Unix socket path that fits sun_path, or HOST:PORT with a
- * decimal port, as sx_client_connect reads them. Without this, every
- * address the client cannot use came back as SX_EINVAL, which the CLI
- * reported as a server refusing hello (a wrong token), exit 3. */
+ * daemon): a Unix socket path that fits sun_path, or HOST:PORT by the
+ * rules sx_client_connect uses (process/hostport.h), so that every
+ * address the client would refuse as SX_EINVAL is said here as what it
+ * is, not as a server refusing hello. */
 static int check_address(const cli *c)
 {
     const char *a = c->address;
@@ -593,13 +597,15 @@ static int check_address(const cli *c)
                             path, sizeof sa.sun_path - 1);
         return 0;
     }
-    const char *colon = strrchr(a, ':');
-    int64_t port;
-    if (colon == NULL || colon == a || !parse_i64(colon + 1, 1, 65535, &port))
+    sx__hostport hp;
+    const char *why = sx__hostport_parse(a, strlen(a), 0, 0, &hp);
+    if (why != NULL)
         return cli_fail(CLI_USAGE,
-                        "bad --connect address '%s': expected HOST:PORT "
-                        "(a port from 1 to 65535), or a Unix socket path",
-                        a);
+                        "bad --connect address '%s': %s (expected HOST:PORT: "
+                        "an IPv4 address, a name or an IPv6 address in "
+                        "brackets, and a port from 1 to 65535, e.g. "
+                        "127.0.0.1:7070 or [::1]:7070; or a Unix socket path)",
+                        a, why);
     return 0;
 }
 

@@ -41,6 +41,7 @@
 
 #include "cmd/metrics.h"
 #include "cmd/types.h"
+#include "process/hostport.h"
 
 #define MAX_LOADS 32
 
@@ -86,7 +87,9 @@ static void usage(FILE *f)
                "  --socket PATH        Unix socket to listen on (default: "
                "$STEPX_SOCKET or /tmp/stepx-$UID.sock)\n"
                "  --listen HOST:PORT   also listen on TCP (loopback unless "
-               "--token is given)\n"
+               "--token is given);\n"
+               "                       HOST: an IPv4 address, a name or "
+               "[IPv6]; PORT 0: a free one\n"
                "  --token TOKEN        clients must send it in hello\n"
                "  --workers N          worker threads (default: one per CPU)\n"
                "  --io-loops N         libuv loop threads for commands "
@@ -157,6 +160,24 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return true;
 }
 
+/* --listen and --metrics: HOST:PORT by the rules every part of stepx
+ * shares (process/hostport.h; port 0 picks a free one), so that a bad one
+ * is said with what is wrong rather than as the server's SX_EINVAL. */
+static bool address_ok(const char *opt, const char *v)
+{
+    sx__hostport hp;
+    const char *why =
+        sx__hostport_parse(v, strlen(v), SX__HOSTPORT_PORT_ZERO, 0, &hp);
+    if (why == NULL)
+        return true;
+    fprintf(stderr,
+            "stepxd: %s '%s': %s (expected HOST:PORT: an IPv4 address, a "
+            "name or an IPv6 address in brackets, and a port from 0 to "
+            "65535, e.g. 127.0.0.1:7070 or [::1]:7070)\n",
+            opt, v, why);
+    return false;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     static char default_socket[PATH_MAX];
@@ -208,9 +229,11 @@ static int parse_args(int argc, char **argv, options *o)
         if (strcmp(a, "--socket") == 0) {
             o->socket_path = v;
             o->socket_from = "--socket ";
-        } else if (strcmp(a, "--listen") == 0)
+        } else if (strcmp(a, "--listen") == 0) {
+            if (!address_ok(a, v))
+                return 2;
             o->listen = v;
-        else if (strcmp(a, "--token") == 0) {
+        } else if (strcmp(a, "--token") == 0) {
             if (strlen(v) > SX_RELAY_TOKEN_MAX) {
                 fprintf(stderr,
                         "stepxd: --token is at most %d bytes (a hello with "
@@ -219,9 +242,11 @@ static int parse_args(int argc, char **argv, options *o)
                 return 2;
             }
             o->token = v;
-        } else if (strcmp(a, "--metrics") == 0)
+        } else if (strcmp(a, "--metrics") == 0) {
+            if (!address_ok(a, v))
+                return 2;
             o->metrics = v;
-        else if (strcmp(a, "--load") == 0) {
+        } else if (strcmp(a, "--load") == 0) {
             if (o->n_loads == MAX_LOADS) {
                 fprintf(stderr, "stepxd: at most %d --load options\n",
                         MAX_LOADS);
@@ -531,7 +556,7 @@ int main(int argc, char **argv)
                 o.listen != NULL ? o.listen : "", sx_strerror(rc),
                 sx_errname(rc),
                 rc == SX_EINVAL
-                    ? ": --listen HOST:PORT must parse, and one that is "
+                    ? ": the --listen host must resolve, and one that is "
                       "not loopback (127.0.0.0/8, ::1) needs --token; "
                       "--socket may not be empty without --listen"
                     : "");
@@ -542,8 +567,12 @@ int main(int argc, char **argv)
     sx_metrics *m = NULL;
     if (o.metrics != NULL &&
         (rc = sx_metrics_start(e, srv, o.metrics, &m)) != 0) {
-        fprintf(stderr, "stepxd: --metrics %s: %s\n", o.metrics,
-                sx_strerror(rc));
+        /* The form was checked in parse_args: SX_EINVAL is a host that
+         * does not resolve. */
+        fprintf(stderr, "stepxd: --metrics %s: %s%s\n", o.metrics,
+                sx_strerror(rc),
+                rc == SX_EINVAL ? " (the host does not resolve to an address)"
+                                : "");
         sx_server_stop(srv);
         sx_engine_stop(e, 0);
         sx_engine_free(e);

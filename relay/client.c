@@ -13,12 +13,15 @@
  */
 #include <stepx/relay.h>
 
+#include "process/hostport.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -700,28 +703,21 @@ static int open_unix(const char *path, int64_t deadline, int *out)
     return 0;
 }
 
+/* "HOST:PORT" by the shared rules (process/hostport.h), every address the
+ * host resolves to tried in turn. */
 static int open_tcp(const char *address, int64_t deadline, int *out)
 {
-    const char *colon = strrchr(address, ':');
-    if (colon == NULL || colon == address || colon[1] == '\0')
+    sx__hostport hp;
+    if (sx__hostport_parse(address, strlen(address), 0, 0, &hp) != NULL)
         return SX_EINVAL;
-    char host[256];
-    const char *h = address;
-    size_t hl = (size_t)(colon - address);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    if (hl == 0 || hl >= sizeof(host))
-        return SX_EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)hp.port);
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = hp.ipv6 ? AF_INET6 : AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL)
+    hints.ai_flags = AI_NUMERICSERV | (hp.ipv6 ? AI_NUMERICHOST : 0);
+    if (getaddrinfo(hp.host, port, &hints, &ai) != 0 || ai == NULL)
         return SX_EINVAL;
     int rc = SX_EINVAL;
     for (struct addrinfo *a = ai; a != NULL; a = a->ai_next) {

@@ -12,13 +12,13 @@
  */
 #include "relay/server.h"
 
+#include "process/hostport.h"
 #include "process/utf8.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,61 +302,16 @@ static void *loop_main(void *arg)
 
 /* ---- configuration ---- */
 
-/* Splits "HOST:PORT" ("[v6]:PORT" too) and resolves it into *ss. */
+/* Reads "HOST:PORT" by the shared rules (process/hostport.h; port 0: the
+ * system picks one, sx_server_port says which) and resolves it into *ss. */
 static int parse_listen(const char *listen, struct sockaddr_storage *ss)
 {
-    const char *colon = strrchr(listen, ':');
-    if (colon == NULL || colon == listen || colon[1] == '\0')
+    sx__hostport hp;
+    socklen_t len;
+    if (sx__hostport_parse(listen, strlen(listen), SX__HOSTPORT_PORT_ZERO, 0,
+                           &hp) != NULL)
         return SX_EINVAL;
-    char host[256];
-    const char *h = listen;
-    size_t hl = (size_t)(colon - listen);
-    if (h[0] == '[') {
-        if (hl < 2 || h[hl - 1] != ']')
-            return SX_EINVAL;
-        h++;
-        hl -= 2;
-    }
-    if (hl == 0 || hl >= sizeof(host))
-        return SX_EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    char *end;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || errno != 0 || port > 65535 || colon[1] == '-' ||
-        colon[1] == '+')
-        return SX_EINVAL;
-    memset(ss, 0, sizeof(*ss));
-    if (strcmp(host, "localhost") == 0)
-        strcpy(host, "127.0.0.1");
-    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)port);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        return 0;
-    }
-    struct addrinfo hints = { 0 }, *ai = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || ai == NULL)
-        return SX_EINVAL;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    if (ss->ss_family == AF_INET)
-        v4->sin_port = htons((uint16_t)port);
-    else if (ss->ss_family == AF_INET6)
-        v6->sin6_port = htons((uint16_t)port);
-    else
-        return SX_EINVAL;
-    return 0;
+    return sx__hostport_bind_addr(&hp, ss, &len);
 }
 
 static bool is_loopback(const struct sockaddr_storage *ss)

@@ -637,11 +637,10 @@ static bool str_ieq(const char *s, size_t len, const char *lit)
 
 /* The parts of "http://host[:port]/path?query" (the fragment dropped). */
 typedef struct {
-    const char *host;
-    size_t host_len;
-    int64_t port;
-    const char *path; /* from the first '/' or '?'; may be empty */
+    sx__hostport target; /* the host without brackets; port 80 when none */
+    const char *path;    /* from the first '/' or '?'; may be empty */
     size_t path_len;
+    char why[NET_MSG_MAX]; /* the message for a bad host or port */
 } url_parts;
 
 static const char *url_parse(const char *s, size_t len, url_parts *out)
@@ -657,48 +656,17 @@ static const char *url_parse(const char *s, size_t len, url_parts *out)
         a++;
     if (memchr(s, '@', a) != NULL)
         return "net.http: user info in the url is not supported";
-    const char *host = s, *port = NULL;
-    size_t host_len = a, port_len = 0;
-    if (a > 0 && s[0] == '[') {
-        const char *rb = memchr(s, ']', a);
-        if (rb == NULL)
-            return "net.http: malformed url host";
-        host_len = (size_t)(rb - s) + 1;
-        if (host_len < a) {
-            if (s[host_len] != ':')
-                return "net.http: malformed url host";
-            port = s + host_len + 1;
-            port_len = a - host_len - 1;
-        }
-    } else {
-        const char *colon = memchr(s, ':', a);
-        if (colon != NULL) {
-            host_len = (size_t)(colon - s);
-            port = colon + 1;
-            port_len = a - host_len - 1;
-        }
+    /* host[:port] by the rules every part of stepx shares
+     * (process/hostport.h). Its host characters leave out spaces and
+     * control bytes, so the host is safe in the default Host header (an
+     * IPv6 zone, "[::1%...]", is not checked by libuv). */
+    const char *why =
+        sx__hostport_parse(s, a, SX__HOSTPORT_PORT_OPTIONAL, 80, &out->target);
+    if (why != NULL) {
+        snprintf(out->why, sizeof out->why, "net.http: bad url host:port: %s",
+                 why);
+        return out->why;
     }
-    out->port = 80;
-    if (port != NULL) {
-        if (port_len == 0 || port_len > 5)
-            return "net.http: malformed url port";
-        out->port = 0;
-        for (size_t i = 0; i < port_len; i++) {
-            if (port[i] < '0' || port[i] > '9')
-                return "net.http: malformed url port";
-            out->port = out->port * 10 + (port[i] - '0');
-        }
-    }
-    /* The host goes into the default Host header: no CR or LF there (an
-     * IPv6 literal's zone, "[::1%...]", is not checked by libuv). */
-    for (size_t i = 0; i < host_len; i++)
-        if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] == 0x7f)
-            return "net.http: the url host must not hold spaces or control "
-                   "characters";
-    out->host = host;
-    out->host_len = host_len;
-    if (!sx__net_target_ok(&out->host, &out->host_len, out->port))
-        return "net.http: url host must be 1-255 bytes and port 1-65535";
     size_t end = a;
     while (end < len && s[end] != '#')
         end++;
@@ -877,7 +845,7 @@ static int http_build(sx__net_op *c, const http_args *a, const url_parts *up,
     char line[NET_WHERE_MAX + 32];
     if (!has_host) {
         /* c->where is host:port, with brackets for IPv6. */
-        if (up->port == 80)
+        if (up->target.port == 80)
             snprintf(line, sizeof line, "Host: %.*s\r\n",
                      (int)(strrchr(c->where, ':') - c->where), c->where);
         else
@@ -924,7 +892,8 @@ int sx__net_cmd_http(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx__net_op_discard(c);
         return SX_ENOMEM;
     }
-    sx__net_target_set(c, up.host, up.host_len, up.port);
+    sx__net_target_set(c, up.target.host, strlen(up.target.host),
+                       up.target.port);
     int rc = http_build(c, &a, &up, &msg);
     if (rc != 0) {
         sx__net_op_discard(c); /* frees c->http too; done is untouched */

@@ -661,18 +661,6 @@ void sx__net_op_discard(sx__net_op *c)
     free(c);
 }
 
-/* Drops the brackets around an IPv6 literal; false when host or port is
- * out of range. */
-bool sx__net_target_ok(const char **host, size_t *len, int64_t port)
-{
-    if (*len >= 2 && (*host)[0] == '[' && (*host)[*len - 1] == ']') {
-        (*host)++;
-        *len -= 2;
-    }
-    return *len > 0 && *len <= NET_HOST_MAX && memchr(*host, 0, *len) == NULL &&
-           port >= 1 && port <= 65535;
-}
-
 /* Copies a checked host and port into c, with the "host:port" text used
  * in messages. */
 void sx__net_target_set(sx__net_op *c, const char *host, size_t len,
@@ -700,13 +688,21 @@ static int cmd_connect(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         sx_unpack_str(&u, &host, &host_len) != 0 ||
         sx_unpack_int(&u, &port) != 0 || !sx_unpack_done(&u))
         return bad_args(done, "net.connect: args must be [host, port]");
-    if (!sx__net_target_ok(&host, &host_len, port))
-        return bad_args(done, "net.connect: host must be 1-255 bytes and "
-                              "port 1-65535");
+    /* The host and port rules every part of stepx shares
+     * (process/hostport.h); the host may be a bare IPv6 address here. */
+    sx__hostport t;
+    const char *why = sx__host_parse(host, host_len, &t);
+    if (why == NULL)
+        why = sx__port_check(port, 0);
+    if (why != NULL) {
+        char msg[NET_MSG_MAX];
+        snprintf(msg, sizeof msg, "net.connect: %s", why);
+        return bad_args(done, msg);
+    }
     sx__net_op *c = sx__net_op_new(done, SX__NET_CONNECT);
     if (c == NULL)
         return SX_ENOMEM;
-    sx__net_target_set(c, host, host_len, port);
+    sx__net_target_set(c, t.host, strlen(t.host), port);
     sx__io_submit(&c->op); /* the loop owns c */
     return 0;
 }

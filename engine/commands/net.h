@@ -20,8 +20,9 @@
 #include <stdint.h>
 
 #include "engine/io/io.h"
+#include "process/hostport.h"
 
-#define NET_HOST_MAX 255
+#define NET_HOST_MAX SX__HOST_MAX
 #define NET_WHERE_MAX (NET_HOST_MAX + 16) /* "[host]:port" */
 #define NET_DELIM_MAX 64
 #define NET_MSG_MAX 512
@@ -114,10 +115,8 @@ void sx__net_conn_update_reading(sx__net_conn *n);
 sx__net_op *sx__net_op_new(sx_completer *done, sx__net_kind kind);
 /* [worker] Frees an op that was never submitted (done is untouched). */
 void sx__net_op_discard(sx__net_op *c);
-/* [worker] Drops the brackets around an IPv6 literal; false when host or
- * port is out of range. */
-bool sx__net_target_ok(const char **host, size_t *len, int64_t port);
-/* [worker] Copies a checked host and port into c, with c->where. */
+/* [worker] Copies a host and port checked by process/hostport.h (the host
+ * without brackets) into c, with c->where. */
 void sx__net_target_set(sx__net_op *c, const char *host, size_t len,
                         int64_t port);
 

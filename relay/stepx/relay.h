@@ -108,7 +108,10 @@ int sx_router_send(sx_router *r, sx_pid from, sx_pid to, const char *topic,
 
 typedef struct {
     const char *socket_path; /* Unix socket (mode 0600); NULL = none       */
-    const char *listen;      /* "HOST:PORT" for TCP; NULL = none; a host
+    const char *listen;      /* "HOST:PORT" for TCP; NULL = none. HOST:
+                                an IPv4 address, a name, or an IPv6
+                                address in brackets ("[::1]:7000"); PORT:
+                                0 to 65535, 0 picks a free one. A host
                                 other than 127.0.0.0/8 / ::1 / localhost
                                 needs token                               */
     const char *token;       /* when set, `hello` must carry it as "token" */
@@ -196,11 +199,13 @@ void sx_server_stop(sx_server *s);
  * pipelined (sx_client_post*, below). */
 typedef struct sx_client sx_client;
 
-/* Connects to "unix:PATH", a plain PATH (contains a '/'), or "HOST:PORT",
- * and says hello (with token when not NULL). timeout_ms < 0: no limit.
- * Errors: -errno from connect (e.g. -ENOENT, -ECONNREFUSED), SX_ETIMEDOUT,
- * SX_EPROTO (not a stepx server), SX_EINVAL, SX_ENOMEM, and the server's
- * refusal of hello as its code. */
+/* Connects to "unix:PATH", a plain PATH (contains a '/'), or "HOST:PORT"
+ * (HOST: an IPv4 address, a name, or an IPv6 address in brackets,
+ * "[::1]:7000"; PORT: 1 to 65535; another form, or a host that does not
+ * resolve, is SX_EINVAL), and says hello (with token when not NULL).
+ * timeout_ms < 0: no limit. Errors: -errno from connect (e.g. -ENOENT,
+ * -ECONNREFUSED), SX_ETIMEDOUT, SX_EPROTO (not a stepx server), SX_EINVAL,
+ * SX_ENOMEM, and the server's refusal of hello as its code. */
 int sx_client_connect(const char *address, const char *token,
                       int64_t timeout_ms, sx_client **out);
 void sx_client_close(sx_client *c);

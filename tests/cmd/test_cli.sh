@@ -149,6 +149,23 @@ if printf '%s' "$ERR" | grep -q token; then
 else
     ok "--connect without a port: no token hint"
 fi
+# --connect follows the HOST:PORT rules the client itself uses
+# (process/hostport.h), each refusal said with its reason.
+run --connect "::1:7000" types
+expect "--connect with a bare IPv6 address: exit 2, saying to bracket it" 2 \
+    "bad --connect address '::1:7000': more than one ':' \(an IPv6 address goes in brackets"
+run --connect "127.0.0.1:0" types
+expect "--connect to port 0: exit 2, saying the range" 2 \
+    "bad --connect address '127\.0\.0\.1:0': the port must be 1 to 65535"
+run --connect "127.0.0.1:+7000" types
+expect "--connect with a signed port: exit 2" 2 \
+    "bad --connect address .*: the port is not a decimal number"
+run --connect ":7000" types
+expect "--connect with no host: exit 2" 2 \
+    "bad --connect address ':7000': the host is empty"
+run --connect "[::1]:$(free_port)" types
+expect "--connect [::1]:PORT is a form the client takes: exit 3, not 2" 3 \
+    "cannot connect"
 run --socket "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock" types
 expect "--socket longer than 107 bytes: exit 2, saying so" 2 \
     "bad socket path .* longer than 107"
@@ -322,6 +339,24 @@ env_fail "stepxd, STEPX_SOCKET in a missing directory: exit 1, naming it" 1 \
     "cannot listen \(STEPX_SOCKET=$TMP/nodir/x.sock\): " "$TMP/nodir/x.sock"
 start_fail "stepxd --listen 0.0.0.0 without --token: exit 1, saying why" 1 \
     "not loopback .* needs --token" --listen "0.0.0.0:$((20000 + RANDOM % 20000))"
+# --listen and --metrics follow the shared HOST:PORT rules
+# (process/hostport.h), checked before anything starts, each refusal said
+# with its reason.
+start_fail "stepxd --listen with a port over 65535: exit 2, saying why" 2 \
+    "--listen '127\.0\.0\.1:70000': the port must be 0 to 65535" \
+    --listen 127.0.0.1:70000
+start_fail "stepxd --listen with junk in the port: exit 2, saying why" 2 \
+    "--listen '127\.0\.0\.1:12ab': the port is not a decimal number" \
+    --listen 127.0.0.1:12ab
+start_fail "stepxd --listen with a bare IPv6 address: exit 2, saying why" 2 \
+    "--listen '::1:7000': more than one ':' \(an IPv6 address goes in brackets" \
+    --listen ::1:7000
+start_fail "stepxd --listen without a port: exit 2, saying why" 2 \
+    "--listen 'localhost': no ':PORT' after the host" --listen localhost
+start_fail "stepxd --metrics with no host: exit 2, saying why" 2 \
+    "--metrics ':9100': the host is empty" --metrics :9100
+start_fail "stepxd --metrics with a '[' and no ']': exit 2, saying why" 2 \
+    "--metrics '\[::1:9100': a '\[' without its '\]'" --metrics "[::1:9100"
 # The descriptors (3 and up) this shell hands to what it starts: stepxd
 # gets these, and its subprocesses (exec) must get nothing more.
 # shellcheck disable=SC2016 # a Python program in single quotes
@@ -380,6 +415,8 @@ run --token wrong types
 expect "a wrong token is refused: exit 3, saying so" 3 "wrong or missing --token"
 run --connect "127.0.0.1:$TPORT" types
 expect "--connect HOST:PORT over TCP" 0 "counter"
+run --connect "localhost:0$TPORT" types
+expect "--connect localhost:PORT, a leading zero in the port" 0 "counter"
 run --connect "127.0.0.1:$DEADPORT" types
 expect "--connect to a closed port: exit 3" 3 "cannot connect"
 

@@ -1195,9 +1195,9 @@ static void t_bad_args(void)
     } cases[] = {
         { SX_CMD_NET_CONNECT, 0, "net.connect" },
         { SX_CMD_NET_CONNECT, 1, "net.connect" },
-        { SX_CMD_NET_CONNECT, 2, "net.connect" },
-        { SX_CMD_NET_CONNECT, 3, "net.connect" },
-        { SX_CMD_NET_CONNECT, 4, "net.connect" },
+        { SX_CMD_NET_CONNECT, 2, "net.connect: the host is empty" },
+        { SX_CMD_NET_CONNECT, 3, "net.connect: the port must be 1 to 65535" },
+        { SX_CMD_NET_CONNECT, 4, "net.connect: the port must be 1 to 65535" },
         { SX_CMD_NET_WRITE, 5, "net.write" },
         { SX_CMD_NET_WRITE, 6, "net.write" },
         { SX_CMD_NET_READ, 7, "net.read" },
@@ -1219,6 +1219,30 @@ static void t_bad_args(void)
         { SX_CMD_NET_HTTP, 23, "url host" },
         { SX_CMD_NET_HTTP, 24, "url host" },
         { SX_CMD_NET_HTTP, 25, "0 to 2^40" },
+        /* The host and port rules every part of stepx shares
+         * (process/hostport.h), with their messages. */
+        { SX_CMD_NET_CONNECT, 26,
+          "net.connect: the host holds ':' but is not an IPv6 address" },
+        { SX_CMD_NET_CONNECT, 27,
+          "net.connect: the host holds a character other than" },
+        { SX_CMD_NET_CONNECT, 28,
+          "net.connect: the host goes on after its ']'" },
+        { SX_CMD_NET_CONNECT, 29,
+          "net.connect: not an IPv6 address between the brackets" },
+        { SX_CMD_NET_HTTP, 30,
+          "net.http: bad url host:port: more than one "
+          "':' (an IPv6 address goes in brackets" },
+        { SX_CMD_NET_HTTP, 31,
+          "net.http: bad url host:port: the port must be 1 to 65535" },
+        { SX_CMD_NET_HTTP, 32,
+          "net.http: bad url host:port: the port is "
+          "not a decimal number" },
+        { SX_CMD_NET_HTTP, 33,
+          "net.http: bad url host:port: the host is "
+          "empty" },
+        { SX_CMD_NET_HTTP, 34,
+          "net.http: bad url host:port: the port after "
+          "':' is empty" },
     };
     char delim65[66];
     memset(delim65, ';', 65);
@@ -1345,6 +1369,43 @@ static void t_bad_args(void)
             sx_pack_map(&scratch, 1);
             sx_pack_str(&scratch, "url");
             sx_pack_str(&scratch, "http://[::1% x]:1/");
+            break;
+        case 26: /* a port inside the host */
+            a = a_connect("127.0.0.1:80", 80);
+            break;
+        case 27:
+            a = a_connect("bad host", 80);
+            break;
+        case 28:
+            a = a_connect("[::1]:80", 80);
+            break;
+        case 29: /* brackets hold an IPv6 address only */
+            a = a_connect("[localhost]", 80);
+            break;
+        case 30: /* a bare IPv6 address: "::1" and no port, or ":1"? */
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://::1/");
+            break;
+        case 31:
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://127.0.0.1:0/");
+            break;
+        case 32:
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://127.0.0.1:+80/");
+            break;
+        case 33:
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://:80/");
+            break;
+        case 34: /* "http://host:/" is refused, not read as port 80 */
+            sx_pack_map(&scratch, 1);
+            sx_pack_str(&scratch, "url");
+            sx_pack_str(&scratch, "http://127.0.0.1:/x");
             break;
         case 25: /* >= 0, but over the bound: the message says which */
             sx_pack_map(&scratch, 2);

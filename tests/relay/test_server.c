@@ -1188,6 +1188,63 @@ static void test_token(void)
     sx_engine_free(e);
 }
 
+/* Property: the listen address and the client's TCP address are read by
+ * the HOST:PORT rules every part of stepx shares (process/hostport.h).
+ * Forms that a split at the last ':' with strtoul would take are
+ * SX_EINVAL at both ends: a bare IPv6 address (is "::1:7000" a port?), a
+ * port with a space, a sign or junk, a name in brackets; the client also
+ * refuses port 0, which only a listener takes. "localhost:0" listens on
+ * loopback with no token, and the client reaches the server as 127.0.0.1,
+ * as localhost and with leading zeros in the port. */
+static void test_addresses(void)
+{
+    sx_engine_config ec = { .workers = 1 };
+    sx_engine *e;
+    CHECK_RC(sx_engine_new(&ec, &e), 0);
+    CHECK_RC(sx_types_register_builtin(e), 0);
+    CHECK_RC(sx_engine_start(e), 0);
+    sx_server *s;
+    const char *bad_listen[] = {
+        "::1:0",        "[::1:0",       "[localhost]:0", "[127.0.0.1]:0",
+        "127.0.0.1: 0", "127.0.0.1:+0", "127.0.0.1:0 ",  " 127.0.0.1:0",
+        "[]:0",         "127.0.0.1:-1", "127.0.0.1:0:0", "localhost:65536"
+    };
+    for (size_t i = 0; i < sizeof bad_listen / sizeof bad_listen[0]; i++) {
+        sx_server_config b = { .listen = bad_listen[i] };
+        int rc = sx_server_start(e, &b, &s);
+        if (rc != SX_EINVAL)
+            SX_FAILF("listen '%s': %d %s", bad_listen[i], rc, sx_errname(rc));
+    }
+    sx_server_config ok = { .listen = "localhost:0" };
+    CHECK_RC(sx_server_start(e, &ok, &s), 0);
+    int port = sx_server_port(s);
+    CHECK(port > 0);
+    char addr[64];
+    const char *good[] = { "127.0.0.1:%d", "localhost:%d", "127.0.0.1:000%d" };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(addr, sizeof addr, good[i], port);
+        sx_client *c = NULL;
+        int rc = sx_client_connect(addr, NULL, 10000, &c);
+        if (rc != 0)
+            SX_FAILF("connect '%s': %d %s", addr, rc, sx_errname(rc));
+        sx_client_close(c);
+    }
+    const char *bad_connect[] = { "127.0.0.1:0",     "::1:%d",
+                                  "[127.0.0.1]:%d",  "127.0.0.1: %d",
+                                  "127.0.0.1:+%d",   "127.0.0.1:%d ",
+                                  "[::1]%d",         ":%d",
+                                  "127.0.0.1:%d:%d", "127.0.0.1:%d0000" };
+    for (size_t i = 0; i < sizeof bad_connect / sizeof bad_connect[0]; i++) {
+        snprintf(addr, sizeof addr, bad_connect[i], port, port);
+        sx_client *c = NULL;
+        int rc = sx_client_connect(addr, NULL, 10000, &c);
+        if (rc != SX_EINVAL)
+            SX_FAILF("connect '%s': %d %s", addr, rc, sx_errname(rc));
+    }
+    sx_server_stop(s);
+    sx_engine_free(e);
+}
+
 /* Property: the socket file is mode 0600; a second server on the same
  * path while the first lives is refused with -EADDRINUSE (and the first
  * keeps its file); a stale file nobody answers on is replaced; a path
@@ -1736,6 +1793,7 @@ static const sx_test_case cases[] = {
     { "half_close", test_half_close },
     { "wait_answer_beats_timer", test_wait_answer_beats_timer },
     { "token", test_token },
+    { "addresses", test_addresses },
     { "socket_file", test_socket_file },
     { "socket_owner", test_socket_owner },
     { "stop_with_pending", test_stop_with_pending },
