@@ -4,8 +4,8 @@
 #   bash bench/ab.sh <workload> <n> <rounds> <binary> [<binary> ...]
 #
 # Runs each binary once per round, alternating (A, B, A, B, ...), so that
-# the machine's drift (this is a shared VM whose host is sometimes busy for
-# minutes) hits every binary alike, and prints for each the median of its
+# the machine's drift (on a shared VM the host can be busy for minutes)
+# hits every binary alike, and prints for each the median of its
 # figure (ns_per_op from the bench line) and of its CPU time (user + sys,
 # /usr/bin/time), with every run's figure. A binary is anything that takes
 # `<workload> <n>` and prints a stepx-bench line: two builds of

@@ -157,7 +157,8 @@ METHOD = """## How each workload is built (same shape everywhere)
 """
 
 
-# BENCHMARKS.md's sizes, to flag a run that used another n.
+# The contract's sizes (docs/BENCHMARKS.md), to flag a run that used
+# another n.
 CONTRACT_N = {"skynet": 1000000, "pingpong": 2000000, "ring": 10000000,
               "fanin": 10000000, "spawnidle": 1000000, "submit": 1000000,
               "yield": 10000000, "wake": 10000, "idle": 5, "timers": 100000,

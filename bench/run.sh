@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/run.sh: the benchmark suite in one command (the contract is
-# BENCHMARKS.md in the design notes; results go to docs/BENCHMARKS.md).
+# bench/run.sh: the benchmark suite in one command (results, and the
+# workloads, sizes and targets they are held to, in docs/BENCHMARKS.md).
 #
 #   bash bench/run.sh [--quick] [--runs R] [--out FILE] [--only a,b,...]
 #
@@ -52,9 +52,9 @@ if [ "$QUICK" = 1 ]; then
     OUT=${OUT:-build/bench/BENCHMARKS-quick.md}
     TIMEOUT=60
 else
-    # 7, not the minimum of 5: on this shared VM a busy spell of
-    # the host can take two runs of five, and the median with them
-    # (bench/FINDINGS.md); seven take about 8 minutes on 2 cores.
+    # 7 rather than 5: on a shared VM a busy spell of the host can spoil
+    # two runs of five, and the median with them (bench/FINDINGS.md);
+    # seven take about 8 minutes on 2 cores.
     RUNS=${RUNS:-7}
     OUT=${OUT:-docs/BENCHMARKS.md}
     TIMEOUT=240
@@ -124,10 +124,11 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
-# Full sizes are BENCHMARKS.md's except spawnidle: 500,000 instead of
-# 1,000,000 for every runtime. At 1M the peers take 11-23 s a run here (Go
-# and Erlang grow to ~2.7 GB, and a fresh page costs ~20 us on this VM), which
-# alone took ~225 s of a 998 s full run; at 500k the suite fits 15 minutes.
+# Full sizes are the contract's (docs/BENCHMARKS.md) except spawnidle:
+# 500,000 instead of 1,000,000 for every runtime. At 1M the peers take
+# 11-23 s a run on a 2-core VM where a fresh page costs ~20 us (Go and
+# Erlang grow to ~2.7 GB), about 225 s of a 1,000 s full run; at 500k the
+# suite fits 15 minutes.
 WORKLOADS=(
     "skynet|1000000|100000|stepx go erlang caf"
     "pingpong|2000000|200000|stepx go erlang caf"
@@ -147,7 +148,7 @@ cmd_for() { # runtime workload n
     case "$1" in
     stepx)
         # relay1: relay with one request at a time per connection (the
-        # literal reading of BENCHMARKS.md's "submits and waits").
+        # literal reading of the relay workload's "submits and waits").
         if [ "$2" = relay1 ]; then
             echo "$STEPX relay $3 --window 1"
         else

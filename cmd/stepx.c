@@ -230,7 +230,7 @@ static void json_error_doc(const char *code, const char *message, json_t *extra)
     json_t *o = extra != NULL ? extra : json_object();
     json_object_set_new(o, "ok", json_false());
     /* A message that is not UTF-8 (a server's, a file name's) is shown
-     * with U+FFFD: json_pack refused it, and the error went missing. */
+     * with U+FFFD: json_pack refuses it, and the error would go missing. */
     json_object_set_new(o, "error",
                         json_pack("{s:s,s:o*}", "code", code, "message",
                                   cli_json_text_of(message)));
@@ -577,8 +577,8 @@ static void set_address(cli *c)
 /* Checks the address's form before connecting (a usage error needs no
  * daemon): a Unix socket path that fits sun_path, or HOST:PORT with a
  * decimal port, as sx_client_connect reads them. Without this, every
- * address the client cannot use came back as SX_EINVAL, which the CLI
- * reported as a server refusing hello (a wrong token), exit 3. */
+ * address the client cannot use would come back as SX_EINVAL, which the
+ * CLI would report as a server refusing hello (a wrong token), exit 3. */
 static int check_address(const cli *c)
 {
     const char *a = c->address;

@@ -1,5 +1,5 @@
 %% bench/peers/erlang/bench.erl: the Erlang peer of the stepx benchmark suite
-%% (see docs/BENCHMARKS.md and the contract in the design notes).
+%% (see docs/BENCHMARKS.md: its workloads, sizes and targets).
 %%
 %%   erlc -o <dir> bench.erl
 %%   erl -noshell +P 5000000 -pa <dir> -run bench main <name> <n>

@@ -1,5 +1,5 @@
 // bench/peers/go/main.go — the Go peer of the stepx benchmark suite
-// (see ../../../../shared/design/BENCHMARKS.md, the benchmark contract).
+// (see docs/BENCHMARKS.md, the benchmark contract).
 //
 //	stepx-peer-go <yield|ring|pingpong|skynet|fanin|spawnidle|submit|wake|idle|timers> <n>
 //
@@ -180,7 +180,7 @@ func wake(n int64) (bool, float64, string) {
 // timers: n goroutines each sleep a random 1-50 ms (the same xorshift
 // sequence as stepx_bench.c), then finish; each records how late it woke:
 // now - (its start + the sleep). Wait for all with a WaitGroup. A
-// reference: BENCHMARKS.md names no peer for timers.
+// reference: the timers target is absolute (docs/BENCHMARKS.md).
 //
 // The clock starts at the first goroutine, after the lateness array is
 // made and written once (as stepx-bench does with its own): the array is
