@@ -1,5 +1,5 @@
 /* bench/stepx_bench.c — stepx-bench: the stepx side of the benchmark suite
- * (../shared/design/BENCHMARKS.md). One workload per run:
+ * (docs/BENCHMARKS.md). One workload per run:
  *
  *   stepx-bench <name> <n> [--workers K]
  *
@@ -360,11 +360,11 @@ static int wake_step(void *st, const sx_event *ev, size_t n,
  * Like the Go peer's WaitGroup, each sleeper counts itself down in its
  * last step and the one that brings the count to 0 posts timer_done, on
  * which the driver blocks; the driver does not poll the engine meanwhile
- * (a 20 us poll woke the driver ~1,000 times a run, each time taking a
- * core from a worker). spawnidle and submit still poll (wait_completed):
- * there a shared count taken by every process cost more than the poll
- * (submit 56 -> 66 ns, spawnidle 274 -> 312 ns per process, 9-run A/Bs),
- * while the sleepers' finishes are spread over 50 ms. */
+ * (a 20 us poll would wake the driver ~1,000 times a run, each time
+ * taking a core from a worker). spawnidle and submit poll instead
+ * (wait_completed): there a shared count taken by every process costs
+ * more than the poll (submit 66 ns against 56, spawnidle 312 ns against
+ * 274 per process), while the sleepers' finishes are spread over 50 ms. */
 
 static int64_t *timer_late;  /* ns late, one per process */
 static int64_t *timer_start; /* its first step, ns on now_ns */
@@ -615,7 +615,7 @@ static int wake(sx_engine *e, int64_t n, char *extra, size_t cap,
  * sleepers write their figures to are allocated and written once before
  * the clock starts, here and in the Go peer: they are the measurement,
  * not the workload (1.6 MB of first-touch page faults on the driver's
- * thread, in front of the first submit, were timed until 2026-11-26). */
+ * thread, which would otherwise be timed in front of the first submit). */
 static double cpu_secs(void);
 
 static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
@@ -703,9 +703,9 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
  *
  * The client is one thread that polls the eight sockets (sx_client_fd)
  * and answers whichever connection has a reply, as a load generator
- * does; until 2026-11-26 it was one blocking thread per connection,
- * which on two cores spent more CPU switching its own eight threads than
- * the server spent serving them (FINDINGS.md). The clock runs from when
+ * does: one blocking thread per connection would, on two cores, spend
+ * more CPU switching its own eight threads than the server spends
+ * serving them (bench/FINDINGS.md). The clock runs from when
  * every connection has said hello to the last answer. */
 #define RELAY_CONNS 8
 #define RELAY_WINDOW 64

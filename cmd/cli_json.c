@@ -152,7 +152,7 @@ static json_t *mp_array(sx_unpack *u, int depth)
  * msgpack, plus KEY_TEXT_SLACK. A key inside a key is escaped once more in
  * the text of the key around it (every '"' and '\\' doubles), so without a
  * bound each level of keys in keys doubles the text: 45 bytes of msgpack
- * made 8 MB of JSON, a frame's 30 levels gigabytes. Plain keys stay far
+ * make 8 MB of JSON, a frame's 30 levels gigabytes. Plain keys stay far
  * below it (at most ~7 per byte: a NUL in a key inside the key). */
 #define KEY_TEXT_PER_BYTE 8
 #define KEY_TEXT_SLACK 64
@@ -236,7 +236,7 @@ static json_t *mp_map(sx_unpack *u, int depth)
     }
     /* A map that would read back as one of the forms ({"$map": pairs},
      * {"$bin": text}) is written as pairs too: as an object, the CLI's own
-     * output sent back packed another value ({1: 2}, a binary). */
+     * output sent back would pack another value ({1: 2}, a binary). */
     if (ok && !clash && n == 1)
         clash =
             map_form(o) != NULL || json_is_string(json_object_get(o, "$bin"));

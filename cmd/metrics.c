@@ -9,7 +9,7 @@
 /* For accept4 and pipe2 (glibc): every descriptor here is close-on-exec
  * from its creation, or an exec process started meanwhile inherits it.
  * Defined here only, before any header: the rest of the project stays on
- * _POSIX_C_SOURCE (STYLE.md). */
+ * _POSIX_C_SOURCE (docs/CONTRIBUTING.md). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -234,7 +234,7 @@ static void json_error_doc(const char *code, const char *message, json_t *extra)
     json_t *o = extra != NULL ? extra : json_object();
     json_object_set_new(o, "ok", json_false());
     /* A message that is not UTF-8 (a server's, a file name's) is shown
-     * with U+FFFD: json_pack refused it, and the error went missing. */
+     * with U+FFFD: json_pack refuses it, and the error would go missing. */
     json_object_set_new(o, "error",
                         json_pack("{s:s,s:o*}", "code", code, "message",
                                   cli_json_text_of(message)));

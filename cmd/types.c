@@ -396,8 +396,8 @@ static int fanout_step(void *st, const sx_event *ev, size_t n,
         if (v->type != SX_EVENT_YIELD_COMPLETE || v->tag >= (uint64_t)s->n)
             continue;
         if (v->error != 0) {
-            /* The child's message whole: a fixed buffer cut it, at times
-             * in the middle of a UTF-8 character. */
+            /* The child's message whole: a fixed buffer would cut it, at
+             * times in the middle of a UTF-8 character. */
             const char *why = v->error_msg != NULL ? v->error_msg : "failed";
             size_t len = strlen(why) + 32; /* "child <u64>: " fits in 32 */
             char *msg = malloc(len);

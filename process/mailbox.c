@@ -95,11 +95,12 @@ bool sx__mpsc_find(sx__mpsc *q, bool (*pred)(const sx__mpsc_node *))
         if (n == h)
             return n != &q->stub && pred(n);
         /* Any other node is tested only once its link is stored, i.e.
-         * once pop can return it. Testing it first let the worker find a
-         * node that pop could not hand over yet (the tail, behind a push
-         * half done): the worker ran the process again at once, collected
-         * nothing, found the node again, and so on, a hot loop without a
-         * yield for as long as that producer was preempted. */
+         * once pop can return it. Testing it first would let the worker
+         * find a node that pop cannot hand over yet (the tail, behind a
+         * push half done): the worker would run the process again at
+         * once, collect nothing, find the node again, and so on, a hot
+         * loop without a yield for as long as that producer is
+         * preempted. */
         sx__mpsc_node *next;
         unsigned spins = 0;
         /* acquire: pairs with the release store of next in push. */

@@ -1,6 +1,6 @@
 /* relay/router.c — the router: delivers a message by PID to the local
  * engine when the PID's node is the local one, else to the peer registered
- * for that node, else to the remote transport (DESIGN.md §5).
+ * for that node, else to the remote transport.
  *
  * Threads: sx_router_send, add_peer, remove_peer and set_transport may run
  * on any thread, concurrently; new and free on one thread with no other

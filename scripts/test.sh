@@ -249,13 +249,13 @@ run_build()
 # dies with "FATAL: ThreadSanitizer: unexpected memory mapping" when the
 # kernel randomizes mmap with more than 28 bits of entropy (vm.mmap_rnd_bits;
 # some distributions and hosts set 32; LLVM 18's TSan re-execs itself without
-# ASLR instead). The machine this was written on has 28 and TSan works there;
-# raised to 32 the probe failed 19 runs in 20. A tiny threaded probe tells
-# whether this machine is affected. If it is, the TSan tests run with ASLR off
-# for their process tree (`setarch ARCH -R`, no root needed, nothing global
-# changes); if that is not allowed (some containers forbid personality()),
-# then as root vm.mmap_rnd_bits is lowered to 28 (a machine-wide setting that
-# lasts until reboot, which is why it is only the last resort).
+# ASLR instead). At 28 TSan works; at 32 the probe fails about 19 runs in 20.
+# A tiny threaded probe tells whether this machine is affected. If it is, the
+# TSan tests run with ASLR off for their process tree (`setarch ARCH -R`, no
+# root needed, nothing global changes); if that is not allowed (some
+# containers forbid personality()), then as root vm.mmap_rnd_bits is lowered
+# to 28 (a machine-wide setting that lasts until reboot, which is why it is
+# only the last resort).
 TSAN_PREFIX=()
 PROBE=
 # probe_ok [PREFIX...]: run $PROBE under PREFIX several times, since one run

@@ -182,8 +182,8 @@ static sx__ev *stop_note_new(clk_handle *h)
         return NULL;
     sx_payload data = sx_pack_payload(&pk);
     /* A large node (sx__ev_alloc), not sx__ev_alloc_sized: one more
-     * caller of that made GCC's LTO stop inlining it into the send path
-     * (pingpong +6 instructions per message in callgrind). */
+     * caller of that makes GCC's LTO stop inlining it into the send path
+     * (6 more instructions per pingpong message in callgrind). */
     sx__ev *ev = sx__ev_alloc();
     if (ev == NULL)
         return NULL;

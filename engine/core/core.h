@@ -105,8 +105,8 @@ struct sx_engine {
      * (submit) and processes whose turn ran out; wq takes wake-ups (a
      * completion from a loop, a message or terminate from outside).
      * Workers look at wq first: a woken process has waited already, and
-     * behind a burst of submissions in one FIFO it waited for all of them
-     * (100,000 sleepers were 130 ms late at p50 that way). */
+     * behind a burst of submissions in one FIFO it would wait for all of
+     * them (100,000 sleepers then wake 130 ms late at p50). */
     sx__globalq gq;
     sx__globalq wq;
     /* New processes from threads that are not workers: the ring in front

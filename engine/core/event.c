@@ -19,8 +19,8 @@
  * and for every completer and watcher (200 bytes, 208), and bundle nodes
  * (992 bytes: "Bundles" below). Each size has its own cache list and depot
  * list; a node goes back to the lists of its size (sx__ev.big). A message
- * in flight is thus about half the memory it was with one size:
- * spawnidle's n messages in flight were most of the bytes of an idle
+ * in flight thus takes about half the memory of a large node, and in
+ * spawnidle the n messages in flight are most of the bytes of an idle
  * process.
  *
  * Threads: [any thread]; the cache is thread-local; the depot is global
@@ -206,8 +206,8 @@ static __attribute__((noinline, cold)) void spill(int big)
 }
 
 /* Always inlined, so that each caller's `big` is a constant: the memset
- * then compiles to a few stores, as it did with one size (a variable
- * length cost ~17 instructions per node in callgrind). */
+ * then compiles to a few stores (a variable length costs ~17 instructions
+ * per node in callgrind). */
 static inline __attribute__((always_inline)) sx__ev *ev_alloc(int big)
 {
     ev_list *l = &cache.l[big];
@@ -225,9 +225,9 @@ static inline __attribute__((always_inline)) sx__ev *ev_alloc(int big)
     /* Only the fields are cleared (a small node's stop at its bytes): the
      * inline bytes are written before they are read. */
     /* A copy of a zeroed node rather than memset: for a size known only
-     * as one of two, gcc emitted `rep stos`, whose start-up cost was 60 %
-     * of this function (11 % of the yield benchmark); constant-size copies
-     * compile to a few vector moves. */
+     * as one of two, gcc emits `rep stos`, whose start-up cost would be
+     * 60 % of this function (11 % of the yield benchmark); constant-size
+     * copies compile to a few vector moves. */
     static const sx__ev zero;
     if (big)
         memcpy(ev, &zero, sizeof(sx__ev));
@@ -262,9 +262,8 @@ sx__ev *sx__ev_alloc_small_completer(void)
 }
 
 /* Out of line on purpose: with LTO, inlined into the worker loop it
- * crowded sx__proc_release out of the inliner's budget, +6 instructions
- * per pingpong message in callgrind; out of line, pingpong and ring take
- * ~0.7% fewer instructions than with one node size. */
+ * crowds sx__proc_release out of the inliner's budget, 6 more
+ * instructions per pingpong message in callgrind. */
 __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
 {
     if (ev == NULL)
@@ -302,17 +301,17 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  * collect). It starts in a large node, from two messages whose records fit
  * one, and moves to a bundle node (SX__EV_BUNDLE record bytes) when it
  * outgrows that, so two messages never take a kilobyte. A message too big for a
- * bundle gets its own node, as before, after the bundle.
+ * bundle gets its own node, after the bundle.
  *
  * A record: its head (rec_size), the topic and its NUL, the data. */
 
-/* Small copies (a topic, an int payload) inline: a call to memcpy for a
- * few bytes was 6 % of fanin. The head bytes one by one and the last 4 or
+/* Small copies (a topic, an int payload) inline: a call to memcpy for a few
+ * bytes would be 6 % of fanin. The head bytes one by one and the last 4 or
  * 8 as one word: the bytes were usually just written by the sender, and
  * msgpack writes a number as a type byte then one store of the value
  * (process/payload.c, int_put), so these loads match those stores and are
  * forwarded from the store buffer. Two overlapping 4-byte loads (the first
- * spanning the type byte and the value) stalled on forwarding: 24 % of
+ * spanning the type byte and the value) would stall on forwarding: 24 % of
  * the producer's merge. */
 static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 {

@@ -1,14 +1,14 @@
 /* engine/core/outcome.c — finished processes' outcomes, kept for wait.
  *
- * The contract (API.md): wait finds the outcome of any of the most recent
- * `keep_outcomes` finished processes.
+ * The contract (docs/API.md, sx_engine_wait): wait finds the outcome of
+ * any of the most recent `keep_outcomes` finished processes.
  *
  * Shards. Every finish puts one record, so the store is on the hottest
  * path there is: skynet finishes 1.1 million processes a second per
- * worker. One store under one mutex (what this was) made every finish
- * move the mutex, the ring's head and the hash chains between the cores,
- * and under two workers the mutex convoyed into futex sleeps: skynet
- * spent 89 % of its time here (1.26 s with the store, 0.14 s without).
+ * worker. One store under one mutex would make every finish move the
+ * mutex, the ring's head and the hash chains between the cores, and under
+ * two workers the mutex convoys into futex sleeps: skynet then spends
+ * 89 % of its time in the store (1.26 s with it, 0.14 s without).
  * So each worker has its own shard, and every other thread shares one
  * more; a put touches only its own shard, under a spinlock that only
  * readers (wait, watch) ever contend for.
@@ -20,20 +20,21 @@
  *     alone keeps the contract, at up to (workers + 1) x keep records.
  *  2. The count. Each shard counts its puts and adds them to the shared
  *     `counted` in batches of COUNT_BATCH (one shared write per 64 puts
- *     instead of one per put: a shared counter RMW per finish was 15 % of
- *     skynet). A record is stamped with `counted` as the put read it. When
- *     a later put of the shard reads a `counted` at least `window` = keep
- *     + COUNT_BATCH x shards above a record's stamp, that many puts were
- *     counted since. Of those, at most COUNT_BATCH per shard were done
- *     before the record's put and counted after its read: its own shard's
- *     unflushed ones (< COUNT_BATCH; the put reads after its own flush),
- *     and per other shard the one batch whose add the read may have
- *     missed (a later batch of that shard holds only puts that did not
- *     happen before ours, or the read would have seen the add). So at
- *     least `keep` came after it (or raced with it, where either order is
- *     right), and it goes. This bounds the whole store to about keep +
- * COUNT_BATCH x shards records while the shards are busy; a shard that stops
- *     putting keeps its records (at most `keep`) until it puts again.
+ *     instead of one per put: a shared counter RMW per finish would be
+ *     15 % of skynet). A record is stamped with `counted` as the put read
+ *     it. When a later put of the shard reads a `counted` at least
+ *     `window` = keep + COUNT_BATCH x shards above a record's stamp, that
+ *     many puts were counted since. Of those, at most COUNT_BATCH per
+ *     shard were done before the record's put and counted after its read:
+ *     its own shard's unflushed ones (< COUNT_BATCH; the put reads after
+ *     its own flush), and per other shard the one batch whose add the
+ *     read may have missed (a later batch of that shard holds only puts
+ *     that did not happen before ours, or the read would have seen the
+ *     add). So at least `keep` came after it (or raced with it, where
+ *     either order is right), and it goes. This bounds the whole store to
+ *     about keep + COUNT_BATCH x shards records while the shards are
+ *     busy; a shard that stops putting keeps its records (at most `keep`)
+ *     until it puts again.
  * So wait finds at least every one of the `keep` most recent outcomes,
  * and sometimes a few older ones, unless the byte budget (below) pushed
  * them out first.
@@ -114,7 +115,7 @@
 #define OUTCOME_MIN_CAP 48
 #define SPARES_MAX 64 /* evicted records a worker's shard keeps for reuse */
 /* Only records this small are kept as spares: 64 spares of a 1 MiB result
- * would hold 64 MiB per worker for nothing (helper-35). */
+ * would hold 64 MiB per worker for nothing. */
 #define SPARE_CAP_MAX 512
 /* A shard's change in bytes held that it adds to the shared count at once. */
 #define BYTES_BATCH ((int64_t)64 << 10)
@@ -682,9 +683,9 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
         /* A mailbox is the slot with no type (outside.c), not the state
          * MAILBOX: sx_engine_mailbox_free makes that COMPLETE before it
          * retires the PID, and retires it with no wake-up, so a wait that
-         * took its reference in between and read COMPLETE slept until its
-         * limit, or for ever (test_outside wait_mailbox_closing). The type
-         * was written before the slot was published and stays while we
+         * took its reference in between and read COMPLETE would sleep until
+         * its limit, or for ever (test_outside wait_mailbox_closing). The
+         * type was written before the slot was published and stays while we
          * hold a reference. */
         bool mailbox = p->type == NULL;
         sx__proc_release(e, p);

@@ -56,7 +56,7 @@ typedef struct {
     /* Evicted records kept for the next puts (linked by hnext, at most
      * SX__SPARES_MAX; owner only): a put evicts none or several, not
      * exactly one, and with a single spare half the puts of a steady
-     * stream went to malloc and as many evictions to free. */
+     * stream would go to malloc and as many evictions to free. */
     sx__outcome *spare;
     unsigned n_spare;
     unsigned uncounted; /* puts not yet added to `counted` */

@@ -59,8 +59,8 @@ typedef enum {
  * overlay the completer fields (which a message never uses, and which
  * sx_complete reads before it writes the answer) and run on past
  * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
- * bytes (a message used 208 before): at spawnidle's peak most of its n
- * messages are in flight, so this is most of a process's bytes. */
+ * bytes: at spawnidle's peak most of its n messages are in flight, so the
+ * small node's size is most of a process's bytes. */
 #define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
 #define SX__EV_BUNDLE 896 /* a bundle node's record bytes (event.c) */
 #define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
@@ -159,7 +159,8 @@ enum {
  * in an array beside its segment that stays untouched memory until used:
  * 100,000 new processes then touch 12.8 MB, not 16 (a separate array of
  * state cells) or more. First touches of memory are the largest cost of a
- * burst of new processes on this VM (bench/FINDINGS.md). */
+ * burst of new processes on a VM whose page faults trap to the hypervisor
+ * (bench/FINDINGS.md). */
 typedef struct sx__proc {
     /* Written by producers (fetch_or, CAS) and by the running worker. */
     alignas(64) _Atomic uint32_t state;

@@ -23,8 +23,8 @@
  * on demand, rather than initialising a whole segment when it is mapped,
  * leaves the memory of slots never used untouched: a segment is as big as
  * all before it, so up to half the table would otherwise be faulted in
- * for nothing (100,000 sleepers touched 127,000 slots, ~3.7 MB more,
- * at ~0.5-3 ns a byte for first-touch faults on this VM).
+ * for nothing (100,000 sleepers would touch 127,000 slots, ~3.7 MB more,
+ * at ~0.5-3 ns a byte for first-touch faults on a VM).
  *
  * Threads: all functions [any thread].
  */
@@ -39,16 +39,16 @@
 const max_align_t sx__no_state;
 
 /* Segments of at least this many bytes are mapped on their own, in plain
- * 4 KiB pages. They were marked MADV_HUGEPAGE until 2026-11-26: one fault
- * then maps 2 MiB, which pays where memory is warm (spawnidle 12 % faster
- * when stepx runs follow each other). But a host that takes free memory
- * back from its guests (free page reporting, as on this VM: blocks of
- * 2 MiB and up) leaves a huge page almost always cold, and a cold one
- * costs up to 7 us per 4 KiB to zero against ~1.7 for small pages. With a
- * Go run before each stepx run, as in the benchmark suite (and as on any
- * host where other programs come and go), huge pages made spawnidle 1.8 x
- * slower (539 against 301 ns per process) and timers 0.073 against
- * 0.068 s, with twice the spread (bench/FINDINGS.md). */
+ * 4 KiB pages, not MADV_HUGEPAGE. A huge page maps 2 MiB per fault, which
+ * pays where memory is warm (spawnidle 12 % faster when stepx runs follow
+ * each other). But a host that takes free memory back from its guests
+ * (free page reporting, in blocks of 2 MiB and up) leaves a huge page
+ * almost always cold, and a cold one costs up to 7 us per 4 KiB to zero
+ * against ~1.7 for small pages. With a Go run before each stepx run, as
+ * in the benchmark suite (and as on any host where other programs come
+ * and go), huge pages make spawnidle 1.8 x slower (539 against 301 ns
+ * per process) and timers 0.073 against 0.068 s, with twice the spread
+ * (bench/FINDINGS.md). */
 #define SMALL_MAP ((size_t)64 << 10)
 
 /* LeakSanitizer does not scan mmap'd memory for pointers, and the slots
@@ -194,10 +194,10 @@ void sx__ptable_fini(sx_engine *e)
  * magazines with the engine's lock-free stack. A slot freed by a worker is
  * one plain store on its own chain; a submitting thread takes MAG slots
  * with one CAS, and while it initialises one slot the next is already on
- * its way to its cache (prefetched). Before this, every finish pushed its
- * slot onto one shared head and every submit popped it: two contended CASes
- * and a cache miss on a slot just freed on the other core, 30 % of the
- * submit benchmark's time (bench/FINDINGS.md).
+ * its way to its cache (prefetched). One shared free list instead, every
+ * finish pushing its slot onto one head and every submit popping it,
+ * costs two contended CASes and a cache miss on a slot just freed on the
+ * other core: 30 % of the submit benchmark's time (bench/FINDINGS.md).
  *
  * Within a magazine slots are linked by free_next and the last one holds
  * SX__FREE_NONE; on the stack, a magazine's first slot links the next
@@ -290,8 +290,8 @@ static void prefetch_slot(const sx__proc *p)
  * are empty. With prefetch, the next slot is fetched for writing: for the
  * outside threads, whose slots were freed on other cores. A worker's slots
  * are mostly ones it freed itself, still in its cache; there the look-up
- * of the next slot and its prefetches only cost (skynet: part of +87
- * instructions per process). */
+ * of the next slot and its prefetches would only add instructions to
+ * every spawn (skynet). */
 static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
 {
     if (c->cur == SX__FREE_NONE) {
@@ -456,9 +456,8 @@ alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
     return p;
 }
 
-/* Out of line, as it was before mailboxes had their own entry: inlined
- * into sx__spawn it left cache_take out of line, +8 instructions per
- * submit (callgrind, bench submit). */
+/* Out of line: inlined into sx__spawn it leaves cache_take out of line,
+ * 8 more instructions per submit (callgrind, bench submit). */
 __attribute__((noinline)) sx__proc *
 sx__ptable_alloc(sx_engine *e, const sx_process_type *type, uint16_t method)
 {

@@ -7,8 +7,8 @@
  * ThreadSanitizer models (it does not model atomic_thread_fence).
  *
  * The ring never grows: a push into a full deque fails and the caller sends
- * the item to the global queue instead (STYLE.md: resizing is where the
- * published C11 version and crossbeam both had bugs).
+ * the item to the global queue instead (a house rule, docs/CONTRIBUTING.md:
+ * resizing is where the published C11 version and crossbeam both had bugs).
  *
  * Threads: push and pop are [owner] only; steal, steal_half and size are
  * [any thread].

@@ -1,6 +1,7 @@
 /* engine/sched/globalq.c — the global FIFO run queue; see globalq.h. */
 /* For PTHREAD_MUTEX_ADAPTIVE_NP (glibc). Defined here only, before any
- * header: the rest of the project stays on _POSIX_C_SOURCE (STYLE.md). */
+ * header: the rest of the project stays on _POSIX_C_SOURCE
+ * (docs/CONTRIBUTING.md). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -13,10 +14,10 @@ int sx__globalq_init(sx__globalq *q)
     /* Adaptive: a contended lock spins briefly before it sleeps. The
      * critical sections are a few pointer moves, but the submitting
      * thread, the workers and their sched_yield searches all take this
-     * lock; with a plain mutex a burst of contention turned into futex
-     * sleeps and wakes (a few µs each on this VM) and the submit
-     * benchmark fell into a slow mode: 1.4-1.8 µs per submit instead of
-     * ~0.45, 45 % of its samples in the kernel's futex paths. */
+     * lock; with a plain mutex a burst of contention turns into futex
+     * sleeps and wakes (a few µs each on a VM) and the submit benchmark
+     * falls into a slow mode: 1.4-1.8 µs per submit instead of ~0.45,
+     * 45 % of its samples in the kernel's futex paths. */
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);
 #ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP

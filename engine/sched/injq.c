@@ -88,7 +88,7 @@ size_t sx__injq_size(sx__injq *q)
     uint64_t t = atomic_load_explicit(&q->tail, memory_order_seq_cst);
     /* Between the two loads the consumers can take items and the producer
      * push new ones into the slots they freed, so t - h can exceed the
-     * capacity (test_injq saw 9263 in a ring of 64): cap it. */
+     * capacity (by thousands in test_injq's ring of 64): cap it. */
     uint64_t n = t > h ? t - h : 0;
     return n > q->mask + 1 ? (size_t)(q->mask + 1) : (size_t)n;
 }

@@ -119,12 +119,12 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     /* relaxed: only this worker writes its counters. */
     sx__wstat_add(&w->st.parks, 1);
     /* The sleeps' bound again, now that we are counted: until_ns was taken
-     * before, and a worker that added a sleep earlier than its set's
-     * others in between saw n_parked at 0 and woke nobody
-     * (sx__timer_add); it would then have
-     * had no one to fire its sleeps for up to PARK_TIMEOUT_MS should it
-     * get stuck in a long step. Now either its next_due is seen here or
-     * it sees us counted and notifies (seq_cst both; helper-41's review). */
+     * before, and a worker that added a sleep earlier than its set's others
+     * in between saw n_parked at 0 and woke nobody (sx__timer_add); it
+     * would then have had no one to fire its sleeps for up to
+     * PARK_TIMEOUT_MS should it get stuck in a long step. With this second
+     * look, either its next_due is seen here or it sees us counted and
+     * notifies (seq_cst both). */
     uint64_t again = sx__timers_park_until(e, w);
     if (again < until_ns)
         until_ns = again;

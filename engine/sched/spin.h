@@ -4,15 +4,15 @@
  * producer side (injq.h). Taking it is one exchange and releasing it one
  * plain store, where a pthread mutex costs two locked instructions (its
  * unlock is an exchange too): with one submitting thread the line stays in
- * that thread's cache and the pair costs ~20 cycles instead of ~40 (the two
- * mutexes were ~8 % of the submit benchmark). Also each worker's timer
- * set (sleep.c): taken by its owner for every sleep, by other workers
- * (trylock) to fire due sleeps. A waiter spins on a plain
- * load and yields the CPU every 64 rounds, so a holder that the OS
- * preempted gets to run; after 1,024 rounds it sleeps 50 us per 64 rounds
- * instead, because sched_yield never gives the CPU to a thread of lower
- * priority: a real-time submitter spinning on the core of a preempted
- * normal-priority holder would otherwise wait for good.
+ * that thread's cache and the pair costs ~20 cycles instead of ~40 (two
+ * mutexes there would be ~8 % of the submit benchmark). Also each worker's
+ * timer set (sleep.c): taken by its owner for every sleep, by other
+ * workers (trylock) to fire due sleeps. A waiter spins on a plain load and
+ * yields the CPU every 64 rounds, so a holder that the OS preempted gets to
+ * run; after 1,024 rounds it sleeps 50 us per 64 rounds instead, because
+ * sched_yield never gives the CPU to a thread of lower priority: a
+ * real-time submitter spinning on the core of a preempted normal-priority
+ * holder would otherwise wait for good.
  *
  * Threads: [any thread]. Not recursive; never held across a call out of
  * the engine.

@@ -22,7 +22,7 @@ typedef struct {
     size_t max_processes; /* 0 = unlimited                                   */
     unsigned io_loops;    /* libuv loop threads for commands; 0 = 1          */
     size_t keep_outcomes; /* finished outcomes kept for wait; 0 = 10,000     */
-    /* Extensions beyond API.md (may be left zero): */
+    /* Beyond the core contract of docs/API.md (may be left zero): */
     uint32_t node; /* this engine's node number in PIDs; default 0          */
     /* This engine's host number in PIDs; 0 = 1. PIDs whose host differs
      * name nothing here: a program that restarts an engine and must not

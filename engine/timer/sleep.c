@@ -8,9 +8,9 @@
  * that worker's next slot or deque with no doorbell, no loop thread, no
  * event node held while it sleeps and no wake queue mutex. This is Go's design
  * (per-P timer heaps, checked by the scheduler, parks bounded by the next
- * deadline); the loop design it replaces for sleeps needed a third thread that
- * competed with the workers for the cores, one op allocation per sleep, and one
- * wake-queue lock per firing (bench/FINDINGS.md, timers).
+ * deadline). Sleeps on a libuv loop instead would need a third thread that
+ * competes with the workers for the cores, one op allocation per sleep, and
+ * one wake-queue lock per firing (bench/FINDINGS.md, timers).
  *
  * Who fires what:
  *   - the owner, in find_work: every 8th look for work, and on every
@@ -76,12 +76,12 @@ void sx__timers_fini(sx__timers *tm)
  * sleep's completer onto `inbox` (a stack; one CAS) with the due in the
  * node, and lowers next_due if the new due is earlier. Whoever next takes
  * the lock to fire (the owner, or another worker stealing due timers)
- * first moves the inbox into the set and frees the nodes. The lock was
- * held for every sleep before, and a worker that the OS preempted while
- * holding it (three runnable threads on two cores while a submitter
- * runs) kept the other worker from firing its due sleeps for the rest of
- * its time slice: windows of a few milliseconds' deadlines all 2-10 ms
- * late, timers' p99 lateness 2-30 ms in many runs.
+ * first moves the inbox into the set and frees the nodes. With the lock
+ * taken for every sleep, a worker that the OS preempts while holding it
+ * (three runnable threads on two cores while a submitter runs) keeps the
+ * other worker from firing its due sleeps for the rest of its time slice:
+ * windows of a few milliseconds' deadlines all 2-10 ms late, timers' p99
+ * lateness 2-30 ms in many runs.
  *
  * next_due stays a lower bound of every due in the set and the inbox:
  * the owner pushes (seq_cst CAS), then lowers next_due with a CAS if its
@@ -140,29 +140,30 @@ int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done)
                                 &tm->next_due, &next, due_ns,
                                 memory_order_seq_cst, memory_order_seq_cst))
         ;
-    /* A worker parked before this set had timers sleeps without a bound
-     * for them; should this worker get stuck in a long step, nobody would
-     * fire them. Wake one to re-time its park (sx__timers_park_until).
-     * Not only for the set's first entry: a worker that parked while this
-     * one was parked too bounded its sleep by this set's earliest due
-     * alone (a parked owner fires its own), not by SX__TIMER_RECHECK_MS;
-     * a sleep due before that, added once this worker woke, then waited
-     * out a long step here or the whole park (up to PARK_TIMEOUT_MS:
-     * test_sched sleep_beside_long_step saw 150-300 ms for a 5 ms sleep).
-     * Costs a load of n_parked when nobody is parked, and a wake-up of a
-     * parked worker per sleep that is its set's earliest when one is. */
+    /* A worker parked before this set had timers sleeps without a bound for
+     * them; should this worker get stuck in a long step, nobody would fire
+     * them. Wake one to re-time its park (sx__timers_park_until). Not only
+     * for the set's first entry: a worker that parked while this one was
+     * parked too bounded its sleep by this set's earliest due alone (a
+     * parked owner fires its own), not by SX__TIMER_RECHECK_MS; without
+     * this wake-up a sleep due before that, added once this worker woke,
+     * would wait out a long step here or the whole park (up to
+     * PARK_TIMEOUT_MS: 150-300 ms for a 5 ms sleep in test_sched
+     * sleep_beside_long_step). Costs a load of n_parked when nobody is
+     * parked, and a wake-up of a parked worker per sleep that is its set's
+     * earliest when one is. */
     if (earlier)
         sx__park_notify(w->engine);
     return 0;
 }
 
-/* Moves the inbox into the set (under the lock). Each entry keeps what
- * the answer needs: the process and its generation, the tag, and for a
- * sampled yield (one in 64: the latency figures) its dispatch time, as
- * microseconds before the due plus 1 (0: not sampled); its node is freed,
- * and a node is taken again when the sleep fires: no event node waits
- * out a sleep (100,000 sleepers held 11 MB of them, each a cold miss when
- * it fired). A node whose entry finds no memory goes onto *failed, to be
+/* Moves the inbox into the set (under the lock). Each entry keeps what the
+ * answer needs: the process and its generation, the tag, and for a sampled
+ * yield (one in 64: the latency figures) its dispatch time, as microseconds
+ * before the due plus 1 (0: not sampled); its node is freed, and a node is
+ * taken again when the sleep fires: no event node waits out a sleep
+ * (100,000 sleepers would hold 11 MB of them, each a cold miss when it
+ * fired). A node whose entry finds no memory goes onto *failed, to be
  * answered SX_ENOMEM once the lock is let go. */
 static void drain(sx__timers *tm, uint64_t now, sx__ev **failed)
 {
@@ -187,8 +188,8 @@ static void drain(sx__timers *tm, uint64_t now, sx__ev **failed)
         k++;
         /* Grows its memory to the peak number of sleeps and keeps it: no
          * allocation in steady state. The room kept for a batch more is
-         * what a put-back in sx__timers_run needs (helper-35: sleeps
-         * drained meanwhile could use up the room the take had left). */
+         * what a put-back in sx__timers_run needs (sleeps drained
+         * meanwhile could use up the room the take had left). */
         if (!SX__FAULT(SX__FAULT_TIMER_KEEP) &&
             sx__tw_reserve(&tm->tw, FIRE_BATCH + 1) == 0 &&
             sx__tw_add(&tm->tw, due, &v) == 0) {
@@ -229,8 +230,8 @@ static void settle(sx__timers *tm, uint64_t now, sx__ev **failed)
 
 /* Answers SX_ENOMEM to the sleeps that drain could not enter (after the
  * lock): a sleep that cannot wait fails rather than waits for good.
- * Empties *list (its nodes are answered: helper-35 found a second call
- * walking the same answered nodes). */
+ * Empties *list: its nodes are answered, and a second call must not walk
+ * them again. */
 static void fail_all(sx__ev **list)
 {
     sx__ev *failed = *list;
@@ -453,12 +454,12 @@ void sx__timers_purge_maybe(sx_engine *e)
         return;
     if (dead * 2 < sx__timers_count(e))
         return;
-    /* One purge at a time. Two at once both took off the count each had
-     * read, and the second erased what finished during the first: those
-     * entries were then never purged (test_clock terminated_sleeps_purged
-     * once found 8 of 400 left, in a full test run). acquire: pairs with
-     * the release store that ends the previous purge, whose subtraction
-     * the re-read below then sees. */
+    /* One purge at a time. Two at once would both take off the count each
+     * had read, and the second would erase what finished during the first:
+     * those entries would then never be purged (test_clock
+     * terminated_sleeps_purged checks that none is left). acquire: pairs
+     * with the release store that ends the previous purge, whose
+     * subtraction the re-read below then sees. */
     if (atomic_exchange_explicit(&e->tm_purging, 1, memory_order_acquire))
         return; /* the running purge will do */
     /* acquire: as above. */

@@ -290,7 +290,7 @@ void sx__tw_sync(sx__twheel *w, uint64_t now)
     /* Only an empty set: a set with entries is moved by take, which moves
      * buckets into near as it goes. Never past now: a clock set ahead
      * (say to a due an hour away) would send every nearer entry to near,
-     * which is to stay one bucket's worth (helper-34's review). */
+     * which is to stay one bucket's worth. */
     if (w->n == 0 && (now >> SX__TW_SHIFT) > w->cur)
         w->cur = now >> SX__TW_SHIFT;
 }

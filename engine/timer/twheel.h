@@ -8,9 +8,9 @@
  * a bucket is an append; when the clock enters a bucket's width its
  * entries move into `near`, which therefore stays small (one width's
  * worth), so taking the earliest is a sift through a heap that fits in
- * the cache. The one 4-ary heap this replaces held every sleep of the
- * worker: with 100,000 sleepers its sift_down was a chain of cache misses
- * through 1.6 MB on every firing (bench/FINDINGS.md, timers).
+ * the cache. A single 4-ary heap would hold every sleep of the worker:
+ * with 100,000 sleepers its sift_down is a chain of cache misses through
+ * 1.6 MB on every firing (bench/FINDINGS.md, timers).
  *
  * Entries never come out early: take returns an entry only when now >= its
  * deadline, and always the earliest due ones first. Buckets are chains of
@@ -31,8 +31,8 @@
 
 /* A bucket is 2^18 ns (~0.26 ms) wide: near holds about a bucket's worth
  * of entries, so the narrower the bucket the smaller the heap that every
- * firing sifts (timers: 0.0701 -> 0.0676 s against 2^19 and 512 buckets,
- * medians of 11 alternated runs). */
+ * firing sifts (timers: 0.0676 s, against 0.0701 with 2^19 ns and 512
+ * buckets). */
 #define SX__TW_SHIFT 18
 #define SX__TW_BUCKETS 1024
 #define SX__TW_CHUNK 31 /* entries per chunk: 16 + 31 * 32 ~ 1 KiB */
@@ -59,9 +59,9 @@ typedef struct sx__twchunk {
 
 /* Chunks are carved from slabs, each twice as many chunks as the last
  * (SX__TW_SLAB_MIN up to SX__TW_SLAB_MAX), all kept until fini. One
- * malloc per chunk grew a worker's malloc arena a page at a time, each
- * page an mprotect call of its own (glibc grows a thread's heap only by
- * what the request needs): ~500 calls in a 100,000-sleeper run. */
+ * malloc per chunk would grow a worker's malloc arena a page at a time,
+ * each page an mprotect call of its own (glibc grows a thread's heap only
+ * by what the request needs): ~500 calls in a 100,000-sleeper run. */
 #define SX__TW_SLAB_MIN 8
 #define SX__TW_SLAB_MAX 256
 

@@ -109,11 +109,11 @@ typedef struct sx_step_output sx_step_output; /* opaque, owned by the engine */
  * (out NULL, or args.data NULL with args.len > 0), or SX_ENOMEM. Only
  * inside the step that received out. */
 int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
-/* As sx_yield, with a per-yield timeout (an extension of API.md): when
- * timeout_ms (> 0; 0 = none) passes before the command answers, the
- * process gets the completion for tag with error SX_ETIMEDOUT, the command
- * is cancelled (libuv commands stop their work; other commands' late
- * answers are dropped), and no other answer for tag follows. The clock
+/* As sx_yield, with a per-yield timeout (beyond the core contract of
+ * docs/API.md): when timeout_ms (> 0; 0 = none) passes before the command
+ * answers, the process gets the completion for tag with error SX_ETIMEDOUT,
+ * the command is cancelled (libuv commands stop their work; other commands'
+ * late answers are dropped), and no other answer for tag follows. The clock
  * starts when the engine dispatches the yield, right after the step.
  * Errors: SX_EINVAL (out NULL, timeout_ms < 0, args.data NULL with
  * args.len > 0), SX_ENOMEM. */
@@ -121,14 +121,14 @@ int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
                      sx_payload args, int64_t timeout_ms);
 /* Sends a message {from: this process, topic, data} to `to` once the step
  * returns, like yielding SX_CMD_SEND with tag SX_TAG_NONE but without
- * packing arguments (an extension of API.md; the fast path for messaging):
- * no answer, a failure (no such process, ...) counts as a dead letter, and
- * the step's status applies as if no yield had been written. Unlike
- * yields, the message goes even when the step ends DONE or FAIL. topic and
- * data are copied. Messages from one process arrive in the order sent.
- * Errors: SX_EINVAL (out or topic NULL, topic over 255 bytes or not valid
- * UTF-8, data over SX_MESSAGE_MAX), SX_ENOMEM. Only inside the step that
- * received out. */
+ * packing arguments (beyond the core contract of docs/API.md; the fast path
+ * for messaging): no answer, a failure (no such process, ...) counts as a
+ * dead letter, and the step's status applies as if no yield had been
+ * written. Unlike yields, the message goes even when the step ends DONE or
+ * FAIL. topic and data are copied. Messages from one process arrive in the
+ * order sent. Errors: SX_EINVAL (out or topic NULL, topic over 255 bytes or
+ * not valid UTF-8, data over SX_MESSAGE_MAX), SX_ENOMEM. Only inside the
+ * step that received out. */
 int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data);
 /* The most bytes of data one message carries (sx_send, sx_engine_send). */
 #define SX_MESSAGE_MAX ((size_t)UINT32_MAX)
@@ -137,9 +137,10 @@ void sx_wait(sx_step_output *out);                      /* yields / messages */
 void sx_idle(sx_step_output *out);                      /* a message only    */
 void sx_done(sx_step_output *out, sx_payload result);   /* result copied     */
 void sx_fail(sx_step_output *out, const char *message); /* message copied  */
-/* As sx_fail, finishing with code instead of SX_EFAILED (an extension of
- * API.md): a negative SX_E* or -errno code; 0 or a positive one is
- * SX_EFAILED. E.g. a process that passes on a child's SX_ETOOLARGE. */
+/* As sx_fail, finishing with code instead of SX_EFAILED (beyond the core
+ * contract of docs/API.md): a negative SX_E* or -errno code; 0 or a
+ * positive one is SX_EFAILED. E.g. a process that passes on a child's
+ * SX_ETOOLARGE. */
 void sx_fail_code(sx_step_output *out, int code, const char *message);
 
 /* ---- a process type --------------------------------------------------- */
@@ -163,7 +164,7 @@ typedef struct {
     int (*step)(void *state, const sx_event *events, size_t n_events,
                 sx_step_output *out);
     void (*close)(void *state); /* may be NULL; once per successful init */
-    /* Extensions beyond API.md (may be left zero): */
+    /* Beyond the core contract of docs/API.md (may be left zero): */
     const char *const *methods; /* NULL-terminated entry methods; when set,
                                    an unlisted method is SX_EUNKNOWN_METHOD
                                    before init runs. */

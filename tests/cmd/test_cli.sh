@@ -139,9 +139,9 @@ json "no daemon running, --json: an error document" \
 unset STEPX_SOCKET
 run --socket "$TMP/none.sock" stats
 expect "--socket to nowhere: exit 3" 3 "none.sock"
-# An address the client cannot use is a usage error, said as such: it
-# used to come back from the client as SX_EINVAL, reported as the server
-# refusing hello ("a wrong or missing --token"), exit 3.
+# An address the client cannot use is a usage error, said as such: not
+# SX_EINVAL from the client, reported as the server refusing hello ("a
+# wrong or missing --token"), exit 3.
 run --connect 127.0.0.1 types
 expect "--connect without a port: exit 2, saying so" 2 "bad --connect address"
 if printf '%s' "$ERR" | grep -q token; then
@@ -180,8 +180,8 @@ run send 5 topic 'hello'
 expect "bad JSON, no daemon: still exit 2" 2 "bad JSON for the message"
 run watch 5 --send t '[1,'
 expect "watch --send bad JSON, no daemon: exit 2" 2 "bad JSON for --send"
-# A bare id over 2^64 - 1 is a bad PID: it was found only after
-# connecting (exit 3 here).
+# A bare id over 2^64 - 1 is a bad PID, found before connecting (not
+# exit 3 here).
 run wait 99999999999999999999
 expect "bare id over 2^64 - 1, no daemon: exit 2" 2 "bad PID"
 run --json submit counter run '[1'
@@ -191,7 +191,7 @@ run --json frobnicate
 json "unknown command --json: a usage error document" \
     "d['ok'] is False and d['error']['code'] == 'usage'" 2
 # "--json" as an option's value is that value, not the option: the error
-# is said in text (it came out as a JSON document).
+# is said in text, not as a JSON document.
 run --socket "$TMP/none.sock" cancel 9 --reason --json
 expect "--reason --json, no daemon: exit 3" 3 "^stepx: cannot connect"
 [ -z "$OUT" ] && ok "--reason --json, no daemon: no JSON document" ||
@@ -201,8 +201,8 @@ expect "--reason --json, no daemon: exit 3" 3 "^stepx: cannot connect"
 
 # It answers hello and subscribe, then sends a frame of length 0 (no map:
 # broken). watch must say so as an unreadable reply, exit 6, as every
-# request does; it said "malformed or unexpected payload" with exit 3 (a
-# lost connection).
+# request does, not "malformed or unexpected payload" with exit 3 (a lost
+# connection).
 cat >"$TMP/fake.py" <<'PYEOF'
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -293,7 +293,8 @@ start_fail "stepxd --load NAME of a file here: says ./NAME" 1 \
 cd - >/dev/null || exit 1
 STEPXD=$STEPXD_GIVEN
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
-# An unknown option last on the line was reported as one needing a value.
+# An unknown option last on the line is reported as unknown, not as one
+# needing a value.
 start_fail "stepxd unknown option: exit 2, named as unknown" 2 \
     "unknown option: --verbose" --verbose
 start_fail "stepxd option without its value: exit 2" 2 \
@@ -309,17 +310,17 @@ start_fail "stepxd --max-output below the frame limit: exit 2, saying so" 2 \
     --max-frame 65536 --max-output 8192
 start_fail "stepxd --token over 1024 bytes: exit 2, saying so" 2 \
     "--token is at most 1024 bytes" --token "$(printf '%02000d' 0)"
-# A socket path too long for a Unix socket (107 bytes) was refused by the
-# server with SX_EINVAL and a hint about --listen and --token only.
+# A socket path too long for a Unix socket (107 bytes) is refused as such,
+# not with the server's SX_EINVAL and a hint about --listen and --token.
 start_fail "stepxd --socket longer than 107 bytes: exit 2, saying so" 2 \
     "--socket .* longer than 107" --socket "$TMP/$(printf 'x%.0s' $(seq 1 120)).sock"
 # A socket in a directory that does not exist: the message names the path
-# (it used to say only "permission denied").
+# (not only "permission denied").
 start_fail "stepxd --socket in a missing directory: exit 1, naming it" 1 \
     "cannot listen \(--socket $TMP/nodir/x.sock\): .*(No such file|ENOENT)" \
     --socket "$TMP/nodir/x.sock"
-# A socket path from $STEPX_SOCKET (no --socket given) is named as that:
-# the messages said "--socket PATH" to someone who never typed --socket.
+# A socket path from $STEPX_SOCKET (no --socket given) is named as that,
+# not as "--socket PATH" to someone who never typed --socket.
 # env_fail NAME RC PATTERN PATH: stepxd with STEPX_SOCKET=PATH and no
 # --socket must exit RC, saying PATTERN.
 env_fail()
@@ -370,8 +371,8 @@ for f in range(3, 1024):
         pass
 print(" ".join(map(str, fds)))'
 BASE_FDS=$("$PY" -c "$FDS_PY")
-# --metrics on port 0: the startup line says the port actually bound (it
-# printed the address as given, port 0), and that port serves the metrics.
+# --metrics on port 0: the startup line says the port actually bound (not
+# the address as given, port 0), and that port serves the metrics.
 "$STEPXD" --socket "$TMP/m0.sock" --metrics 127.0.0.1:0 >"$TMP/m0.log" 2>&1 &
 M0PID=$!
 for _ in $(seq 1 100); do
@@ -454,9 +455,9 @@ json "exec: {status, stdout, stderr}" \
     "d['result']['status'] == 0 and d['result']['stdout'] == 'hi\n' and d['result']['stderr'] == 'err\n'"
 run --json submit --wait exec run '[["cat"], "fed to stdin"]'
 json "exec with stdin" "d['result']['stdout'] == 'fed to stdin'"
-# An exec child inherits no descriptor of stepxd's own: the metrics
-# thread's stop pipe (and a scrape's connection) were not close-on-exec,
-# so every subprocess held them, a daemonized one for good.
+# An exec child inherits no descriptor of stepxd's own: were the metrics
+# thread's stop pipe (or a scrape's connection) not close-on-exec, every
+# subprocess would hold them, a daemonized one for good.
 run --json submit --wait exec run "$("$PY" -c 'import json, sys
 print(json.dumps([[sys.argv[1], "-c", sys.argv[2]]]))' "$PY" "$FDS_PY")"
 json "exec: the child inherits none of stepxd's descriptors (--metrics)" \
@@ -557,7 +558,7 @@ expect "wait past --timeout: exit 5" 5 "still running"
 expect "long wait: progress line on stderr" 5 "waiting for \{.*\}\.\.\. 1 s"
 MS=$(((T1 - T0) / 1000000))
 # Upper bound: well below the sleeper's 30 s (an ignored timeout waits for
-# it), well above 1.5 s (ASan at load 10 once took 6.1 s to start the CLI,
+# it), well above 1.5 s (ASan at load 10 can take 6 s to start the CLI,
 # connect and time out).
 if [ "$MS" -ge 1400 ] && [ "$MS" -lt 20000 ]; then ok "timeout honoured (${MS} ms)"; else bad "timeout honoured (${MS} ms, want ~1500)"; fi
 run --json --timeout 300 submit --wait sleeper run '[5000]'
@@ -646,7 +647,7 @@ json "top --json: one document per refresh" \
     "len(lines) == 3 and all('stats' in l and 'rates' in l for l in lines)"
 # q quits at once, not at the next refresh: the interval (60 s) is far
 # beyond the bound (20 s), which also covers starting the CLI and
-# connecting on a loaded machine (a 4 s bound under a 5 s interval left
+# connecting on a loaded machine (a 4 s bound under a 5 s interval leaves
 # too little for that), and a q that was not heard ends in the timeout.
 T0=$(date +%s%N)
 printf 'q' | timeout 30 "$STEPX" top --interval 60000 >"$TMP/out" 2>&1
@@ -661,7 +662,7 @@ TOPPID=$!
 # Signal only once the first frame is out: top takes SIGINT from then on.
 # A background job of this (non-interactive) shell starts with SIGINT
 # ignored, so a signal sent before top's sigaction is lost and top runs on
-# (a fixed 0.5 s sleep did that when the CLI was slow to start).
+# (a fixed 0.5 s sleep is not enough when the CLI is slow to start).
 for _ in $(seq 1 200); do
     grep -q '^stepx top' "$TMP/out" 2>/dev/null && break
     kill -0 "$TOPPID" 2>/dev/null || break
@@ -783,7 +784,7 @@ NOTFOUND=$(timeout 5 head -n 1 <&3)
 exec 3<&-
 if printf '%s' "$NOTFOUND" | grep -q ' 404 '; then ok "metrics: 404 elsewhere"; else bad "metrics: 404 elsewhere" "$NOTFOUND"; fi
 # Only the path /metrics (with or without a query) is the metrics: a path
-# that merely starts with it (/metricsfoo, /metrics/x) was served them.
+# that merely starts with it (/metricsfoo, /metrics/x) is not served them.
 for path in /metricsfoo /metrics/x; do
     exec 3<>"/dev/tcp/127.0.0.1/$MPORT"
     printf 'GET %s HTTP/1.0\r\n\r\n' "$path" >&3
@@ -808,8 +809,8 @@ W1=$!
 timeout 30 "$STEPX" --json wait "$ECHO" >"$TMP/wait_echo" 2>/dev/null &
 W2=$!
 # Both waiters connected (the stats call itself is the third connection)
-# before the signal: a fixed 0.3 s was not always enough on a loaded
-# machine, and a waiter that had not connected yet got exit 3.
+# before the signal: a fixed 0.3 s is not always enough on a loaded
+# machine, and a waiter that has not connected yet gets exit 3.
 for _ in $(seq 1 200); do
     run --json stats
     if printf '%s' "$OUT" | "$PY" -c "
@@ -872,11 +873,12 @@ for _ in $(seq 1 100); do
 done
 run --socket "$SOCK2" --json submit --wait counter run '[2]'
 json "second daemon answers" "d['result'] == 2"
-# One small request pinned hundreds of MB: a fanout of execs of
-# head -c 1000000 kept every child's 1 MB result (10,000 outcomes were
-# kept, whatever their size). Here --max-result 2000000 makes the fanout
-# too_large after its second child, and --keep-outcome-bytes 3000000
-# bounds what the children that run on leave behind.
+# One small request must not pin hundreds of MB: a fanout of execs of
+# head -c 1000000 leaves every child's 1 MB result, and a count alone
+# (10,000 outcomes, whatever their size) would keep them all. Here
+# --max-result 2000000 makes the fanout too_large after its second child,
+# and --keep-outcome-bytes 3000000 bounds what the children that run on
+# leave behind.
 run --socket "$SOCK2" --json submit --wait fanout run \
     '[5, "exec", "run", [["head", "-c", "1000000", "/dev/zero"]]]'
 json "fanout over --max-result: too_large, naming the limit" \
@@ -932,9 +934,9 @@ else
 fi
 
 # ---- SIGHUP stops gracefully; a second signal terminates at once ----
-# SIGHUP (the terminal of `stepxd &` closing) killed the daemon at once:
-# exit 129, socket and lock files left, outcomes lost, and a stop with a
-# long deadline could only be hurried with SIGKILL.
+# SIGHUP (the terminal of `stepxd &` closing) must not kill the daemon at
+# once (exit 129, socket and lock files left, outcomes lost), and a stop
+# with a long deadline can be hurried without SIGKILL.
 
 SOCK3=$TMP/stepxd3.sock
 "$STEPXD" --socket "$SOCK3" --workers 1 --stop-deadline 60000 \
@@ -979,9 +981,9 @@ json "SIGHUP, then SIGINT: the sleeper's waiter got its outcome (terminated)" \
 
 # ---- restarts: each run has its own incarnation ----
 # After a SIGKILL (or SIGTERM) and a restart on the same socket, the new
-# run's first job had the PID of the old run's first job, so a client
-# that came back and killed its old PID killed somebody else's new job.
-# The host part of every PID is now the run's incarnation (random).
+# run's first job must not have the PID of the old run's first job, or a
+# client that came back and killed its old PID would kill somebody else's
+# new job. The host part of every PID is the run's incarnation (random).
 
 SOCK4=$TMP/stepxd4.sock
 # start4 ARGS...: stepxd on SOCK4 (one worker, a short stop deadline),
@@ -1064,8 +1066,9 @@ start_fail "stepxd --incarnation 2^32: exit 2" 2 "bad option or value" \
     --incarnation 4294967296
 
 # ---- the process table's cap ----
-# With no --max-processes there was no limit at all: one fanout submit
-# started 100,101 processes. The table now has a cap sized to memory.
+# With no --max-processes the table still has a cap sized to memory:
+# without one, a single fanout submit could start as many as it asks for
+# (100,101 processes).
 
 start4
 CAP=$(sed -n 's/^stepxd: at most \([0-9]*\) process slots (--max-slots)$/\1/p' "$TMP/stepxd4.log")

@@ -32,9 +32,9 @@ static void test_plain_keys(void)
 }
 
 /* A map whose key is a map whose key is a map ... (24 levels, 49 bytes):
- * each level escaped the one below again, doubling the text (32 MB here;
- * the 30 levels a frame can carry made gigabytes). The text now stays
- * within a few bytes per byte of msgpack, or the conversion fails. */
+ * each level escapes the one below again, and unbounded that doubles the
+ * text (32 MB here; the 30 levels a frame can carry, gigabytes). The text
+ * stays within a few bytes per byte of msgpack, or the conversion fails. */
 static void test_keys_in_keys_bounded(void)
 {
     enum { LEVELS = 24 };
@@ -70,8 +70,8 @@ static void expect_packs(const char *json, const uint8_t *mp, size_t n)
     json_decref(j);
 }
 
-/* A map whose keys read the same as text, 1 and "1" or one key twice, was
- * an object with one of them gone ({"1": "b"}); it shows as
+/* A map whose keys read the same as text, 1 and "1" or one key twice, is
+ * not an object with one of them gone ({"1": "b"}); it shows as
  * {"$map": [[key, value], ...]}, every pair in order, and that JSON packs
  * back into the very same msgpack. */
 static void test_clashing_keys_keep_every_pair(void)
@@ -168,7 +168,7 @@ static void test_nested_clashes_linear(void)
 
 /* {"$map": pairs} packs as one map: its depth is the map's, so a value
  * nested to the limit inside it is taken (counted as the object and the
- * arrays it is written with, it was refused as 2 levels too deep). */
+ * arrays it is written with, it would be refused as 2 levels too deep). */
 static void test_map_form_depth(void)
 {
     char json[256];
@@ -186,8 +186,8 @@ static void test_map_form_depth(void)
 
 /* A text that is not UTF-8 (a message from a server, a file name) still
  * makes a JSON string: each byte that starts no valid sequence becomes
- * U+FFFD. (json_pack refused such a message, and the CLI's error document
- * came out without its "error".) */
+ * U+FFFD. (json_pack refuses such a message, and the CLI's error document
+ * would come out without its "error".) */
 static void test_text_of_any_bytes(void)
 {
     static const struct {

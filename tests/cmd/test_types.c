@@ -83,9 +83,9 @@ static void test_counter_sleeper(void)
 }
 
 /* Property: sleeper refuses ms above 2^40 (the sleep command's bound) at
- * submit with SX_EINVAL, as counter refuses a negative n: such a sleeper
- * was accepted and then failed at its first step with "sleep: args must
- * be an integer number of ms" (which it was). 2^40 itself is taken (and
+ * submit with SX_EINVAL, as counter refuses a negative n, rather than
+ * accept it and fail at its first step with "sleep: args must be an
+ * integer number of ms" (which it is). 2^40 itself is taken (and
  * terminated here); a negative ms sleeps not at all and finishes with
  * that ms (PROTOCOL.md: DONE with ms). */
 static void test_sleeper_bounds(void)
@@ -488,10 +488,10 @@ static void test_fanout(void)
 
 /* Property: fanout refuses at submit (SX_EINVAL) a child input the spawn
  * command cannot take, more than 64 values, and a child type or method
- * name over 255 bytes, or one with a NUL byte inside: it accepted them,
- * and then every child's spawn failed, the fanout with "child 0: invalid
- * argument" (a NUL: spawned the type named by the bytes before it, until
- * the spawn command refused it too). */
+ * name over 255 bytes, or one with a NUL byte inside, rather than accept
+ * them and have every child's spawn fail, the fanout with "child 0:
+ * invalid argument" (with a NUL, a spawn of the type named by the bytes
+ * before it, unless the spawn command refuses it too). */
 static void test_fanout_bounds(void)
 {
     sx_engine *e = up();
@@ -526,12 +526,12 @@ static void test_fanout_bounds(void)
 }
 
 /* Property: a fanout that fails passes its child's message on whole, as
- * "child i: " + that message, however long: it was written into a
- * 300-byte buffer, so five fanouts nested over a fail with 85 "€" (255
- * bytes) gave "child 0: " x 5 and 84 and a third "€" (299 bytes, the
- * last character cut in half). That is not UTF-8, which a msgpack str
- * must be: `stepx --json` then printed {"pid":..,"ok":false} with no
- * "error" at all (jansson refuses such a string). */
+ * "child i: " + that message, however long. Written into a 300-byte
+ * buffer, five fanouts nested over a fail with 85 "€" (255 bytes) would
+ * give "child 0: " x 5 and 84 and a third "€" (299 bytes, the last
+ * character cut in half). That is not UTF-8, which a msgpack str must be:
+ * `stepx --json` would then print {"pid":..,"ok":false} with no "error"
+ * at all (jansson refuses such a string). */
 static void test_fanout_long_message(void)
 {
     sx_engine *e = up();

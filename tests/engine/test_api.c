@@ -1,6 +1,7 @@
-/* tests/engine/test_api.c — the public engine API against the meanings that
- * API.md pins down (its numbered list 1–15, at least one case each), plus
- * lost wake-ups, API misuse and the built-in process commands.
+/* tests/engine/test_api.c — the public engine API against the behaviours
+ * that docs/API.md pins down (its "Pinned behaviours" 1–15, at least one
+ * case each; "API.md #N" below is its pinned behaviour N), plus lost
+ * wake-ups, API misuse and the built-in process commands.
  *
  * Each case builds its own engine with one or two workers, drives processes
  * whose steps check what they receive (a mismatch fails the process with a
@@ -407,7 +408,7 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
 
 /* Stops and frees e; held yields get their (late) completion in between,
  * while the engine still exists. No worker may have found work after a
- * park timed out (a lost wake-up, STYLE.md "Concurrency"). */
+ * park timed out (a lost wake-up, docs/SCHEDULER.md §3). */
 static void engine_down(tctx *t, sx_engine *e)
 {
     CHECK_RC(sx_engine_stop(e, 2000), 0);
@@ -581,7 +582,7 @@ static int counter_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 1: a process that yields one command per step, each completed at
+/* API.md #1: a process that yields one command per step, each completed at
  * once inside its handler, for N steps and then finishes runs exactly N+1
  * steps on one worker (no lost and no extra wake-ups), and every step sees
  * exactly the one completion it is owed. */
@@ -647,7 +648,7 @@ static int order_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 2: two yields of one step completed in the opposite order arrive
+/* API.md #2: two yields of one step completed in the opposite order arrive
  * in completion order, each with its own tag — both when the completions
  * come back to back (likely one batch) and 30 ms apart (two batches). */
 static void test_completion_order(void)
@@ -704,7 +705,7 @@ static int cont_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 3: a step that returns CONTINUE with a pending yield is not run
+/* API.md #3: a step that returns CONTINUE with a pending yield is not run
  * again until the yield completes (no busy re-run while it is pending);
  * the completion, from another thread 100 ms later, runs it once more. */
 static void test_continue_waits(void)
@@ -769,9 +770,9 @@ static int erring_step(void *state, const sx_event *ev, size_t n,
     return -42;
 }
 
-/* API.md 4: DONE discards the yields written in the same step: their
- * handlers never run, and the result is the one DONE gave. DESIGN.md §2
- * says the same of FAIL and of a step returning an error. */
+/* API.md #4: DONE discards the yields written in the same step: their
+ * handlers never run, and the result is the one DONE gave. FAIL and a
+ * step returning an error discard them the same way. */
 static void test_done_discards_yields(void)
 {
     tctx *t = ctx_new();
@@ -866,7 +867,7 @@ static int idle_yield_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 5: an IDLE process is not woken by a yield completion (completed
+/* API.md #5: an IDLE process is not woken by a yield completion (completed
  * from a helper thread, then 100 ms without a step); a message wakes it and
  * that step gets the completion and the message in one batch. Cancel,
  * terminate and stop each wake an idle process too. A step that wrote
@@ -946,7 +947,7 @@ static void test_idle(void)
 
 /* ---- 6. a message wakes IDLE and BLOCKED ------------------------------ */
 
-/* API.md 6: a message wakes an IDLE process and a BLOCKED one (waiting on a
+/* API.md #6: a message wakes an IDLE process and a BLOCKED one (waiting on a
  * yield nobody completes); each then sees the message with its topic,
  * sender and data. Neither ran a step while it waited. */
 static void test_message_wakes(void)
@@ -1017,7 +1018,7 @@ static int spinner_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 7: send (and cancel) to a PID whose process finished returns
+/* API.md #7: send (and cancel) to a PID whose process finished returns
  * SX_ENOTFOUND; to one being terminated (terminate called while its step
  * runs) SX_ENOTFOUND or SX_ECLOSED, and the message is never stepped. */
 static void test_send_to_gone(void)
@@ -1059,7 +1060,7 @@ static void test_send_to_gone(void)
 
 /* ---- 8. terminate blocked and idle ------------------------------------ */
 
-/* API.md 8: terminate of a BLOCKED process (a yield pending forever) and of
+/* API.md #8: terminate of a BLOCKED process (a yield pending forever) and of
  * an IDLE one finishes each with SX_ETERMINATED without another step, and
  * runs each one's close exactly once (still once after stop and free). A
  * second terminate finds nothing. */
@@ -1154,7 +1155,7 @@ static int slow_polite_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 9 (semantics): stop delivers a cancel message to every live
+/* API.md #9 (semantics): stop delivers a cancel message to every live
  * process; the ones that finish on it (at once, blocked on a yield, or
  * after one more round trip) finish normally; the ones that ignore it
  * (idle, or busy re-running) are terminated at the deadline and not before
@@ -1235,7 +1236,7 @@ static void test_stop(void)
     ctx_free(t);
 }
 
-/* API.md 9 (timing): with a 200 ms deadline, stop returns in under 500 ms
+/* API.md #9 (timing): with a 200 ms deadline, stop returns in under 500 ms
  * even though one process ignores the cancel while idle and one while
  * re-running at once; it does wait for the deadline (>= 190 ms); a polite
  * process beside them finishes, and no step runs afterwards. On a machine
@@ -1286,7 +1287,7 @@ static void slow_close(void *state)
     gen_close(state);
 }
 
-/* API.md 10: 1000 processes that finish give exactly 1000 close calls
+/* API.md #10: 1000 processes that finish give exactly 1000 close calls
  * (one per process) and leave the process table empty (list returns none,
  * stats say 0 live); and a close has returned before wait can see its
  * process's outcome (close marks the process only after sleeping). */
@@ -1352,7 +1353,7 @@ static int picky_init(void *state, const sx_init_ctx *ctx, const char *method,
 
 static const char *const listed_methods[] = { "a", "b", NULL };
 
-/* API.md 11: an init error is submit's error (SX_EUNKNOWN_METHOD, or init's
+/* API.md #11: an init error is submit's error (SX_EUNKNOWN_METHOD, or init's
  * own -42), nothing is queued (no step, no new live process, submitted
  * unchanged) and close is not called. With a methods list, an unlisted
  * method is SX_EUNKNOWN_METHOD before init runs. */
@@ -1469,7 +1470,7 @@ static int cmderr_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 12: an unknown command id (user range or built-in range) and a
+/* API.md #12: an unknown command id (user range or built-in range) and a
  * handler that returns an error each give the process an error completion
  * for that tag (SX_EUNKNOWN_COMMAND, or the handler's code); a handler's
  * own error completion arrives with its code and message; the good yield
@@ -1505,7 +1506,7 @@ static int stepcode_step(void *state, const sx_event *ev, size_t n,
 /* process.h (step) and docs/ERRORS.md: a step that returns a negative code
  * fails the process with that code and its message; one that returns a
  * positive code fails it with SX_EFAILED, and the outcome's message is
- * SX_EFAILED's (it was sx_strerror of the positive number, "unknown
+ * SX_EFAILED's (not sx_strerror of the positive number, "unknown
  * error", a message that belongs to no code the outcome carries). */
 static void test_step_error_codes(void)
 {
@@ -1539,7 +1540,7 @@ static void *late_main(void *arg)
     return NULL;
 }
 
-/* API.md 13: sx_complete for a yield of a process that was terminated (and
+/* API.md #13: sx_complete for a yield of a process that was terminated (and
  * whose outcome was already seen) is a silent no-op from another thread:
  * no crash (meaningful under ASan), and it does not reach a new process
  * that may reuse the slot and waits on a yield with the same tag. */
@@ -1589,7 +1590,7 @@ static void test_late_complete(void)
 
 /* ---- 14. max_processes ------------------------------------------------ */
 
-/* API.md 14: with max_processes = 10, ten idle processes fill the engine:
+/* API.md #14: with max_processes = 10, ten idle processes fill the engine:
  * the 11th submit fails with SX_ELIMIT (init not run, nothing counted);
  * once one of them finishes (wait has seen its outcome), a submit succeeds
  * again, and the limit holds again after that. Repeated 200 times, so that
@@ -1696,7 +1697,7 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
-/* API.md 15: four outside threads each send 10,000 messages to one process
+/* API.md #15: four outside threads each send 10,000 messages to one process
  * at the same time; the process sees every message exactly once (the total
  * is exact, no sequence number repeats or is skipped) and in order per
  * sender, with the right sender PID. */
@@ -1800,18 +1801,17 @@ static void jitter(int k)
              ns);
 }
 
-/* DESIGN.md §3 (the wake-up flag) under API.md 3, 5 and 6: a completion
- * always wakes a BLOCKED process and a message always wakes an IDLE one,
- * even when it arrives while the step that blocked it is still finishing.
- * An outside thread answers each yield (and sends each message) the moment
- * the process hands it out (or has stepped), after a delay that sweeps
- * 0-2 us, so the answers race with the worker parking the process; with
- * one answer outstanding at a time, a lost wake-up stalls the ping-pong
- * for good. The window is a few instructions wide: against the
- * no_flag_recheck negative control this case failed about once per
- * 150,000-300,000 round trips (measured on 2 vCPUs), so it is a cheap
- * conformance check here, and the stress suite is what must catch the
- * negative control. */
+/* The wake-up flag (docs/SCHEDULER.md §2, "The flag re-check") under
+ * API.md #3, #5 and #6: a completion always wakes a BLOCKED process and a
+ * message always wakes an IDLE one, even when it arrives while the step that
+ * blocked it is still finishing. An outside thread answers each yield (and
+ * sends each message) the moment the process hands it out (or has stepped),
+ * after a delay that sweeps 0-2 us, so the answers race with the worker
+ * parking the process; with one answer outstanding at a time, a lost wake-up
+ * stalls the ping-pong for good. The window is a few instructions wide:
+ * against the no_flag_recheck negative control this case fails about once per
+ * 150,000-300,000 round trips on 2 vCPUs, so it is a cheap conformance check
+ * here, and the stress suite is what must catch the negative control. */
 static void test_no_lost_wakeups(void)
 {
     tctx *t = ctx_new();
@@ -1900,15 +1900,15 @@ static void test_misuse_null_args(void)
     CHECK_RC(sx_engine_new(NULL, NULL), SX_EINVAL);
     CHECK_RC(sx_engine_new(&cfg, &e), SX_EINVAL);
     CHECK(e == NULL);
-    /* io_loops had no bound: UINT_MAX loops were tried one by one until
-     * the descriptors ran out. */
+    /* io_loops is bounded: without a bound UINT_MAX loops would be tried
+     * one by one until the descriptors ran out. */
     sx_engine_config loops = { .io_loops = SX_MAX_IO_LOOPS + 1 };
     CHECK_RC(sx_engine_new(&loops, &e), SX_EINVAL);
     loops.io_loops = UINT_MAX;
     CHECK_RC(sx_engine_new(&loops, &e), SX_EINVAL);
     CHECK(e == NULL);
-    /* keep_outcomes past the limit: refused (SIZE_MAX hung sizing the
-     * store); at the limit: accepted (the store grows as it fills). */
+    /* keep_outcomes past the limit: refused (SIZE_MAX would hang sizing
+     * the store); at the limit: accepted (the store grows as it fills). */
     sx_engine_config big = { .keep_outcomes = SIZE_MAX };
     CHECK_RC(sx_engine_new(&big, &e), SX_EINVAL);
     big.keep_outcomes = SX_MAX_KEEP_OUTCOMES + 1;
@@ -2077,7 +2077,7 @@ static int ident_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* Type look-up by name (a hash table since the submit path was profiled):
+/* Type look-up by name (a hash table: it is on the submit path):
  * with 300 types registered, a submit by each name runs that type (its
  * user pointer comes back as the result), in a reverse order of
  * registration; names that differ only in their last byte, a prefix, or
@@ -2266,23 +2266,23 @@ static void test_outcomes_kept(void)
     outcomes_kept(2, 1000, 5000);
 }
 
-/* Waiters racing finishes: 4 threads each submit a process that goes
- * IDLE, send it the message on which it finishes, and wait for it, 4,000
- * times each, with a random pause of 0-20 us before the send and 0-6 us
- * between send and wait, so that finishes land before, during and after
- * the waiter's registration (a wake-up is lost only when the finish
- * falls inside it: with the process finishing in its first step and no
- * pauses, nearly every waiter was asleep before the finish); a fifth
- * thread waits for the same PIDs a second time from outside. Negative
- * control (2026-11-26, gcc): the finisher reading the waiter count before
- * it takes its shard lock, a real lost-wake-up bug, failed 3 runs of 3 at
- * the check below (the version without pauses passed it 15 of 15). Every wait
- * answers with the right outcome. A lost wake-up (a finish missing a
- * waiter that registered as it put the outcome) does not show in the
- * answer, because a wait that times out looks once more and finds the
- * outcome; it shows as a wait that ran into its timeout (RACE_WAIT_MS)
- * although the process had closed (close runs before the outcome is put)
- * over a second before. keep_outcomes is large enough for all of them. */
+/* Waiters racing finishes: 4 threads each submit a process that goes IDLE,
+ * send it the message on which it finishes, and wait for it, 4,000 times
+ * each, with a random pause of 0-20 us before the send and 0-6 us between
+ * send and wait, so that finishes land before, during and after the
+ * waiter's registration (a wake-up is lost only when the finish falls
+ * inside it: with the process finishing in its first step and no pauses,
+ * nearly every waiter is asleep before the finish); a fifth thread waits
+ * for the same PIDs a second time from outside. Negative control (gcc):
+ * with the finisher reading the waiter count before it takes its shard
+ * lock, a real lost-wake-up bug, the check below fails 3 runs of 3 (without
+ * the pauses it passes 15 of 15). Every wait answers with the right
+ * outcome. A lost wake-up (a finish missing a waiter that registered as it
+ * put the outcome) does not show in the answer, because a wait that times
+ * out looks once more and finds the outcome; it shows as a wait that ran
+ * into its timeout (RACE_WAIT_MS) although the process had closed (close
+ * runs before the outcome is put) over a second before. keep_outcomes is
+ * large enough for all of them. */
 enum { RACE_THREADS = 4, RACE_EACH = 4000, RACE_WAIT_MS = 3000 };
 
 static double *race_closed; /* per outcome i: when its close ran (ms) */
@@ -2546,12 +2546,12 @@ static void *big_read(void *arg)
  * finishes on the same worker evict it (keep_outcomes 4, 1 worker, so all
  * in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND once it
  * is gone; an evicted record is freed only by its last reader. Negative
- * controls (2026-11-26, AddressSanitizer): eviction ignoring the pin (the
- * record freed, or reused by the next put, while a reader copies it): a
- * heap-use-after-free, 2 of 2; the first of two readers freeing the
- * evicted record while the second still copies (a review found this
- * untested: through wait alone a record never had two pins, wait copies
- * under the waiters' mutex): a heap-use-after-free, 3 of 3. */
+ * controls (AddressSanitizer): eviction ignoring the pin (the record
+ * freed, or reused by the next put, while a reader copies it): a
+ * heap-use-after-free, in 2 runs of 2; the first of two readers freeing
+ * the evicted record while the second still copies (which wait alone
+ * cannot reach: through wait a record never has two pins, as wait copies
+ * under the waiters' mutex): a heap-use-after-free, in 3 of 3. */
 static void test_big_outcomes_under_eviction(void)
 {
     const sx_process_type t = { .name = "big",
@@ -2794,12 +2794,12 @@ static int dirty_step1(void *st, const sx_event *ev, size_t n,
     return dirty_step(st, ev, n, out, 1);
 }
 
-/* API.md: state_size bytes of zeroed state for each process. States of up
- * to 32 bytes live in a cell beside the slot (reused with it), bigger ones
- * on the heap: processes of three types (1, 32 and 33 bytes, the cell's
- * bounds) run in waves on one and two workers, reusing slots and cells
- * that the processes before them filled with 0xff; every init finds its
- * state all zero, and each state's 16-byte alignment holds. */
+/* docs/API.md: state_size bytes of zeroed state for each process. States of
+ * up to 32 bytes live in a cell beside the slot (reused with it), bigger
+ * ones on the heap: processes of three types (1, 32 and 33 bytes, the
+ * cell's bounds) run in waves on one and two workers, reusing slots and
+ * cells that the processes before them filled with 0xff; every init finds
+ * its state all zero, and each state's 16-byte alignment holds. */
 static void test_state_zeroed(void)
 {
     const sx_process_type t[] = {
@@ -2851,8 +2851,8 @@ static void test_misuse_registration(void)
     const sx_process_type b = { .name = "dup",
                                 .init = nop_init,
                                 .step = nop_step };
-    /* A state no allocation can give: refused at registration (it used
-     * to register, then every submit failed, aborting under ASan). */
+    /* A state no allocation can give: refused at registration (else
+     * every submit would fail, aborting under ASan). */
     const sx_process_type huge = { .name = "huge",
                                    .state_size = SX_STATE_SIZE_MAX + 1,
                                    .init = nop_init,
@@ -2886,7 +2886,8 @@ static void test_misuse_registration(void)
 }
 
 /* sx_engine_types with no array to fill (out NULL, whatever cap says)
- * only counts: it wrote through the NULL when cap was above 0. */
+ * only counts: nothing is written through the NULL, even when cap is
+ * above 0. */
 static void test_misuse_types_null_out(void)
 {
     sx_engine *e = ok_engine();
@@ -2920,7 +2921,7 @@ static void note_watch(void *user, sx_pid target, const sx_result *r)
  * (its hook was lost), and a watch on it is answered exactly once, with
  * SX_ECLOSED, as sx_engine_mailbox_free would answer it (it was never
  * called). Once stop has run, a new mailbox is refused with SX_ESTOPPING,
- * as a submit is (it used to be made, and left for sx_engine_free). */
+ * as a submit is (not made and left for sx_engine_free). */
 static void test_mailbox_left_open(void)
 {
     sx_engine *e = ok_engine();
@@ -3300,9 +3301,9 @@ static void cancel_reason_arrives(sx_engine *e, sx_pid mb, const char *reason,
 /* SX_CMD_CANCEL's [pid, reason] delivers the reason as given (COMMANDS.md:
  * the @cancel data is the reason, a msgpack string), as sx_engine_cancel
  * does for a reason of any length: one of 1,000 bytes arrives whole, and
- * so does one with a NUL byte inside. (The command used to copy the
- * reason into a 256-byte C string: a longer one was SX_EINVAL, and one
- * with a NUL byte arrived cut at it.) */
+ * so does one with a NUL byte inside. (A copy of the reason into a
+ * 256-byte C string would refuse a longer one with SX_EINVAL and cut one
+ * with a NUL byte at it.) */
 static void test_cancel_reason(void)
 {
     static const sx_process_type canceller = { .name = "canceller",
@@ -3365,7 +3366,7 @@ static int limit_parent_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 14, the other ways in: with max_processes = 3 the limit counts
+/* API.md #14, the other ways in: with max_processes = 3 the limit counts
  * processes spawned by a step (SX_CMD_SPAWN) as well as submitted ones,
  * and a spawn past it gets an SX_ELIMIT completion for its tag; a submit
  * whose init fails (eight of them, more than the limit) gives its place
@@ -3435,7 +3436,7 @@ static int fill_slots(tctx *t, sx_engine *e, sx_pid *pids, int cap)
  * run), as is a mailbox (it needs a slot too). Once the 100 have
  * finished, submits go in again: at least 100 - 64 (the slots the one
  * worker may keep in its cache, engine.h), at most 100. Without the cap
- * the table grew: all 200 submits went in. */
+ * the table would grow: all 200 submits would go in. */
 static void test_max_slots(void)
 {
     tctx *t = ctx_new();
@@ -3497,7 +3498,7 @@ static int gone_sender_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* API.md 7 from inside a step: SX_CMD_SEND to a PID whose process finished
+/* API.md #7 from inside a step: SX_CMD_SEND to a PID whose process finished
  * answers its tag with SX_ENOTFOUND (and a message), as sx_engine_send
  * returns it; the same send with SX_TAG_NONE gives no event and counts one
  * dead letter. */
@@ -3696,14 +3697,14 @@ static void *racing_submitter(void *arg)
     return NULL;
 }
 
-/* API.md 9, with submits racing the stop: every process whose submit
+/* API.md #9, with submits racing the stop: every process whose submit
  * succeeded gets stop's cancel, however close to the stop it came. Three
  * threads submit processes that finish on a cancel while stop (3 s
  * deadline) runs: none is terminated, and stop returns long before its
- * deadline. A submit that had read `stopping` just before stop set it
- * used to take its slot after stop's cancel walk had passed: that process
- * idled until the deadline and was terminated (2 or 3 a round). Submits
- * after stop, refused, never show in a listing. */
+ * deadline. A submit that read `stopping` just before stop set it must not
+ * take its slot after stop's cancel walk has passed: that process would
+ * idle until the deadline and be terminated (2 or 3 a round). Submits after
+ * stop, refused, never show in a listing. */
 static void test_stop_cancels_racing_submits(void)
 {
     static const sx_process_type calm = { .name = "calm",

@@ -13,9 +13,9 @@
  * joins them before checking. SX_STRESS_SCALE=<factor> (e.g. 0.2) scales the
  * iteration counts of the concurrent cases.
  *
- * Negative controls, each run on a scratch copy of engine/sched/deque.c (never the
- * real file) with gcc -O2 on the 2-core x86-64 dev VM; A, B and D also 3
- * times each on an idle x86-64 machine pinned to 2 cores (taskset -c 0,1),
+ * Negative controls, each run on a scratch copy of engine/sched/deque.c
+ * (never the real file) with gcc -O2 on a 2-core x86-64 VM; A, B and D also
+ * 3 times each on an idle x86-64 machine pinned to 2 cores (taskset -c 0,1),
  * caught every time. What the test reported is written at the case that
  * caught it:
  *  A. steal claims top with a seq_cst load + store instead of the CAS;
@@ -661,9 +661,9 @@ static void *dq_pub_thief(void *arg)
 /* Property: what the owner writes into an item before pushing it is
  * visible to the thief that steals it, and the thief's writes are visible
  * to the owner after the join (ThreadSanitizer checks the plain fields).
- * Negative control C (see the file comment): ThreadSanitizer reported a
+ * Negative control C (see the file comment): ThreadSanitizer reports a
  * data race on payload (dq_pub_thief against test_publication); the plain
- * build passed. */
+ * build passes. */
 static void test_publication(void)
 {
     dq_pub s = { .n = scaled(200000) };

@@ -451,8 +451,8 @@ static void test_completions(void)
  * it ever kept (256 Ki small, 256 Ki large, 16 Ki bundle nodes: 96 MiB)
  * on a machine of 13 GiB or more, or when the memory is unknown; below
  * that no size keeps more than 1/256 of the memory, and never fewer than
- * one batch (256). The cap was 96 MiB whatever the machine: ~10 % of a
- * 1 GiB one. */
+ * one batch (256). A fixed 96 MiB cap would be ~10 % of a 1 GiB
+ * machine. */
 static void test_depot_cap(void)
 {
     const size_t size[3] = { offsetof(sx__ev, small) + SX__EV_SMALL,

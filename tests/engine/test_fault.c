@@ -26,19 +26,19 @@
  *    as its one answer, SX_ENOMEM with a message.
  *  - timer_reset: a timer-reset of a fired timer that finds no room in
  *    the loop's timer heap answers SX_ENOMEM and leaves the timer fired,
- *    so a timer-wait on it answers at once (it used to clear `fired`
- *    first: the wait then waited for a firing that never came, here until
- *    its 3 s yield timeout).
+ *    so a timer-wait on it answers at once (clearing `fired` first would
+ *    leave the wait waiting for a firing that never comes, here until its
+ *    3 s yield timeout).
  *  - io_cancel: 50 processes that finish with a timer handle alive, none
  *    of them getting a cancel request (no memory for it), still have
  *    every handle cancelled (stats.io_inflight back to 0 at once, not
- *    after the timers' 60 s or at sx_engine_stop: it used to stay 50);
+ *    after the timers' 60 s or at sx_engine_stop, when it would stay 50);
  *    the next finish with memory back cancels as before.
  *  - ticker_stop: a ticker whose re-arming after tick 1 finds no room in
  *    the loop's timer heap sends its owner one stop notice on its topic
  *    (a map with SX_ENOMEM and the handle; the handle is then gone,
- *    ticker-stop SX_ENOTFOUND); it used to stop without a word, and the
- *    owner idling on its ticks waited for ever.
+ *    ticker-stop SX_ENOTFOUND), rather than stop without a word and leave
+ *    the owner idling on its ticks waiting for ever.
  *
  * Each case checks that its fault site failed at least once, so that a
  * build where the site is not reached cannot pass it. Negative controls,
@@ -657,8 +657,8 @@ static void test_dispatch(void)
 
 /* A step's sx_send after a yield whose completer could not be made: the
  * process finishes SX_ENOMEM, and the message still goes, as it goes when
- * a step ends DONE or FAIL (process.h, sx_send). It was dropped unsent
- * and uncounted with the step's output. */
+ * a step ends DONE or FAIL (process.h, sx_send), not dropped unsent and
+ * uncounted with the step's output. */
 static void test_dispatch_sends(void)
 {
     sx_engine *e = up();
@@ -733,9 +733,9 @@ static void test_timer_reset(void)
 
 /* ticker_stop: a ticker whose next tick finds no room in the loop's
  * timer heap stops, and its owner is told: one last message on the
- * ticker's topic, a map with SX_ENOMEM, instead of silence (it used to
- * stop without a word, and a process idling on its ticks waited for
- * ever: here, until the 5 s wait below). */
+ * ticker's topic, a map with SX_ENOMEM, instead of silence (stopped
+ * without a word, it would leave a process idling on its ticks waiting
+ * for ever: here, until the 5 s wait below). */
 static void test_ticker_stop(void)
 {
     sx_engine *e = up();
@@ -783,8 +783,8 @@ static void test_io_cancel(void)
     for (int i = 0; i < CANCEL_N; i++)
         CHECK_EQ_INT(done_value(e, pids[i], 5000), 0);
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_IO_CANCEL) - before, CANCEL_N);
-    /* Every timer handle is cancelled all the same, well before its 60 s
-     * (it used to stay on the loop until sx_engine_stop). */
+    /* Every timer handle is cancelled all the same, well before its 60 s,
+     * not left on the loop until sx_engine_stop. */
     bool drained = io_drained(e);
     if (!drained)
         fprintf(stderr, "io_inflight %llu\n",

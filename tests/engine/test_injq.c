@@ -31,16 +31,16 @@
  * 0.2) scales the iteration counts of the concurrent cases; under a
  * sanitizer they are 0.4 times as long (see SX_TEST_SANITIZED).
  *
- * Bug found by this test: sx__injq_size reads head, then tail; between
- * the two loads consumers took items and the producer refilled the slots,
- * so it returned up to 145 times the capacity (the watchers, in 8 runs of
- * 8 and 2 of 2 under TSan: "size 24 in a ring of 8", "size 9263 in a ring
- * of 64"). Fixed by capping it at the capacity (the commit before the one
- * that added this file).
+ * What the watchers guard: sx__injq_size reads head, then tail; between
+ * the two loads consumers can take items and the producer refill the
+ * slots, so t - h alone reaches up to 145 times the capacity (uncapped,
+ * the watchers fail 8 runs of 8 and 2 of 2 under TSan: "size 24 in a ring
+ * of 8", "size 9263 in a ring of 64"). sx__injq_size caps it at the
+ * capacity.
  *
  * Negative controls, each run on a scratch copy of engine/sched/injq.c (never
- * the real file), gcc -O2 (and clang TSan where said) on the 2-core dev
- * VM under load 5 to 15, running the whole binary 3 to 8 times:
+ * the real file), gcc -O2 (and clang TSan where said) on a 2-core VM
+ * under load 5 to 15, running the whole binary 3 to 8 times:
  *  N1. grab claims head with a plain store of h + n instead of the CAS:
  *      caught in 22 of 24 runs, by whichever concurrent case came first:
  *      concurrent_1p_2c ("consumer 1 took ticket 327835 twice", "dup == 0

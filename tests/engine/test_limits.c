@@ -527,7 +527,7 @@ static void test_fail_code(void)
  * outcomes of 64 KiB (results, and every 4th a failure message of 64 KiB,
  * which counts the same) never leave more than the budget held (and a
  * little slack); the oldest are gone (SX_ENOTFOUND) and the newest are
- * kept whole. Without the budget all 200 (12.5 MiB) were kept. */
+ * kept whole. Without the budget all 200 (12.5 MiB) would be kept. */
 static void test_outcome_bytes_budget(void)
 {
     sx_engine_config cfg = { .workers = 2, .keep_outcome_bytes = BUDGET };

@@ -15,7 +15,7 @@
  * 0.2) scales the iteration counts of the concurrent cases.
  *
  * Negative controls, each run on a scratch copy of process/mailbox.c (never
- * the real file) with gcc -O2, on the 2-core x86-64 dev VM (M1 also 3 times
+ * the real file) with gcc -O2, on a 2-core x86-64 VM (M1 also 3 times
  * on an idle machine pinned to 2 cores); what the test reported is written
  * at the case that caught it:
  *  M1. pop without the `tail != head` check (re-inserts the stub although
@@ -24,10 +24,9 @@
  *  C1. control stack push with a load + store of top instead of the CAS;
  *  C2. take returns the list without reversing it;
  *  C3. control stack push CAS relaxed instead of release.
- *  F1. find tests a node before it waits for the node's link (the code
- *      before find waited for it): mpsc_find_waits_for_link fails with
- *      "find returned true before the half-done push was linked" (gcc,
- *      debugoptimized, on the real file at the parent commit).
+ *  F1. find tests a node before it waits for the node's link:
+ *      mpsc_find_waits_for_link fails with "find returned true before the
+ *      half-done push was linked" (gcc, debugoptimized).
  * M1, C1 and C2 are caught by the cases' checks; M2 and C3 only by
  * ThreadSanitizer (x86 keeps stores in order).
  */
@@ -255,9 +254,9 @@ static void *late_link_main(void *arg)
     nanosleep(&ts, NULL);
     /* Set just before the link, not after it: a find that waited for the
      * link may return (and the test read the flag) before a store made
-     * after the link, which made this test fail spuriously under TSan (4
-     * runs of 5 in a helper's TSan build). relaxed: the link's release
-     * store below publishes it. */
+     * after the link, which would make this test fail spuriously under
+     * TSan (in 4 runs of 5). relaxed: the link's release store below
+     * publishes it. */
     atomic_store_explicit(&l->linked, true, memory_order_relaxed);
     /* release: as the second half of sx__mpsc_push; a find that saw the
      * link (acquire) sees the flag set. */
@@ -281,10 +280,10 @@ static bool pred_none(const sx__mpsc_node *n)
  * worker relies on it (engine/sched/turn.c, backlog): a true answer runs the
  * process again, whose next collect pops. Here a is the tail after a pop
  * that met b's half-done push (so pop returns NULL), and find must wait
- * for b's link before it says true, after which pop returns a. Before the
- * fix find tested a at once: it said true while pop still returned NULL,
- * and the worker looped on the process without a yield (a hot loop for
- * as long as the producer stayed preempted). */
+ * for b's link before it says true, after which pop returns a. A find
+ * that tested a at once would say true while pop still returned NULL, and
+ * the worker would loop on the process without a yield (a hot loop for
+ * as long as the producer stays preempted). */
 static void test_mpsc_find_waits_for_link(void)
 {
     static mb_ev a, b;
@@ -507,12 +506,13 @@ static void mb_stress_run(mb_stress *s)
  * the queue can grow thousands long) while one consumer pops: every event
  * arrives exactly once, in its producer's order, with the payload written
  * before the push.
- * Negative controls (see the file comment): M1 failed here on the loaded
- * dev VM ("received 0x...ecd0, not a pushed node (the stub is
+ * Negative controls (see the file comment): M1 fails here on a loaded
+ * 2-core VM ("received 0x...ecd0, not a pushed node (the stub is
  * 0x...ecd0)", or "producer 0: got seq 143257, expected 139162") but
- * passed on an idle machine: it needs a producer preempted inside its push
- * (mpsc_near_empty catches M1 everywhere). M2 made ThreadSanitizer report
- * data races on the event's fields in mb_receive (plain build passed). */
+ * passes on an idle machine: it needs a producer preempted inside its push
+ * (mpsc_near_empty catches M1 everywhere). M2 makes ThreadSanitizer report
+ * data races on the event's fields in mb_receive (the plain build
+ * passes). */
 static void test_mpsc_producers(void)
 {
     static mb_stress s;
@@ -634,7 +634,7 @@ static void test_ctl_take_oldest_first(void)
  * exactly once, and each producer's nodes arrive in push order, within a take
  * and across takes. Negative controls (see the file comment): C1 "producer 0:
  * got seq 12782, expected 10279 (lost, ...)"; C2 "producer 3: got seq 4095,
- * expected 0"; C3 made ThreadSanitizer report data races in mb_receive. */
+ * expected 0"; C3 makes ThreadSanitizer report data races in mb_receive. */
 static void test_ctl_concurrent(void)
 {
     static mb_stress s;

@@ -55,7 +55,8 @@ static int sender_step(void *st, const sx_event *ev, size_t n,
     uint8_t buf[64];
     sx_pack pk;
     if (s->sent == s->n) { /* not in the last sending step: DONE would
-                              discard its yields (API.md 4) */
+                              discard its yields (docs/API.md, pinned
+                              behaviour 4) */
         uint8_t b[SX_PAYLOAD_INT_MAX];
         sx_done(out, sx_payload_int(b, s->n));
         return 0;
@@ -263,9 +264,9 @@ static void test_mailbox_free_under_fire(void)
             sched_yield();
         CHECK_RC(sx_engine_mailbox_free(e, h.to), 0);
         atomic_store(&storm_closed, 1);
-        /* Until a send has failed: a fixed 2 ms was not always enough for
+        /* Until a send has failed: a fixed 2 ms is not always enough for
          * a loaded machine to run a hammer again after the free (1 run in
-         * 10 under load failed the check below). */
+         * 10 under load would fail the check below). */
         double end = sx_test_now_ms() + 10000;
         while (atomic_load(&h.after_enotfound) == 0 && sx_test_now_ms() < end) {
             struct timespec ts = { 0, 1000000 };
@@ -355,8 +356,8 @@ static void test_monitor_foreign(void)
 }
 
 /* Waiting on a PID of another node or host whose id is that of a
- * process this engine kept the outcome of is SX_ENOTFOUND (API.md: a PID
- * the engine does not know), not that local process's outcome, as
+ * process this engine kept the outcome of is SX_ENOTFOUND (docs/API.md: a
+ * PID the engine does not know), not that local process's outcome, as
  * sx_engine_watch and monitors already answer. */
 static void test_wait_foreign(void)
 {
@@ -442,7 +443,7 @@ static void test_watch(void)
 /* Property: misuse is refused: mailbox_new before start (SX_ESTATE) or
  * without a function (SX_EINVAL); mailbox_free of a process's PID is
  * SX_ENOTFOUND and leaves the process alone; wait on a mailbox's PID is
- * SX_ENOTFOUND at once (it has no outcome; it used to sleep until its
+ * SX_ENOTFOUND at once (it has no outcome, and must not sleep until its
  * timeout, or for ever), before and after the mailbox is freed. */
 static void test_misuse(void)
 {
@@ -513,11 +514,11 @@ static void *mbw_closer(void *arg)
 
 /* Property: a wait on a mailbox's PID is SX_ENOTFOUND at once even while
  * the mailbox is being closed: one thread frees a new mailbox while
- * another waits on it (a 2 s limit), 100,000 times. A wait that took its
+ * another waits on it (a 2 s limit), 100,000 times. A wait that takes its
  * reference between mailbox_free's switch to COMPLETE and the PID's
- * retire used to read COMPLETE, take the slot for a process and sleep:
- * nobody wakes it (no outcome comes for a mailbox), so it returned
- * SX_ETIMEDOUT at its limit, and with no limit never returned. */
+ * retire must not read COMPLETE, take the slot for a process and sleep:
+ * nobody would wake it (no outcome comes for a mailbox), so it would
+ * return SX_ETIMEDOUT at its limit, and with no limit never return. */
 static void test_wait_mailbox_closing(void)
 {
     sx_engine *e = up();
@@ -782,7 +783,7 @@ static int cmp_u32(const void *a, const void *b)
  * The 1,000 opened after those are closed take the same slots, and none
  * has the PID of the closed one there (1 in ~4.6 x 10^5 by chance): every
  * closed PID misses for send, free and monitor. With sequential
- * generations every one of the first 1,000 had generation 1. */
+ * generations every one of the first 1,000 would have generation 1. */
 static void test_mailbox_pids_random(void)
 {
     sx_engine *e = up();

@@ -1,7 +1,8 @@
-/* tests/engine/test_sched.c — scheduler behaviours beyond API.md's list:
- * the throughput budget (fairness and batch size), work stealing across
- * workers, parking when idle and waking on new work, and the process
- * listing's states. Each case opens with the property it checks. */
+/* tests/engine/test_sched.c — scheduler behaviours beyond the pinned
+ * behaviours of docs/API.md: the throughput budget (fairness and batch
+ * size), work stealing across workers, parking when idle and waking on new
+ * work, and the process listing's states. Each case opens with the property
+ * it checks. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +92,7 @@ static void test_fairness(void)
     int err = -1;
     CHECK(wait_done(e, quick, 5000, &err));
     CHECK_EQ_INT(err, 0);
-    /* Still running (polled: a fixed 20 ms was not always enough for a
+    /* Still running (polled: a fixed 20 ms is not always enough for a
      * loaded machine to run the worker again). */
     int before = atomic_load(&hog_steps);
     double t0 = sx_test_now_ms();
@@ -222,15 +223,15 @@ static int long_step(void *st, const sx_event *ev, size_t n,
  * SX__TIMER_RECHECK_MS (10 ms) at most when another worker idles
  * (engine/timer/sleep.c): with two parked workers that both hold far sleeps, a
  * message wakes one; its step sleeps 5 ms and hands that worker a 1000 ms
- * step. The other worker fires the sleep: under 250 ms late. It slept on
- * until its park timed out or the long step ended (150-300 ms late with a
- * 300 ms step; about 460 ms, what is left of the 500 ms park, with this
- * one): it had parked while the first was parked, bounded by the far
- * sleeps alone, and the 5 ms sleep woke nobody (only a set's first entry
- * did). The bound is far above the 0.1-10 ms seen with the fix (TSan, 2
- * cores under load) and far below the ~460 ms without it: with a 300 ms
- * step and a 100 ms bound, one TSan run in about 30 beside TSan's stress
- * suite failed, 182.5 ms late. */
+ * step. The other worker fires the sleep: under 250 ms late. It parked
+ * while the first was parked, bounded by the far sleeps alone; were the
+ * 5 ms sleep to wake nobody (a wake-up for a set's first entry only), it
+ * would sleep on until its park timed out or the long step ended
+ * (150-300 ms late with a 300 ms step; about 460 ms, what is left of the
+ * 500 ms park, with this one). The bound is far above the 0.1-10 ms the
+ * case sees (TSan, 2 cores under load) and far below the ~460 ms of a
+ * missed wake-up: a 100 ms bound with a 300 ms step fails about one TSan
+ * run in 30 beside TSan's stress suite (182.5 ms late). */
 static void test_sleep_beside_long_step(void)
 {
     const sx_process_type t[] = {
@@ -253,10 +254,10 @@ static void test_sleep_beside_long_step(void)
     for (int round = 0; round < 3; round++) {
         sx_engine_stats st;
         double t0 = sx_test_now_ms();
-        /* Up to 20 s: under TSan beside other suites, one run in eight
-         * did not see both parked within 5 s (helper-58; CPU starvation
-         * as far as anyone could tell). The lateness bound below is what
-         * the case checks. */
+        /* Up to 20 s: under TSan beside other suites, about one run in
+         * eight does not see both parked within 5 s (CPU starvation, as
+         * far as can be told). The lateness bound below is what the case
+         * checks. */
         do {
             usleep_(1000);
             CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
@@ -601,9 +602,8 @@ static void test_submit_order(void)
           .step = rec_step },
     };
     /* keep_outcomes above ORDER_N + 1: with the default (10,000) the
-     * worker could finish the gate and all ORDER_N processes before the
-     * wait below, which then found the gate's outcome evicted (seen once
-     * in 2026-11). */
+     * worker can finish the gate and all ORDER_N processes before the
+     * wait below, which would then find the gate's outcome evicted. */
     sx_engine_config cfg = { .workers = 1, .keep_outcomes = 2 * ORDER_N };
     sx_engine *e;
     CHECK_RC(sx_engine_new(&cfg, &e), 0);
@@ -817,8 +817,8 @@ static void test_penalty_yields_turn(void)
  * ever take turns of exactly 4 steps; a process S sends to R, Z, R in its
  * one step and finishes (the third send finds R READY); after that, X's
  * and Y's turns are still 4 steps each. A penalty left set on the worker
- * cut the next turn that ran to 1 step (found by review; the fix clears
- * it when a process starts its turn; without it this case failed 3 of 3:
+ * would cut the next turn that ran to 1 step; it is cleared when a
+ * process starts its turn (without that, this case fails 3 runs of 3:
  * "turn 0 after S: 1 steps of Y"). */
 static void test_penalty_is_the_senders(void)
 {
@@ -963,11 +963,12 @@ static void wait_all_idle(sx_engine *e, size_t want)
  * worker: the server's first step wakes the bystander (next slot) and
  * then serves echo (next slot; the bystander moves to the deque); from
  * then on server and echo wake each other, each taking the next slot
- * that the other left empty, and the worker found its next slot full on
- * every search: the deque (the bystander) was never looked at again, and
- * no other worker exists to steal it. Before the fix the bystander ran
- * only when the pair stopped on its own, after CHAIN_LIMIT balls, 5 runs
- * of 5 (with more workers it waits until another worker steals it). */
+ * that the other left empty, and the worker finds its next slot full on
+ * every search. Without a look past the next slot the deque (the
+ * bystander) would never be looked at again, and no other worker exists
+ * to steal it: the bystander would run only when the pair stopped on its
+ * own, after CHAIN_LIMIT balls, 5 runs of 5 (with more workers it waits
+ * until another worker steals it). */
 static void chain_run(bool busy)
 {
     const sx_process_type t[] = {
@@ -1018,7 +1019,7 @@ static void chain_run(bool busy)
      * other such look takes the deque's oldest, and up to 63 processes
      * that the worker took from the ring with the server (one grab, 64 at
      * most) are older than the bystander: within 64 x 122 searches, ~3,900
-     * balls (3,800 seen). Without the fix: CHAIN_LIMIT. */
+     * balls (3,800 seen). Without the look: CHAIN_LIMIT. */
     CHECK(at < (busy ? 5000 : 100));
     CHECK_RC(sx_engine_stop(e, 10000), 0);
     sx_engine_free(e);
@@ -1103,9 +1104,9 @@ static int poked_step(void *st, const sx_event *ev, size_t n,
 /* Property: the bystander below the deque's top runs too when the deque
  * is popped between the every-61st looks (LIFO: always the item above
  * it, echo) and nobody steals (one worker). A look at the deque's oldest
- * only when the deque went unpopped while the next slot was busy (f9a9469)
- * never took it: the bystander ran only when the pair stopped on its own,
- * after CHAIN_LIMIT balls. */
+ * only when the deque went unpopped while the next slot was busy would
+ * never take it: the bystander would run only when the pair stopped on
+ * its own, after CHAIN_LIMIT balls. */
 static void test_deque_popped_chain(void)
 {
     const sx_process_type t[] = {

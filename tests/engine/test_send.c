@@ -109,8 +109,8 @@ static int snd_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     char big[300];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
-    /* Data over SX_MESSAGE_MAX (never read: refused first). It used to
-     * be SX_ENOMEM, where sx_engine_send says SX_EINVAL. */
+    /* Data over SX_MESSAGE_MAX (never read: refused first): SX_EINVAL,
+     * as sx_engine_send says, not SX_ENOMEM. */
     sx_payload huge = { (const uint8_t *)big, (size_t)SX_MESSAGE_MAX + 1 };
     /* A topic that is not UTF-8: a stray byte, a cut sequence after
      * ASCII, an overlong NUL. */
@@ -683,12 +683,13 @@ static void test_bundle_split(void)
     sx_engine_free(e);
 }
 
-/* API.md meaning 5 with a bundle: an IDLE process woken by messages gets
- * the completion that arrived while it was idle in the same batch as the
- * waking message, even when the messages came as one bundle of a whole
- * batch (1 worker, throughput 8: the completion and 7 of the 8 messages,
- * then the last). A held command (hold) is answered by the test while the
- * process is IDLE; then a second process sends it 8 messages in one step. */
+/* docs/API.md, pinned behaviour 5, with a bundle: an IDLE process woken by
+ * messages gets the completion that arrived while it was idle in the same
+ * batch as the waking message, even when the messages came as one bundle of
+ * a whole batch (1 worker, throughput 8: the completion and 7 of the 8
+ * messages, then the last). A held command (hold) is answered by the test
+ * while the process is IDLE; then a second process sends it 8 messages in
+ * one step. */
 #define CMD_HOLD 300
 /* Both seq_cst (the default): written on the worker, polled by the test
  * thread, which then uses the completer; no ordering finer than that is
@@ -795,11 +796,11 @@ static void test_idle_wake_batch_bundle(void)
     sx_engine_free(e);
 }
 
-/* API.md meaning 5 when more than a batch of completions piled up while
- * the process was IDLE (throughput 8, 20 held commands answered while it
- * idles): the step the waking message starts gets all 20 completions, in
- * the order they were answered, and the message after them, in one batch
- * past the budget. It used to get the first 8 completions alone, an IDLE
+/* docs/API.md, pinned behaviour 5, when more than a batch of completions
+ * piled up while the process was IDLE (throughput 8, 20 held commands
+ * answered while it idles): the step the waking message starts gets all 20
+ * completions, in the order they were answered, and the message after them,
+ * in one batch past the budget, not the first 8 completions alone, an IDLE
  * process woken with no message in its batch. */
 #define CMD_HOLDN 301
 #define HOLDN 20
@@ -882,16 +883,16 @@ static void test_idle_wake_past_budget(void)
     sx_engine_free(e);
 }
 
-/* API.md meaning 5 when the waking event is a cancel (a control event,
- * which comes first in its batch) and more than a batch of completions
- * piled up while the process was IDLE (throughput 8, 20 held commands
- * answered while it idles): the cancel's step gets all 20 completions
- * after it, in the order they were answered, in one batch past the
- * budget. It used to get the cancel and the first 7 completions only: the
- * cancel counted as the waking message already in the batch, so the
- * other 13 stayed queued behind an IDLE process that no completion
- * wakes. With 10 cancels (more than the budget) it got no completion at
- * all. */
+/* docs/API.md, pinned behaviour 5, when the waking event is a cancel (a
+ * control event, which comes first in its batch) and more than a batch of
+ * completions piled up while the process was IDLE (throughput 8, 20 held
+ * commands answered while it idles): the cancel's step gets all 20
+ * completions after it, in the order they were answered, in one batch past
+ * the budget. Were the cancel counted as the waking message already in the
+ * batch, the step would get the cancel and the first 7 completions only,
+ * and the other 13 would stay queued behind an IDLE process that no
+ * completion wakes; with 10 cancels (more than the budget) it would get no
+ * completion at all. */
 static atomic_int cpiler_steps;
 static size_t cpiler_ncancel;
 static atomic_int cgate_go, cgate_in;
@@ -1006,7 +1007,7 @@ static void test_idle_cancel_past_budget(void)
 
 /* Control events (cancels) are never split across batches: ten cancels
  * pending when a process runs (throughput 4) all come in its next step, in
- * the order they were sent. Split, the ones left over went back on the
+ * the order they were sent. Split, the ones left over would go back on the
  * control stack, where any cancel pushed meanwhile could overtake them. The
  * single worker is held by a spinning step while the cancels arrive. */
 static atomic_int spin_go, spinning;

@@ -368,8 +368,8 @@ static void test_filter_keeps(void)
  * moved while empty) and is synced to now puts a new near-term entry in a
  * bucket, not in far, and fires it on time; a sync never moves the clock
  * past now, so after a first entry an hour away the entries that follow,
- * due in 1-100 ms, go to buckets and not to near (helper-34's review:
- * restarting the clock at the first entry's due sent them all to near). */
+ * due in 1-100 ms, go to buckets and not to near (restarting the clock
+ * at the first entry's due would send them all to near). */
 static void test_stale_clock(void)
 {
     sx__twheel *tw = malloc(sizeof(*tw));

@@ -8,7 +8,7 @@ Each case starts its own stepxd (temporary socket, and a free loopback TCP
 port where it needs one; always stopped at the end, failed or not), runs
 one attack from a client that breaks no frame rule, and checks two things:
 
-  (a) what the daemon does about the attack (the behaviour of the fix);
+  (a) what the daemon does about the attack (its defence);
   (b) that OTHER CLIENTS KEEP THEIR SERVICE: a bystander client (its own
       connection, its own Python process) runs submit(counter run [1]) +
       wait in a loop during the whole attack; the case fails when one of

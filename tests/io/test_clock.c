@@ -174,8 +174,8 @@ static int sleep_step(void *st, const sx_event *ev, size_t n,
         FAILIF(out, n != 3 || ev[0].tag != 2 || ev[1].tag != 3,
                "zero sleeps: n=%zu", n);
         FAILIF(out, ev[0].error != 0 || ev[1].error != 0, "zero sleep error");
-        /* Above 2^40 ms: SX_EINVAL, and the message says the bound (it
-         * said "must be an integer number of ms", which it was). */
+        /* Above 2^40 ms: SX_EINVAL, and the message says the bound (not
+         * "must be an integer number of ms", which it is). */
         FAILIF(out,
                ev[2].tag != 4 || ev[2].error != SX_EINVAL ||
                    ev[2].error_msg == NULL ||
@@ -1007,8 +1007,8 @@ static int cmp_u32(const void *a, const void *b)
  * benchmark `timers` measures it properly). The bound catches sleeps that
  * wait for something unrelated (a park's 500 ms re-check, a 10 s stop),
  * not slowness: with the stress test running beside it on 2 cores, p99
- * ranged from 10 ms to 1.4 s over 25 runs (the workers get a fraction of
- * the cores), and 1 s failed once. */
+ * ranges from 10 ms to 1.4 s over 25 runs (the workers get a fraction of
+ * the cores), so 1 s would be too tight. */
 static void test_many_sleepers(void)
 {
     const sx_process_type t = { .name = "many",

@@ -715,10 +715,10 @@ static void test_spawn_failure(void)
 }
 
 /* A spawn failure's message for a long name keeps its reason and is valid
- * UTF-8: the name is cut at a character boundary, with "...". (A name of
- * 80 "€" was cut mid-character by the 256-byte message and lost the
+ * UTF-8: the name is cut at a character boundary, with "...". (Cut
+ * mid-character by a 256-byte message, a name of 80 "€" would lose the
  * reason: "exec: €€...\xe2\x82", which strict readers such as the CLI's
- * JSON dropped whole.) */
+ * JSON drop whole.) */
 static void test_spawn_failure_long_name(void)
 {
     sx_engine *e = up();
@@ -1096,8 +1096,8 @@ static void term_ignorer(tmpdir *t, char *pidf, size_t pcap, char *script,
 /* grace_ms: a child group that ignores SIGTERM gets SIGKILL once grace_ms
  * has passed, not before (the answer comes after timeout + grace). The
  * timeout is long enough for the shell to set its trap first: at 200 ms, a
- * shell started slowly on a loaded machine (load average 14) took the
- * SIGTERM before its trap and died at once, and the check failed. */
+ * shell started slowly on a loaded machine (load average 14) can take the
+ * SIGTERM before its trap and die at once, failing the check. */
 static void test_grace_then_kill(void)
 {
     tmpdir t;
@@ -1253,8 +1253,8 @@ static void test_stop_kills(void)
  * its loop, comes after the loop began to quit: sx_complete still hands
  * the deadline's last reference back to the loop (DL_STOP), which must
  * free it even though the loop no longer runs its queue. Nothing may leak
- * (LeakSanitizer, in the sanitizer builds, at exit: before the fix the
- * deadline and its prepared SX_ETIMEDOUT event did). */
+ * (LeakSanitizer, in the sanitizer builds, at exit): not the deadline,
+ * nor its prepared SX_ETIMEDOUT event. */
 static void test_stop_with_yield_timeout(void)
 {
     tmpdir t;

@@ -16,7 +16,8 @@
  *  - fs_read_grow: fs.read of /dev/zero (size unknown: a buffer that
  *    grows) whose second, bigger buffer cannot be had; its fd is closed.
  *  - fs_list: fs.list with no room for the names array, or for a copy of
- *    any name, the last one included (whose scandir entry used to leak).
+ *    any name, the last one included (whose scandir entry leaks unless
+ *    the walk goes on to UV_EOF).
  *  - fs_req: open, lstat, scandir, unlink and the rmdir after an unlink of
  *    a directory each fail to copy their path (UV_ENOMEM); the directory
  *    is still there.

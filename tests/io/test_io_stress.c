@@ -36,9 +36,9 @@
  *
  * Negative controls (done once, in a scratch copy of engine/io/loop.c): with
  * io answers sent to the slot's current generation instead of the op's,
- * the case failed 3 runs of 3 ("an answer for tag 4294967297, which is
- * not in flight": process 0's answer reached process 10 in its slot);
- * with no cancel when a process finishes, it failed with 1756 ops and
+ * the case fails 3 runs of 3 ("an answer for tag 4294967297, which is
+ * not in flight": process 0's answer reaches process 10 in its slot);
+ * with no cancel when a process finishes, it fails with 1756 ops and
  * handles left on the loops.
  *
  * Sizes: 600 processes x 12 rounds on 2 workers and 2 loops (about 4 s);

@@ -286,8 +286,9 @@ static void test_normal_exit(void)
 /* Property: a link is one link however often it is made, as with Erlang's
  * link/1 (docs/COMMANDS.md): a trapping process that linked to its
  * partner twice, and whose partner also linked back to it, gets exactly
- * one @exit when the partner fails. (Before cmd_link looked for an
- * existing link, each link made was a link of its own: three @exits.) */
+ * one @exit when the partner fails. (Were cmd_link not to look for an
+ * existing link, each link made would be a link of its own: three
+ * @exits.) */
 static void test_link_twice(void)
 {
     sx_engine *e = up();
@@ -317,13 +318,13 @@ static void test_link_twice(void)
 
 /* Property: two processes that link each other at the same moment (on
  * the two workers) are linked once: when one fails, the other, trapping
- * exits, gets one @exit. (Each link looked for an existing one before
- * making its own, and both found none: two links, two @exits, in some
- * rounds; helper-69.) */
+ * exits, gets one @exit. (Were each link to look for an existing one and
+ * then make its own as two separate steps, both could find none: two
+ * links, two @exits, in some rounds.) */
 static void test_link_each_other(void)
 {
     sx_engine *e = up();
-    /* The race is rare (3-4 rounds in 3,000 here without the fix):
+    /* The race is rare (3-4 rounds in 3,000 with the two steps apart):
      * enough rounds to see it most times, fewer under sanitizers. */
 #ifdef SX_TEST_SANITIZED
     int doubled = 0, rounds = 500;
@@ -639,7 +640,7 @@ static void okwatch_fn(void *user, sx_pid target, const sx_result *r)
 /* Property: a watcher registered on a spawn-wait child while the child's
  * init runs (its PID resolves then) is kept when the spawn installs its
  * own watcher: sx_engine_watch's function is called exactly once, with
- * the child's outcome (API.md: "exactly once"), and the watcher is not
+ * the child's outcome (docs/API.md: "exactly once"), and the watcher is not
  * leaked (LeakSanitizer). */
 static void test_watch_during_spawn_wait_init(void)
 {
@@ -722,10 +723,10 @@ static void test_wait_on_failed_init(void)
 }
 
 /* Property: at stop's deadline every process still alive is terminated
- * (API.md meaning 9), linked ones too: two linked peers that ignore the
- * stop's cancel both finish SX_ETERMINATED, and the figures count two
- * terminated, none failed. The first one terminated used to fail its
- * partner through the link first, which then finished SX_EFAILED
+ * (docs/API.md, pinned behaviour 9), linked ones too: two linked peers that
+ * ignore the stop's cancel both finish SX_ETERMINATED, and the figures
+ * count two terminated, none failed: the first one terminated must not fail
+ * its partner through the link first, which would then finish SX_EFAILED
  * ("linked process ... failed"). Five pairs, so the order of the walk
  * cannot hide it. */
 static void test_stop_terminates_linked(void)

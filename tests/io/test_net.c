@@ -1651,9 +1651,9 @@ static uint64_t await_inflight(sx_engine *e, uint64_t n)
  * the loop to hold only the new process's connection proves the cancels
  * (and their answers) have happened before the channels are looked at.
  * Negative control (done once, in a scratch copy): loop.c answering with
- * the slot's current generation instead of the op's, the case failed with
- * 3 stray answers whenever the slot was taken over (2 runs of 3); with no
- * cancel at finish it failed waiting for the loop to empty. */
+ * the slot's current generation instead of the op's, the case fails with
+ * 3 stray answers whenever the slot is taken over (2 runs of 3); with no
+ * cancel at finish it fails waiting for the loop to empty. */
 static void t_late_answers(void)
 {
     libuv_warm();
@@ -1703,12 +1703,13 @@ static void t_late_answers(void)
 /* Back-pressure: while nobody reads, the connection stops reading from the
  * socket once about 1 MiB is buffered, so the flooding server stalls far
  * short of its 40 MiB; then reading resumes and the bytes arrive in
- * order, 4 MiB past the stall point. Measured here: the server stalls at about
- * 6 MiB (1.25 MiB in the connection's buffer, the rest in the kernel's:
- * tcp_wmem max is 4 MiB, and the receive buffer only autotunes up with what the
- * reader has taken, about 1.25 MiB). The bound checked is 24 MiB. Negative
- * control (done once): with conn_update_reading always reading, the server sent
- * all of its bytes before the stall check and the case failed. */
+ * order, 4 MiB past the stall point. With Linux's default socket buffers
+ * the server stalls at about 6 MiB (1.25 MiB in the connection's buffer,
+ * the rest in the kernel's: tcp_wmem max is 4 MiB, and the receive buffer
+ * only autotunes up with what the reader has taken, about 1.25 MiB). The
+ * bound checked is 24 MiB. Negative control (done once): with
+ * conn_update_reading always reading, the server sends all of its bytes
+ * before the stall check and the case fails. */
 static void t_backpressure(void)
 {
     for (size_t i = 0; i < sizeof flood_pat; i++)

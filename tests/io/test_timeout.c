@@ -259,9 +259,10 @@ static void test_answer_first(void)
 /* Property: a huge timeout_ms (sx_yield_timeout takes any int64 >= 0)
  * means "not for a very long time", not "at once": a 20 ms sleep under
  * timeouts of INT64_MAX, 2^62 and 2^44 ms answers normally and no
- * timeout fires. Before the fix, timeout_ms * 10^6 wrapped around in
- * sx__io_deadline: INT64_MAX put the deadline 1 ms in the past and 2^62
- * at the dispatch itself, so both yields answered SX_ETIMEDOUT at once. */
+ * timeout fires. Were timeout_ms * 10^6 to wrap around in
+ * sx__io_deadline, INT64_MAX would put the deadline 1 ms in the past and
+ * 2^62 at the dispatch itself, and both yields would answer SX_ETIMEDOUT
+ * at once. */
 static void test_huge_timeout(void)
 {
     sx_engine *e = up(2);

@@ -9,7 +9,7 @@
  * thread gets the same number from accept, open, socket, pipe ... (the
  * kernel hands out the lowest free number), TSan reports a data race
  * between the two creations. Such a report is false: the kernel orders the
- * close before the reuse. Seen in test_io_stress: the server thread's
+ * close before the reuse. test_io_stress meets it: the server thread's
  * accept against a loop's pipe2 (exec's stdio), the pool's open64 (fs)
  * against a loop's pipe2.
  *

@@ -758,8 +758,8 @@ static void test_heap_growth(void)
  * from pk and packed again) comes out intact even when writing its header
  * moves the storage: with pk full to the byte, the header's write grows it,
  * and the body must then be read from the new storage, not the freed one
- * (ASan: heap-use-after-free before the fix; in a plain build the copy
- * held allocator bytes). */
+ * (reading the freed one is a heap-use-after-free under ASan; in a plain
+ * build the copy holds allocator bytes). */
 static void test_pack_own_bytes(void)
 {
     for (int bin = 0; bin < 2; bin++) {
@@ -1025,7 +1025,7 @@ static void test_payload_get(void)
     CHECK_RC(sx_payload_get_int(pl_of("\xa1x", 2), &v), SX_EPROTO);
     CHECK_RC(sx_payload_get_int(pl_of("\xcd\x01", 2), &v), SX_EPROTO);
     /* A uint64 above INT64_MAX: SX_ELIMIT alone, SX_EPROTO with a byte
-     * after it (not one value; it said SX_ELIMIT, helper-57's note). */
+     * after it (not one value, so not SX_ELIMIT). */
     CHECK_RC(sx_payload_get_int(
                  pl_of("\xcf\xff\xff\xff\xff\xff\xff\xff\xff", 9), &v),
              SX_ELIMIT);

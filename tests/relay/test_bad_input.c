@@ -548,8 +548,8 @@ static sx_payload input_str(sx_pack *pk, const char *s, size_t n)
 /* Property: an error message that is not UTF-8 (the fail type's message,
  * any process's sx_fail text) reaches the client as a str of UTF-8 with
  * every byte that starts no valid sequence replaced by U+FFFD: in a wait
- * answer and in an exit push. The frame was unreadable to a strict reader
- * before (the message went out as the process's raw bytes). */
+ * answer and in an exit push. Sent as the process's raw bytes, the
+ * message would make the frame unreadable to a strict reader. */
 static void test_utf8_fail_message(void)
 {
     bad_fx bf;
@@ -645,9 +645,9 @@ static sx_payload hello_raw(int fd, uint64_t id, sx_payload *b)
 
 /* Property: `send` with a topic that is not UTF-8 is bad_request (the
  * message says why), and nothing reaches the addressee: here another
- * client's mailbox, whose first push is the next good message. Before,
- * the topic went into the other client's push as it was, and a strict
- * reader there lost the frame (one client could spoil another's
+ * client's mailbox, whose first push is the next good message. Passed on
+ * as it is, the topic would go into the other client's push, and a strict
+ * reader there would lose the frame (one client could spoil another's
  * connection). */
 static void test_utf8_topic(void)
 {

@@ -15,8 +15,8 @@
  *  - no_refuse: the same with no memory for the handle that takes a
  *    refused connection off its listener either; 8 clients at once on
  *    each listener, so that refusals queue behind the one being closed.
- *    (It used to leave the connection on the listener: the first client
- *    waited for ever, and so did every later one.)
+ *    (A connection left on the listener would make the first client wait
+ *    for ever, and every later one.)
  *
  * Each case checks that its fault sites failed, so that a build where the
  * sites are not reached cannot pass it.

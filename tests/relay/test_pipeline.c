@@ -389,14 +389,14 @@ static void test_server_dies(void)
 /* Stopped as stepxd stops on SIGTERM (the engine first, then the server),
  * N waiting clients' processes (60 s sleepers) are terminated by the stop
  * and every wait still gets its reply, "terminated", before the
- * connection closes. The server's close now writes the replies still
- * batched for the next loop iteration first: when the server thread is
- * starved, the last outcomes and the stop flag reach it in one doorbell
- * call, and closing dropped them (tests/cmd/test_cli.sh's SIGTERM check
- * saw a waiter lose its reply twice in a day of CI-like runs). On an idle
- * machine the server thread takes the outcomes before the stop and this
- * test did not hit that race in 8 runs without the fix: it pins the
- * property, not the race. */
+ * connection closes. The server's close writes the replies still batched
+ * for the next loop iteration first: when the server thread is starved,
+ * the last outcomes and the stop flag reach it in one doorbell call, and
+ * closing without that write would drop them (tests/cmd/test_cli.sh's
+ * SIGTERM check can then see a waiter lose its reply, about twice in a
+ * day of CI-like runs). On an idle machine the server thread takes the
+ * outcomes before the stop, and this test does not hit that race (none in
+ * 8 runs without the write): it pins the property, not the race. */
 static void test_stop_delivers_last_outcomes(void)
 {
     for (int round = 0; round < 5; round++) {
@@ -493,8 +493,8 @@ static __attribute__((noinline)) void dirty_stack(void)
 /* A shortcut whose request cannot be built (an input that is not one
  * msgpack value: sx_pack_raw refuses it) returns the error, sends
  * nothing, leaves a caller's reply empty (safe to free) and, with out
- * NULL, frees no reply of its own: submit used to free its local reply,
- * never written, when the request failed before the call. */
+ * NULL, frees no reply of its own (its local reply, never written when
+ * the request fails before the call, must not be freed). */
 static void test_unbuildable_request(void)
 {
     fixture f;
@@ -519,9 +519,10 @@ static void test_unbuildable_request(void)
     CHECK(r.body.data == NULL && r.code == NULL && r.message == NULL);
     sx_reply_free(&r);
     /* A request that carries "id" itself is the caller's mistake (the
-     * client adds the id): SX_EINVAL, nothing sent. It went out with two
-     * ids; the server read one (here, a wrongly typed one: bad_request
-     * under id 0), and the client took that for a refused connection. */
+     * client adds the id): SX_EINVAL, nothing sent. Sent, it would go out
+     * with two ids; the server would read one (here, a wrongly typed one:
+     * bad_request under id 0), and the client would take that for a
+     * refused connection. */
     static const uint8_t with_id[] = { 0x82, 0xa2, 'o', 'p',  0xa5,
                                        't',  'y',  'p', 'e',  's',
                                        0xa2, 'i',  'd', 0xa1, 'x' };
@@ -660,9 +661,9 @@ static void chatty_down(chatty *s, pthread_t th)
 /* A call's timeout holds while frames keep arriving that are not what it
  * waits for (replies nobody waits for any more, pushes while waiting for
  * a reply): sx_client_call, next_push and next_reply return SX_ETIMEDOUT
- * about on time. They used to look at the clock only when the socket had
- * nothing to read, so a server that kept the socket full held them for as
- * long as it went on (here 6 s against a 200 ms timeout). */
+ * about on time. Were they to look at the clock only when the socket had
+ * nothing to read, a server that kept the socket full would hold them for
+ * as long as it went on (here 6 s against a 200 ms timeout). */
 static void test_timeout_while_streaming(void)
 {
     for (int which = 0; which < 3; which++) {
@@ -748,9 +749,9 @@ static void *lazy_main(void *arg)
  * server that is busy, or not accepting yet) honours its timeout: it says
  * SX_ETIMEDOUT once the time is up, and gets in when room opens before
  * that. A non-blocking connect(2) on a full Unix backlog fails at once
- * with EAGAIN, without starting anything; the client used to poll that
- * unconnected socket, which reports POLLOUT at once, and then sent hello
- * on it: -ENOTCONN at once, whatever the timeout. */
+ * with EAGAIN, without starting anything; polling that unconnected
+ * socket, which reports POLLOUT at once, and then sending hello on it
+ * would give -ENOTCONN at once, whatever the timeout. */
 static void test_connect_backlog_full(void)
 {
     char dir[64], path[128];
@@ -898,10 +899,10 @@ static void test_one_thread_many_clients(void)
 
 /* Property: a client takes frames as large as its server sends (hello's
  * max_frame): a server of 20 MiB frames pushes a message of 17 MiB to the
- * connection's mailbox, and the client gets it whole, then goes on. (The
- * client's decoder kept the default 16 MiB whatever the server said, so
- * stepxd --max-frame above it made every larger reply or push end the
- * client's connection.) */
+ * connection's mailbox, and the client gets it whole, then goes on. (A
+ * decoder that kept the default 16 MiB whatever the server said would
+ * make every larger reply or push of a stepxd --max-frame above it end
+ * the client's connection.) */
 static void test_large_frames_of_server(void)
 {
     enum { BIG = 17 << 20 };

@@ -352,7 +352,7 @@ static void remove_under_load(void)
      * its calls: no call reaches it afterwards (late == 0), so its owner
      * could free it; the replacement gets the rest, in order per sender.
      * Negative control (tried once): calling the route after dropping the
-     * lock failed this case in 5 of 20 runs on 2 cores (a late call). */
+     * lock fails this case in 5 of 20 runs on 2 cores (a late call). */
     sx_engine *e = up();
     sx_router *r;
     route_rec a = { .node = 7 }, b = { .node = 7 }, c = { .node = 7 };

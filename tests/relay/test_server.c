@@ -578,8 +578,9 @@ static void test_request_errors(void)
     sx_client *c = connect_ok(f.unix_addr);
     sx_pack pk;
     /* An optional field given as nil counts as absent (wait's timeout_ms,
-     * ps's limit, cancel's reason): clients send null for "not given". It
-     * was bad_request. A required one given as nil is still missing. */
+     * ps's limit, cancel's reason): clients send null for "not given",
+     * and it is not bad_request. A required one given as nil is still
+     * missing. */
     sx_pid fin = submit_int(c, "counter", 1);
     pk_op(&pk, 3, "wait");
     pk_pid(&pk, "pid", fin);
@@ -1291,14 +1292,14 @@ static void test_socket_file(void)
 
 /* Property: a server between bind and listen owns its path. Binding and
  * listening are two steps; a second server (a second stepxd on the same
- * --socket) starting in between saw a socket file that refused
- * connections, took it for a dead server's, unlinked it and bound its
- * own: both daemons ran, the first unreachable, and its stop then removed
- * the second's file (two stepxd started together: both alive 2 times in
- * 150). The owner holds "PATH.lock" (flock) for the server's life, so a
- * peer that holds it and has bound but not yet listened keeps its file:
- * start answers -EADDRINUSE. With the lock free, the same file is stale
- * and replaced; a stopped server leaves neither file behind. */
+ * --socket) starting in between sees a socket file that refuses
+ * connections; taking it for a dead server's, unlinking it and binding its
+ * own would leave both daemons running, the first unreachable, and its stop
+ * would then remove the second's file (two stepxd started together: both
+ * alive 2 times in 150). The owner holds "PATH.lock" (flock) for the
+ * server's life, so a peer that holds it and has bound but not yet listened
+ * keeps its file: start answers -EADDRINUSE. With the lock free, the same
+ * file is stale and replaced; a stopped server leaves neither file behind. */
 static void test_socket_owner(void)
 {
     fixture f;
@@ -1407,9 +1408,9 @@ static uint64_t watches_after(fixture *f, uint64_t want)
 
 /* Property: a poll (wait with timeout_ms 0) of a live process answers
  * timeout at once and leaves nothing behind: after 2,000 polls of an idle
- * process the server holds no watch (each poll used to keep a record and
- * an engine watch until the process finished: a client polling an idle
- * process grew the daemon without bound). A wait with a positive
+ * process the server holds no watch (a poll that kept a record and an
+ * engine watch until the process finished would let a client polling an
+ * idle process grow the daemon without bound). A wait with a positive
  * timeout_ms that runs out leaves the PID's one watch until the process
  * finishes (the engine cannot cancel it; RELAY.md), and relay_watches
  * counts it. A poll of a finished process gets its outcome, of an
@@ -1707,7 +1708,7 @@ static sx_pid submit_heads(sx_client *c, int64_t n)
     return submit_ok(c, "fanout", "run", in, 4);
 }
 
-/* Property: one small request no longer pins hundreds of MB. A fanout of
+/* Property: one small request does not pin hundreds of MB. A fanout of
  * 100 execs of head -c 1000000 /dev/zero (30 under sanitizers), submitted
  * and waited over the relay, answers too_large, not internal: the
  * children's results (1 MB each) add up past max_result (4 MiB, the

@@ -795,8 +795,8 @@ static void frame_own_bytes(void)
      * framed intact even when the header's reserved bytes move the
      * writer's storage: with pk full to the byte, the reservation grows it,
      * and the body must then be read from the new storage, not the freed
-     * one (ASan: heap-use-after-free before the fix; in a plain build the
-     * frame held allocator bytes). */
+     * one (reading the freed one is a heap-use-after-free under ASan; in a
+     * plain build the frame holds allocator bytes). */
     for (size_t fill = 0; fill < 300; fill++) {
         sx_pack pk;
         char text[300];

@@ -25,48 +25,48 @@
  *    inits, deliberate or at the index budget, get none), and the engine's
  *    own counters (submitted, completed, terminated, live) agree.
  *
- * Negative control for the wake-up protocol (DESIGN.md §3, engine/sched/worker.c
- * SX_NEGATIVE_CONTROL_NO_RECHECK: the worker blocks a process with a plain
- * store instead of a CAS that re-checks the wake-up flag). Proved once, on
- * a 2-core machine (commit 70a5743, gcc, the plain debugoptimized build),
- * with
+ * Negative control for the wake-up protocol (docs/SCHEDULER.md §2, "The
+ * flag re-check"; engine/sched/worker.c SX_NEGATIVE_CONTROL_NO_RECHECK: the
+ * worker blocks a process with a plain store instead of a CAS that
+ * re-checks the wake-up flag), built and run with
  *     meson setup /tmp/build-nc -Dno_flag_recheck=true
  *     ninja -C /tmp/build-nc && meson test -C /tmp/build-nc --suite stress
  *     /tmp/build-nc/tests/stress/test_stress workers_N    (N = 1, 2, 8)
- * Every run failed: 24 of 24 (3 runs of the meson suite, i.e. 9 cases, and
+ * On a 2-core machine (gcc, the plain debugoptimized build) every run of
+ * that build fails: 24 of 24 (3 runs of the meson suite, i.e. 9 cases, and
  * 5 direct runs of each of workers_1, workers_2, workers_8), each after
  * ~7-10 s (the run, then STALL_MS of silence) with the watchdog's
  *     stress: STALL in drain: live 8, listed 8 (ready 0, running 0,
  *       blocked 4, idle 4), parked 1 of 1 workers, global queue 0
  *     test_stress.c:1208: FAIL: stalled: 8 processes left (drain)
- * Per run 1 to 15 stressors were stranded (beside the 4 sinks, which are
- * idle by design): BLOCKED with one completion still to receive, or IDLE
- * with a ping still to receive, while every worker was parked and the
- * global queue empty — the lost wake-up exactly; never a wrong count. The same
- * cases pass in the normal build in 1.5-4 s each. (tests/engine/test_api.c
+ * Per run 1 to 15 stressors are stranded (beside the 4 sinks, which are idle
+ * by design): BLOCKED with one completion still to receive, or IDLE with a
+ * ping still to receive, while every worker is parked and the global queue
+ * empty — the lost wake-up exactly; never a wrong count. The same cases pass
+ * in the normal build in 1.5-4 s each. (tests/engine/test_api.c
  * no_lost_wakeups, which aims at the same window with a single ping-pong,
- * failed 1 run in 50 in that build.) The processes that make it sensitive: a
- * "fast" completer thread spins on a lock-free stack and completes at once, and
- * a process that yields one such command with nothing else pending and WAITs
- * has exactly one event that can wake it; if that completion lands between the
- * worker's load of the state word and its plain store, the flag is lost and it
- * never runs.
+ * fails about 1 run in 50 in that build.) The processes that make it
+ * sensitive: a "fast" completer thread spins on a lock-free stack and
+ * completes at once, and a process that yields one such command with nothing
+ * else pending and WAITs has exactly one event that can wake it; if that
+ * completion lands between the worker's load of the state word and its plain
+ * store, the flag is lost and it never runs.
  *
- * Pauses. Under ThreadSanitizer on the 2-core VM with CPU hogs beside it,
- * the watchdog fired about once in 13-60 runs, always in the submit phase,
- * and each time its own snapshot showed the engine running again while it
- * was taken: listed < live by 77-244 (processes finished between the
- * figures and the table walk; only workers finish processes), a global
- * queue figure above the ready count, processes listed READY or BLOCKED
- * whose last step (read after the walk) had chosen DONE. So no step or
- * close had run for 10 s, and then the engine resumed by itself: not a
- * lost wake-up, which strands its processes for good. What paused it is
- * not known (that VM's kernel log shows a 35 s workqueue lockup on one
- * CPU the same day). The watchdog therefore fails only when nothing moves
- * during its snapshot and for STALL_MS / 2 after it; a silence that ends
- * by itself is printed ("PAUSE ... not a stall", with the watchdog's own
- * longest gap between looks) and counted ("pauses" in the summary line).
- * The negative control above strands processes for good and still fails.
+ * Pauses. Under ThreadSanitizer on a 2-core VM with CPU hogs beside it, the
+ * engine can stand still for 10 s and then resume by itself: the watchdog
+ * fires (about once in 13-60 runs, always in the submit phase), and its own
+ * snapshot shows the engine running again while it is taken: listed < live by
+ * 77-244 (processes finished between the figures and the table walk; only
+ * workers finish processes), a global queue figure above the ready count,
+ * processes listed READY or BLOCKED whose last step (read after the walk) had
+ * chosen DONE. That is not a lost wake-up, which strands its processes for
+ * good. What pauses it is not known (such a VM's kernel log can show workqueue
+ * lockups of tens of seconds on one CPU). The watchdog therefore fails only
+ * when nothing moves during its snapshot and for STALL_MS / 2 after it; a
+ * silence that ends by itself is printed ("PAUSE ... not a stall", with the
+ * watchdog's own longest gap between looks) and counted ("pauses" in the
+ * summary line). The negative control above strands processes for good and
+ * still fails.
  *
  * Scale: SX_STRESS_SCALE (a float, default 1) multiplies the process count.
  *
@@ -743,7 +743,7 @@ enum { SENT_NOTHING, SENT_TAGGED, SENT_UNTAGGED };
 
 /* A send with SX_TAG_NONE gets no completion, yet the engine blocks a
  * step that wrote yields until a completion or a message arrives
- * (DESIGN.md §2), so it is only used when something else is certain to
+ * (docs/SCHEDULER.md §2), so it is only used when something else is certain to
  * come (can_untagged: a pending yield or ping). */
 static int send_sink(stressor *st, sx_step_output *out, bool can_untagged)
 {
@@ -807,7 +807,7 @@ static void any_status(stressor *st, sx_step_output *out)
         sx_wait(out);
         break;
     default:
-        sx_idle(out); /* with yields: waits like WAIT (DESIGN.md §2) */
+        sx_idle(out); /* with yields: waits like WAIT (docs/SCHEDULER.md §2) */
         break;
     }
 }
