@@ -72,7 +72,7 @@ static int copy_str(sx_unpack *u, char *buf, size_t cap)
         return SX_EINVAL;
     /* A NUL inside would cut the name short: "worker\0x" is not the type
      * "worker". A loop, not memchr: names are a few bytes, and the call's
-     * set-up cost skynet ~25 instructions per name (callgrind). */
+     * set-up costs skynet ~25 instructions per name (callgrind). */
     for (size_t i = 0; i < n; i++)
         if (s[i] == '\0')
             return SX_EINVAL;

@@ -111,7 +111,8 @@ static int workers_init(sx_engine *e)
         sx__slotcache_init(&w->slots);
         sx__output_init(&w->out);
         w->out.hooks = &sx__worker_send_hooks;
-        /* A bundle always fits one step's batch (engine/sched/turn.c, collect). */
+        /* A bundle always fits one step's batch (engine/sched/turn.c, collect).
+         */
         w->out.bundle_max = e->throughput;
         /* sx_done refuses a bigger result without copying it. */
         w->out.result_max = e->cfg.max_result;
@@ -342,7 +343,7 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
     /* Not under life_mu: the worker that finished the last process may
      * still be on its way to life_mu to broadcast (sx__finish), and it
      * must get there for the join to return. Holding the mutex here
-     * deadlocked test_api about once in 30 runs under TSan. */
+     * would deadlock test_api about once in 30 runs under TSan. */
     pthread_mutex_unlock(&e->life_mu);
     sx__workers_join(e);
     /* Sleeps whose processes were terminated: their answers go nowhere

@@ -17,8 +17,8 @@ static inline bool sx__started(sx_engine *e)
 /* ---- live ---------------------------------------------------------------
  *
  * The live count is not one shared counter: a submit on one core and a
- * finish on the other would bounce its cache line on every process (12 %
- * of the submit benchmark's time was that one `lock sub`). Each worker
+ * finish on the other would bounce its cache line on every process (that
+ * one `lock sub` would be 12 % of the submit benchmark's time). Each worker
  * counts the processes it began to spawn (born) and those it finished or
  * failed to spawn (died), one writer each; threads that are not workers
  * share ext_born and ext_died. live = sum(born) - sum(died).
@@ -37,7 +37,7 @@ static inline bool sx__started(sx_engine *e)
  * counted, then `stopping` read; if set and the sum is 0, life_cv is
  * broadcast. A worker counts a death with a release store, not a seq_cst
  * one (an exchange on x86, which waits for every store before it: the
- * finish path's stores to cold lines made it ~2 % of the timers
+ * finish path's stores to cold lines make it ~2 % of the timers
  * benchmark), so a death may miss a `stopping` just set while stop misses
  * the death: then nobody broadcasts, and stop finds the count at 0 on its
  * next look (once a millisecond while it waits for the processes to end,

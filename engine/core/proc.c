@@ -66,7 +66,7 @@ static const sx_process_type *type_find(sx_engine *e, const char *name)
         if (k == 0)
             return NULL;
         /* The same pointer first: callers often pass the very literal the
-         * type was registered with (the strcmp was ~9 % of a submit). */
+         * type was registered with (the strcmp is ~9 % of a submit). */
         const char *tn = e->types[k - 1]->name;
         if (tn == name || strcmp(tn, name) == 0)
             return e->types[k - 1];
@@ -308,7 +308,7 @@ fail_slot:;
      * during init, so a link may have named a reason and raised TERM
      * meanwhile (mark_complete resets it), and watchers registered then (a
      * link or a monitor from a process that had the PID) learn that it
-     * failed; they were once left unfired and unfreed. */
+     * failed, rather than being left unfired and unfreed. */
     mark_complete(e, p);
     sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
     /* Retired under a shard lock, and its waiters (sx_engine_wait on the
@@ -364,9 +364,9 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
 }
 
 /* send_ev for a cold caller (a ticker's stop notice, clock.c). Apart
- * and not inlined: one more call of sx__send_chain made GCC's LTO stop
- * inlining it into direct_sends, pingpong's send path (+22 instructions
- * per message in callgrind). */
+ * and not inlined: one more call of sx__send_chain makes GCC's LTO stop
+ * inlining it into direct_sends, pingpong's send path (22 more
+ * instructions per message in callgrind). */
 __attribute__((noinline)) int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev)
 {
     return send_ev(e, to, ev);

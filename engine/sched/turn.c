@@ -94,14 +94,14 @@ static bool batch_grow(sx__worker *w)
 
 /* A full batch of a process woken from IDLE (a message, cancel or stop
  * does that) that holds no message from its mailbox: more than
- * `throughput` completions piled up while it was idle. API.md meaning 5
- * puts them in one batch with the waking message, so the batch goes on
- * past the budget, in arrival order, to the first message; out of memory
- * it stops where it is. The control events (batch[0 .. ctl), cancels)
- * do not count as that message: woken by a cancel, the process gets every
- * completion that arrived meanwhile too (with them counted, it got the
- * first throughput - 1 and the rest stayed queued behind an IDLE process,
- * which no completion wakes). Rare, hence apart from collect's loop.
+ * `throughput` completions piled up while it was idle. docs/API.md, pinned
+ * behaviour 5, puts them in one batch with the waking message, so the batch
+ * goes on past the budget, in arrival order, to the first message; out of
+ * memory it stops where it is. The control events (batch[0 .. ctl), cancels) do
+ * not count as that message: woken by a cancel, the process gets every
+ * completion that arrived meanwhile too (with them counted, it would get
+ * the first throughput - 1 and the rest would stay queued behind an IDLE
+ * process, which no completion wakes). Rare, hence apart from collect's loop.
  * Returns the new count. */
 static __attribute__((noinline)) size_t
 past_budget(sx__worker *w, sx__proc *p, size_t ctl, size_t n, size_t *k)
@@ -129,11 +129,11 @@ past_budget(sx__worker *w, sx__proc *p, size_t ctl, size_t n, size_t *k)
  * per message; when it has more than the batch has room for, the step gets the
  * first of them and the bundle goes back to the front of the mailbox
  * (sx__mpsc_unpop) with a cursor, for the next step. So a step gets exactly
- * what it got with one node per message: the same events, in the same order, as
- * many as fit (API.md meaning 5: the messages that wake an IDLE process share
- * its batch with the completions that arrived before them; past_budget when
- * those are more than the budget). The nodes behind the events, to free
- * after the step, are w->batch_ev[0 .. w->n_nodes). */
+ * what it would get with one node per message: the same events, in the same
+ * order, as many as fit (docs/API.md, pinned behaviour 5: the messages that
+ * wake an IDLE process share its batch with the completions that arrived before
+ * them; past_budget when those are more than the budget). The nodes behind the
+ * events, to free after the step, are w->batch_ev[0 .. w->n_nodes). */
 static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
 {
     size_t n = 0, k = 0, cap = e->throughput;
@@ -275,10 +275,10 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
                    (sx_payload){ NULL, 0 });
         return 0;
     }
-    /* A step that wrote yields waits for an answer or a message (DESIGN.md
-     * §2), except CONTINUE whose yields are all fire-and-forget
-     * (SX_TAG_NONE): no answer will come, so it runs again, as CONTINUE
-     * says (docs/COMMANDS.md, "Fire and forget"). */
+    /* A step that wrote yields waits for an answer or a message
+     * (docs/SCHEDULER.md §2), except CONTINUE whose yields are all
+     * fire-and-forget (SX_TAG_NONE): no answer will come, so it runs again, as
+     * CONTINUE says (docs/COMMANDS.md, "Fire and forget"). */
     bool answers = false, commands = false;
     for (size_t i = 0; i < n_yields && !answers; i++) {
         answers = out->yields[i].tag != SX_TAG_NONE;

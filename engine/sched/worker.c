@@ -72,7 +72,7 @@ void sx__inject(sx_engine *e, sx__proc *p)
         void *got[SX__INJQ_GRAB];
         /* At most the oldest 2,048: the move holds the ring's spinlock and
          * writes each moved slot's link, so half of a 64 Ki ring would
-         * keep other pushers spinning for milliseconds (helper-34). */
+         * keep other pushers spinning for milliseconds. */
         while (moved < 2048 && (m = sx__injq_grab(q, got, SX__INJQ_GRAB)) > 0) {
             for (size_t i = 0; i < m; i++) {
                 sx__gq_node *n = &((sx__proc *)got[i])->gq;
@@ -275,13 +275,13 @@ void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick, unsigned spins)
  * is taken oldest first, with the thieves' CAS (steal is [any thread],
  * its owner included), so that every item gets its turn even while the
  * looks below keep adding to the deque's top (next_slot_chain_busy); and
- * only then: taking the oldest at every such search ran the oldest items
- * of a depth-first workload early (skynet's siblings of its top nodes)
- * and made it breadth-first (skynet 0.14 -> 0.25 s).
+ * only then: taking the oldest at every such search would run the oldest
+ * items of a depth-first workload early (skynet's siblings of its top
+ * nodes) and make it breadth-first (skynet 0.25 s against 0.14).
  *
  * Then the queues from outside, new processes before wake-ups, so that
  * neither a worker that keeps its deque full nor a stream of wake-ups
- * starves them. Not inlined: the hot loop stays as small as it was. */
+ * starves them. Not inlined, so that the hot loop stays small. */
 static __attribute__((noinline)) sx__proc *fair_look(sx_engine *e,
                                                      sx__worker *w)
 {
