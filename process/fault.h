@@ -60,9 +60,9 @@ enum {
      * scandir, unlink, rmdir) returns UV_ENOMEM, as libuv does when that
      * copy fails; the op answers SX_ENOMEM. */
     SX__FAULT_FS_REQ = 1u << 11,
-    /* engine/commands/http.c: no room for a response's head, its growing
-     * body, or a joined header value of the result; net.http answers
-     * SX_ENOMEM and closes its connection. */
+    /* engine/commands/http_parse.c: no room for a response's head, its
+     * growing body, or a joined header value of the result; net.http
+     * answers SX_ENOMEM and closes its connection. */
     SX__FAULT_HTTP_BODY = 1u << 12,
     /* engine/commands/exec.c on_alloc: no bigger buffer for a child's stdout or
      * stderr; exec kills the child and answers SX_ENOMEM once it is

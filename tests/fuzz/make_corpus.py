@@ -9,6 +9,13 @@ type, PIDs, maps with repeated and non-string keys, edges of the integer
 formats, nesting at the reader's limit) and a few broken ones.
 tests/fuzz/corpus/cli_json/ (fuzz_cli_json): JSON texts as the CLI takes
 them (with {"$bin": ...}) and msgpack values as replies carry them.
+tests/fuzz/corpus/http/ (fuzz_http): HTTP/1.1 responses as servers send
+them (Content-Length, chunked, ended by the close, interim 1xx, HEAD, 204,
+repeated fields) and malformed or over-limit ones, each behind its mode
+byte and four split sizes; URLs; msgpack headers maps for requests. The
+first byte of each seed is fuzz_http's mode (see tests/fuzz/fuzz_http.c).
+Files named found-* are inputs fuzzing found, kept as they were found
+(minimized); this script leaves them alone.
 
 Standard library only; the msgpack encoder below is the same minimal one
 docs/PROTOCOL.md shows for clients. Re-run after changing it:
@@ -220,9 +227,155 @@ CLI_JSON_SEEDS = {
     "mp-clash": b"\x83\x01\xa1a\xa11\xa1b\xa1k\x82\xa1k\x01\xa1k\x02",
 }
 
+
+
+def resp(text, sizes=(0, 0, 0, 0), head_only=False, eof_with_last=False):
+    """A fuzz_http response seed: mode byte, four split sizes, the bytes."""
+    mode = (1 if head_only else 0) | (4 if eof_with_last else 0)
+    data = text.encode("latin-1") if isinstance(text, str) else text
+    return bytes([mode]) + bytes(sizes) + data
+
+
+def url(text):
+    """A fuzz_http URL seed."""
+    return b"\x02" + text.encode("latin-1")
+
+
+def headers(value, post=False, body=False):
+    """A fuzz_http request seed: a headers argument as msgpack bytes."""
+    mode = 3 | (4 if post else 0) | (8 if body else 0)
+    raw = value if isinstance(value, bytes) else pack(value)
+    return bytes([mode]) + raw
+
+
+PYTHON_SERVER = ("HTTP/1.0 200 OK\r\nServer: SimpleHTTP/0.6 Python/3.11.2\r\n"
+                 "Date: Mon, 06 May 2024 10:00:00 GMT\r\n"
+                 "Content-type: text/html; charset=utf-8\r\n"
+                 "Content-Length: 37\r\nLast-Modified: Mon, 06 May 2024 "
+                 "09:00:00 GMT\r\n\r\n<html><body>index page</body></html>\n")
+NGINX_CHUNKED = ("HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n"
+                 "Date: Mon, 06 May 2024 10:00:00 GMT\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Transfer-Encoding: chunked\r\nConnection: close\r\n"
+                 "Vary: Accept-Encoding\r\n\r\n"
+                 "d\r\n{\"ok\": true, \r\nb\r\n\"n\": 12345}\r\n0\r\n\r\n")
+HTTP_SEEDS = {
+    "resp-length": resp("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                        "Content-Length: 5\r\n\r\nhello"),
+    "resp-length-bytes": resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+                              "helloEXTRA", (1, 1, 1, 1)),
+    "resp-python": resp(PYTHON_SERVER, (7, 0, 30, 2)),
+    "resp-nginx-chunked": resp(NGINX_CHUNKED, (3, 17, 1, 255)),
+    "resp-chunked-ext-trailer": resp(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n"
+        "5;name=value\r\nhello\r\n1 \r\n!\r\n0\r\nX-Trailer: t\r\n"
+        "Expires: never\r\n\r\n", (2, 0, 5, 1), eof_with_last=True),
+    "resp-chunked-and-length": resp(
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+    "resp-close": resp("HTTP/1.0 200 OK\r\nServer: x\r\n\r\n"
+                       "the body runs to the end of the stream", (9, 9, 0, 9)),
+    "resp-close-empty": resp("HTTP/1.1 200 OK\r\n\r\n", eof_with_last=True),
+    "resp-continue": resp("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 "
+                          "Processing\r\nX-Progress: 1\r\n\r\nHTTP/1.1 201 "
+                          "Created\r\nLocation: /x\r\nContent-Length: 2"
+                          "\r\n\r\nok", (5, 0, 11, 4)),
+    "resp-switching": resp("HTTP/1.1 101 Switching Protocols\r\nUpgrade: "
+                           "websocket\r\nConnection: Upgrade\r\n\r\n\x81\x00"),
+    "resp-head": resp("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+                      head_only=True),
+    "resp-204": resp("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n"),
+    "resp-304": resp("HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"),
+    "resp-404": resp("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n"
+                     "not found"),
+    "resp-no-reason": resp("HTTP/1.1 200\r\ncontent-length: 0\r\n\r\n"),
+    "resp-repeated": resp("HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-Empty:\r\n"
+                          "set-cookie: b=2\r\nX-EMPTY:  \t\r\nSET-COOKIE:"
+                          "\tc=3 \r\nContent-Length: 0\r\n\r\n", (4, 4, 4, 4)),
+    "resp-cut-head": resp("HTTP/1.1 200 OK\r\nContent-Len"),
+    "resp-cut-body": resp("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+                          "12345"),
+    "resp-cut-chunk": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                           "\r\n\r\n10\r\nabc"),
+    "bad-status-version": resp("HTTP/2 200 OK\r\n\r\n"),
+    "bad-status-code": resp("HTTP/1.1 20 OK\r\n\r\n"),
+    "bad-status-zero": resp("HTTP/1.1 099 Low\r\n\r\n"),
+    "bad-status-junk": resp("HTTP/1.1 200OK\r\n\r\n"),
+    "bad-not-http": resp("SSH-2.0-OpenSSH_9.2\r\n\r\n"),
+    "bad-fold": resp("HTTP/1.1 200 OK\r\nX-A: 1\r\n  folded\r\n\r\n"),
+    "bad-nul": resp(b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\n\r\n"),
+    "bad-no-colon": resp("HTTP/1.1 200 OK\r\nNoColon\r\n\r\n"),
+    "bad-empty-name": resp("HTTP/1.1 200 OK\r\n: v\r\n\r\n"),
+    "bad-name": resp("HTTP/1.1 200 OK\r\nBad Name: v\r\n\r\n"),
+    "bad-length-junk": resp("HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n"),
+    "bad-length-empty": resp("HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n"),
+    "bad-length-conflict": resp("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n"
+                                "Content-Length: 2\r\n\r\nab"),
+    "bad-length-huge": resp("HTTP/1.1 200 OK\r\nContent-Length: "
+                            "99999999999999999999999\r\n\r\n"),
+    "over-length-8mib": resp("HTTP/1.1 200 OK\r\nContent-Length: 8388609"
+                             "\r\n\r\n"),
+    "bad-chunk-size": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                           "\r\n\r\nzz\r\n"),
+    "bad-chunk-junk": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                           "\r\n\r\n5x\r\nhello\r\n0\r\n\r\n"),
+    "bad-chunk-no-crlf": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                              "\r\n\r\n3\r\nabcXY0\r\n\r\n"),
+    "over-chunk-8mib": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                            "\r\n\r\n800001\r\n"),
+    "bad-chunk-line-long": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+                                "chunked\r\n\r\n1;" + "e" * 1100 +
+                                "\r\nx\r\n0\r\n\r\n", (200, 0, 255, 3)),
+    "chunk-line-1024": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                            "\r\n\r\n1;" + "e" * 1022 + "\r\nx\r\n0\r\n"
+                            "\r\n", (255, 255, 255, 255)),
+    "bad-trailer-long": resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
+                             "\r\n\r\n0\r\nX-T: " + "t" * 1100 + "\r\n\r\n",
+                             (64, 0, 64, 64)),
+    "over-fields-201": resp("HTTP/1.1 200 OK\r\n" + "".join(
+        f"X-F{i}: {i}\r\n" for i in range(201)) + "\r\n"),
+    "fields-200": resp("HTTP/1.1 200 OK\r\n" + "".join(
+        f"X-F{i % 7}: {i}\r\n" for i in range(199)) +
+        "Content-Length: 1\r\n\r\n!", (64, 32, 16, 8)),
+    "url-plain": url("http://example.com/"),
+    "url-port-query": url("http://127.0.0.1:8080/a/b?x=1&y=%20#frag"),
+    "url-v6": url("http://[::1]:9000/v6"),
+    "url-v6-80": url("http://[2001:db8::1]/"),
+    "url-bare": url("HTTP://Example.COM"),
+    "url-query-only": url("http://h?q"),
+    "url-https": url("https://example.com/"),
+    "url-ftp": url("ftp://example.com/"),
+    "url-userinfo": url("http://user:pw@example.com/"),
+    "url-empty-port": url("http://h:/"),
+    "url-big-port": url("http://h:99999/"),
+    "url-port-zero": url("http://h:0/"),
+    "url-long-port": url("http://h:000080/"),
+    "url-v6-open": url("http://[::1/"),
+    "url-v6-junk": url("http://[::1]x/"),
+    "url-v6-zone-crlf": url("http://[::1%\r\nX-Injected: yes]:1/"),
+    "url-space-path": url("http://h/a b"),
+    "url-empty-host": url("http:///path"),
+    "url-long-host": url("http://" + "h" * 256 + "/"),
+    "hdr-plain": headers({"Accept": "*/*", "X-Id": 42}),
+    "hdr-host": headers({"Host": "other:1", "X-A": ""}, post=True),
+    "hdr-post-body": headers({"Content-Type": "text/plain"}, post=True,
+                             body=True),
+    "hdr-nil": headers(None, body=True),
+    "hdr-empty-map": headers({}),
+    "hdr-bad-name": headers({"Bad Name": "x"}),
+    "hdr-empty-name": headers({"": "x"}),
+    "hdr-crlf": headers({"X-A": "a\r\nInjected: 1"}),
+    "hdr-nul": headers({"X-A": "a\u0000b"}),
+    "hdr-own": headers({"content-LENGTH": "5"}),
+    "hdr-int-key": headers({1: "x"}),
+    "hdr-float-value": headers({"X-A": 1.5}),
+    "hdr-not-map": headers(["X-A", "b"]),
+    "hdr-short-map": headers(b"\x82\xa1a\xa1b"),
+}
+
 here = os.path.dirname(os.path.abspath(__file__))
 for folder, seeds in (("wire", SEEDS), ("payload", PAYLOAD_SEEDS),
-                      ("cli_json", CLI_JSON_SEEDS)):
+                      ("cli_json", CLI_JSON_SEEDS), ("http", HTTP_SEEDS)):
     out = os.path.join(here, "corpus", folder)
     os.makedirs(out, exist_ok=True)
     for name, data in sorted(seeds.items()):

@@ -9,6 +9,8 @@
 #             and relay/client.c (sx_map_get), against msgpack-c's unpacker
 #   cli_json  tests/fuzz/fuzz_cli_json.c: cmd/cli_json.c with the payload
 #             sources and relay/client.c (libjansson)
+#   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c with the
+#             payload sources (the request builder reads a msgpack map)
 #
 # Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
 # any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
@@ -63,8 +65,11 @@ cli_json)
         "$root/relay/codes.c" "${payload_src[@]}")
     extra_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
     ;;
+http)
+    srcs=("$root/engine/commands/http_parse.c" "${payload_src[@]}")
+    ;;
 *)
-    echo "run.sh: unknown target '$target' (wire, payload or cli_json)" >&2
+    echo "run.sh: unknown target '$target' (wire, payload, cli_json or http)" >&2
     exit 2
     ;;
 esac
