@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 /* cli_json.c's parse reports through cmd/stepx.c's cli_fail. */
 int cli_fail(int ex, const char *fmt, ...)

@@ -3,35 +3,30 @@
  * sleeper, echo (with a mailbox as the sender), fail, exec, fanout, and
  * their bad inputs. Each case opens with the property it checks. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include <stepx/stepx.h>
 
 #include "cmd/types.h"
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
-/* An engine of 2 workers with max_result (0: the default). */
+#define WAIT_MS 30000
+
+/* An engine of 2 workers with max_result (0: the default) and the shipped
+ * types. */
 static sx_engine *up_max(size_t max_result)
 {
     sx_engine_config cfg = { .workers = 2, .max_result = max_result };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
     CHECK_RC(sx_types_register_builtin(e), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    tx_engine_start(e);
     return e;
 }
 
 static sx_engine *up(void)
 {
     return up_max(0);
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
 }
 
 static int64_t result_int(const sx_result *r)
@@ -49,13 +44,6 @@ static sx_pid submit(sx_engine *e, const char *type, const char *method,
     return pid;
 }
 
-static void wait_ok(sx_engine *e, sx_pid pid, sx_result *r)
-{
-    CHECK_RC(sx_engine_wait(e, pid, 30000, r), 0);
-    if (r->error != 0)
-        SX_FAILF("process failed: %s (%s)", r->error_msg, sx_errname(r->error));
-}
-
 /* Property: counter(5) runs 6 steps and finishes with 5; sleeper(20)
  * finishes with 20 after at least 20 ms; bad inputs are submit errors. */
 static void test_counter_sleeper(void)
@@ -64,14 +52,14 @@ static void test_counter_sleeper(void)
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_payload five = sx_payload_int(b, 5);
     sx_result r;
-    wait_ok(e, submit(e, "counter", "run", &five, 1), &r);
+    tx_wait_done(e, submit(e, "counter", "run", &five, 1), WAIT_MS, &r);
     CHECK_EQ_INT(result_int(&r), 5);
     CHECK_EQ_U64(r.steps, 6);
     sx_result_free(&r);
     uint8_t c[SX_PAYLOAD_INT_MAX];
     sx_payload twenty = sx_payload_int(c, 20);
     double t0 = sx_test_now_ms();
-    wait_ok(e, submit(e, "sleeper", "run", &twenty, 1), &r);
+    tx_wait_done(e, submit(e, "sleeper", "run", &twenty, 1), WAIT_MS, &r);
     CHECK(sx_test_now_ms() - t0 >= 20.0);
     CHECK_EQ_INT(result_int(&r), 20);
     sx_result_free(&r);
@@ -79,7 +67,7 @@ static void test_counter_sleeper(void)
     CHECK_RC(sx_engine_submit(e, "counter", "run", NULL, 0, &pid), SX_EINVAL);
     CHECK_RC(sx_engine_submit(e, "counter", "go", &five, 1, &pid),
              SX_EUNKNOWN_METHOD);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: sleeper refuses ms above 2^40 (the sleep command's bound) at
@@ -103,10 +91,10 @@ static void test_sleeper_bounds(void)
     CHECK_RC(r.error, SX_ETERMINATED);
     sx_result_free(&r);
     in = sx_payload_int(b, -5);
-    wait_ok(e, submit(e, "sleeper", "run", &in, 1), &r);
+    tx_wait_done(e, submit(e, "sleeper", "run", &in, 1), WAIT_MS, &r);
     CHECK_EQ_INT(result_int(&r), -5);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- echo, seen from a mailbox ---- */
@@ -129,6 +117,14 @@ static void box_fn(void *user, const sx_message *m)
     pthread_mutex_unlock(&b->mu);
 }
 
+static int64_t box_got(echo_box *b)
+{
+    pthread_mutex_lock(&b->mu);
+    int64_t got = b->got;
+    pthread_mutex_unlock(&b->mu);
+    return got;
+}
+
 /* Property: echo sends each message back to its sender with the same
  * topic and data, in order; "stop" finishes it with the number echoed. */
 static void test_echo(void)
@@ -142,30 +138,21 @@ static void test_echo(void)
         uint8_t b[SX_PAYLOAD_INT_MAX];
         CHECK_RC(sx_engine_send(e, mb, echo, "t", sx_payload_int(b, i)), 0);
     }
-    double end = sx_test_now_ms() + 10000;
-    for (;;) {
-        pthread_mutex_lock(&box.mu);
-        int64_t got = box.got;
-        pthread_mutex_unlock(&box.mu);
-        if (got == 500)
-            break;
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(box_got(&box) == 500, 10000, 0);
     CHECK_RC(sx_engine_send(e, mb, echo, "stop", (sx_payload){ NULL, 0 }), 0);
     sx_result r;
-    wait_ok(e, echo, &r);
+    tx_wait_done(e, echo, WAIT_MS, &r);
     CHECK_EQ_INT(result_int(&r), 500);
     sx_result_free(&r);
     CHECK_EQ_INT(box.bad, 0);
     /* A cancel finishes it the same way. */
     sx_pid echo2 = submit(e, "echo", "serve", NULL, 0);
     CHECK_RC(sx_engine_cancel(e, echo2, "enough"), 0);
-    wait_ok(e, echo2, &r);
+    tx_wait_done(e, echo2, WAIT_MS, &r);
     CHECK_EQ_INT(result_int(&r), 0);
     sx_result_free(&r);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: messages that arrive together with "stop" (one step sees them
@@ -190,7 +177,7 @@ static void test_echo_then_stop(void)
         CHECK_RC(sx_engine_send(e, mb, echo, "stop", (sx_payload){ NULL, 0 }),
                  0);
         sx_result r;
-        wait_ok(e, echo, &r);
+        tx_wait_done(e, echo, WAIT_MS, &r);
         CHECK_EQ_INT(result_int(&r), 50);
         sx_result_free(&r);
         pthread_mutex_lock(&box.mu);
@@ -200,7 +187,7 @@ static void test_echo_then_stop(void)
         CHECK_EQ_INT(bad, 0);
         CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
     }
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: fail finishes SX_EFAILED with its message at once. */
@@ -217,7 +204,7 @@ static void test_fail(void)
     CHECK_RC(r.error, SX_EFAILED);
     CHECK_STR(r.error_msg, "boom");
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Reads {status, stdout, ...} from an exec result. */
@@ -266,7 +253,7 @@ static void test_exec(void)
     sx_pack_str(&ps, "hello");
     sx_payload in[2] = { sx_pack_payload(&pk), sx_pack_payload(&ps) };
     sx_result r;
-    wait_ok(e, submit(e, "exec", "run", in, 2), &r);
+    tx_wait_done(e, submit(e, "exec", "run", in, 2), WAIT_MS, &r);
     int64_t status;
     char out[64];
     exec_result(&r, &status, out, sizeof out);
@@ -282,7 +269,7 @@ static void test_exec(void)
     sx_result_free(&r);
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, "exec", "run", in + 1, 1, &pid), SX_EINVAL);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Reads the keys truncate adds and the length of stdout from an exec
@@ -338,7 +325,7 @@ static void test_exec_truncate(void)
     uint64_t total;
     int64_t status;
     char out[128];
-    wait_ok(e, submit(e, "exec", "run", in, 1), &r);
+    tx_wait_done(e, submit(e, "exec", "run", in, 1), WAIT_MS, &r);
     exec_truncation(&r, &len, &cut, &total);
     CHECK_EQ_U64(len, (size_t)1 << 20);
     CHECK(cut);
@@ -350,7 +337,7 @@ static void test_exec_truncate(void)
     in[1] = sx_pack_payload(&pc);
     uint8_t cb[SX_PAYLOAD_INT_MAX];
     in[2] = sx_payload_int(cb, 100);
-    wait_ok(e, submit(e, "exec", "run", in, 3), &r);
+    tx_wait_done(e, submit(e, "exec", "run", in, 3), WAIT_MS, &r);
     exec_truncation(&r, &len, &cut, &total);
     CHECK_EQ_U64(len, 100);
     CHECK(cut);
@@ -360,7 +347,7 @@ static void test_exec_truncate(void)
     sx_result_free(&r);
     /* [argv, nil, nil]: the default cap. */
     in[2] = sx_pack_payload(&pc);
-    wait_ok(e, submit(e, "exec", "run", in, 3), &r);
+    tx_wait_done(e, submit(e, "exec", "run", in, 3), WAIT_MS, &r);
     exec_truncation(&r, &len, &cut, &total);
     CHECK_EQ_U64(len, (size_t)1 << 20);
     sx_result_free(&r);
@@ -375,7 +362,7 @@ static void test_exec_truncate(void)
     in[2] = sx_payload_int(cb, 100);
     in[3] = sx_payload_int(cb, 100);
     CHECK_RC(sx_engine_submit(e, "exec", "run", in, 4, &pid), SX_EINVAL);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* fanout n exec head -c bytes /dev/zero, with inputs in in[4]. */
@@ -430,7 +417,7 @@ static void test_fanout_max_result(void)
                               "(max_result)") != NULL);
     sx_result_free(&r);
     fanout_heads(pk, b, in, 2, "3000");
-    wait_ok(e, submit(e, "fanout", "run", in, 4), &r);
+    tx_wait_done(e, submit(e, "fanout", "run", in, 4), WAIT_MS, &r);
     CHECK(r.value.len <= 10000);
     sx_unpack u;
     uint32_t n;
@@ -438,7 +425,7 @@ static void test_fanout_max_result(void)
     CHECK_RC(sx_unpack_array(&u, &n), 0);
     CHECK_EQ_INT(n, 2);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: fanout(5, counter, run, [3]) finishes with [3,3,3,3,3];
@@ -459,7 +446,7 @@ static void test_fanout(void)
     for (int i = 0; i < 4; i++)
         in[i] = sx_pack_payload(&pk[i]);
     sx_result r;
-    wait_ok(e, submit(e, "fanout", "run", in, 4), &r);
+    tx_wait_done(e, submit(e, "fanout", "run", in, 4), WAIT_MS, &r);
     sx_unpack u;
     uint32_t n;
     sx_unpack_init(&u, r.value);
@@ -483,7 +470,7 @@ static void test_fanout(void)
     CHECK_RC(r.error, SX_EFAILED);
     CHECK(strstr(r.error_msg, "child says no") != NULL);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: fanout refuses at submit (SX_EINVAL) a child input the spawn
@@ -522,7 +509,7 @@ static void test_fanout_bounds(void)
         for (int i = 0; i < 4; i++)
             sx_pack_fini(&pk[i]);
     }
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: a fanout that fails passes its child's message on whole, as
@@ -579,7 +566,7 @@ static void test_fanout_long_message(void)
         child = "fanout";
     }
     sx_pack_fini(&inner);
-    down(e);
+    tx_engine_down(e);
 }
 
 static const sx_test_case cases[] = {

@@ -31,20 +31,13 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* ---- small utilities -------------------------------------------------- */
 
 #define WAIT_MS 10000 /* generous bound for anything that should happen */
 #define HOLD_MAX 64
 #define IDX_MAX 1100
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 /* Test counters use acquire/release throughout: the cost does not matter
  * here, and a reader then sees everything written before the increment. */
@@ -70,7 +63,7 @@ static bool await_ge(atomic_int *p, int v)
     while (ld(p) < v) {
         if (sx_test_now_ms() > end)
             return false;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
     return true;
 }
@@ -132,7 +125,7 @@ static bool hold_await(tctx *t, int n)
             return true;
         if (sx_test_now_ms() > end)
             return false;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
 }
 
@@ -199,7 +192,7 @@ static void *completion_main(void *arg)
     completion_job *job = arg;
     for (int k = 0; k < job->n; k++) {
         if (job->gap_ms[k] > 0)
-            sleep_ms(job->gap_ms[k]);
+            tx_sleep_ms(job->gap_ms[k]);
         hold_complete(job->t, job->idx[k], job->value[k], 0);
     }
     return NULL;
@@ -389,20 +382,14 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
 {
     sx_engine_config cfg = { .workers = workers,
                              .max_processes = max_processes };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK(e != NULL);
-    CHECK_RC(sx_engine_register_command(e, CMD_NOW, "test.now", cmd_now, t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_HOLD, "test.hold", cmd_hold, t),
-             0);
-    CHECK_RC(sx_engine_register_command(e, CMD_EIO, "test.eio", cmd_eio, t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_ERRC, "test.errc", cmd_errc, t),
-             0);
-    CHECK_RC(sx_engine_register_command(e, CMD_SLOT, "test.slot", cmd_slot, t),
-             0);
-    for (size_t i = 0; i < n_types; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_command(e, CMD_NOW, "test.now", cmd_now, t);
+    tx_engine_command(e, CMD_HOLD, "test.hold", cmd_hold, t);
+    tx_engine_command(e, CMD_EIO, "test.eio", cmd_eio, t);
+    tx_engine_command(e, CMD_ERRC, "test.errc", cmd_errc, t);
+    tx_engine_command(e, CMD_SLOT, "test.slot", cmd_slot, t);
+    tx_engine_register(e, types, n_types);
+    tx_engine_start(e);
     return e;
 }
 
@@ -498,14 +485,6 @@ static void send_int(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 {
     uint8_t buf[SX_PAYLOAD_INT_MAX];
     CHECK_RC(sx_engine_send(e, from, to, topic, sx_payload_int(buf, v)), 0);
-}
-
-static sx_engine_stats stats_of(sx_engine *e)
-{
-    sx_engine_stats s;
-    memset(&s, 0, sizeof s);
-    CHECK_RC(sx_engine_stats_get(e, &s, NULL, 0), 0);
-    return s;
 }
 
 /* ---- step functions shared by several cases --------------------------- */
@@ -715,7 +694,7 @@ static void test_continue_waits(void)
     sx_engine *e = engine_up(t, 2, 0, types, 1);
     sx_pid pid = submit_idx(e, "cont", "run", 0);
     CHECK(hold_await(t, 1));
-    sleep_ms(100);
+    tx_sleep_ms(100);
     CHECK_EQ_INT(ld(&t->steps), 1);
     completion_job j = { .t = t, .n = 1, .idx = { 0 }, .value = { 5 } };
     run_completion_job(&j);
@@ -800,7 +779,7 @@ static void test_done_discards_yields(void)
     CHECK_EQ_U64(r.steps, 1);
     sx_result_free(&r);
 
-    sleep_ms(50); /* a dispatch that wrongly happened would be done now */
+    tx_sleep_ms(50); /* a dispatch that wrongly happened would be done now */
     CHECK_EQ_INT(ld(&t->handler_calls), 0);
     CHECK_EQ_INT(hold_count(t), 0);
     CHECK_EQ_INT(ld(&t->closes), 3);
@@ -885,12 +864,12 @@ static void test_idle(void)
     sx_pid p = submit_idx(e, "idle_wake", "run", 0);
     CHECK(await_ge(&t->per_steps[0], 2));
     CHECK(hold_await(t, 1));
-    sleep_ms(20);
+    tx_sleep_ms(20);
     completion_job j = {
         .t = t, .n = 1, .idx = { hold_find(t, p, 1) }, .value = { 11 }
     };
     run_completion_job(&j);
-    sleep_ms(100);
+    tx_sleep_ms(100);
     CHECK_EQ_INT(ld(&t->per_steps[0]), 2);
     send_int(e, SX_PID_NONE, p, "wake", 22);
     WAIT_OUTCOME(e, p, &r, 0);
@@ -906,7 +885,7 @@ static void test_idle(void)
     /* Cancel wakes an idle process with an @cancel message and reason. */
     sx_pid pc = submit_idx(e, "idle", "run", 2);
     CHECK(await_ge(&t->per_steps[2], 1));
-    sleep_ms(20);
+    tx_sleep_ms(20);
     CHECK_EQ_INT(ld(&t->per_steps[2]), 1);
     CHECK_RC(sx_engine_cancel(e, pc, "bye"), 0);
     WAIT_OUTCOME(e, pc, &r, 0);
@@ -919,7 +898,7 @@ static void test_idle(void)
     /* Terminate finishes an idle process. */
     sx_pid pt = submit_idx(e, "idle", "run", 3);
     CHECK(await_ge(&t->per_steps[3], 1));
-    sleep_ms(20);
+    tx_sleep_ms(20);
     CHECK_RC(sx_engine_terminate(e, pt), 0);
     WAIT_OUTCOME(e, pt, &r, SX_ETERMINATED);
     CHECK_EQ_U64(r.steps, 1);
@@ -929,7 +908,7 @@ static void test_idle(void)
     /* Stop wakes an idle process with a cancel, which it finishes on. */
     sx_pid ps = submit_idx(e, "idle", "run", 4);
     CHECK(await_ge(&t->per_steps[4], 1));
-    sleep_ms(20);
+    tx_sleep_ms(20);
     int cancels0 = ld(&t->cancels);
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_stop(e, 5000), 0);
@@ -964,7 +943,7 @@ static void test_message_wakes(void)
     CHECK(await_ge(&t->per_steps[0], 1));
     CHECK(await_ge(&t->per_steps[1], 1));
     CHECK(hold_await(t, 1));
-    sleep_ms(50);
+    tx_sleep_ms(50);
     CHECK_EQ_INT(ld(&t->per_steps[0]), 1);
     CHECK_EQ_INT(ld(&t->per_steps[1]), 1);
 
@@ -1013,7 +992,7 @@ static int spinner_step(void *state, const sx_event *ev, size_t n,
     st(&s->t->flag, 1);
     double end = sx_test_now_ms() + WAIT_MS;
     while (!ld(&s->t->release) && sx_test_now_ms() < end)
-        sleep_ms(1);
+        tx_sleep_ms(1);
     sx_idle(out);
     return 0;
 }
@@ -1077,7 +1056,7 @@ static void test_terminate(void)
     CHECK(await_ge(&t->per_steps[0], 1));
     CHECK(await_ge(&t->per_steps[1], 1));
     CHECK(hold_await(t, 1));
-    sleep_ms(20);
+    tx_sleep_ms(20);
 
     CHECK_RC(sx_engine_terminate(e, pb), 0);
     CHECK_RC(sx_engine_terminate(e, pi), 0);
@@ -1092,7 +1071,7 @@ static void test_terminate(void)
     CHECK_RC(sx_engine_terminate(e, pb), SX_ENOTFOUND);
     CHECK_RC(sx_engine_terminate(e, pi), SX_ENOTFOUND);
 
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.terminated, 2);
     CHECK_EQ_U64(s.live, 0);
     engine_down(t, e);
@@ -1196,7 +1175,7 @@ static void test_stop(void)
     for (int i = 0; i < N; i++)
         CHECK(await_ge(&t->per_steps[i], 1));
     CHECK(hold_await(t, 2));
-    sleep_ms(20);
+    tx_sleep_ms(20);
 
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_stop(e, DEADLINE), 0);
@@ -1223,12 +1202,12 @@ static void test_stop(void)
     sx_pid p;
     CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &p), SX_ESTOPPING);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pids[7], "x", in), SX_ENOTFOUND);
-    sleep_ms(100);
+    tx_sleep_ms(100);
     CHECK_EQ_INT(ld(&t->steps), steps_after);
     CHECK_RC(sx_engine_stop(e, 200), 0);
     CHECK_EQ_INT(ld(&t->closes), N);
 
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.live, 0);
     CHECK_EQ_U64(s.completed, 7);
     CHECK_EQ_U64(s.terminated, 3);
@@ -1270,7 +1249,7 @@ static void test_stop_deadline(void)
     sx_result_free(&r);
     WAIT_OUTCOME(e, pb, &r, SX_ETERMINATED);
     sx_result_free(&r);
-    sleep_ms(50);
+    tx_sleep_ms(50);
     CHECK_EQ_INT(ld(&t->steps), steps_after);
     engine_down(t, e);
     ctx_free(t);
@@ -1283,7 +1262,7 @@ static void test_stop_deadline(void)
 static void slow_close(void *state)
 {
     pstate *s = state;
-    sleep_ms(s->idx < 1000 ? 1 : 20);
+    tx_sleep_ms(s->idx < 1000 ? 1 : 20);
     gen_close(state);
 }
 
@@ -1327,7 +1306,7 @@ static void test_thousand(void)
 
     sx_process_info info[8];
     CHECK_EQ_INT(sx_engine_list(e, info, 8), 0);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.live, 0);
     CHECK_EQ_U64(s.submitted, N + M);
     CHECK_EQ_U64(s.completed, N + M);
@@ -1385,7 +1364,7 @@ static void test_init_error(void)
              SX_EUNKNOWN_METHOD);
     CHECK_RC(sx_engine_submit(e, "picky", "fail42", &in, 1, &pid), -42);
     CHECK_EQ_INT(ld(&t->flag), 2);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.submitted, 0);
     CHECK_EQ_U64(s.live, 0);
     sx_process_info info[4];
@@ -1395,7 +1374,7 @@ static void test_init_error(void)
              SX_EUNKNOWN_METHOD);
     CHECK_EQ_INT(ld(&t->inits), 0);
 
-    sleep_ms(30);
+    tx_sleep_ms(30);
     CHECK_EQ_INT(ld(&t->steps), 0);
     CHECK_EQ_INT(ld(&t->closes), 0);
 
@@ -1406,7 +1385,7 @@ static void test_init_error(void)
     sx_result_free(&r);
     WAIT_OUTCOME(e, p2, &r, 0);
     sx_result_free(&r);
-    s = stats_of(e);
+    s = tx_engine_stats(e);
     CHECK_EQ_U64(s.submitted, 2);
     CHECK_EQ_INT(ld(&t->closes), 2);
     engine_down(t, e);
@@ -1486,7 +1465,7 @@ static void test_command_errors(void)
     WAIT_OUTCOME(e, p, &r, 0);
     CHECK(r.steps >= 2 && r.steps <= 6);
     sx_result_free(&r);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.dead_letters, 1);
     engine_down(t, e);
     ctx_free(t);
@@ -1573,7 +1552,7 @@ static void test_late_complete(void)
     pthread_t th;
     CHECK(pthread_create(&th, NULL, late_main, &a) == 0);
     CHECK(pthread_join(th, NULL) == 0);
-    sleep_ms(50);
+    tx_sleep_ms(50);
     CHECK_EQ_INT(ld(&t->per_steps[2]), 1);
     CHECK_EQ_INT(ld(&t->per_steps[1]), 1);
 
@@ -1611,7 +1590,7 @@ static void test_max_processes(void)
         pids[i] = submit_idx(e, "idle", "run", i);
     CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &extra), SX_ELIMIT);
     CHECK_EQ_INT(ld(&t->inits), 10);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.live, 10);
     CHECK_EQ_U64(s.submitted, 10);
 
@@ -1624,7 +1603,7 @@ static void test_max_processes(void)
         CHECK_RC(sx_engine_submit(e, "idle", "run", &in, 1, &extra), SX_ELIMIT);
     }
     CHECK_EQ_INT(ld(&t->inits), 10 + ROUNDS);
-    s = stats_of(e);
+    s = tx_engine_stats(e);
     CHECK_EQ_U64(s.live, 10);
     CHECK_EQ_U64(s.submitted, 10 + ROUNDS);
     engine_down(t, e);
@@ -1726,7 +1705,7 @@ static void test_concurrent_senders(void)
         SX_FAILF("sink failed: %s", r.error_msg ? r.error_msg : "?");
     CHECK_EQ_INT(result_int(&r), N_SENDERS * PER_SENDER);
     sx_result_free(&r);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK(s.messages >= (uint64_t)N_SENDERS * PER_SENDER);
     engine_down(t, e);
     ctx_free(t);
@@ -1792,13 +1771,10 @@ static bool spin_ge(atomic_int *p, int v)
  * an answer lands across the worker's parking window. */
 static void jitter(int k)
 {
-    struct timespec a, b;
-    long ns = (long)(((unsigned)k * 977u) % 2048u);
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) <
-             ns);
+    uint64_t ns = ((unsigned)k * 977u) % 2048u;
+    uint64_t t0 = tx_now_ns();
+    while (tx_now_ns() - t0 < ns) {
+    }
 }
 
 /* The wake-up flag (docs/SCHEDULER.md §2, "The flag re-check") under
@@ -1883,10 +1859,7 @@ static sx_engine *ok_engine(void)
     static const sx_process_type ok = { .name = "ok",
                                         .init = nop_init,
                                         .step = nop_step };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(NULL, &e), 0);
-    CHECK_RC(sx_engine_register(e, &ok), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(NULL, &ok, 1);
     return e;
 }
 
@@ -2010,7 +1983,7 @@ static void test_misuse_unknown(void)
     CHECK_RC(sx_engine_cancel(e, nobody, NULL), SX_ENOTFOUND);
     CHECK_RC(sx_engine_terminate(e, nobody), SX_ENOTFOUND);
     CHECK_RC(sx_engine_wait(e, nobody, 10, &r), SX_ENOTFOUND);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.submitted, 0);
 
     CHECK_RC(sx_engine_submit(e, "ok", "run", NULL, 0, &pid), 0);
@@ -2229,10 +2202,7 @@ static void outcomes_kept(unsigned workers, size_t keep, size_t n)
                                 .init = out_init,
                                 .step = out_step };
     sx_engine_config cfg = { .workers = workers, .keep_outcomes = keep };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &t, 1);
     sx_pid *pids = calloc(n, sizeof(*pids));
     CHECK(pids != NULL);
     for (size_t i = 0; i < n; i++) {
@@ -2254,8 +2224,7 @@ static void outcomes_kept(unsigned workers, size_t keep, size_t n)
         if (keep >= 1000)
             CHECK(found <= keep + 2 * 64 * (workers + 1));
     }
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
     free(pids);
 }
 
@@ -2334,13 +2303,9 @@ static int race_step(void *state, const sx_event *ev, size_t n,
 
 static void race_pause_ns(uint64_t ns)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u +
-               (uint64_t)t.tv_nsec - (uint64_t)t0.tv_nsec <
-           ns);
+    uint64_t t0 = tx_now_ns();
+    while (tx_now_ns() - t0 < ns) {
+    }
 }
 
 static void *race_submitter(void *arg)
@@ -2394,10 +2359,7 @@ static void test_wait_races_finish(void)
                              .keep_outcomes = RACE_THREADS * each + 1 };
     race_closed = calloc(RACE_THREADS * each, sizeof(double));
     CHECK(race_closed != NULL);
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &t, 1);
     race_arg a[RACE_THREADS];
     _Atomic size_t done[RACE_THREADS];
     pthread_t th[RACE_THREADS + 1];
@@ -2412,8 +2374,7 @@ static void test_wait_races_finish(void)
     CHECK(pthread_create(&th[RACE_THREADS], NULL, race_second, a) == 0);
     for (int i = 0; i <= RACE_THREADS; i++)
         pthread_join(th[i], NULL);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
     for (int i = 0; i < RACE_THREADS; i++)
         free(a[i].pids);
     free(race_closed);
@@ -2562,10 +2523,7 @@ static void test_big_outcomes_under_eviction(void)
     sx_engine_config cfg = { .workers = 1,
                              .keep_outcomes = 4,
                              .max_result = SIZE_MAX };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &t, 1);
     int reads = 0;
     int64_t evictor = 0;
     for (int64_t round = 0; round < 30; round++) {
@@ -2615,8 +2573,7 @@ static void test_big_outcomes_under_eviction(void)
     }
     printf("#   %d reads of big outcomes\n", reads);
     CHECK(reads > 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* ---- free slots go round ---------------------------------------------- */
@@ -2667,12 +2624,12 @@ static bool all_finished(sx_engine *e)
 {
     double t0 = sx_test_now_ms();
     for (;;) {
-        sx_engine_stats s = stats_of(e);
+        sx_engine_stats s = tx_engine_stats(e);
         if (s.live == 0)
             return true;
         if (sx_test_now_ms() - t0 > 10000)
             return false;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
 }
 
@@ -2694,17 +2651,16 @@ static void slots_reused(unsigned workers)
                                     .init = nop_init,
                                     .step = waver_step };
     sx_engine_config cfg = { .workers = workers };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &quit), 0);
-    CHECK_RC(sx_engine_register(e, &waver), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &quit, 1);
+    tx_engine_register(e, &waver, 1);
+    tx_engine_start(e);
     for (int wave = 0; wave < 100; wave++) {
         for (int i = 0; i < 1000; i++)
             CHECK_RC(sx_engine_submit(e, "quit", "run", NULL, 0, NULL), 0);
         CHECK(all_finished(e));
     }
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.completed, 100000);
     CHECK(s.slots >= 1024);
     CHECK(s.slots <= 3072);
@@ -2714,11 +2670,10 @@ static void slots_reused(unsigned workers)
     CHECK_RC(sx_engine_wait(e, pid, WAIT_MS * 10, &r), 0);
     CHECK_RC(r.error, 0);
     sx_result_free(&r);
-    s = stats_of(e);
+    s = tx_engine_stats(e);
     CHECK_EQ_U64(s.completed, 100000 + 1 + WAVE * ROUNDS);
     CHECK(s.slots <= 3072);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 static void test_slots_reused(void)
@@ -2819,11 +2774,7 @@ static void test_state_zeroed(void)
     atomic_store(&dirty_seen, 0);
     for (unsigned workers = 1; workers <= 2; workers++) {
         sx_engine_config cfg = { .workers = workers };
-        sx_engine *e = NULL;
-        CHECK_RC(sx_engine_new(&cfg, &e), 0);
-        for (size_t i = 0; i < 3; i++)
-            CHECK_RC(sx_engine_register(e, &t[i]), 0);
-        CHECK_RC(sx_engine_start(e), 0);
+        sx_engine *e = tx_engine_up(&cfg, t, 3);
         for (int wave = 0; wave < 20; wave++) {
             for (int i = 0; i < 300; i++)
                 CHECK_RC(sx_engine_submit(e, t[(wave + i) % 3].name, "run",
@@ -2831,10 +2782,9 @@ static void test_state_zeroed(void)
                          0);
             CHECK(all_finished(e));
         }
-        sx_engine_stats s = stats_of(e);
+        sx_engine_stats s = tx_engine_stats(e);
         CHECK_EQ_U64(s.completed, 20 * 300);
-        CHECK_RC(sx_engine_stop(e, 1000), 0);
-        sx_engine_free(e);
+        tx_engine_down(e);
     }
     CHECK_EQ_INT(atomic_load(&dirty_seen), 0);
 }
@@ -3216,7 +3166,7 @@ static void test_builtin_commands(void)
     /* Parent and three children (double, idle finished by "hi", idle
      * terminated); the unknown type's spawn counts nowhere. */
     CHECK_EQ_INT(ld(&t->closes), 4);
-    sx_engine_stats s = stats_of(e);
+    sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.submitted, 4);
     CHECK_EQ_U64(s.terminated, 1);
     CHECK_EQ_U64(s.live, 0);
@@ -3309,10 +3259,7 @@ static void test_cancel_reason(void)
     static const sx_process_type canceller = { .name = "canceller",
                                                .init = nop_init,
                                                .step = canceller_step };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(NULL, &e), 0);
-    CHECK_RC(sx_engine_register(e, &canceller), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(NULL, &canceller, 1);
     sx_pid mb;
     CHECK_RC(sx_engine_mailbox_new(e, cancel_box, NULL, &mb), 0);
     cancel_reason_arrives(e, mb, "why", 3);
@@ -3321,8 +3268,7 @@ static void test_cancel_reason(void)
     cancel_reason_arrives(e, mb, longer, sizeof longer);
     cancel_reason_arrives(e, mb, "ab\0cd", 5);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* ---- 14. max_processes: spawns and failed inits ----------------------- */
@@ -3400,7 +3346,7 @@ static void test_max_processes_spawn(void)
         SX_FAILF("a spawn past max_processes answered %s",
                  sx_errname((int)result_int(&r)));
     sx_result_free(&r);
-    CHECK_EQ_U64(stats_of(e).live, 2);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 2);
     engine_down(t, e);
     ctx_free(t);
 }
@@ -3442,14 +3388,11 @@ static void test_max_slots(void)
     tctx *t = ctx_new();
     const sx_process_type types[] = { TYPE("idle", idle_step) };
     sx_engine_config cfg = { .workers = 1, .max_slots = 100 };
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &types[0]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, types, 1);
     sx_pid pids[200], mb;
     CHECK_EQ_INT(fill_slots(t, e, pids, 200), 100);
     CHECK_RC(sx_engine_mailbox_new(e, max_slots_fn, NULL, &mb), SX_ELIMIT);
-    CHECK_EQ_U64(stats_of(e).live, 100);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 100);
     sx_result r;
     for (int i = 0; i < 100; i++)
         send_int(e, SX_PID_NONE, pids[i], "quit", 0);
@@ -3512,7 +3455,7 @@ static void test_send_cmd_to_gone(void)
     gone_target = submit_idx(e, "quick", "run", 0);
     WAIT_OUTCOME(e, gone_target, &r, 0);
     sx_result_free(&r);
-    uint64_t dead0 = stats_of(e).dead_letters;
+    uint64_t dead0 = tx_engine_stats(e).dead_letters;
     sx_pid p = submit_idx(e, "gone_sender", "run", 1);
     WAIT_OUTCOME(e, p, &r, 0);
     if (result_int(&r) != SX_ENOTFOUND)
@@ -3520,7 +3463,7 @@ static void test_send_cmd_to_gone(void)
                  sx_errname((int)result_int(&r)));
     CHECK_EQ_U64(r.steps, 2);
     sx_result_free(&r);
-    CHECK_EQ_U64(stats_of(e).dead_letters, dead0 + 1);
+    CHECK_EQ_U64(tx_engine_stats(e).dead_letters, dead0 + 1);
     engine_down(t, e);
     ctx_free(t);
 }
@@ -3713,22 +3656,19 @@ static void test_stop_cancels_racing_submits(void)
     int rounds = 40;
     for (int round = 0; round < rounds; round++) {
         sx_engine_config cfg = { .workers = 2 };
-        sx_engine *e;
-        CHECK_RC(sx_engine_new(&cfg, &e), 0);
-        CHECK_RC(sx_engine_register(e, &calm), 0);
-        CHECK_RC(sx_engine_start(e), 0);
+        sx_engine *e = tx_engine_up(&cfg, &calm, 1);
         racing_ctx c = { .e = e };
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
             CHECK(pthread_create(&t[i], NULL, racing_submitter, &c) == 0);
-        sleep_ms(2);
+        tx_sleep_ms(2);
         double t0 = sx_test_now_ms();
         CHECK_RC(sx_engine_stop(e, 3000), 0);
         double took = sx_test_now_ms() - t0;
         atomic_store(&c.quit, 1);
         for (int i = 0; i < 3; i++)
             CHECK(pthread_join(t[i], NULL) == 0);
-        sx_engine_stats s = stats_of(e);
+        sx_engine_stats s = tx_engine_stats(e);
         if (s.terminated != 0 || took >= 3000)
             SX_FAILF("round %d: %llu terminated, stop took %.0f ms", round,
                      (unsigned long long)s.terminated, took);

@@ -39,7 +39,7 @@
 
 #include <stepx/process.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* Items are unique integers cast to pointers. They start at 2: NULL means
  * "empty" and (void *)1 is SX__DEQUE_ABORT. */
@@ -47,12 +47,6 @@
 #define INDEX(p) ((uint64_t)(uintptr_t)(p)-2)
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static uint64_t scaled(uint64_t n)
-{
-    uint64_t v = (uint64_t)((double)n * sx_test_stress_scale());
-    return v < 1000 ? 1000 : v;
-}
 
 /* Burns a few cycles without touching shared data, to vary the timing of
  * the two sides of a race. The volatile local is not synchronisation: it
@@ -74,20 +68,6 @@ static void wait_for(_Atomic uint64_t *word, uint64_t want)
     while (atomic_load_explicit(word, memory_order_acquire) < want)
         if (++n % 64 == 0)
             sched_yield();
-}
-
-static pthread_t start_thread(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, fn, arg);
-    CHECK_EQ_INT(rc, 0);
-    return t;
-}
-
-static void join_thread(pthread_t t)
-{
-    int rc = pthread_join(t, NULL);
-    CHECK_EQ_INT(rc, 0);
 }
 
 static void deque_new(sx__deque *d, size_t cap)
@@ -458,13 +438,13 @@ static void dq_stress_run(int nthieves, uint64_t nitems, size_t cap)
     CHECK(s.taken != NULL);
     for (int i = 0; i < nthieves; i++) {
         thieves[i] = (dq_thief){ .s = &s, .seed = 0x1234567ULL * (i + 1) };
-        tids[i] = start_thread(dq_thief_main, &thieves[i]);
+        tids[i] = tx_thread_start(dq_thief_main, &thieves[i]);
     }
     wait_for(&s.ready, (uint64_t)nthieves);
     atomic_store_explicit(&s.go, 1, memory_order_release);
     dq_owner_run(&s, 0xC0FFEEULL + (uint64_t)nthieves);
     for (int i = 0; i < nthieves; i++)
-        join_thread(tids[i]);
+        tx_thread_join(tids[i]);
 
     uint64_t once = 0, dup = 0, lost = 0;
     for (uint64_t i = 0; i < nitems; i++) {
@@ -505,7 +485,7 @@ static void dq_stress_run(int nthieves, uint64_t nitems, size_t cap)
  * (1441 vs 0)", F "dup == 0 (635 vs 0)". */
 static void test_concurrent_1_thief(void)
 {
-    dq_stress_run(1, scaled(2000000), 32);
+    dq_stress_run(1, tx_scaled(2000000), 32);
 }
 
 /* Property: as concurrent_1_thief with three thieves, which also race each
@@ -515,7 +495,7 @@ static void test_concurrent_1_thief(void)
  * 0)". */
 static void test_concurrent_3_thieves(void)
 {
-    dq_stress_run(3, scaled(2000000), 32);
+    dq_stress_run(3, tx_scaled(2000000), 32);
 }
 
 /* ---- concurrent: the last-item race ------------------------------------ */
@@ -588,10 +568,10 @@ static void *dq_last_thief(void *arg)
  * here: its window needs two items in the deque. */
 static void test_last_item_race(void)
 {
-    dq_last s = { .rounds = scaled(150000) };
+    dq_last s = { .rounds = tx_scaled(150000) };
     uint64_t seed = 0x5151ULL, owner_wins = 0, thief_wins = 0, bad = 0;
     deque_new(&s.dq, 2);
-    pthread_t t = start_thread(dq_last_thief, &s);
+    pthread_t t = tx_thread_start(dq_last_thief, &s);
     for (uint64_t r = 1; r <= s.rounds; r++) {
         CHECK(sx__deque_push(&s.dq, ITEM(r)));
         /* release: the thief that sees round r finds the item pushed. */
@@ -609,7 +589,7 @@ static void test_last_item_race(void)
         /* Both sides are done with the round: the deque must be empty. */
         CHECK_EQ_U64(sx__deque_size(&s.dq), 0);
     }
-    join_thread(t);
+    tx_thread_join(t);
     printf("#   %" PRIu64 " rounds: owner won %" PRIu64 ", thief won %" PRIu64
            ", thief lost the CAS %" PRIu64 "\n",
            s.rounds, owner_wins, thief_wins, s.aborts);
@@ -666,11 +646,11 @@ static void *dq_pub_thief(void *arg)
  * build passes. */
 static void test_publication(void)
 {
-    dq_pub s = { .n = scaled(200000) };
+    dq_pub s = { .n = tx_scaled(200000) };
     s.boxes = calloc(s.n, sizeof(*s.boxes));
     CHECK(s.boxes != NULL);
     deque_new(&s.dq, 64);
-    pthread_t t = start_thread(dq_pub_thief, &s);
+    pthread_t t = tx_thread_start(dq_pub_thief, &s);
     wait_for(&s.ready, 1);
     uint64_t seed = 77;
     for (uint64_t i = 0; i < s.n; i++) {
@@ -689,7 +669,7 @@ static void test_publication(void)
     for (dq_box *b; (b = sx__deque_pop(&s.dq)) != NULL;)
         b->taker = 1;
     atomic_store_explicit(&s.done, 1, memory_order_release);
-    join_thread(t);
+    tx_thread_join(t);
     uint64_t by_thief = 0;
     for (uint64_t i = 0; i < s.n; i++) {
         CHECK(s.boxes[i].taker == 1 || s.boxes[i].taker == 2);

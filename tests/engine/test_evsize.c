@@ -27,7 +27,9 @@
 #include <stepx/stepx.h>
 
 #include "engine/core/core.h"
-#include "tests/harness.h"
+#include "tests/support/support.h"
+
+#define WAIT_MS 20000 /* for a process to finish */
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -317,22 +319,18 @@ static void box_wait(box *b, int64_t n)
 static sx_engine *up(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_ECHO, "echo", echo, NULL), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, types, sizeof(types) / sizeof(types[0]));
+    tx_engine_command(e, CMD_ECHO, "echo", echo, NULL);
+    tx_engine_start(e);
     return e;
 }
 
+/* No message was a dead letter; then stopped and freed. */
 static void down(sx_engine *e)
 {
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    CHECK_EQ_U64(st.dead_letters, 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    CHECK_EQ_U64(tx_engine_stats(e).dead_letters, 0);
+    tx_engine_down(e);
 }
 
 static sx_pid gen(sx_engine *e, sx_pid to)
@@ -355,15 +353,6 @@ static sx_pid chk(sx_engine *e)
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, "chk", "run", &in, 1, &pid), 0);
     return pid;
-}
-
-static void wait_ok(sx_engine *e, sx_pid pid)
-{
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 20000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s", r.error_msg);
-    sx_result_free(&r);
 }
 
 /* The outside thread sends every event to `to` with sx_engine_send. */
@@ -390,8 +379,8 @@ static void test_step_to_process(void)
     sx_engine *e = up();
     sx_pid r = chk(e);
     sx_pid g = gen(e, r);
-    wait_ok(e, g);
-    wait_ok(e, r);
+    tx_wait_done(e, g, WAIT_MS, NULL);
+    tx_wait_done(e, r, WAIT_MS, NULL);
     down(e);
 }
 
@@ -405,11 +394,11 @@ static void test_outside_to_process(void)
     for (int round = 0; round < 2; round++) {
         sx_pid r = chk(e);
         send_all(e, r);
-        wait_ok(e, r);
+        tx_wait_done(e, r, WAIT_MS, NULL);
         /* A worker's sends now take the freed nodes back. */
         sx_pid r2 = chk(e);
-        wait_ok(e, gen(e, r2));
-        wait_ok(e, r2);
+        tx_wait_done(e, gen(e, r2), WAIT_MS, NULL);
+        tx_wait_done(e, r2, WAIT_MS, NULL);
     }
     down(e);
 }
@@ -424,7 +413,7 @@ static void test_to_mailbox(void)
     sx_pid m1, m2;
     CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b1, &m1), 0);
     CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b2, &m2), 0);
-    wait_ok(e, gen(e, m1));
+    tx_wait_done(e, gen(e, m1), WAIT_MS, NULL);
     box_wait(&b1, (int64_t)N_EV);
     send_all(e, m2);
     box_wait(&b2, (int64_t)N_EV);
@@ -441,7 +430,7 @@ static void test_completions(void)
     sx_engine *e = up();
     sx_pid p;
     CHECK_RC(sx_engine_submit(e, "yld", "run", NULL, 0, &p), 0);
-    wait_ok(e, p);
+    tx_wait_done(e, p, WAIT_MS, NULL);
     down(e);
 }
 

@@ -56,7 +56,7 @@
 #include <stepx/stepx.h>
 
 #include "process/fault.h"
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #define FAILIF(out, cond, ...)                                                 \
     do {                                                                       \
@@ -475,22 +475,20 @@ static const sx_process_type types[] = {
 static sx_engine *up(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_BIG, "big", big_cmd, NULL), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, types, sizeof(types) / sizeof(types[0]));
+    tx_engine_command(e, CMD_BIG, "big", big_cmd, NULL);
+    tx_engine_start(e);
     return e;
 }
 
+/* Disarms every site, stops e (no sleep may be left on the timer sets)
+ * and frees it. */
 static void down(sx_engine *e)
 {
     sx__fault_arm(0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    CHECK_EQ_U64(st.sleeps, 0);
+    tx_engine_stop(e, 1000);
+    CHECK_EQ_U64(tx_engine_stats(e).sleeps, 0);
     sx_engine_free(e);
 }
 
@@ -501,19 +499,6 @@ static sx_pid submit(sx_engine *e, const char *type, int64_t ms)
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, type, "run", &in, 1, &pid), 0);
     return pid;
-}
-
-/* Waits up to timeout_ms for pid to finish DONE; its DONE value. */
-static int64_t done_value(sx_engine *e, sx_pid pid, int64_t timeout_ms)
-{
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, timeout_ms, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s (%s)", r.error_msg, sx_errname(r.error));
-    int64_t v = -1;
-    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
-    sx_result_free(&r);
-    return v;
 }
 
 static void still_waiting(sx_engine *e, sx_pid pid)
@@ -527,25 +512,18 @@ static void still_waiting(sx_engine *e, sx_pid pid)
     CHECK_RC(rc, SX_ETIMEDOUT);
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 static void test_no_room(void)
 {
     sx_engine *e = up();
     uint64_t before = sx__fault_hits(SX__FAULT_TIMER_KEEP);
     sx__fault_arm(SX__FAULT_TIMER_KEEP);
     /* 10 s: answered at its due, it would run past the wait's 5 s. */
-    int64_t took = done_value(e, submit(e, "nomem", 10000), 5000);
+    int64_t took = tx_wait_int(e, submit(e, "nomem", 10000), 5000);
     CHECK(took < 5000);
     CHECK(sx__fault_hits(SX__FAULT_TIMER_KEEP) > before);
     sx__fault_arm(0);
     /* Memory is back: a sleep waits its time and is answered. */
-    CHECK(done_value(e, submit(e, "twice", 5), 5000) >= 5);
+    CHECK(tx_wait_int(e, submit(e, "twice", 5), 5000) >= 5);
     down(e);
 }
 
@@ -559,14 +537,14 @@ static void test_put_back(void)
     sx_pid pids[PUT_BACK_N];
     for (int i = 0; i < PUT_BACK_N; i++)
         pids[i] = submit(e, "twice", 1 + i % 5);
-    sleep_ms(60); /* every sleep is due by now, none can be answered */
+    tx_sleep_ms(60); /* every sleep is due by now, none can be answered */
     for (int i = 0; i < PUT_BACK_N; i++)
         still_waiting(e, pids[i]);
     /* A whole batch failed at least once (each look takes up to 64). */
     CHECK(sx__fault_hits(SX__FAULT_TIMER_ANSWER) - before >= 64);
     sx__fault_arm(0);
     for (int i = 0; i < PUT_BACK_N; i++)
-        CHECK(done_value(e, pids[i], 10000) >= 1 + i % 5); /* never early */
+        CHECK(tx_wait_int(e, pids[i], 10000) >= 1 + i % 5); /* never early */
     down(e);
 }
 
@@ -576,22 +554,15 @@ static void test_both(void)
     uint64_t keep0 = sx__fault_hits(SX__FAULT_TIMER_KEEP);
     sx__fault_arm(SX__FAULT_TIMER_ANSWER);
     sx_pid held = submit(e, "twice", 1);
-    sleep_ms(20);
+    tx_sleep_ms(20);
     still_waiting(e, held);
     sx__fault_arm(SX__FAULT_TIMER_ANSWER | SX__FAULT_TIMER_KEEP);
-    CHECK(done_value(e, submit(e, "nomem", 10000), 5000) < 5000);
+    CHECK(tx_wait_int(e, submit(e, "nomem", 10000), 5000) < 5000);
     CHECK(sx__fault_hits(SX__FAULT_TIMER_KEEP) > keep0);
     still_waiting(e, held);
     sx__fault_arm(0);
-    CHECK(done_value(e, held, 10000) >= 1);
+    CHECK(tx_wait_int(e, held, 10000) >= 1);
     down(e);
-}
-
-static sx_engine_stats stats(sx_engine *e)
-{
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    return st;
 }
 
 /* Waits up to 10 s for pid's outcome; the outcome's error (its
@@ -616,25 +587,25 @@ static void test_spawn(void)
     sx_payload in = sx_payload_int(b, 1);
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, "twice", "run", &in, 1, &pid), SX_ENOMEM);
-    CHECK_EQ_U64(stats(e).live, 0);
-    CHECK_EQ_U64(stats(e).submitted, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).submitted, 0);
     /* From a step: the parent itself needs a slot, so it is submitted
      * first and the site armed after its spawn's first pass. */
     sx__fault_arm(0);
     sx__fault_arm_after(SX__FAULT_SPAWN, 1);
-    CHECK_EQ_INT(done_value(e, submit(e, "parent", 0), 5000), SX_ENOMEM);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "parent", 0), 5000), SX_ENOMEM);
     CHECK(sx__fault_hits(SX__FAULT_SPAWN) - before >= 2);
     sx__fault_arm(0);
-    CHECK_EQ_INT(done_value(e, submit(e, "parent", 0), 5000), 0);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "parent", 0), 5000), 0);
     /* 2 parents and the child, which sleeps 3 ms after its spawn. */
     for (double t = sx_test_now_ms();
-         stats(e).completed < 3 && sx_test_now_ms() - t < 5000;)
-        sleep_ms(1);
-    CHECK_EQ_U64(stats(e).completed, 3);
+         tx_engine_stats(e).completed < 3 && sx_test_now_ms() - t < 5000;)
+        tx_sleep_ms(1);
+    CHECK_EQ_U64(tx_engine_stats(e).completed, 3);
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_stop(e, 5000), 0);
     CHECK(sx_test_now_ms() - t0 < 2000); /* nothing phantom to wait for */
-    CHECK_EQ_U64(stats(e).live, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
     down(e);
 }
 
@@ -650,8 +621,8 @@ static void test_dispatch(void)
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_DISPATCH) - before, 1);
     sx__fault_arm(0);
     /* Its 20 ms sleep comes due after it finished: dropped, unanswered. */
-    sleep_ms(60);
-    CHECK(done_value(e, submit(e, "twice", 1), 5000) >= 1);
+    tx_sleep_ms(60);
+    CHECK(tx_wait_int(e, submit(e, "twice", 1), 5000) >= 1);
     down(e);
 }
 
@@ -669,7 +640,7 @@ static void test_dispatch_sends(void)
     CHECK_EQ_INT(outcome_error(e, pid, msg, sizeof msg), SX_ENOMEM);
     sx__fault_arm(0);
     CHECK_STR(msg, "dispatch: out of memory");
-    CHECK_EQ_INT(done_value(e, fault_rx, 2000), 7);
+    CHECK_EQ_INT(tx_wait_int(e, fault_rx, 2000), 7);
     down(e);
 }
 
@@ -678,15 +649,15 @@ static void test_send(void)
     sx_engine *e = up();
     sx_pid rx = submit(e, "recv", 0);
     uint8_t b[SX_PAYLOAD_INT_MAX];
-    uint64_t msgs0 = stats(e).messages;
+    uint64_t msgs0 = tx_engine_stats(e).messages;
     sx__fault_arm(SX__FAULT_SEND);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, rx, "t", sx_payload_int(b, 1)),
              SX_ENOMEM);
     still_waiting(e, rx);
     sx__fault_arm(0);
-    CHECK_EQ_U64(stats(e).messages, msgs0);
+    CHECK_EQ_U64(tx_engine_stats(e).messages, msgs0);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, rx, "t", sx_payload_int(b, 2)), 0);
-    CHECK_EQ_INT(done_value(e, rx, 5000), 2);
+    CHECK_EQ_INT(tx_wait_int(e, rx, 5000), 2);
     down(e);
 }
 
@@ -695,20 +666,16 @@ static void test_result(void)
     sx_engine *e = up();
     uint64_t before = sx__fault_hits(SX__FAULT_RESULT);
     sx__fault_arm(SX__FAULT_RESULT);
-    CHECK_EQ_INT(done_value(e, submit(e, "big", 0), 5000), SX_ENOMEM);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "big", 0), 5000), SX_ENOMEM);
     CHECK(sx__fault_hits(SX__FAULT_RESULT) > before);
     sx__fault_arm(0);
-    CHECK_EQ_INT(done_value(e, submit(e, "big", 0), 5000), 0);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "big", 0), 5000), 0);
     down(e);
 }
 
 static void await_phase(int phase)
 {
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&reset_phase) < phase) {
-        CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
-    }
+    TX_WAIT_UNTIL(atomic_load(&reset_phase) >= phase, 10000, 1000);
 }
 
 static void test_timer_reset(void)
@@ -727,7 +694,7 @@ static void test_timer_reset(void)
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_TIMER_KEEP), keep0);
     CHECK_RC(atomic_load(&reset_err), SX_ENOMEM);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }), 0);
-    CHECK_EQ_INT(done_value(e, pid, 10000), 0); /* still fired: at once */
+    CHECK_EQ_INT(tx_wait_int(e, pid, 10000), 0); /* still fired: at once */
     down(e);
 }
 
@@ -764,10 +731,10 @@ static void test_ticker_stop(void)
 static bool io_drained(sx_engine *e)
 {
     double end = sx_test_now_ms() + 5000;
-    while (stats(e).io_inflight != 0) {
+    while (tx_engine_stats(e).io_inflight != 0) {
         if (sx_test_now_ms() > end)
             return false;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
     return true;
 }
@@ -781,18 +748,18 @@ static void test_io_cancel(void)
     for (int i = 0; i < CANCEL_N; i++)
         pids[i] = submit(e, "holder", 0);
     for (int i = 0; i < CANCEL_N; i++)
-        CHECK_EQ_INT(done_value(e, pids[i], 5000), 0);
+        CHECK_EQ_INT(tx_wait_int(e, pids[i], 5000), 0);
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_IO_CANCEL) - before, CANCEL_N);
     /* Every timer handle is cancelled all the same, well before its 60 s,
      * not left on the loop until sx_engine_stop. */
     bool drained = io_drained(e);
     if (!drained)
         fprintf(stderr, "io_inflight %llu\n",
-                (unsigned long long)stats(e).io_inflight);
+                (unsigned long long)tx_engine_stats(e).io_inflight);
     CHECK(drained);
     /* The next finish, with memory back, cancels as before. */
     sx__fault_arm(0);
-    CHECK_EQ_INT(done_value(e, submit(e, "holder", 0), 5000), 0);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "holder", 0), 5000), 0);
     CHECK(io_drained(e));
     down(e);
 }

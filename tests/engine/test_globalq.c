@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -40,26 +40,6 @@ typedef struct {
     uint32_t producer;
     uint32_t seq;
 } gq_item;
-
-static uint32_t scaled(uint32_t n)
-{
-    double v = (double)n * sx_test_stress_scale();
-    return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
-}
-
-static pthread_t start_thread(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, fn, arg);
-    CHECK_EQ_INT(rc, 0);
-    return t;
-}
-
-static void join_thread(pthread_t t)
-{
-    int rc = pthread_join(t, NULL);
-    CHECK_EQ_INT(rc, 0);
-}
 
 static void gq_new(sx__globalq *q)
 {
@@ -342,11 +322,11 @@ static void gq_stress_run(gq_stress *s)
     }
     for (uint32_t c = 0; c < s->ncons; c++) {
         s->cons[c] = (gq_worker){ .s = s, .id = c, .seed = 1000 + c };
-        ct[c] = start_thread(gq_consumer_main, &s->cons[c]);
+        ct[c] = tx_thread_start(gq_consumer_main, &s->cons[c]);
     }
     for (uint32_t p = 0; p < s->nprod; p++) {
         s->prod[p] = (gq_worker){ .s = s, .id = p, .seed = 1 + p };
-        pt[p] = start_thread(gq_producer_main, &s->prod[p]);
+        pt[p] = tx_thread_start(gq_producer_main, &s->prod[p]);
     }
     unsigned n = 0;
     while (atomic_load_explicit(&s->ready, memory_order_relaxed) <
@@ -355,9 +335,9 @@ static void gq_stress_run(gq_stress *s)
             sched_yield();
     atomic_store_explicit(&s->go, 1, memory_order_release);
     for (uint32_t p = 0; p < s->nprod; p++)
-        join_thread(pt[p]);
+        tx_thread_join(pt[p]);
     for (uint32_t c = 0; c < s->ncons; c++)
-        join_thread(ct[c]);
+        tx_thread_join(ct[c]);
 
     uint64_t received = 0, errors = 0, dup = 0, lost = 0;
     for (uint32_t c = 0; c < s->ncons; c++) {
@@ -392,7 +372,7 @@ static void gq_stress_run(gq_stress *s)
 static void test_concurrent_4p_2c(void)
 {
     static gq_stress s;
-    s = (gq_stress){ .nprod = 4, .ncons = 2, .per = scaled(250000) };
+    s = (gq_stress){ .nprod = 4, .ncons = 2, .per = tx_scaled(250000) };
     gq_stress_run(&s);
 }
 
@@ -402,7 +382,7 @@ static void test_concurrent_4p_1c_fifo(void)
 {
     static gq_stress s;
     s = (gq_stress){
-        .nprod = 4, .ncons = 1, .per = scaled(250000), .strict = true
+        .nprod = 4, .ncons = 1, .per = tx_scaled(250000), .strict = true
     };
     gq_stress_run(&s);
 }

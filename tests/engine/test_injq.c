@@ -88,7 +88,7 @@
 
 #include <stepx/process.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* Under a sanitizer an atomic operation costs about 100 times more: the
  * concurrent cases then run 0.4 times the items, and concurrent_rounds one
@@ -116,22 +116,7 @@ typedef struct {
 
 static uint32_t scaled(uint32_t n)
 {
-    double v = (double)n * sx_test_stress_scale() * IQ_SCALE;
-    return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
-}
-
-static pthread_t start_thread(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, fn, arg);
-    CHECK_EQ_INT(rc, 0);
-    return t;
-}
-
-static void join_thread(pthread_t t)
-{
-    int rc = pthread_join(t, NULL);
-    CHECK_EQ_INT(rc, 0);
+    return tx_scaled((double)n * IQ_SCALE);
 }
 
 static void iq_new(sx__injq *q, size_t cap)
@@ -707,9 +692,9 @@ static void iq_stress_run(iq_stress *s)
         CHECK(all[i]->seen != NULL);
     }
     for (uint32_t c = 0; c < s->ncons; c++)
-        ct[c] = start_thread(iq_consumer_main, &s->cons[c]);
+        ct[c] = tx_thread_start(iq_consumer_main, &s->cons[c]);
     for (uint32_t p = 0; p < s->nprod; p++)
-        pt[p] = start_thread(iq_producer_main, &s->prod[p]);
+        pt[p] = tx_thread_start(iq_producer_main, &s->prod[p]);
     unsigned n = 0;
     while (atomic_load_explicit(&s->ready, memory_order_relaxed) <
            s->nprod + s->ncons)
@@ -717,14 +702,14 @@ static void iq_stress_run(iq_stress *s)
             sched_yield();
     atomic_store_explicit(&s->go, 1, memory_order_release);
     if (s->watch)
-        s->watcher = start_thread(iq_watcher_main, s);
+        s->watcher = tx_thread_start(iq_watcher_main, s);
     for (uint32_t p = 0; p < s->nprod; p++)
-        join_thread(pt[p]);
+        tx_thread_join(pt[p]);
     for (uint32_t c = 0; c < s->ncons; c++)
-        join_thread(ct[c]);
+        tx_thread_join(ct[c]);
     if (s->watch) {
         atomic_store_explicit(&s->watch_stop, true, memory_order_relaxed);
-        join_thread(s->watcher);
+        tx_thread_join(s->watcher);
         printf("#   watcher: %" PRIu64 " sizes read\n", s->watched);
     }
 

@@ -29,16 +29,9 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #define WAIT_MS 10000
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 /* ---- sized ---- */
 
@@ -199,7 +192,7 @@ static int gate_step(void *st, const sx_event *ev, size_t n,
     double end = sx_test_now_ms() + 30000;
     while (!atomic_load_explicit(&gate_open[k], memory_order_acquire) &&
            sx_test_now_ms() < end)
-        sleep_ms(1);
+        tx_sleep_ms(1);
     sx_done(out, (sx_payload){ NULL, 0 });
     return 0;
 }
@@ -247,18 +240,7 @@ static const sx_process_type types[] = {
 
 static sx_engine *up(const sx_engine_config *cfg)
 {
-    sx_engine *e = NULL;
-    CHECK_RC(sx_engine_new(cfg, &e), 0);
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    return tx_engine_up(cfg, types, sizeof types / sizeof types[0]);
 }
 
 static sx_pid submit(sx_engine *e, const char *type, const char *method,
@@ -318,7 +300,7 @@ static void test_max_result_exact(void)
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
     CHECK_EQ_U64(st.completed, 1);
     CHECK_EQ_U64(st.failed, 2);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* The last @exit a mailbox got: its code (0 for ok) and message. */
@@ -409,7 +391,7 @@ static void test_max_result_seen_by_all(void)
             atomic_load_explicit(&w.calls, memory_order_acquire) == 1)
             break;
         CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
     CHECK_RC(atomic_load_explicit(&w.error, memory_order_relaxed),
              SX_ETOOLARGE);
@@ -453,7 +435,7 @@ static void test_max_result_seen_by_all(void)
     CHECK_EQ_U64(len, 4096);
     sx_result_free(&r);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: 0 in the configuration stands for the defaults (4 MiB for
@@ -478,14 +460,14 @@ static void test_limit_defaults(void)
     run_sized(e, "run", (int64_t)SX_MAX_RESULT_DEFAULT + 1, &pid, &r);
     CHECK_RC(r.error, SX_ETOOLARGE);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
     cfg.max_result = SIZE_MAX;
     e = up(&cfg);
     run_sized(e, "run", (int64_t)SX_MAX_RESULT_DEFAULT * 2, &pid, &r);
     CHECK_RC(r.error, 0);
     CHECK_EQ_U64(r.value.len, SX_MAX_RESULT_DEFAULT * 2);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: sx_fail_code finishes the process with a negative code it is
@@ -511,7 +493,7 @@ static void test_fail_code(void)
         CHECK_STR(r.error_msg, "coded");
         sx_result_free(&r);
     }
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- keep_outcome_bytes ---- */
@@ -562,7 +544,7 @@ static void test_outcome_bytes_budget(void)
             CHECK_EQ_U64(r.value.len, (size_t)BIG);
         sx_result_free(&r);
     }
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: the newest outcome stays even when it alone is over the
@@ -587,7 +569,7 @@ static void test_outcome_bytes_newest_kept(void)
     CHECK_RC(sx_engine_wait(e, small, 0, &r), 0);
     sx_result_free(&r);
     CHECK_EQ_U64(bytes_held(e, NULL), 100);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Opens gate k and waits until its process has finished. */
@@ -604,12 +586,9 @@ static sx_pid gate_hold(sx_engine *e, int k)
     atomic_store_explicit(&gate_open[k], 0, memory_order_relaxed);
     atomic_store_explicit(&gate_in[k], 0, memory_order_relaxed);
     sx_pid pid = submit(e, "gate", "run", k);
-    double end = sx_test_now_ms() + WAIT_MS;
     /* acquire: pairs with gate_step's release. */
-    while (!atomic_load_explicit(&gate_in[k], memory_order_acquire)) {
-        CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
-    }
+    TX_WAIT_UNTIL(atomic_load_explicit(&gate_in[k], memory_order_acquire),
+                  WAIT_MS, 1000);
     return pid;
 }
 
@@ -649,7 +628,7 @@ static void test_outcome_bytes_across_shards(void)
         sx_result_free(&r);
     }
     gate_release(e, 1, g1);
-    down(e);
+    tx_engine_down(e);
 }
 
 typedef struct {
@@ -706,7 +685,7 @@ static void test_outcome_bytes_concurrent(void)
         CHECK_EQ_INT(r[i].bad, 0);
     }
     CHECK(bytes_held(e, NULL) <= BUDGET / 2 + SLACK + (128 << 10));
-    down(e);
+    tx_engine_down(e);
 }
 
 static const sx_test_case cases[] = {

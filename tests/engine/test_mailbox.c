@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -53,26 +53,6 @@ typedef struct {
 static uint64_t ev_payload(uint32_t producer, uint32_t seq)
 {
     return ((uint64_t)producer << 40) ^ ((uint64_t)seq * 0x9E3779B97F4A7C15ULL);
-}
-
-static uint32_t scaled(uint32_t n)
-{
-    double v = (double)n * sx_test_stress_scale();
-    return v < 1000 ? 1000 : v > 1e9 ? 1000000000u : (uint32_t)v;
-}
-
-static pthread_t start_thread(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, fn, arg);
-    CHECK_EQ_INT(rc, 0);
-    return t;
-}
-
-static void join_thread(pthread_t t)
-{
-    int rc = pthread_join(t, NULL);
-    CHECK_EQ_INT(rc, 0);
 }
 
 /* Yields every 64th call: spinning threads on a small (or loaded) machine
@@ -250,8 +230,7 @@ typedef struct {
 static void *late_link_main(void *arg)
 {
     late_link *l = arg;
-    struct timespec ts = { 0, 30 * 1000 * 1000 }; /* 30 ms */
-    nanosleep(&ts, NULL);
+    tx_sleep_ms(30);
     /* Set just before the link, not after it: a find that waited for the
      * link may return (and the test read the flag) before a store made
      * after the link, which would make this test fail spuriously under
@@ -426,7 +405,7 @@ static void mb_stress_run(mb_stress *s)
         s->prod[p] = (mb_producer){ .s = s, .id = p };
         s->prod[p].pool = calloc(s->pool_size, sizeof(mb_ev));
         CHECK(s->prod[p].pool != NULL);
-        tids[p] = start_thread(mb_producer_main, &s->prod[p]);
+        tids[p] = tx_thread_start(mb_producer_main, &s->prod[p]);
     }
     unsigned spins = 0;
     while (atomic_load_explicit(&s->ready, memory_order_relaxed) < s->nprod)
@@ -482,7 +461,7 @@ static void mb_stress_run(mb_stress *s)
         }
     }
     for (uint32_t p = 0; p < s->nprod; p++)
-        join_thread(tids[p]);
+        tx_thread_join(tids[p]);
     if (s->use_ctl) {
         printf("#   %" PRIu64 " events in %" PRIu64 " takes\n", received,
                takes);
@@ -516,7 +495,7 @@ static void mb_stress_run(mb_stress *s)
 static void test_mpsc_producers(void)
 {
     static mb_stress s;
-    s = (mb_stress){ .nprod = 4, .per = scaled(500000), .pool_size = 4096 };
+    s = (mb_stress){ .nprod = 4, .per = tx_scaled(500000), .pool_size = 4096 };
     mb_stress_run(&s);
 }
 
@@ -529,7 +508,7 @@ static void test_mpsc_producers(void)
 static void test_mpsc_near_empty(void)
 {
     static mb_stress s;
-    s = (mb_stress){ .nprod = 3, .per = scaled(300000), .pool_size = 2 };
+    s = (mb_stress){ .nprod = 3, .per = tx_scaled(300000), .pool_size = 2 };
     mb_stress_run(&s);
 }
 
@@ -589,7 +568,7 @@ static void test_mpsc_unpop_concurrent(void)
 {
     static mb_stress s;
     s = (mb_stress){
-        .nprod = 3, .per = scaled(200000), .pool_size = 2, .unpop = 3
+        .nprod = 3, .per = tx_scaled(200000), .pool_size = 2, .unpop = 3
     };
     mb_stress_run(&s);
 }
@@ -639,7 +618,7 @@ static void test_ctl_concurrent(void)
 {
     static mb_stress s;
     s = (mb_stress){
-        .nprod = 4, .per = scaled(500000), .pool_size = 4096, .use_ctl = true
+        .nprod = 4, .per = tx_scaled(500000), .pool_size = 4096, .use_ctl = true
     };
     mb_stress_run(&s);
 }
@@ -653,7 +632,7 @@ static void test_ctl_recycled(void)
 {
     static mb_stress s;
     s = (mb_stress){
-        .nprod = 3, .per = scaled(200000), .pool_size = 2, .use_ctl = true
+        .nprod = 3, .per = tx_scaled(200000), .pool_size = 2, .use_ctl = true
     };
     mb_stress_run(&s);
 }

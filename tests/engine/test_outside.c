@@ -13,7 +13,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -80,18 +80,7 @@ static const sx_process_type sender_t = { .name = "sender",
 
 static sx_engine *up(void)
 {
-    sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &sender_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    return tx_engine_up_workers(2, &sender_t, 1);
 }
 
 /* ---- a mailbox that checks per-sender order ---- */
@@ -208,7 +197,7 @@ static void test_mailbox_order(void)
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
     CHECK_RC(sx_engine_mailbox_free(e, mb), SX_ENOTFOUND);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, mb, "seq", nil), SX_ENOTFOUND);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- closing under fire ---- */
@@ -268,17 +257,15 @@ static void test_mailbox_free_under_fire(void)
          * a loaded machine to run a hammer again after the free (1 run in
          * 10 under load would fail the check below). */
         double end = sx_test_now_ms() + 10000;
-        while (atomic_load(&h.after_enotfound) == 0 && sx_test_now_ms() < end) {
-            struct timespec ts = { 0, 1000000 };
-            nanosleep(&ts, NULL);
-        }
+        while (atomic_load(&h.after_enotfound) == 0 && sx_test_now_ms() < end)
+            tx_sleep_ms(1);
         atomic_store(&h.stop, 1);
         for (int i = 0; i < 3; i++)
             pthread_join(t[i], NULL);
         CHECK(atomic_load(&h.after_enotfound) > 0);
     }
     CHECK_EQ_INT(atomic_load(&storm_late), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- monitor and watch ---- */
@@ -317,7 +304,7 @@ static void test_monitor(void)
     CHECK_RC((int)box_get(&b, &b.exit_code), SX_ENOTFOUND);
     CHECK_RC(sx_engine_monitor(e, ghost, q), SX_ENOTFOUND);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A monitor of a PID on another node or host whose id is that of a
@@ -352,7 +339,7 @@ static void test_monitor_foreign(void)
     wait_field(&b, &b.exits, 2);
     CHECK_RC((int)box_get(&b, &b.exit_code), SX_ENOTFOUND);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Waiting on a PID of another node or host whose id is that of a
@@ -373,7 +360,7 @@ static void test_wait_foreign(void)
     CHECK_RC(sx_engine_wait(e, other_host, 0, &r), SX_ENOTFOUND);
     CHECK_RC(sx_engine_wait(e, other_node, 0, &r), SX_ENOTFOUND);
     CHECK_RC(sx_engine_wait(e, other_node, -1, &r), SX_ENOTFOUND);
-    down(e);
+    tx_engine_down(e);
 }
 
 typedef struct {
@@ -434,7 +421,7 @@ static void test_watch(void)
     static watched d;
     CHECK_RC(sx_engine_watch(e, ghost, watch_fn, &d), SX_ENOTFOUND);
     CHECK_RC(sx_engine_watch(e, ghost, NULL, &d), SX_EINVAL);
-    down(e);
+    tx_engine_down(e);
     CHECK_EQ_INT(atomic_load(&a.calls), 1);
     CHECK_EQ_INT(atomic_load(&c.calls), 1);
     CHECK_EQ_INT(atomic_load(&d.calls), 0);
@@ -470,7 +457,7 @@ static void test_misuse(void)
     CHECK_RC(sx_engine_wait(e, p, 10000, &r), 0);
     CHECK_RC(r.error, 0);
     sx_result_free(&r);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- wait on a mailbox while it closes ---- */
@@ -545,7 +532,7 @@ static void test_wait_mailbox_closing(void)
     if (m.bad != 0 || m.worst_ms > 1000)
         SX_FAILF("%d of %d waits not SX_ENOTFOUND, the slowest %.1f ms", m.bad,
                  m.rounds, m.worst_ms);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- stop under fire ---- */
@@ -717,10 +704,7 @@ static void test_stop_storm(void)
         atomic_store(&sp_inits, 0);
         atomic_store(&sp_closes, 0);
         sx_engine_config cfg = { .workers = 2, .keep_outcomes = 64 };
-        sx_engine *e;
-        CHECK_RC(sx_engine_new(&cfg, &e), 0);
-        CHECK_RC(sx_engine_register(e, &stormp_t), 0);
-        CHECK_RC(sx_engine_start(e), 0);
+        sx_engine *e = tx_engine_up(&cfg, &stormp_t, 1);
         atomic_int quit = 0, stopped = 0;
         stormer s[4];
         pthread_t t[4];
@@ -732,15 +716,14 @@ static void test_stop_storm(void)
                                       (uint64_t)i };
             CHECK(pthread_create(&t[i], NULL, stormer_main, &s[i]) == 0);
         }
-        struct timespec ts = { 0, 20000000 };
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(20);
         double t0 = sx_test_now_ms();
         CHECK_RC(sx_engine_stop(e, 100), 0);
         double took = sx_test_now_ms() - t0;
         if (took > 1000)
             SX_FAILF("stop took %.0f ms", took);
         atomic_store(&stopped, 1);
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(20);
         atomic_store(&quit, 1);
         for (int i = 0; i < 4; i++)
             pthread_join(t[i], NULL);
@@ -842,7 +825,7 @@ static void test_mailbox_pids_random(void)
         SX_FAILF("only %d of %d slots reused", reused, N_BOXES);
     for (int i = 0; i < N_BOXES; i++)
         CHECK_RC(sx_engine_mailbox_free(e, second[i]), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 #define N_PROCS 200
@@ -925,7 +908,7 @@ static void test_mailbox_slots_reused(void)
     }
     for (int i = 0; i < N_PROCS; i++)
         CHECK_RC(sx_engine_terminate(e, later[i]), 0);
-    down(e);
+    tx_engine_down(e);
 }
 
 static const sx_test_case cases[] = {

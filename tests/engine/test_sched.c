@@ -11,26 +11,15 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
-
-static void usleep_(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    nanosleep(&ts, NULL);
-}
 
 static sx_engine *up(unsigned workers, unsigned throughput,
                      const sx_process_type *types, size_t n)
 {
     sx_engine_config cfg = { .workers = workers, .throughput = throughput };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < n; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
+    return tx_engine_up(&cfg, types, n);
 }
 
 static int no_init(void *st, const sx_init_ctx *c, const char *m,
@@ -87,7 +76,7 @@ static void test_fairness(void)
     sx_pid hog, quick;
     CHECK_RC(sx_engine_submit(e, "hog", "run", NULL, 0, &hog), 0);
     while (atomic_load(&hog_steps) < 100)
-        usleep_(100);
+        tx_sleep_us(100);
     CHECK_RC(sx_engine_submit(e, "quick", "run", NULL, 0, &quick), 0);
     int err = -1;
     CHECK(wait_done(e, quick, 5000, &err));
@@ -97,7 +86,7 @@ static void test_fairness(void)
     int before = atomic_load(&hog_steps);
     double t0 = sx_test_now_ms();
     while (atomic_load(&hog_steps) <= before && sx_test_now_ms() - t0 < 5000)
-        usleep_(1000);
+        tx_sleep_us(1000);
     CHECK(atomic_load(&hog_steps) > before);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, hog, "stop", nil), 0);
     CHECK(wait_done(e, hog, 5000, &err));
@@ -138,10 +127,10 @@ static void test_sleep_beside_hog(void)
     sx_engine *e = up(1, 4, t, 2);
     sx_pid hog, nap;
     CHECK_RC(sx_engine_submit(e, "nap", "run", NULL, 0, &nap), 0);
-    usleep_(2000); /* nap has yielded its sleep */
+    tx_sleep_us(2000); /* nap has yielded its sleep */
     CHECK_RC(sx_engine_submit(e, "hog", "run", NULL, 0, &hog), 0);
     while (atomic_load(&hog_steps) < 100)
-        usleep_(100);
+        tx_sleep_us(100);
     int err = -1;
     CHECK(wait_done(e, nap, 3000, &err));
     CHECK_EQ_INT(err, 0);
@@ -149,7 +138,7 @@ static void test_sleep_beside_hog(void)
     int before = atomic_load(&hog_steps);
     double t0 = sx_test_now_ms();
     while (atomic_load(&hog_steps) <= before && sx_test_now_ms() - t0 < 5000)
-        usleep_(1000);
+        tx_sleep_us(1000);
     CHECK(atomic_load(&hog_steps) > before);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, hog, "stop", nil), 0);
     CHECK(wait_done(e, hog, 5000, &err));
@@ -259,16 +248,16 @@ static void test_sleep_beside_long_step(void)
          * far as can be told). The lateness bound below is what the case
          * checks. */
         do {
-            usleep_(1000);
+            tx_sleep_us(1000);
             CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
         } while (st.parked < 2 && sx_test_now_ms() - t0 < 20000);
         CHECK_EQ_INT(st.parked, 2);
-        usleep_(30000); /* both parked for good, not for a re-check */
+        tx_sleep_us(30000); /* both parked for good, not for a re-check */
         atomic_store(&nap_late_ns, -1);
         CHECK_RC(sx_engine_send(e, SX_PID_NONE, napper, "go", nil), 0);
         t0 = sx_test_now_ms();
         while (atomic_load(&nap_late_ns) < 0 && sx_test_now_ms() - t0 < 5000)
-            usleep_(1000);
+            tx_sleep_us(1000);
         int64_t late = atomic_load(&nap_late_ns);
         if (late < 0 || late > 250 * 1000000LL)
             SX_FAILF("round %d: the 5 ms sleep was %.1f ms late", round,
@@ -313,7 +302,7 @@ static void test_batch_limit(void)
     sx_pid p;
     CHECK_RC(sx_engine_submit(e, "batch", "run", NULL, 0, &p), 0);
     while (atomic_load(&batch_steps) < 1)
-        usleep_(100);
+        tx_sleep_us(100);
     for (int i = 0; i < 25; i++)
         CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "m", nil), 0);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "end", nil), 0);
@@ -434,12 +423,12 @@ static void test_park_and_wake(void)
     sx_worker_stats ws[2];
     double t0 = sx_test_now_ms();
     do {
-        usleep_(1000);
+        tx_sleep_us(1000);
         CHECK_RC(sx_engine_stats_get(e, &st, ws, 2), 0);
     } while (st.parked < 2 && sx_test_now_ms() - t0 < 5000);
     CHECK_EQ_INT(st.parked, 2);
     uint64_t steps = ws[0].steps + ws[1].steps;
-    usleep_(50000);
+    tx_sleep_us(50000);
     CHECK_RC(sx_engine_stats_get(e, &st, ws, 2), 0);
     CHECK_EQ_U64(ws[0].steps + ws[1].steps, steps);
     uint64_t wakeups = ws[0].wakeups + ws[1].wakeups;
@@ -496,13 +485,11 @@ static void test_listing(void)
         { .name = "blocker", .init = no_init, .step = blocker_step },
     };
     sx_engine_config cfg = { .workers = 1 };
-    sx_engine *e;
     sx_completer *held = NULL;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &t[0]), 0);
-    CHECK_RC(sx_engine_register(e, &t[1]), 0);
-    CHECK_RC(sx_engine_register_command(e, 300, "hold", hold, &held), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, t, 2);
+    tx_engine_command(e, 300, "hold", hold, &held);
+    tx_engine_start(e);
     sx_pid a, b;
     CHECK_RC(sx_engine_submit(e, "idler", "other", NULL, 0, &a), 0);
     CHECK_RC(sx_engine_submit(e, "blocker", "run", NULL, 0, &b), 0);
@@ -510,7 +497,7 @@ static void test_listing(void)
     int n = 0, idle = 0, blocked = 0;
     double t0 = sx_test_now_ms();
     while ((idle != 1 || blocked != 1) && sx_test_now_ms() - t0 < 5000) {
-        usleep_(1000);
+        tx_sleep_us(1000);
         n = sx_engine_list(e, info, 4);
         idle = blocked = 0;
         for (int i = 0; i < n; i++) {
@@ -555,7 +542,7 @@ static int gate_step(void *st, const sx_event *ev, size_t n,
     (void)st, (void)ev, (void)n;
     atomic_store(&gate_in, 1);
     while (!atomic_load(&gate_open))
-        usleep_(200);
+        tx_sleep_us(200);
     sx_done(out, nil);
     return 0;
 }
@@ -605,15 +592,11 @@ static void test_submit_order(void)
      * worker can finish the gate and all ORDER_N processes before the
      * wait below, which would then find the gate's outcome evicted. */
     sx_engine_config cfg = { .workers = 1, .keep_outcomes = 2 * ORDER_N };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < 2; i++)
-        CHECK_RC(sx_engine_register(e, &t[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, t, 2);
     sx_pid gate;
     CHECK_RC(sx_engine_submit(e, "gate", "run", NULL, 0, &gate), 0);
     while (!atomic_load(&gate_in))
-        usleep_(100);
+        tx_sleep_us(100);
     for (int i = 0; i < ORDER_N; i++) {
         uint8_t b[SX_PAYLOAD_INT_MAX];
         sx_payload in = sx_payload_int(b, i);
@@ -626,7 +609,7 @@ static void test_submit_order(void)
     int err = -1;
     CHECK(wait_done(e, gate, 5000, &err));
     for (int k = 0; k < 10000 && atomic_load(&order_pos) < ORDER_N; k++)
-        usleep_(1000);
+        tx_sleep_us(1000);
     CHECK_EQ_INT(atomic_load(&order_pos), ORDER_N);
     /* Stop joins the workers: their writes to order_seen are ours now. */
     CHECK_RC(sx_engine_stop(e, 1000), 0);
@@ -776,13 +759,6 @@ static sx_pid pen_submit(sx_engine *e, const char *type, char letter, int64_t k,
     return pid;
 }
 
-static void wait_ok(sx_engine *e, sx_pid pid)
-{
-    int err = -1;
-    CHECK(wait_done(e, pid, 5000, &err));
-    CHECK_EQ_INT(err, 0);
-}
-
 /* Property: a sender whose message finds its receiver READY (woken, not
  * yet run: it has earlier messages to read) ends its turn, so the
  * receiver runs. One worker, throughput 8: a producer sends one message
@@ -798,18 +774,17 @@ static void test_penalty_yields_turn(void)
     sx_pid c = pen_submit(e, "sink", 'C', 6, NULL, NULL);
     sx_process_info info;
     do { /* IDLE after its first step */
-        usleep_(100);
+        tx_sleep_us(100);
         CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
     } while (info.state != SX_PSTATE_IDLE);
     sx_pid p = pen_submit(e, "src", 'P', 6, &c, NULL);
-    wait_ok(e, p);
-    wait_ok(e, c);
+    tx_wait_done(e, p, 5000, NULL);
+    tx_wait_done(e, c, 5000, NULL);
     int n = atomic_load(&plog_n);
     plog[n < (int)sizeof plog ? n : (int)sizeof plog - 1] = 0;
     printf("# steps: %s\n", plog);
     CHECK(strncmp(plog, "PPC", 3) == 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* Property: the penalty ends only the turn of the sender that incurred
@@ -829,18 +804,18 @@ static void test_penalty_is_the_senders(void)
     sx_pid x = pen_submit(e, "tick", 'X', 0, NULL, NULL);
     sx_pid y = pen_submit(e, "tick", 'Y', 0, NULL, NULL);
     while (atomic_load(&plog_n) < 100)
-        usleep_(100);
+        tx_sleep_us(100);
     sx_pid s = pen_submit(e, "s3", 'S', 0, &r, &z);
-    wait_ok(e, s);
-    wait_ok(e, r);
-    wait_ok(e, z);
+    tx_wait_done(e, s, 5000, NULL);
+    tx_wait_done(e, r, 5000, NULL);
+    tx_wait_done(e, z, 5000, NULL);
     int at = atomic_load(&plog_n);
     while (atomic_load(&plog_n) < at + 200)
-        usleep_(100);
+        tx_sleep_us(100);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, x, "stop", nil), 0);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, y, "stop", nil), 0);
-    wait_ok(e, x);
-    wait_ok(e, y);
+    tx_wait_done(e, x, 5000, NULL);
+    tx_wait_done(e, y, 5000, NULL);
     int n = atomic_load(&plog_n);
     plog[n < (int)sizeof plog ? n : (int)sizeof plog - 1] = 0;
     const char *sp = strchr(plog, 'S');
@@ -862,8 +837,7 @@ static void test_penalty_is_the_senders(void)
                      "%.60s)",
                      run, len, c, sp);
     }
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* ---- a chain of hand-offs through the next slot ------------------------ */
@@ -954,7 +928,7 @@ static void wait_all_idle(sx_engine *e, size_t want)
             return;
         if (sx_test_now_ms() - t0 > 5000)
             SX_FAILF("processes not idle after 5 s (%d listed)", n);
-        usleep_(100);
+        tx_sleep_us(100);
     }
 }
 
@@ -997,7 +971,7 @@ static void chain_run(bool busy)
             CHECK_RC(sx_engine_submit(e, "quick", "run", NULL, 0, &q), 0);
             submitted++;
         } else {
-            usleep_(100);
+            tx_sleep_us(100);
         }
         if (sx_test_now_ms() - t0 > 60000)
             SX_FAILF("no end after 60 s: %lld balls",
@@ -1006,9 +980,9 @@ static void chain_run(bool busy)
     /* Not sx_engine_wait when busy: the outcomes of the pair may no longer
      * be kept after that many processes finished. */
     if (!busy) {
-        wait_ok(e, a);
-        wait_ok(e, b);
-        wait_ok(e, c);
+        tx_wait_done(e, a, 5000, NULL);
+        tx_wait_done(e, b, 5000, NULL);
+        tx_wait_done(e, c, 5000, NULL);
     }
     int64_t at = atomic_load(&chain_bystander_at);
     printf("# the bystander ran after %lld balls (%u submitted meanwhile)\n",
@@ -1137,10 +1111,10 @@ static void test_deque_popped_chain(void)
     }
     sx_pid a;
     CHECK_RC(sx_engine_submit(e, "poker", "run", in, 5, &a), 0);
-    wait_ok(e, a);
-    wait_ok(e, b);
-    wait_ok(e, c);
-    wait_ok(e, k);
+    tx_wait_done(e, a, 5000, NULL);
+    tx_wait_done(e, b, 5000, NULL);
+    tx_wait_done(e, c, 5000, NULL);
+    tx_wait_done(e, k, 5000, NULL);
     int64_t at = atomic_load(&chain_bystander_at);
     printf("# the bystander ran after %lld balls\n", (long long)at);
     CHECK(at >= 0);

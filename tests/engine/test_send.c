@@ -11,7 +11,9 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
+
+#define WAIT_MS 10000 /* for a process to finish */
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -186,11 +188,10 @@ static const sx_process_type snd_t = { .name = "snd",
 static sx_engine *up(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &snd_t), 0);
-    CHECK_RC(sx_engine_register(e, &rcv_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &snd_t, 1);
+    tx_engine_register(e, &rcv_t, 1);
+    tx_engine_start(e);
     return e;
 }
 
@@ -207,15 +208,6 @@ static sx_pid snd(sx_engine *e, sx_pid to, int64_t n, int64_t mode)
     return pid;
 }
 
-static void wait_ok(sx_engine *e, sx_pid pid)
-{
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s", r.error_msg);
-    sx_result_free(&r);
-}
-
 /* Property: 10,000 sx_send messages (4 per step, CONTINUE) arrive once
  * each, in order, from the sender, with topic and data; the one sent in
  * the DONE step arrives too; nothing counts as a dead letter. */
@@ -226,20 +218,15 @@ static void test_order_and_done(void)
     sx_pid mb;
     CHECK_RC(sx_engine_mailbox_new(e, box_fn, &b, &mb), 0);
     sx_pid p = snd(e, mb, 10000, 0);
-    wait_ok(e, p);
-    double end = sx_test_now_ms() + 10000;
-    while (box_got(&b) < 10001) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    tx_wait_done(e, p, WAIT_MS, NULL);
+    TX_WAIT_UNTIL(box_got(&b) >= 10001, 10000, 0);
     CHECK_EQ_INT(b.bad, 0);
     CHECK(sx_pid_eq(b.from, p));
     sx_engine_stats st;
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
     CHECK_EQ_U64(st.dead_letters, 0);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* Property: the sends of one step to one process travel as one chain
@@ -255,7 +242,7 @@ static void test_chain_to_process(void)
     sx_pid r;
     CHECK_RC(sx_engine_submit(e, "rcv", "run", &in, 1, &r), 0);
     sx_pid p = snd(e, r, 10000, 0);
-    wait_ok(e, p);
+    tx_wait_done(e, p, WAIT_MS, NULL);
     sx_result res;
     CHECK_RC(sx_engine_wait(e, r, 10000, &res), 0);
     CHECK_EQ_INT(res.error, 0);
@@ -268,11 +255,10 @@ static void test_chain_to_process(void)
     CHECK_EQ_U64(st.dead_letters, 0);
     /* r is done: 8 more messages, 4 per step, 2 chains, 8 dead letters
      * (the final DONE step's send makes 9). */
-    wait_ok(e, snd(e, r, 8, 0));
+    tx_wait_done(e, snd(e, r, 8, 0), WAIT_MS, NULL);
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
     CHECK_EQ_U64(st.dead_letters, 9);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* Property: sx_send to an unknown PID counts one dead letter and the step
@@ -299,11 +285,10 @@ static void test_dead_letter_and_idle(void)
     sx_payload huge = { (const uint8_t *)small, (size_t)SX_MESSAGE_MAX + 1 };
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", huge), SX_EINVAL);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
-    wait_ok(e, p);
+    tx_wait_done(e, p, WAIT_MS, NULL);
     CHECK_EQ_U64(st.dead_letters, 1);
-    wait_ok(e, snd(e, SX_PID_NONE, 0, 2));
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_wait_done(e, snd(e, SX_PID_NONE, 0, 2), WAIT_MS, NULL);
+    tx_engine_down(e);
 }
 
 /* Property: the messages of a step that FAILs are delivered (as with
@@ -327,20 +312,16 @@ static void test_sends_then_fail(void)
         CHECK_RC(r.error, SX_EFAILED);
         CHECK_STR(r.error_msg, "failed after sending");
         sx_result_free(&r);
-        double end = sx_test_now_ms() + 10000;
-        while (box_got(&b) < n) {
-            CHECK(sx_test_now_ms() < end);
-            sched_yield();
-        }
+        TX_WAIT_UNTIL(box_got(&b) >= n, 10000, 0);
         CHECK_EQ_INT(b.bad, 0);
         CHECK_RC(sx_engine_wait(e, snd(e, mb, n, 4), 10000, &r), 0);
         CHECK_RC(r.error, SX_EINVAL);
         sx_result_free(&r);
         CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
     }
-    wait_ok(e, snd(e, SX_PID_NONE, 0, 2)); /* still running steps */
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    /* still running steps */
+    tx_wait_done(e, snd(e, SX_PID_NONE, 0, 2), WAIT_MS, NULL);
+    tx_engine_down(e);
 }
 
 /* ---- bundles (engine/core/event.c): a step's consecutive sends to one process
@@ -536,11 +517,10 @@ static int64_t mixbox_total(mixbox *b)
 static sx_engine *up_with(unsigned workers, unsigned throughput)
 {
     sx_engine_config cfg = { .workers = workers, .throughput = throughput };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &mix_t), 0);
-    CHECK_RC(sx_engine_register(e, &chk_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &mix_t, 1);
+    tx_engine_register(e, &chk_t, 1);
+    tx_engine_start(e);
     return e;
 }
 
@@ -569,25 +549,9 @@ static sx_pid submit_mix(sx_engine *e, sx_pid to, sx_pid other, int64_t n,
     return pid;
 }
 
-static int64_t wait_int(sx_engine *e, sx_pid pid)
-{
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s", r.error_msg);
-    int64_t v = -1;
-    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
-    sx_result_free(&r);
-    return v;
-}
-
 static void mixbox_wait(mixbox *b, int64_t total)
 {
-    double end = sx_test_now_ms() + 10000;
-    while (mixbox_total(b) < total) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(mixbox_total(b) >= total, 10000, 0);
 }
 
 #define MIX_BRK 37
@@ -612,8 +576,8 @@ static void test_bundles_exact(void)
         sx_pid other;
         CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &other), 0);
         sx_pid r = submit_chk(e, MIX_N, caps[c]);
-        wait_ok(e, submit_mix(e, r, other, MIX_N, MIX_BRK));
-        CHECK_EQ_INT(wait_int(e, r), MIX_N);
+        tx_wait_done(e, submit_mix(e, r, other, MIX_N, MIX_BRK), WAIT_MS, NULL);
+        CHECK_EQ_INT(tx_wait_int(e, r, WAIT_MS), MIX_N);
         mixbox_wait(&b, MIX_X);
         CHECK_EQ_INT(b.x, MIX_X);
         CHECK_EQ_INT(b.bad, 0);
@@ -622,8 +586,7 @@ static void test_bundles_exact(void)
         CHECK_EQ_U64(st.dead_letters, 0);
         CHECK_EQ_U64(st.messages, MIX_N + MIX_X);
         CHECK_RC(sx_engine_mailbox_free(e, other), 0);
-        CHECK_RC(sx_engine_stop(e, 1000), 0);
-        sx_engine_free(e);
+        tx_engine_down(e);
     }
 }
 
@@ -637,7 +600,7 @@ static void test_bundles_to_mailbox_and_dead(void)
     b.next = b.bad = b.x = 0;
     sx_pid mb;
     CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &mb), 0);
-    wait_ok(e, submit_mix(e, mb, mb, MIX_N, MIX_BRK));
+    tx_wait_done(e, submit_mix(e, mb, mb, MIX_N, MIX_BRK), WAIT_MS, NULL);
     mixbox_wait(&b, MIX_N + MIX_X);
     CHECK_EQ_INT(b.bad, 0);
     CHECK_EQ_INT(b.next, MIX_N);
@@ -645,14 +608,13 @@ static void test_bundles_to_mailbox_and_dead(void)
      * it travelled in. */
     sx_pid gone = submit_chk(e, 1, 32);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, gone, "", nil), 0);
-    CHECK_EQ_INT(wait_int(e, gone), 1);
-    wait_ok(e, submit_mix(e, gone, gone, MIX_N, MIX_BRK));
+    CHECK_EQ_INT(tx_wait_int(e, gone, WAIT_MS), 1);
+    tx_wait_done(e, submit_mix(e, gone, gone, MIX_N, MIX_BRK), WAIT_MS, NULL);
     sx_engine_stats st;
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
     CHECK_EQ_U64(st.dead_letters, MIX_N + MIX_X);
     CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* Property: a bundle with more messages than a step's batch has room for
@@ -672,15 +634,14 @@ static void test_bundle_split(void)
     CHECK_RC(sx_engine_mailbox_new(e, mixbox_fn, &b, &other), 0);
     chk_steps = 0;
     sx_pid r = submit_chk(e, 9, 8);
-    wait_ok(e, submit_mix(e, r, other, 9, 9));
-    CHECK_EQ_INT(wait_int(e, r), 9);
+    tx_wait_done(e, submit_mix(e, r, other, 9, 9), WAIT_MS, NULL);
+    CHECK_EQ_INT(tx_wait_int(e, r, WAIT_MS), 9);
     CHECK_EQ_INT(chk_steps, 3);
     CHECK_EQ_INT(chk_sizes[0], 0);
     CHECK_EQ_INT(chk_sizes[1], 8);
     CHECK_EQ_INT(chk_sizes[2], 1);
     CHECK_RC(sx_engine_mailbox_free(e, other), 0);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* docs/API.md, pinned behaviour 5, with a bundle: an IDLE process woken by
@@ -767,13 +728,11 @@ static void test_idle_wake_batch_bundle(void)
                                       .init = no_init,
                                       .step = eight_step };
     sx_engine_config cfg = { .workers = 1, .throughput = 8 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &idler_t), 0);
-    CHECK_RC(sx_engine_register(e, &eight_t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_HOLD, "hold", cmd_hold, NULL),
-             0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &idler_t, 1);
+    tx_engine_register(e, &eight_t, 1);
+    tx_engine_command(e, CMD_HOLD, "hold", cmd_hold, NULL);
+    tx_engine_start(e);
     CHECK_RC(sx_engine_submit(e, "idler", "run", NULL, 0, &idler_pid), 0);
     double end = sx_test_now_ms() + 10000;
     sx_process_info info;
@@ -792,8 +751,7 @@ static void test_idle_wake_batch_bundle(void)
     CHECK_EQ_INT(idler_batch_comps, 1);
     CHECK_EQ_INT(idler_batch_msgs, 7);
     CHECK_EQ_INT(atomic_load(&idler_steps), 4);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* docs/API.md, pinned behaviour 5, when more than a batch of completions
@@ -852,12 +810,10 @@ static void test_idle_wake_past_budget(void)
                                       .init = no_init,
                                       .step = piler_step };
     sx_engine_config cfg = { .workers = 1, .throughput = 8 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &piler_t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL),
-             0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &piler_t, 1);
+    tx_engine_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL);
+    tx_engine_start(e);
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, "piler", "run", NULL, 0, &pid), 0);
     double end = sx_test_now_ms() + 10000;
@@ -879,8 +835,7 @@ static void test_idle_wake_past_budget(void)
     CHECK_EQ_U64(piler_n, HOLDN + 1);
     CHECK(piler_order_ok);
     CHECK_EQ_INT(atomic_load(&piler_steps), 3);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 /* docs/API.md, pinned behaviour 5, when the waking event is a cancel (a
@@ -945,16 +900,14 @@ static void idle_cancel_past_budget(size_t ncancel)
                                        .init = no_init,
                                        .step = cpiler_step };
     sx_engine_config cfg = { .workers = 1, .throughput = 8 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
     const sx_process_type cgate_t = { .name = "cgate",
                                       .init = no_init,
                                       .step = cgate_step };
-    CHECK_RC(sx_engine_register(e, &cpiler_t), 0);
-    CHECK_RC(sx_engine_register(e, &cgate_t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL),
-             0);
-    CHECK_RC(sx_engine_start(e), 0);
+    tx_engine_register(e, &cpiler_t, 1);
+    tx_engine_register(e, &cgate_t, 1);
+    tx_engine_command(e, CMD_HOLDN, "holdn", cmd_holdn, NULL);
+    tx_engine_start(e);
     for (int i = 0; i < HOLDN; i++)
         atomic_store(&holdn[i], NULL);
     atomic_store(&holdn_count, 0);
@@ -995,8 +948,7 @@ static void idle_cancel_past_budget(size_t ncancel)
     CHECK_EQ_U64(cpiler_n, HOLDN + ncancel);
     CHECK(cpiler_order_ok);
     CHECK_EQ_INT(atomic_load(&cpiler_steps), 3);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 static void test_idle_cancel_past_budget(void)
@@ -1060,11 +1012,10 @@ static void test_cancels_one_batch(void)
                                          .init = no_init,
                                          .step = canceled_step };
     sx_engine_config cfg = { .workers = 1, .throughput = 4 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &spinner_t), 0);
-    CHECK_RC(sx_engine_register(e, &canceled_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &spinner_t, 1);
+    tx_engine_register(e, &canceled_t, 1);
+    tx_engine_start(e);
     sx_pid target;
     CHECK_RC(sx_engine_submit(e, "canceled", "run", NULL, 0, &target), 0);
     double end = sx_test_now_ms() + 10000;
@@ -1092,8 +1043,7 @@ static void test_cancels_one_batch(void)
     CHECK_EQ_INT(canceled_nb, 1);
     CHECK_EQ_INT(canceled_batches[0], 10);
     CHECK(canceled_in_order);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
 }
 
 static const sx_test_case cases[] = {

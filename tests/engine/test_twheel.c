@@ -29,7 +29,7 @@
 
 #include <stepx/process.h>
 
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #define W ((uint64_t)1 << SX__TW_SHIFT) /* one bucket's width, ns */
 #define SPAN (W * SX__TW_BUCKETS)

@@ -20,16 +20,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
+#include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -91,17 +82,6 @@ static int take_int(void *st, const sx_init_ctx *c, const char *m,
     return 0;
 }
 
-static sx_engine *up(unsigned workers, const sx_process_type *types, size_t n)
-{
-    sx_engine_config cfg = { .workers = workers };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < n; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
-}
-
 static sx_pid submit1(sx_engine *e, const char *type, int64_t arg)
 {
     uint8_t b[SX_PAYLOAD_INT_MAX];
@@ -116,9 +96,7 @@ static sx_pid submit1(sx_engine *e, const char *type, int64_t arg)
 static int64_t expect_done(sx_engine *e, sx_pid pid)
 {
     sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 30000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s (%s)", r.error_msg, sx_errname(r.error));
+    tx_wait_done(e, pid, 30000, &r);
     int64_t v = -1;
     if (r.value.len > 0)
         sx_payload_get_int(r.value, &v);
@@ -128,9 +106,8 @@ static int64_t expect_done(sx_engine *e, sx_pid pid)
 
 static void down(sx_engine *e)
 {
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+    tx_engine_stop(e, 1000);
+    sx_engine_stats st = tx_engine_stats(e);
     CHECK_EQ_U64(st.io_inflight, 0);
     CHECK_EQ_U64(st.sleeps, 0); /* stop frees what is left on the heaps */
     sx_engine_free(e);
@@ -194,7 +171,7 @@ static const sx_process_type sleep_t = { .name = "sleeper",
 
 static void test_sleep(void)
 {
-    sx_engine *e = up(2, &sleep_t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &sleep_t, 1);
     int64_t zero_ns = expect_done(e, submit1(e, "sleeper", 30));
     /* Two zero sleeps answered synchronously by the handler. */
     CHECK(zero_ns >= 0 && zero_ns < 200 * 1000000LL);
@@ -231,7 +208,7 @@ static void test_sleep_latency_sampled(void)
                                 .state_size = sizeof(sleep_st),
                                 .init = take_int,
                                 .step = chain_step };
-    sx_engine *e = up(1, &t, 1);
+    sx_engine *e = tx_engine_up_workers(1, &t, 1);
     expect_done(e, submit1(e, "chain", 130));
     sx_engine_stats st;
     CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
@@ -293,7 +270,7 @@ static void test_sleep_until(void)
                                 .state_size = sizeof(sleep_st),
                                 .init = take_int,
                                 .step = until_step };
-    sx_engine *e = up(1, &t, 1);
+    sx_engine *e = tx_engine_up_workers(1, &t, 1);
     expect_done(e, submit1(e, "until", 0));
     down(e);
 }
@@ -425,7 +402,7 @@ static void test_timer(void)
                                 .init = timer_init,
                                 .step = timer_step,
                                 .close = timer_close };
-    sx_engine *e = up(2, &t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &t, 1);
     expect_done(e, submit1(e, "timer", 0));
     down(e);
 }
@@ -484,7 +461,7 @@ static void test_ticker(void)
                                 .init = timer_init,
                                 .step = ticker_step,
                                 .close = timer_close };
-    sx_engine *e = up(2, &t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &t, 1);
     int64_t ticks = expect_done(e, submit1(e, "ticker", 0));
     /* Ticks already queued when stop ran may have arrived; none after. */
     CHECK(ticks >= 5);
@@ -554,7 +531,7 @@ static void test_bad_args(void)
                                 .init = timer_init,
                                 .step = bad_step,
                                 .close = timer_close };
-    sx_engine *e = up(1, &t, 1);
+    sx_engine *e = tx_engine_up_workers(1, &t, 1);
     expect_done(e, submit1(e, "bad", 0));
     down(e);
 }
@@ -683,7 +660,7 @@ static void test_handles(void)
           .step = thief_step,
           .close = timer_close },
     };
-    sx_engine *e = up(2, t, 2);
+    sx_engine *e = tx_engine_up_workers(2, t, 2);
     thief_pid = submit1(e, "thief", 0);
     sx_pid owner = submit1(e, "owner", 0);
     expect_done(e, thief_pid);
@@ -748,8 +725,7 @@ static void wait_inflight_zero(sx_engine *e)
             SX_FAILF("%llu io ops still alive 10 s after their owners "
                      "finished",
                      (unsigned long long)inflight(e));
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(1);
     }
 }
 
@@ -761,15 +737,11 @@ static void wait_inflight_zero(sx_engine *e)
  * process: a no-op, which LeakSanitizer and the count confirm). */
 static void test_terminate_cancels(void)
 {
-    sx_engine *e = up(2, &long_t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &long_t, 1);
     sx_pid a = submit1(e, "long", 60000);
     sx_pid b = submit1(e, "long", -1);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&long_started) < 2 || inflight(e) < 3) {
-        CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    TX_WAIT_UNTIL(atomic_load(&long_started) >= 2 && inflight(e) >= 3, 10000,
+                  1000);
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_terminate(e, a), 0);
     CHECK_RC(sx_engine_terminate(e, b), 0);
@@ -792,15 +764,10 @@ static void test_terminate_cancels(void)
 static void test_stop_cancels(void)
 {
     atomic_store(&long_started, 0);
-    sx_engine *e = up(2, &long_t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &long_t, 1);
     for (int i = 0; i < 50; i++)
         submit1(e, "long", i % 2 ? 60000 : -1);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&long_started) < 50) {
-        CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
-    }
+    TX_WAIT_UNTIL(atomic_load(&long_started) >= 50, 10000, 1000);
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_stop(e, 100), 0);
     CHECK(sx_test_now_ms() - t0 < 5000);
@@ -827,8 +794,7 @@ static void wait_sleeps(sx_engine *e, uint64_t want, const char *what)
             SX_FAILF("%s: %llu sleeps on the timer heaps, want %llu", what,
                      (unsigned long long)sleeps_now(e),
                      (unsigned long long)want);
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(1);
     }
 }
 
@@ -842,7 +808,7 @@ static void wait_sleeps(sx_engine *e, uint64_t want, const char *what)
 static void test_terminated_sleeps_purged(void)
 {
     atomic_store(&long_started, 0);
-    sx_engine *e = up(2, &long_t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &long_t, 1);
     enum { LIVE = 100, DEAD = 300 };
     sx_pid pids[LIVE + DEAD];
     for (int i = 0; i < LIVE + DEAD; i++)
@@ -861,8 +827,7 @@ static void test_terminated_sleeps_purged(void)
     while ((n = sleeps_now(e)) > 2 * LIVE) {
         CHECK(n >= LIVE);
         CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 1000000 };
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(1);
     }
     CHECK(n >= LIVE);
     sx_engine_stats st;
@@ -932,26 +897,20 @@ static void test_sleep_on_stuck_worker(void)
                                 .state_size = sizeof(stuck_st),
                                 .init = stuck_init,
                                 .step = stuck_step };
-    sx_engine *e = up(2, &t, 1);
+    sx_engine *e = tx_engine_up_workers(2, &t, 1);
     /* Let both workers park first: the one that does not run the process
      * must learn about the timer added meanwhile. */
-    struct timespec ts = { 0, 50000000 };
-    nanosleep(&ts, NULL);
+    tx_sleep_ms(50);
     atomic_store(&stuck_phase, 0);
     sx_pid pid = submit1(e, "stuck", 0);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&stuck_phase) == 0) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(atomic_load(&stuck_phase) != 0, 10000, 0);
     bool fired = false;
     while (atomic_load(&stuck_phase) == 1) {
         if (sleeps_now(e) == 0) {
             fired = true;
             break;
         }
-        struct timespec t1 = { 0, 500000 };
-        nanosleep(&t1, NULL);
+        tx_sleep_us(500);
     }
     CHECK(fired);
     expect_done(e, pid);
@@ -960,7 +919,7 @@ static void test_sleep_on_stuck_worker(void)
 
 /* ---- many sleepers ---- */
 
-#ifdef SANITIZED
+#ifdef SX_TEST_SANITIZED
 #define SLEEPERS 20000
 #else
 #define SLEEPERS 100000
@@ -1016,7 +975,8 @@ static void test_many_sleepers(void)
                                 .init = take_int,
                                 .step = many_step };
     const char *w = getenv("SX_TEST_WORKERS");
-    sx_engine *e = up(w != NULL ? (unsigned)atoi(w) : 2, &t, 1);
+    sx_engine *e =
+        tx_engine_up_workers(w != NULL ? (unsigned)atoi(w) : 2, &t, 1);
     uint64_t rng = 0x9e3779b97f4a7c15u;
     double t0 = sx_test_now_ms();
     for (int i = 0; i < SLEEPERS; i++) {
@@ -1029,8 +989,7 @@ static void test_many_sleepers(void)
     do {
         CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
         CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 2000000 };
-        nanosleep(&ts, NULL);
+        tx_sleep_ms(2);
     } while (st.live > 0);
     double total = sx_test_now_ms() - t0;
     /* Stop joins the workers: their writes to late_us happen before the

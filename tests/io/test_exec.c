@@ -27,7 +27,6 @@
  * is a relaxed figure, no synchronisation), so files are only opened
  * once the engine is stopped (joined) or before the close can happen.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -43,17 +42,10 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #define WAIT_MS 10000 /* generous bound for anything that should happen */
 #define MAXX 24       /* execs per test process */
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 /* ---- the test process ---- */
 
@@ -315,10 +307,7 @@ static void read_result(sx_unpack *u, xres *r)
 static void expect_answers(sx_engine *e, sx_pid pid, xres *r, size_t n)
 {
     sx_result res;
-    CHECK_RC(sx_engine_wait(e, pid, 30000, &res), 0);
-    if (res.error != 0)
-        SX_FAILF("process failed: %s (%s)", res.error_msg,
-                 sx_errname(res.error));
+    tx_wait_done(e, pid, 30000, &res);
     sx_unpack u;
     uint32_t k;
     sx_unpack_init(&u, res.value);
@@ -371,12 +360,7 @@ static void expect_status(const xres *r, int64_t status)
 
 static sx_engine *up(void)
 {
-    sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &ex_type), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
+    return tx_engine_up_workers(2, &ex_type, 1);
 }
 
 static uint64_t inflight(sx_engine *e)
@@ -394,15 +378,8 @@ static void await_idle(sx_engine *e)
         if (sx_test_now_ms() > end)
             SX_FAILF("io ops still alive after %d ms: %llu", WAIT_MS,
                      (unsigned long long)inflight(e));
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    CHECK_EQ_U64(inflight(e), 0);
-    sx_engine_free(e);
 }
 
 static sx_pid submit(sx_engine *e, const char *method, const sx_payload *in,
@@ -431,8 +408,7 @@ typedef struct {
 
 static void tmp_new(tmpdir *t)
 {
-    snprintf(t->dir, sizeof t->dir, "/tmp/sx-exec-XXXXXX");
-    CHECK(mkdtemp(t->dir) != NULL);
+    tx_mkdtemp(t->dir, sizeof t->dir, "sx-exec-");
 }
 
 static void tmp_path(const tmpdir *t, const char *name, char *buf, size_t cap)
@@ -443,18 +419,7 @@ static void tmp_path(const tmpdir *t, const char *name, char *buf, size_t cap)
 
 static void tmp_done(tmpdir *t)
 {
-    DIR *d = opendir(t->dir);
-    CHECK(d != NULL);
-    struct dirent *de;
-    char p[256];
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        tmp_path(t, de->d_name, p, sizeof p);
-        CHECK(unlink(p) == 0);
-    }
-    closedir(d);
-    CHECK(rmdir(t->dir) == 0);
+    CHECK(tx_rm_tree(t->dir) == 0);
 }
 
 /* The pid a child wrote to path ("N\n"); waits for it up to WAIT_MS. */
@@ -476,7 +441,7 @@ static pid_t read_pid(const char *path)
         }
         if (sx_test_now_ms() > end)
             SX_FAILF("no pid in %s after %d ms", path, WAIT_MS);
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
 }
 
@@ -492,7 +457,7 @@ static void await_gone(pid_t pid)
     while (!pid_gone_now(pid)) {
         if (sx_test_now_ms() > end)
             SX_FAILF("pid %d still exists after %d ms", (int)pid, WAIT_MS);
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
 }
 
@@ -526,19 +491,8 @@ static void await_dead(pid_t pid)
     while (!pid_dead_now(pid)) {
         if (sx_test_now_ms() > end)
             SX_FAILF("pid %d still alive after %d ms", (int)pid, WAIT_MS);
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
-}
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    CHECK(d != NULL);
-    int n = 0;
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n;
 }
 
 /* ---- cases ---- */
@@ -562,7 +516,7 @@ static void test_output_and_status(void)
     CHECK(memcmp(r.out, "a\0b", 3) == 0);
     CHECK_EQ_INT(r.err_len, 0);
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* A child killed by a signal has status nil and its signal number. */
@@ -578,7 +532,7 @@ static void test_killed_by_signal(void)
     CHECK_EQ_INT(r.sig, SIGKILL);
     CHECK_STR(r.out, "before\n");
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Stdin: the bytes reach the child (binary, larger than a pipe buffer,
@@ -610,7 +564,7 @@ static void test_stdin(void)
     CHECK_EQ_INT(r.out_len, 0);
     xres_free(&r, 1);
     free(data);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Stdin the child never reads: the write fails (EPIPE, and SIGPIPE on the
@@ -632,7 +586,7 @@ static void test_stdin_unread(void)
     expect_status(&r, 7);
     xres_free(&r, 1);
     free(data);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* env is the child's whole environment (nothing inherited); without env
@@ -671,7 +625,7 @@ static void test_env_and_cwd(void)
     expect_status(&r, 0);
     CHECK_STR(r.out, "unset|inherited");
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
     CHECK(unsetenv("SX_EXEC_PARENT") == 0);
 }
@@ -711,7 +665,7 @@ static void test_spawn_failure(void)
     CHECK_STR(r[3].out, "still here\n");
     xres_free(r, 4);
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* A spawn failure's message for a long name keeps its reason and is valid
@@ -755,7 +709,7 @@ static void test_spawn_failure_long_name(void)
     }
     xres_free(&r, 1);
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Bad arguments answer SX_EINVAL at once, with a message naming the
@@ -888,7 +842,7 @@ static void test_bad_args(void)
                      bad[i].needle);
     }
     xres_free(r, N);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Every optional key takes nil for its default (COMMANDS.md's table):
@@ -937,7 +891,7 @@ static void test_nil_defaults(void)
     CHECK_STR(r[1].msg, "exec: cwd must be a non-empty string without NUL "
                         "bytes");
     xres_free(r, 2);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* max_output: exactly max_output bytes is fine; one more is SX_ELIMIT
@@ -972,7 +926,7 @@ static void test_max_output(void)
     CHECK(pid_gone_now(read_pid(pidf))); /* answered after the reaping */
     xres_free(&r, 1);
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
 }
 
@@ -1055,7 +1009,7 @@ static void test_truncate(void)
     CHECK_STR(r.msg, "exec: stdout exceeded max_output (1000 bytes)");
     xres_free(&r, 1);
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* timeout_ms: the child is killed (SIGTERM) and reaped, then the answer
@@ -1080,7 +1034,7 @@ static void test_own_timeout(void)
     CHECK(took < WAIT_MS);
     CHECK(pid_gone_now(read_pid(pidf)));
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
 }
 
@@ -1117,7 +1071,7 @@ static void test_grace_then_kill(void)
     CHECK(took < WAIT_MS);
     CHECK(pid_gone_now(read_pid(pidf)));
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
 }
 
@@ -1149,7 +1103,7 @@ static void test_yield_timeout(void)
     await_gone(child);
     await_idle(e);
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
 }
 
@@ -1182,7 +1136,7 @@ static void test_terminate_kills_group(void)
     sx_result_free(&res);
     await_gone(child);
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
     await_dead(kid); /* reads /proc: after down (see "Descriptors and TSan") */
     tmp_done(&t);
 }
@@ -1206,7 +1160,7 @@ static void test_leftovers_killed(void)
     CHECK_STR(r.out, "done\n");
     await_dead(read_pid(kidf));
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     tmp_done(&t);
 }
 
@@ -1322,7 +1276,7 @@ static void test_concurrent_64(void)
         xres_free(&r, 1);
     }
     await_idle(e);
-    down(e);
+    tx_engine_down_io(e);
     CHECK(close(keep) == 0);
     tmp_done(&t);
 }
@@ -1340,8 +1294,8 @@ static void test_no_fd_leak(void)
     xargs a = sh("true");
     run1(e, &a, &r);
     xres_free(&r, 1);
-    down(e);
-    int before = count_fds();
+    tx_engine_down_io(e);
+    int before = tx_count_fds();
     uint8_t data[200000];
     memset(data, 'x', sizeof data);
     e = up();
@@ -1382,7 +1336,7 @@ static void test_no_fd_leak(void)
         sx_payload in = pack_args(&pk, &a);
         sx_pid pid = submit(e, "run", &in, 1);
         sx_pack_fini(&pk);
-        sleep_ms(50);
+        tx_sleep_ms(50);
         CHECK_RC(sx_engine_terminate(e, pid), 0);
         await_idle(e);
     }
@@ -1394,9 +1348,9 @@ static void test_no_fd_leak(void)
     sx_payload in = pack_args(&pk, &a);
     submit(e, "run", &in, 1);
     sx_pack_fini(&pk);
-    sleep_ms(50);
-    down(e);
-    CHECK_EQ_INT(count_fds(), before);
+    tx_sleep_ms(50);
+    tx_engine_down_io(e);
+    CHECK_EQ_INT(tx_count_fds(), before);
 }
 
 /* A host that blocks SIGCHLD before it starts the engine (the usual
@@ -1427,7 +1381,7 @@ static void test_sigchld_blocked(void)
     expect_status(&r, 3);
     CHECK_STR(r.out, "ok\n");
     xres_free(&r, 1);
-    down(e);
+    tx_engine_down_io(e);
     CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
 }
 

@@ -38,7 +38,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #define MIB ((size_t)1 << 20)
 #define READ_MAX ((size_t)64 << 20)
@@ -47,13 +47,6 @@
 #define WAIT_MS 20000      /* generous bound for a process to finish */
 
 static char dir[64]; /* the case files' directory */
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 static uint8_t pat(size_t i)
 {
@@ -101,37 +94,6 @@ static void put_file(const char *path, const void *data, size_t n)
     CHECK(fd >= 0);
     CHECK(n == 0 || write(fd, data, n) == (ssize_t)n);
     CHECK(close(fd) == 0);
-}
-
-/* Open fds, counted with one poll(2) over 0..4095 (POLLNVAL = closed)
- * rather than by listing /proc/self/fd: opening a directory would make
- * an fd of our own, and ThreadSanitizer, which does not see libuv close
- * fds (a raw close syscall), reports the reuse of a number a pool thread
- * opened as a race. */
-static int count_fds(void)
-{
-    static struct pollfd fds[4096];
-    struct rlimit rl;
-    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-    nfds_t n = rl.rlim_cur < 4096 ? (nfds_t)rl.rlim_cur : 4096;
-    for (nfds_t i = 0; i < n; i++)
-        fds[i] = (struct pollfd){ .fd = (int)i, .events = 0 };
-    CHECK(poll(fds, n, 0) >= 0);
-    int k = 0;
-    for (nfds_t i = 0; i < n; i++)
-        k += (fds[i].revents & POLLNVAL) == 0;
-    return k;
-}
-
-/* Waits (up to 10 s) until at most n fds are open; returns the count. */
-static int settle_fds(int n)
-{
-    int k = count_fds();
-    for (int i = 0; i < 1000 && k > n; i++) {
-        sleep_ms(10);
-        k = count_fds();
-    }
-    return k;
 }
 
 /* ---- the runner process ----------------------------------------------- */
@@ -346,17 +308,7 @@ static const sx_process_type runner_type = {
 static sx_engine *up(unsigned workers, unsigned loops)
 {
     sx_engine_config cfg = { .workers = workers, .io_loops = loops };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &runner_type), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    return tx_engine_up(&cfg, &runner_type, 1);
 }
 
 /* A list of ops under construction. */
@@ -586,7 +538,7 @@ static void test_roundtrip_binary(void)
     check_bin(&r, "a\0b\0c", 5);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A 0-byte write makes an empty file (read: an empty bin), and write
@@ -613,7 +565,7 @@ static void test_roundtrip_empty_and_truncate(void)
     check_bin(&r, "xyz", 3);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A 3 MiB write and read round-trip intact (more than one bin16, several
@@ -646,7 +598,7 @@ static void test_roundtrip_3mib(void)
     CHECK_EQ_U64(r.hash, pat_hash(n));
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Append creates a missing file (mode 0644 under umask 022) and adds to
@@ -671,7 +623,7 @@ static void test_append_twice(void)
     CHECK(stat(p, &st) == 0);
     CHECK_EQ_INT(st.st_mode & 07777, 0644);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Unpacks a stat answer. */
@@ -763,7 +715,7 @@ static void test_stat(void)
     check_msg(&r, "fs.stat", p, "no such file or directory");
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A modification time that int64 nanoseconds cannot hold (after
@@ -833,7 +785,7 @@ static void test_stat_mtime_far(void)
         unlink(p);
     }
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* list gives the entry names sorted bytewise, without "." and ".."; an
@@ -889,7 +841,7 @@ static void test_list(void)
     check_err(&r, -ENOENT);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* remove deletes a file, a symlink (not its target) and an empty
@@ -936,7 +888,7 @@ static void test_remove(void)
     check_msg(&r, "fs.remove", p, "no such file or directory");
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* OS errors are -errno with "<op>: <path>: <text>": read of a missing
@@ -978,7 +930,7 @@ static void test_os_errors(void)
     check_bin(&r, "", 0);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A FIFO that holds some bytes while its writer stays open reads those
@@ -1009,7 +961,7 @@ static void test_read_fifo_drained(void)
     res_free(&r, 1);
     CHECK(close(wfd) == 0);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* What COMMANDS.md says of FIFOs, which write and append open O_NONBLOCK
@@ -1041,7 +993,7 @@ static void test_fifo_write_and_seek(void)
     res_free(&r, 1);
     CHECK(close(rfd) == 0);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Malformed arguments are SX_EINVAL at once, with a message that starts
@@ -1209,7 +1161,7 @@ static void test_bad_args(void)
     }
     res_free(r, n);
     CHECK(access(p, F_OK) != 0); /* nothing was created */
-    down(e);
+    tx_engine_down(e);
 }
 
 /* {path, offset, max} reads a window: bytes [offset, offset + max) cut at
@@ -1255,7 +1207,7 @@ static void test_read_window(void)
     CHECK(r.bin_len > 0); /* st_size 0, yet it has bytes */
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* A file larger than 64 MiB is SX_ELIMIT "fs.read: file larger than max
@@ -1291,7 +1243,7 @@ static void test_read_limit(void)
     check_err(&r, SX_ELIMIT);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Terminating processes while their big ops are in flight (a 32 MiB
@@ -1315,7 +1267,7 @@ static void test_terminate_in_flight(void)
     CHECK(fd >= 0);
     CHECK(ftruncate(fd, (off_t)READ_MAX + 1) == 0);
     CHECK(close(fd) == 0);
-    int base = count_fds();
+    int base = tx_count_fds();
     sx_pid pids[2];
     oplist o;
     ops_init(&o);
@@ -1327,7 +1279,7 @@ static void test_terminate_in_flight(void)
     pids[1] = ops_submit(e, &o, 0);
     /* Terminate once the write has opened its file (or after 10 s). */
     for (int i = 0; i < 10000 && access(w, F_OK) != 0; i++)
-        sleep_ms(1);
+        tx_sleep_ms(1);
     for (int i = 0; i < 2; i++) {
         int rc = sx_engine_terminate(e, pids[i]);
         CHECK(rc == 0 || rc == SX_ENOTFOUND);
@@ -1341,7 +1293,7 @@ static void test_terminate_in_flight(void)
         finished += out.error == 0;
         sx_result_free(&out);
     }
-    CHECK_EQ_INT(settle_fds(base), base);
+    CHECK_EQ_INT(tx_settle_fds(base, 10000), base);
     struct stat st;
     CHECK(stat(w, &st) == 0);
     CHECK(st.st_size <= 32 * (off_t)MIB);
@@ -1352,7 +1304,7 @@ static void test_terminate_in_flight(void)
     check_ok(&r);
     res_free(&r, 1);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Stopping the engine with big ops in flight (the processes ignore the
@@ -1365,7 +1317,7 @@ static void test_stop_in_flight(void)
     CHECK(fd >= 0);
     CHECK(ftruncate(fd, (off_t)READ_MAX + 1) == 0);
     CHECK(close(fd) == 0);
-    int before = count_fds();
+    int before = tx_count_fds();
     sx_engine *e = up(2, 2);
     sx_pack pk;
     sx_pack_init(&pk);
@@ -1380,11 +1332,11 @@ static void test_stop_in_flight(void)
         op_add(&o, SX_CMD_FS_LIST, a_path(&pk, dir), 0, 0);
         ops_submit(e, &o, 0);
     }
-    sleep_ms(2);
+    tx_sleep_ms(2);
     CHECK_RC(sx_engine_stop(e, 0), 0);
     sx_engine_free(e);
     sx_pack_fini(&pk);
-    CHECK_EQ_INT(count_fds(), before);
+    CHECK_EQ_INT(tx_count_fds(), before);
 }
 
 /* A 1 ms timeout on a 64 MiB read answers exactly once: the data, or
@@ -1400,7 +1352,7 @@ static void test_timeout_once(void)
     CHECK(fd >= 0);
     CHECK(ftruncate(fd, (off_t)READ_MAX + 1) == 0);
     CHECK(close(fd) == 0);
-    int base = count_fds();
+    int base = tx_count_fds();
     int timeouts = 0;
     for (int i = 0; i < 3; i++) {
         oplist o;
@@ -1419,9 +1371,9 @@ static void test_timeout_once(void)
         res_free(&r, 1);
     }
     printf("# %d of 3 timed out\n", timeouts);
-    CHECK_EQ_INT(settle_fds(base), base);
+    CHECK_EQ_INT(tx_settle_fds(base, 10000), base);
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 #define N_PROCS 50
@@ -1452,7 +1404,7 @@ static void test_concurrent_200(void)
     res r;
     run1(e, SX_CMD_FS_STAT, a_path(&pk, dir), &r); /* warm up */
     res_free(&r, 1);
-    int base = count_fds();
+    int base = tx_count_fds();
     sx_pid pids[N_PROCS];
     for (int i = 0; i < N_PROCS; i++) {
         oplist o;
@@ -1488,7 +1440,7 @@ static void test_concurrent_200(void)
         CHECK_EQ_INT(n, i % 4 + 1);
         res_free(rs, 4);
     }
-    CHECK_EQ_INT(count_fds(), base);
+    CHECK_EQ_INT(tx_count_fds(), base);
     for (int i = 0; i < N_PROCS; i++) {
         snprintf(q, sizeof q, "c-out%d", i);
         FILE *f = fopen(at(p, q), "rb");
@@ -1500,36 +1452,10 @@ static void test_concurrent_200(void)
         CHECK(memcmp(got, data + 2 * i, n) == 0);
     }
     sx_pack_fini(&pk);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- main ------------------------------------------------------------- */
-
-/* rm -rf path (no symlinks followed). */
-static void rm_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (d != NULL) {
-            struct dirent *de;
-            char sub[PATH_MAX];
-            while ((de = readdir(d)) != NULL) {
-                if (strcmp(de->d_name, ".") == 0 ||
-                    strcmp(de->d_name, "..") == 0)
-                    continue;
-                snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
-                rm_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 static const sx_test_case cases[] = {
     { "roundtrip_binary", test_roundtrip_binary },
@@ -1555,15 +1481,11 @@ static const sx_test_case cases[] = {
 int main(int argc, char **argv)
 {
     umask(022);
-    snprintf(dir, sizeof dir, "/tmp/stepx-fs-XXXXXX");
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tx_mkdtemp(dir, sizeof dir, "stepx-fs-");
     /* A failed CHECK exits at once: the directory is then left behind
      * for a look (its name is printed). */
     printf("# files in %s\n", dir);
     int rc = sx_test_main(cases, sizeof cases / sizeof cases[0], argc, argv);
-    rm_tree(dir);
+    tx_rm_tree(dir);
     return rc;
 }

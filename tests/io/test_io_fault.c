@@ -49,47 +49,13 @@
 #include <stepx/stepx.h>
 
 #include "process/fault.h"
-#include "tests/harness.h"
-#include "tests/io/tsan_fd.h"
+#include "tests/support/support.h"
+#include "tests/support/tsan_fd.h"
 
 #define ARGS_MAX 4096
 #define WAIT_MS 20000
 
 static char dir[64];
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-/* Open fds, counted with one poll(2) (see tests/io/test_fs.c). */
-static int count_fds(void)
-{
-    static struct pollfd fds[4096];
-    struct rlimit rl;
-    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-    nfds_t n = rl.rlim_cur < 4096 ? (nfds_t)rl.rlim_cur : 4096;
-    for (nfds_t i = 0; i < n; i++)
-        fds[i] = (struct pollfd){ .fd = (int)i, .events = 0 };
-    CHECK(poll(fds, n, 0) >= 0);
-    int k = 0;
-    for (nfds_t i = 0; i < n; i++)
-        k += (fds[i].revents & POLLNVAL) == 0;
-    return k;
-}
-
-/* Waits (up to 5 s) until at most n fds are open; returns the count. */
-static int settle_fds(int n)
-{
-    int k = count_fds();
-    for (int i = 0; i < 500 && k > n; i++) {
-        sleep_ms(10);
-        k = count_fds();
-    }
-    return k;
-}
 
 /* ---- the process: one yield, its answer as the DONE value ---- */
 
@@ -158,18 +124,14 @@ static void setup_dir(void);
 static sx_engine *up(void)
 {
     setup_dir();
-    sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &types[0]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
+    return tx_engine_up_workers(2, types, 1);
 }
 
+/* Disarms every site, stops e (a 5 s deadline) and frees it. */
 static void down(sx_engine *e)
 {
     sx__fault_arm(0);
-    CHECK_RC(sx_engine_stop(e, 5000), 0);
+    tx_engine_stop(e, 5000);
     sx_engine_free(e);
 }
 
@@ -194,11 +156,9 @@ static answer run(sx_engine *e, uint16_t cmd, sx_payload args)
     double t0 = sx_test_now_ms();
     CHECK_RC(sx_engine_submit(e, "one", "run", in, 2, &pid), 0);
     sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, WAIT_MS, &r), 0);
+    tx_wait_done(e, pid, WAIT_MS, &r);
     answer a = { 0 };
     a.ms = sx_test_now_ms() - t0;
-    if (r.error != 0)
-        SX_FAILF("process failed: %s (%s)", r.error_msg, sx_errname(r.error));
     sx_unpack u;
     uint32_t n;
     int64_t err;
@@ -255,7 +215,7 @@ static void test_fs_read_buf(void)
     uint8_t b[256];
     snprintf(path, sizeof path, "%s/big", dir);
     put_file(path, 100000);
-    int fds = count_fds();
+    int fds = tx_count_fds();
     uint64_t before = sx__fault_hits(SX__FAULT_FS_BUF);
     sx__fault_arm(SX__FAULT_FS_BUF);
     answer a = run(e, SX_CMD_FS_READ, str_args(b, sizeof b, path));
@@ -263,8 +223,8 @@ static void test_fs_read_buf(void)
     check_nomem(&a, "fs.read");
     CHECK(strstr(a.msg, path) != NULL);
     CHECK(sx__fault_hits(SX__FAULT_FS_BUF) > before);
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     a = run(e, SX_CMD_FS_READ, str_args(b, sizeof b, path));
     CHECK_RC(a.err, 0);
     CHECK_EQ_U64(a.len, 100000 + 5);
@@ -282,15 +242,15 @@ static void test_fs_read_grow(void)
     sx_pack_str(&pk, "/dev/zero");
     sx_pack_str(&pk, "max");
     sx_pack_int(&pk, 200000); /* > the first buffer's 64 KiB */
-    int fds = count_fds();
+    int fds = tx_count_fds();
     uint64_t before = sx__fault_hits(SX__FAULT_FS_BUF);
     sx__fault_arm_after(SX__FAULT_FS_BUF, 1); /* the first buffer passes */
     answer a = run(e, SX_CMD_FS_READ, sx_pack_payload(&pk));
     sx__fault_arm(0);
     check_nomem(&a, "fs.read: /dev/zero");
     CHECK_EQ_U64(sx__fault_hits(SX__FAULT_FS_BUF) - before, 1);
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     a = run(e, SX_CMD_FS_READ, sx_pack_payload(&pk));
     CHECK_RC(a.err, 0);
     CHECK_EQ_U64(a.len, 200000 + 5);
@@ -335,7 +295,7 @@ static void test_fs_req(void)
     snprintf(sub, sizeof sub, "%s/reqdir", dir);
     put_file(path, 10);
     CHECK(mkdir(sub, 0755) == 0);
-    int fds = count_fds();
+    int fds = tx_count_fds();
     static const struct {
         uint16_t cmd;
         const char *name;
@@ -373,8 +333,8 @@ static void test_fs_req(void)
     sx__fault_arm(0);
     check_nomem(&a, "fs.remove");
     CHECK(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     a = run(e, SX_CMD_FS_REMOVE, str_args(b, sizeof b, sub));
     CHECK_RC(a.err, 0);
     CHECK(stat(sub, &st) != 0);
@@ -488,7 +448,7 @@ static void test_http(void)
     /* A first request makes what a loop makes once, before the count. */
     atomic_store_explicit(&srv_body, 10, memory_order_relaxed);
     CHECK_RC(run(e, SX_CMD_NET_HTTP, args).err, 0);
-    int fds = count_fds();
+    int fds = tx_count_fds();
     /* 0: the head; 1: the body; 2 and 3: the result's header values
      * (content-length, then x-twice joined from its two fields). */
     atomic_store_explicit(&srv_body, 100, memory_order_relaxed);
@@ -507,8 +467,8 @@ static void test_http(void)
     answer a = run(e, SX_CMD_NET_HTTP, args);
     sx__fault_arm(0);
     check_nomem(&a, "out of memory");
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     a = run(e, SX_CMD_NET_HTTP, args);
     CHECK_RC(a.err, 0);
     CHECK(a.len > (size_t)1 << 20);
@@ -549,7 +509,7 @@ static void test_exec_out(void)
     /* A first child makes what a loop makes once, before the count. */
     CHECK_RC(run(e, SX_CMD_EXEC, exec_args(b, sizeof b, "true", 0, false)).err,
              0);
-    int fds = count_fds();
+    int fds = tx_count_fds();
     /* The first 4 KiB buffer passes; the 8 KiB one cannot be had. */
     sx_payload args =
         exec_args(b, sizeof b, "head -c 1000000 /dev/zero", 10000, false);
@@ -569,8 +529,8 @@ static void test_exec_out(void)
     sx__fault_arm(0);
     check_nomem(&a, "exec: out of memory for stdout");
     CHECK(a.ms < 10000);
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     a = run(e, SX_CMD_EXEC,
             args =
                 exec_args(b, sizeof b, "head -c 100000 /dev/zero", 0, false));
@@ -614,7 +574,7 @@ static void test_exec_args(void)
     CHECK_RC(run(e, SX_CMD_EXEC, exec_args(b, sizeof b, "true", 0, false)).err,
              0);
     sx_payload args = exec_args(b, sizeof b, script, 0, true);
-    int fds = count_fds();
+    int fds = tx_count_fds();
     /* strs, argv, env, stdin: each one failing in turn. */
     for (unsigned pass = 0; pass < 4; pass++) {
         uint64_t before = sx__fault_hits(SX__FAULT_EXEC_ARGS);
@@ -626,8 +586,8 @@ static void test_exec_args(void)
         struct stat st;
         CHECK(stat(mark, &st) != 0); /* no child ran */
     }
-    CHECK(settle_fds(fds) <= fds); /* none left open (a socket of the
-                                    * count's own time may close since) */
+    /* none left open (a socket of the count's own time may close since) */
+    CHECK(tx_settle_fds(fds, 5000) <= fds);
     answer a = run(e, SX_CMD_EXEC, args);
     CHECK_RC(a.err, 0);
     struct stat st;
@@ -637,9 +597,7 @@ static void test_exec_args(void)
 
 static void cleanup(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (tx_rm_tree(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
@@ -648,10 +606,9 @@ static void setup_dir(void)
 {
     if (dir[0] != 0)
         return;
-    snprintf(dir, sizeof dir, "/tmp/sx_io_fault_XXXXXX");
-    CHECK(mkdtemp(dir) != NULL);
+    tx_mkdtemp(dir, sizeof dir, "sx_io_fault_");
     atexit(cleanup);
-    sx_tsan_fd_warm();
+    tx_tsan_fd_warm();
 }
 
 static const sx_test_case cases[] = {

@@ -64,18 +64,10 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
-#include "tests/io/tsan_fd.h"
+#include "tests/support/support.h"
+#include "tests/support/tsan_fd.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifdef SANITIZED
+#ifdef SX_TEST_SANITIZED
 #define N_PROCS 400
 #define ROUNDS 10
 #else
@@ -89,30 +81,6 @@
 #define MAX_FLIGHT 16      /* yields in flight per process, at most */
 
 static char tmpdir[64];
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-/* Open fds, counted with one poll(2) over 0..4095 (POLLNVAL = closed);
- * see tests/io/test_fs.c for why not /proc/self/fd. */
-static int count_fds(void)
-{
-    static struct pollfd fds[4096];
-    struct rlimit rl;
-    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-    nfds_t n = rl.rlim_cur < 4096 ? (nfds_t)rl.rlim_cur : 4096;
-    for (nfds_t i = 0; i < n; i++)
-        fds[i] = (struct pollfd){ .fd = (int)i, .events = 0 };
-    CHECK(poll(fds, n, 0) >= 0);
-    int k = 0;
-    for (nfds_t i = 0; i < n; i++)
-        k += (fds[i].revents & POLLNVAL) == 0;
-    return k;
-}
 
 /* ---- the loopback server: one thread, poll(2), non-blocking sockets ----
  *
@@ -850,26 +818,21 @@ static void collect(sx_engine *e, sx_pid pid, int i, int *done, int *term)
 
 static void test_mix(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/stepx-io-stress-XXXXXX");
-    CHECK(mkdtemp(tmpdir) != NULL);
+    tx_mkdtemp(tmpdir, sizeof tmpdir, "stepx-io-stress-");
     /* libuv keeps a few fds per process once a loop has existed (a global
      * pipe for signals): let them be made before the baseline. */
     {
-        sx_engine *w;
-        CHECK_RC(sx_engine_new(NULL, &w), 0);
-        CHECK_RC(sx_engine_start(w), 0);
-        CHECK_RC(sx_engine_stop(w, 0), 0);
+        sx_engine *w = tx_engine_up(NULL, NULL, 0);
+        tx_engine_stop(w, 0);
         sx_engine_free(w);
     }
-    sx_tsan_fd_warm(); /* see tests/io/tsan_fd.h */
-    int fds_before = count_fds();
+    tx_tsan_fd_warm(); /* see tests/support/tsan_fd.h */
+    int fds_before = tx_count_fds();
     srv_start();
     pthread_t later;
     CHECK(pthread_create(&later, NULL, later_main, NULL) == 0);
 
     sx_engine_config cfg = { .workers = 2, .io_loops = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
     const sx_process_type types[] = {
         { .name = "stress",
           .state_size = sizeof(st_t),
@@ -878,11 +841,10 @@ static void test_mix(void)
           .close = st_close },
         { .name = "child", .init = child_init, .step = child_step },
     };
-    for (int i = 0; i < 2; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_LATER, "later", cmd_later, NULL),
-             0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, types, 2);
+    tx_engine_command(e, CMD_LATER, "later", cmd_later, NULL);
+    tx_engine_start(e);
 
     /* At most LIVE at a time: the next is submitted when the oldest has
      * been collected, so it usually takes the slot just freed, and
@@ -950,11 +912,11 @@ static void test_mix(void)
     end = sx_test_now_ms() + WAIT_MS;
     while (counted(&srv.ended) != counted(&srv.accepted) &&
            sx_test_now_ms() < end)
-        sleep_ms(5);
+        tx_sleep_ms(5);
     srv_stop();
     CHECK_EQ_INT(counted(&srv.ended), counted(&srv.accepted));
     CHECK(counted(&srv.accepted) > 0);
-    CHECK_EQ_INT(count_fds(), fds_before);
+    CHECK_EQ_INT(tx_count_fds(), fds_before);
     for (int i = 0; i < N_PROCS; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/f%d", tmpdir, i);

@@ -19,7 +19,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
 static atomic_int answers; /* link / trap answers seen by any peer */
@@ -116,12 +116,7 @@ static const sx_process_type peer_t = { .name = "peer",
 
 static sx_engine *up(void)
 {
-    sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &peer_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
+    return tx_engine_up_workers(2, &peer_t, 1);
 }
 
 static sx_pid peer(sx_engine *e)
@@ -146,24 +141,14 @@ static void link_and_wait(sx_engine *e, sx_pid a, sx_pid b)
     sx_pack_pid(&pk, b);
     int before = atomic_load(&answers);
     tell(e, a, "link", sx_pack_payload(&pk));
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&answers) == before) {
-        CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 500000 };
-        nanosleep(&ts, NULL);
-    }
+    TX_WAIT_UNTIL(atomic_load(&answers) != before, 10000, 500);
 }
 
 static void trap_and_wait(sx_engine *e, sx_pid a)
 {
     int before = atomic_load(&answers);
     tell(e, a, "trap", nil);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&answers) == before) {
-        CHECK(sx_test_now_ms() < end);
-        struct timespec ts = { 0, 500000 };
-        nanosleep(&ts, NULL);
-    }
+    TX_WAIT_UNTIL(atomic_load(&answers) != before, 10000, 500);
 }
 
 /* Waits for pid's outcome; returns its error, and its report when DONE. */
@@ -188,12 +173,6 @@ static int outcome(sx_engine *e, sx_pid pid, int64_t rep[4], char *msg,
     return err;
 }
 
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
-}
-
 /* Property: when a linked partner fails, a process that does not trap
  * exits finishes with SX_EFAILED and a message naming the partner; the
  * link works in both directions. */
@@ -215,7 +194,7 @@ static void test_failure_spreads(void)
     link_and_wait(e, c, d);
     tell(e, c, "fail", nil);
     CHECK_RC(outcome(e, d, NULL, NULL, 0), SX_EFAILED);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: a process that traps exits survives its partner's failure
@@ -232,11 +211,7 @@ static void test_trap_exit(void)
     CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
     /* The @exit comes from b's worker, "done" from us: wait until a has
      * seen the first, so that the report includes it. */
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&exits) < 1) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(atomic_load(&exits) >= 1, 10000, 0);
     int64_t rep[4];
     tell(e, a, "done", nil);
     CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
@@ -250,7 +225,7 @@ static void test_trap_exit(void)
     CHECK_RC(sx_engine_terminate(e, d), 0);
     CHECK_RC(outcome(e, d, NULL, NULL, 0), SX_ETERMINATED);
     CHECK_RC(outcome(e, c, NULL, NULL, 0), SX_EFAILED);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: a partner that finishes normally does not end a non-trapping
@@ -265,13 +240,8 @@ static void test_normal_exit(void)
     int before = atomic_load(&exits);
     tell(e, b, "done", nil);
     CHECK_RC(outcome(e, b, NULL, NULL, 0), 0);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&exits) == before) { /* c's @exit */
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
-    struct timespec ts = { 0, 50000000 };
-    nanosleep(&ts, NULL); /* a would have had its (wrong) @exit by now */
+    TX_WAIT_UNTIL(atomic_load(&exits) != before, 10000, 0); /* c's @exit */
+    tx_sleep_ms(50); /* a would have had its (wrong) @exit by now */
     int64_t rep[4];
     tell(e, a, "done", nil);
     CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
@@ -280,7 +250,7 @@ static void test_normal_exit(void)
     CHECK_RC(outcome(e, c, rep, NULL, 0), 0);
     CHECK_EQ_INT(rep[1], 1);
     CHECK_EQ_INT(rep[3], 1); /* ok = true */
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: a link is one link however often it is made, as with Erlang's
@@ -300,20 +270,15 @@ static void test_link_twice(void)
     int before = atomic_load(&exits);
     tell(e, b, "fail", nil);
     CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&exits) == before) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
-    struct timespec ts = { 0, 50000000 };
-    nanosleep(&ts, NULL); /* a second (wrong) @exit would be there by now */
+    TX_WAIT_UNTIL(atomic_load(&exits) != before, 10000, 0);
+    tx_sleep_ms(50); /* a second (wrong) @exit would be there by now */
     int64_t rep[4];
     tell(e, a, "done", nil);
     CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
     CHECK_EQ_INT(rep[0], 0);          /* every link answered ok */
     CHECK_EQ_INT(rep[1], 1);          /* one @exit, not three */
     CHECK_EQ_INT(rep[2], SX_EFAILED); /* with b's code */
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: two processes that link each other at the same moment (on
@@ -363,8 +328,7 @@ static void test_link_each_other(void)
             CHECK(sx_test_now_ms() < end);
             sched_yield();
         }
-        struct timespec ts = { 0, 500000 };
-        nanosleep(&ts, NULL); /* a second (wrong) @exit would be there */
+        tx_sleep_us(500); /* a second (wrong) @exit would be there */
         int64_t rep[4];
         tell(e, a, "done", nil);
         CHECK_RC(outcome(e, a, rep, NULL, 0), 0);
@@ -373,7 +337,7 @@ static void test_link_each_other(void)
     if (doubled > 0)
         SX_FAILF("%d of %d rounds: the trapping partner got %s", doubled,
                  rounds, "more than one @exit");
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: links chain: a-b and b-c; c fails, b fails because of c, and
@@ -390,7 +354,7 @@ static void test_chain(void)
     sx_pid_format(b, want, sizeof want);
     CHECK(strstr(msg, want) != NULL);
     CHECK_RC(outcome(e, b, NULL, NULL, 0), SX_EFAILED);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: linking to an unknown (or finished) process answers
@@ -428,7 +392,7 @@ static void test_bad_links(void)
     tell(e, f, "done", nil);
     CHECK_RC(outcome(e, f, rep, NULL, 0), 0);
     CHECK_RC((int)rep[0], SX_EINVAL);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Submits n fresh peers and terminates each: every one must finish
@@ -464,10 +428,7 @@ static void fresh_terminate_clean(sx_engine *e, int n, const uint32_t *slots,
 static void test_reason_not_inherited(void)
 {
     sx_engine_config cfg = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &peer_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &peer_t, 1);
     enum { PAIRS = 48, FRESH = 256 };
     uint32_t failed_slot[PAIRS];
     sx_pid a[PAIRS], b[PAIRS];
@@ -485,7 +446,7 @@ static void test_reason_not_inherited(void)
         CHECK(strstr(msg, "linked process") != NULL);
     }
     fresh_terminate_clean(e, FRESH, failed_slot, PAIRS);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- a process whose init fails after it was linked ---- */
@@ -503,10 +464,8 @@ static void init_hold(const sx_init_ctx *c, sx_pid *pid, atomic_int *ready,
     *pid = sx_init_pid(c);
     atomic_store(ready, 1);
     double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(go) && sx_test_now_ms() < end) {
-        struct timespec ts = { 0, 200000 };
-        nanosleep(&ts, NULL);
-    }
+    while (!atomic_load(go) && sx_test_now_ms() < end)
+        tx_sleep_us(200);
 }
 
 static int slow_init(void *st, const sx_init_ctx *c, const char *m,
@@ -541,20 +500,15 @@ static void *submit_slow(void *arg)
 static void test_init_failure_after_link(void)
 {
     sx_engine_config cfg = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &peer_t), 0);
-    CHECK_RC(sx_engine_register(e, &slow_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &peer_t, 1);
+    tx_engine_register(e, &slow_t, 1);
+    tx_engine_start(e);
     atomic_store(&slow_ready, 0);
     atomic_store(&slow_go, 0);
     pthread_t th;
     CHECK_RC(pthread_create(&th, NULL, submit_slow, e), 0);
-    double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(&slow_ready)) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(atomic_load(&slow_ready), 10000, 0);
     sx_pid a = peer(e);
     link_and_wait(e, a, slow_pid);
     tell(e, a, "fail", nil);
@@ -565,7 +519,7 @@ static void test_init_failure_after_link(void)
     CHECK_RC((int)(intptr_t)ret, SX_EINVAL);
     uint32_t slot = (uint32_t)slow_pid.id;
     fresh_terminate_clean(e, 64, &slot, 1);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- a spawn-wait child that is watched while its init runs ---- */
@@ -645,21 +599,16 @@ static void okwatch_fn(void *user, sx_pid target, const sx_result *r)
 static void test_watch_during_spawn_wait_init(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &okinit_t), 0);
-    CHECK_RC(sx_engine_register(e, &sw_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &okinit_t, 1);
+    tx_engine_register(e, &sw_t, 1);
+    tx_engine_start(e);
     atomic_store(&okinit_ready, 0);
     atomic_store(&okinit_go, 0);
     atomic_store(&okwatch_calls, 0);
     sx_pid parent;
     CHECK_RC(sx_engine_submit(e, "spawnwaiter", "run", NULL, 0, &parent), 0);
-    double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(&okinit_ready)) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(atomic_load(&okinit_ready), 10000, 0);
     /* The child's init is still running: its PID resolves. */
     CHECK_RC(sx_engine_watch(e, okinit_pid, okwatch_fn, NULL), 0);
     atomic_store(&okinit_go, 1);
@@ -667,12 +616,12 @@ static void test_watch_during_spawn_wait_init(void)
     CHECK_RC(sx_engine_wait(e, parent, 10000, &r), 0);
     CHECK_RC(r.error, 0);
     sx_result_free(&r);
-    end = sx_test_now_ms() + 2000;
+    double end = sx_test_now_ms() + 2000;
     while (atomic_load(&okwatch_calls) == 0 && sx_test_now_ms() < end)
         sched_yield();
     CHECK_EQ_INT(atomic_load(&okwatch_calls), 1);
     CHECK_RC(atomic_load(&okwatch_error), SX_EFAILED);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* ---- a wait on a process whose init then fails ---- */
@@ -680,8 +629,7 @@ static void test_watch_during_spawn_wait_init(void)
 static void *go_later(void *arg)
 {
     (void)arg;
-    struct timespec ts = { 0, 100000000 }; /* the waiter is asleep by then */
-    nanosleep(&ts, NULL);
+    tx_sleep_ms(100); /* the waiter is asleep by then */
     atomic_store(&slow_go, 1);
     return NULL;
 }
@@ -693,19 +641,12 @@ static void *go_later(void *arg)
 static void test_wait_on_failed_init(void)
 {
     sx_engine_config cfg = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &slow_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &slow_t, 1);
     atomic_store(&slow_ready, 0);
     atomic_store(&slow_go, 0);
     pthread_t th, go;
     CHECK_RC(pthread_create(&th, NULL, submit_slow, e), 0);
-    double end = sx_test_now_ms() + 10000;
-    while (!atomic_load(&slow_ready)) {
-        CHECK(sx_test_now_ms() < end);
-        sched_yield();
-    }
+    TX_WAIT_UNTIL(atomic_load(&slow_ready), 10000, 0);
     CHECK_RC(pthread_create(&go, NULL, go_later, NULL), 0);
     sx_result r;
     double t0 = sx_test_now_ms();
@@ -719,7 +660,7 @@ static void test_wait_on_failed_init(void)
     CHECK_RC(pthread_join(go, &ret), 0);
     CHECK_RC(pthread_join(th, &ret), 0);
     CHECK_RC((int)(intptr_t)ret, SX_EINVAL);
-    down(e);
+    tx_engine_down(e);
 }
 
 /* Property: at stop's deadline every process still alive is terminated

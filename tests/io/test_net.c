@@ -39,8 +39,8 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
-#include "tests/io/tsan_fd.h"
+#include "tests/support/support.h"
+#include "tests/support/tsan_fd.h"
 
 #define WAIT_MS 10000
 #define N_CHAN 8
@@ -48,13 +48,6 @@
 #define SRV_CONNS 64
 
 static const sx_payload nil = { NULL, 0 };
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 /* ---- test servers ------------------------------------------------------ */
 
@@ -175,7 +168,7 @@ static void *srv_conn_main(void *arg)
         /* relaxed: only the flag matters; srv_stop hands nothing over
          * with it (and the shutdown it does next is what ends reads). */
         while (!atomic_load_explicit(&s->stop, memory_order_relaxed))
-            sleep_ms(5);
+            tx_sleep_ms(5);
         break;
     case SRV_FLOOD: {
         long long at = 0;
@@ -312,7 +305,7 @@ static bool await_ge(atomic_int *p, int v)
     while (srv_load(p) < v) {
         if (sx_test_now_ms() > end)
             return false;
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
     return true;
 }
@@ -342,45 +335,14 @@ static uint16_t hang_listener(int fds[2])
     return port;
 }
 
-/* Open fds, counted with one poll(2) over 0..4095 (POLLNVAL = closed)
- * rather than by listing /proc/self/fd: opening the directory would make
- * an fd of our own, and ThreadSanitizer, which does not see libuv close
- * fds (a raw close syscall), may report the reuse of its number. */
-static int count_fds(void)
-{
-    static struct pollfd fds[4096];
-    struct rlimit rl;
-    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-    nfds_t n = rl.rlim_cur < 4096 ? (nfds_t)rl.rlim_cur : 4096;
-    for (nfds_t i = 0; i < n; i++)
-        fds[i] = (struct pollfd){ .fd = (int)i, .events = 0 };
-    CHECK(poll(fds, n, 0) >= 0);
-    int k = 0;
-    for (nfds_t i = 0; i < n; i++)
-        k += (fds[i].revents & POLLNVAL) == 0;
-    return k;
-}
-
-/* Waits (up to WAIT_MS) until at most n fds are open; returns the count. */
-static int settle_fds(int n)
-{
-    double end = sx_test_now_ms() + WAIT_MS;
-    int k = count_fds();
-    while (k > n && sx_test_now_ms() < end) {
-        sleep_ms(5);
-        k = count_fds();
-    }
-    return k;
-}
-
 /* Waits (up to WAIT_MS) until at least n fds are open; returns the count. */
 static int await_fds(int n)
 {
     double end = sx_test_now_ms() + WAIT_MS;
-    int k = count_fds();
+    int k = tx_count_fds();
     while (k < n && sx_test_now_ms() < end) {
-        sleep_ms(5);
-        k = count_fds();
+        tx_sleep_ms(5);
+        k = tx_count_fds();
     }
     return k;
 }
@@ -440,7 +402,7 @@ static bool http_respond(srv *s, int fd, const char *method, const char *path,
         };
         for (size_t i = 0; i < 4; i++) {
             send_all(fd, parts[i], strlen(parts[i]));
-            sleep_ms(5);
+            tx_sleep_ms(5);
         }
     } else if (strcmp(path, "/eof") == 0) {
         const char *r = "HTTP/1.0 200 OK\r\nServer: t\r\n\r\nuntil eof";
@@ -895,11 +857,7 @@ static const sx_process_type types[] = {
 static sx_engine *up(unsigned workers, unsigned loops)
 {
     sx_engine_config cfg = { .workers = workers, .io_loops = loops };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        CHECK_RC(sx_engine_register(e, &types[i]), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, types, sizeof types / sizeof types[0]);
     for (int i = 0; i < N_CHAN; i++)
         chan_init(&chans[i]);
     sx_pack_init(&scratch);
@@ -909,11 +867,7 @@ static sx_engine *up(unsigned workers, unsigned loops)
 /* Stops the engine and checks that nothing of the loops stays behind. */
 static void down(sx_engine *e)
 {
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    CHECK_EQ_U64(st.io_inflight, 0);
-    sx_engine_free(e);
+    tx_engine_down_io(e);
     for (int i = 0; i < N_CHAN; i++)
         chan_fini(&chans[i]);
     sx_pack_fini(&scratch);
@@ -929,7 +883,7 @@ static void libuv_warm(void)
     if (warm)
         return;
     warm = true;
-    sx_tsan_fd_warm();
+    tx_tsan_fd_warm();
     down(up(1, 1));
 }
 
@@ -1114,7 +1068,7 @@ static void t_connect_timeout(void)
         CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
         if (st.io_inflight == 1 || sx_test_now_ms() > end)
             break;
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
     CHECK_EQ_U64(st.io_inflight, 1); /* h alone */
     px_done(&p);
@@ -1474,7 +1428,7 @@ static void t_write_after_reset(void)
             SX_FAILF("message \"%s\"", r.msg);
         reply_free(&r);
         if (err == 0)
-            sleep_ms(5);
+            tx_sleep_ms(5);
     }
     if (err != -ECONNRESET && err != -EPIPE)
         SX_FAILF("write error %d %s", err, sx_errname(err));
@@ -1550,7 +1504,7 @@ static void t_close_answers_pending(void)
  * connect and during read); a normal finish with two open connections;
  * the engine's stop with a read pending and a connect hanging. Each time
  * the server sees EOF on every connection, no answer reaches the
- * finished process, and the count of open fds (poll, see count_fds)
+ * finished process, and the count of open fds (poll, see tx_count_fds)
  * comes back to what it was before; at the end the loops hold nothing.
  * The echo server closes its end at EOF, so its fds count too. The
  * baseline is taken after one connection has come and gone: libuv keeps
@@ -1564,15 +1518,15 @@ static void t_finish_closes(void)
     int hang[2];
     uint16_t hang_port = hang_listener(hang);
     libuv_warm();
-    int base0 = count_fds();
+    int base0 = tx_count_fds();
     sx_engine *e = up(2, 1);
     px p = px_new(e, 0);
     int64_t h = px_connect(&p, s->port);
     reply r = px_call(&p, SX_CMD_NET_CLOSE, a_handle(h), 0);
     check_nil(&r);
     CHECK(await_ge(&s->eofs, 1)); /* both ends closed */
-    sx_tsan_fd_warm();
-    int base = count_fds();
+    tx_tsan_fd_warm();
+    int base = tx_count_fds();
     h = px_connect(&p, s->port);
     px_connect(&p, s->port);
     uint64_t tr = px_send(&p, SX_CMD_NET_READ, a_read(h, 100, NULL), 0);
@@ -1587,7 +1541,7 @@ static void t_finish_closes(void)
     CHECK_RC(res.error, SX_ETERMINATED);
     sx_result_free(&res);
     CHECK(await_ge(&s->eofs, 3));
-    CHECK_EQ_INT(settle_fds(base), base);
+    CHECK_EQ_INT(tx_settle_fds(base, WAIT_MS), base);
     CHECK(!px_take(&p, tr, 0, &r)); /* answered, but not to a dead process */
     CHECK(!px_take(&p, tc, 0, &r));
     /* a normal finish with two open connections */
@@ -1598,7 +1552,7 @@ static void t_finish_closes(void)
     CHECK_EQ_INT(await_fds(base + 4), base + 4);
     px_done(&q);
     CHECK(await_ge(&s->eofs, 5));
-    CHECK_EQ_INT(settle_fds(base), base);
+    CHECK_EQ_INT(tx_settle_fds(base, WAIT_MS), base);
     /* stop with a read pending and a connect hanging */
     px t = px_new(e, 2);
     h = px_connect(&t, s->port);
@@ -1612,7 +1566,7 @@ static void t_finish_closes(void)
     CHECK_EQ_U64(st.io_inflight, 0);
     CHECK(await_ge(&s->eofs, 6));
     down(e);
-    CHECK_EQ_INT(settle_fds(base0), base0);
+    CHECK_EQ_INT(tx_settle_fds(base0, WAIT_MS), base0);
     close(hang[1]);
     close(hang[0]);
     srv_stop(s);
@@ -1638,7 +1592,7 @@ static uint64_t await_inflight(sx_engine *e, uint64_t n)
         CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
         if (st.io_inflight == n || sx_test_now_ms() > end)
             return st.io_inflight;
-        sleep_ms(2);
+        tx_sleep_ms(2);
     }
 }
 
@@ -1657,7 +1611,7 @@ static uint64_t await_inflight(sx_engine *e, uint64_t n)
 static void t_late_answers(void)
 {
     libuv_warm();
-    int base = count_fds();
+    int base = tx_count_fds();
     srv *s = srv_start(SRV_SILENT);
     int hang[2];
     uint16_t hang_port = hang_listener(hang);
@@ -1697,7 +1651,7 @@ static void t_late_answers(void)
     close(hang[1]);
     close(hang[0]);
     srv_stop(s);
-    CHECK_EQ_INT(count_fds(), base);
+    CHECK_EQ_INT(tx_count_fds(), base);
 }
 
 /* Back-pressure: while nobody reads, the connection stops reading from the
@@ -1732,7 +1686,7 @@ static void t_backpressure(void)
         }
         if (sx_test_now_ms() > end || now >= FLOOD_BYTES)
             break;
-        sleep_ms(10);
+        tx_sleep_ms(10);
     }
     if (last >= (long long)24 << 20)
         SX_FAILF("server sent %lld bytes with nobody reading", last);

@@ -19,7 +19,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -32,12 +32,6 @@ static const sx_payload nil = { NULL, 0 };
             return 0;                                                          \
         }                                                                      \
     } while (0)
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 /* ---- a user command that keeps its completer ---- */
 
@@ -69,7 +63,7 @@ static void complete_held(void)
         /* acquire: pairs with the release store in cmd_hold. */
         while ((c = atomic_exchange_explicit(&held[i], NULL,
                                              memory_order_acquire)) == NULL)
-            sleep_ms(1);
+            tx_sleep_ms(1);
         sx_complete(c, nil, 0, NULL);
     }
 }
@@ -82,7 +76,7 @@ typedef struct {
 static void *later_main(void *arg)
 {
     later_job *j = arg;
-    sleep_ms((long)j->ms);
+    tx_sleep_ms((long)j->ms);
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_complete(j->done, sx_payload_int(b, 7), 0, NULL);
     free(j);
@@ -179,14 +173,11 @@ static const sx_process_type one_t = { .name = "one",
 static sx_engine *up(unsigned workers)
 {
     sx_engine_config cfg = { .workers = workers };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &one_t), 0);
-    CHECK_RC(sx_engine_register_command(e, CMD_HOLD, "hold", cmd_hold, NULL),
-             0);
-    CHECK_RC(sx_engine_register_command(e, CMD_LATER, "later", cmd_later, NULL),
-             0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, &one_t, 1);
+    tx_engine_command(e, CMD_HOLD, "hold", cmd_hold, NULL);
+    tx_engine_command(e, CMD_LATER, "later", cmd_later, NULL);
+    tx_engine_start(e);
     return e;
 }
 
@@ -205,28 +196,7 @@ static sx_pid one(sx_engine *e, int64_t cmd, int64_t arg, int64_t timeout_ms,
 /* The first answer's error code (the process's DONE value). */
 static int first_error(sx_engine *e, sx_pid pid)
 {
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 30000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s", r.error_msg);
-    int64_t v = 99;
-    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
-    sx_result_free(&r);
-    return (int)v;
-}
-
-static sx_engine_stats stats(sx_engine *e)
-{
-    sx_engine_stats st;
-    CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
-    return st;
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    CHECK_EQ_U64(stats(e).io_inflight, 0);
-    sx_engine_free(e);
+    return (int)tx_wait_int(e, pid, 30000);
 }
 
 /* Property: a 10 s sleep with a 20 ms timeout answers SX_ETIMEDOUT (not
@@ -239,9 +209,9 @@ static void test_sleep_times_out(void)
     CHECK_RC(first_error(e, one(e, SX_CMD_SLEEP, 10000, 20, 100)),
              SX_ETIMEDOUT);
     CHECK(sx_test_now_ms() - t0 < 5000);
-    CHECK_EQ_U64(stats(e).timeouts, 1);
-    CHECK_EQ_U64(stats(e).io_inflight, 0);
-    down(e);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, 1);
+    CHECK_EQ_U64(tx_engine_stats(e).io_inflight, 0);
+    tx_engine_down_io(e);
 }
 
 /* Property: a 10 ms sleep with a 5 s timeout answers normally, and the
@@ -251,9 +221,9 @@ static void test_answer_first(void)
 {
     sx_engine *e = up(2);
     CHECK_RC(first_error(e, one(e, SX_CMD_SLEEP, 10, 5000, 100)), 0);
-    CHECK_EQ_U64(stats(e).timeouts, 0);
-    CHECK_EQ_U64(stats(e).io_inflight, 0);
-    down(e);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).io_inflight, 0);
+    tx_engine_down_io(e);
 }
 
 /* Property: a huge timeout_ms (sx_yield_timeout takes any int64 >= 0)
@@ -270,9 +240,9 @@ static void test_huge_timeout(void)
                                     (int64_t)1 << 44 };
     for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
         CHECK_RC(first_error(e, one(e, SX_CMD_SLEEP, 20, huge[i], 50)), 0);
-    CHECK_EQ_U64(stats(e).timeouts, 0);
-    CHECK_EQ_U64(stats(e).io_inflight, 0);
-    down(e);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).io_inflight, 0);
+    tx_engine_down_io(e);
 }
 
 /* Property: a user command that never answers by itself times out with
@@ -283,15 +253,11 @@ static void test_user_command_late(void)
 {
     sx_engine *e = up(2);
     sx_pid pid = one(e, CMD_HOLD, 0, 20, 300);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&n_held) == 0) {
-        CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
-    }
-    sleep_ms(100); /* past the timeout, inside the linger */
+    TX_WAIT_UNTIL(atomic_load(&n_held) != 0, 10000, 1000);
+    tx_sleep_ms(100); /* past the timeout, inside the linger */
     complete_held();
     CHECK_RC(first_error(e, pid), SX_ETIMEDOUT);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Property: a user command's completion that comes after sx_engine_stop
@@ -304,14 +270,10 @@ static void test_user_command_after_stop(void)
     sx_engine *e = up(2);
     atomic_store(&n_held, 0);
     (void)one(e, CMD_HOLD, 0, 60000, 0);
-    double end = sx_test_now_ms() + 10000;
-    while (atomic_load(&n_held) == 0) {
-        CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
-    }
+    TX_WAIT_UNTIL(atomic_load(&n_held) != 0, 10000, 1000);
     CHECK_RC(sx_engine_stop(e, 200), 0);
     complete_held(); /* late: after stop, before free */
-    CHECK_EQ_U64(stats(e).io_inflight, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).io_inflight, 0);
     sx_engine_free(e);
 }
 
@@ -338,10 +300,10 @@ static void test_race(void)
     printf("# %d answered first, %d timed out first\n", ok, timed_out);
     CHECK(ok > 0);
     CHECK(timed_out > 0);
-    CHECK_EQ_U64(stats(e).timeouts, (uint64_t)timed_out);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, (uint64_t)timed_out);
     /* Let the helper threads' late answers land before the engine goes. */
-    sleep_ms(50);
-    down(e);
+    tx_sleep_ms(50);
+    tx_engine_down_io(e);
 }
 
 /* Property: an unknown command with a timeout still answers
@@ -350,8 +312,8 @@ static void test_unknown_command(void)
 {
     sx_engine *e = up(1);
     CHECK_RC(first_error(e, one(e, 999, 0, 5000, 1)), SX_EUNKNOWN_COMMAND);
-    CHECK_EQ_U64(stats(e).timeouts, 0);
-    down(e);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, 0);
+    tx_engine_down_io(e);
 }
 
 /* ---- fire and forget, misuse ---- */
@@ -406,21 +368,14 @@ static void test_fire_and_forget(void)
                                 .init = ff_init,
                                 .step = ff_step };
     sx_engine_config cfg = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&cfg, &t, 1);
     sx_pid pid;
     CHECK_RC(sx_engine_submit(e, "ff", "run", NULL, 0, &pid), 0);
-    sx_result r;
-    CHECK_RC(sx_engine_wait(e, pid, 30000, &r), 0);
-    if (r.error != 0)
-        SX_FAILF("process failed: %s", r.error_msg);
-    sx_result_free(&r);
-    sx_engine_stats st = stats(e);
+    tx_wait_done(e, pid, 30000, NULL);
+    sx_engine_stats st = tx_engine_stats(e);
     CHECK_EQ_U64(st.dead_letters, 1);
     CHECK_EQ_U64(st.timeouts, 1);
-    down(e);
+    tx_engine_down_io(e);
 }
 
 /* Property: processes that finish (here: terminated) while their timed
@@ -435,9 +390,10 @@ static void test_finish_cleans_up(void)
     for (int i = 0; i < N; i++)
         pids[i] = one(e, i % 2 ? SX_CMD_SLEEP : CMD_HOLD, 60000, 60000, 1);
     double end = sx_test_now_ms() + 10000;
-    while (stats(e).io_inflight < N + N / 2) { /* deadlines + sleeps */
+    /* deadlines + sleeps */
+    while (tx_engine_stats(e).io_inflight < N + N / 2) {
         CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
     for (int i = 0; i < N; i++)
         CHECK_RC(sx_engine_terminate(e, pids[i]), 0);
@@ -447,14 +403,14 @@ static void test_finish_cleans_up(void)
         CHECK_RC(r.error, SX_ETERMINATED);
         sx_result_free(&r);
     }
-    while (stats(e).io_inflight != 0) {
+    while (tx_engine_stats(e).io_inflight != 0) {
         CHECK(sx_test_now_ms() < end);
-        sleep_ms(1);
+        tx_sleep_ms(1);
     }
-    CHECK_EQ_U64(stats(e).timeouts, 0);
+    CHECK_EQ_U64(tx_engine_stats(e).timeouts, 0);
     CHECK_EQ_INT(atomic_load(&n_held), N / 2);
     complete_held(); /* their processes are gone: no-ops */
-    down(e);
+    tx_engine_down_io(e);
 }
 
 static const sx_test_case cases[] = {

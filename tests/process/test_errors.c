@@ -3,7 +3,7 @@
  * Threads: single-threaded (the functions read constant data only).
  */
 #include "process/stepx/process.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #include <errno.h>
 #include <limits.h>

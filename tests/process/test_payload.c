@@ -11,7 +11,7 @@
  */
 #include "process/stepx/process.h"
 #include "process/utf8.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #include <float.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * Threads: single-threaded.
  */
 #include "process/stepx/process.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #include <stdint.h>
 

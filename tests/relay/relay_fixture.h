@@ -28,7 +28,7 @@
 #include <stepx/relay.h>
 
 #include "cmd/types.h"
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* ==== process types ===================================================== */
 
@@ -110,8 +110,7 @@ static int slowinit_init(void *st, const sx_init_ctx *c, const char *m,
     int64_t *ms = st;
     if (n != 1 || sx_payload_get_int(in[0], ms) != 0 || *ms < 0)
         return SX_EINVAL;
-    struct timespec ts = { *ms / 1000, (*ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
+    tx_sleep_ms((long)*ms);
     return 0;
 }
 
@@ -338,20 +337,12 @@ typedef struct {
     char tcp_addr[64];   /* "127.0.0.1:PORT"; empty without a listener */
 } fixture;
 
-/* Starts an engine configured as *ec with the shipped and the test types,
- * and a server configured as *extra (NULL: defaults) on the socket
- * f->path. */
-static inline void fx_up_engine(fixture *f, const sx_engine_config *ec,
-                                const sx_server_config *extra)
+/* Starts a server for the started engine f->e, configured as *extra
+ * (NULL: defaults), on the socket f->path in a new temporary directory
+ * (and on TCP when extra has a listener). */
+static inline void fx_serve(fixture *f, const sx_server_config *extra)
 {
-    memset(f, 0, sizeof(*f));
-    CHECK_RC(sx_engine_new(ec, &f->e), 0);
-    CHECK_RC(sx_types_register_builtin(f->e), 0);
-    for (size_t i = 0; i < FX_NTYPES; i++)
-        CHECK_RC(sx_engine_register(f->e, &fx_types[i]), 0);
-    CHECK_RC(sx_engine_start(f->e), 0);
-    strcpy(f->dir, "/tmp/sxrelXXXXXX");
-    CHECK(mkdtemp(f->dir) != NULL);
+    tx_mkdtemp(f->dir, sizeof(f->dir), "sxrel");
     snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
     snprintf(f->unix_addr, sizeof(f->unix_addr), "unix:%s", f->path);
     sx_server_config sc = { 0 };
@@ -362,6 +353,19 @@ static inline void fx_up_engine(fixture *f, const sx_engine_config *ec,
     if (sc.listen != NULL)
         snprintf(f->tcp_addr, sizeof(f->tcp_addr), "127.0.0.1:%d",
                  sx_server_port(f->s));
+}
+
+/* Starts an engine configured as *ec with the shipped and the test types,
+ * and a server configured as *extra (fx_serve). */
+static inline void fx_up_engine(fixture *f, const sx_engine_config *ec,
+                                const sx_server_config *extra)
+{
+    memset(f, 0, sizeof(*f));
+    f->e = tx_engine_new(ec);
+    CHECK_RC(sx_types_register_builtin(f->e), 0);
+    tx_engine_register(f->e, fx_types, FX_NTYPES);
+    tx_engine_start(f->e);
+    fx_serve(f, extra);
 }
 
 /* An engine of 2 workers (max_processes 0: the default). */
@@ -400,15 +404,8 @@ static inline void fx_down(fixture *f)
         sx_server_stop(f->s);
     struct stat st;
     CHECK(stat(f->path, &st) != 0);
-    CHECK_RC(sx_engine_stop(f->e, 1000), 0);
-    sx_engine_free(f->e);
+    tx_engine_down(f->e);
     rmdir(f->dir);
-}
-
-static inline void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
 }
 
 /* Waits up to timeout_ms until the server has want connections open; then
@@ -422,7 +419,7 @@ static inline void fx_wait_connections(const fixture *f, uint64_t want,
         sx_server_stats_get(f->s, &st);
         if (st.connections == want)
             return;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     } while (sx_test_now_ms() < until);
     CHECK_EQ_U64(st.connections, want);
 }

@@ -16,7 +16,7 @@
 
 #include <stepx/relay.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #include "tests/relay/relay_fixture.h"
 
@@ -837,12 +837,9 @@ static void test_utf8_types(void)
                                   .step = idle_step,
                                   .methods = odd_m };
     sx_engine_config ec = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&ec, &e), 0);
-    CHECK_RC(sx_engine_register(e, &odd), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    char dir[] = "/tmp/sxutfXXXXXX", path[64];
-    CHECK(mkdtemp(dir) != NULL);
+    sx_engine *e = tx_engine_up(&ec, &odd, 1);
+    char dir[64], path[128];
+    tx_mkdtemp(dir, sizeof dir, "sxutf");
     snprintf(path, sizeof path, "%s/s.sock", dir);
     sx_server *s;
     sx_server_config sc = { .socket_path = path, .server_name = "x\xff" };
@@ -900,8 +897,7 @@ static void test_utf8_types(void)
     payload_free(&sb);
     close(fd);
     sx_server_stop(s);
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    tx_engine_down(e);
     rmdir(dir);
 }
 

@@ -17,7 +17,7 @@
 
 #include <stepx/relay.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #include "tests/relay/relay_fixture.h"
 
@@ -173,7 +173,7 @@ static void test_disconnect_mid_wait(void)
             break;
         }
         if (round % 4 != 3 && round % 3 == 0)
-            sleep_ms(2); /* let the server register them first */
+            tx_sleep_ms(2); /* let the server register them first */
         close(fd);
         if (round % 10 == 0) {
             sx_reply r;
@@ -215,7 +215,7 @@ static void test_disconnect_mid_subscribe(void)
         CHECK_RC(sx_client_submit(c, "sleeper", "run", &in, 1, &sp, NULL), 0);
         CHECK_RC(sx_client_subscribe(c, sp, NULL), 0);
         if (round % 2 == 0)
-            sleep_ms(1 + round % 5);
+            tx_sleep_ms(1 + round % 5);
         sx_client_close(c);
     }
     fx_wait_connections(&f, 0, 20000);

@@ -44,16 +44,9 @@ static const sx_process_type blob_type = { .name = "blob",
 static void up(fixture *f, size_t max_frame)
 {
     memset(f, 0, sizeof(*f));
-    sx_engine_config ec = { .workers = 2 };
-    CHECK_RC(sx_engine_new(&ec, &f->e), 0);
-    CHECK_RC(sx_engine_register(f->e, &blob_type), 0);
-    CHECK_RC(sx_engine_start(f->e), 0);
-    strcpy(f->dir, "/tmp/sxfairXXXXXX");
-    CHECK(mkdtemp(f->dir) != NULL);
-    snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
-    snprintf(f->unix_addr, sizeof(f->unix_addr), "unix:%s", f->path);
-    sx_server_config sc = { .socket_path = f->path, .max_frame = max_frame };
-    CHECK_RC(sx_server_start(f->e, &sc, &f->s), 0);
+    f->e = tx_engine_up_workers(2, &blob_type, 1);
+    sx_server_config sc = { .max_frame = max_frame };
+    fx_serve(f, &sc);
 }
 
 /* Sends {op, id, pid} on fd. */
@@ -115,8 +108,7 @@ static void test_exit_push_fits_frame(void)
     close(fd);
     sx_client_close(c);
     sx_server_stop(f.s);
-    CHECK_RC(sx_engine_stop(f.e, 1000), 0);
-    sx_engine_free(f.e);
+    tx_engine_down(f.e);
     rmdir(f.dir);
 }
 
@@ -153,7 +145,7 @@ static void test_pump_turn_yields(void)
     }
     printf("A sends %zu bytes in one write\n", all_len);
     CHECK_RC(raw_write(a, all, all_len), 0);
-    sleep_ms(100); /* A's first turn is running (512 x 1 ms) */
+    tx_sleep_ms(100); /* A's first turn is running (512 x 1 ms) */
     /* B asks for stats: `submitted` says how many of A's submits the
      * loop had answered by the time it got to B. */
     sx_pack q;
@@ -213,7 +205,7 @@ static void test_gate_burst_evicts_holder(void)
     sx_pack_int(&pk, 300);
     CHECK_RC(raw_frame(hold, &pk), 0);
     sx_pack_fini(&pk);
-    sleep_ms(50);
+    tx_sleep_ms(50);
     /* The token holder connects and says hello at once... */
     int legit = raw_connect(f.path);
     req_begin(&pk, 4, "hello", 1);

@@ -31,7 +31,7 @@
 #include <stepx/relay.h>
 
 #include "process/fault.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #include "tests/relay/relay_fixture.h"
 

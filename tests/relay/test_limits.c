@@ -21,7 +21,7 @@
 
 #include <stepx/relay.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #include "tests/relay/relay_fixture.h"
 
@@ -64,7 +64,7 @@ static uint64_t waits_after(const fixture *f, uint64_t want)
         st = stats_of(f);
         if (st.waits == want)
             break;
-        sleep_ms(1);
+        tx_sleep_ms(1);
     } while (sx_test_now_ms() < end);
     return st.waits;
 }
@@ -451,9 +451,7 @@ static void test_gate_bad_version(void)
 static void test_gate_token_max(void)
 {
     sx_engine_config ec = { .workers = 1 };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&ec, &e), 0);
-    CHECK_RC(sx_engine_start(e), 0);
+    sx_engine *e = tx_engine_up(&ec, NULL, 0);
     char tok[SX_RELAY_TOKEN_MAX + 2];
     memset(tok, 'k', sizeof(tok) - 1);
     tok[sizeof(tok) - 1] = 0;

@@ -24,7 +24,7 @@
 
 #include <stepx/relay.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #include "tests/relay/relay_fixture.h"
 
@@ -314,7 +314,7 @@ static void test_pushes_between(void)
 static void *stop_later(void *arg)
 {
     fixture *f = arg;
-    sleep_ms(50);
+    tx_sleep_ms(50);
     sx_server_stop(f->s);
     return NULL;
 }
@@ -349,7 +349,7 @@ static void test_server_dies(void)
     uint64_t quick;
     CHECK_RC(sx_client_post_submit(c, "square", "run", &in, 1, &quick), 0);
     CHECK_RC(sx_client_flush(c, 5000), 0);
-    sleep_ms(20); /* the submit's reply is in before the server stops */
+    tx_sleep_ms(20); /* the submit's reply is in before the server stops */
     pthread_t th;
     CHECK(pthread_create(&th, NULL, stop_later, &f) == 0);
     double t0 = sx_test_now_ms();
@@ -412,7 +412,7 @@ static void test_stop_delivers_last_outcomes(void)
             CHECK_RC(sx_client_post_wait(c, pid, -1, NULL), 0);
         }
         CHECK_RC(sx_client_flush(c, 5000), 0);
-        sleep_ms(50); /* the server has registered the waits */
+        tx_sleep_ms(50); /* the server has registered the waits */
         CHECK_RC(sx_engine_stop(f.e, 0), 0);
         sx_server_stop(f.s);
         f.s = NULL;
@@ -451,14 +451,14 @@ static void test_slow_reader_bounded(void)
         posted++;
         CHECK(posted < 2000000); /* 1 MiB of ~20-byte frames: ~60,000 */
         if (posted % 4096 == 0)
-            sleep_ms(1); /* let the server fill its side */
+            tx_sleep_ms(1); /* let the server fill its side */
     }
     CHECK_RC(rc, SX_ELIMIT);
     CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)posted);
     /* Refused again without reading; nothing was queued. */
     CHECK_RC(sx_client_post(c, sx_pack_payload(&pk), NULL), SX_ELIMIT);
     CHECK_EQ_U64(sx_client_in_flight(c), (uint64_t)posted);
-    sleep_ms(100);
+    tx_sleep_ms(100);
     sx_server_stats st;
     sx_server_stats_get(f.s, &st);
     CHECK(st.output_peak <= 2 * (64u << 10) + 4096);
@@ -635,8 +635,7 @@ static void *chatty_main(void *arg)
 
 static void chatty_up(chatty *s, double stream_ms, pthread_t *th)
 {
-    strcpy(s->dir, "/tmp/sxchatXXXXXX");
-    CHECK(mkdtemp(s->dir) != NULL);
+    tx_mkdtemp(s->dir, sizeof(s->dir), "sxchat");
     snprintf(s->path, sizeof(s->path), "%s/s.sock", s->dir);
     s->stream_ms = stream_ms;
     s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -710,7 +709,7 @@ typedef struct {
 static void *lazy_main(void *arg)
 {
     lazy *s = arg;
-    sleep_ms(300);
+    tx_sleep_ms(300);
     for (int i = 0; i < s->queued; i++) {
         int fd = accept(s->lfd, NULL, NULL);
         CHECK(fd >= 0);
@@ -755,8 +754,7 @@ static void *lazy_main(void *arg)
 static void test_connect_backlog_full(void)
 {
     char dir[64], path[128];
-    strcpy(dir, "/tmp/sxlazyXXXXXX");
-    CHECK(mkdtemp(dir) != NULL);
+    tx_mkdtemp(dir, sizeof(dir), "sxlazy");
     snprintf(path, sizeof(path), "%s/s.sock", dir);
     lazy s = { .lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
     CHECK(s.lfd >= 0);

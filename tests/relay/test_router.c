@@ -15,7 +15,7 @@
 
 #include <stepx/stepx.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #define LOCAL_NODE 3
 
@@ -80,17 +80,7 @@ static const sx_process_type tally_t = { .name = "tally",
 static sx_engine *up(void)
 {
     sx_engine_config cfg = { .workers = 2, .node = LOCAL_NODE };
-    sx_engine *e;
-    CHECK_RC(sx_engine_new(&cfg, &e), 0);
-    CHECK_RC(sx_engine_register(e, &tally_t), 0);
-    CHECK_RC(sx_engine_start(e), 0);
-    return e;
-}
-
-static void down(sx_engine *e)
-{
-    CHECK_RC(sx_engine_stop(e, 1000), 0);
-    sx_engine_free(e);
+    return tx_engine_up(&cfg, &tally_t, 1);
 }
 
 /* ---- a route that records what it gets ----
@@ -202,7 +192,7 @@ static void local_delivery(void)
     /* The local node cannot be given a peer. */
     CHECK_RC(sx_router_add_peer(r, LOCAL_NODE, route_fn, &tr), SX_EINVAL);
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 typedef struct {
@@ -254,7 +244,7 @@ static void peer_in_order(void)
         CHECK_EQ_INT(pr.next[t], n);
     CHECK_RC(send_seq(r, SX_PID_NONE, (sx_pid){ 9, 1, 1 }, 0), SX_ENOTFOUND);
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 static void transport_fallback(void)
@@ -289,7 +279,7 @@ static void transport_fallback(void)
     CHECK_RC(send_seq(r, from, (sx_pid){ 9, 4, 8 }, 11), SX_ENOTFOUND);
     CHECK_EQ_INT(got(&tr), 11);
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 static void remove_and_replace(void)
@@ -319,7 +309,7 @@ static void remove_and_replace(void)
     CHECK_EQ_INT(got(&b), 2);
     CHECK_RC(sx_router_remove_peer(r, 8), SX_ENOTFOUND);
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 typedef struct {
@@ -403,7 +393,7 @@ static void remove_under_load(void)
     printf("# a %lld, b %lld, c %lld messages\n", (long long)got(&a),
            (long long)got(&b), (long long)got(&c));
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 static void many_peers(void)
@@ -441,7 +431,7 @@ static void many_peers(void)
                      0);
     }
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 static void bad_arguments(void)
@@ -467,7 +457,7 @@ static void bad_arguments(void)
     sx_router_set_transport(NULL, route_fn, &pr);
     sx_router_free(NULL);
     sx_router_free(r);
-    down(e);
+    tx_engine_down(e);
 }
 
 static const sx_test_case cases[] = {

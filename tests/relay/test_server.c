@@ -26,7 +26,7 @@
 
 #include <stepx/relay.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 #include "tests/relay/relay_fixture.h"
 
@@ -698,7 +698,7 @@ static void test_request_errors(void)
 static void *open_gate_later(void *arg)
 {
     (void)arg;
-    sleep_ms(20);
+    tx_sleep_ms(20);
     pthread_mutex_lock(&gate_mu);
     gate_open = 1;
     pthread_cond_broadcast(&gate_cv);
@@ -873,7 +873,7 @@ static void test_half_close(void)
         CHECK_RC(raw_write(fd, all, len), 0);
         free(all);
         CHECK_RC(shutdown(fd, SHUT_WR), 0);
-        sleep_ms(300); /* the server reads the EOF before we read */
+        tx_sleep_ms(300); /* the server reads the EOF before we read */
         for (int64_t id = 1; id <= N; id++) {
             sx_payload b;
             CHECK_RC(raw_read(fd, 10000, &b), 0);
@@ -952,7 +952,7 @@ static void test_half_close_keeps_waits(void)
     fd = raw_connect(f.path);
     raw_pid_request(fd, "wait", 3, txt);
     CHECK_RC(shutdown(fd, SHUT_WR), 0);
-    sleep_ms(200); /* the server sees the EOF, keeps the connection */
+    tx_sleep_ms(200); /* the server sees the EOF, keeps the connection */
     sx_server_stats st;
     sx_server_stats_get(f.s, &st);
     CHECK_EQ_U64(st.connections, 2);
@@ -1012,7 +1012,7 @@ static void test_half_close_stop(void)
     raw_pid_request(fd, "wait", 3, txt);
     raw_pid_request(fd, "subscribe", 4, txt);
     CHECK_RC(shutdown(fd, SHUT_WR), 0);
-    sleep_ms(300);
+    tx_sleep_ms(300);
     sx_server_stats st;
     sx_server_stats_get(f.s, &st);
     CHECK_EQ_U64(st.connections, 2);
@@ -1056,7 +1056,7 @@ static void test_half_close_slow(void)
     CHECK_RC(raw_read(fd, 5000, &b), 0);
     free((void *)b.data);
     CHECK_RC(shutdown(fd, SHUT_WR), 0);
-    sleep_ms(200);
+    tx_sleep_ms(200);
     sx_pack a, b2, c2;
     sx_pack_init(&a);
     sx_pack_init(&b2);
@@ -1078,7 +1078,7 @@ static void test_half_close_slow(void)
         sx_server_stats_get(f.s, &st);
         if (st.push_drops > 0)
             break;
-        sleep_ms(2);
+        tx_sleep_ms(2);
     } while (sx_test_now_ms() < until);
     CHECK(st.push_drops >= 1);
     CHECK_EQ_U64(st.slow_drops, 0);
@@ -1112,7 +1112,7 @@ static void test_half_close_big(void)
     int fd = raw_connect(f.path);
     raw_pid_request(fd, "wait", 5, txt);
     CHECK_RC(shutdown(fd, SHUT_WR), 0);
-    sleep_ms(1000); /* the answer is produced; the socket is full */
+    tx_sleep_ms(1000); /* the answer is produced; the socket is full */
     sx_payload b;
     CHECK_RC(raw_read(fd, 5000, &b), 0);
     CHECK_EQ_INT(map_int(b, "id"), 5);
@@ -1664,7 +1664,7 @@ static void test_max_connections(void)
     while ((rc = sx_client_connect(f.unix_addr, NULL, 10000, &c)) ==
                SX_ELIMIT &&
            sx_test_now_ms() < until)
-        sleep_ms(1);
+        tx_sleep_ms(1);
     CHECK_RC(rc, 0);
     sx_client_close(b);
     sx_client_close(c);
@@ -1747,7 +1747,7 @@ static void test_fanout_pins_no_memory(void)
         if (live == 0)
             break;
         CHECK(sx_test_now_ms() < end);
-        sleep_ms(20);
+        tx_sleep_ms(20);
     }
     sx_payload st = stats_of(c, &r);
     int64_t held = map_int(st, "outcome_bytes");

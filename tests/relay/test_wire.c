@@ -19,7 +19,7 @@
 
 #include "process/utf8.h"
 #include "relay/wire.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 /* ---- helpers ---- */
 

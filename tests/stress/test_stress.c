@@ -89,7 +89,7 @@
 
 #include <stepx/engine.h>
 
-#include "tests/harness.h"
+#include "tests/support/support.h"
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -234,12 +234,6 @@ static void seed(uint64_t *s, uint64_t v)
     *s = (v + 1) * 0x9E3779B97F4A7C15ULL;
     if (*s == 0)
         *s = 1;
-}
-
-static void nap_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000L };
-    nanosleep(&ts, NULL);
 }
 
 static sx_pid pid_of_id(uint64_t id)
@@ -390,7 +384,7 @@ static void item_run(aitem *it, uint64_t *rng)
         }
         break;
     case 3:
-        nap_us(20);
+        tx_sleep_us(20);
         break;
     default:
         break;
@@ -1077,7 +1071,7 @@ static void *canceller_main(void *arg)
     seed(&rng, 77);
     while (outside_running()) {
         if (done >= indices_used() / CANCEL_EVERY) {
-            nap_us(50);
+            tx_sleep_us(50);
             continue;
         }
         done++;
@@ -1120,7 +1114,7 @@ static void *ext_main(void *arg)
     seed(&rng, sender);
     while (outside_running()) {
         if (done >= indices_used() / EXT_EVERY) {
-            nap_us(50);
+            tx_sleep_us(50);
             continue;
         }
         done++;
@@ -1192,7 +1186,7 @@ static bool resumed(double ms)
             return true;
         if (sx_test_now_ms() >= end)
             return false;
-        nap_us(20000);
+        tx_sleep_us(20000);
     }
 }
 
@@ -1345,24 +1339,18 @@ static void ctx_init(unsigned workers)
     cfg.workers = workers;
     cfg.node = 0;
     cfg.host = 1;
-    CHECK_RC(sx_engine_new(&cfg, &T.e), 0);
-    CHECK_RC(sx_engine_register(T.e, &stressor_type), 0);
-    CHECK_RC(sx_engine_register(T.e, &sink_type), 0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_SYNC, "sync", cmd_sync, NULL),
-             0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_ASYNC, "async", cmd_async,
-                                        (void *)(intptr_t)CMD_ASYNC),
-             0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_FAST, "fast", cmd_async,
-                                        (void *)(intptr_t)CMD_FAST),
-             0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_PING, "ping", cmd_async,
-                                        (void *)(intptr_t)CMD_PING),
-             0);
-    CHECK_RC(sx_engine_register_command(T.e, CMD_FAILING, "failing",
-                                        cmd_failing, NULL),
-             0);
-    CHECK_RC(sx_engine_start(T.e), 0);
+    T.e = tx_engine_new(&cfg);
+    tx_engine_register(T.e, &stressor_type, 1);
+    tx_engine_register(T.e, &sink_type, 1);
+    tx_engine_command(T.e, CMD_SYNC, "sync", cmd_sync, NULL);
+    tx_engine_command(T.e, CMD_ASYNC, "async", cmd_async,
+                      (void *)(intptr_t)CMD_ASYNC);
+    tx_engine_command(T.e, CMD_FAST, "fast", cmd_async,
+                      (void *)(intptr_t)CMD_FAST);
+    tx_engine_command(T.e, CMD_PING, "ping", cmd_async,
+                      (void *)(intptr_t)CMD_PING);
+    tx_engine_command(T.e, CMD_FAILING, "failing", cmd_failing, NULL);
+    tx_engine_start(T.e);
 }
 
 static void ctx_fini(void)
@@ -1426,7 +1414,7 @@ static void submit_all(void)
         uint64_t live = get(&T.inits) - get(&T.closes);
         if (live >= LIVE_MAX + N_SINKS) {
             watch("submit");
-            nap_us(100);
+            tx_sleep_us(100);
             continue;
         }
         if (++tries % 997 == 0) {
@@ -1519,7 +1507,7 @@ static void run(end_stats *out)
      * are certain to come). */
     while (get(&T.closes) < get(&T.inits) - N_SINKS) {
         watch("drain");
-        nap_us(500);
+        tx_sleep_us(500);
     }
     stop_sinks();
     CHECK_EQ_U64(get(&T.closes), get(&T.inits));
@@ -1529,13 +1517,12 @@ static void run(end_stats *out)
     out->steps = total_steps(&out->st, out->ws);
     while (out->st.live > 0) {
         watch("quiesce");
-        nap_us(200);
+        tx_sleep_us(200);
         out->steps = total_steps(&out->st, out->ws);
     }
     stop_completers();
     CHECK_EQ_U64(get(&T.items_in), get(&T.items_out));
-    CHECK_RC(sx_engine_stop(T.e, 1000), 0);
-    sx_engine_free(T.e);
+    tx_engine_down(T.e);
     T.e = NULL;
 }
 

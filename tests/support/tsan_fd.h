@@ -1,6 +1,9 @@
-/* tests/io/tsan_fd.h — ThreadSanitizer, libuv and file descriptor numbers.
+/* tests/support/tsan_fd.h — ThreadSanitizer, libuv and file descriptor
+ * numbers.
+ *
  * Include it once, in a test binary whose threads open sockets, files or
- * pipes while libuv loops close theirs.
+ * pipes while libuv loops close theirs (support.h leaves it out: it defines
+ * a hook, not an inline function).
  *
  * libuv (Debian's build, not instrumented) closes every fd with
  * syscall(SYS_close, fd) (uv__close_nocancel; `nm -D libuv.so.1` shows
@@ -21,21 +24,21 @@
  *
  * Matching a report against suppressions symbolizes it, which starts
  * llvm-symbolizer, which keeps two pipe fds open from then on. A test that
- * counts fds calls sx_tsan_fd_warm() before its baseline, so that the
+ * counts fds calls tx_tsan_fd_warm() before its baseline, so that the
  * symbolizer is already running (a no-op without TSan).
  */
-#ifndef SX_TESTS_IO_TSAN_FD_H
-#define SX_TESTS_IO_TSAN_FD_H
+#ifndef TX_SUPPORT_TSAN_FD_H
+#define TX_SUPPORT_TSAN_FD_H
 
 #if defined(__SANITIZE_THREAD__)
-#define SX_TSAN 1
+#define TX_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define SX_TSAN 1
+#define TX_TSAN 1
 #endif
 #endif
 
-#ifdef SX_TSAN
+#ifdef TX_TSAN
 #include <sanitizer/common_interface_defs.h>
 
 /* Read by the TSan runtime at start-up (a weak hook it declares). */
@@ -58,14 +61,14 @@ const char *__tsan_default_suppressions(void)
            "race:^dup3$\n";
 }
 
-static inline void sx_tsan_fd_warm(void)
+static inline void tx_tsan_fd_warm(void)
 {
     char buf[256];
     __sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L", buf,
                              sizeof buf);
 }
 #else
-static inline void sx_tsan_fd_warm(void)
+static inline void tx_tsan_fd_warm(void)
 {
 }
 #endif

@@ -1,11 +1,11 @@
-/* tests/harness.h — the small test harness every test binary uses.
+/* tests/support/harness.h — the small test harness every test binary uses.
  *
  * A test file defines its cases in a table and calls sx_test_main. A failed
  * CHECK prints the file, line, expression and both values, then exits 1
  * (the process is the unit meson counts). `prog NAME` runs one case.
  */
-#ifndef SX_TESTS_HARNESS_H
-#define SX_TESTS_HARNESS_H
+#ifndef TX_SUPPORT_HARNESS_H
+#define TX_SUPPORT_HARNESS_H
 
 #include <inttypes.h>
 #include <stdio.h>
