@@ -14,7 +14,7 @@
 #include <stepx/process.h>
 
 #include "engine/commands/http_parse.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 /* ---- URLs ---- */
 
@@ -77,23 +77,32 @@ static void t_url_errors(void)
         { "", "net.http: url must start with http://" },
         { "http://user:pw@h/",
           "net.http: user info in the url is not supported" },
-        { "http://[::1/", "net.http: bad url host:port: a '[' without its ']'" },
-        { "http://[::1]x/", "net.http: bad url host:port: expected ':PORT' after the ']'" },
-        { "http://h:/", "net.http: bad url host:port: the port after ':' is empty" },
-        { "http://h:123456/", "net.http: bad url host:port: the port must be 1 to 65535" },
-        { "http://h:8o/",
-          "net.http: bad url host:port: the port is not a decimal number (digits only)" },
-        { "http://::1/", "net.http: bad url host:port: more than one ':' (an IPv6 "
-                        "address goes in brackets: [::1]:PORT)" },
-        { "http://h:0/", "net.http: bad url host:port: the port must be 1 to 65535" },
-        { "http://h:65536/", "net.http: bad url host:port: the port must be 1 to 65535" },
+        { "http://[::1/",
+          "net.http: bad url host:port: a '[' without its ']'" },
+        { "http://[::1]x/",
+          "net.http: bad url host:port: expected ':PORT' after the ']'" },
+        { "http://h:/",
+          "net.http: bad url host:port: the port after ':' is empty" },
+        { "http://h:123456/",
+          "net.http: bad url host:port: the port must be 1 to 65535" },
+        { "http://h:8o/", "net.http: bad url host:port: the port is not a "
+                          "decimal number (digits only)" },
+        { "http://::1/",
+          "net.http: bad url host:port: more than one ':' (an IPv6 "
+          "address goes in brackets: [::1]:PORT)" },
+        { "http://h:0/",
+          "net.http: bad url host:port: the port must be 1 to 65535" },
+        { "http://h:65536/",
+          "net.http: bad url host:port: the port must be 1 to 65535" },
         { "http:///p", "net.http: bad url host:port: the host is empty" },
         { "http://[]/", "net.http: bad url host:port: the host is empty" },
         { "http://:80/", "net.http: bad url host:port: the host is empty" },
-        { "http://a b/", "net.http: bad url host:port: the host holds a character other "
-                         "than ASCII letters, digits, '.', '-' and '_'" },
+        { "http://a b/",
+          "net.http: bad url host:port: the host holds a character other "
+          "than ASCII letters, digits, '.', '-' and '_'" },
         { "http://[::1%\r\nX-Injected: yes]:1/",
-          "net.http: bad url host:port: the IPv6 zone after '%' must be 1 or more ASCII "
+          "net.http: bad url host:port: the IPv6 zone after '%' must be 1 or "
+          "more ASCII "
           "letters, digits, '.', '-' or '_'" },
         { "http://h/a b", "net.http: the url path must not hold spaces or "
                           "control characters (percent-encode them)" },

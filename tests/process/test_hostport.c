@@ -10,7 +10,7 @@
  */
 #include "process/hostport.h"
 #include "process/stepx/process.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
