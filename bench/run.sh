@@ -6,10 +6,10 @@
 #
 # The build it measures: bench/stepx-bench from the working tree, in a
 # build tree of its own, build/bench/stepx (so that it never races
-# scripts/run.sh over build/release), configured with
-# `--buildtype=release -Db_lto=true`: release with link-time optimisation,
-# given explicitly, so the figures do not depend on the project's default
-# options. The report records the commit, whether the sources stepx-bench
+# scripts/run.sh over build/release), configured with the project's default
+# options and nothing else: the build users get from `meson setup` and
+# `meson install` (release with link-time optimisation, meson.build), set
+# up afresh every run. The report records the commit, whether the sources stepx-bench
 # is built from had uncommitted changes, and the options the tree was
 # built with (`meson introspect`).
 #
@@ -101,15 +101,11 @@ BB=build/bench
 BUILD=$BB/stepx
 mkdir -p "$BB/erlang"
 echo "=== stepx: build $BUILD (release) ==="
-# Link-time optimisation: the hot path crosses files (worker, dispatch,
-# event, mailbox, deque), and LTO inlines those calls (callgrind counts
-# ~15 % fewer instructions per ring hop with it than without).
-if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
-    rm -rf "$BUILD"
-    meson setup "$BUILD" --buildtype=release -Db_lto=true
-else
-    meson configure "$BUILD" -Db_lto=true
-fi
+# The default build, exactly: the tree is set up afresh with no options
+# every run (about 30 s of the suite's minutes), so that nothing configured
+# earlier (`meson configure`, another meson) changes what is measured.
+rm -rf "$BUILD"
+meson setup "$BUILD"
 # Only the driver and what it links: the suite should not wait for (or trip
 # over) tests and examples.
 ninja -C "$BUILD" bench/stepx-bench

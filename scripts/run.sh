@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run.sh: the main job. Installs what is missing (scripts/setup.sh),
-# builds the daemon stepxd and the CLI stepx in build/release (buildtype
-# release), starts stepxd in the background on a temporary socket, runs the
+# builds the daemon stepxd and the CLI stepx in build/release (the
+# project's default build: release with link-time optimisation), starts stepxd in the background on a temporary socket, runs the
 # demo workload against it with the CLI (scripts/demo.sh), then stops the
 # daemon with SIGTERM and checks that it exits 0. Arguments are passed to
 # stepxd (e.g. --workers 4). Exits non-zero if anything went wrong.
