@@ -151,7 +151,7 @@ uv_loop_t *sx__io_uv(const sx__ioop *op);
 /* [loop] The owner's PID. */
 sx_pid sx__io_pid(const sx__ioop *op);
 
-/* engine lifecycle [engine] */
+/* The engine's life cycle [caller]: start and stop call these. */
 int sx__io_start(sx_engine *e);
 /* Cancels everything still running and joins the loop threads. */
 void sx__io_stop(sx_engine *e);

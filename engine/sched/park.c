@@ -21,7 +21,7 @@
  * liveness (that worker runs it); it wakes a parked worker only as a hint
  * for parallelism (sx__enqueue).
  *
- * Threads: notify [any thread]; wait [worker]; shutdown [the stopper].
+ * Threads: notify [any thread]; wait [worker]; shutdown [stopper].
  */
 #include <errno.h>
 #include <time.h>

@@ -40,7 +40,7 @@
  * stays on the loop (clock.c), where the timeout cancels it. At engine stop
  * the entries left are freed.
  *
- * Threads: add [the owning worker]; run [any worker; the owner or a
+ * Threads: add [owning worker]; run [worker: the owner or a
  * trylock winner]; earliest [any worker]; drain [the stopper, after the
  * workers are joined].
  */

@@ -42,7 +42,6 @@ typedef struct {
 /* engine/timer/sleep.c */
 int sx__timers_init(sx__timers *tm);
 void sx__timers_fini(sx__timers *tm);
-/* [owning worker] Answers done (no result) at due_ns or later. */
 /* [owning worker] Takes done (its sleep is answered at due_ns or later,
  * or SX_ENOMEM if it cannot be kept); returns 0. */
 int sx__timer_add(sx__worker *w, uint64_t due_ns, sx_completer *done);
