@@ -29,7 +29,7 @@
 
 #include <stepx/stepx.h>
 
-#include "cmd/types.h" /* the shipped types: relay runs counter(1) */
+#include "cmd/types/types.h" /* the shipped types: relay runs counter(1) */
 
 static double now_s(void)
 {

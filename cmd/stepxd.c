@@ -1,5 +1,5 @@
 /* cmd/stepxd.c — the stepx daemon: an engine with the shipped process
- * types (cmd/types.c) and any loaded from shared objects, behind the relay
+ * types (cmd/types/types.c) and any loaded from shared objects, behind the relay
  * server (relay/stepx/relay.h), with Prometheus metrics on request.
  *
  *   stepxd [--socket PATH] [--listen HOST:PORT] [--token T]
@@ -40,7 +40,7 @@
 #include <stepx/stepx.h>
 
 #include "cmd/metrics.h"
-#include "cmd/types.h"
+#include "cmd/types/types.h"
 #include "process/hostport.h"
 
 #define MAX_LOADS 32

@@ -1,4 +1,4 @@
-/* tests/cmd/test_types.c — the process types stepxd ships (cmd/types.c)
+/* tests/cmd/test_types.c — the process types stepxd ships (cmd/types/types.c)
  * behave as PROTOCOL.md says, driven through the engine API: counter,
  * sleeper, echo (with a mailbox as the sender), fail, exec, fanout, and
  * their bad inputs. Each case opens with the property it checks. */
@@ -8,7 +8,7 @@
 
 #include <stepx/stepx.h>
 
-#include "cmd/types.h"
+#include "cmd/types/types.h"
 #include "tests/support/support.h"
 
 #define WAIT_MS 30000

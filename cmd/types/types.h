@@ -1,4 +1,4 @@
-/* cmd/types.h — the process types every stepxd ships (PROTOCOL.md,
+/* cmd/types/types.h — the process types every stepxd ships (PROTOCOL.md,
  * "Process types every daemon ships"): counter, sleeper, echo, fail,
  * exec, fanout. */
 #ifndef SX_CMD_TYPES_H

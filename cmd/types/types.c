@@ -1,4 +1,4 @@
-/* cmd/types.c — the process types stepxd ships, exactly as PROTOCOL.md
+/* cmd/types/types.c — the process types stepxd ships, exactly as PROTOCOL.md
  * describes them (for examples, tests and benchmarks):
  *
  *   counter.run [n]            n no-op yields, one per step; DONE n
@@ -22,7 +22,7 @@
  *
  * Threads: init on the submitting thread, steps on workers (engine rules).
  */
-#include "cmd/types.h"
+#include "cmd/types/types.h"
 
 #include <stdio.h>
 #include <stdlib.h>
