@@ -1,5 +1,6 @@
-/* engine/core/dispatch.c — the command registry, dispatch of a step's yields,
- * sx_complete, and the built-in "process" command family.
+/* engine/core/dispatch.c — the command registry, dispatch of a step's
+ * yields (and of its direct sends), sx_complete, and watchers firing. The
+ * command families themselves are engine/commands/.
  *
  * The registry is filled before start and frozen: ids below 256 index an
  * array, user ids (>= 256) are binary-searched in a sorted array; neither
@@ -9,8 +10,7 @@
  * yield, whether the handler completes at once, later from another thread,
  * or fails.
  *
- * Threads: dispatch and the built-in handlers [worker]; sx_complete [any
- * thread].
+ * Threads: dispatch [worker]; sx_complete [any thread].
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,8 +136,9 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
         /* Completed by a handler on the worker that is running the
          * process (the common case for cheap commands): p cannot finish
          * under us, and this worker checks the mailbox before it blocks or
-         * idles the process (engine/sched/turn.c, backlog), so neither a reference
-         * nor the state word's wake-up flag is needed — only the push. */
+         * idles the process (engine/sched/turn.c, backlog), so neither a
+         * reference nor the state word's wake-up flag is needed — only the
+         * push. */
         sx__mpsc_push(&p->mbox, &ev->node);
         return;
     }
