@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test.sh: the whole stepx test suite, in the three builds CI runs:
 #
-#   build/gcc   gcc, debugoptimized, --werror: every suite
+#   build/gcc   gcc, the default build (release, LTO), --werror: every suite
 #   build/asan  clang, ASan + UBSan, -fno-sanitize-recover=all: every suite
 #   build/tsan  clang, TSan: the unit, stress and hostile suites (the
 #               hostile clients against a TSan stepxd)
