@@ -2,9 +2,9 @@
  * connection; sync calls (a request, then its reply) and pipelined ones
  * (sx_client_post*: many requests in flight, their replies taken with
  * sx_client_next_reply in arrival order, matched by id); pushes queued in
- * arrival order for sx_client_next_push; and sx_map_get, which the server
- * uses too. Requests are buffered and go out together (one send for
- * everything queued) when the client next waits on the socket.
+ * arrival order for sx_client_next_push. Requests are buffered and go out
+ * together (one send for everything queued) when the client next waits on
+ * the socket.
  *
  * Threads: a client belongs to one thread at a time (no locks inside).
  * The socket is non-blocking and every wait is a poll with the time left,
@@ -112,41 +112,6 @@ static int wait_fd(int fd, short events, int64_t deadline)
         if (errno != EINTR)
             return -errno;
     }
-}
-
-/* ---- sx_map_get ---- */
-
-int sx_map_get(sx_payload map, const char *key, sx_payload *value)
-{
-    if (key == NULL)
-        return SX_EINVAL;
-    sx_unpack u;
-    uint32_t n;
-    sx_unpack_init(&u, map);
-    if (sx_unpack_map(&u, &n) != 0)
-        return SX_EPROTO;
-    size_t kl = strlen(key);
-    for (uint32_t i = 0; i < n; i++) {
-        const char *k;
-        size_t l;
-        bool match = false;
-        if (sx_unpack_type(&u) == SX_MP_STR) {
-            if (sx_unpack_str(&u, &k, &l) != 0)
-                return SX_EPROTO;
-            match = l == kl && memcmp(k, key, kl) == 0;
-        } else if (sx_unpack_skip(&u) != 0) {
-            return SX_EPROTO;
-        }
-        sx_payload v;
-        if (sx_unpack_raw(&u, &v) != 0)
-            return SX_EPROTO;
-        if (match) {
-            if (value != NULL)
-                *value = v;
-            return 0;
-        }
-    }
-    return SX_ENOTFOUND;
 }
 
 /* ---- replies ---- */
