@@ -19,7 +19,7 @@
 
 /* ---- references ---- */
 
-void sx__relay_conn_ref(relay_conn *c)
+void sx__relay_conn_ref(sx__relay_conn *c)
 {
     /* relaxed: the caller holds a reference, or runs inside the mailbox
      * callback, which the mailbox's lifetime keeps before the loop drops
@@ -27,7 +27,7 @@ void sx__relay_conn_ref(relay_conn *c)
     atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
 }
 
-void sx__relay_conn_unref(relay_conn *c)
+void sx__relay_conn_unref(sx__relay_conn *c)
 {
     /* acq_rel: release our uses; the freeing thread acquires them all.
      * By the last drop the handle is closed and the decoder freed, so
@@ -43,8 +43,8 @@ void sx__relay_conn_unref(relay_conn *c)
 /* n messages to c's mailbox are lost: counted, and the client will be
  * told (before the next message that gets through, or once its output
  * drains). [any thread] */
-static void post_notice(relay_conn *c);
-static void drop_messages(relay_conn *c, uint64_t n)
+static void post_notice(sx__relay_conn *c);
+static void drop_messages(sx__relay_conn *c, uint64_t n)
 {
     /* relaxed: counts (see the field); the notice's place among the
      * messages is set by the hub's mutex, not by this order. */
@@ -55,7 +55,7 @@ static void drop_messages(relay_conn *c, uint64_t n)
 /* A message callback's drop: with the connection's output at half its
  * limit or less (a message too big alone, or one that could not be
  * framed), no drain is coming to tell of it, so the notice goes now. */
-static void drop_message_now(relay_conn *c)
+static void drop_message_now(sx__relay_conn *c)
 {
     drop_messages(c, 1);
     /* seq_cst: the add above and the loads below against the loop's
@@ -81,7 +81,7 @@ static void drop_message_now(relay_conn *c)
  * `dropped` push placed where the gap is. */
 static void mailbox_cb(void *user, const sx_message *m)
 {
-    relay_conn *c = user;
+    sx__relay_conn *c = user;
     size_t tl = strlen(m->topic);
     /* The data must be one value a client can read once it sits in the
      * push's map (so nested at most SX_WIRE_MAX_DEPTH - 1 deep): a push
@@ -108,7 +108,7 @@ static void mailbox_cb(void *user, const sx_message *m)
         drop_message_now(c);
         return;
     }
-    relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, cap);
+    sx__relay_out *o = sx__relay_out_new(SX__RELAY_OUT_PUSH, cap);
     if (o == NULL) {
         drop_message_now(c);
         return;
@@ -167,9 +167,9 @@ static void mailbox_cb(void *user, const sx_message *m)
 /* Posts a `dropped` notice alone for what drops_unsaid holds (nothing
  * when a message took it first; out of memory: told later). Through the
  * hub, so it lands behind every message posted before it. [any thread] */
-static void post_notice(relay_conn *c)
+static void post_notice(sx__relay_conn *c)
 {
-    relay_out *o = sx__relay_out_new(RELAY_OUT_PUSH, DROPPED_MAX);
+    sx__relay_out *o = sx__relay_out_new(SX__RELAY_OUT_PUSH, DROPPED_MAX);
     if (o == NULL)
         return;
     o->off = DROPPED_MAX; /* len 0: the notice alone */
@@ -185,9 +185,9 @@ static void post_notice(relay_conn *c)
 /* A notice for the loop's own drops, written now (ahead of everything
  * still in the hub, all of which came after them). false when out of
  * memory (told later). [loop] */
-static bool write_loop_notice(relay_conn *c)
+static bool write_loop_notice(sx__relay_conn *c)
 {
-    relay_out *n = sx__relay_out_new(RELAY_OUT_PUSH, DROPPED_MAX);
+    sx__relay_out *n = sx__relay_out_new(SX__RELAY_OUT_PUSH, DROPPED_MAX);
     if (n == NULL)
         return false;
     n->len = sx__relay_pack_dropped(n->data, c->loop_unsaid);
@@ -199,9 +199,9 @@ static bool write_loop_notice(relay_conn *c)
 
 /* When no message follows a drop, the loop tells of it once the
  * connection's output has drained to half its limit. [loop] */
-static void tell_drops(relay_conn *c)
+static void tell_drops(sx__relay_conn *c)
 {
-    if (c->state != RELAY_CONN_OPEN || c->unsent > c->max_output / 2)
+    if (c->state != SX__RELAY_CONN_OPEN || c->unsent > c->max_output / 2)
         return;
     if (c->loop_unsaid > 0 && !write_loop_notice(c))
         return;
@@ -215,25 +215,25 @@ static void tell_drops(relay_conn *c)
 
 /* ---- closing [loop] ---- */
 
-static void unauth_remove(relay_conn *c);
+static void unauth_remove(sx__relay_conn *c);
 
 static void handle_closed(uv_handle_t *h)
 {
-    relay_conn *c = h->data;
+    sx__relay_conn *c = h->data;
     if (c->dec != NULL)
         sx_wire_decoder_free(c->dec);
     c->dec = NULL;
     sx__relay_conn_unref(c); /* the loop's reference */
 }
 
-static void set_unsent(relay_conn *c, size_t n);
+static void set_unsent(sx__relay_conn *c, size_t n);
 
 /* Frees the frames not yet handed to libuv and takes c off the server's
  * dirty list (a closed connection's memory may go before the flush). */
-static void batch_drop(relay_conn *c)
+static void batch_drop(sx__relay_conn *c)
 {
     while (c->batch != NULL) {
-        relay_out *o = c->batch;
+        sx__relay_out *o = c->batch;
         c->batch = o->next;
         set_unsent(c, c->unsent - o->len);
         sx__relay_out_free(o);
@@ -241,7 +241,7 @@ static void batch_drop(relay_conn *c)
     c->batch_tail = NULL;
     if (!c->dirty)
         return;
-    relay_conn **pp = &c->srv->dirty;
+    sx__relay_conn **pp = &c->srv->dirty;
     while (*pp != c)
         pp = &(*pp)->dirty_next;
     *pp = c->dirty_next;
@@ -249,12 +249,12 @@ static void batch_drop(relay_conn *c)
     c->dirty_next = NULL;
 }
 
-void sx__relay_conn_close(relay_conn *c)
+void sx__relay_conn_close(sx__relay_conn *c)
 {
-    if (c->state == RELAY_CONN_CLOSED)
+    if (c->state == SX__RELAY_CONN_CLOSED)
         return;
     sx_server *s = c->srv;
-    c->state = RELAY_CONN_CLOSED;
+    c->state = SX__RELAY_CONN_CLOSED;
     unauth_remove(c);
     if (c->authed) {
         c->authed = false;
@@ -285,7 +285,7 @@ void sx__relay_conn_close(relay_conn *c)
     uv_close((uv_handle_t *)&c->h.stream, handle_closed);
 }
 
-static void set_unsent(relay_conn *c, size_t n)
+static void set_unsent(sx__relay_conn *c, size_t n)
 {
     c->unsent = n;
     /* relaxed: read by mailbox callbacks for a limit check only. */
@@ -296,7 +296,7 @@ static void set_unsent(relay_conn *c, size_t n)
         atomic_store_explicit(peak, n, memory_order_relaxed);
 }
 
-static void drop_slow(relay_conn *c)
+static void drop_slow(sx__relay_conn *c)
 {
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_slow_drops, 1, memory_order_relaxed);
@@ -308,7 +308,7 @@ static void drop_slow(relay_conn *c)
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    relay_conn *c = h->data;
+    sx__relay_conn *c = h->data;
     /* One buffer for the whole server: read_cb hands its bytes to the
      * decoder (which copies) before the loop reads anything else. */
     buf->base = c->srv->rbuf;
@@ -320,7 +320,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 /* Whether a client that sent EOF still reads: a Unix socket whose peer
  * only shut down its sending side (a peer that closed leaves POLLHUP).
  * Over TCP a half-close and a close look alike (a FIN): false. */
-static bool peer_reads(relay_conn *c)
+static bool peer_reads(sx__relay_conn *c)
 {
     uv_os_fd_t fd;
     if (c->h.stream.type != UV_NAMED_PIPE ||
@@ -335,8 +335,8 @@ static bool peer_reads(relay_conn *c)
 static void hup_cb(uv_timer_t *t)
 {
     sx_server *s = t->data;
-    relay_conn *next;
-    for (relay_conn *c = s->conns; c != NULL; c = next) {
+    sx__relay_conn *next;
+    for (sx__relay_conn *c = s->conns; c != NULL; c = next) {
         next = c->next;
         if (c->half_closed && !peer_reads(c))
             sx__relay_conn_close(c);
@@ -344,7 +344,7 @@ static void hup_cb(uv_timer_t *t)
 }
 
 /* A half-closed connection with nothing left to answer or write closes. */
-static bool half_done(relay_conn *c)
+static bool half_done(sx__relay_conn *c)
 {
     if (!c->half_closed || c->n_pending > 0 || c->unsent > 0)
         return false;
@@ -352,9 +352,9 @@ static bool half_done(relay_conn *c)
     return true;
 }
 
-static void reading(relay_conn *c, bool on)
+static void reading(sx__relay_conn *c, bool on)
 {
-    if (c->reading == on || c->state == RELAY_CONN_CLOSED)
+    if (c->reading == on || c->state == SX__RELAY_CONN_CLOSED)
         return;
     if (on) {
         if (uv_read_start(&c->h.stream, alloc_cb, read_cb) != 0) {
@@ -370,13 +370,13 @@ static void reading(relay_conn *c, bool on)
 /* Answers the frames the decoder holds while the connection is under its
  * output limit, then reads more; over the limit it stops reading until
  * writes drain below half of it (write_cb calls back here). */
-static void pump(relay_conn *c)
+static void pump(sx__relay_conn *c)
 {
     if (c->pumping)
         return;
     c->pumping = true;
     unsigned turn = 0;
-    while (c->state == RELAY_CONN_OPEN) {
+    while (c->state == SX__RELAY_CONN_OPEN) {
         if (turn++ == SX_RELAY_PUMP_BATCH) {
             /* Its turn is over: the rest after the other connections'
              * I/O (reading stops meanwhile, so libuv reads no more of
@@ -429,12 +429,12 @@ void sx__relay_tick_cb(uv_check_t *h)
     /* Only what was held back in an earlier iteration goes on: what this
      * iteration's poll held back waits for the next poll, which reads
      * everyone else first. */
-    relay_conn *list = s->more, *keep = NULL;
+    sx__relay_conn *list = s->more, *keep = NULL;
     s->more = NULL;
     while (list != NULL) {
-        relay_conn *c = list;
+        sx__relay_conn *c = list;
         list = c->more_next;
-        if (c->more_at == s->iter && c->state == RELAY_CONN_OPEN &&
+        if (c->more_at == s->iter && c->state == SX__RELAY_CONN_OPEN &&
             !s->stopping) {
             c->more_next = keep;
             keep = c;
@@ -443,13 +443,13 @@ void sx__relay_tick_cb(uv_check_t *h)
         c->more_next = NULL;
         c->in_more = false;
         /* Over its output limit it waits for its writes, as before. */
-        if (c->state == RELAY_CONN_OPEN && !s->stopping &&
+        if (c->state == SX__RELAY_CONN_OPEN && !s->stopping &&
             c->unsent <= c->max_output)
             pump(c); /* may hold it back again, for the next iteration */
         sx__relay_conn_unref(c);
     }
     while (keep != NULL) {
-        relay_conn *c = keep;
+        sx__relay_conn *c = keep;
         keep = c->more_next;
         c->more_next = s->more;
         s->more = c;
@@ -474,10 +474,10 @@ void sx__relay_tick_cb(uv_check_t *h)
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    relay_conn *c = st->data;
+    sx__relay_conn *c = st->data;
     if (nread == 0)
         return;
-    if (c->state == RELAY_CONN_DRAINING && nread > 0)
+    if (c->state == SX__RELAY_CONN_DRAINING && nread > 0)
         return; /* read and dropped: closing with unread bytes would
                    reset a TCP connection before our last frame lands */
     if (nread < 0) {
@@ -500,7 +500,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         }
         if (nread == UV_EOF && c->unsent > 0) {
             reading(c, false);
-            c->state = RELAY_CONN_DRAINING;
+            c->state = SX__RELAY_CONN_DRAINING;
             return;
         }
         sx__relay_conn_close(c);
@@ -519,21 +519,21 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
  * off next). */
 static void write_cb(uv_write_t *req, int status)
 {
-    relay_out *o = (relay_out *)req; /* req is the first member */
-    relay_conn *c = req->data;
+    sx__relay_out *o = (sx__relay_out *)req; /* req is the first member */
+    sx__relay_conn *c = req->data;
     set_unsent(c, c->unsent - o->wlen);
     while (o != NULL) {
-        relay_out *next = o->next;
+        sx__relay_out *next = o->next;
         sx__relay_out_free(o);
         o = next;
     }
-    if (c->state == RELAY_CONN_CLOSED)
+    if (c->state == SX__RELAY_CONN_CLOSED)
         return;
     if (status < 0) {
         sx__relay_conn_close(c);
         return;
     }
-    if (c->state == RELAY_CONN_DRAINING) {
+    if (c->state == SX__RELAY_CONN_DRAINING) {
         if (c->unsent == 0)
             sx__relay_conn_close(c);
         return;
@@ -550,12 +550,12 @@ static void write_cb(uv_write_t *req, int status)
  * first uv_try_write (one writev, no request, when nothing is queued in
  * libuv), then one uv_write for what the socket did not take. false when
  * the connection was closed (a write error). */
-static bool flush_some(relay_conn *c)
+static bool flush_some(sx__relay_conn *c)
 {
     uv_buf_t bufs[SX_RELAY_WRITE_BUFS];
     unsigned n = 0;
-    relay_out *group = c->batch, *last = NULL;
-    for (relay_out *o = group; o != NULL && n < SX_RELAY_WRITE_BUFS;
+    sx__relay_out *group = c->batch, *last = NULL;
+    for (sx__relay_out *o = group; o != NULL && n < SX_RELAY_WRITE_BUFS;
          o = o->next) {
         bufs[n++] = uv_buf_init((char *)o->data + o->off, (unsigned)o->len);
         last = o;
@@ -569,7 +569,7 @@ static bool flush_some(relay_conn *c)
         int w = uv_try_write(&c->h.stream, bufs, n);
         if (w < 0 && w != UV_EAGAIN && w != UV_ENOSYS) {
             while (group != NULL) { /* the connection is gone */
-                relay_out *next = group->next;
+                sx__relay_out *next = group->next;
                 set_unsent(c, c->unsent - group->len);
                 sx__relay_out_free(group);
                 group = next;
@@ -580,7 +580,7 @@ static bool flush_some(relay_conn *c)
         size_t done = w > 0 ? (size_t)w : 0;
         set_unsent(c, c->unsent - done);
         while (group != NULL && done >= group->len) {
-            relay_out *next = group->next;
+            sx__relay_out *next = group->next;
             done -= group->len;
             sx__relay_out_free(group);
             group = next;
@@ -591,7 +591,7 @@ static bool flush_some(relay_conn *c)
         return true;
     n = 0;
     size_t left = 0;
-    for (relay_out *o = group; o != NULL; o = o->next) {
+    for (sx__relay_out *o = group; o != NULL; o = o->next) {
         size_t skip = o == group ? off : 0;
         bufs[n++] = uv_buf_init((char *)o->data + o->off + skip,
                                 (unsigned)(o->len - skip));
@@ -602,7 +602,7 @@ static bool flush_some(relay_conn *c)
     if (uv_write(&group->req, &c->h.stream, bufs, n, write_cb) != 0) {
         set_unsent(c, c->unsent - left);
         while (group != NULL) {
-            relay_out *next = group->next;
+            sx__relay_out *next = group->next;
             sx__relay_out_free(group);
             group = next;
         }
@@ -614,14 +614,14 @@ static bool flush_some(relay_conn *c)
 
 /* Writes c's whole batch; then, as a write callback would, closes a
  * draining connection that has nothing left, or resumes reading. */
-static void conn_flush(relay_conn *c)
+static void conn_flush(sx__relay_conn *c)
 {
-    while (c->batch != NULL && c->state != RELAY_CONN_CLOSED)
+    while (c->batch != NULL && c->state != SX__RELAY_CONN_CLOSED)
         if (!flush_some(c))
             return;
-    if (c->state == RELAY_CONN_DRAINING && c->unsent == 0) {
+    if (c->state == SX__RELAY_CONN_DRAINING && c->unsent == 0) {
         sx__relay_conn_close(c);
-    } else if (c->state == RELAY_CONN_OPEN && !half_done(c)) {
+    } else if (c->state == SX__RELAY_CONN_OPEN && !half_done(c)) {
         tell_drops(c);
         if (!c->reading && !c->in_more && !c->srv->stopping &&
             c->unsent <= c->max_output / 2)
@@ -635,7 +635,7 @@ void sx__relay_flush_cb(uv_prepare_t *h)
     /* pump may produce more frames (dirtying a connection again): the
      * loop runs until the list stays empty. */
     while (s->dirty != NULL) {
-        relay_conn *c = s->dirty;
+        sx__relay_conn *c = s->dirty;
         s->dirty = c->dirty_next;
         c->dirty = false;
         c->dirty_next = NULL;
@@ -644,9 +644,9 @@ void sx__relay_flush_cb(uv_prepare_t *h)
     uv_prepare_stop(h);
 }
 
-void sx__relay_conn_write(relay_conn *c, relay_out *o)
+void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o)
 {
-    if (c->state != RELAY_CONN_OPEN) {
+    if (c->state != SX__RELAY_CONN_OPEN) {
         sx__relay_out_free(o);
         return;
     }
@@ -656,7 +656,7 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
      * keep coming while reads are stopped): the client does not read;
      * drop the connection rather than grow without bound. One frame alone
      * on an empty connection always goes. */
-    if (o->kind == RELAY_OUT_PUSH && !o->note_only &&
+    if (o->kind == SX__RELAY_OUT_PUSH && !o->note_only &&
         c->unsent > c->max_output) {
         /* relaxed: a figure. */
         atomic_fetch_add_explicit(&c->srv->st_push_drops, 1,
@@ -667,14 +667,14 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
     }
     /* The loop's own drops are told in front of the next push it
      * writes: exactly where they were. */
-    if (o->kind == RELAY_OUT_PUSH && !o->note_only && c->loop_unsaid > 0)
+    if (o->kind == SX__RELAY_OUT_PUSH && !o->note_only && c->loop_unsaid > 0)
         write_loop_notice(c);
     if (c->unsent > 0 && c->unsent + o->len > 2 * c->max_output) {
         sx__relay_out_free(o);
         drop_slow(c);
         return;
     }
-    if (o->kind == RELAY_OUT_PUSH) /* relaxed: a figure */
+    if (o->kind == SX__RELAY_OUT_PUSH) /* relaxed: a figure */
         atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
     /* Batched: the flusher writes it with everything else this loop
      * iteration produces for c, in the order produced. */
@@ -699,7 +699,7 @@ void sx__relay_conn_write(relay_conn *c, relay_out *o)
 
 /* Frames srv->pk's body and writes it as a reply; false when out of
  * memory (the connection is closed). */
-static bool conn_frame(relay_conn *c)
+static bool conn_frame(sx__relay_conn *c)
 {
     sx_server *s = c->srv;
     if (s->pk.err != 0) {
@@ -707,8 +707,8 @@ static bool conn_frame(relay_conn *c)
         return false;
     }
     sx_payload body = sx_pack_payload(&s->pk);
-    relay_out *o =
-        sx__relay_out_new(RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
+    sx__relay_out *o =
+        sx__relay_out_new(SX__RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
     if (o == NULL) {
         sx__relay_conn_close(c);
         return false;
@@ -725,26 +725,26 @@ static bool conn_frame(relay_conn *c)
     return true;
 }
 
-void sx__relay_conn_push(relay_conn *c)
+void sx__relay_conn_push(sx__relay_conn *c)
 {
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
     conn_frame(c);
 }
 
-void sx__relay_conn_reply(relay_conn *c)
+void sx__relay_conn_reply(sx__relay_conn *c)
 {
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
     conn_frame(c);
 }
 
-void sx__relay_conn_drain(relay_conn *c)
+void sx__relay_conn_drain(sx__relay_conn *c)
 {
-    if (c->state != RELAY_CONN_OPEN)
+    if (c->state != SX__RELAY_CONN_OPEN)
         return;
     unauth_remove(c); /* it has had its answer: no deadline, no slot */
-    c->state = RELAY_CONN_DRAINING;
+    c->state = SX__RELAY_CONN_DRAINING;
     if (c->unsent == 0) {
         sx__relay_conn_close(c);
         return;
@@ -755,18 +755,18 @@ void sx__relay_conn_drain(relay_conn *c)
 
 /* ---- items from the hub [loop] ---- */
 
-void sx__relay_conn_take(sx_server *s, relay_out *o)
+void sx__relay_conn_take(sx_server *s, sx__relay_out *o)
 {
     (void)s;
-    relay_conn *c = o->conn;
+    sx__relay_conn *c = o->conn;
     switch (o->kind) {
-    case RELAY_OUT_PUSH:
+    case SX__RELAY_OUT_PUSH:
         /* relaxed: see the field. */
         atomic_fetch_sub_explicit(&c->queued, o->len, memory_order_relaxed);
         sx__relay_conn_write(c, o);
         sx__relay_conn_unref(c); /* the item's reference */
         break;
-    case RELAY_OUT_DONE:
+    case SX__RELAY_OUT_DONE:
         sx__relay_watch_done(o->watch, o);
         break;
     default:
@@ -788,7 +788,7 @@ static void refuse(uv_stream_t *listener);
 static void spare_closed(uv_handle_t *h)
 {
     sx_server *s = h->data;
-    struct relay_spare *sp = &s->spare[h == &s->spare[0].h.handle ? 0 : 1];
+    struct sx__relay_spare *sp = &s->spare[h == &s->spare[0].h.handle ? 0 : 1];
     uv_stream_t *listener =
         sp == &s->spare[0] ? (uv_stream_t *)&s->pipe : (uv_stream_t *)&s->tcp;
     sp->busy = false;
@@ -829,7 +829,7 @@ static void refuse(uv_stream_t *listener)
         uv_close((uv_handle_t *)h, refused_closed);
         return;
     }
-    struct relay_spare *sp = &s->spare[pipe ? 0 : 1];
+    struct sx__relay_spare *sp = &s->spare[pipe ? 0 : 1];
     if (sp->busy) {
         sp->owed = true;
         return;
@@ -854,7 +854,7 @@ static void unauth_figure(sx_server *s)
     atomic_store_explicit(&s->st_unauth, s->n_unauth, memory_order_relaxed);
 }
 
-static void unauth_remove(relay_conn *c)
+static void unauth_remove(sx__relay_conn *c)
 {
     sx_server *s = c->srv;
     if (!c->in_unauth)
@@ -876,7 +876,7 @@ static void unauth_remove(relay_conn *c)
 }
 
 /* Closes c, not yet through hello, with an error frame (id 0). */
-static void unauth_close(relay_conn *c, const char *code, const char *msg)
+static void unauth_close(sx__relay_conn *c, const char *code, const char *msg)
 {
     unauth_remove(c);
     /* relaxed: a figure. */
@@ -921,7 +921,7 @@ void sx__relay_auth_init(sx_server *s)
  * max_unauth of them: to make room, the oldest is closed (so that
  * connections that never authenticate cannot keep a token holder out),
  * and none of them takes one of max_connections. */
-static void unauth_add(relay_conn *c)
+static void unauth_add(sx__relay_conn *c)
 {
     sx_server *s = c->srv;
     if (s->n_unauth >= s->max_unauth && s->unauth_head != NULL)
@@ -945,7 +945,7 @@ static void unauth_add(relay_conn *c)
     unauth_figure(s);
 }
 
-size_t sx__relay_frame_limit(const relay_conn *c)
+size_t sx__relay_frame_limit(const sx__relay_conn *c)
 {
     size_t max = c->srv->max_frame;
     if (c->authed || max < SX_RELAY_HELLO_MAX_FRAME)
@@ -953,7 +953,7 @@ size_t sx__relay_frame_limit(const relay_conn *c)
     return SX_RELAY_HELLO_MAX_FRAME;
 }
 
-bool sx__relay_conn_authed(relay_conn *c)
+bool sx__relay_conn_authed(sx__relay_conn *c)
 {
     sx_server *s = c->srv;
     if (c->authed)
@@ -970,7 +970,7 @@ bool sx__relay_conn_authed(relay_conn *c)
 
 /* ---- accepting, continued [loop] ---- */
 
-static int conn_open(relay_conn *c)
+static int conn_open(sx__relay_conn *c)
 {
     sx_server *s = c->srv;
     /* Before hello with the token, a hello's worth of frame. */
@@ -982,7 +982,7 @@ static int conn_open(relay_conn *c)
         return rc;
     c->has_mailbox = true;
     reading(c, true);
-    return c->state == RELAY_CONN_OPEN ? 0 : SX_ECLOSED;
+    return c->state == SX__RELAY_CONN_OPEN ? 0 : SX_ECLOSED;
 }
 
 void sx__relay_accept(uv_stream_t *listener, int status)
@@ -1009,7 +1009,7 @@ void sx__relay_accept(uv_stream_t *listener, int status)
         if (s->accepted_now++ == 0) /* reset after this iteration's poll */
             uv_check_start(&s->tick, sx__relay_tick_cb);
     }
-    relay_conn *c =
+    sx__relay_conn *c =
         SX__FAULT(SX__FAULT_RELAY_CONN) ? NULL : calloc(1, sizeof(*c));
     if (c == NULL) {
         refuse(listener);
@@ -1027,7 +1027,7 @@ void sx__relay_accept(uv_stream_t *listener, int status)
     c->srv = s;
     c->h.stream.data = c;
     c->max_output = s->max_output;
-    c->state = RELAY_CONN_OPEN;
+    c->state = SX__RELAY_CONN_OPEN;
     c->next = s->conns;
     if (s->conns != NULL)
         s->conns->prev = c;

@@ -18,7 +18,8 @@
 /* ---- replies [loop] ---- */
 
 /* Starts a reply in srv->pk: {id, ok, ...extra more pairs}. */
-static sx_pack *reply_begin(relay_conn *c, uint64_t id, bool ok, uint32_t extra)
+static sx_pack *reply_begin(sx__relay_conn *c, uint64_t id, bool ok,
+                            uint32_t extra)
 {
     sx_pack *pk = &c->srv->pk;
     sx_pack_reset(pk);
@@ -86,7 +87,7 @@ static void pack_name(sx_pack *pk, const char *name)
         sx_pack_bin(pk, name, n);
 }
 
-void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
+void sx__relay_reply_error(sx__relay_conn *c, uint64_t id, const char *code,
                            const char *message)
 {
     sx_pack *pk = reply_begin(c, id, false, 1);
@@ -94,7 +95,7 @@ void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
     sx__relay_conn_reply(c);
 }
 
-void sx__relay_reply_ok(relay_conn *c, uint64_t id)
+void sx__relay_reply_ok(sx__relay_conn *c, uint64_t id)
 {
     reply_begin(c, id, true, 0);
     sx__relay_conn_reply(c);
@@ -102,7 +103,7 @@ void sx__relay_reply_ok(relay_conn *c, uint64_t id)
 
 /* An engine error as a reply: the protocol code, and the engine's own
  * words with the PID it was about. */
-void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
+void sx__relay_reply_engine(sx__relay_conn *c, uint64_t id, int rc, sx_pid pid)
 {
     char msg[160], txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
@@ -113,7 +114,7 @@ void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
     sx__relay_reply_error(c, id, sx_wire_code(rc), msg);
 }
 
-void sx__relay_bad_frame(relay_conn *c, int rc)
+void sx__relay_bad_frame(sx__relay_conn *c, int rc)
 {
     char msg[128];
     if (rc == SX_ELIMIT)
@@ -127,7 +128,7 @@ void sx__relay_bad_frame(relay_conn *c, int rc)
     sx__relay_refuse(c, "bad_frame", msg);
 }
 
-void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
+void sx__relay_refuse(sx__relay_conn *c, const char *code, const char *message)
 {
     sx__relay_reply_error(c, 0, code, message);
     sx__relay_conn_drain(c);
@@ -201,7 +202,7 @@ static int field_uint(sx_payload req, const char *key, uint64_t *out)
 }
 
 /* bad_request for a field that is missing (rc 1) or wrongly typed. */
-static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
+static void bad_field(sx__relay_conn *c, uint64_t id, const char *key, int rc,
                       const char *want)
 {
     char msg[128];
@@ -211,7 +212,7 @@ static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
 }
 
 /* A required PID field in text form. 0, or the reply has been sent. */
-static int field_pid(relay_conn *c, uint64_t id, sx_payload req,
+static int field_pid(sx__relay_conn *c, uint64_t id, sx_payload req,
                      const char *key, sx_pid *out)
 {
     const char *s;
@@ -237,7 +238,7 @@ static int field_pid(relay_conn *c, uint64_t id, sx_payload req,
 
 /* A NUL-terminated heap copy of an optional string field: 0 (*out set,
  * NULL when absent), or the reply has been sent. */
-static int field_strdup(relay_conn *c, uint64_t id, sx_payload req,
+static int field_strdup(sx__relay_conn *c, uint64_t id, sx_payload req,
                         const char *key, bool required, char **out)
 {
     const char *s;
@@ -272,7 +273,7 @@ static bool token_eq(const char *want, size_t wn, const char *got, size_t gn)
     return d == 0;
 }
 
-static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
+static void op_hello(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
     /* With a token, a hello that is refused for any reason (no token, a
@@ -344,7 +345,7 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
 
 /* The input array's elements as payloads (pointing into req). 0, or the
  * reply has been sent. *out is the caller's to free. */
-static int submit_inputs(relay_conn *c, uint64_t id, sx_payload req,
+static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
                          sx_payload **out, size_t *n_out)
 {
     sx_payload v;
@@ -398,7 +399,7 @@ static const char *submit_code(int rc)
     }
 }
 
-static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
+static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
     const char *tn, *mn;
@@ -469,7 +470,7 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
 
 /* ---- send, cancel, terminate ---- */
 
-static void op_send(relay_conn *c, uint64_t id, sx_payload req)
+static void op_send(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid to;
     if (field_pid(c, id, req, "to", &to) != 0)
@@ -506,7 +507,7 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
+static void op_cancel(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     char *reason;
@@ -521,7 +522,7 @@ static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
+static void op_terminate(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
@@ -533,7 +534,7 @@ static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
+static void op_wait(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
@@ -566,24 +567,24 @@ static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
             return;
         }
     }
-    sx__relay_watch_start(c, id, RELAY_PEND_WAIT, pid,
+    sx__relay_watch_start(c, id, SX__RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);
 }
 
-static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
+static void op_subscribe(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
         return;
-    sx__relay_watch_start(c, id, RELAY_PEND_SUBSCRIBE, pid, -1);
+    sx__relay_watch_start(c, id, SX__RELAY_PEND_SUBSCRIBE, pid, -1);
 }
 
 /* ---- ps, stats, types ---- */
 
 /* Packs the ps reply for the first n entries of info into srv->pk;
  * ends (when not NULL) gets the body's length after each entry. */
-static sx_pack *ps_pack(relay_conn *c, uint64_t id, const sx_process_info *info,
-                        int n, size_t *ends)
+static sx_pack *ps_pack(sx__relay_conn *c, uint64_t id,
+                        const sx_process_info *info, int n, size_t *ends)
 {
     sx_pack *pk = reply_begin(c, id, true, 1);
     sx_pack_str(pk, "processes");
@@ -608,7 +609,7 @@ static sx_pack *ps_pack(relay_conn *c, uint64_t id, const sx_process_info *info,
     return pk;
 }
 
-static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
+static void op_ps(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     uint64_t limit = SX_RELAY_PS_DEFAULT;
     int rc = field_uint(req, "limit", &limit);
@@ -663,7 +664,7 @@ static void kv(sx_pack *pk, const char *k, uint64_t v)
     sx_pack_uint(pk, v);
 }
 
-static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
+static void op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     (void)req;
     sx_server *s = c->srv;
@@ -738,7 +739,7 @@ static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
     sx__relay_conn_reply(c);
 }
 
-static void op_types(relay_conn *c, uint64_t id, sx_payload req)
+static void op_types(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     (void)req;
     sx_server *s = c->srv;
@@ -763,7 +764,7 @@ static void op_types(relay_conn *c, uint64_t id, sx_payload req)
 
 /* ---- dispatch ---- */
 
-typedef void (*op_fn)(relay_conn *c, uint64_t id, sx_payload req);
+typedef void (*op_fn)(sx__relay_conn *c, uint64_t id, sx_payload req);
 
 static const struct {
     const char *name;
@@ -781,7 +782,7 @@ static const struct {
     { "types", op_types },
 };
 
-void sx__relay_handle(relay_conn *c, sx_payload body)
+void sx__relay_handle(sx__relay_conn *c, sx_payload body)
 {
     uint64_t id = 0;
     int id_rc = field_uint(body, "id", &id);
