@@ -1,4 +1,4 @@
-/* relay/conn.c — one client connection of the relay server: accept,
+/* relay/conn_output.c — one client connection of the relay server: accept,
  * reads through the streaming decoder, framed writes with back-pressure,
  * the connection's mailbox, and its lifetime (a reference count, because
  * hub items and the more list may outlive the socket).
