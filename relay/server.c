@@ -7,7 +7,8 @@
  * hands every uv handle to the loop thread, which alone touches them from
  * then on. sx_server_stop asks the loop to finish through the hub and
  * joins it. sx_server_stats_get and sx_server_port are [any thread].
- * Connection I/O is in relay/conn.c, the operations in relay/ops.c; the
+ * Connections are accepted in relay/accept.c, read in relay/conn.c and
+ * written in relay/conn_output.c; the operations are in relay/ops.c; the
  * whole design is in docs/RELAY.md.
  */
 #include "relay/server.h"

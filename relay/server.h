@@ -1,8 +1,10 @@
 /* relay/server.h — the relay server's internal data, shared by
  * relay/server.c (start, stop, listeners, the hand-off queue),
- * relay/conn.c (one client connection: reads, writes, back-pressure, its
- * mailbox), relay/ops.c (the protocol's operations) and relay/pending.c
- * (the records behind wait and subscribe). Never installed.
+ * relay/accept.c (new connections and the token gate), relay/conn.c (one
+ * client connection: its life, reads and turns), relay/conn_output.c (its
+ * writes, back-pressure and mailbox pushes), relay/ops.c (the protocol's
+ * operations) and relay/pending.c (the records behind wait and
+ * subscribe). Never installed.
  *
  * Threads: the server runs one libuv loop thread of its own. Everything
  * marked [loop] is touched by that thread only. Engine threads (workers,
@@ -212,7 +214,7 @@ struct sx__relay_conn {
     int state;            /* [loop] SX__RELAY_CONN_* */
     bool reading;         /* [loop] uv_read_start is in force */
     bool authed;          /* [loop] hello carried the token (or none set) */
-    bool pumping;         /* [loop] inside conn_pump (no re-entry) */
+    bool pumping;         /* [loop] inside sx__relay_conn_pump (no re-entry) */
     bool in_more;         /* [loop] on the server's more list */
     uint64_t more_at;     /* [loop] the iteration it went there in */
     sx__relay_conn *more_next; /* [loop] */
@@ -289,7 +291,7 @@ struct sx_server {
     uv_pipe_t pipe;
     uv_tcp_t tcp;
     bool has_pipe, has_tcp;
-    /* [loop] Refusing without memory (conn.c refuse): a connection must
+    /* [loop] Refusing without memory (accept.c refuse): a connection must
      * always be taken off its listener (libuv stops polling a listener
      * until the connection it holds is taken, and then no later client is
      * ever accepted). With no memory for a handle, the listener's spare
@@ -357,29 +359,10 @@ struct sx_server {
         st_push_drops, st_unauth, st_auth_closed;
 };
 
-/* ---- relay/conn.c [loop] ---- */
+/* ---- relay/accept.c [loop] ---- */
 
 /* Accepts one connection from a listener. */
 void sx__relay_accept(uv_stream_t *listener, int status);
-/* Hands a finished frame to the connection (it takes o): queued in the
- * connection's batch, written with everything else produced this loop
- * iteration before the loop next waits (sx__relay_flush_cb), or freed
- * when the connection is closing. A message PUSH onto a connection over
- * its output limit is dropped and counted (the client is told later);
- * any frame past twice the limit drops the connection as slow. */
-void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o);
-/* Builds a frame from srv->pk (a reply body) and writes it; out of memory
- * closes the connection. Counts one answered request. */
-void sx__relay_conn_reply(sx__relay_conn *c);
-/* The same for a push that answers a request (a subscribe's exit push):
- * written as a reply is (never dropped as a message push over the output
- * limit is), counted as a push. */
-void sx__relay_conn_push(sx__relay_conn *c);
-/* Writes what is queued, stops reading, and closes the connection once
- * everything is written (after a bad frame or a refused hello). */
-void sx__relay_conn_drain(sx__relay_conn *c);
-/* Closes at once: mailbox freed, waits abandoned, handle closed. */
-void sx__relay_conn_close(sx__relay_conn *c);
 /* Readies the server's auth timer's data (the timer is initialised with
  * the loop). */
 void sx__relay_auth_init(sx_server *s);
@@ -389,17 +372,59 @@ size_t sx__relay_frame_limit(const sx__relay_conn *c);
 /* With a token: c has sent hello with it. False when the server has
  * max_connections such connections already (c is then refused). */
 bool sx__relay_conn_authed(sx__relay_conn *c);
+/* Takes c off the server's unauth list, if it is on it (its deadline and
+ * its place there go). */
+void sx__relay_unauth_remove(sx__relay_conn *c);
+
+/* ---- relay/conn.c [loop] ---- */
+
+/* Starts (on) or stops reading c; a read that cannot start closes c. */
+void sx__relay_conn_reading(sx__relay_conn *c, bool on);
+/* Answers the frames c's decoder holds, at most SX_RELAY_PUMP_BATCH in
+ * this turn (then c goes on the more list) and only while c is under its
+ * output limit; then reads more. Not re-entered (c->pumping). */
+void sx__relay_conn_pump(sx__relay_conn *c);
+/* Answers nothing more: what is queued is written, what the client sends
+ * is read and dropped, and the connection closes once everything is
+ * written (after a bad frame or a refused hello). */
+void sx__relay_conn_drain(sx__relay_conn *c);
+/* Closes at once: mailbox freed, waits abandoned, handle closed. */
+void sx__relay_conn_close(sx__relay_conn *c);
 /* The check callback: connections that used their turn go on, and
  * listeners held back accept again. */
 void sx__relay_tick_cb(uv_check_t *h);
 /* The idle callback: nothing (its being active keeps the poll short). */
 void sx__relay_again_cb(uv_idle_t *h);
-/* Takes one item from the hub (it owns it from now on). */
+
+/* ---- relay/conn_output.c ---- */
+
+/* The connection's mailbox callback (user is the connection): the
+ * message becomes a push frame posted to the hub, or is dropped and
+ * counted for a `dropped` notice. [any thread] */
+void sx__relay_mailbox_cb(void *user, const sx_message *m);
+/* Hands a finished frame to the connection (it takes o): queued in the
+ * connection's batch, written with everything else produced this loop
+ * iteration before the loop next waits (sx__relay_flush_cb), or freed
+ * when the connection is closing. A message PUSH onto a connection over
+ * its output limit is dropped and counted (the client is told later);
+ * any frame past twice the limit drops the connection as slow. [loop] */
+void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o);
+/* Builds a frame from srv->pk (a reply body) and writes it; out of memory
+ * closes the connection. Counts one answered request. [loop] */
+void sx__relay_conn_reply(sx__relay_conn *c);
+/* The same for a push that answers a request (a subscribe's exit push):
+ * written as a reply is (never dropped as a message push over the output
+ * limit is), counted as a push. [loop] */
+void sx__relay_conn_push(sx__relay_conn *c);
+/* Frees the frames of c's batch not yet handed to libuv and takes c off
+ * the server's dirty list (c is closing). [loop] */
+void sx__relay_conn_batch_drop(sx__relay_conn *c);
+/* Takes one item from the hub (it owns it from now on). [loop] */
 void sx__relay_conn_take(sx_server *s, sx__relay_out *o);
 /* The prepare callback: writes the batch of every dirty connection, each
  * in as few writes as it takes (uv_try_write of up to
  * SX_RELAY_WRITE_BUFS frames; a uv_write for what the socket did not
- * take). */
+ * take). [loop] */
 void sx__relay_flush_cb(uv_prepare_t *h);
 
 /* ---- relay/ops.c [loop] ---- */
