@@ -8,8 +8,9 @@
  * then on. sx_server_stop asks the loop to finish through the hub and
  * joins it. sx_server_stats_get and sx_server_port are [any thread].
  * Connections are accepted in relay/accept.c, read in relay/conn.c and
- * written in relay/conn_output.c; the operations are in relay/ops.c; the
- * whole design is in docs/RELAY.md.
+ * written in relay/conn_output.c; the operations are in relay/ops.c and
+ * relay/ops_info.c, their replies in relay/reply.c; the whole design is in
+ * docs/RELAY.md.
  */
 #include "relay/server.h"
 

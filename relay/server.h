@@ -2,9 +2,10 @@
  * relay/server.c (start, stop, listeners, the hand-off queue),
  * relay/accept.c (new connections and the token gate), relay/conn.c (one
  * client connection: its life, reads and turns), relay/conn_output.c (its
- * writes, back-pressure and mailbox pushes), relay/ops.c (the protocol's
- * operations) and relay/pending.c (the records behind wait and
- * subscribe). Never installed.
+ * writes, back-pressure and mailbox pushes), relay/reply.c (the reply
+ * builders), relay/ops.c and relay/ops_info.c (the protocol's operations)
+ * and relay/pending.c (the records behind wait and subscribe). Never
+ * installed.
  *
  * Threads: the server runs one libuv loop thread of its own. Everything
  * marked [loop] is touched by that thread only. Engine threads (workers,
@@ -427,8 +428,12 @@ void sx__relay_conn_take(sx_server *s, sx__relay_out *o);
  * take). [loop] */
 void sx__relay_flush_cb(uv_prepare_t *h);
 
-/* ---- relay/ops.c [loop] ---- */
+/* ---- relay/reply.c [loop] ---- */
 
+/* Starts a reply in srv->pk: {id, ok, ...} with room for extra more
+ * pairs, which the caller packs before sx__relay_conn_reply. */
+sx_pack *sx__relay_reply_begin(sx__relay_conn *c, uint64_t id, bool ok,
+                               uint32_t extra);
 /* Reply builders (in srv->pk, then written): an error with code and
  * message; ok with no fields; an engine error rc about pid (its protocol
  * code by sx_wire_code). */
@@ -436,17 +441,38 @@ void sx__relay_reply_error(sx__relay_conn *c, uint64_t id, const char *code,
                            const char *message);
 void sx__relay_reply_ok(sx__relay_conn *c, uint64_t id);
 void sx__relay_reply_engine(sx__relay_conn *c, uint64_t id, int rc, sx_pid pid);
-/* Packs "error": {code, message} (a key and its value) into pk. */
+/* bad_request for field key of request id, missing (rc 1) or wrongly
+ * typed (any other rc), naming what was wanted. */
+void sx__relay_reply_bad_field(sx__relay_conn *c, uint64_t id, const char *key,
+                               int rc, const char *want);
+/* Packs "error": {code, message} (a key and its value) into pk, the
+ * message as valid UTF-8. [any thread] */
 void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
-
-/* Answers one request (a checked frame body, valid during the call). */
-void sx__relay_handle(sx__relay_conn *c, sx_payload body);
+/* Packs a name the server did not choose (a type's or a method's): a str
+ * when it is valid UTF-8, else a bin of the same bytes; NULL packs nil. */
+void sx__relay_pack_name(sx_pack *pk, const char *name);
 /* The decoder rejected the stream (rc): an error frame with id 0 and code
  * bad_frame, then the connection drains and closes. */
 void sx__relay_bad_frame(sx__relay_conn *c, int rc);
 /* An error frame with id 0 and code, then the connection drains and
  * closes (too many connections). */
 void sx__relay_refuse(sx__relay_conn *c, const char *code, const char *message);
+
+/* ---- relay/ops.c [loop] ---- */
+
+/* Answers one request (a checked frame body, valid during the call). */
+void sx__relay_handle(sx__relay_conn *c, sx_payload body);
+/* An unsigned integer field of a request: 0 (read), 1 (absent, or nil),
+ * or SX_EPROTO (wrong type). */
+int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out);
+
+/* ---- relay/ops_info.c [loop] ---- */
+
+/* The ops ps, stats and types: request id's reply, from req's fields. */
+void sx__relay_op_ps(sx__relay_conn *c, uint64_t id, sx_payload req);
+void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req);
+void sx__relay_op_types(sx__relay_conn *c, uint64_t id, sx_payload req);
+
 /* ---- relay/pending.c ---- */
 
 /* Starts a wait (timeout_ms < 0: none) or a subscribe (kind) on pid for
