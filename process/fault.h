@@ -46,10 +46,10 @@ enum {
      * that finished with ops or handles alive on its loop; the loop's
      * sweep request cancels them instead. */
     SX__FAULT_IO_CANCEL = 1u << 7,
-    /* relay/conn.c sx__relay_accept: no relay_conn for a new connection;
+    /* relay/accept.c sx__relay_accept: no sx__relay_conn for a new connection;
      * it is refused (taken off the listener and closed). */
     SX__FAULT_RELAY_CONN = 1u << 8,
-    /* relay/conn.c refuse: no handle to take a refused connection off the
+    /* relay/accept.c refuse: no handle to take a refused connection off the
      * listener with; the server's spare handle for that listener does. */
     SX__FAULT_RELAY_REFUSE = 1u << 9,
     /* engine/commands/fs.c: no buffer for fs.read's bytes (the first one, or a

@@ -1,6 +1,9 @@
-/* relay/ops.c — the operations of the stepx wire protocol (PROTOCOL.md):
- * request fields checked, the engine called, replies built. `wait` and
- * `subscribe` hand over to relay/pending.c.
+/* relay/ops.c — the operations of the stepx wire protocol (PROTOCOL.md)
+ * that act on processes and the session: request fields read and
+ * checked, the dispatch by op, and hello, submit, send, cancel,
+ * terminate, wait and subscribe (the engine called, the reply built).
+ * `wait` and `subscribe` hand over to relay/pending.c; ps, stats and
+ * types are relay/ops_info.c; the reply builders are relay/reply.c.
  *
  * Threads: the server's loop thread only. See relay/server.h and
  * docs/RELAY.md.
@@ -15,122 +18,92 @@
 
 #define MAX_INPUTS 65536 /* submit's input array               */
 
-/* ---- replies [loop] ---- */
+/* ---- request fields [loop] ---- */
 
-/* Starts a reply in srv->pk: {id, ok, ...extra more pairs}. */
-static sx_pack *reply_begin(relay_conn *c, uint64_t id, bool ok, uint32_t extra)
+/* A field's value: 0 and *v, 1 when absent. */
+static int field(sx_payload req, const char *key, sx_payload *v)
 {
-    sx_pack *pk = &c->srv->pk;
-    sx_pack_reset(pk);
-    sx_pack_map(pk, 2 + extra);
-    sx_pack_str(pk, "id");
-    sx_pack_uint(pk, id);
-    sx_pack_str(pk, "ok");
-    sx_pack_bool(pk, ok);
-    return pk;
+    return sx_map_get(req, key, v) == 0 ? 0 : 1;
 }
 
-/* Packs message as a str of valid UTF-8: every byte that starts no valid
- * sequence becomes U+FFFD. A message may hold anybody's bytes (a process's
- * sx_fail message, an init's or a command's error naming what a client
- * sent, e.g. exec's argv[0]), and a strict reader refuses the whole frame
- * over one str that is not UTF-8. NULL packs nil. */
-static void pack_text(sx_pack *pk, const char *message)
+/* A typed field given as nil counts as absent (clients send null/None
+ * for "not given"; nil is never a string or an integer). */
+static bool is_nil(sx_payload v)
 {
-    if (message == NULL) {
-        sx_pack_nil(pk);
-        return;
+    return v.len == 1 && v.data[0] == 0xc0;
+}
+
+/* Field readers: 0 (read), 1 (absent, or nil), or SX_EPROTO (wrong
+ * type). */
+static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
+{
+    sx_payload v;
+    if (field(req, key, &v) != 0 || is_nil(v))
+        return 1;
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    return sx_unpack_str(&u, s, n) == 0 ? 0 : SX_EPROTO;
+}
+
+int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out)
+{
+    sx_payload v;
+    if (field(req, key, &v) != 0 || is_nil(v))
+        return 1;
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    return sx_unpack_uint(&u, out) == 0 ? 0 : SX_EPROTO;
+}
+
+/* A required PID field in text form. 0, or the reply has been sent. */
+static int field_pid(sx__relay_conn *c, uint64_t id, sx_payload req,
+                     const char *key, sx_pid *out)
+{
+    const char *s;
+    size_t n;
+    int rc = field_str(req, key, &s, &n);
+    if (rc != 0) {
+        sx__relay_reply_bad_field(c, id, key, rc, "a PID string");
+        return -1;
     }
-    const unsigned char *m = (const unsigned char *)message;
-    size_t n = strlen(message);
-    if (sx__utf8_valid(m, n)) {
-        sx_pack_strn(pk, message, n);
-        return;
+    char buf[SX_PID_TEXT_MAX];
+    if (n >= sizeof(buf) || memchr(s, '\0', n) != NULL) {
+        sx__relay_reply_bad_field(c, id, key, 2, "a PID string {node@host|id}");
+        return -1;
     }
-    char small[1024], *buf = small;
-    size_t fixed = sx__utf8_replace(m, n, NULL, 0);
-    if (fixed > sizeof small && (buf = malloc(fixed)) == NULL) {
-        buf = small; /* out of memory: the message is cut to what fits */
-        fixed = sizeof small;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (sx_pid_parse(buf, out) != 0) {
+        sx__relay_reply_bad_field(c, id, key, 2, "a PID string {node@host|id}");
+        return -1;
     }
-    sx_pack_strn(pk, buf, sx__utf8_replace(m, n, buf, fixed));
-    if (buf != small)
-        free(buf);
+    return 0;
 }
 
-void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message)
+/* A NUL-terminated heap copy of an optional string field: 0 (*out set,
+ * NULL when absent), or the reply has been sent. */
+static int field_strdup(sx__relay_conn *c, uint64_t id, sx_payload req,
+                        const char *key, bool required, char **out)
 {
-    sx_pack_str(pk, "error");
-    sx_pack_map(pk, 2);
-    sx_pack_str(pk, "code");
-    sx_pack_str(pk, code);
-    sx_pack_str(pk, "message");
-    pack_text(pk, message);
-}
-
-/* A name the server sends but did not choose (a registered type's name
- * and methods, the embedder's or a --load'ed plugin's strings, which
- * `types` lists and `ps` shows for each process): a str when it is valid
- * UTF-8, else a bin of the same bytes, as a payload's str would go
- * (PROTOCOL.md, "Payloads"). NULL packs nil. */
-static void pack_name(sx_pack *pk, const char *name)
-{
-    if (name == NULL) {
-        sx_pack_nil(pk);
-        return;
+    const char *s;
+    size_t n;
+    *out = NULL;
+    int rc = field_str(req, key, &s, &n);
+    if (rc == 1 && !required)
+        return 0;
+    if (rc != 0 || memchr(s, '\0', n) != NULL) {
+        sx__relay_reply_bad_field(c, id, key, rc != 0 ? rc : 2,
+                                  "a string without NUL");
+        return -1;
     }
-    size_t n = strlen(name);
-    if (sx__utf8_valid((const unsigned char *)name, n))
-        sx_pack_strn(pk, name, n);
-    else
-        sx_pack_bin(pk, name, n);
-}
-
-void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
-                           const char *message)
-{
-    sx_pack *pk = reply_begin(c, id, false, 1);
-    sx__relay_pack_error(pk, code, message);
-    sx__relay_conn_reply(c);
-}
-
-void sx__relay_reply_ok(relay_conn *c, uint64_t id)
-{
-    reply_begin(c, id, true, 0);
-    sx__relay_conn_reply(c);
-}
-
-/* An engine error as a reply: the protocol code, and the engine's own
- * words with the PID it was about. */
-void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid)
-{
-    char msg[160], txt[SX_PID_TEXT_MAX];
-    sx_pid_format(pid, txt, sizeof(txt));
-    if (rc == SX_ENOTFOUND)
-        snprintf(msg, sizeof(msg), "no process %s", txt);
-    else
-        snprintf(msg, sizeof(msg), "%s: %s", txt, sx_strerror(rc));
-    sx__relay_reply_error(c, id, sx_wire_code(rc), msg);
-}
-
-void sx__relay_bad_frame(relay_conn *c, int rc)
-{
-    char msg[128];
-    if (rc == SX_ELIMIT)
-        snprintf(msg, sizeof(msg), "frame longer than %zu bytes%s",
-                 sx__relay_frame_limit(c),
-                 c->authed ? "" : " (before hello with the token)");
-    else
-        snprintf(msg, sizeof(msg),
-                 "bad frame: a zero length, or not exactly one msgpack map "
-                 "with string keys");
-    sx__relay_refuse(c, "bad_frame", msg);
-}
-
-void sx__relay_refuse(relay_conn *c, const char *code, const char *message)
-{
-    sx__relay_reply_error(c, 0, code, message);
-    sx__relay_conn_drain(c);
+    *out = malloc(n + 1);
+    if (*out == NULL) {
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+        return -1;
+    }
+    memcpy(*out, s, n);
+    (*out)[n] = '\0';
+    return 0;
 }
 
 /* A name the client sent (n bytes at s), for quoting in a message: at
@@ -163,103 +136,6 @@ static const char *quoted(char *buf, const char *s, size_t n, size_t max)
     return buf;
 }
 
-/* ---- request fields [loop] ---- */
-
-/* A field's value: 0 and *v, 1 when absent. */
-static int field(sx_payload req, const char *key, sx_payload *v)
-{
-    return sx_map_get(req, key, v) == 0 ? 0 : 1;
-}
-
-/* A typed field given as nil counts as absent (clients send null/None
- * for "not given"; nil is never a string or an integer). */
-static bool is_nil(sx_payload v)
-{
-    return v.len == 1 && v.data[0] == 0xc0;
-}
-
-/* Field readers: 0 (read), 1 (absent, or nil), or SX_EPROTO (wrong
- * type). */
-static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
-{
-    sx_payload v;
-    if (field(req, key, &v) != 0 || is_nil(v))
-        return 1;
-    sx_unpack u;
-    sx_unpack_init(&u, v);
-    return sx_unpack_str(&u, s, n) == 0 ? 0 : SX_EPROTO;
-}
-
-static int field_uint(sx_payload req, const char *key, uint64_t *out)
-{
-    sx_payload v;
-    if (field(req, key, &v) != 0 || is_nil(v))
-        return 1;
-    sx_unpack u;
-    sx_unpack_init(&u, v);
-    return sx_unpack_uint(&u, out) == 0 ? 0 : SX_EPROTO;
-}
-
-/* bad_request for a field that is missing (rc 1) or wrongly typed. */
-static void bad_field(relay_conn *c, uint64_t id, const char *key, int rc,
-                      const char *want)
-{
-    char msg[128];
-    snprintf(msg, sizeof(msg), "field \"%s\": %s (want %s)", key,
-             rc == 1 ? "missing or nil" : "wrong type", want);
-    sx__relay_reply_error(c, id, "bad_request", msg);
-}
-
-/* A required PID field in text form. 0, or the reply has been sent. */
-static int field_pid(relay_conn *c, uint64_t id, sx_payload req,
-                     const char *key, sx_pid *out)
-{
-    const char *s;
-    size_t n;
-    int rc = field_str(req, key, &s, &n);
-    if (rc != 0) {
-        bad_field(c, id, key, rc, "a PID string");
-        return -1;
-    }
-    char buf[SX_PID_TEXT_MAX];
-    if (n >= sizeof(buf) || memchr(s, '\0', n) != NULL) {
-        bad_field(c, id, key, 2, "a PID string {node@host|id}");
-        return -1;
-    }
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    if (sx_pid_parse(buf, out) != 0) {
-        bad_field(c, id, key, 2, "a PID string {node@host|id}");
-        return -1;
-    }
-    return 0;
-}
-
-/* A NUL-terminated heap copy of an optional string field: 0 (*out set,
- * NULL when absent), or the reply has been sent. */
-static int field_strdup(relay_conn *c, uint64_t id, sx_payload req,
-                        const char *key, bool required, char **out)
-{
-    const char *s;
-    size_t n;
-    *out = NULL;
-    int rc = field_str(req, key, &s, &n);
-    if (rc == 1 && !required)
-        return 0;
-    if (rc != 0 || memchr(s, '\0', n) != NULL) {
-        bad_field(c, id, key, rc != 0 ? rc : 2, "a string without NUL");
-        return -1;
-    }
-    *out = malloc(n + 1);
-    if (*out == NULL) {
-        sx__relay_reply_error(c, id, "internal", "out of memory");
-        return -1;
-    }
-    memcpy(*out, s, n);
-    (*out)[n] = '\0';
-    return 0;
-}
-
 /* ---- hello ---- */
 
 /* Compares without an early exit, so that timing tells nothing about how
@@ -272,7 +148,7 @@ static bool token_eq(const char *want, size_t wn, const char *got, size_t gn)
     return d == 0;
 }
 
-static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
+static void op_hello(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
     /* With a token, a hello that is refused for any reason (no token, a
@@ -291,9 +167,9 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
         }
     }
     uint64_t v;
-    int rc = field_uint(req, "version", &v);
+    int rc = sx__relay_field_uint(req, "version", &v);
     if (rc != 0) {
-        bad_field(c, id, "version", rc, "an integer");
+        sx__relay_reply_bad_field(c, id, "version", rc, "an integer");
         if (gate)
             sx__relay_conn_drain(c);
         return;
@@ -314,7 +190,7 @@ static void op_hello(relay_conn *c, uint64_t id, sx_payload req)
     }
     char mb[SX_PID_TEXT_MAX];
     sx_pid_format(c->mailbox, mb, sizeof(mb));
-    sx_pack *pk = reply_begin(c, id, true, 5);
+    sx_pack *pk = sx__relay_reply_begin(c, id, true, 5);
     sx_pack_str(pk, "version");
     sx_pack_uint(pk, 1);
     sx_pack_str(pk, "node");
@@ -344,19 +220,19 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
 
 /* The input array's elements as payloads (pointing into req). 0, or the
  * reply has been sent. *out is the caller's to free. */
-static int submit_inputs(relay_conn *c, uint64_t id, sx_payload req,
+static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
                          sx_payload **out, size_t *n_out)
 {
     sx_payload v;
     uint32_t n;
     sx_unpack u;
     if (field(req, "input", &v) != 0) {
-        bad_field(c, id, "input", 1, "an array");
+        sx__relay_reply_bad_field(c, id, "input", 1, "an array");
         return -1;
     }
     sx_unpack_init(&u, v);
     if (sx_unpack_array(&u, &n) != 0) {
-        bad_field(c, id, "input", 2, "an array");
+        sx__relay_reply_bad_field(c, id, "input", 2, "an array");
         return -1;
     }
     if (n > MAX_INPUTS) {
@@ -398,18 +274,18 @@ static const char *submit_code(int rc)
     }
 }
 
-static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
+static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
     const char *tn, *mn;
     size_t tl, ml;
     int rc = field_str(req, "type", &tn, &tl);
     if (rc != 0) {
-        bad_field(c, id, "type", rc, "a string");
+        sx__relay_reply_bad_field(c, id, "type", rc, "a string");
         return;
     }
     if ((rc = field_str(req, "method", &mn, &ml)) != 0) {
-        bad_field(c, id, "method", rc, "a string");
+        sx__relay_reply_bad_field(c, id, "method", rc, "a string");
         return;
     }
     sx_payload *in;
@@ -461,7 +337,7 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
     free(method);
     char txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
-    sx_pack *pk = reply_begin(c, id, true, 1);
+    sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
     sx_pack_str(pk, "pid");
     sx_pack_str(pk, txt);
     sx__relay_conn_reply(c);
@@ -469,7 +345,7 @@ static void op_submit(relay_conn *c, uint64_t id, sx_payload req)
 
 /* ---- send, cancel, terminate ---- */
 
-static void op_send(relay_conn *c, uint64_t id, sx_payload req)
+static void op_send(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid to;
     if (field_pid(c, id, req, "to", &to) != 0)
@@ -478,8 +354,8 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
     size_t tl;
     int rc = field_str(req, "topic", &tp, &tl);
     if (rc != 0 || tl > 255 || memchr(tp, '\0', tl) != NULL) {
-        bad_field(c, id, "topic", rc != 0 ? rc : 2,
-                  "a string of at most 255 bytes");
+        sx__relay_reply_bad_field(c, id, "topic", rc != 0 ? rc : 2,
+                                  "a string of at most 255 bytes");
         return;
     }
     /* The topic reaches the receiver as a str (a client's push): one that
@@ -493,7 +369,7 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
     }
     sx_payload data;
     if (field(req, "data", &data) != 0) {
-        bad_field(c, id, "data", 1, "any value");
+        sx__relay_reply_bad_field(c, id, "data", 1, "any value");
         return;
     }
     char topic[256];
@@ -506,7 +382,7 @@ static void op_send(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
+static void op_cancel(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     char *reason;
@@ -521,7 +397,7 @@ static void op_cancel(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
+static void op_terminate(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
@@ -533,15 +409,18 @@ static void op_terminate(relay_conn *c, uint64_t id, sx_payload req)
         sx__relay_reply_ok(c, id);
 }
 
-static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
+/* ---- wait, subscribe ---- */
+
+static void op_wait(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
         return;
     uint64_t t = 0;
-    int rc = field_uint(req, "timeout_ms", &t);
+    int rc = sx__relay_field_uint(req, "timeout_ms", &t);
     if (rc == SX_EPROTO || (rc == 0 && t > INT64_MAX)) {
-        bad_field(c, id, "timeout_ms", 2, "a non-negative integer");
+        sx__relay_reply_bad_field(c, id, "timeout_ms", 2,
+                                  "a non-negative integer");
         return;
     }
     if (rc == 0 && t == 0) {
@@ -566,204 +445,21 @@ static void op_wait(relay_conn *c, uint64_t id, sx_payload req)
             return;
         }
     }
-    sx__relay_watch_start(c, id, RELAY_PEND_WAIT, pid,
+    sx__relay_watch_start(c, id, SX__RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);
 }
 
-static void op_subscribe(relay_conn *c, uint64_t id, sx_payload req)
+static void op_subscribe(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_pid pid;
     if (field_pid(c, id, req, "pid", &pid) != 0)
         return;
-    sx__relay_watch_start(c, id, RELAY_PEND_SUBSCRIBE, pid, -1);
-}
-
-/* ---- ps, stats, types ---- */
-
-/* Packs the ps reply for the first n entries of info into srv->pk;
- * ends (when not NULL) gets the body's length after each entry. */
-static sx_pack *ps_pack(relay_conn *c, uint64_t id, const sx_process_info *info,
-                        int n, size_t *ends)
-{
-    sx_pack *pk = reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "processes");
-    sx_pack_array(pk, (uint32_t)n);
-    for (int i = 0; i < n; i++) {
-        char txt[SX_PID_TEXT_MAX];
-        sx_pid_format(info[i].pid, txt, sizeof(txt));
-        sx_pack_map(pk, 5);
-        sx_pack_str(pk, "pid");
-        sx_pack_str(pk, txt);
-        sx_pack_str(pk, "type");
-        pack_name(pk, info[i].type);
-        sx_pack_str(pk, "method");
-        pack_name(pk, info[i].method); /* NULL packs nil */
-        sx_pack_str(pk, "state");
-        sx_pack_str(pk, sx_pstate_name(info[i].state));
-        sx_pack_str(pk, "steps");
-        sx_pack_uint(pk, info[i].steps);
-        if (ends != NULL)
-            ends[i] = pk->len;
-    }
-    return pk;
-}
-
-static void op_ps(relay_conn *c, uint64_t id, sx_payload req)
-{
-    uint64_t limit = SX_RELAY_PS_DEFAULT;
-    int rc = field_uint(req, "limit", &limit);
-    if (rc == SX_EPROTO) {
-        bad_field(c, id, "limit", 2, "a non-negative integer");
-        return;
-    }
-    /* Grows the buffer until the listing fits or reaches limit. */
-    size_t cap = limit < 256 ? (size_t)limit : 256;
-    sx_process_info *info = NULL;
-    int n = 0;
-    for (;;) {
-        sx_process_info *ni = realloc(info, (cap > 0 ? cap : 1) * sizeof(*ni));
-        if (ni == NULL) {
-            free(info);
-            sx__relay_reply_error(c, id, "internal", "out of memory");
-            return;
-        }
-        info = ni;
-        n = sx_engine_list(c->srv->engine, info, cap);
-        if (n < 0)
-            n = 0;
-        if ((size_t)n < cap || cap >= limit || cap >= (size_t)INT32_MAX / 2)
-            break;
-        cap = cap * 2 < limit ? cap * 2 : (size_t)limit;
-    }
-    /* The reply must fit in a frame (a client refuses a longer one, and
-     * would lose its connection with every request in flight): a listing
-     * too long for it is cut to the processes that fit, as `limit` would
-     * have cut it. ends[i]: the body's length after entry i. */
-    size_t *ends = n > 0 ? malloc((size_t)n * sizeof(*ends)) : NULL;
-    if (n > 0 && ends == NULL) {
-        free(info);
-        sx__relay_reply_error(c, id, "internal", "out of memory");
-        return;
-    }
-    sx_pack *pk = ps_pack(c, id, info, n, ends);
-    if (pk->err == 0 && pk->len > c->srv->max_frame) {
-        int fit = 0;
-        while (fit < n && ends[fit] <= c->srv->max_frame)
-            fit++;
-        ps_pack(c, id, info, fit, NULL);
-    }
-    free(ends);
-    free(info);
-    sx__relay_conn_reply(c);
-}
-
-static void kv(sx_pack *pk, const char *k, uint64_t v)
-{
-    sx_pack_str(pk, k);
-    sx_pack_uint(pk, v);
-}
-
-static void op_stats(relay_conn *c, uint64_t id, sx_payload req)
-{
-    (void)req;
-    sx_server *s = c->srv;
-    sx_engine_stats st;
-    sx_worker_stats *w = calloc(SX_MAX_WORKERS, sizeof(*w));
-    if (w == NULL ||
-        sx_engine_stats_get(s->engine, &st, w, SX_MAX_WORKERS) != 0) {
-        free(w);
-        sx__relay_reply_error(c, id, "internal", "stats unavailable");
-        return;
-    }
-    unsigned nw = st.workers < SX_MAX_WORKERS ? st.workers : SX_MAX_WORKERS;
-    uint64_t steps = 0, steals = 0, stolen = 0, parks = 0, wakeups = 0;
-    for (unsigned i = 0; i < nw; i++) {
-        steps += w[i].steps;
-        steals += w[i].steals;
-        stolen += w[i].stolen;
-        parks += w[i].parks;
-        wakeups += w[i].wakeups;
-    }
-    sx_server_stats ss;
-    sx_server_stats_get(s, &ss);
-    sx_pack *pk = reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 34);
-    kv(pk, "live", st.live);
-    kv(pk, "submitted", st.submitted);
-    kv(pk, "completed", st.completed);
-    kv(pk, "failed", st.failed);
-    kv(pk, "terminated", st.terminated);
-    kv(pk, "steps", steps);
-    kv(pk, "messages", st.messages);
-    kv(pk, "dead_letters", st.dead_letters);
-    kv(pk, "steals", steals);
-    kv(pk, "stolen", stolen);
-    kv(pk, "parks", parks);
-    kv(pk, "wakeups", wakeups);
-    kv(pk, "global_queue", st.global_queue);
-    kv(pk, "parked", st.parked);
-    kv(pk, "workers", st.workers);
-    kv(pk, "io_inflight", st.io_inflight);
-    kv(pk, "io_ops", st.io_ops);
-    kv(pk, "timeouts", st.timeouts);
-    kv(pk, "sleeps", st.sleeps);
-    kv(pk, "slots", st.slots);
-    kv(pk, "outcomes", st.outcomes);
-    kv(pk, "outcome_bytes", st.outcome_bytes);
-    kv(pk, "relay_connections", ss.connections);
-    kv(pk, "relay_accepted", ss.accepted);
-    kv(pk, "relay_requests", ss.requests);
-    kv(pk, "relay_bad_frames", ss.bad_frames);
-    kv(pk, "relay_slow_drops", ss.slow_drops);
-    kv(pk, "relay_pushes", ss.pushes);
-    kv(pk, "relay_watches", ss.watches);
-    kv(pk, "relay_waits", ss.waits);
-    kv(pk, "relay_push_drops", ss.push_drops);
-    kv(pk, "relay_unauthenticated", ss.unauthenticated);
-    kv(pk, "relay_auth_closed", ss.auth_closed);
-    sx_pack_str(pk, "per_worker");
-    sx_pack_array(pk, nw);
-    for (unsigned i = 0; i < nw; i++) {
-        sx_pack_map(pk, 7);
-        kv(pk, "steps", w[i].steps);
-        kv(pk, "steals", w[i].steals);
-        kv(pk, "stolen", w[i].stolen);
-        kv(pk, "parks", w[i].parks);
-        kv(pk, "wakeups", w[i].wakeups);
-        kv(pk, "global_pops", w[i].global_pops);
-        kv(pk, "timeout_finds", w[i].timeout_finds);
-    }
-    free(w);
-    sx__relay_conn_reply(c);
-}
-
-static void op_types(relay_conn *c, uint64_t id, sx_payload req)
-{
-    (void)req;
-    sx_server *s = c->srv;
-    sx_pack *pk = reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "types");
-    sx_pack_array(pk, (uint32_t)s->n_types);
-    for (size_t i = 0; i < s->n_types; i++) {
-        const sx_process_type *t = s->types[i];
-        uint32_t nm = 0;
-        while (t->methods != NULL && t->methods[nm] != NULL)
-            nm++;
-        sx_pack_map(pk, 2);
-        sx_pack_str(pk, "name");
-        pack_name(pk, t->name);
-        sx_pack_str(pk, "methods");
-        sx_pack_array(pk, nm);
-        for (uint32_t j = 0; j < nm; j++)
-            pack_name(pk, t->methods[j]);
-    }
-    sx__relay_conn_reply(c);
+    sx__relay_watch_start(c, id, SX__RELAY_PEND_SUBSCRIBE, pid, -1);
 }
 
 /* ---- dispatch ---- */
 
-typedef void (*op_fn)(relay_conn *c, uint64_t id, sx_payload req);
+typedef void (*op_fn)(sx__relay_conn *c, uint64_t id, sx_payload req);
 
 static const struct {
     const char *name;
@@ -775,16 +471,16 @@ static const struct {
     { "wait", op_wait },
     { "cancel", op_cancel },
     { "terminate", op_terminate },
-    { "ps", op_ps },
-    { "stats", op_stats },
+    { "ps", sx__relay_op_ps },       /* relay/ops_info.c */
+    { "stats", sx__relay_op_stats }, /* relay/ops_info.c */
     { "subscribe", op_subscribe },
-    { "types", op_types },
+    { "types", sx__relay_op_types }, /* relay/ops_info.c */
 };
 
-void sx__relay_handle(relay_conn *c, sx_payload body)
+void sx__relay_handle(sx__relay_conn *c, sx_payload body)
 {
     uint64_t id = 0;
-    int id_rc = field_uint(body, "id", &id);
+    int id_rc = sx__relay_field_uint(body, "id", &id);
     if (id_rc != 0)
         id = 0;
     const char *op = NULL;
@@ -799,11 +495,11 @@ void sx__relay_handle(relay_conn *c, sx_payload body)
         return;
     }
     if (id_rc != 0) {
-        bad_field(c, 0, "id", id_rc, "an unsigned integer");
+        sx__relay_reply_bad_field(c, 0, "id", id_rc, "an unsigned integer");
         return;
     }
     if (op_rc != 0) {
-        bad_field(c, id, "op", op_rc, "a string");
+        sx__relay_reply_bad_field(c, id, "op", op_rc, "a string");
         return;
     }
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)

@@ -3,9 +3,9 @@
  *
  * One engine watch per PID. The engine cannot cancel a watch: once
  * registered, it stays until its process finishes (or the engine stops).
- * So the server registers at most one per PID (relay_watch, in a table by
+ * So the server registers at most one per PID (sx__relay_watch, in a table by
  * PID) and hangs every wait and subscribe on that PID off it as a record
- * (relay_pending) that belongs to the loop alone: a record goes as soon as
+ * (sx__relay_pending) that belongs to the loop alone: a record goes as soon as
  * it is answered, its wait times out, or its connection closes, each in
  * O(1). What a client can leave behind is at most one watch per live
  * process it watched, which the process limit bounds, and never a record:
@@ -36,15 +36,15 @@
  * only ever sets it): a watch_cb that finds its own watch here runs
  * inline, on the loop, for a process that had finished already. A
  * thread-local, so other threads' callbacks never see the loop's. */
-static _Thread_local relay_watch *watching;
+static _Thread_local sx__relay_watch *watching;
 
-static void watch_free(relay_watch *w)
+static void watch_free(sx__relay_watch *w)
 {
     sx__relay_hub_unref(w->hub);
     free(w);
 }
 
-void sx__relay_watch_unref(relay_watch *w)
+void sx__relay_watch_unref(sx__relay_watch *w)
 {
     /* acq_rel: release our uses; the freeing thread acquires them. */
     if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
@@ -104,7 +104,7 @@ static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
 #define ID_AT (SX_WIRE_HEADER + 1 + 3 + 1)
 
 /* Writes id into a wait answer built by pack_answer. [loop] */
-static void id_fill(relay_out *o, uint64_t id)
+static void id_fill(sx__relay_out *o, uint64_t id)
 {
     for (int i = 7; i >= 0; i--, id >>= 8)
         o->data[ID_AT + (size_t)i] = (uint8_t)id;
@@ -157,7 +157,7 @@ static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
  * allocation) and hands it to the loop through the hub. */
 static void watch_cb(void *user, sx_pid target, const sx_result *r)
 {
-    relay_watch *w = user;
+    sx__relay_watch *w = user;
     (void)target;
     const char *msg = r->error == 0          ? ""
                       : r->error_msg != NULL ? r->error_msg
@@ -165,7 +165,7 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
     /* 3 bytes per message byte: sx__relay_pack_error's U+FFFD. */
     size_t cap = SX_WIRE_HEADER + 160 + 3 * strlen(msg) +
                  (r->error == 0 ? r->value.len : 0);
-    relay_out *o = sx__relay_out_new(RELAY_OUT_DONE, cap);
+    sx__relay_out *o = sx__relay_out_new(SX__RELAY_OUT_DONE, cap);
     if (o != NULL) {
         sx_pack pk;
         sx_pack_init_fixed(&pk, o->data + SX_WIRE_HEADER, cap - SX_WIRE_HEADER);
@@ -191,7 +191,7 @@ static void watch_cb(void *user, sx_pid target, const sx_result *r)
     }
 }
 
-void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r)
+void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id, const sx_result *r)
 {
     sx_pack *pk = &c->srv->pk;
     sx_pack_reset(pk);
@@ -204,7 +204,8 @@ void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r)
         return;
     }
     /* Its strs that are not UTF-8 go as bin: the rewrite is sent. */
-    relay_out *o = sx__relay_out_new(RELAY_OUT_REPLY, SX_WIRE_HEADER + pk->len);
+    sx__relay_out *o =
+        sx__relay_out_new(SX__RELAY_OUT_REPLY, SX_WIRE_HEADER + pk->len);
     if (o != NULL) {
         memcpy(o->data + SX_WIRE_HEADER, pk->data, pk->len);
         sx__relay_out_seal(o, pk->len);
@@ -235,21 +236,21 @@ static void wt_figure(sx_server *s)
 }
 
 /* Files w under its PID; false when the table cannot be made. */
-static bool wt_put(sx_server *s, relay_watch *w)
+static bool wt_put(sx_server *s, sx__relay_watch *w)
 {
     if (s->wt_n >= s->wt_cap / 2) {
         size_t cap = s->wt_cap > 0 ? 2 * s->wt_cap : 64;
-        relay_watch **t = calloc(cap, sizeof(*t));
+        sx__relay_watch **t = calloc(cap, sizeof(*t));
         if (t == NULL && s->wt_cap == 0)
             return false;
         if (t != NULL) {
-            relay_watch **old = s->wt;
+            sx__relay_watch **old = s->wt;
             size_t old_cap = s->wt_cap;
             s->wt = t;
             s->wt_cap = cap;
             for (size_t i = 0; i < old_cap; i++) {
                 while (old[i] != NULL) {
-                    relay_watch *q = old[i];
+                    sx__relay_watch *q = old[i];
                     old[i] = q->hnext;
                     size_t b = wt_bucket(s, q->pid.id);
                     q->hnext = s->wt[b];
@@ -269,9 +270,9 @@ static bool wt_put(sx_server *s, relay_watch *w)
 }
 
 /* Takes w out of the table (a chain holds distinct PIDs: short). */
-static void wt_remove(sx_server *s, relay_watch *w)
+static void wt_remove(sx_server *s, sx__relay_watch *w)
 {
-    relay_watch **l = &s->wt[wt_bucket(s, w->pid.id)];
+    sx__relay_watch **l = &s->wt[wt_bucket(s, w->pid.id)];
     while (*l != w)
         l = &(*l)->hnext;
     *l = w->hnext;
@@ -281,11 +282,12 @@ static void wt_remove(sx_server *s, relay_watch *w)
     wt_figure(s);
 }
 
-static relay_watch *wt_find(sx_server *s, sx_pid pid)
+static sx__relay_watch *wt_find(sx_server *s, sx_pid pid)
 {
     if (s->wt_n == 0)
         return NULL;
-    for (relay_watch *q = s->wt[wt_bucket(s, pid.id)]; q != NULL; q = q->hnext)
+    for (sx__relay_watch *q = s->wt[wt_bucket(s, pid.id)]; q != NULL;
+         q = q->hnext)
         if (sx_pid_eq(q->pid, pid))
             return q;
     return NULL;
@@ -295,7 +297,7 @@ void sx__relay_watches_close_all(sx_server *s)
 {
     for (size_t i = 0; i < s->wt_cap; i++) {
         while (s->wt[i] != NULL) {
-            relay_watch *w = s->wt[i];
+            sx__relay_watch *w = s->wt[i];
             wt_remove(s, w);
             sx__relay_watch_unref(w); /* the table's */
         }
@@ -315,16 +317,16 @@ static void record_closed(uv_handle_t *h)
 
 /* Takes r off its watch and its connection and frees it (once its timer,
  * if any, is closed). */
-static void record_drop(relay_pending *r)
+static void record_drop(sx__relay_pending *r)
 {
-    relay_watch *w = r->w;
+    sx__relay_watch *w = r->w;
     if (r->wprev != NULL)
         r->wprev->wnext = r->wnext;
     else
         w->waiters = r->wnext;
     if (r->wnext != NULL)
         r->wnext->wprev = r->wprev;
-    relay_conn *c = r->conn;
+    sx__relay_conn *c = r->conn;
     if (r->prev != NULL)
         r->prev->next = r->next;
     else
@@ -352,7 +354,7 @@ static void record_drop(relay_pending *r)
 void sx__relay_records_free(sx_server *s)
 {
     while (s->rec_free != NULL) {
-        relay_pending *r = s->rec_free;
+        sx__relay_pending *r = s->rec_free;
         s->rec_free = r->next;
         free(r);
     }
@@ -361,20 +363,20 @@ void sx__relay_records_free(sx_server *s)
 
 /* A zeroed record (with room for a timer when timed), from the cache
  * when there is one; NULL when out of memory. */
-static relay_pending *record_new(sx_server *s, bool timed)
+static sx__relay_pending *record_new(sx_server *s, bool timed)
 {
     if (!timed && s->rec_free != NULL) {
-        relay_pending *r = s->rec_free;
+        sx__relay_pending *r = s->rec_free;
         s->rec_free = r->next;
         s->rec_free_n--;
-        memset(r, 0, offsetof(relay_pending, timer));
+        memset(r, 0, offsetof(sx__relay_pending, timer));
         return r;
     }
-    return calloc(1, timed ? sizeof(relay_pending)
-                           : offsetof(relay_pending, timer));
+    return calloc(1, timed ? sizeof(sx__relay_pending)
+                           : offsetof(sx__relay_pending, timer));
 }
 
-void sx__relay_pending_abandon_all(relay_conn *c)
+void sx__relay_pending_abandon_all(sx__relay_conn *c)
 {
     while (c->pending != NULL)
         record_drop(c->pending);
@@ -382,7 +384,7 @@ void sx__relay_pending_abandon_all(relay_conn *c)
 
 static void timer_cb(uv_timer_t *t)
 {
-    relay_pending *r = t->data;
+    sx__relay_pending *r = t->data;
     /* acquire: pairs with the release in watch_cb. The process finished
      * and its answer is in the hub (the loop was held past the deadline,
      * and timers run before the doorbell): that answer is this wait's,
@@ -390,7 +392,7 @@ static void timer_cb(uv_timer_t *t)
      * drained (the timer, one-shot, is stopped). */
     if (atomic_load_explicit(&r->w->fired, memory_order_acquire))
         return;
-    relay_conn *c = r->conn;
+    sx__relay_conn *c = r->conn;
     uint64_t id = r->id;
     record_drop(r);
     /* The watch stays (the engine cannot cancel it): the next wait on
@@ -415,7 +417,7 @@ static void exit_begin(sx_pack *pk, const char *txt, bool ok)
 
 /* An exit push for pid built from a wait answer's frame o: its ok, and
  * its result or error. */
-static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
+static void exit_push(sx__relay_conn *c, sx_pid pid, const sx__relay_out *o)
 {
     char txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
@@ -448,13 +450,14 @@ static void exit_push(relay_conn *c, sx_pid pid, const relay_out *o)
 /* The answer to one record r, from the watch's frame o (NULL: the
  * callback ran out of memory). take: r may have o itself (it is the
  * last record); returns whether it took it. */
-static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
+static bool answer(sx__relay_pending *r, sx_pid pid, sx__relay_out *o,
+                   bool take)
 {
-    relay_conn *c = r->conn;
-    bool wait = r->kind == RELAY_PEND_WAIT;
+    sx__relay_conn *c = r->conn;
+    bool wait = r->kind == SX__RELAY_PEND_WAIT;
     uint64_t id = r->id;
     record_drop(r);
-    if (c->state != RELAY_CONN_OPEN)
+    if (c->state != SX__RELAY_CONN_OPEN)
         return false;
     if (o == NULL) {
         if (wait) {
@@ -473,9 +476,9 @@ static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
         exit_push(c, pid, o);
         return false;
     }
-    relay_out *mine = o;
+    sx__relay_out *mine = o;
     if (!take) {
-        mine = sx__relay_out_new(RELAY_OUT_REPLY, o->len);
+        mine = sx__relay_out_new(SX__RELAY_OUT_REPLY, o->len);
         if (mine == NULL) {
             sx__relay_reply_error(c, id, "internal", "out of memory");
             return false;
@@ -483,7 +486,7 @@ static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
         memcpy(mine->data, o->data, o->len);
         mine->len = o->len;
     }
-    mine->kind = RELAY_OUT_REPLY;
+    mine->kind = SX__RELAY_OUT_REPLY;
     mine->watch = NULL;
     id_fill(mine, id);
     /* relaxed: a figure. */
@@ -492,14 +495,14 @@ static bool answer(relay_pending *r, sx_pid pid, relay_out *o, bool take)
     return take;
 }
 
-void sx__relay_watch_done(relay_watch *w, relay_out *o)
+void sx__relay_watch_done(sx__relay_watch *w, sx__relay_out *o)
 {
     if (w->in_table)
         wt_remove(w->srv, w);
-    relay_out *frame = o->embedded ? NULL : o;
+    sx__relay_out *frame = o->embedded ? NULL : o;
     bool taken = false;
     while (w->waiters != NULL) {
-        relay_pending *r = w->waiters;
+        sx__relay_pending *r = w->waiters;
         /* The last wait takes the frame itself; any other record gets a
          * copy (or a push built from it). */
         bool last = r->wnext == NULL;
@@ -513,8 +516,8 @@ void sx__relay_watch_done(relay_watch *w, relay_out *o)
 }
 
 /* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
-void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
-                           int64_t timeout_ms)
+void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
+                           sx_pid pid, int64_t timeout_ms)
 {
     sx_server *s = c->srv;
     if (c->n_pending >= SX_RELAY_MAX_PENDING) {
@@ -532,13 +535,13 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
         sx__relay_reply_error(c, id, "limit", msg);
         return;
     }
-    bool timed = kind == RELAY_PEND_WAIT && timeout_ms >= 0;
-    relay_pending *r = record_new(s, timed);
+    bool timed = kind == SX__RELAY_PEND_WAIT && timeout_ms >= 0;
+    sx__relay_pending *r = record_new(s, timed);
     if (r == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
         return;
     }
-    relay_watch *w = wt_find(s, pid);
+    sx__relay_watch *w = wt_find(s, pid);
     if (w == NULL) {
         w = calloc(1, sizeof(*w));
         if (w != NULL)
@@ -554,7 +557,7 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
         w->srv = s;
         sx__relay_hub_ref(w->hub);
         w->max_frame = s->max_frame;
-        w->oom.kind = RELAY_OUT_DONE;
+        w->oom.kind = SX__RELAY_OUT_DONE;
         w->oom.embedded = 1;
         watching = w;
         int rc = sx_engine_watch(s->engine, pid, watch_cb, w);
@@ -585,12 +588,12 @@ void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
     s->n_waits++;
     /* relaxed: a figure. */
     atomic_store_explicit(&s->st_waits, s->n_waits, memory_order_relaxed);
-    if (kind == RELAY_PEND_SUBSCRIBE)
+    if (kind == SX__RELAY_PEND_SUBSCRIBE)
         sx__relay_reply_ok(c, id); /* before the push */
     if (w->inline_out != NULL) {
         /* Finished already: answered now, in this loop iteration's batch
          * (the flusher writes it with the other replies). */
-        relay_out *o = w->inline_out;
+        sx__relay_out *o = w->inline_out;
         w->inline_out = NULL;
         sx__relay_watch_done(w, o);
         return;

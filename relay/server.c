@@ -7,8 +7,10 @@
  * hands every uv handle to the loop thread, which alone touches them from
  * then on. sx_server_stop asks the loop to finish through the hub and
  * joins it. sx_server_stats_get and sx_server_port are [any thread].
- * Connection I/O is in relay/conn.c, the operations in relay/ops.c; the
- * whole design is in docs/RELAY.md.
+ * Connections are accepted in relay/accept.c, read in relay/conn.c and
+ * written in relay/conn_output.c; the operations are in relay/ops.c and
+ * relay/ops_info.c, their replies in relay/reply.c; the whole design is in
+ * docs/RELAY.md.
  */
 #include "relay/server.h"
 
@@ -30,9 +32,9 @@
 
 /* ---- items ---- */
 
-relay_out *sx__relay_out_new(uint8_t kind, size_t cap)
+sx__relay_out *sx__relay_out_new(uint8_t kind, size_t cap)
 {
-    relay_out *o = malloc(sizeof(*o) + cap);
+    sx__relay_out *o = malloc(sizeof(*o) + cap);
     if (o == NULL)
         return NULL;
     memset(o, 0, sizeof(*o));
@@ -42,13 +44,13 @@ relay_out *sx__relay_out_new(uint8_t kind, size_t cap)
     return o;
 }
 
-void sx__relay_out_free(relay_out *o)
+void sx__relay_out_free(sx__relay_out *o)
 {
     if (o != NULL && !o->embedded)
         free(o);
 }
 
-void sx__relay_out_seal(relay_out *o, size_t body_len)
+void sx__relay_out_seal(sx__relay_out *o, size_t body_len)
 {
     /* The frame header (PROTOCOL.md "Frames"): big-endian body length.
      * Written by hand here because callbacks pack the body in place, one
@@ -60,7 +62,7 @@ void sx__relay_out_seal(relay_out *o, size_t body_len)
     o->len = SX_WIRE_HEADER + body_len;
 }
 
-void sx__relay_out_seal_at(relay_out *o, size_t off, size_t body_len)
+void sx__relay_out_seal_at(sx__relay_out *o, size_t off, size_t body_len)
 {
     o->off = off;
     o->data[off] = (uint8_t)(body_len >> 24);
@@ -70,11 +72,11 @@ void sx__relay_out_seal_at(relay_out *o, size_t off, size_t body_len)
     o->len = SX_WIRE_HEADER + body_len;
 }
 
-relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len)
+sx__relay_out *sx__relay_out_utf8(sx__relay_out *o, size_t fixed_len)
 {
     /* The rare path (a str that is not UTF-8): a second item, not a
      * rewrite in place, since the body may grow. */
-    relay_out *n = sx__relay_out_new(o->kind, SX_WIRE_HEADER + fixed_len);
+    sx__relay_out *n = sx__relay_out_new(o->kind, SX_WIRE_HEADER + fixed_len);
     if (n != NULL) {
         sx__wire_utf8_fix(o->data + SX_WIRE_HEADER, o->len - SX_WIRE_HEADER,
                           n->data + SX_WIRE_HEADER);
@@ -103,7 +105,7 @@ size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n)
 
 /* Appends o to the hub's FIFO and rings the loop. The caller holds h->mu
  * and found the hub open. */
-static void hub_append(relay_hub *h, relay_out *o)
+static void hub_append(sx__relay_hub *h, sx__relay_out *o)
 {
     o->next = NULL;
     if (h->tail != NULL)
@@ -116,7 +118,8 @@ static void hub_append(relay_hub *h, relay_out *o)
     uv_async_send(h->bell);
 }
 
-int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c)
+int sx__relay_hub_post_push(sx__relay_hub *h, sx__relay_out *o,
+                            sx__relay_conn *c)
 {
     uint8_t note[SX_RELAY_DROPPED_MAX];
     pthread_mutex_lock(&h->mu);
@@ -149,13 +152,13 @@ int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c)
     return 0;
 }
 
-void sx__relay_hub_ref(relay_hub *h)
+void sx__relay_hub_ref(sx__relay_hub *h)
 {
     /* relaxed: the caller already holds a reference. */
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
 }
 
-void sx__relay_hub_unref(relay_hub *h)
+void sx__relay_hub_unref(sx__relay_hub *h)
 {
     /* acq_rel: release our uses of the hub; the thread that frees it
      * acquires everyone else's. */
@@ -165,7 +168,7 @@ void sx__relay_hub_unref(relay_hub *h)
     free(h);
 }
 
-int sx__relay_hub_post(relay_hub *h, relay_out *o)
+int sx__relay_hub_post(sx__relay_hub *h, sx__relay_out *o)
 {
     pthread_mutex_lock(&h->mu);
     if (h->closed) {
@@ -180,17 +183,17 @@ int sx__relay_hub_post(relay_hub *h, relay_out *o)
 /* Drops an item the loop will not write (the hub closed, or its
  * connection is gone), with the reference it carries. [loop or the
  * poster] */
-static void item_discard(relay_out *o)
+static void item_discard(sx__relay_out *o)
 {
     switch (o->kind) {
-    case RELAY_OUT_PUSH: {
-        relay_conn *c = o->conn;
+    case SX__RELAY_OUT_PUSH: {
+        sx__relay_conn *c = o->conn;
         sx__relay_out_free(o);
         sx__relay_conn_unref(c);
         break;
     }
-    case RELAY_OUT_DONE: {
-        relay_watch *w = o->watch;
+    case SX__RELAY_OUT_DONE: {
+        sx__relay_watch *w = o->watch;
         sx__relay_out_free(o);
         sx__relay_watch_unref(w);
         break;
@@ -208,14 +211,14 @@ static void bell_cb(uv_async_t *a)
     sx_server *s = a->data;
     for (;;) {
         pthread_mutex_lock(&s->hub->mu);
-        relay_out *o = s->hub->head;
+        sx__relay_out *o = s->hub->head;
         s->hub->head = s->hub->tail = NULL;
         bool stop = s->hub->stop;
         pthread_mutex_unlock(&s->hub->mu);
         if (o == NULL && !stop)
             return;
         while (o != NULL) {
-            relay_out *next = o->next;
+            sx__relay_out *next = o->next;
             if (s->stopping)
                 item_discard(o);
             else
@@ -261,7 +264,7 @@ static void close_all(sx_server *s)
     while (s->conns != NULL)
         sx__relay_conn_close(s->conns);
     while (s->more != NULL) { /* their turns are over for good */
-        relay_conn *c = s->more;
+        sx__relay_conn *c = s->more;
         s->more = c->more_next;
         c->in_more = false;
         sx__relay_conn_unref(c);
@@ -271,11 +274,11 @@ static void close_all(sx_server *s)
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
     s->hub->bell = NULL;
-    relay_out *o = s->hub->head;
+    sx__relay_out *o = s->hub->head;
     s->hub->head = s->hub->tail = NULL;
     pthread_mutex_unlock(&s->hub->mu);
     while (o != NULL) {
-        relay_out *next = o->next;
+        sx__relay_out *next = o->next;
         item_discard(o);
         o = next;
     }
@@ -522,7 +525,7 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
 
 static int hub_new(sx_server *s)
 {
-    relay_hub *h = calloc(1, sizeof(*h));
+    sx__relay_hub *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return SX_ENOMEM;
     int rc = pthread_mutex_init(&h->mu, NULL);

@@ -1,13 +1,16 @@
 /* relay/server.h — the relay server's internal data, shared by
  * relay/server.c (start, stop, listeners, the hand-off queue),
- * relay/conn.c (one client connection: reads, writes, back-pressure, its
- * mailbox), relay/ops.c (the protocol's operations) and relay/pending.c
- * (the records behind wait and subscribe). Never installed.
+ * relay/accept.c (new connections and the token gate), relay/conn.c (one
+ * client connection: its life, reads and turns), relay/conn_output.c (its
+ * writes, back-pressure and mailbox pushes), relay/reply.c (the reply
+ * builders), relay/ops.c and relay/ops_info.c (the protocol's operations)
+ * and relay/pending.c (the records behind wait and subscribe). Never
+ * installed.
  *
  * Threads: the server runs one libuv loop thread of its own. Everything
  * marked [loop] is touched by that thread only. Engine threads (workers,
  * io loops, callers of sx_engine_send) reach the server only through the
- * hub (a mutex-guarded FIFO of relay_out items plus a uv_async doorbell),
+ * hub (a mutex-guarded FIFO of sx__relay_out items plus a uv_async doorbell),
  * from mailbox callbacks and watch callbacks. The big picture and every
  * lifetime rule are in docs/RELAY.md.
  */
@@ -44,17 +47,17 @@
 #define SX_RELAY_MAX_WAITS_DEFAULT                                             \
     ((size_t)1 << 18) /* waits + subscribes in the server */
 
-typedef struct relay_conn relay_conn;
-typedef struct relay_pending relay_pending;
-typedef struct relay_watch relay_watch;
-typedef struct relay_hub relay_hub;
+typedef struct sx__relay_conn sx__relay_conn;
+typedef struct sx__relay_pending sx__relay_pending;
+typedef struct sx__relay_watch sx__relay_watch;
+typedef struct sx__relay_hub sx__relay_hub;
 
 /* What an item is for. */
 enum {
-    RELAY_OUT_REPLY = 0, /* a reply built on the loop                      */
-    RELAY_OUT_PUSH = 1,  /* a message push (and any `dropped` notice) */
-    RELAY_OUT_DONE = 2,  /* a wait's reply or a subscribe's push, built by
-                            a watch callback                               */
+    SX__RELAY_OUT_REPLY = 0, /* a reply built on the loop */
+    SX__RELAY_OUT_PUSH = 1,  /* a message push (and any `dropped` notice) */
+    SX__RELAY_OUT_DONE = 2,  /* a wait's reply or a subscribe's push, built by
+                                a watch callback */
 };
 
 /* One frame on its way to a client, and the hub's unit of hand-off. Built
@@ -62,64 +65,64 @@ enum {
  * then by the loop, then by libuv while written (req), then freed in the
  * write callback. Items embedded in a watch (its `oom`, `embedded`)
  * carry no bytes and are never freed on their own. */
-typedef struct relay_out {
-    uv_write_t req;         /* [loop] while being written              */
-    struct relay_out *next; /* hub FIFO link (hub mutex)               */
-    uint8_t kind;           /* RELAY_OUT_*                             */
+typedef struct sx__relay_out {
+    uv_write_t req;             /* [loop] while being written */
+    struct sx__relay_out *next; /* hub FIFO link (hub mutex) */
+    uint8_t kind;               /* SX__RELAY_OUT_* */
     uint8_t embedded;
-    uint8_t note_only;  /* PUSH: only a `dropped` notice (never
-                           dropped itself)                          */
-    uint64_t dropped;   /* PUSH: a `dropped` notice for this many
-                           messages comes before the message in
-                           data (0: none)                           */
-    size_t wlen;        /* [loop] the first item of a write request:
-                           the bytes that request covers (the items
-                           after it hang off `next`)                */
-    relay_conn *conn;   /* PUSH: a reference to the connection      */
-    relay_watch *watch; /* DONE: the engine watch's reference        */
-    size_t off;         /* where the bytes to write start in data (0,
-                           or a message push's room for a notice)   */
-    size_t len;         /* bytes to write, from data + off          */
-    size_t cap;         /* bytes allocated at data                    */
-    uint8_t *data;      /* the frame: 4-byte length, then the map;
-                           allocated with the item (NULL if embedded) */
-} relay_out;
+    uint8_t note_only;      /* PUSH: only a `dropped` notice (never
+                               dropped itself) */
+    uint64_t dropped;       /* PUSH: a `dropped` notice for this many
+                               messages comes before the message in
+                               data (0: none) */
+    size_t wlen;            /* [loop] the first item of a write request:
+                               the bytes that request covers (the items
+                               after it hang off `next`) */
+    sx__relay_conn *conn;   /* PUSH: a reference to the connection */
+    sx__relay_watch *watch; /* DONE: the engine watch's reference */
+    size_t off;             /* where the bytes to write start in data (0,
+                               or a message push's room for a notice) */
+    size_t len;             /* bytes to write, from data + off */
+    size_t cap;             /* bytes allocated at data */
+    uint8_t *data;          /* the frame: 4-byte length, then the map;
+                               allocated with the item (NULL if embedded) */
+} sx__relay_out;
 
 /* Allocates an item with room for cap frame bytes (len 0). NULL when out
  * of memory. [any thread] */
-relay_out *sx__relay_out_new(uint8_t kind, size_t cap);
+sx__relay_out *sx__relay_out_new(uint8_t kind, size_t cap);
 /* Frees an item that is not embedded (NULL is a no-op). [any thread] */
-void sx__relay_out_free(relay_out *o);
+void sx__relay_out_free(sx__relay_out *o);
 /* Writes the 4-byte length header for a body packed at data + 4. */
-void sx__relay_out_seal(relay_out *o, size_t body_len);
+void sx__relay_out_seal(sx__relay_out *o, size_t body_len);
 /* The same for a frame that starts at data + off (its body at off + 4). */
-void sx__relay_out_seal_at(relay_out *o, size_t off, size_t body_len);
+void sx__relay_out_seal_at(sx__relay_out *o, size_t off, size_t body_len);
 /* A sealed item whose body sx__wire_check_utf8 passed with *fixed_len =
  * fixed_len > 0: a new item of the same kind holding the body with its
  * strs that are not UTF-8 as bin (sx__wire_utf8_fix), sealed; o is freed
  * either way. NULL when out of memory. [any thread] */
-relay_out *sx__relay_out_utf8(relay_out *o, size_t fixed_len);
+sx__relay_out *sx__relay_out_utf8(sx__relay_out *o, size_t fixed_len);
 
 /* The hand-off from engine threads to the loop. Refcounted because a
  * watch callback may fire after the server has stopped (an IDLE process
  * finishes when the engine stops): it then finds the hub closed and frees
  * what it built. References: the server's, and one per watch. */
-struct relay_hub {
+struct sx__relay_hub {
     pthread_mutex_t mu;
-    relay_out *head, *tail; /* (mu) FIFO: per-sender order is kept      */
-    bool closed;            /* (mu) set by the loop on its way out      */
-    bool stop;              /* (mu) sx_server_stop asked the loop to end */
-    uv_async_t *bell;       /* (mu) rung under mu while !closed         */
+    sx__relay_out *head, *tail; /* (mu) FIFO: per-sender order is kept */
+    bool closed;                /* (mu) set by the loop on its way out */
+    bool stop;                  /* (mu) sx_server_stop asked the loop to end */
+    uv_async_t *bell;           /* (mu) rung under mu while !closed */
     /* Writers: whoever takes or drops a reference (acq_rel on the drop
      * that may free). */
     _Atomic uint32_t refs;
 };
 
-void sx__relay_hub_ref(relay_hub *h);
-void sx__relay_hub_unref(relay_hub *h);
+void sx__relay_hub_ref(sx__relay_hub *h);
+void sx__relay_hub_unref(sx__relay_hub *h);
 /* Queues o and rings the loop: 0, or SX_ECLOSED when the hub is closed
  * (the caller still owns o). [any thread] */
-int sx__relay_hub_post(relay_hub *h, relay_out *o);
+int sx__relay_hub_post(sx__relay_hub *h, sx__relay_out *o);
 /* {"push": "dropped", "count": n} as a whole frame (header first) at
  * dst, which has room for SX_RELAY_DROPPED_MAX bytes: its length. */
 #define SX_RELAY_DROPPED_MAX 40
@@ -132,87 +135,92 @@ size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n);
  * message posted before, ahead of every one posted after. An o with len
  * 0 is a notice alone: posted only when there is a count. 0: posted;
  * 1: nothing to post (the caller still owns o); SX_ECLOSED as above. */
-int sx__relay_hub_post_push(relay_hub *h, relay_out *o, relay_conn *c);
+int sx__relay_hub_post_push(sx__relay_hub *h, sx__relay_out *o,
+                            sx__relay_conn *c);
 
 /* One engine watch per watched PID, shared by every wait and subscribe on
  * that PID (relay/pending.c). The engine cannot cancel a watch, so the
  * watch lives until its process finishes or the engine stops; the
- * records (relay_pending) that hang off it are the loop's alone and go as
+ * records (sx__relay_pending) that hang off it are the loop's alone and go as
  * soon as they are answered, time out or their connection closes. So what
  * outlives a request is at most one of these per watched live process,
  * whatever clients do. References: the table's [loop] (until the answer
  * is drained, or the server stops) and the engine watch's (until its
  * answer is drained from the hub, or dropped because the hub closed).
  * Holds one reference to the hub, dropped when it is freed. */
-struct relay_watch {
+struct sx__relay_watch {
     _Atomic uint32_t refs;
     sx_pid pid;
-    relay_hub *hub;   /* a reference                                     */
-    sx_server *srv;   /* [loop] the server (its table)                   */
-    size_t max_frame; /* answers bigger than this become too_large       */
+    sx__relay_hub *hub; /* a reference */
+    sx_server *srv;     /* [loop] the server (its table) */
+    size_t max_frame;   /* answers bigger than this become too_large */
     /* Set (release) by the watch callback once it has built its answer;
      * read (acquire) by the loop right after sx_engine_watch returns and
      * by wait timers, so that a wait whose answer is already on its way
      * is not answered `timeout` (and arms no timer). */
     _Atomic bool fired;
-    bool in_table;          /* [loop] in the server's table by PID      */
-    relay_watch *hnext;     /* [loop] the table's chain                 */
-    relay_pending *waiters; /* [loop] waits and subscribes on this PID  */
-    relay_out oom;          /* the answer when building one ran out of
-                               memory (embedded)                        */
+    bool in_table;              /* [loop] in the server's table by PID */
+    sx__relay_watch *hnext;     /* [loop] the table's chain */
+    sx__relay_pending *waiters; /* [loop] waits and subscribes on this PID */
+    sx__relay_out oom;          /* the answer when building one ran out of
+                                   memory (embedded) */
     /* [loop] The answer the callback built inline, inside sx_engine_watch
      * on the loop thread (the process had finished already): answered at
      * once, without the hub's hop. */
-    relay_out *inline_out;
+    sx__relay_out *inline_out;
 };
 
-void sx__relay_watch_unref(relay_watch *w);
+void sx__relay_watch_unref(sx__relay_watch *w);
 
 /* A wait or a subscribe in progress [loop only]: in its watch's list and
  * its connection's list until it is answered, times out or the
  * connection closes; then freed (once its timer, if any, is closed). A
  * record without a timer is allocated without the timer's bytes. */
-enum { RELAY_PEND_WAIT = 1, RELAY_PEND_SUBSCRIBE = 2 };
-struct relay_pending {
-    uint8_t kind; /* RELAY_PEND_*                                        */
+enum { SX__RELAY_PEND_WAIT = 1, SX__RELAY_PEND_SUBSCRIBE = 2 };
+struct sx__relay_pending {
+    uint8_t kind; /* SX__RELAY_PEND_* */
     bool has_timer;
-    uint64_t id;                  /* the request's id                    */
-    relay_conn *conn;             /* no reference: the connection frees
-                                     its records when it closes          */
-    relay_watch *w;               /* no reference: the table's outlives
-                                     every record on it                  */
-    relay_pending *wprev, *wnext; /* the watch's list                    */
-    relay_pending *prev, *next;   /* the connection's list               */
-    uv_timer_t timer;             /* wait's timeout_ms (last: see above) */
+    uint64_t id;                      /* the request's id */
+    sx__relay_conn *conn;             /* no reference: the connection frees
+                                         its records when it closes */
+    sx__relay_watch *w;               /* no reference: the table's outlives
+                                         every record on it */
+    sx__relay_pending *wprev, *wnext; /* the watch's list */
+    sx__relay_pending *prev, *next;   /* the connection's list */
+    uv_timer_t timer;                 /* wait's timeout_ms (last: see above) */
 };
 
 /* A client connection. References: the loop's (from accept until its
  * handle's close callback) and one per PUSH item in flight (its pending
  * records hold none: it frees them as it closes). The last one frees it, on
  * whichever thread drops it: by then only plain memory is left. */
-enum { RELAY_CONN_OPEN = 0, RELAY_CONN_DRAINING = 1, RELAY_CONN_CLOSED = 2 };
+enum {
+    SX__RELAY_CONN_OPEN = 0,
+    SX__RELAY_CONN_DRAINING = 1,
+    SX__RELAY_CONN_CLOSED = 2
+};
 
-struct relay_conn {
+struct sx__relay_conn {
     _Atomic uint32_t refs;
     sx_server *srv; /* [loop]; also read by the mailbox callback, which
-                       the mailbox's lifetime keeps inside the server's  */
+                       the mailbox's lifetime keeps inside the server's */
     union {
         uv_stream_t stream;
         uv_pipe_t pipe;
         uv_tcp_t tcp;
     } h;
-    sx_wire_decoder *dec;  /* [loop]                                      */
-    sx_pid mailbox;        /* immutable once the mailbox exists           */
-    bool has_mailbox;      /* [loop]                                      */
-    int state;             /* [loop] RELAY_CONN_*                         */
-    bool reading;          /* [loop] uv_read_start is in force            */
-    bool authed;           /* [loop] hello carried the token (or none set) */
-    bool pumping;          /* [loop] inside conn_pump (no re-entry)       */
-    bool in_more;          /* [loop] on the server's more list            */
-    uint64_t more_at;      /* [loop] the iteration it went there in       */
-    relay_conn *more_next; /* [loop]                                     */
-    size_t unsent;         /* [loop] bytes handed to uv_write, not done   */
-    size_t max_output;     /* immutable copy of the server's limit        */
+    sx_wire_decoder *dec; /* [loop] */
+    sx_pid mailbox;       /* immutable once the mailbox exists */
+    bool has_mailbox;     /* [loop] */
+    int state;            /* [loop] SX__RELAY_CONN_* */
+    bool reading;         /* [loop] uv_read_start is in force */
+    bool authed;          /* [loop] hello carried the token (or none set) */
+    bool pumping;         /* [loop] inside sx__relay_conn_pump (no re-entry) */
+    bool in_more;         /* [loop] on the server's more list */
+    uint64_t more_at;     /* [loop] the iteration it went there in */
+    sx__relay_conn *more_next; /* [loop] */
+    size_t unsent;             /* [loop] bytes handed to uv_write, not done */
+    size_t max_output;         /* immutable copy of the server's limit */
     /* Mirror of unsent for mailbox callbacks: written by the loop, read
      * by callbacks (relaxed: a limit check, no data behind it). */
     _Atomic size_t unsent_pub;
@@ -236,32 +244,32 @@ struct relay_conn {
      * closed at auth_deadline (loop time, ms). */
     bool in_unauth;
     uint64_t auth_deadline;
-    relay_conn *uprev, *unext;
+    sx__relay_conn *uprev, *unext;
     /* [loop] Frames written this loop iteration, not yet handed to
      * libuv (counted in unsent): the server's prepare handle writes them
      * all at once (one writev) before the loop next waits. */
-    relay_out *batch, *batch_tail;
-    bool dirty;             /* [loop] on the server's dirty list */
-    relay_conn *dirty_next; /* [loop] */
-    relay_pending *pending; /* [loop] waits and subscribes       */
-    size_t n_pending;       /* [loop] how many                   */
+    sx__relay_out *batch, *batch_tail;
+    bool dirty;                 /* [loop] on the server's dirty list */
+    sx__relay_conn *dirty_next; /* [loop] */
+    sx__relay_pending *pending; /* [loop] waits and subscribes */
+    size_t n_pending;           /* [loop] how many */
     /* [loop] The client shut down its sending side (a Unix socket, still
      * open for reading) with waits or subscribes pending: the connection
      * stays OPEN, not reading, until they are answered and written, or
      * until the client goes away (the server's hup timer). */
     bool half_closed;
-    relay_conn *prev, *next; /* [loop] the server's list          */
+    sx__relay_conn *prev, *next; /* [loop] the server's list */
 };
 
-void sx__relay_conn_ref(relay_conn *c);
-void sx__relay_conn_unref(relay_conn *c);
+void sx__relay_conn_ref(sx__relay_conn *c);
+void sx__relay_conn_unref(sx__relay_conn *c);
 
 struct sx_server {
     sx_engine *engine;
-    relay_hub *hub; /* one reference                                    */
+    sx__relay_hub *hub; /* one reference */
     uv_loop_t loop;
-    uv_async_t bell;      /* the hub's doorbell                               */
-    uv_prepare_t flusher; /* writes every dirty connection's batch      */
+    uv_async_t bell;      /* the hub's doorbell */
+    uv_prepare_t flusher; /* writes every dirty connection's batch */
     /* [loop] Turns. A connection that used its turn (SX_RELAY_PUMP_BATCH
      * requests) with more frames in hand goes on the more list (holding a
      * reference), and with a token, a listener that handed over
@@ -273,18 +281,18 @@ struct sx_server {
      * run only while something is held back (or, with a token, until
      * accepted_now has had its reset); iter counts the ticks, so "held
      * back in this iteration" is more_at == iter. */
-    relay_conn *more;
+    sx__relay_conn *more;
     bool accept_owed[2];        /* index as spare[] */
     uint64_t accept_owed_at[2]; /* the iteration it was held back in */
     size_t accepted_now;
     uint64_t iter; /* ticks so far */
     uv_check_t tick;
     uv_idle_t again;
-    relay_conn *dirty; /* [loop] connections with a batch to write   */
+    sx__relay_conn *dirty; /* [loop] connections with a batch to write */
     uv_pipe_t pipe;
     uv_tcp_t tcp;
     bool has_pipe, has_tcp;
-    /* [loop] Refusing without memory (conn.c refuse): a connection must
+    /* [loop] Refusing without memory (accept.c refuse): a connection must
      * always be taken off its listener (libuv stops polling a listener
      * until the connection it holds is taken, and then no later client is
      * ever accepted). With no memory for a handle, the listener's spare
@@ -292,7 +300,7 @@ struct sx_server {
      * connection is owed: it stays on the listener (which stops polling),
      * and the spare's close callback runs the accept again. Index 0: the
      * Unix listener's, 1: the TCP listener's. */
-    struct relay_spare {
+    struct sx__relay_spare {
         union {
             uv_handle_t handle;
             uv_stream_t stream;
@@ -307,16 +315,16 @@ struct sx_server {
     /* "socket_path.lock", held with flock for the server's life (-1:
      * none): only its holder creates or removes socket_path. */
     int lock_fd;
-    char *socket_path; /* owned copy, or NULL                            */
-    char *token;       /* owned copy, or NULL                            */
+    char *socket_path; /* owned copy, or NULL */
+    char *token;       /* owned copy, or NULL */
     size_t token_len;
-    char *server_name; /* owned copy                                     */
+    char *server_name; /* owned copy */
     size_t max_frame, max_output, max_connections;
     /* The engine's types, fixed at start (types register before the
      * engine starts). Owned. */
     const sx_process_type **types;
     size_t n_types;
-    relay_conn *conns; /* [loop] open (or draining) connections         */
+    sx__relay_conn *conns; /* [loop] open (or draining) connections */
     /* [loop] Connections through hello with the token (all of them
      * without one), at most max_connections; with a token, those not yet
      * through it, oldest first (n_unauth, at most max_unauth), and the
@@ -324,9 +332,9 @@ struct sx_server {
      * accept; runs only while there are some). */
     size_t n_authed, n_unauth, max_unauth;
     uint64_t auth_timeout_ms;
-    relay_conn *unauth_head, *unauth_tail;
+    sx__relay_conn *unauth_head, *unauth_tail;
     uv_timer_t auth_timer;
-    /* [loop] Half-closed connections (relay_conn.half_closed), and the
+    /* [loop] Half-closed connections (sx__relay_conn.half_closed), and the
      * timer that looks every second whether their clients went away
      * (runs only while there are some). */
     size_t n_half;
@@ -335,15 +343,15 @@ struct sx_server {
      * wt_cap buckets (a power of 2, or 0), wt_n watches in it; n_waits
      * wait and subscribe records alive in the whole server, at most
      * max_waits. */
-    relay_watch **wt;
+    sx__relay_watch **wt;
     size_t wt_cap, wt_n, n_waits, max_waits;
     /* [loop] Records without a timer, free for the next wait (at most
      * SX_RELAY_REC_CACHE): a wait costs no allocation of its own in
      * steady state. Chained through next. */
-    relay_pending *rec_free;
+    sx__relay_pending *rec_free;
     size_t rec_free_n;
-    bool stopping; /* [loop]                                        */
-    sx_pack pk;    /* [loop] reply bodies are built here            */
+    bool stopping;                /* [loop] */
+    sx_pack pk;                   /* [loop] reply bodies are built here */
     char rbuf[SX_RELAY_READ_BUF]; /* [loop] read buffer (the decoder copies) */
     /* Figures: written by the loop, read by sx_server_stats_get on any
      * thread (relaxed: counters with no data behind them). */
@@ -352,84 +360,133 @@ struct sx_server {
         st_push_drops, st_unauth, st_auth_closed;
 };
 
-/* ---- relay/conn.c [loop] ---- */
+/* ---- relay/accept.c [loop] ---- */
 
 /* Accepts one connection from a listener. */
 void sx__relay_accept(uv_stream_t *listener, int status);
-/* Hands a finished frame to the connection (it takes o): queued in the
- * connection's batch, written with everything else produced this loop
- * iteration before the loop next waits (sx__relay_flush_cb), or freed
- * when the connection is closing. A message PUSH onto a connection over
- * its output limit is dropped and counted (the client is told later);
- * any frame past twice the limit drops the connection as slow. */
-void sx__relay_conn_write(relay_conn *c, relay_out *o);
-/* Builds a frame from srv->pk (a reply body) and writes it; out of memory
- * closes the connection. Counts one answered request. */
-void sx__relay_conn_reply(relay_conn *c);
-/* The same for a push that answers a request (a subscribe's exit push):
- * written as a reply is (never dropped as a message push over the output
- * limit is), counted as a push. */
-void sx__relay_conn_push(relay_conn *c);
-/* Writes what is queued, stops reading, and closes the connection once
- * everything is written (after a bad frame or a refused hello). */
-void sx__relay_conn_drain(relay_conn *c);
-/* Closes at once: mailbox freed, waits abandoned, handle closed. */
-void sx__relay_conn_close(relay_conn *c);
 /* Readies the server's auth timer's data (the timer is initialised with
  * the loop). */
 void sx__relay_auth_init(sx_server *s);
 /* The largest frame c may send now: max_frame, or before hello with the
  * token SX_RELAY_HELLO_MAX_FRAME (when that is less). */
-size_t sx__relay_frame_limit(const relay_conn *c);
+size_t sx__relay_frame_limit(const sx__relay_conn *c);
 /* With a token: c has sent hello with it. False when the server has
  * max_connections such connections already (c is then refused). */
-bool sx__relay_conn_authed(relay_conn *c);
+bool sx__relay_conn_authed(sx__relay_conn *c);
+/* Takes c off the server's unauth list, if it is on it (its deadline and
+ * its place there go). */
+void sx__relay_unauth_remove(sx__relay_conn *c);
+
+/* ---- relay/conn.c [loop] ---- */
+
+/* Starts (on) or stops reading c; a read that cannot start closes c. */
+void sx__relay_conn_reading(sx__relay_conn *c, bool on);
+/* Answers the frames c's decoder holds, at most SX_RELAY_PUMP_BATCH in
+ * this turn (then c goes on the more list) and only while c is under its
+ * output limit; then reads more. Not re-entered (c->pumping). */
+void sx__relay_conn_pump(sx__relay_conn *c);
+/* Answers nothing more: what is queued is written, what the client sends
+ * is read and dropped, and the connection closes once everything is
+ * written (after a bad frame or a refused hello). */
+void sx__relay_conn_drain(sx__relay_conn *c);
+/* Closes at once: mailbox freed, waits abandoned, handle closed. */
+void sx__relay_conn_close(sx__relay_conn *c);
 /* The check callback: connections that used their turn go on, and
  * listeners held back accept again. */
 void sx__relay_tick_cb(uv_check_t *h);
 /* The idle callback: nothing (its being active keeps the poll short). */
 void sx__relay_again_cb(uv_idle_t *h);
-/* Takes one item from the hub (it owns it from now on). */
-void sx__relay_conn_take(sx_server *s, relay_out *o);
+
+/* ---- relay/conn_output.c ---- */
+
+/* The connection's mailbox callback (user is the connection): the
+ * message becomes a push frame posted to the hub, or is dropped and
+ * counted for a `dropped` notice. [any thread] */
+void sx__relay_mailbox_cb(void *user, const sx_message *m);
+/* Hands a finished frame to the connection (it takes o): queued in the
+ * connection's batch, written with everything else produced this loop
+ * iteration before the loop next waits (sx__relay_flush_cb), or freed
+ * when the connection is closing. A message PUSH onto a connection over
+ * its output limit is dropped and counted (the client is told later);
+ * any frame past twice the limit drops the connection as slow. [loop] */
+void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o);
+/* Builds a frame from srv->pk (a reply body) and writes it; out of memory
+ * closes the connection. Counts one answered request. [loop] */
+void sx__relay_conn_reply(sx__relay_conn *c);
+/* The same for a push that answers a request (a subscribe's exit push):
+ * written as a reply is (never dropped as a message push over the output
+ * limit is), counted as a push. [loop] */
+void sx__relay_conn_push(sx__relay_conn *c);
+/* Frees the frames of c's batch not yet handed to libuv and takes c off
+ * the server's dirty list (c is closing). [loop] */
+void sx__relay_conn_batch_drop(sx__relay_conn *c);
+/* Takes one item from the hub (it owns it from now on). [loop] */
+void sx__relay_conn_take(sx_server *s, sx__relay_out *o);
 /* The prepare callback: writes the batch of every dirty connection, each
  * in as few writes as it takes (uv_try_write of up to
  * SX_RELAY_WRITE_BUFS frames; a uv_write for what the socket did not
- * take). */
+ * take). [loop] */
 void sx__relay_flush_cb(uv_prepare_t *h);
 
-/* ---- relay/ops.c [loop] ---- */
+/* ---- relay/reply.c [loop] ---- */
 
+/* Starts a reply in srv->pk: {id, ok, ...} with room for extra more
+ * pairs, which the caller packs before sx__relay_conn_reply. */
+sx_pack *sx__relay_reply_begin(sx__relay_conn *c, uint64_t id, bool ok,
+                               uint32_t extra);
 /* Reply builders (in srv->pk, then written): an error with code and
  * message; ok with no fields; an engine error rc about pid (its protocol
  * code by sx_wire_code). */
-void sx__relay_reply_error(relay_conn *c, uint64_t id, const char *code,
+void sx__relay_reply_error(sx__relay_conn *c, uint64_t id, const char *code,
                            const char *message);
-void sx__relay_reply_ok(relay_conn *c, uint64_t id);
-void sx__relay_reply_engine(relay_conn *c, uint64_t id, int rc, sx_pid pid);
-/* Packs "error": {code, message} (a key and its value) into pk. */
+void sx__relay_reply_ok(sx__relay_conn *c, uint64_t id);
+void sx__relay_reply_engine(sx__relay_conn *c, uint64_t id, int rc, sx_pid pid);
+/* bad_request for field key of request id, missing (rc 1) or wrongly
+ * typed (any other rc), naming what was wanted. */
+void sx__relay_reply_bad_field(sx__relay_conn *c, uint64_t id, const char *key,
+                               int rc, const char *want);
+/* Packs "error": {code, message} (a key and its value) into pk, the
+ * message as valid UTF-8. [any thread] */
 void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
-
-/* Answers one request (a checked frame body, valid during the call). */
-void sx__relay_handle(relay_conn *c, sx_payload body);
+/* Packs a name the server did not choose (a type's or a method's): a str
+ * when it is valid UTF-8, else a bin of the same bytes; NULL packs nil. */
+void sx__relay_pack_name(sx_pack *pk, const char *name);
 /* The decoder rejected the stream (rc): an error frame with id 0 and code
  * bad_frame, then the connection drains and closes. */
-void sx__relay_bad_frame(relay_conn *c, int rc);
+void sx__relay_bad_frame(sx__relay_conn *c, int rc);
 /* An error frame with id 0 and code, then the connection drains and
  * closes (too many connections). */
-void sx__relay_refuse(relay_conn *c, const char *code, const char *message);
+void sx__relay_refuse(sx__relay_conn *c, const char *code, const char *message);
+
+/* ---- relay/ops.c [loop] ---- */
+
+/* Answers one request (a checked frame body, valid during the call). */
+void sx__relay_handle(sx__relay_conn *c, sx_payload body);
+/* An unsigned integer field of a request: 0 (read), 1 (absent, or nil),
+ * or SX_EPROTO (wrong type). */
+int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out);
+
+/* ---- relay/ops_info.c [loop] ---- */
+
+/* The ops ps, stats and types: request id's reply, from req's fields. */
+void sx__relay_op_ps(sx__relay_conn *c, uint64_t id, sx_payload req);
+void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req);
+void sx__relay_op_types(sx__relay_conn *c, uint64_t id, sx_payload req);
+
 /* ---- relay/pending.c ---- */
 
 /* Starts a wait (timeout_ms < 0: none) or a subscribe (kind) on pid for
  * request id; replies at once on errors (and to a subscribe). [loop] */
-void sx__relay_watch_start(relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
-                           int64_t timeout_ms);
+void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
+                           sx_pid pid, int64_t timeout_ms);
 /* Answers wait request id with the outcome r at once (a poll of a
  * process that has finished). */
-void sx__relay_reply_outcome(relay_conn *c, uint64_t id, const sx_result *r);
+void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id,
+                             const sx_result *r);
 /* A DONE item arrived for w: every wait and subscribe on it is answered. */
-void sx__relay_watch_done(relay_watch *w, relay_out *o);
+void sx__relay_watch_done(sx__relay_watch *w, sx__relay_out *o);
 /* The connection closes: every pending record is dropped. */
-void sx__relay_pending_abandon_all(relay_conn *c);
+void sx__relay_pending_abandon_all(sx__relay_conn *c);
 /* The server stops: the table lets go of every watch (a watch's own
  * reference goes when its callback finds the hub closed). */
 void sx__relay_watches_close_all(sx_server *s);

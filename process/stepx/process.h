@@ -267,6 +267,13 @@ int sx_unpack_raw(sx_unpack *u, sx_payload *out);
 int sx_payload_get_int(sx_payload pl, int64_t *out);
 /* Copies a string payload with a NUL into buf; SX_ELIMIT if it won't fit. */
 int sx_payload_get_str(sx_payload pl, char *buf, size_t cap);
+/* Looks a key up in a map payload: the pairs are read in order, keys that
+ * are not strings are skipped, and the first pair whose key matches wins
+ * (the bytes after it are not read). 0 and *value (may be NULL; the
+ * value's bytes, pointing into map), SX_ENOTFOUND (no such key),
+ * SX_EPROTO (map does not start with a map, or a pair read is malformed),
+ * SX_EINVAL (key NULL). */
+int sx_map_get(sx_payload map, const char *key, sx_payload *value);
 
 #ifdef __cplusplus
 }

@@ -328,10 +328,6 @@ size_t sx_client_in_flight(const sx_client *c);
 /* The "pid" of a reply (submit's): 0, SX_ENOTFOUND, SX_EPROTO. */
 int sx_reply_pid(const sx_reply *r, sx_pid *out);
 
-/* Looks a key up in a map payload: 0 and *value (the value's bytes,
- * pointing into map) or SX_ENOTFOUND / SX_EPROTO. */
-int sx_map_get(sx_payload map, const char *key, sx_payload *value);
-
 #ifdef __cplusplus
 }
 #endif

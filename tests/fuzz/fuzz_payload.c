@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_payload.c — libFuzzer target for the payload reader
- * (process/payload.c) and sx_map_get (relay/client.c) on arbitrary bytes.
+ * (process/payload.c) and sx_map_get (process/payload_map.c) on arbitrary
+ * bytes.
  *
  * Each input is
  *  - walked value by value with the typed reads (sx_unpack_type, then the

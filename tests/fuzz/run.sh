@@ -6,11 +6,12 @@
 #   wire      tests/fuzz/fuzz_wire.c: relay/wire.c, relay/codes.c, and
 #             process/payload.c, pid.c, errors.c (msgpack-c for the writer)
 #   payload   tests/fuzz/fuzz_payload.c: process/payload.c, pid.c, errors.c
-#             and relay/client.c (sx_map_get), against msgpack-c's unpacker
+#             and payload_map.c (sx_map_get), against msgpack-c's unpacker
 #   cli_json  tests/fuzz/fuzz_cli_json.c: cmd/cli_json.c with the payload
-#             sources and relay/client.c (libjansson)
-#   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c with the
-#             payload sources (the request builder reads a msgpack map)
+#             sources and process/payload_map.c (libjansson)
+#   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c and
+#             process/hostport.c with the payload sources (the request
+#             builder reads a msgpack map)
 #
 # Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
 # any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
@@ -57,16 +58,17 @@ wire)
     srcs=("$root/relay/wire.c" "$root/relay/codes.c" "${payload_src[@]}")
     ;;
 payload)
-    srcs=("$root/relay/client.c" "$root/relay/wire.c" "$root/relay/codes.c"
-        "${payload_src[@]}")
+    srcs=("$root/process/payload_map.c" "$root/relay/wire.c"
+        "$root/relay/codes.c" "${payload_src[@]}")
     ;;
 cli_json)
-    srcs=("$root/cmd/cli_json.c" "$root/relay/client.c" "$root/relay/wire.c"
-        "$root/relay/codes.c" "${payload_src[@]}")
+    srcs=("$root/cmd/cli_json.c" "$root/process/payload_map.c"
+        "$root/relay/wire.c" "$root/relay/codes.c" "${payload_src[@]}")
     extra_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
     ;;
 http)
-    srcs=("$root/engine/commands/http_parse.c" "${payload_src[@]}")
+    srcs=("$root/engine/commands/http_parse.c" "$root/process/hostport.c"
+        "${payload_src[@]}")
     ;;
 *)
     echo "run.sh: unknown target '$target' (wire, payload, cli_json or http)" >&2

@@ -1,0 +1,45 @@
+/* process/payload_map.c — sx_map_get: a key looked up in a msgpack map
+ * payload, with the sx_unpack reader (process/payload.c). The relay's
+ * server reads request fields with it, its client reads replies, and the
+ * CLI reads both.
+ *
+ * Threads: [any thread] (no shared state; it reads the caller's bytes).
+ */
+#include "process/stepx/process.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+int sx_map_get(sx_payload map, const char *key, sx_payload *value)
+{
+    if (key == NULL)
+        return SX_EINVAL;
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, map);
+    if (sx_unpack_map(&u, &n) != 0)
+        return SX_EPROTO;
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t l;
+        bool match = false;
+        if (sx_unpack_type(&u) == SX_MP_STR) {
+            if (sx_unpack_str(&u, &k, &l) != 0)
+                return SX_EPROTO;
+            match = l == kl && memcmp(k, key, kl) == 0;
+        } else if (sx_unpack_skip(&u) != 0) {
+            return SX_EPROTO;
+        }
+        sx_payload v;
+        if (sx_unpack_raw(&u, &v) != 0)
+            return SX_EPROTO;
+        if (match) {
+            if (value != NULL)
+                *value = v;
+            return 0;
+        }
+    }
+    return SX_ENOTFOUND;
+}
