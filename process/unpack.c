@@ -1,4 +1,4 @@
-/* process/payload.c — msgpack payload helpers: the sx_pack writer and the
+/* process/unpack.c — msgpack payload helpers: the sx_pack writer and the
  * sx_unpack reader.
  *
  * The writer drives msgpack-c's packer (it picks the smallest encoding for
