@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_payload.c — libFuzzer target for the payload reader
- * (process/payload.c) and sx_map_get (relay/client.c) on arbitrary bytes.
+ * (process/unpack.c) and sx_map_get (relay/client.c) on arbitrary bytes.
  *
  * Each input is
  *  - walked value by value with the typed reads (sx_unpack_type, then the
