@@ -68,9 +68,9 @@ enum {
      * stderr; exec kills the child and answers SX_ENOMEM once it is
      * reaped. */
     SX__FAULT_EXEC_OUT = 1u << 13,
-    /* engine/commands/exec.c parse: no room for a copy of the arguments (the
-     * strings, argv, env, stdin); the yield is answered SX_ENOMEM and no
-     * child is started. */
+    /* engine/commands/exec_args.c sx__exec_parse: no room for a copy of the
+     * arguments (the strings, argv, env, stdin); the yield is answered
+     * SX_ENOMEM and no child is started. */
     SX__FAULT_EXEC_ARGS = 1u << 14,
     SX__FAULT_LAST = SX__FAULT_EXEC_ARGS, /* the highest: fault.c's SITES */
 };
