@@ -1,5 +1,5 @@
 /* tests/io/test_net.c — the net family (engine/commands/net.c,
- * engine/commands/http.c): connect, write, read (max and delimiter), close,
+ * net_stream.c, http.c): connect, write, read (max and delimiter), close,
  * errors and bad arguments, per-yield timeouts, cancellation when the
  * process ends (terminate during connect and read, a normal finish, the
  * engine's stop) with fd counts before and after, late answers after the
