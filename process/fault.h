@@ -38,9 +38,9 @@ enum {
     /* engine/core/dispatch.c sx_complete: no room to copy a command's result;
      * the process gets its one answer as SX_ENOMEM. */
     SX__FAULT_RESULT = 1u << 5,
-    /* engine/io/loop.c timer_set: no room in a libuv loop's timer heap for a
-     * timer not in it (clock handles, yield timeouts, exec's kill
-     * timers); each caller answers SX_ENOMEM or gives up its timer. */
+    /* engine/io/deadline.c timer_set: no room in a libuv loop's timer heap for
+     * a timer not in it (clock handles, yield timeouts, exec's kill timers);
+     * each caller answers SX_ENOMEM or gives up its timer. */
     SX__FAULT_IO_TIMER = 1u << 6,
     /* engine/io/loop.c sx__io_proc_finished: no cancel request for a process
      * that finished with ops or handles alive on its loop; the loop's

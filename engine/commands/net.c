@@ -22,11 +22,13 @@
  * connection's close callback, never from inside the cancel that closed
  * it: loop.c walks a process's op list while it cancels them (proc_cancel),
  * and a neighbour freed inside that walk would end the walk early (its
- * pnext is reused for loop.c's list of ops to free after the walk). So no
+ * pnext is reused for the loop's list of ops to free after the walk:
+ * engine/io/ops.c, sx__io_release). So no
  * cancel here releases any op but its own.
  *
  * Exactly one answer per yield: every path that ends an op goes through
- * sx__net_end, which answers once (`finished`); loop.c answers SX_ECANCELLED
+ * sx__net_end, which answers once (`finished`); engine/io/ops.c answers
+ * SX_ECANCELLED
  * for an op released unanswered, and drops answers that lose to the
  * yield's timeout or reach a finished process.
  *
