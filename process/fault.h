@@ -38,9 +38,9 @@ enum {
     /* engine/core/dispatch.c sx_complete: no room to copy a command's result;
      * the process gets its one answer as SX_ENOMEM. */
     SX__FAULT_RESULT = 1u << 5,
-    /* engine/io/loop.c timer_set: no room in a libuv loop's timer heap for a
-     * timer not in it (clock handles, yield timeouts, exec's kill
-     * timers); each caller answers SX_ENOMEM or gives up its timer. */
+    /* engine/io/deadline.c timer_set: no room in a libuv loop's timer heap for
+     * a timer not in it (clock handles, yield timeouts, exec's kill timers);
+     * each caller answers SX_ENOMEM or gives up its timer. */
     SX__FAULT_IO_TIMER = 1u << 6,
     /* engine/io/loop.c sx__io_proc_finished: no cancel request for a process
      * that finished with ops or handles alive on its loop; the loop's
@@ -68,9 +68,9 @@ enum {
      * stderr; exec kills the child and answers SX_ENOMEM once it is
      * reaped. */
     SX__FAULT_EXEC_OUT = 1u << 13,
-    /* engine/commands/exec.c parse: no room for a copy of the arguments (the
-     * strings, argv, env, stdin); the yield is answered SX_ENOMEM and no
-     * child is started. */
+    /* engine/commands/exec_args.c sx__exec_parse: no room for a copy of the
+     * arguments (the strings, argv, env, stdin); the yield is answered
+     * SX_ENOMEM and no child is started. */
     SX__FAULT_EXEC_ARGS = 1u << 14,
     SX__FAULT_LAST = SX__FAULT_EXEC_ARGS, /* the highest: fault.c's SITES */
 };

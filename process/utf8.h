@@ -1,7 +1,8 @@
-/* process/utf8.h — one UTF-8 check shared inside the project (not public):
- * the relay quotes client names with it and keeps every str it sends
- * UTF-8, the CLI cleans error messages, and the engine and the relay
- * check message topics with it.
+/* process/utf8.h — one UTF-8 check shared inside the project (not public;
+ * the functions that are not inline here are in process/utf8.c): the
+ * relay quotes client names with it and keeps every str it sends UTF-8,
+ * the CLI cleans error messages, and the engine and the relay check
+ * message topics with it.
  *
  * Threads: [any thread] (pure).
  */

@@ -3,7 +3,8 @@
  * are in docs/COMMANDS.md.
  *
  * Every deadline is absolute on the monotonic clock, fixed on the worker
- * when the yield is dispatched, and never fires early (loop.c, ms_until).
+ * when the yield is dispatched, and never fires early (engine/io/deadline.c,
+ * ms_until).
  * Sleeps, timers and tickers live on the loop's timer heap (io.h,
  * sx__iotimer): arming one is a heap insert, with no libuv handle to
  * open and close.

@@ -2,20 +2,21 @@
  * with uv_spawn on the owner's libuv loop (engine/io/io.h). Arguments,
  * result, errors and cancellation are in docs/COMMANDS.md.
  *
- * Life of an op. The handler parses the arguments on the worker into
- * storage the op owns (argv, env, cwd, a copy of stdin). On the loop,
- * start spawns the child in a session and process group of its own
- * (UV_PROCESS_DETACHED: setsid in the child), reads stdout and stderr into
- * buffers capped at max_output (past it: the child is killed, or with
- * `truncate` the rest is read into a scratch buffer and dropped, so the
- * child never blocks on a full pipe), writes stdin and closes it. The op ends
- * once the child has been reaped (libuv's exit callback), both output
- * pipes are closed (end of file, or closed by us) and every libuv handle
- * it opened (the process, two or three pipes) has run its close callback
- * (`pending` counts them); only then does it answer, with sx__io_finish:
- * when the process sees the answer, the child is gone and so are its
- * descriptors. Timeouts and grace periods use the loop's timer heap
- * (sx__iotimer), which needs no handle.
+ * Life of an op. The handler parses the arguments on the worker
+ * (engine/commands/exec_args.c) into storage the op owns (argv, env, cwd,
+ * a copy of stdin). On the loop, start spawns the child in a session and
+ * process group of its own (UV_PROCESS_DETACHED: setsid in the child),
+ * reads stdout and stderr into buffers capped at max_output (past it: the
+ * child is killed, or with `truncate` the rest is read into a scratch
+ * buffer and dropped, so the child never blocks on a full pipe), writes
+ * stdin and closes it. The op ends once the child has been reaped
+ * (libuv's exit callback), both output pipes are closed (end of file, or
+ * closed by us) and every libuv handle it opened (the process, two or
+ * three pipes) has run its close callback (`pending` counts them); only
+ * then does it answer, with sx__io_finish: when the process sees the
+ * answer, the child is gone and so are its descriptors. Timeouts and
+ * grace periods use the loop's timer heap (sx__iotimer), which needs no
+ * handle.
  *
  * Why a process group: `sh -c '...'` and many tools fork; signalling the
  * child's pid alone would leave its children running as orphans that
@@ -58,13 +59,10 @@
 #include <time.h>
 
 #include "engine/commands/commands.h"
+#include "engine/commands/exec.h"
 #include "engine/io/io.h"
 #include "process/fault.h"
 
-#define MAX_OUTPUT_DEFAULT ((int64_t)1 << 20) /* 1 MiB per stream */
-#define MAX_OUTPUT_LIMIT ((int64_t)64 << 20)  /* 64 MiB per stream */
-#define GRACE_DEFAULT_MS 2000
-#define MAX_MS ((int64_t)1 << 40) /* ~35 years: anything more is a bug */
 #define KILL_SLICE_NS (50 * 1000000u)
 #define FIRST_READ 4096    /* first output buffer; then it doubles */
 #define DISCARD_SIZE 16384 /* the scratch buffer for output dropped */
@@ -548,263 +546,19 @@ static void exec_fini(sx__ioop *op)
 static const sx__ioop_vt exec_vt = { "exec", exec_start, exec_cancel,
                                      exec_fini };
 
-/* ---- arguments [worker] ---- */
+/* ---- the handler [worker] ---- */
 
-/* What the handler parses; every pointer owned until moved into the op. */
-typedef struct {
-    char **argv, **env, *cwd, *strs;
-    size_t pos; /* bytes of strs used */
-    uint8_t *in;
-    size_t in_len;
-    int64_t max_output, timeout_ms, grace_ms;
-    bool truncate;
-} exec_args;
-
-static void args_free(exec_args *a)
-{
-    free(a->argv);
-    free(a->env);
-    free(a->strs);
-    free(a->in);
-}
-
-static bool key_is(const char *k, size_t n, const char *name)
-{
-    return strlen(name) == n && memcmp(k, name, n) == 0;
-}
-
-/* Copies a string value into strs (NUL-terminated) and returns it, or
- * NULL when the value is not a string, contains a NUL, or is empty while
- * empty is not allowed. `sep` (when not 0) is appended instead of a NUL,
- * to glue "NAME=" to its value. */
-static char *take_str(sx_unpack *u, exec_args *a, bool empty_ok, char sep)
-{
-    const char *s;
-    size_t n;
-    if (sx_unpack_str(u, &s, &n) != 0 || (n == 0 && !empty_ok) ||
-        memchr(s, 0, n) != NULL)
-        return NULL;
-    char *d = a->strs + a->pos;
-    memcpy(d, s, n);
-    d[n] = sep;
-    a->pos += n + 1;
-    return d;
-}
-
-/* An optional integer in [lo, hi]: nil keeps *v. */
-static bool take_int(sx_unpack *u, int64_t *v, int64_t lo, int64_t hi)
-{
-    if (sx_unpack_type(u) == SX_MP_NIL)
-        return sx_unpack_nil(u) == 0;
-    int64_t x;
-    if (sx_unpack_int(u, &x) != 0 || x < lo || x > hi)
-        return false;
-    *v = x;
-    return true;
-}
-
-/* Room left in the payload: a bound on any count it declares (every
- * element takes at least one byte). */
-static size_t left(const sx_unpack *u)
-{
-    return (size_t)(u->end - u->p);
-}
-
-static int parse_argv(sx_unpack *u, exec_args *a, char *msg, size_t cap)
-{
-    uint32_t n;
-    if (sx_unpack_array(u, &n) != 0 || n == 0 || n > left(u))
-        goto bad;
-    a->argv = SX__FAULT(SX__FAULT_EXEC_ARGS)
-                  ? NULL
-                  : calloc((size_t)n + 1, sizeof(char *));
-    if (a->argv == NULL)
-        return SX_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        if ((a->argv[i] = take_str(u, a, i > 0, 0)) == NULL)
-            goto bad;
-    return 0;
-bad:
-    snprintf(msg, cap,
-             "exec: argv must be a non-empty array of strings "
-             "(argv[0] non-empty, no NUL bytes)");
-    return SX_EINVAL;
-}
-
-static int parse_env(sx_unpack *u, exec_args *a, char *msg, size_t cap)
-{
-    if (sx_unpack_type(u) == SX_MP_NIL)
-        return sx_unpack_nil(u) == 0 ? 0 : SX_EPROTO;
-    uint32_t n;
-    if (sx_unpack_map(u, &n) != 0 || n > left(u))
-        goto bad;
-    a->env = SX__FAULT(SX__FAULT_EXEC_ARGS)
-                 ? NULL
-                 : calloc((size_t)n + 1, sizeof(char *));
-    if (a->env == NULL)
-        return SX_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        /* "NAME=" then the value right after it: "NAME=value". */
-        char *name = take_str(u, a, false, '=');
-        if (name == NULL)
-            goto bad;
-        size_t name_len = (size_t)(a->strs + a->pos - 1 - name);
-        if (memchr(name, '=', name_len) != NULL ||
-            take_str(u, a, true, 0) == NULL)
-            goto bad;
-        a->env[i] = name;
-    }
-    return 0;
-bad:
-    snprintf(msg, cap,
-             "exec: env must be a map of names (non-empty, no '=') "
-             "to string values, or nil to inherit");
-    return SX_EINVAL;
-}
-
-static int parse_one(sx_unpack *u, const char *k, size_t kn, exec_args *a,
-                     char *msg, size_t cap)
-{
-    if (key_is(k, kn, "argv"))
-        return parse_argv(u, a, msg, cap);
-    if (key_is(k, kn, "env"))
-        return parse_env(u, a, msg, cap);
-    if (key_is(k, kn, "cwd")) {
-        if (sx_unpack_type(u) == SX_MP_NIL)
-            return sx_unpack_nil(u) == 0 ? 0 : SX_EPROTO;
-        if ((a->cwd = take_str(u, a, false, 0)) != NULL)
-            return 0;
-        snprintf(msg, cap,
-                 "exec: cwd must be a non-empty string without NUL "
-                 "bytes");
-        return SX_EINVAL;
-    }
-    if (key_is(k, kn, "stdin")) {
-        const void *p = NULL;
-        size_t n = 0;
-        int t = sx_unpack_type(u);
-        int rc = t == SX_MP_NIL   ? sx_unpack_nil(u)
-                 : t == SX_MP_STR ? sx_unpack_str(u, (const char **)&p, &n)
-                 : t == SX_MP_BIN ? sx_unpack_bin(u, &p, &n)
-                                  : SX_EINVAL;
-        if (rc != 0 || n > UINT32_MAX) {
-            snprintf(msg, cap, "exec: stdin must be a string or binary");
-            return SX_EINVAL;
-        }
-        if (n > 0) {
-            a->in = SX__FAULT(SX__FAULT_EXEC_ARGS) ? NULL : malloc(n);
-            if (a->in == NULL)
-                return SX_ENOMEM;
-            memcpy(a->in, p, n);
-            a->in_len = n;
-        }
-        return 0;
-    }
-    if (key_is(k, kn, "max_output")) {
-        if (take_int(u, &a->max_output, 0, MAX_OUTPUT_LIMIT))
-            return 0;
-        snprintf(msg, cap,
-                 "exec: max_output must be an integer from 0 to "
-                 "%" PRId64 " (bytes)",
-                 MAX_OUTPUT_LIMIT);
-        return SX_EINVAL;
-    }
-    if (key_is(k, kn, "truncate")) {
-        int t = sx_unpack_type(u);
-        if (t == SX_MP_NIL)
-            return sx_unpack_nil(u) == 0 ? 0 : SX_EPROTO;
-        if (t == SX_MP_BOOL && sx_unpack_bool(u, &a->truncate) == 0)
-            return 0;
-        snprintf(msg, cap, "exec: truncate must be a bool, or nil");
-        return SX_EINVAL;
-    }
-    if (key_is(k, kn, "timeout_ms")) {
-        if (take_int(u, &a->timeout_ms, 0, MAX_MS))
-            return 0;
-        snprintf(msg, cap,
-                 "exec: timeout_ms must be an integer from 0 to 2^40 (0: no "
-                 "timeout)");
-        return SX_EINVAL;
-    }
-    if (key_is(k, kn, "grace_ms")) {
-        if (take_int(u, &a->grace_ms, 0, MAX_MS))
-            return 0;
-        snprintf(msg, cap, "exec: grace_ms must be an integer from 0 to 2^40");
-        return SX_EINVAL;
-    }
-    snprintf(msg, cap, "exec: unknown argument \"%.*s\"",
-             (int)(kn > 64 ? 64 : kn), k);
-    return SX_EINVAL;
-}
-
-/* Parses args into a. Returns 0; SX_EINVAL with msg set; or SX_ENOMEM.
- * On error the caller still frees a (args_free). */
-static int parse(sx_payload args, exec_args *a, char *msg, size_t cap)
-{
-    static const char *const keys[] = { "argv",       "env",        "cwd",
-                                        "stdin",      "max_output", "truncate",
-                                        "timeout_ms", "grace_ms" };
-    unsigned seen = 0;
-    a->max_output = MAX_OUTPUT_DEFAULT;
-    a->grace_ms = GRACE_DEFAULT_MS;
-    /* Every string copied fits in the payload's size plus one NUL each,
-     * and there are fewer strings than payload bytes. */
-    a->strs = SX__FAULT(SX__FAULT_EXEC_ARGS) ? NULL : malloc(2 * args.len + 1);
-    if (a->strs == NULL)
-        return SX_ENOMEM;
-    sx_unpack u;
-    uint32_t n;
-    sx_unpack_init(&u, args);
-    if (sx_unpack_map(&u, &n) != 0)
-        goto not_map;
-    for (uint32_t i = 0; i < n; i++) {
-        const char *k;
-        size_t kn;
-        if (sx_unpack_str(&u, &k, &kn) != 0)
-            goto not_map;
-        for (unsigned j = 0; j < sizeof keys / sizeof keys[0]; j++) {
-            if (!key_is(k, kn, keys[j]))
-                continue;
-            if (seen & (1u << j)) {
-                snprintf(msg, cap, "exec: argument \"%s\" given twice",
-                         keys[j]);
-                return SX_EINVAL;
-            }
-            seen |= 1u << j;
-        }
-        int rc = parse_one(&u, k, kn, a, msg, cap);
-        if (rc == SX_EPROTO)
-            goto not_map;
-        if (rc != 0)
-            return rc;
-    }
-    if (!sx_unpack_done(&u))
-        goto not_map;
-    if (a->argv == NULL) {
-        snprintf(msg, cap,
-                 "exec: argv is required (a non-empty array of "
-                 "strings)");
-        return SX_EINVAL;
-    }
-    return 0;
-not_map:
-    snprintf(msg, cap,
-             "exec: args must be one map {argv, env, cwd, stdin, "
-             "max_output, truncate, timeout_ms, grace_ms}");
-    return SX_EINVAL;
-}
-
-/* ms from now as an absolute deadline (saturating). */
+/* Parses the arguments (exec_args.c) and hands the op to the loop. */
 static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                     sx_payload args, sx_completer *done)
 {
     (void)user, (void)e, (void)pid, (void)tag;
-    exec_args a;
+    sx__exec_args a;
     char msg[192];
     memset(&a, 0, sizeof a);
-    int rc = parse(args, &a, msg, sizeof msg);
+    int rc = sx__exec_parse(args, &a, msg, sizeof msg);
     if (rc != 0) {
-        args_free(&a);
+        sx__exec_args_free(&a);
         if (rc != SX_EINVAL)
             return rc;
         sx_complete(done, nil, SX_EINVAL, msg);
@@ -812,7 +566,7 @@ static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     }
     exec_op *x = (exec_op *)sx__io_op_new(sizeof(exec_op), &exec_vt, done);
     if (x == NULL) {
-        args_free(&a);
+        sx__exec_args_free(&a);
         return SX_ENOMEM;
     }
     /* The op owns the arguments from here (exec_fini frees them). */

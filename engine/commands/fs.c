@@ -14,7 +14,7 @@
  * already running it (UV_EBUSY), it finishes and its callback sees
  * op.cancelled. Either way the chain stops at that callback: an fd it
  * opened is closed, buffers are freed with the op, and the answer
- * (SX_ECANCELLED) is dropped by loop.c. A close is never cancelled, or its
+ * (SX_ECANCELLED) is dropped by engine/io/. A close is never cancelled, or its
  * fd would leak. Chunking bounds how long a cancelled big read or write
  * keeps a pool thread busy (one chunk), and means a cancelled write may
  * leave a partial file.

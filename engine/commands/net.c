@@ -1,17 +1,16 @@
 /* engine/commands/net.c — the net family's connections: TCP connections owned
- * by a process (connect, write, read, close) on the libuv loops
- * (engine/io/io.h); net.http builds on them in engine/commands/http.c, and
- * engine/commands/net.h has the types both share. Arguments, results, errors
- * and what a timeout does to each command are in docs/COMMANDS.md ("The
- * net family").
+ * by a process on the libuv loops (engine/io/io.h), made by net.connect
+ * (with name resolution) and closed by net.close, and the life of the
+ * family's ops. What flows over a connection (its read buffer, net.read
+ * and net.write) is engine/commands/net_stream.c; net.http builds on both
+ * in engine/commands/http.c; engine/commands/net.h has the types they
+ * share. Arguments, results, errors and what a timeout does to each
+ * command are in docs/COMMANDS.md ("The net family").
  *
- * A connection is a handle (sx__net_conn). Once connected it reads eagerly
- * into its own buffer, so that data, EOF and errors are seen without a
- * read pending, and it stops reading (back-pressure) while more than
- * NET_HIGH_WATER bytes wait with no read pending. A read op is the
- * connection's one reader until it is answered; writes are queued by
- * libuv in order, each with its own copy of the data. An HTTP op makes its
- * own internal connection (no command finds it by id) and is its reader.
+ * A connection is a handle (sx__net_conn): the process's, from the
+ * connect that made it until net.close, a write's timeout or the end of
+ * the process closes it. An HTTP op makes its own internal connection (no
+ * command finds it by id) and is its reader.
  *
  * Lifetimes. An op is released when it is finished (answered or
  * cancelled) and no libuv request or close of its is in flight (`pending`
@@ -23,11 +22,13 @@
  * connection's close callback, never from inside the cancel that closed
  * it: loop.c walks a process's op list while it cancels them (proc_cancel),
  * and a neighbour freed inside that walk would end the walk early (its
- * pnext is reused for loop.c's list of ops to free after the walk). So no
+ * pnext is reused for the loop's list of ops to free after the walk:
+ * engine/io/ops.c, sx__io_release). So no
  * cancel here releases any op but its own.
  *
  * Exactly one answer per yield: every path that ends an op goes through
- * sx__net_end, which answers once (`finished`); loop.c answers SX_ECANCELLED
+ * sx__net_end, which answers once (`finished`); engine/io/ops.c answers
+ * SX_ECANCELLED
  * for an op released unanswered, and drops answers that lose to the
  * yield's timeout or reach a finished process.
  *
@@ -44,12 +45,6 @@
 #include "engine/commands/commands.h"
 #include "engine/commands/net.h"
 
-#define NET_HIGH_WATER ((size_t)1 << 20)  /* stop reading above this  */
-#define NET_READ_MAX ((size_t)64 << 20)   /* largest `max` of a read   */
-#define NET_CHUNK ((size_t)64 << 10)      /* least room offered a read */
-#define NET_CHUNK_MAX ((size_t)256 << 10) /* most offered per read     */
-#define NET_KEEP ((size_t)256 << 10)      /* larger empty buffers go   */
-
 static const sx_payload nil = { NULL, 0 };
 
 /* ---- ops ---- */
@@ -59,8 +54,6 @@ void sx__net_try_release(sx__net_op *c)
     if (c->finished && c->pending == 0)
         sx__io_release(&c->op);
 }
-
-static sx__net_conn *conn_find(sx__net_op *c, uint64_t id);
 
 /* Frees what the op owns. One more duty: loop.c releases an op without
  * starting it when its yield's timeout passed before the loop got to it
@@ -72,7 +65,7 @@ static void op_fini(sx__ioop *op)
     sx__net_op *c = (sx__net_op *)op;
     if ((c->kind == SX__NET_WRITE || c->kind == SX__NET_CLOSE) && op->started &&
         !c->ran) {
-        sx__net_conn *n = conn_find(c, c->hid);
+        sx__net_conn *n = sx__net_conn_find(c, c->hid);
         if (n != NULL)
             sx__io_cancel(&n->h);
     }
@@ -162,119 +155,13 @@ static sx__net_conn *conn_new(sx__net_op *c)
 }
 
 /* The connection `id` of c's process that a command may use, or NULL. */
-static sx__net_conn *conn_find(sx__net_op *c, uint64_t id)
+sx__net_conn *sx__net_conn_find(sx__net_op *c, uint64_t id)
 {
     sx__net_conn *n = (sx__net_conn *)sx__io_handle_find(&c->op, id);
     if (n == NULL || n->h.vt != &conn_vt || !n->connected || n->internal ||
         n->closing)
         return NULL;
     return n;
-}
-
-static void conn_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *out)
-{
-    sx__net_conn *n = hd->data;
-    (void)suggested;
-    if (n->cap - n->off - n->len < NET_CHUNK) {
-        if (n->off > 0 && n->cap - n->len >= NET_CHUNK) {
-            memmove(n->buf, n->buf + n->off, n->len);
-            n->off = 0;
-        } else {
-            size_t cap = n->cap > 0 ? n->cap : NET_CHUNK;
-            while (cap < n->len + NET_CHUNK)
-                cap *= 2;
-            uint8_t *b = malloc(cap);
-            if (b == NULL) {
-                *out = uv_buf_init(NULL, 0); /* on_read gets UV_ENOBUFS */
-                return;
-            }
-            if (n->len > 0)
-                memcpy(b, n->buf + n->off, n->len);
-            free(n->buf);
-            n->buf = b;
-            n->off = 0;
-            n->cap = cap;
-        }
-    }
-    size_t room = n->cap - n->off - n->len;
-    if (room > NET_CHUNK_MAX)
-        room = NET_CHUNK_MAX; /* bounds the overshoot past the high water */
-    *out = uv_buf_init((char *)n->buf + n->off + n->len, (unsigned)room);
-}
-
-/* The unread bytes (never a null pointer, even with no buffer). */
-const uint8_t *sx__net_conn_data(const sx__net_conn *n)
-{
-    return n->buf != NULL ? n->buf + n->off : (const uint8_t *)"";
-}
-
-/* Drops k bytes from the front of the buffer. */
-void sx__net_conn_consume(sx__net_conn *n, size_t k)
-{
-    n->off += k;
-    n->len -= k;
-    if (n->len == 0) {
-        n->off = 0;
-        if (n->cap > NET_KEEP) {
-            free(n->buf);
-            n->buf = NULL;
-            n->cap = 0;
-        }
-    }
-}
-
-static void read_try(sx__net_op *r);
-
-static void reader_try(sx__net_conn *n)
-{
-    sx__net_op *r = n->reader;
-    if (r == NULL)
-        return;
-    if (r->kind == SX__NET_HTTP)
-        sx__net_http_feed(r);
-    else
-        read_try(r);
-}
-
-static void conn_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    sx__net_conn *n = s->data;
-    (void)buf; /* it points into n->buf */
-    if (nread > 0) {
-        n->len += (size_t)nread;
-    } else if (nread < 0) {
-        if (nread == UV_EOF)
-            n->eof = true;
-        else
-            n->err = nread == UV_ENOBUFS ? SX_ENOMEM : (int)nread;
-        uv_read_stop(s);
-        n->reading = false;
-    }
-    reader_try(n);
-    sx__net_conn_update_reading(n);
-}
-
-/* Reads from the socket while something may want the bytes: a reader is
- * pending, or the buffer is below the high water mark. */
-void sx__net_conn_update_reading(sx__net_conn *n)
-{
-    if (n->closing || !n->connected)
-        return;
-    bool want = !n->eof && n->err == 0 &&
-                (n->reader != NULL || n->len < NET_HIGH_WATER);
-    if (want && !n->reading) {
-        int rc =
-            uv_read_start((uv_stream_t *)&n->tcp, conn_alloc, conn_on_read);
-        if (rc != 0) {
-            n->err = rc;
-            reader_try(n);
-            return;
-        }
-        n->reading = true;
-    } else if (!want && n->reading) {
-        uv_read_stop((uv_stream_t *)&n->tcp);
-        n->reading = false;
-    }
 }
 
 /* ---- connect (also the first part of an HTTP request) ---- */
@@ -441,131 +328,6 @@ void sx__net_connect_start(sx__net_op *c)
     c->pending++;
 }
 
-/* ---- read ---- */
-
-/* Answers r with the first k buffered bytes (a bin) and drops them. */
-static void read_give(sx__net_op *r, size_t k)
-{
-    sx__net_conn *n = r->conn;
-    sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_bin(&pk, sx__net_conn_data(n), k);
-    if (pk.err != 0) {
-        sx_pack_fini(&pk);
-        sx__net_end(r, nil, SX_ENOMEM, NULL); /* the bytes stay */
-        return;
-    }
-    sx__net_conn_consume(n, k);
-    sx__net_end(r, sx_pack_payload(&pk), 0, NULL); /* sx_complete copies */
-    sx_pack_fini(&pk);
-}
-
-/* Answers the pending read r if it can be answered now. */
-static void read_try(sx__net_op *r)
-{
-    sx__net_conn *n = r->conn;
-    const uint8_t *p = sx__net_conn_data(n);
-    if (r->delim_len == 0) {
-        if (n->len > 0) {
-            read_give(r, n->len < r->max ? n->len : r->max);
-            return;
-        }
-    } else {
-        /* The delimiter must end within the first max bytes. */
-        size_t lim = n->len < r->max ? n->len : r->max;
-        size_t d = r->delim_len;
-        for (size_t i = r->scanned; i + d <= lim; i++) {
-            const uint8_t *q = memchr(p + i, r->delim[0], lim - d + 1 - i);
-            if (q == NULL)
-                break;
-            i = (size_t)(q - p);
-            if (memcmp(q, r->delim, d) == 0) {
-                read_give(r, i + d);
-                return;
-            }
-        }
-        r->scanned = lim >= d ? lim - d + 1 : 0;
-        if (n->len >= r->max) {
-            sx__net_end(r, nil, SX_ELIMIT,
-                        "net.read: no delimiter within max bytes (they stay "
-                        "buffered)");
-            return;
-        }
-    }
-    if (n->err != 0) {
-        sx__net_fail_uv(r, "net.read", n->where, n->err);
-    } else if (n->eof) {
-        sx__net_end(r, nil, SX_ECLOSED,
-                    n->len == 0
-                        ? "net.read: connection closed by peer"
-                        : "net.read: connection closed by peer before the "
-                          "delimiter (the bytes stay buffered)");
-    }
-}
-
-static void read_start(sx__net_op *c)
-{
-    sx__net_conn *n = conn_find(c, c->hid);
-    if (n == NULL) {
-        sx__net_end(c, nil, SX_ENOTFOUND, "net.read: no such connection");
-        return;
-    }
-    if (n->reader != NULL) {
-        sx__net_end(c, nil, SX_ESTATE,
-                    "net.read: another read is pending on this connection");
-        return;
-    }
-    c->conn = n;
-    n->reader = c;
-    read_try(c);
-    sx__net_conn_update_reading(n);
-}
-
-/* ---- write ---- */
-
-static void write_done(uv_write_t *req, int status)
-{
-    sx__net_op *c = req->data;
-    c->pending--;
-    if (c->finished) {
-        sx__net_try_release(c);
-        return;
-    }
-    /* Done with the connection: it stays open (sx__net_end would close it). */
-    sx__net_conn *n = c->conn;
-    c->conn = NULL;
-    if (status == 0)
-        sx__net_end(c, nil, 0, NULL);
-    else if (status == UV_ECANCELED)
-        sx__net_end(c, nil, SX_ECLOSED,
-                    "net.write: the connection was closed before the write "
-                    "finished");
-    else
-        sx__net_fail_uv(c, "net.write", n->where, status);
-}
-
-static void write_start(sx__net_op *c)
-{
-    sx__net_conn *n = conn_find(c, c->hid);
-    if (n == NULL) {
-        sx__net_end(c, nil, SX_ENOTFOUND, "net.write: no such connection");
-        return;
-    }
-    if (c->data_len == 0) {
-        sx__net_end(c, nil, 0, NULL);
-        return;
-    }
-    uv_buf_t b = uv_buf_init((char *)c->data, (unsigned)c->data_len);
-    c->wreq.data = c;
-    int rc = uv_write(&c->wreq, (uv_stream_t *)&n->tcp, &b, 1, write_done);
-    if (rc != 0) {
-        sx__net_fail_uv(c, "net.write", n->where, rc);
-        return;
-    }
-    c->conn = n;
-    c->pending++;
-}
-
 /* ---- the op ---- */
 
 /* Answers c (once), ends its work and releases it when nothing of it is
@@ -612,13 +374,13 @@ static void net_start(sx__ioop *op)
         sx__net_http_start(c);
         break;
     case SX__NET_READ:
-        read_start(c);
+        sx__net_read_start(c);
         break;
     case SX__NET_WRITE:
-        write_start(c);
+        sx__net_write_start(c);
         break;
     case SX__NET_CLOSE: {
-        sx__net_conn *n = conn_find(c, c->hid);
+        sx__net_conn *n = sx__net_conn_find(c, c->hid);
         if (n == NULL) {
             sx__net_end(c, nil, SX_ENOTFOUND, "net.close: no such connection");
             break;
@@ -638,13 +400,7 @@ static void net_cancel(sx__ioop *op)
 
 static const sx__ioop_vt net_vt = { "net", net_start, net_cancel, op_fini };
 
-/* ---- handlers: argument parsing ---- */
-
-static int bad_args(sx_completer *done, const char *msg)
-{
-    sx_complete(done, nil, SX_EINVAL, msg);
-    return 0;
-}
+/* ---- handlers [worker] ---- */
 
 sx__net_op *sx__net_op_new(sx_completer *done, sx__net_kind kind)
 {
@@ -687,7 +443,7 @@ static int cmd_connect(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     if (sx_unpack_array(&u, &n) != 0 || n != 2 ||
         sx_unpack_str(&u, &host, &host_len) != 0 ||
         sx_unpack_int(&u, &port) != 0 || !sx_unpack_done(&u))
-        return bad_args(done, "net.connect: args must be [host, port]");
+        return sx__net_bad_args(done, "net.connect: args must be [host, port]");
     /* The host and port rules every part of stepx shares
      * (process/hostport.h); the host may be a bare IPv6 address here. */
     sx__hostport t;
@@ -697,87 +453,13 @@ static int cmd_connect(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     if (why != NULL) {
         char msg[NET_MSG_MAX];
         snprintf(msg, sizeof msg, "net.connect: %s", why);
-        return bad_args(done, msg);
+        return sx__net_bad_args(done, msg);
     }
     sx__net_op *c = sx__net_op_new(done, SX__NET_CONNECT);
     if (c == NULL)
         return SX_ENOMEM;
     sx__net_target_set(c, t.host, strlen(t.host), port);
     sx__io_submit(&c->op); /* the loop owns c */
-    return 0;
-}
-
-/* A connection handle: an unsigned integer. */
-static bool get_handle(sx_unpack *u, uint64_t *hid)
-{
-    return sx_unpack_uint(u, hid) == 0;
-}
-
-static int cmd_write(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
-                     sx_payload args, sx_completer *done)
-{
-    (void)user, (void)e, (void)pid, (void)tag;
-    sx_unpack u;
-    uint32_t n;
-    uint64_t hid;
-    const void *data = NULL;
-    size_t len = 0;
-    sx_unpack_init(&u, args);
-    bool ok = sx_unpack_array(&u, &n) == 0 && n == 2 && get_handle(&u, &hid);
-    if (ok && sx_unpack_bin(&u, &data, &len) != 0)
-        ok = sx_unpack_str(&u, (const char **)&data, &len) == 0;
-    if (!ok || !sx_unpack_done(&u) || len > UINT32_MAX)
-        return bad_args(done, "net.write: args must be [handle, data (str or "
-                              "bin)]");
-    sx__net_op *c = sx__net_op_new(done, SX__NET_WRITE);
-    if (c == NULL)
-        return SX_ENOMEM;
-    if (len > 0) {
-        c->data = malloc(len); /* owned by c: freed in op_fini */
-        if (c->data == NULL) {
-            free(c);
-            return SX_ENOMEM;
-        }
-        memcpy(c->data, data, len);
-    }
-    c->data_len = len;
-    c->hid = hid;
-    sx__io_submit(&c->op);
-    return 0;
-}
-
-static int cmd_read(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
-                    sx_payload args, sx_completer *done)
-{
-    (void)user, (void)e, (void)pid, (void)tag;
-    sx_unpack u;
-    uint32_t n;
-    uint64_t hid, max;
-    const void *delim = NULL;
-    size_t delim_len = 0;
-    sx_unpack_init(&u, args);
-    bool ok = sx_unpack_array(&u, &n) == 0 && (n == 2 || n == 3) &&
-              get_handle(&u, &hid) && sx_unpack_uint(&u, &max) == 0;
-    if (ok && n == 3 && sx_unpack_bin(&u, &delim, &delim_len) != 0)
-        ok = sx_unpack_str(&u, (const char **)&delim, &delim_len) == 0;
-    if (!ok || !sx_unpack_done(&u))
-        return bad_args(done, "net.read: args must be [handle, max] or "
-                              "[handle, max, delimiter]");
-    if (max < 1 || max > NET_READ_MAX)
-        return bad_args(done, "net.read: max must be 1 to 64 MiB");
-    if (n == 3 && (delim_len < 1 || delim_len > NET_DELIM_MAX))
-        return bad_args(done, "net.read: the delimiter must be 1-64 bytes");
-    if (delim_len > max)
-        return bad_args(done, "net.read: the delimiter is longer than max");
-    sx__net_op *c = sx__net_op_new(done, SX__NET_READ);
-    if (c == NULL)
-        return SX_ENOMEM;
-    c->hid = hid;
-    c->max = (size_t)max;
-    if (delim_len > 0)
-        memcpy(c->delim, delim, delim_len);
-    c->delim_len = delim_len;
-    sx__io_submit(&c->op);
     return 0;
 }
 
@@ -789,11 +471,12 @@ static int cmd_close(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     uint32_t n;
     uint64_t hid;
     sx_unpack_init(&u, args);
-    bool ok = get_handle(&u, &hid);
+    bool ok = sx__net_get_handle(&u, &hid);
     if (!ok && sx_unpack_array(&u, &n) == 0 && n == 1)
-        ok = get_handle(&u, &hid);
+        ok = sx__net_get_handle(&u, &hid);
     if (!ok || !sx_unpack_done(&u))
-        return bad_args(done, "net.close: args must be a connection handle");
+        return sx__net_bad_args(done,
+                                "net.close: args must be a connection handle");
     sx__net_op *c = sx__net_op_new(done, SX__NET_CLOSE);
     if (c == NULL)
         return SX_ENOMEM;
@@ -807,8 +490,9 @@ void sx__cmd_net_register(sx_engine *e)
     e->cmds[SX_CMD_NET_CONNECT] =
         (sx__cmd){ cmd_connect, NULL, "net.connect", false };
     e->cmds[SX_CMD_NET_WRITE] =
-        (sx__cmd){ cmd_write, NULL, "net.write", false };
-    e->cmds[SX_CMD_NET_READ] = (sx__cmd){ cmd_read, NULL, "net.read", false };
+        (sx__cmd){ sx__net_cmd_write, NULL, "net.write", false };
+    e->cmds[SX_CMD_NET_READ] =
+        (sx__cmd){ sx__net_cmd_read, NULL, "net.read", false };
     e->cmds[SX_CMD_NET_CLOSE] =
         (sx__cmd){ cmd_close, NULL, "net.close", false };
     e->cmds[SX_CMD_NET_HTTP] =

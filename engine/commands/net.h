@@ -1,9 +1,11 @@
-/* engine/commands/net.h — what the two files of the net family share: the
+/* engine/commands/net.h — what the files of the net family share: the
  * connection handle and the op (one yield's work). Internal.
  *
- * engine/commands/net.c has connections (reading, back-pressure, closing),
- * connect (with name resolution), read, write and close, and the ops'
- * life; engine/commands/http.c has net.http (building the request on the
+ * engine/commands/net.c has connections (making, finding, closing),
+ * connect (with name resolution), close, and the ops' life;
+ * engine/commands/net_stream.c what flows over a connection (its read
+ * buffer and back-pressure, read with its delimiter, write);
+ * engine/commands/http.c has net.http (building the request on the
  * worker, parsing the response on the loop). An HTTP op makes its own
  * connection through net.c and is that connection's reader.
  *
@@ -106,11 +108,9 @@ void sx__net_try_release(sx__net_op *c);
 /* Resolves c->host if needed and connects to c->port; ends c on failure.
  * On success an HTTP op goes on in sx__net_http_send. */
 void sx__net_connect_start(sx__net_op *c);
-/* The unread bytes of n (never a null pointer) and dropping k of them. */
-const uint8_t *sx__net_conn_data(const sx__net_conn *n);
-void sx__net_conn_consume(sx__net_conn *n, size_t k);
-/* Starts or stops reading from n's socket as its reader and buffer need. */
-void sx__net_conn_update_reading(sx__net_conn *n);
+/* The connection `id` of c's process that a command may use (connected,
+ * not an HTTP op's, not closing), or NULL. */
+sx__net_conn *sx__net_conn_find(sx__net_op *c, uint64_t id);
 /* [worker] A new op answering done, or NULL (out of memory). */
 sx__net_op *sx__net_op_new(sx_completer *done, sx__net_kind kind);
 /* [worker] Frees an op that was never submitted (done is untouched). */
@@ -119,6 +119,36 @@ void sx__net_op_discard(sx__net_op *c);
  * without brackets) into c, with c->where. */
 void sx__net_target_set(sx__net_op *c, const char *host, size_t len,
                         int64_t port);
+
+/* [worker] Answers a handler's bad arguments: SX_EINVAL with msg. Returns
+ * 0, the handler's own return (the yield is answered). */
+static inline int sx__net_bad_args(sx_completer *done, const char *msg)
+{
+    sx_complete(done, (sx_payload){ NULL, 0 }, SX_EINVAL, msg);
+    return 0;
+}
+
+/* [worker] Reads a connection handle (an unsigned integer) into *hid. */
+static inline bool sx__net_get_handle(sx_unpack *u, uint64_t *hid)
+{
+    return sx_unpack_uint(u, hid) == 0;
+}
+
+/* ---- net_stream.c ---- */
+
+/* The unread bytes of n (never a null pointer) and dropping k of them. */
+const uint8_t *sx__net_conn_data(const sx__net_conn *n);
+void sx__net_conn_consume(sx__net_conn *n, size_t k);
+/* Starts or stops reading from n's socket as its reader and buffer need. */
+void sx__net_conn_update_reading(sx__net_conn *n);
+/* net.read and net.write on the loop: the op's start. */
+void sx__net_read_start(sx__net_op *c);
+void sx__net_write_start(sx__net_op *c);
+/* [worker] The net.read and net.write handlers. */
+int sx__net_cmd_read(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done);
+int sx__net_cmd_write(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                      sx_payload args, sx_completer *done);
 
 /* ---- http.c ---- */
 

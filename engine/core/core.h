@@ -89,7 +89,8 @@ struct sx_engine {
     /* Free slots for threads that are not workers (submitters, loops). */
     alignas(64) sx__spin ext_slots_mu;
     sx__slotcache ext_slots; /* under ext_slots_mu */
-    /* The live count's share of threads that are not workers (live.h), and the admission count when max_processes is set. */
+    /* The live count's share of threads that are not workers (live.h), and the
+     * admission count when max_processes is set. */
     alignas(64) _Atomic uint64_t ext_born, ext_died;
     _Atomic uint64_t admitted;
     /* The table reached cfg.max_slots (ptable.c, grow); never cleared. */
@@ -123,7 +124,7 @@ struct sx_engine {
     /* Figures (relaxed; written by the loop threads). */
     alignas(64) _Atomic uint64_t io_inflight, io_ops, io_timeouts;
     /* A late sx_complete of a timed yield (a user command answered after
-     * stop) against sx__io_stop freeing the loops (engine/io/loop.c,
+     * stop) against sx__io_stop freeing the loops (engine/io/deadline.c,
      * sx__io_dl_done): posters in progress, and whether the loops are
      * closing (calloc'd zero at engine creation). */
     _Atomic uint32_t io_posters;

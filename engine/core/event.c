@@ -295,8 +295,8 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  * consumer reads consecutive bytes instead of a node per message, each
  * written on another core. Nothing else changes: the consumer's step gets
  * one event per message, in order, with the same from, topic and data
- * (engine/sched/turn.c, collect), and an outside mailbox one callback per message
- * (outside.c). A bundle holds at most the engine's throughput messages
+ * (engine/sched/turn.c, collect), and an outside mailbox one callback per
+ * message (outside.c). A bundle holds at most the engine's throughput messages
  * (one step's worth; a step with less room takes part of it: turn.c,
  * collect). It starts in a large node, from two messages whose records fit
  * one, and moves to a bundle node (SX__EV_BUNDLE record bytes) when it
@@ -309,7 +309,7 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  * bytes would be 6 % of fanin. The head bytes one by one and the last 4 or
  * 8 as one word: the bytes were usually just written by the sender, and
  * msgpack writes a number as a type byte then one store of the value
- * (process/payload.c, int_put), so these loads match those stores and are
+ * (process/mpformat.h, sx__mp_put), so these loads match those stores and are
  * forwarded from the store buffer. Two overlapping 4-byte loads (the first
  * spanning the type byte and the value) would stall on forwarding: 24 % of
  * the producer's merge. */

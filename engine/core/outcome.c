@@ -1,4 +1,5 @@
-/* engine/core/outcome.c — finished processes' outcomes, kept for wait.
+/* engine/core/outcome.c — finished processes' outcomes, kept for wait (the
+ * store; its waiters are engine/core/wait.c).
  *
  * The contract (docs/API.md, sx_engine_wait): wait finds the outcome of
  * any of the most recent `keep_outcomes` finished processes.
@@ -81,23 +82,9 @@
  * counted in what we read, or its batch is still unflushed, which the
  * window allows for; puts that race are unordered anyway.
  *
- * Waiting. A waiter for a live process sleeps on its own condition
- * variable in a list under `wmu`. Waiters are counted by a hash of their
- * PID in `n_waiting` (256 slots), and a put reads its PID's slot under
- * its shard lock: only if it is not 0 does the finish take `wmu` (after
- * the retire) and signal the PID's waiters. A finish touches no line that
- * a waiter writes, unless their PIDs hash to the same 64-byte line of
- * slots (1 in 16), and takes wmu only if they hash alike (1 in 256).
- *
- * A waiter counts itself under wmu, then looks in every shard under its
- * lock, then for the live process, and sleeps only if the process is
- * live, holding wmu until the sleep releases it. Nothing is lost, by the
- * finisher's shard lock alone: if the waiter took it first, its count was
- * made before, so the put reads it, and signals, which needs wmu, which
- * it gets only once the waiter sleeps (or has returned); if the put took
- * it first, the waiter's look finds the record, and the process retired
- * (the retire is under the lock too), so a record that could not be
- * allocated gives SX_ENOTFOUND rather than a sleep nobody ends.
+ * Waiting (engine/core/wait.c, "Waiting"): a put reads the count of its
+ * PID's waiters under its shard lock, after the retire, and wakes them
+ * (sx__outcomes_wake) only when it is not 0.
  *
  * Threads: [any thread].
  */
@@ -122,14 +109,6 @@
 /* Records of more than this many bytes take a number of their own from
  * `seq` (see "Bytes"); it is SPARE_CAP_MAX: no bigger record is reused. */
 #define ORDER_MIN SPARE_CAP_MAX
-
-static size_t hash_id(uint64_t id, size_t mask)
-{
-    id ^= id >> 33;
-    id *= 0xff51afd7ed558ccdULL;
-    id ^= id >> 33;
-    return (size_t)id & mask;
-}
 
 int sx__outcomes_init(sx__outcomes *o, size_t keep, size_t keep_bytes,
                       unsigned workers)
@@ -189,8 +168,8 @@ static sx__outcome *shard_find(sx__oshard *s, uint64_t id)
 {
     if (s->cap == 0)
         return NULL;
-    for (sx__outcome *x = s->buckets[hash_id(id, s->cap - 1)]; x != NULL;
-         x = x->hnext)
+    for (sx__outcome *x = s->buckets[sx__outcome_hash(id, s->cap - 1)];
+         x != NULL; x = x->hnext)
         if (x->id == id)
             return x;
     return NULL;
@@ -217,7 +196,7 @@ static void head_order_set(sx__oshard *s)
 static sx__outcome *shard_evict(sx__oshard *s)
 {
     sx__outcome *x = s->ring[s->head];
-    sx__outcome **pp = &s->buckets[hash_id(x->id, s->cap - 1)];
+    sx__outcome **pp = &s->buckets[sx__outcome_hash(x->id, s->cap - 1)];
     while (*pp != x)
         pp = &(*pp)->hnext;
     *pp = x->hnext;
@@ -257,7 +236,7 @@ static bool shard_grow(sx__oshard *s, size_t cap_max)
     for (size_t k = 0; k < s->n; k++) {
         sx__outcome *x = s->ring[(s->head + k) & (s->cap - 1)];
         ring[k] = x;
-        size_t b = hash_id(x->id, cap - 1);
+        size_t b = sx__outcome_hash(x->id, cap - 1);
         x->hnext = buckets[b];
         buckets[b] = x;
     }
@@ -303,16 +282,6 @@ static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
     x->msg_len = ml;
     if (ml > 0)
         memcpy(x->msg, msg, ml);
-}
-
-/* Signals the waiters for id (see "Waiting"). */
-static void wake_waiters(sx__outcomes *o, uint64_t id)
-{
-    pthread_mutex_lock(&o->wmu);
-    for (sx__waiter *w = o->waiters; w != NULL; w = w->next)
-        if (w->id == id)
-            pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&o->wmu);
 }
 
 /* The bytes held, as far as shard s can tell under its lock: the shared
@@ -441,7 +410,7 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     if (x != NULL) {
         s->ring[(s->head + s->n) & (s->cap - 1)] = x;
         s->n++;
-        size_t b = hash_id(id, s->cap - 1);
+        size_t b = sx__outcome_hash(id, s->cap - 1);
         x->hnext = s->buckets[b];
         s->buckets[b] = x;
         s->bytes += record_bytes(x);
@@ -483,10 +452,10 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
      * before it), and a waiter that takes this lock after us sees both. */
     sx__ptable_retire(e, p);
     /* relaxed, and read under the shard lock: that lock orders it with a
-     * waiter's count (see "Waiting"). */
-    bool waited =
-        atomic_load_explicit(&o->n_waiting[hash_id(id, SX__WAIT_SLOTS - 1)],
-                             memory_order_relaxed) != 0;
+     * waiter's count (wait.c, "Waiting"). */
+    bool waited = atomic_load_explicit(
+                      &o->n_waiting[sx__outcome_hash(id, SX__WAIT_SLOTS - 1)],
+                      memory_order_relaxed) != 0;
     sx__spin_unlock(&s->mu);
     while (gone != NULL) {
         sx__outcome *next = gone->hnext;
@@ -502,7 +471,7 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     if (over)
         shed(o, s);
     if (waited)
-        wake_waiters(o, id);
+        sx__outcomes_wake(o, id);
 }
 
 void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes)
@@ -526,17 +495,17 @@ void sx__outcomes_retire(sx_engine *e, sx__worker *self, sx__proc *p,
     sx__oshard *s = &o->shards[self != NULL ? self->id : o->n_shards - 1];
     /* As in sx__outcomes_put, with no record: the retire and the read of
      * the waiters' count under a shard lock that every waiter's look takes
-     * (see "Waiting"), so a waiter either sees the PID gone or is
+     * (wait.c, "Waiting"), so a waiter either sees the PID gone or is
      * counted, and signalled once it sleeps. */
     sx__spin_lock(&s->mu);
     sx__ptable_retire(e, p);
     /* relaxed: see sx__outcomes_put. */
-    bool waited =
-        atomic_load_explicit(&o->n_waiting[hash_id(id, SX__WAIT_SLOTS - 1)],
-                             memory_order_relaxed) != 0;
+    bool waited = atomic_load_explicit(
+                      &o->n_waiting[sx__outcome_hash(id, SX__WAIT_SLOTS - 1)],
+                      memory_order_relaxed) != 0;
     sx__spin_unlock(&s->mu);
     if (waited)
-        wake_waiters(o, id);
+        sx__outcomes_wake(o, id);
 }
 
 /* ---- get ---- */
@@ -573,7 +542,7 @@ static bool copy_out(const sx__outcome *x, sx_result *out)
 #define COPY_UNDER_LOCK_MAX 4096
 
 /* 1: found and copied; 0: not kept; SX_ENOMEM: found, no memory to copy. */
-static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
+int sx__outcomes_find(sx__outcomes *o, uint64_t id, sx_result *out)
 {
     for (unsigned i = 0; i < o->n_shards; i++) {
         sx__oshard *s = &o->shards[i];
@@ -616,103 +585,7 @@ static int find_copy(sx__outcomes *o, uint64_t id, sx_result *out)
 
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out)
 {
-    return find_copy(&e->outcomes, id, out) == 1;
-}
-
-/* ---- wait ---- */
-
-static void deadline_of(int64_t timeout_ms, struct timespec *ts)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(timeout_ms / 1000);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-/* 0 with the outcome, or SX_ENOMEM, or `none` when it is not kept. */
-static int answer(sx__outcomes *o, uint64_t id, sx_result *out, int none)
-{
-    int f = find_copy(o, id, out);
-    return f == 1 ? 0 : f == 0 ? none : f;
-}
-
-int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
-{
-    if (e == NULL || out == NULL)
-        return SX_EINVAL;
-    memset(out, 0, sizeof(*out));
-    /* Outcomes are kept by id alone: a PID of another node or host with
-     * the id of a local process is not that process (sx__watch and
-     * sx_engine_watch check the same). */
-    if (pid.node != e->cfg.node || pid.host != e->cfg.host)
-        return SX_ENOTFOUND;
-    sx__outcomes *o = &e->outcomes;
-    sx__waiter w;
-    w.id = pid.id;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&w.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc != 0)
-        return -rc;
-    struct timespec dl;
-    if (timeout_ms >= 0)
-        deadline_of(timeout_ms, &dl);
-    pthread_mutex_lock(&o->wmu);
-    _Atomic uint32_t *slot = &o->n_waiting[hash_id(pid.id, SX__WAIT_SLOTS - 1)];
-    /* relaxed: changed only under wmu; the shard locks that find_copy
-     * takes next order it for puts (see "Waiting"). */
-    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
-    for (;;) {
-        int f = find_copy(o, pid.id, out);
-        if (f != 0) {
-            rc = f == 1 ? 0 : f;
-            break;
-        }
-        sx__proc *p = sx__ptable_get(e, pid);
-        if (p == NULL) {
-            /* Finished since the look (its outcome was put before the
-             * retire that the table's acquire load saw), or unknown. */
-            rc = answer(o, pid.id, out, SX_ENOTFOUND);
-            break;
-        }
-        /* A mailbox is the slot with no type (outside.c), not the state
-         * MAILBOX: sx_engine_mailbox_free makes that COMPLETE before it
-         * retires the PID, and retires it with no wake-up, so a wait that
-         * took its reference in between and read COMPLETE would sleep until
-         * its limit, or for ever (test_outside wait_mailbox_closing). The
-         * type was written before the slot was published and stays while we
-         * hold a reference. */
-        bool mailbox = p->type == NULL;
-        sx__proc_release(e, p);
-        if (mailbox) {
-            /* Not a process: no outcome will ever come (engine.h). */
-            rc = SX_ENOTFOUND;
-            break;
-        }
-        w.next = o->waiters;
-        o->waiters = &w;
-        int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->wmu, &dl)
-                                 : pthread_cond_wait(&w.cv, &o->wmu);
-        sx__waiter **pp = &o->waiters;
-        while (*pp != &w)
-            pp = &(*pp)->next;
-        *pp = w.next;
-        if (wr == ETIMEDOUT) {
-            rc = answer(o, pid.id, out, SX_ETIMEDOUT);
-            break;
-        }
-    }
-    /* relaxed: under wmu; a finish that still reads our count takes wmu
-     * for nothing. */
-    atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&o->wmu);
-    pthread_cond_destroy(&w.cv);
-    return rc;
+    return sx__outcomes_find(&e->outcomes, id, out) == 1;
 }
 
 void sx_result_free(sx_result *r)

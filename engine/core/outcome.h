@@ -1,6 +1,6 @@
 /* engine/core/outcome.h — the outcome store: finished processes' results
- * kept for sx_engine_wait, and the waiters. Internal to engine/; never
- * installed.
+ * kept for sx_engine_wait (engine/core/outcome.c), and the waiters
+ * (engine/core/wait.c). Internal to engine/; never installed.
  */
 #ifndef SX_ENGINE_CORE_OUTCOME_H
 #define SX_ENGINE_CORE_OUTCOME_H
@@ -30,13 +30,13 @@ typedef struct sx__outcome {
     size_t len;
     size_t cap; /* bytes for value and msg after the header */
     /* Readers copying a large record outside the shard lock (outcome.c,
-     * find_copy), and whether it was evicted meanwhile (then the last
+     * sx__outcomes_find), and whether it was evicted meanwhile (then the last
      * reader frees it). Both under the shard lock. */
     uint32_t pins;
     bool evicted;
 } sx__outcome;
 
-/* Slots of the waiter count (outcome.c); a power of two. */
+/* Slots of the waiter count (wait.c, "Waiting"); a power of two. */
 #define SX__WAIT_SLOTS 256
 
 typedef struct sx__waiter {
@@ -91,9 +91,20 @@ typedef struct {
     alignas(64) pthread_mutex_t wmu; /* guards waiters */
     sx__waiter *waiters;
     /* Waiters registered, counted by a hash of the PID they wait for (see
-     * outcome.c, "Waiting"): a finish reads only its PID's count. */
+     * wait.c, "Waiting"): a finish reads only its PID's count. */
     _Atomic uint32_t n_waiting[SX__WAIT_SLOTS];
 } sx__outcomes;
+
+/* A hash of PID id, masked: the chain of a shard's index (mask: its cap
+ * - 1) and the slot of n_waiting (SX__WAIT_SLOTS - 1). Inline: every put
+ * takes both. */
+static inline size_t sx__outcome_hash(uint64_t id, size_t mask)
+{
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdULL;
+    id ^= id >> 33;
+    return (size_t)id & mask;
+}
 
 /* engine/core/outcome.c */
 /* One shard per worker and one for every other thread. */
@@ -117,5 +128,13 @@ void sx__outcomes_retire(sx_engine *e, sx__worker *self, sx__proc *p,
 /* Copies the outcome of id into *out (free with sx_result_free); false
  * when it is not kept. */
 bool sx__outcomes_get(sx_engine *e, uint64_t id, sx_result *out);
+/* sx__outcomes_get's look, for wait: 1 found and copied into *out, 0 not
+ * kept, SX_ENOMEM found but no memory for the copy. */
+int sx__outcomes_find(sx__outcomes *o, uint64_t id, sx_result *out);
+
+/* engine/core/wait.c */
+/* Signals the waiters for id; a finish calls it when id's count in
+ * n_waiting is not 0 (wait.c, "Waiting"). */
+void sx__outcomes_wake(sx__outcomes *o, uint64_t id);
 
 #endif

@@ -127,7 +127,7 @@ enum {
     SX__WATCH_RESULT = 1, /* spawn-wait: the outcome completes a yield    */
     SX__WATCH_EXIT = 2,   /* monitor: an @exit message                    */
     SX__WATCH_LINK = 3,   /* link: fail the partner, or @exit if trapping */
-    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (engine/core/outside.c) */
+    SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (outside.c)      */
     /* Not a watcher: marks the completer of a sleep on a worker's timer
      * heap, so that collecting its answer counts the sleep done. */
     SX__WATCH_SLEEP = 5
@@ -219,14 +219,15 @@ typedef struct {
     /* Commands in flight on the process's libuv loop (engine/io/io.h): the
      * ops and handles of this slot, every generation, owned by that loop's
      * thread and never touched elsewhere (not even by slot reuse); and how
-     * many there are (relaxed counter, see loop.c). */
+     * many there are (relaxed counter, see engine/io/ops.c,
+     * sx__io_unlink). */
     struct sx__ioop *io_head;
     _Atomic uint32_t io_live;
     /* The last generation of this slot that finished with ops alive but
      * got no cancel request (out of memory): the loop's sweep, and any
      * op or deadline of it that starts later, cancel them (loop.c,
-     * op_dead). Written by the finishing worker (relaxed, published by
-     * the loop's sweep flag), read on the loop. Fills the padding after
+     * sx__io_op_dead). Written by the finishing worker (relaxed, published
+     * by the loop's sweep flag), read on the loop. Fills the padding after
      * io_live: the slot's sx__pext does not grow. */
     _Atomic uint32_t io_dead_gen;
     /* The PID id of the linked process whose failure terminates this one

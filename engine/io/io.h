@@ -30,13 +30,14 @@
  * A yield with a timeout gets a deadline (sx__iodl): a loop timer and a
  * claim word shared with the completer. Whoever claims first answers: the
  * command's own completion, or the timer with SX_ETIMEDOUT (which then
- * cancels the op the deadline guards, if it is an io op). See loop.c.
+ * cancels the op the deadline guards, if it is an io op). See deadline.c.
  *
  * Threads: functions are [loop] (the op's loop thread) unless marked.
  */
 #ifndef SX_ENGINE_IO_H
 #define SX_ENGINE_IO_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -174,5 +175,82 @@ void sx__io_dl_done(sx_engine *e, sx__iodl *dl, bool answered);
 uint64_t sx__now_ns(void);
 /* [loop] A libuv timeout (ms) that fires at deadline_ns, never before. */
 uint64_t sx__io_ms_until(const sx__ioop *op, uint64_t deadline_ns);
+
+/* ---- inside engine/io/ (loop.c, ops.c, deadline.c); the families do not
+ * use these ---- */
+
+/* One loop: its thread, its libuv loop and what it keeps. Fields are
+ * [loop] (touched by its thread only) unless said otherwise. */
+struct sx__ioloop {
+    sx_engine *engine;
+    unsigned id;
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t uv;
+    uv_async_t bell; /* the doorbell: uv_async_send from any thread */
+    sx__mpsc q;      /* requests; consumer: this loop's thread */
+    /* [loop] every op and handle alive on this loop */
+    sx__ioop *all;
+    size_t n_all;
+    uint64_t next_handle;
+    bool quitting, bell_closed;
+    unsigned walking; /* list walks in progress: releases are deferred */
+    sx__ioop *grave;  /* released during a walk, freed after it */
+    sx__ioreq quit;   /* the QUIT request */
+    /* The SWEEP request, posted by a finishing worker that could not
+     * allocate its CANCEL (sx__io_proc_finished), and whether it is on
+     * the queue (then later finishers only leave their io_dead_gen). */
+    sx__ioreq sweep;
+    _Atomic int sweep_queued;
+    /* The deadline heap (engine/timer/heap.h) and the one uv timer behind
+     * it, armed for tick_due (UINT64_MAX: stopped). */
+    sx__theap heap;
+    uv_timer_t tick;
+    uint64_t tick_due;
+};
+
+/* [any thread] The loop of p's commands: one per process, by slot index. */
+static inline sx__ioloop *sx__io_loop_of(sx_engine *e, sx__proc *p)
+{
+    return &e->loops[p->index % e->n_loops];
+}
+
+/* [any thread] Queues r on l and rings its doorbell. Inline: every op,
+ * deadline and cancel goes through it. */
+static inline void sx__io_post(sx__ioloop *l, sx__ioreq *r)
+{
+    sx__mpsc_push(&l->q, &r->node);
+    /* uv_async_send is safe from any thread; a call while a ring is still
+     * pending coalesces with it, and libuv runs the callback at least once
+     * after this call, so the request is seen. */
+    uv_async_send(&l->bell);
+}
+
+/* loop.c */
+/* Closes the loop's own handles once it quits and holds no op. */
+void sx__io_maybe_exit(sx__ioloop *l);
+/* True when op's process has finished (its generation moved on, or a
+ * SWEEP marked it: io_dead_gen). */
+bool sx__io_op_dead(sx__ioloop *l, const sx__ioop *op);
+
+/* ops.c */
+/* Puts op on its process's list and l's, counted; _unlink takes it off. */
+void sx__io_link(sx__ioloop *l, sx__ioop *op);
+void sx__io_unlink(sx__ioloop *l, sx__ioop *op);
+/* Runs op's fini and frees it. */
+void sx__io_op_free(sx__ioop *op);
+/* Around a walk of a list that may cancel ops: a release during the walk
+ * puts the op in l's grave, freed when the last walk ends. */
+void sx__io_walk_begin(sx__ioloop *l);
+void sx__io_walk_end(sx__ioloop *l);
+
+/* deadline.c */
+/* A DL_START request: arms dl's timer, unless it was claimed already. */
+void sx__io_dl_start(sx__ioloop *l, sx__iodl *dl);
+/* A DL_STOP request: the yield was answered; closes dl and drops the
+ * completer's reference. */
+void sx__io_dl_stop(sx__iodl *dl);
+/* After the loop thread is gone: drops what a DL_STOP carries. */
+void sx__io_dl_stop_unref(sx__iodl *dl);
 
 #endif

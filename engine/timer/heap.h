@@ -1,5 +1,5 @@
 /* engine/timer/heap.h — a binary min-heap of absolute deadlines: each
- * libuv loop keeps one behind a single uv timer (engine/io/loop.c), so
+ * libuv loop keeps one behind a single uv timer (engine/io/deadline.c), so
  * that a sleep or a yield's timeout costs a heap insert and no libuv
  * handle (no uv_close round trip, no allocation). The workers' own sleeps
  * use a timer wheel instead (engine/timer/twheel.h).

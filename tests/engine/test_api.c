@@ -2502,9 +2502,9 @@ static void *big_read(void *arg)
 
 /* Large outcomes (values of 64 KiB to 4 MiB; every 3rd round an error
  * message of 1-64 KiB) are copied outside the shard lock, pinned
- * (engine/core/outcome.c, find_copy): 4 threads keep reading one (2 with
- * sx_engine_wait, 2 with sx_engine_watch, whose copies overlap) while later
- * finishes on the same worker evict it (keep_outcomes 4, 1 worker, so all
+ * (engine/core/outcome.c, sx__outcomes_find): 4 threads keep reading one (2
+ * with sx_engine_wait, 2 with sx_engine_watch, whose copies overlap) while
+ * later finishes on the same worker evict it (keep_outcomes 4, 1 worker, so all
  * in one shard), 30 rounds. Every read is exact, or SX_ENOTFOUND once it
  * is gone; an evicted record is freed only by its last reader. Negative
  * controls (AddressSanitizer): eviction ignoring the pin (the record

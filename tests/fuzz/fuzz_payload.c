@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_payload.c — libFuzzer target for the payload reader
- * (process/payload.c) and sx_map_get (process/payload_map.c) on arbitrary
+ * (process/unpack.c) and sx_map_get (process/payload_map.c) on arbitrary
  * bytes.
  *
  * Each input is

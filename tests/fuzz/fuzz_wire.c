@@ -5,7 +5,7 @@
  * Each input is
  *  - checked directly with sx_wire_check (whole, and from byte 4 on as if
  *    it were one frame's body), and every accepted body is read again with
- *    process/payload.c's independent reader: it must be one map that ends
+ *    process/unpack.c's independent reader: it must be one map that ends
  *    exactly at the end (a differential oracle); a body that reader finds
  *    malformed must have been rejected;
  *  - decoded twice: fed whole, and fed in splits derived from the data (a

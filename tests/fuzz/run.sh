@@ -3,15 +3,15 @@
 # clang -fsanitize=fuzzer,address,undefined from the sources it needs and
 # runs it for FUZZ_SECONDS (default 60) on its seed corpus
 # tests/fuzz/corpus/TARGET. TARGET (default wire):
-#   wire      tests/fuzz/fuzz_wire.c: relay/wire.c, relay/codes.c, and
-#             process/payload.c, pid.c, errors.c (msgpack-c for the writer)
-#   payload   tests/fuzz/fuzz_payload.c: process/payload.c, pid.c, errors.c
-#             and payload_map.c (sx_map_get), against msgpack-c's unpacker
+#   wire      tests/fuzz/fuzz_wire.c: relay/wire.c, relay/codes.c and the
+#             payload sources: process/pack.c, unpack.c, utf8.c, pid.c,
+#             errors.c, hostport.c (msgpack-c for the writer)
+#   payload   tests/fuzz/fuzz_payload.c: the payload sources and
+#             process/payload_map.c (sx_map_get), against msgpack-c's unpacker
 #   cli_json  tests/fuzz/fuzz_cli_json.c: cmd/cli_json.c with the payload
 #             sources and process/payload_map.c (libjansson)
-#   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c and
-#             process/hostport.c with the payload sources (the request
-#             builder reads a msgpack map)
+#   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c with the
+#             payload sources (the request builder reads a msgpack map)
 #
 # Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
 # any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
@@ -50,8 +50,12 @@ msgpack_libs=$(pkg-config --libs msgpack-c 2>/dev/null ||
 msgpack_cflags=$(pkg-config --cflags msgpack-c 2>/dev/null ||
     pkg-config --cflags msgpack 2>/dev/null || true)
 
-payload_src=("$root/process/payload.c" "$root/process/pid.c"
-    "$root/process/errors.c")
+# The payload sources: the writer, the reader, the UTF-8 checks, PIDs,
+# error codes, and the HOST:PORT reading (relay/client.c and
+# engine/commands/http_parse.c call it).
+payload_src=("$root/process/pack.c" "$root/process/unpack.c"
+    "$root/process/utf8.c" "$root/process/pid.c" "$root/process/errors.c"
+    "$root/process/hostport.c")
 extra_libs=
 case "$target" in
 wire)
@@ -67,8 +71,7 @@ cli_json)
     extra_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
     ;;
 http)
-    srcs=("$root/engine/commands/http_parse.c" "$root/process/hostport.c"
-        "${payload_src[@]}")
+    srcs=("$root/engine/commands/http_parse.c" "${payload_src[@]}")
     ;;
 *)
     echo "run.sh: unknown target '$target' (wire, payload, cli_json or http)" >&2

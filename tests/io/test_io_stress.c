@@ -34,7 +34,7 @@
  *   http      net.http GET (sometimes with timeout_ms) for a fixed reply;
  *   refused   connect to a port where nothing listens: -ECONNREFUSED.
  *
- * Negative controls (done once, in a scratch copy of engine/io/loop.c): with
+ * Negative controls (done once, in a scratch copy of engine/io/): with
  * io answers sent to the slot's current generation instead of the op's,
  * the case fails 3 runs of 3 ("an answer for tag 4294967297, which is
  * not in flight": process 0's answer reaches process 10 in its slot);

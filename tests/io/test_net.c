@@ -1,5 +1,5 @@
 /* tests/io/test_net.c — the net family (engine/commands/net.c,
- * engine/commands/http.c): connect, write, read (max and delimiter), close,
+ * net_stream.c, http.c): connect, write, read (max and delimiter), close,
  * errors and bad arguments, per-yield timeouts, cancellation when the
  * process ends (terminate during connect and read, a normal finish, the
  * engine's stop) with fd counts before and after, late answers after the
@@ -1604,7 +1604,7 @@ static uint64_t await_inflight(sx_engine *e, uint64_t n)
  * whose tags start at 1000 so that a stray answer would show. Waiting for
  * the loop to hold only the new process's connection proves the cancels
  * (and their answers) have happened before the channels are looked at.
- * Negative control (done once, in a scratch copy): loop.c answering with
+ * Negative control (done once, in a scratch copy): engine/io/ answering with
  * the slot's current generation instead of the op's, the case fails with
  * 3 stray answers whenever the slot is taken over (2 runs of 3); with no
  * cancel at finish it fails waiting for the loop to empty. */

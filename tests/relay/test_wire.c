@@ -370,7 +370,7 @@ static void check_trailing_and_reserved(void)
 
 static void check_agrees_with_reader(void)
 {
-    /* Against process/payload.c's reader, on 200,000 random mutations of a
+    /* Against process/unpack.c's reader, on 200,000 random mutations of a
      * valid frame: whatever sx_wire_check accepts, sx_unpack reads as one
      * map that ends exactly at the end; whatever that reader finds
      * malformed (not merely too deep), the check rejects. */

@@ -1,0 +1,136 @@
+/* engine/core/wait.c — the waiters of the outcome store: sx_engine_wait,
+ * which sleeps until the outcome of a live process is put, and the wake-up
+ * that a finish sends it. The store is engine/core/outcome.c; the fields
+ * both use (`wmu`, `waiters`, `n_waiting`) are in engine/core/outcome.h.
+ *
+ * Waiting. A waiter for a live process sleeps on its own condition
+ * variable in a list under `wmu`. Waiters are counted by a hash of their
+ * PID in `n_waiting` (256 slots), and a put reads its PID's slot under
+ * its shard lock: only if it is not 0 does the finish take `wmu` (after
+ * the retire) and signal the PID's waiters. A finish touches no line that
+ * a waiter writes, unless their PIDs hash to the same 64-byte line of
+ * slots (1 in 16), and takes wmu only if they hash alike (1 in 256).
+ *
+ * A waiter counts itself under wmu, then looks in every shard under its
+ * lock, then for the live process, and sleeps only if the process is
+ * live, holding wmu until the sleep releases it. Nothing is lost, by the
+ * finisher's shard lock alone: if the waiter took it first, its count was
+ * made before, so the put reads it, and signals, which needs wmu, which
+ * it gets only once the waiter sleeps (or has returned); if the put took
+ * it first, the waiter's look finds the record, and the process retired
+ * (the retire is under the lock too), so a record that could not be
+ * allocated gives SX_ENOTFOUND rather than a sleep nobody ends.
+ *
+ * Threads: [any thread]; sx_engine_wait blocks, so not from a step.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/core/core.h"
+
+/* Signals the waiters for id (see "Waiting"). */
+void sx__outcomes_wake(sx__outcomes *o, uint64_t id)
+{
+    pthread_mutex_lock(&o->wmu);
+    for (sx__waiter *w = o->waiters; w != NULL; w = w->next)
+        if (w->id == id)
+            pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&o->wmu);
+}
+
+static void deadline_of(int64_t timeout_ms, struct timespec *ts)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(timeout_ms / 1000);
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* 0 with the outcome, or SX_ENOMEM, or `none` when it is not kept. */
+static int answer(sx__outcomes *o, uint64_t id, sx_result *out, int none)
+{
+    int f = sx__outcomes_find(o, id, out);
+    return f == 1 ? 0 : f == 0 ? none : f;
+}
+
+int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
+{
+    if (e == NULL || out == NULL)
+        return SX_EINVAL;
+    memset(out, 0, sizeof(*out));
+    /* Outcomes are kept by id alone: a PID of another node or host with
+     * the id of a local process is not that process (sx__watch and
+     * sx_engine_watch check the same). */
+    if (pid.node != e->cfg.node || pid.host != e->cfg.host)
+        return SX_ENOTFOUND;
+    sx__outcomes *o = &e->outcomes;
+    sx__waiter w;
+    w.id = pid.id;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0)
+        return -rc;
+    struct timespec dl;
+    if (timeout_ms >= 0)
+        deadline_of(timeout_ms, &dl);
+    pthread_mutex_lock(&o->wmu);
+    _Atomic uint32_t *slot =
+        &o->n_waiting[sx__outcome_hash(pid.id, SX__WAIT_SLOTS - 1)];
+    /* relaxed: changed only under wmu; the shard locks that find_copy
+     * takes next order it for puts (see "Waiting"). */
+    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+    for (;;) {
+        int f = sx__outcomes_find(o, pid.id, out);
+        if (f != 0) {
+            rc = f == 1 ? 0 : f;
+            break;
+        }
+        sx__proc *p = sx__ptable_get(e, pid);
+        if (p == NULL) {
+            /* Finished since the look (its outcome was put before the
+             * retire that the table's acquire load saw), or unknown. */
+            rc = answer(o, pid.id, out, SX_ENOTFOUND);
+            break;
+        }
+        /* A mailbox is the slot with no type (outside.c), not the state
+         * MAILBOX: sx_engine_mailbox_free makes that COMPLETE before it
+         * retires the PID, and retires it with no wake-up, so a wait that
+         * took its reference in between and read COMPLETE would sleep until
+         * its limit, or for ever (test_outside wait_mailbox_closing). The
+         * type was written before the slot was published and stays while we
+         * hold a reference. */
+        bool mailbox = p->type == NULL;
+        sx__proc_release(e, p);
+        if (mailbox) {
+            /* Not a process: no outcome will ever come (engine.h). */
+            rc = SX_ENOTFOUND;
+            break;
+        }
+        w.next = o->waiters;
+        o->waiters = &w;
+        int wr = timeout_ms >= 0 ? pthread_cond_timedwait(&w.cv, &o->wmu, &dl)
+                                 : pthread_cond_wait(&w.cv, &o->wmu);
+        sx__waiter **pp = &o->waiters;
+        while (*pp != &w)
+            pp = &(*pp)->next;
+        *pp = w.next;
+        if (wr == ETIMEDOUT) {
+            rc = answer(o, pid.id, out, SX_ETIMEDOUT);
+            break;
+        }
+    }
+    /* relaxed: under wmu; a finish that still reads our count takes wmu
+     * for nothing. */
+    atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&o->wmu);
+    pthread_cond_destroy(&w.cv);
+    return rc;
+}
