@@ -20,7 +20,8 @@ Fails (exit 1, one line per problem) when:
    (in docs/, beside the file, or at the path given), and no file points
    outside the repository (../shared, "design notes", "design brief");
 4. docs/ARCHITECTURE.md's file map leaves out a folder or a file of the
-   product, the tests' folders, or the tools (bench/, scripts/, examples/).
+   product, the tests' folders, or the tools (bench/, scripts/, examples/),
+   or names a file that does not exist.
 """
 import os
 import re
@@ -154,6 +155,10 @@ def check_map(root, files, problems):
             continue  # every folder has one; the folders are checked below
         if want not in arch and ("`" + os.path.basename(f) + "`") not in arch:
             problems.append(f"docs/ARCHITECTURE.md: the file map leaves out {want}")
+    have = set(files)
+    for ref in sorted(set(re.findall(r"`((?:engine|process|relay|cmd|bench|scripts|examples|tests)/[\w./-]+\.(?:c|h|py|sh|cpp|go|erl))`", arch))):
+        if ref not in have:
+            problems.append(f"docs/ARCHITECTURE.md: names {ref}, which does not exist")
     folders = {os.path.dirname(f) for f in files
                if f.split("/", 1)[0] in LAYERS + ["tests", "bench", "scripts", "examples"]}
     for d in sorted(folders):
