@@ -1,5 +1,5 @@
 /* process/payload_map.c — sx_map_get: a key looked up in a msgpack map
- * payload, with the sx_unpack reader (process/payload.c). The relay's
+ * payload, with the sx_unpack reader (process/unpack.c). The relay's
  * server reads request fields with it, its client reads replies, and the
  * CLI reads both.
  *
