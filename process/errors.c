@@ -42,6 +42,9 @@ static const err_entry err_table[] = {
     { SX_EEXIST, "SX_EEXIST", "already exists" },
     { SX_ESTATE, "SX_ESTATE", "invalid state for this operation" },
     { SX_ETOOLARGE, "SX_ETOOLARGE", "too large" },
+    { SX_ECORRUPT, "SX_ECORRUPT",
+      "state store is damaged or not a stepx database" },
+    { SX_EVERSION, "SX_EVERSION", "state store is from a newer stepx" },
 
     { -EPERM, "EPERM", "operation not permitted" },
     { -ENOENT, "ENOENT", "no such file or directory" },

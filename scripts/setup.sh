@@ -20,6 +20,7 @@ PACKAGES=(
     gcc
     spin
     python3-msgpack
+    libsqlite3-dev
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -41,6 +41,8 @@ extern "C" {
 #define SX_EEXIST (-5010)
 #define SX_ESTATE (-5011)
 #define SX_ETOOLARGE (-5012)
+#define SX_ECORRUPT (-5013) /* a state store is damaged or not stepx's */
+#define SX_EVERSION (-5014) /* a state store written by a newer stepx */
 
 /* A static message for code (never allocates, never NULL). Any thread. */
 const char *sx_strerror(int code);

@@ -26,6 +26,6 @@ LD_LIBRARY_PATH="$libdir" "$dest/hello"
 # shellcheck disable=SC2086
 cc -std=c11 "$src/examples/hello.c" -I"$dest/usr/local/include" \
     "$(find "$dest" -name libstepx.a | head -n 1)" \
-    $(pkg-config --libs libuv msgpack) -pthread -lm -o "$dest/hello-static"
+    $(pkg-config --libs libuv msgpack sqlite3) -pthread -lm -o "$dest/hello-static"
 "$dest/hello-static" >/dev/null
 echo "install: headers, stepx.pc, shared and static library all usable"

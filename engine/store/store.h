@@ -1,0 +1,124 @@
+/* engine/store/store.h — the durable store behind an engine: one internal
+ * interface (open, record, recover, close) with SQLite as its backend
+ * (engine/store/sqlite.c), so that another backend can follow without
+ * touching its callers. Internal to engine/; never installed.
+ *
+ * What is stored: jobs (a submitted process: its PID's id, an optional
+ * idempotency key, type, method, inputs, attempt) until they finish, and
+ * the outcomes of finished jobs, the last `keep_outcomes` of them.
+ *
+ * Writes are group-committed: sx__store_submit and sx__store_finish queue
+ * a record and return; the store's writer thread commits everything
+ * queued in one transaction and then calls each record's done callback,
+ * so that a caller acknowledges only what is on disk. A record that
+ * fails (the disk is full, the database turned out corrupt) fails with
+ * nothing of it stored, and so does every record of the same transaction.
+ *
+ * Threads: open, recover and close [caller] (one thread, not concurrently
+ * with the others); submit, finish and stats [any thread]; done
+ * callbacks run on the store's writer thread and must not block on the
+ * store.
+ */
+#ifndef SX_ENGINE_STORE_STORE_H
+#define SX_ENGINE_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stepx/process.h>
+
+/* The schema this build writes and reads; a database of a newer one is
+ * refused (SX_EVERSION), an older one migrated forward at open. */
+#define SX__STORE_SCHEMA 1
+
+typedef struct sx__store sx__store;
+
+typedef struct {
+    /* The state directory: created (mode 0700) when missing; holds the
+     * database (stepx.db and its WAL) and the lock file. */
+    const char *dir;
+    /* synchronous=FULL (a power loss loses nothing committed) instead of
+     * NORMAL (a crash of the program loses nothing; a power loss may lose
+     * the last commits). */
+    bool sync_full;
+    /* Outcomes kept (the oldest are dropped past it); 0: 10,000. */
+    uint64_t keep_outcomes;
+    /* The database's largest size in bytes (0: no limit): past it a write
+     * fails -ENOSPC as on a full disk. */
+    uint64_t max_bytes;
+} sx__store_config;
+
+/* A job as stored. The pointers are the caller's (on submit) or the
+ * store's, valid during the recover callback only. */
+typedef struct {
+    uint64_t id;     /* the PID's id */
+    const char *key; /* idempotency key, or NULL */
+    size_t key_len;
+    const char *type, *method; /* NUL-terminated */
+    sx_payload input;          /* the inputs: one msgpack array */
+    uint32_t attempt;          /* 1 for the first run */
+} sx__store_job;
+
+/* A kept outcome, as sx__store_recover hands it over. */
+typedef struct {
+    uint64_t id;
+    int error;
+    const char *msg; /* NULL when none */
+    sx_payload value;
+    uint64_t steps;
+    uint32_t attempts;
+} sx__store_outcome;
+
+/* The answer to a queued record: rc 0 once committed, or a negative code
+ * with nothing of the record stored (-ENOSPC, SX_ECORRUPT, -EIO, ...).
+ * For a submit with a key already stored, rc is SX_EEXIST and id the
+ * stored job's id (the new one was not stored). */
+typedef void (*sx__store_done_fn)(void *user, int rc, uint64_t id);
+
+/* Opens (or creates) the store in cfg->dir. On failure returns the code
+ * and writes a message saying what and where into msg (cap bytes):
+ *   -EBUSY        another process holds the directory's lock (a second
+ *                 daemon on the same directory);
+ *   SX_ECORRUPT   the database is damaged or is not a stepx database;
+ *   SX_EVERSION   it was written by a newer stepx (schema newer than
+ *                 SX__STORE_SCHEMA);
+ *   -EROFS        it (or its directory) cannot be written;
+ *   -ENOSPC       no room to create or migrate it;
+ *   other -errno  the directory cannot be created or opened.
+ * Nothing is overwritten or half-written on any failure. */
+int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
+                   size_t cap);
+
+/* Commits what is queued, stops the writer and closes the database. */
+void sx__store_close(sx__store *s);
+
+/* Queues a job; done answers it (above). 0, or SX_ESTATE once closing,
+ * SX_ENOMEM (then done is never called). The job's bytes are copied. */
+int sx__store_submit(sx__store *s, const sx__store_job *job,
+                     sx__store_done_fn done, void *user);
+
+/* Queues a job's outcome: in one transaction with it, the job is removed
+ * and the outcome kept (the oldest past keep_outcomes dropped). done may
+ * be NULL. 0, SX_ESTATE or SX_ENOMEM as for submit. */
+int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
+                     sx_payload value, uint64_t steps, uint32_t attempts,
+                     sx__store_done_fn done, void *user);
+
+/* [caller, before any submit] Calls job for every stored job that has no
+ * outcome (in id order), then outcome for every kept outcome (oldest
+ * first). A callback's non-zero return stops the walk and is returned. */
+int sx__store_recover(sx__store *s,
+                      int (*job)(void *user, const sx__store_job *j),
+                      int (*outcome)(void *user, const sx__store_outcome *o),
+                      void *user);
+
+typedef struct {
+    uint64_t commits; /* transactions committed */
+    uint64_t records; /* records in them */
+    uint64_t failed;  /* records answered with an error */
+} sx__store_stats;
+
+void sx__store_stats_get(sx__store *s, sx__store_stats *out);
+
+#endif

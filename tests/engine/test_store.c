@@ -1,0 +1,552 @@
+/* tests/engine/test_store.c — the durable store (engine/store/store.h) on
+ * its SQLite backend, in a temporary directory per case: what is
+ * acknowledged is there after a reopen, group commit batches, idempotency
+ * keys, outcome retention, and every refusal at open (a second opener,
+ * garbage, another program's database, a damaged page, a newer schema, a
+ * read-only file) and on a request (the database full) with its code,
+ * its message, and the file left as it was.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/store/store.h"
+#include "tests/support/support.h"
+
+/* Answers counted, under a mutex, with the codes and ids seen. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t n, ok, exist, other;
+    int last_rc;
+    uint64_t last_id;
+} answers;
+
+static void answers_init(answers *a)
+{
+    memset(a, 0, sizeof(*a));
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+}
+
+static void on_done(void *user, int rc, uint64_t id)
+{
+    answers *a = user;
+    pthread_mutex_lock(&a->mu);
+    a->n++;
+    a->ok += rc == 0;
+    a->exist += rc == SX_EEXIST;
+    a->other += rc != 0 && rc != SX_EEXIST;
+    a->last_rc = rc;
+    a->last_id = id;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits (10 s at most) until n answers came. */
+static void answers_wait(answers *a, uint64_t n)
+{
+    uint64_t until = tx_now_ns() + 10000000000ull;
+    pthread_mutex_lock(&a->mu);
+    while (a->n < n) {
+        if (tx_now_ns() > until)
+            SX_FAILF("%llu of %llu answers after 10 s",
+                     (unsigned long long)a->n, (unsigned long long)n);
+        pthread_mutex_unlock(&a->mu);
+        tx_sleep_ms(1);
+        pthread_mutex_lock(&a->mu);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static char dir[256];
+
+static void fresh_dir(void)
+{
+    tx_mkdtemp(dir, sizeof dir, "stepx-store-");
+}
+
+static void drop_dir(void)
+{
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
+static sx__store *open_ok(uint64_t keep, uint64_t max_bytes)
+{
+    sx__store_config cfg = { .dir = dir,
+                             .keep_outcomes = keep,
+                             .max_bytes = max_bytes };
+    sx__store *s = NULL;
+    char msg[512];
+    int rc = sx__store_open(&cfg, &s, msg, sizeof msg);
+    if (rc != 0)
+        SX_FAILF("open %s: %s (%s)", dir, sx_errname(rc), msg);
+    return s;
+}
+
+/* Opens expecting code rc, with want inside the message. */
+static void open_fails(int rc, const char *want)
+{
+    sx__store_config cfg = { .dir = dir };
+    sx__store *s = NULL;
+    char msg[512];
+    int got = sx__store_open(&cfg, &s, msg, sizeof msg);
+    if (got != rc)
+        SX_FAILF("open: %s, wanted %s (%s)", sx_errname(got), sx_errname(rc),
+                 msg);
+    CHECK(s == NULL);
+    if (strstr(msg, want) == NULL)
+        SX_FAILF("message \"%s\" lacks \"%s\"", msg, want);
+}
+
+/* The job with id and key; its input, [id], is written into buf (each
+ * thread its own: the store copies it at submit). */
+static sx__store_job job_in(uint8_t *input_buf, uint64_t id, const char *key)
+{
+    /* [id] as msgpack: a fixarray of one uint 64. */
+    input_buf[0] = 0x91;
+    input_buf[1] = 0xcf;
+    for (int i = 0; i < 8; i++)
+        input_buf[2 + i] = (uint8_t)(id >> (56 - 8 * i));
+    sx__store_job j = { .id = id,
+                        .key = key,
+                        .key_len = key != NULL ? strlen(key) : 0,
+                        .type = "counter",
+                        .method = "run",
+                        .input = { input_buf, 10 },
+                        .attempt = 1 };
+    return j;
+}
+
+static uint8_t main_buf[16];
+#define job_of(id, key) job_in(main_buf, (id), (key))
+
+/* What recover found. */
+typedef struct {
+    uint64_t jobs, outcomes;
+    uint64_t job_ids[64], out_ids[64];
+    int out_error[64];
+    char out_msg[64][32];
+    uint64_t out_steps[64];
+    bool inputs_ok;
+} found;
+
+static int on_job(void *user, const sx__store_job *j)
+{
+    found *f = user;
+    if (f->jobs < 64)
+        f->job_ids[f->jobs] = j->id;
+    f->jobs++;
+    uint64_t v = 0;
+    if (j->input.len != 10 || ((const uint8_t *)j->input.data)[0] != 0x91)
+        f->inputs_ok = false;
+    else
+        for (int i = 0; i < 8; i++)
+            v = v << 8 | ((const uint8_t *)j->input.data)[2 + i];
+    if (v != j->id || strcmp(j->type, "counter") != 0 ||
+        strcmp(j->method, "run") != 0 || j->attempt != 1)
+        f->inputs_ok = false;
+    return 0;
+}
+
+static int on_outcome(void *user, const sx__store_outcome *o)
+{
+    found *f = user;
+    if (f->outcomes < 64) {
+        f->out_ids[f->outcomes] = o->id;
+        f->out_error[f->outcomes] = o->error;
+        snprintf(f->out_msg[f->outcomes], 32, "%s",
+                 o->msg != NULL ? o->msg : "(null)");
+        f->out_steps[f->outcomes] = o->steps;
+    }
+    f->outcomes++;
+    return 0;
+}
+
+static found recover(sx__store *s)
+{
+    found f;
+    memset(&f, 0, sizeof f);
+    f.inputs_ok = true;
+    CHECK_RC(sx__store_recover(s, on_job, on_outcome, &f), 0);
+    return f;
+}
+
+/* Jobs and an outcome acknowledged before a close are all there after a
+ * reopen, with their bytes. */
+static void t_roundtrip(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    found f0 = recover(s);
+    CHECK_EQ_U64(f0.jobs, 0);
+    answers a;
+    answers_init(&a);
+    for (uint64_t id = 1; id <= 3; id++) {
+        sx__store_job j = job_of(id, NULL);
+        CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    }
+    answers_wait(&a, 3);
+    uint8_t v[] = { 0x2a };
+    CHECK_RC(sx__store_finish(s, 2, SX_EFAILED, "it broke",
+                              (sx_payload){ v, 1 }, 7, 1, on_done, &a),
+             0);
+    answers_wait(&a, 4);
+    CHECK_EQ_U64(a.ok, 4);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    found f = recover(s);
+    CHECK_EQ_U64(f.jobs, 2);
+    CHECK_EQ_U64(f.job_ids[0], 1);
+    CHECK_EQ_U64(f.job_ids[1], 3);
+    CHECK(f.inputs_ok);
+    CHECK_EQ_U64(f.outcomes, 1);
+    CHECK_EQ_U64(f.out_ids[0], 2);
+    CHECK_EQ_INT(f.out_error[0], SX_EFAILED);
+    CHECK_STR(f.out_msg[0], "it broke");
+    CHECK_EQ_U64(f.out_steps[0], 7);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* A key already stored answers SX_EEXIST with the first job's id, before
+ * and after that job finished and across a reopen; the second job is not
+ * stored. */
+static void t_idempotent_key(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    answers a;
+    answers_init(&a);
+    sx__store_job j = job_of(5, "order-17");
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+    j = job_of(6, "order-17");
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    answers_wait(&a, 2);
+    CHECK_EQ_INT(a.last_rc, SX_EEXIST);
+    CHECK_EQ_U64(a.last_id, 5);
+    CHECK_RC(sx__store_finish(s, 5, 0, NULL, (sx_payload){ NULL, 0 }, 1, 1,
+                              on_done, &a),
+             0);
+    answers_wait(&a, 3);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    found f = recover(s);
+    CHECK_EQ_U64(f.jobs, 0); /* 6 was never stored */
+    CHECK_EQ_U64(f.outcomes, 1);
+    answers_init(&a);
+    j = job_of(7, "order-17");
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, SX_EEXIST);
+    CHECK_EQ_U64(a.last_id, 5);
+    sx__store_close(s);
+    drop_dir();
+}
+
+typedef struct {
+    sx__store *s;
+    answers *a;
+    uint64_t first, n;
+} submitter;
+
+static void *submit_many(void *arg)
+{
+    submitter *t = arg;
+    uint8_t buf[16];
+    for (uint64_t i = 0; i < t->n; i++) {
+        sx__store_job j = job_in(buf, t->first + i, NULL);
+        CHECK_RC(sx__store_submit(t->s, &j, on_done, t->a), 0);
+    }
+    return NULL;
+}
+
+/* Two threads queue 2 x 5,000 jobs: every one is answered 0 and stored,
+ * in fewer transactions than records (the writer commits what queued up
+ * during the last commit together). */
+static void t_group_commit(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    answers a;
+    answers_init(&a);
+    const uint64_t n = 5000;
+    submitter t[2] = { { s, &a, 1, n }, { s, &a, 1 + n, n } };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&th[i], NULL, submit_many, &t[i]) == 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    answers_wait(&a, 2 * n);
+    CHECK_EQ_U64(a.ok, 2 * n);
+    sx__store_stats st;
+    sx__store_stats_get(s, &st);
+    CHECK_EQ_U64(st.records, 2 * n);
+    printf("group commit: %llu records in %llu transactions\n",
+           (unsigned long long)st.records, (unsigned long long)st.commits);
+    CHECK(st.commits < st.records);
+    sx__store_close(s);
+    s = open_ok(0, 0);
+    found f = recover(s);
+    CHECK_EQ_U64(f.jobs, 2 * n);
+    CHECK(f.inputs_ok);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* keep_outcomes: the oldest outcomes go, with their keys (a trimmed
+ * job's key is free again). */
+static void t_keep_outcomes(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(10, 0);
+    answers a;
+    answers_init(&a);
+    char key[32];
+    for (uint64_t id = 1; id <= 25; id++) {
+        snprintf(key, sizeof key, "k%llu", (unsigned long long)id);
+        sx__store_job j = job_of(id, key);
+        CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+        CHECK_RC(sx__store_finish(s, id, 0, NULL, (sx_payload){ NULL, 0 }, 1, 1,
+                                  on_done, &a),
+                 0);
+    }
+    answers_wait(&a, 50);
+    CHECK_EQ_U64(a.ok, 50);
+    sx__store_close(s);
+    s = open_ok(10, 0);
+    found f = recover(s);
+    CHECK_EQ_U64(f.outcomes, 10);
+    CHECK_EQ_U64(f.out_ids[0], 16);
+    CHECK_EQ_U64(f.out_ids[9], 25);
+    answers_init(&a);
+    sx__store_job j = job_of(100, "k3"); /* trimmed: free again */
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    j = job_of(101, "k20"); /* kept: still taken */
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    answers_wait(&a, 2);
+    CHECK_EQ_U64(a.ok, 1);
+    CHECK_EQ_U64(a.exist, 1);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* A second opener of the same directory is refused while the first has
+ * it, and opens once the first closed. */
+static void t_second_opener(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    open_fails(-EBUSY, "in use by another process");
+    sx__store_close(s);
+    s = open_ok(0, 0);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* The file's bytes, to check that a refused open changed nothing. */
+static size_t slurp(const char *path, uint8_t *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+static void db_path(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/stepx.db", dir);
+}
+
+static uint8_t before[1 << 20], after[1 << 20];
+
+static void check_unchanged(size_t n0)
+{
+    char path[300];
+    db_path(path, sizeof path);
+    size_t n1 = slurp(path, after, sizeof after);
+    CHECK_EQ_U64(n1, n0);
+    CHECK(memcmp(before, after, n0) == 0);
+}
+
+/* Garbage where the database should be: SX_ECORRUPT, file untouched. */
+static void t_garbage(void)
+{
+    fresh_dir();
+    char path[300];
+    db_path(path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    uint64_t rng = 42;
+    for (int i = 0; i < 65536; i++)
+        fputc((int)(sx_test_rng(&rng) & 0xff), f);
+    fclose(f);
+    size_t n0 = slurp(path, before, sizeof before);
+    open_fails(SX_ECORRUPT, "cannot be read");
+    check_unchanged(n0);
+    drop_dir();
+}
+
+/* Another program's SQLite file: SX_ECORRUPT, "not a stepx database". */
+static void t_foreign_db(void)
+{
+    fresh_dir();
+    char path[300];
+    db_path(path, sizeof path);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "CREATE TABLE t (x); INSERT INTO t VALUES (1)", NULL,
+                       NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    size_t n0 = slurp(path, before, sizeof before);
+    open_fails(SX_ECORRUPT, "not a stepx database");
+    check_unchanged(n0);
+    drop_dir();
+}
+
+/* A damaged page of a real store: SX_ECORRUPT at open. */
+static void t_damaged(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    answers a;
+    answers_init(&a);
+    for (uint64_t id = 1; id <= 2000; id++) {
+        sx__store_job j = job_of(id, NULL);
+        CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    }
+    answers_wait(&a, 2000);
+    sx__store_close(s); /* the WAL is checkpointed into stepx.db */
+    char path[300];
+    db_path(path, sizeof path);
+    int fd = open(path, O_WRONLY);
+    CHECK(fd >= 0);
+    uint8_t junk[4096];
+    memset(junk, 0xa5, sizeof junk);
+    CHECK(pwrite(fd, junk, sizeof junk, 3 * 4096) == (ssize_t)sizeof junk);
+    close(fd);
+    size_t n0 = slurp(path, before, sizeof before);
+    open_fails(SX_ECORRUPT, "damaged");
+    check_unchanged(n0);
+    drop_dir();
+}
+
+/* A database from a newer stepx: SX_EVERSION, untouched. */
+static void t_newer_schema(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    sx__store_close(s);
+    char path[300];
+    db_path(path, sizeof path);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL) ==
+          SQLITE_OK);
+    sqlite3_close(db);
+    size_t n0 = slurp(path, before, sizeof before);
+    open_fails(SX_EVERSION, "schema 99, written by a newer stepx");
+    check_unchanged(n0);
+    drop_dir();
+}
+
+/* A database the process cannot write: -EROFS. Root writes any file
+ * whatever its mode, so there the case cannot show it and says so. */
+static void t_read_only(void)
+{
+    if (geteuid() == 0) {
+        printf("read_only: skipped: running as root, which writes a file "
+               "whatever its mode\n");
+        return;
+    }
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    sx__store_close(s);
+    char path[300];
+    db_path(path, sizeof path);
+    CHECK(chmod(path, 0444) == 0);
+    open_fails(-EROFS, "cannot be written");
+    CHECK(chmod(path, 0644) == 0);
+    drop_dir();
+}
+
+/* The database full (max_bytes, as a full disk would): the request that
+ * does not fit is answered -ENOSPC with nothing of it stored; everything
+ * answered 0 before is there after a reopen. */
+static void t_full(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 256 * 1024);
+    answers a;
+    answers_init(&a);
+    static uint8_t big[8192];
+    uint64_t sent = 0;
+    for (uint64_t id = 1; id <= 200 && a.other == 0; id++) {
+        sx__store_job j = job_of(id, NULL);
+        j.input = (sx_payload){ big, sizeof big };
+        CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+        sent++;
+        answers_wait(&a, sent); /* one at a time: each its own commit */
+    }
+    CHECK(a.other > 0);
+    CHECK_EQ_INT(a.last_rc, -ENOSPC);
+    uint64_t acked = a.ok;
+    CHECK(acked > 0);
+    sx__store_close(s);
+    s = open_ok(0, 0);
+    found f;
+    memset(&f, 0, sizeof f);
+    CHECK_RC(sx__store_recover(s, on_job, NULL, &f), 0);
+    CHECK_EQ_U64(f.jobs, acked);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* Bad arguments: clear codes, nothing queued. */
+static void t_misuse(void)
+{
+    sx__store *s = NULL;
+    char msg[128];
+    CHECK_RC(sx__store_open(NULL, &s, msg, sizeof msg), SX_EINVAL);
+    sx__store_config cfg = { .dir = "/proc/stepx-cannot-be-here" };
+    CHECK(sx__store_open(&cfg, &s, msg, sizeof msg) < 0);
+    CHECK(strstr(msg, "cannot create the state directory") != NULL);
+    fresh_dir();
+    s = open_ok(0, 0);
+    sx__store_job j = job_of(1, NULL);
+    j.type = NULL;
+    CHECK_RC(sx__store_submit(s, &j, on_done, NULL), SX_EINVAL);
+    CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 3 }, 0, 0,
+                              NULL, NULL),
+             SX_EINVAL);
+    sx__store_close(s);
+    drop_dir();
+}
+
+static const sx_test_case cases[] = {
+    { "roundtrip", t_roundtrip },
+    { "idempotent_key", t_idempotent_key },
+    { "group_commit", t_group_commit },
+    { "keep_outcomes", t_keep_outcomes },
+    { "second_opener", t_second_opener },
+    { "garbage", t_garbage },
+    { "foreign_db", t_foreign_db },
+    { "damaged", t_damaged },
+    { "newer_schema", t_newer_schema },
+    { "read_only", t_read_only },
+    { "full", t_full },
+    { "misuse", t_misuse },
+};
+
+SX_TEST_MAIN(cases)
