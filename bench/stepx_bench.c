@@ -8,7 +8,7 @@
  *   ops_per_sec=<ops> ok=<1|0> [key=value ...]
  * and nothing else on stdout. ok=1 only when the workload checked its own
  * result. Workloads: yield, ring, pingpong, skynet, fanin, spawnidle,
- * submit, wake, idle, timers, relay.
+ * submit, wake, idle, timers, relay, store (the durable store alone).
  *
  * Each workload has the same program shape as its peers in bench/peers/
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
@@ -29,7 +29,8 @@
 
 #include <stepx/stepx.h>
 
-#include "cmd/types/types.h" /* the shipped types: relay runs counter(1) */
+#include "cmd/types/types.h"
+#include "engine/store/store.h" /* store: the durable store alone */ /* the shipped types: relay runs counter(1) */
 
 static double now_s(void)
 {
@@ -909,12 +910,95 @@ static int idle(sx_engine *e, int64_t n, char *extra, size_t cap,
     return c0 >= 0 && c1 >= 0 && s1 == 0 && st.live == 0;
 }
 
+/* store: the durable store alone (engine/store/), the upper bound for a
+ * durable job: n jobs submitted as fast as one thread can queue them,
+ * each job's finish queued when its submit is on disk (the writer's
+ * callback), timed until the last finish is on disk; a job is two
+ * records, each acknowledged only once committed (WAL, synchronous
+ * NORMAL, group commit). In a temporary directory, removed after. */
+static int64_t store_window; /* --window: jobs in flight, 0: no bound */
+
+typedef struct {
+    sx__store *s;
+    _Atomic int64_t finished, failed;
+} store_run;
+
+static void store_finished(void *user, int rc, uint64_t id)
+{
+    store_run *r = user;
+    (void)id;
+    /* relaxed: counts; the driver's acquire poll below sees them. */
+    if (rc != 0)
+        atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->finished, 1, memory_order_release);
+}
+
+static void store_submitted(void *user, int rc, uint64_t id)
+{
+    store_run *r = user;
+    static const uint8_t v[] = { 0x01 };
+    if (rc != 0 || sx__store_finish(r->s, id, 0, NULL, (sx_payload){ v, 1 }, 1,
+                                    1, store_finished, r) != 0) {
+        atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->finished, 1, memory_order_release);
+    }
+}
+
+static int store_bench(int64_t n, int64_t window, char *extra, size_t cap,
+                       double *secs)
+{
+    char dir[] = "/tmp/stepx-bench-store-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return 0;
+    sx__store_config cfg = { .dir = dir, .keep_outcomes = 10000 };
+    store_run r = { 0 };
+    char msg[256];
+    int ok = 0;
+    if (sx__store_open(&cfg, &r.s, msg, sizeof msg) != 0) {
+        fprintf(stderr, "stepx-bench: store: %s\n", msg);
+        goto out;
+    }
+    double t0 = now_s();
+    uint8_t in[] = { 0x90 }; /* [] */
+    for (int64_t i = 1; i <= n; i++) {
+        sx__store_job j = { .id = (uint64_t)i,
+                            .type = "counter",
+                            .method = "run",
+                            .input = { in, 1 },
+                            .attempt = 1 };
+        /* At most window jobs in flight (0: no bound), as a client
+         * pipelining with a window would keep. */
+        while (window > 0 &&
+               i - atomic_load_explicit(&r.finished, memory_order_acquire) >
+                   window)
+            sleep_ns(10000);
+        if (sx__store_submit(r.s, &j, store_submitted, &r) != 0)
+            break;
+    }
+    while (atomic_load_explicit(&r.finished, memory_order_acquire) < n)
+        sleep_ns(100000);
+    *secs = now_s() - t0;
+    sx__store_stats st;
+    sx__store_stats_get(r.s, &st);
+    snprintf(extra, cap, " window=%lld commits=%llu records=%llu",
+             (long long)window, (unsigned long long)st.commits,
+             (unsigned long long)st.records);
+    ok = atomic_load_explicit(&r.failed, memory_order_relaxed) == 0;
+    sx__store_close(r.s);
+out:;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "stepx-bench: store: could not remove %s\n", dir);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
-                        "spawnidle|submit|wake|idle|timers|relay> <n> "
-                        "[--workers K] [--window W (relay)]\n");
+                        "spawnidle|submit|wake|idle|timers|relay|store> <n> "
+                        "[--workers K] [--window W (relay, store)]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -923,8 +1007,8 @@ int main(int argc, char **argv)
     for (int i = 3; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--workers") == 0)
             workers = (unsigned)atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--window") == 0) /* relay only */
-            relay_window = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--window") == 0) /* relay, store */
+            relay_window = store_window = atoi(argv[i + 1]);
     }
     if (arg_n <= 0) {
         fprintf(stderr, "stepx-bench: n must be positive\n");
@@ -933,7 +1017,7 @@ int main(int argc, char **argv)
     static const char *const known[] = { "yield",  "ring",  "pingpong",
                                          "skynet", "fanin", "spawnidle",
                                          "submit", "wake",  "idle",
-                                         "timers", "relay" };
+                                         "timers", "relay", "store" };
     int found = 0;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         found |= strcmp(name, known[i]) == 0;
@@ -991,6 +1075,8 @@ int main(int argc, char **argv)
         ok = timers(e, n, extra, sizeof(extra), &secs_own);
     } else if (strcmp(name, "relay") == 0) {
         ok = relay(e, n, extra, sizeof(extra), &secs_own);
+    } else if (strcmp(name, "store") == 0) {
+        ok = store_bench(n, store_window, extra, sizeof(extra), &secs_own);
     } else {
         ok = idle(e, n, extra, sizeof(extra), &figure);
     }

@@ -307,22 +307,25 @@ static void commit_batch(sx__store *s, rec *batch)
     if (rc != SQLITE_OK)
         exec(s->db, "ROLLBACK"); /* nothing of the batch stays */
     uint64_t n = 0, bad = 0;
-    while (batch != NULL) {
-        rec *r = batch;
-        batch = r->next;
+    for (rec *r = batch; r != NULL; r = r->next) {
         if (code != 0)
             r->rc = code;
         n++;
         bad += r->rc != 0 && r->rc != SX_EEXIST;
-        if (r->done != NULL)
-            r->done(r->user, r->rc, r->id);
-        free(r);
     }
-    /* relaxed: figures; the writer is their only writer. */
+    /* The figures first, so that whoever an answer wakes sees them.
+     * relaxed: figures; the writer is their only writer. */
     if (code == 0)
         atomic_fetch_add_explicit(&s->commits, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->records, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->failed, bad, memory_order_relaxed);
+    while (batch != NULL) {
+        rec *r = batch;
+        batch = r->next;
+        if (r->done != NULL)
+            r->done(r->user, r->rc, r->id);
+        free(r);
+    }
 }
 
 static void *writer_main(void *arg)
