@@ -72,7 +72,14 @@ enum {
      * arguments (the strings, argv, env, stdin); the yield is answered
      * SX_ENOMEM and no child is started. */
     SX__FAULT_EXEC_ARGS = 1u << 14,
-    SX__FAULT_LAST = SX__FAULT_EXEC_ARGS, /* the highest: fault.c's SITES */
+    /* engine/store/sqlite.c sx__store_open: no memory for the store; open
+     * answers SX_ENOMEM with nothing left open (no lock held). */
+    SX__FAULT_STORE_OPEN = 1u << 15,
+    /* engine/store/sqlite.c sx__store_submit / sx__store_finish: no room
+     * for a record; the call returns SX_ENOMEM, nothing is queued and its
+     * done callback is never called. */
+    SX__FAULT_STORE_REC = 1u << 16,
+    SX__FAULT_LAST = SX__FAULT_STORE_REC, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

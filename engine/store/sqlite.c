@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "engine/store/store.h"
+#include "process/fault.h"
 
 #define APP_ID 0x53545058 /* 'STPX' */
 
@@ -364,7 +365,8 @@ int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
                  cfg->dir, strerror(-rc));
         return rc == -EACCES || rc == -EPERM ? -EROFS : rc;
     }
-    sx__store *s = calloc(1, sizeof(*s));
+    sx__store *s =
+        SX__FAULT(SX__FAULT_STORE_OPEN) ? NULL : calloc(1, sizeof(*s));
     if (s == NULL)
         return fail(msg, cap, SX_ENOMEM, "store: out of memory", NULL);
     s->lock_fd = -1;
@@ -530,8 +532,7 @@ static int enqueue(sx__store *s, rec *r)
 /* A record with room for n bytes of strings and blob after it. */
 static rec *rec_new(size_t n)
 {
-    rec *r = calloc(1, sizeof(rec) + n);
-    return r;
+    return SX__FAULT(SX__FAULT_STORE_REC) ? NULL : calloc(1, sizeof(rec) + n);
 }
 
 static char *put(char **p, const void *src, size_t n, bool nul)
@@ -633,6 +634,13 @@ int sx__store_recover(sx__store *s,
             .key = sqlite3_column_blob(st, 5),
             .key_len = (size_t)sqlite3_column_bytes(st, 5),
         };
+        if (j.type == NULL || j.method == NULL ||
+            (j.input.len > 0 && j.input.data == NULL)) {
+            /* NOT NULL columns read as NULL: memory, or a damaged file. */
+            cb = sqlite3_errcode(s->db) == SQLITE_NOMEM ? SX_ENOMEM
+                                                        : SX_ECORRUPT;
+            break;
+        }
         cb = job(user, &j);
     }
     sqlite3_finalize(st);

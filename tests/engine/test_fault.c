@@ -55,6 +55,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/store/store.h"
 #include "process/fault.h"
 #include "tests/support/support.h"
 
@@ -764,6 +765,87 @@ static void test_io_cancel(void)
     down(e);
 }
 
+/* ---- the durable store (engine/store/sqlite.c) ---- */
+
+static int store_job_seen(void *user, const sx__store_job *j)
+{
+    struct {
+        uint64_t *ids, *n;
+    } *got = user;
+    if (*got->n < 4)
+        got->ids[*got->n] = j->id;
+    (*got->n)++;
+    return 0;
+}
+
+static void store_done(void *user, int rc, uint64_t id)
+{
+    (void)id;
+    _Atomic int *n = user;
+    /* release: the case's acquire poll sees the count. */
+    atomic_fetch_add_explicit(n, rc == 0 ? 1 : 1000, memory_order_release);
+}
+
+/* No memory for the store at open: SX_ENOMEM, nothing held (the next
+ * open of the same directory works). */
+static void test_store_open(void)
+{
+    char dir[256];
+    tx_mkdtemp(dir, sizeof dir, "stepx-fault-store-");
+    sx__store_config cfg = { .dir = dir };
+    sx__store *s = NULL;
+    char msg[256];
+    sx__fault_arm(SX__FAULT_STORE_OPEN);
+    CHECK_RC(sx__store_open(&cfg, &s, msg, sizeof msg), SX_ENOMEM);
+    CHECK(s == NULL);
+    CHECK(strstr(msg, "out of memory") != NULL);
+    CHECK(sx__fault_hits(SX__FAULT_STORE_OPEN) >= 1);
+    sx__fault_arm(0);
+    CHECK_RC(sx__store_open(&cfg, &s, msg, sizeof msg), 0);
+    sx__store_close(s);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
+/* No room for a record: the call says SX_ENOMEM, its callback never
+ * runs, nothing of it is stored; the next record goes through. */
+static void test_store_record(void)
+{
+    char dir[256];
+    tx_mkdtemp(dir, sizeof dir, "stepx-fault-store-");
+    sx__store_config cfg = { .dir = dir };
+    sx__store *s = NULL;
+    char msg[256];
+    CHECK_RC(sx__store_open(&cfg, &s, msg, sizeof msg), 0);
+    _Atomic int answers = 0;
+    uint8_t in[] = { 0x90 };
+    sx__store_job j = {
+        .id = 1, .type = "t", .method = "m", .input = { in, 1 }, .attempt = 1
+    };
+    sx__fault_arm(SX__FAULT_STORE_REC);
+    CHECK_RC(sx__store_submit(s, &j, store_done, &answers), SX_ENOMEM);
+    CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 0 }, 1, 1,
+                              store_done, &answers),
+             SX_ENOMEM);
+    CHECK(sx__fault_hits(SX__FAULT_STORE_REC) >= 2);
+    sx__fault_arm(0);
+    j.id = 2;
+    CHECK_RC(sx__store_submit(s, &j, store_done, &answers), 0);
+    TX_WAIT_UNTIL(atomic_load_explicit(&answers, memory_order_acquire) >= 1,
+                  10000, 1000);
+    sx__store_close(s);
+    CHECK_EQ_INT(atomic_load(&answers), 1); /* only job 2's answer, 0 */
+    CHECK_RC(sx__store_open(&cfg, &s, msg, sizeof msg), 0);
+    uint64_t ids[4], n = 0;
+    struct {
+        uint64_t *ids, *n;
+    } got = { ids, &n };
+    CHECK_RC(sx__store_recover(s, store_job_seen, NULL, &got), 0);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(ids[0], 2);
+    sx__store_close(s);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 static const sx_test_case cases[] = {
     { "no_room", test_no_room },
     { "put_back", test_put_back },
@@ -776,6 +858,8 @@ static const sx_test_case cases[] = {
     { "timer_reset", test_timer_reset },
     { "io_cancel", test_io_cancel },
     { "ticker_stop", test_ticker_stop },
+    { "store_open", test_store_open },
+    { "store_record", test_store_record },
 };
 
 SX_TEST_MAIN(cases)
