@@ -12,6 +12,8 @@
 #             sources and process/payload_map.c (libjansson)
 #   http      tests/fuzz/fuzz_http.c: engine/commands/http_parse.c with the
 #             payload sources (the request builder reads a msgpack map)
+#   store     tests/fuzz/fuzz_store.c: engine/store/sqlite*.c with libsqlite3
+#             (a stepx.db of arbitrary bytes opened and recovered)
 #
 # Environment: FUZZ_SECONDS; FUZZ_WORK (the binary, the grown corpus and
 # any crash reproducer go there; default: a new /tmp/stepx-fuzz.* folder,
@@ -73,8 +75,13 @@ cli_json)
 http)
     srcs=("$root/engine/commands/http_parse.c" "${payload_src[@]}")
     ;;
+store)
+    srcs=("$root/engine/store/sqlite.c" "$root/engine/store/sqlite_open.c")
+    extra_libs=$(pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
+    ;;
 *)
-    echo "run.sh: unknown target '$target' (wire, payload, cli_json or http)" >&2
+    echo "run.sh: unknown target '$target' (wire, payload, cli_json, http" \
+        "or store)" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,73 @@
+/* engine/store/sqlite.h — what the two files of the SQLite store share:
+ * the store's struct, a queued record, and the helpers both use. Opening
+ * (the checks, the schema) is engine/store/sqlite_open.c; the writer,
+ * records, recovery and closing are engine/store/sqlite.c. Internal to
+ * engine/store/.
+ */
+#ifndef SX_ENGINE_STORE_SQLITE_H
+#define SX_ENGINE_STORE_SQLITE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "engine/store/store.h"
+
+#define APP_ID 0x53545058 /* 'STPX' */
+
+enum { REC_JOB, REC_FINISH };
+
+typedef struct rec {
+    struct rec *next;
+    int kind;
+    sx__store_done_fn done;
+    void *user;
+    uint64_t id;
+    uint32_t attempt; /* REC_JOB: attempt; REC_FINISH: attempts */
+    int error;
+    uint64_t steps;
+    int rc; /* the answer, set by the writer */
+    /* One allocation after the record: key, type, method, msg, blob. */
+    const char *key, *type, *method, *msg;
+    size_t key_len, blob_len;
+    const uint8_t *blob;
+} rec;
+
+struct sx__store {
+    sqlite3 *db;
+    int lock_fd;
+    uint64_t keep;
+    sqlite3_stmt *key_ins, *key_get, *job_ins, *job_del, *out_ins, *trim_keys,
+        *trim_outs;
+    pthread_t writer;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rec *head, **tail; /* under mu */
+    bool closing;      /* under mu */
+    /* Open and the writer not started yet: recover may still run on the
+     * caller's thread (the first record starts the writer). Under mu. */
+    bool lazy;
+    /* Figures: written by the writer only, read by stats (relaxed). */
+    _Atomic uint64_t commits, records, failed;
+};
+
+/* The SX_E* code for an SQLite result. */
+
+/* The SX_E* code for an SQLite result. */
+int sx__sq_code_of(int rc);
+/* Writes "what: SQLite's message" (db may be NULL) into msg; returns
+ * code. */
+int sx__sq_fail(char *msg, size_t cap, int code, const char *what, sqlite3 *db);
+int sx__sq_exec(sqlite3 *db, const char *sql);
+/* One integer from a single-row query; SQLite's result code. */
+int sx__sq_query_int(sqlite3 *db, const char *sql, int64_t *out);
+/* Finalizes every prepared statement (those not prepared are NULL). */
+void sx__sq_finalize_all(sx__store *s);
+/* The writer thread (sqlite.c): commits what is queued until closing. */
+void *sx__sq_writer_main(void *arg);
+
+#endif

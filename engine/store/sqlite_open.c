@@ -1,0 +1,348 @@
+/* engine/store/sqlite_open.c — the store (engine/store/store.h) on
+ * SQLite: opening it (the lock, the checks, the schema). The writer and
+ * the records are engine/store/sqlite.c.
+ *
+ * One database, DIR/stepx.db, in WAL mode; synchronous NORMAL (a crash of
+ * the program loses nothing committed) or FULL. One writer: the store's
+ * own thread, which takes everything queued, commits it in one
+ * BEGIN IMMEDIATE transaction (group commit: one WAL sync for the lot)
+ * and then answers each record. DIR/lock is held with flock for the
+ * store's life, so that a second daemon on the same directory is refused
+ * at open instead of writing beside the first.
+ *
+ * Schema (user_version = SX__STORE_SCHEMA, application_id = 'STPX'):
+ *   jobs(id, type, method, input, attempt)      jobs without an outcome
+ *   keys(key, id)                               idempotency keys
+ *   outcomes(seq, id, error, msg, value, steps, attempts)
+ * A key lives as long as its job or its kept outcome.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/store/sqlite.h"
+#include "process/fault.h"
+
+/* The SX_E* code for an SQLite result. */
+int sx__sq_code_of(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return 0;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return SX_ECORRUPT;
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+        return rc == SQLITE_CANTOPEN ? -EACCES : -EROFS;
+    case SQLITE_NOMEM:
+        return SX_ENOMEM;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    default:
+        return -EIO;
+    }
+}
+
+/* Writes "what: sqlite's message" into msg. */
+int sx__sq_fail(char *msg, size_t cap, int code, const char *what, sqlite3 *db)
+{
+    if (msg != NULL && cap > 0)
+        snprintf(msg, cap, "%s%s%s", what, db != NULL ? ": " : "",
+                 db != NULL ? sqlite3_errmsg(db) : "");
+    return code;
+}
+
+int sx__sq_exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* One integer from a single-row query; SQLite's result code. */
+int sx__sq_query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* mkdir -p with mode 0700 for what it creates. 0 or -errno. */
+static int make_dir(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path)
+        return -ENAMETOOLONG;
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST)
+            return -errno;
+        path[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static const char *const SCHEMA_V1[] = {
+    "CREATE TABLE jobs (id INTEGER PRIMARY KEY, type TEXT NOT NULL, "
+    "method TEXT NOT NULL, input BLOB NOT NULL, attempt INTEGER NOT NULL)",
+    "CREATE TABLE keys (key BLOB PRIMARY KEY, id INTEGER NOT NULL) "
+    "WITHOUT ROWID",
+    "CREATE TABLE outcomes (seq INTEGER PRIMARY KEY, id INTEGER NOT NULL "
+    "UNIQUE, error INTEGER NOT NULL, msg TEXT, value BLOB NOT NULL, "
+    "steps INTEGER NOT NULL, attempts INTEGER NOT NULL)",
+};
+
+/* Brings an empty database (version 0) to SX__STORE_SCHEMA in one
+ * transaction: all or nothing. */
+static int migrate(sqlite3 *db, int64_t version)
+{
+    if (version == SX__STORE_SCHEMA)
+        return SQLITE_OK;
+    int rc = sx__sq_exec(db, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK)
+        return rc;
+    if (version == 0) {
+        for (size_t i = 0; i < sizeof SCHEMA_V1 / sizeof SCHEMA_V1[0]; i++)
+            if ((rc = sx__sq_exec(db, SCHEMA_V1[i])) != SQLITE_OK)
+                goto undo;
+    }
+    char sql[96];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d", APP_ID);
+    if ((rc = sx__sq_exec(db, sql)) != SQLITE_OK)
+        goto undo;
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", SX__STORE_SCHEMA);
+    if ((rc = sx__sq_exec(db, sql)) != SQLITE_OK)
+        goto undo;
+    if ((rc = sx__sq_exec(db, "COMMIT")) == SQLITE_OK)
+        return SQLITE_OK;
+undo:
+    sx__sq_exec(db, "ROLLBACK");
+    return rc;
+}
+
+static int prepare(sx__store *s)
+{
+    static const struct {
+        size_t off;
+        const char *sql;
+    } stmts[] = {
+        { offsetof(sx__store, key_ins),
+          "INSERT INTO keys (key, id) VALUES (?, ?) ON CONFLICT DO NOTHING" },
+        { offsetof(sx__store, key_get), "SELECT id FROM keys WHERE key = ?" },
+        { offsetof(sx__store, job_ins),
+          "INSERT INTO jobs (id, type, method, input, attempt) "
+          "VALUES (?, ?, ?, ?, ?)" },
+        { offsetof(sx__store, job_del), "DELETE FROM jobs WHERE id = ?" },
+        { offsetof(sx__store, out_ins),
+          "INSERT OR REPLACE INTO outcomes (id, error, msg, value, steps, "
+          "attempts) VALUES (?, ?, ?, ?, ?, ?)" },
+        { offsetof(sx__store, trim_keys),
+          "DELETE FROM keys WHERE id IN (SELECT id FROM outcomes WHERE seq <= "
+          "(SELECT max(seq) FROM outcomes) - ?)" },
+        { offsetof(sx__store, trim_outs),
+          "DELETE FROM outcomes WHERE seq <= (SELECT max(seq) FROM outcomes) "
+          "- ?" },
+    };
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        sqlite3_stmt **st = (sqlite3_stmt **)((char *)s + stmts[i].off);
+        int rc = sqlite3_prepare_v3(s->db, stmts[i].sql, -1,
+                                    SQLITE_PREPARE_PERSISTENT, st, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
+}
+
+void sx__sq_finalize_all(sx__store *s)
+{
+    sqlite3_stmt *all[] = { s->key_ins, s->key_get,   s->job_ins,  s->job_del,
+                            s->out_ins, s->trim_keys, s->trim_outs };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]); /* NULL is a no-op */
+}
+
+int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
+                   size_t cap)
+{
+    if (msg != NULL && cap > 0)
+        msg[0] = '\0';
+    if (cfg == NULL || cfg->dir == NULL || out == NULL)
+        return sx__sq_fail(msg, cap, SX_EINVAL, "store: no directory", NULL);
+    char path[4200];
+    int rc = make_dir(cfg->dir);
+    if (rc != 0) {
+        snprintf(msg, cap, "store: cannot create the state directory %s: %s",
+                 cfg->dir, strerror(-rc));
+        return rc == -EACCES || rc == -EPERM ? -EROFS : rc;
+    }
+    sx__store *s =
+        SX__FAULT(SX__FAULT_STORE_OPEN) ? NULL : calloc(1, sizeof(*s));
+    if (s == NULL)
+        return sx__sq_fail(msg, cap, SX_ENOMEM, "store: out of memory", NULL);
+    s->lock_fd = -1;
+    s->keep = cfg->keep_outcomes != 0 ? cfg->keep_outcomes : 10000;
+    s->tail = &s->head;
+
+    snprintf(path, sizeof path, "%s/lock", cfg->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        rc = errno == EACCES || errno == EPERM || errno == EROFS ? -EROFS
+                                                                 : -errno;
+        snprintf(msg, cap, "store: cannot open %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        snprintf(msg, cap,
+                 "store: %s is in use by another process (its lock %s is "
+                 "held): one daemon per state directory",
+                 cfg->dir, path);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/stepx.db", cfg->dir);
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        rc = -EROFS;
+        snprintf(msg, cap, "store: %s cannot be written", path);
+        goto out;
+    }
+    rc = sqlite3_open_v2(
+        path, &s->db,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        rc = sx__sq_fail(msg, cap, sx__sq_code_of(rc),
+                         "store: cannot open the database", s->db);
+        goto out;
+    }
+    if (sqlite3_db_readonly(s->db, "main") == 1) {
+        rc = sx__sq_fail(msg, cap, -EROFS, "store: the database is read-only",
+                         NULL);
+        goto out;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    int64_t app = 0, version = 0, tables = 0;
+    if ((rc = sx__sq_query_int(s->db, "PRAGMA application_id", &app)) !=
+            SQLITE_OK ||
+        (rc = sx__sq_query_int(s->db, "PRAGMA user_version", &version)) !=
+            SQLITE_OK ||
+        (rc = sx__sq_query_int(s->db, "SELECT count(*) FROM sqlite_schema",
+                               &tables)) != SQLITE_OK) {
+        rc =
+            sx__sq_fail(msg, cap, sx__sq_code_of(rc),
+                        "store: the database cannot be read (damaged, or not a "
+                        "database)",
+                        s->db);
+        goto out;
+    }
+    if (tables > 0 && app != APP_ID) {
+        rc = sx__sq_fail(msg, cap, SX_ECORRUPT,
+                         "store: stepx.db is not a stepx database (another "
+                         "program's SQLite file?)",
+                         NULL);
+        goto out;
+    }
+    if (version > SX__STORE_SCHEMA) {
+        snprintf(msg, cap,
+                 "store: the database has schema %lld, written by a newer "
+                 "stepx; this one reads up to %d (nothing was changed)",
+                 (long long)version, SX__STORE_SCHEMA);
+        rc = SX_EVERSION;
+        goto out;
+    }
+    if (tables > 0) {
+        sqlite3_stmt *st;
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(st);
+            const unsigned char *t = sqlite3_column_text(st, 0);
+            bool ok = rc == SQLITE_ROW && t != NULL &&
+                      strcmp((const char *)t, "ok") == 0;
+            if (!ok && rc == SQLITE_ROW && t != NULL)
+                snprintf(msg, cap, "store: the database is damaged: %s",
+                         (const char *)t);
+            sqlite3_finalize(st);
+            rc = ok ? SQLITE_OK : rc == SQLITE_ROW ? SQLITE_CORRUPT : rc;
+        }
+        if (rc != SQLITE_OK) {
+            if (msg == NULL || msg[0] == '\0')
+                sx__sq_fail(msg, cap, 0, "store: the database is damaged",
+                            s->db);
+            rc = sx__sq_code_of(rc);
+            goto out;
+        }
+    }
+    if ((rc = sx__sq_exec(s->db, "PRAGMA journal_mode = WAL")) != SQLITE_OK ||
+        (rc = sx__sq_exec(s->db, cfg->sync_full
+                                     ? "PRAGMA synchronous = FULL"
+                                     : "PRAGMA synchronous = NORMAL")) !=
+            SQLITE_OK) {
+        rc = sx__sq_fail(msg, cap, sx__sq_code_of(rc),
+                         "store: cannot set the journal", s->db);
+        goto out;
+    }
+    if (cfg->max_bytes != 0) {
+        int64_t page = 4096;
+        sx__sq_query_int(s->db, "PRAGMA page_size", &page);
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA max_page_count = %llu",
+                 (unsigned long long)(cfg->max_bytes / (uint64_t)page));
+        sx__sq_exec(s->db, sql);
+    }
+    if ((rc = migrate(s->db, version)) != SQLITE_OK) {
+        rc = sx__sq_fail(
+            msg, cap, sx__sq_code_of(rc),
+            "store: cannot create or migrate the schema (nothing was "
+            "changed)",
+            s->db);
+        goto out;
+    }
+    if ((rc = prepare(s)) != SQLITE_OK) {
+        rc = sx__sq_fail(msg, cap, sx__sq_code_of(rc),
+                         "store: cannot prepare statements", s->db);
+        goto out;
+    }
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        rc = sx__sq_fail(msg, cap, SX_ENOMEM, "store: out of memory", NULL);
+        goto out;
+    }
+    if (pthread_cond_init(&s->cv, NULL) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        rc = sx__sq_fail(msg, cap, SX_ENOMEM, "store: out of memory", NULL);
+        goto out;
+    }
+    s->lazy = true;
+    *out = s;
+    return 0;
+out:
+    sx__sq_finalize_all(s);
+    if (s->db != NULL)
+        sqlite3_close(s->db);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* drops the flock */
+    free(s);
+    return rc;
+}
