@@ -156,7 +156,12 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 /* Finishes p on the calling worker: close, outcome, watchers, retire. */
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value);
+/* engine/core/watch.c */
 int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
+/* [finishing worker] Closes p's watcher list and fires every watcher on
+ * it with the outcome. */
+void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                       const char *msg, sx_payload value, uint64_t steps);
 /* Raises p's TERM flag and queues it if it is waiting (the caller holds a
  * reference). SX_ENOTFOUND when it is finishing already. */
 int sx__terminate(sx_engine *e, sx__proc *p);

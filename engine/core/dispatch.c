@@ -1,6 +1,6 @@
 /* engine/core/dispatch.c — the command registry, dispatch of a step's
- * yields (and of its direct sends), sx_complete, and watchers firing. The
- * command families themselves are engine/commands/.
+ * yields (and of its direct sends) and sx_complete. The command families
+ * themselves are engine/commands/; watchers are engine/core/watch.c.
  *
  * The registry is filled before start and frozen: ids below 256 index an
  * array, user ids (>= 256) are binary-searched in a sorted array; neither
@@ -325,94 +325,6 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
                         NULL);
     }
     return 0;
-}
-
-/* ---- watchers ---- */
-
-void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value, uint64_t steps)
-{
-    if (w->watch == SX__WATCH_FN) {
-        sx__watch_fn_fire(e, w, target, error, msg, value, steps);
-        return;
-    }
-    if (w->watch == SX__WATCH_RESULT) {
-        sx_complete((sx_completer *)w, value, error, msg);
-        return;
-    }
-    if (w->watch == SX__WATCH_LINK) {
-        /* The partner of a link finished. Unless the owner traps exits, a
-         * failure terminates it (as failed, naming the partner) and a
-         * normal finish does nothing; a trapping owner gets @exit. */
-        sx__proc *p = w->to;
-        if (!sx__proc_acquire(e, p, w->to_gen)) {
-            sx__ev_free(w);
-            return;
-        }
-        /* relaxed: see trap_exit in core.h. */
-        if (!atomic_load_explicit(&p->trap_exit, memory_order_relaxed)) {
-            if (error != 0) {
-                uint64_t none = 0;
-                _Atomic uint64_t *why = &sx__ptable_pext(e, p)->link_failed;
-                /* relaxed: the first failure names the reason; the TERM
-                 * flag's release (sx__terminate) publishes it. */
-                bool named = atomic_compare_exchange_strong_explicit(
-                    why, &none, target.id, memory_order_relaxed,
-                    memory_order_relaxed);
-                /* Finished already (its finish took no TERM from us, and
-                 * did not reset the reason): reset it here, before our
-                 * reference lets the slot go to another process (see
-                 * link_failed in core.h). relaxed: as above. */
-                if (sx__terminate(e, p) == SX_ENOTFOUND && named)
-                    atomic_store_explicit(why, 0, memory_order_relaxed);
-            }
-            sx__proc_release(e, p);
-            sx__ev_free(w);
-            return;
-        }
-        sx__proc_release(e, p);
-    }
-    /* An @exit message: {"ok": true, "result": v} or {"ok": false,
-     * "error": name, "code": n, "message": text}. */
-    uint8_t small[256];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, small, sizeof(small));
-    for (int pass = 0; pass < 2; pass++) {
-        if (error == 0) {
-            sx_pack_map(&pk, 2);
-            sx_pack_str(&pk, "ok");
-            sx_pack_bool(&pk, true);
-            sx_pack_str(&pk, "result");
-            sx_pack_raw(&pk, value);
-        } else {
-            sx_pack_map(&pk, 4);
-            sx_pack_str(&pk, "ok");
-            sx_pack_bool(&pk, false);
-            sx_pack_str(&pk, "error");
-            sx_pack_str(&pk, sx_errname(error));
-            sx_pack_str(&pk, "code");
-            sx_pack_int(&pk, error);
-            sx_pack_str(&pk, "message");
-            sx_pack_str(&pk, msg != NULL ? msg : sx_strerror(error));
-        }
-        if (pk.err == 0 || pass == 1)
-            break;
-        sx_pack_init(&pk); /* too big for the stack buffer: heap */
-    }
-    w->kind = SX__EV_MESSAGE;
-    w->from = target;
-    int rc = pk.err;
-    if (rc == 0)
-        rc = sx__ev_set(w, SX_TOPIC_EXIT, sizeof(SX_TOPIC_EXIT) - 1,
-                        sx_pack_payload(&pk), NULL);
-    sx_pack_fini(&pk);
-    sx__proc *p = w->to;
-    if (rc != 0 || !sx__proc_acquire(e, p, w->to_gen)) {
-        sx__ev_free(w);
-        return;
-    }
-    sx__deliver(e, p, w);
-    sx__proc_release(e, p);
 }
 
 void sx__commands_builtin(sx_engine *e)

@@ -1,5 +1,6 @@
 /* engine/core/proc.c — a process's life: the registered types, submit
- * and spawn, messages, cancel and terminate, finishing and watching.
+ * and spawn, messages, cancel and terminate, finishing (its watchers are
+ * engine/core/watch.c).
  *
  * Threads: submit, send, cancel and terminate [any thread]; sx__finish
  * runs on the worker that ran the process's last step.
@@ -143,44 +144,6 @@ static void mark_complete(sx_engine *e, sx__proc *p)
                               memory_order_relaxed);
 }
 
-/* Closes p's watcher list and fires every watcher on it with the outcome.
- * acq_rel: acquire the watchers registered (release CAS in sx__watch);
- * CLOSED tells later registrants to look at the outcome instead. */
-/* Whether the list from n on holds another link to w's partner. Two
- * processes that link each other at the same moment on two workers both
- * find no link (cmd_link's look and its pushes are not one step) and both
- * make one: each then has two link watchers for the other, and a trapping
- * partner would get two @exits. The second is dropped here, at the one
- * place that sees the whole list. O(links^2) per finish, links only. */
-static bool link_again(const sx__ev *n, const sx__ev *w)
-{
-    for (; n != NULL && n != SX__WATCH_CLOSED;
-         /* relaxed: the list is ours (fire_watchers). */
-         n = (const sx__ev *)atomic_load_explicit(&n->node.next,
-                                                  memory_order_relaxed))
-        if (n->watch == SX__WATCH_LINK && n->to == w->to &&
-            n->to_gen == w->to_gen)
-            return true;
-    return false;
-}
-
-static void fire_watchers(sx_engine *e, sx__proc *p, sx_pid pid, int error,
-                          const char *msg, sx_payload value, uint64_t steps)
-{
-    sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
-                                         memory_order_acq_rel);
-    while (w != NULL && w != SX__WATCH_CLOSED) {
-        /* relaxed: the list is ours now. */
-        sx__ev *next =
-            (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        if (w->watch == SX__WATCH_LINK && link_again(next, w))
-            sx__ev_free(w); /* the same link, made twice at once */
-        else
-            sx__watch_fire(e, w, pid, error, msg, value, steps);
-        w = next;
-    }
-}
-
 /* Checks method against t's list; *idx is its place + 1 there (0: t has
  * no list, or a place past 65,534, which listings then show as none). */
 static int method_check(const sx_process_type *t, const char *method,
@@ -314,7 +277,8 @@ fail_slot:;
     /* Retired under a shard lock, and its waiters (sx_engine_wait on the
      * PID, which resolved) woken: no outcome will come for them. */
     sx__outcomes_retire(e, w, p, self.id);
-    fire_watchers(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 }, 0);
+    sx__watchers_fire(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 },
+                      0);
     sx__proc_release(e, p);
     sx__live_died(e, w);
     return rc;
@@ -538,42 +502,6 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
      * the count off without finding them, leaving them unpurged. */
     if (p->sleeps > 0)
         atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
-    fire_watchers(e, p, pid, error, msg, value, steps);
+    sx__watchers_fire(e, p, pid, error, msg, value, steps);
     sx__proc_release(e, p); /* the table's reference */
-}
-
-int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
-{
-    sx__proc *p = sx__ptable_get(e, target);
-    if (p != NULL) {
-        /* acquire: see the list head as it is. */
-        sx__ev *old = atomic_load_explicit(&p->watchers, memory_order_acquire);
-        while (old != SX__WATCH_CLOSED) {
-            /* relaxed: published by the release CAS. */
-            atomic_store_explicit(&w->node.next,
-                                  old != NULL ? &old->node : NULL,
-                                  memory_order_relaxed);
-            /* release: pairs with the acquire exchange in sx__finish. */
-            if (atomic_compare_exchange_weak_explicit(&p->watchers, &old, w,
-                                                      memory_order_release,
-                                                      memory_order_acquire)) {
-                sx__proc_release(e, p);
-                return 0;
-            }
-        }
-        sx__proc_release(e, p);
-    }
-    /* Finished (or never known): answer from the kept outcome. The node
-     * and host first: a PID of another engine with the id of a kept local
-     * outcome is not that process, and the copy would be left behind. */
-    sx_result r;
-    if (target.node == e->cfg.node && target.host == e->cfg.host &&
-        sx__outcomes_get(e, target.id, &r)) {
-        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value, r.steps);
-        sx_result_free(&r);
-    } else {
-        sx__watch_fire(e, w, target, SX_ENOTFOUND, "no such process",
-                       (sx_payload){ NULL, 0 }, 0);
-    }
-    return 0;
 }

@@ -231,7 +231,7 @@ typedef struct {
      * io_live: the slot's sx__pext does not grow. */
     _Atomic uint32_t io_dead_gen;
     /* The PID id of the linked process whose failure terminates this one
-     * (dispatch.c, sx__watch_fire), written before the TERM flag is raised
+     * (watch.c, sx__watch_fire), written before the TERM flag is raised
      * (whose release publishes it). Not reset at alloc (that would touch
      * this memory for every process): whoever leaves it set resets it, the
      * finish that saw TERM or the writer that found the process finished
