@@ -939,6 +939,8 @@ static void store_submitted(void *user, int rc, uint64_t id)
     static const uint8_t v[] = { 0x01 };
     if (rc != 0 || sx__store_finish(r->s, id, 0, NULL, (sx_payload){ v, 1 }, 1,
                                     1, store_finished, r) != 0) {
+        /* As store_finished: a failed job counts as finished (release,
+         * for the driver's acquire poll), its failure relaxed before it. */
         atomic_fetch_add_explicit(&r->failed, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&r->finished, 1, memory_order_release);
     }

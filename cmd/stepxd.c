@@ -1,6 +1,6 @@
 /* cmd/stepxd.c — the stepx daemon: an engine with the shipped process
- * types (cmd/types/types.c) and any loaded from shared objects, behind the relay
- * server (relay/stepx/relay.h), with Prometheus metrics on request.
+ * types (cmd/types/types.c) and any loaded from shared objects, behind the
+ * relay server (relay/stepx/relay.h), with Prometheus metrics on request.
  *
  *   stepxd [--socket PATH] [--listen HOST:PORT] [--token T]
  *          [--workers N] [--io-loops N] [--max-processes N]

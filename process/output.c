@@ -211,8 +211,9 @@ void sx_done(sx_step_output *out, sx_payload result)
     if (result.data == NULL || result.len == 0)
         return;
     if (out->result_max != 0 && result.len > out->result_max) {
-        /* Not copied: the process finishes with SX_ETOOLARGE (engine/sched/turn.c),
-         * and the arena does not grow to hold what nobody will read. */
+        /* Not copied: the process finishes with SX_ETOOLARGE
+         * (engine/sched/turn.c), and the arena does not grow to hold what
+         * nobody will read. */
         out->too_large = result.len;
         return;
     }

@@ -45,7 +45,8 @@ typedef struct {
 int sx__injq_init(sx__injq *q, size_t cap);
 void sx__injq_fini(sx__injq *q);
 /* [holding mu] Appends item; false when the ring is full. The store of tail
- * is seq_cst: the producer's publish in the park protocol (engine/sched/park.c). */
+ * is seq_cst: the producer's publish in the park protocol
+ * (engine/sched/park.c). */
 bool sx__injq_push(sx__injq *q, void *item);
 /* [any thread] Takes the oldest half of the items (rounded up), at most
  * max, oldest first, into out. Returns how many (0: empty). */

@@ -129,7 +129,8 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     if (again < until_ns)
         until_ns = again;
     /* The periodic re-check, or a sleep's deadline if that comes first
-     * (engine/timer/sleep.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv. */
+     * (engine/timer/sleep.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv.
+     */
     uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
     if (until_ns < until)
         until = until_ns;

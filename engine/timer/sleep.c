@@ -47,9 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "process/fault.h"
 #include "engine/core/core.h"
 #include "engine/io/io.h"
+#include "process/fault.h"
 
 #define FIRE_BATCH 64
 

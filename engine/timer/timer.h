@@ -20,8 +20,8 @@
 
 typedef struct sx__worker sx__worker;
 
-/* A worker's sleeps (engine/timer/sleep.c): a timer set (engine/timer/twheel.h) of
- * completers, under a spinlock. */
+/* A worker's sleeps (engine/timer/sleep.c): a timer set (engine/timer/twheel.h)
+ * of completers, under a spinlock. */
 typedef struct {
     sx__spin lock; /* the owner adds and fires; other workers trylock */
     sx__twheel tw; /* under lock */

@@ -1,4 +1,5 @@
-/* tests/engine/test_deque.c — tests for the Chase-Lev deque (engine/sched/deque.c).
+/* tests/engine/test_deque.c — tests for the Chase-Lev deque
+ * (engine/sched/deque.c).
  *
  * The single-threaded cases pin the contract: pop is LIFO, steal is FIFO,
  * steal_half takes the oldest half in order, a full ring refuses a push

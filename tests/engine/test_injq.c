@@ -1,16 +1,17 @@
-/* tests/engine/test_injq.c — tests for the injection ring (engine/sched/injq.c):
- * a bounded ring with one producer at a time (serialised by q->mu, a
- * spinlock the caller holds around push) and any number of consumers, each
- * taking the oldest half (rounded up, at most max) with one CAS on head.
+/* tests/engine/test_injq.c — tests for the injection ring
+ * (engine/sched/injq.c): a bounded ring with one producer at a time (serialised
+ * by q->mu, a spinlock the caller holds around push) and any number of
+ * consumers, each taking the oldest half (rounded up, at most max) with one CAS
+ * on head.
  *
  * Single-threaded cases pin the contract: init takes only powers of two,
  * from 2 up; an empty ring grabs nothing; exactly cap items fit; a grab
  * takes ceil(half) capped at max, oldest first; the ring wraps around
  * thousands of times with its order kept and size equal to its contents
  * (checked against a model). Concurrent cases run 1 to 4 producers (taking
- * q->mu around their pushes, as engine/sched/worker.c's inject does; in one case
- * they also grab the oldest half of a full ring themselves, as inject does)
- * and 1 to 4 consumers on rings of 2 to 2^18 slots. The producers number
+ * q->mu around their pushes, as engine/sched/worker.c's inject does; in one
+ * case they also grab the oldest half of a full ring themselves, as inject
+ * does) and 1 to 4 consumers on rings of 2 to 2^18 slots. The producers number
  * their pushes with one ticket taken under q->mu, which is then the item's
  * position in the ring: every ticket must come out exactly once, each grab
  * must hold consecutive tickets, each consumer must see them increase (the

@@ -1,7 +1,7 @@
 /* tests/io/test_io_fault.c — out of memory in the fs, net.http and exec
- * commands (engine/commands/fs.c, engine/commands/http.c, engine/commands/exec.c),
- * reached with allocations that fail on cue (process/fault.h; this test
- * links the stepx_fault build of the library).
+ * commands (engine/commands/fs.c, engine/commands/http.c,
+ * engine/commands/exec.c), reached with allocations that fail on cue
+ * (process/fault.h; this test links the stepx_fault build of the library).
  *
  * Every case yields one command from a process of type "one" and checks
  * the answer: SX_ENOMEM with a message, no fd left open (counted with

@@ -1,8 +1,8 @@
 /* tests/relay/relay_fixture.h — what the relay server and client tests
  * share (test_server.c, test_bad_input.c, test_clients.c, test_pipeline.c):
- * an engine with the daemon's shipped process types (cmd/types/types.c: counter,
- * sleeper, echo, fail, exec, fanout; each test binary links it) and the
- * test types below, a relay server on a Unix socket in a fresh temporary
+ * an engine with the daemon's shipped process types (cmd/types/types.c:
+ * counter, sleeper, echo, fail, exec, fanout; each test binary links it) and
+ * the test types below, a relay server on a Unix socket in a fresh temporary
  * directory (and on TCP when asked), raw-socket helpers for frames the C
  * client would not send, and small payload helpers. Included once per test
  * file; everything here is static, the functions inline.
