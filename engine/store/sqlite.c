@@ -247,8 +247,13 @@ int sx__store_recover(sx__store *s,
     pthread_mutex_unlock(&s->mu);
     if (!before)
         return SX_ESTATE;
+    /* The jobs about to run again count an attempt more, committed before
+     * they run: a crash during this run counts another. */
+    int rc = sx__sq_exec(s->db, "UPDATE jobs SET attempt = attempt + 1");
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(
+    rc = sqlite3_prepare_v2(
         s->db,
         "SELECT j.id, j.type, j.method, j.input, j.attempt, k.key FROM jobs j "
         "LEFT JOIN keys k ON k.id = j.id ORDER BY j.id",
@@ -306,6 +311,58 @@ int sx__store_recover(sx__store *s,
     sqlite3_finalize(st);
     if (cb != 0)
         return cb;
+    return rc == SQLITE_DONE ? 0 : sx__sq_code_of(rc);
+}
+
+/* SX_ESTATE once the writer has started: until then the caller's thread
+ * is the only one using the connection. */
+static int before_records(sx__store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool lazy = s->lazy;
+    pthread_mutex_unlock(&s->mu);
+    return lazy ? 0 : SX_ESTATE;
+}
+
+int sx__store_meta_get(sx__store *s, const char *name, int64_t *value)
+{
+    if (s == NULL || name == NULL || value == NULL)
+        return SX_EINVAL;
+    int rc = before_records(s);
+    if (rc != 0)
+        return rc;
+    sqlite3_stmt *st;
+    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE name = ?", -1,
+                            &st, NULL);
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *value = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW    ? 0
+           : rc == SQLITE_DONE ? SX_ENOTFOUND
+                               : sx__sq_code_of(rc);
+}
+
+int sx__store_meta_set(sx__store *s, const char *name, int64_t value)
+{
+    if (s == NULL || name == NULL)
+        return SX_EINVAL;
+    int rc = before_records(s);
+    if (rc != 0)
+        return rc;
+    sqlite3_stmt *st;
+    rc = sqlite3_prepare_v2(
+        s->db, "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", -1,
+        &st, NULL);
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, value);
+    rc = SX__FAULT(SX__FAULT_STORE_REC) ? SQLITE_IOERR : sqlite3_step(st);
+    sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : sx__sq_code_of(rc);
 }
 

@@ -14,7 +14,11 @@
  *   jobs(id, type, method, input, attempt)      jobs without an outcome
  *   keys(key, id)                               idempotency keys
  *   outcomes(seq, id, error, msg, value, steps, attempts)
- * A key lives as long as its job or its kept outcome.
+ *   meta(name, value)                           the engine's numbers
+ *                                               (sx__store_meta_get)
+ * A key lives as long as its job or its kept outcome. Schema 1 had no
+ * meta table; opening it adds one (a forward migration, in one
+ * transaction).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -117,8 +121,13 @@ static const char *const SCHEMA_V1[] = {
     "steps INTEGER NOT NULL, attempts INTEGER NOT NULL)",
 };
 
-/* Brings an empty database (version 0) to SX__STORE_SCHEMA in one
- * transaction: all or nothing. */
+static const char *const SCHEMA_V2[] = {
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) "
+    "WITHOUT ROWID",
+};
+
+/* Brings a database of schema `version` (0: empty) to SX__STORE_SCHEMA
+ * in one transaction: all or nothing. */
 static int migrate(sqlite3 *db, int64_t version)
 {
     if (version == SX__STORE_SCHEMA)
@@ -129,6 +138,11 @@ static int migrate(sqlite3 *db, int64_t version)
     if (version == 0) {
         for (size_t i = 0; i < sizeof SCHEMA_V1 / sizeof SCHEMA_V1[0]; i++)
             if ((rc = sx__sq_exec(db, SCHEMA_V1[i])) != SQLITE_OK)
+                goto undo;
+    }
+    if (version <= 1) {
+        for (size_t i = 0; i < sizeof SCHEMA_V2 / sizeof SCHEMA_V2[0]; i++)
+            if ((rc = sx__sq_exec(db, SCHEMA_V2[i])) != SQLITE_OK)
                 goto undo;
     }
     char sql[96];

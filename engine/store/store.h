@@ -30,7 +30,7 @@
 
 /* The schema this build writes and reads; a database of a newer one is
  * refused (SX_EVERSION), an older one migrated forward at open. */
-#define SX__STORE_SCHEMA 1
+#define SX__STORE_SCHEMA 2
 
 typedef struct sx__store sx__store;
 
@@ -105,13 +105,23 @@ int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
                      sx_payload value, uint64_t steps, uint32_t attempts,
                      sx__store_done_fn done, void *user);
 
-/* [caller, before any submit] Calls job for every stored job that has no
- * outcome (in id order), then outcome for every kept outcome (oldest
- * first). A callback's non-zero return stops the walk and is returned. */
+/* [caller, before any submit] Counts a new attempt for every stored job
+ * that has no outcome (they are about to run again; committed first),
+ * then calls job for each of them (in id order, with that attempt), then
+ * outcome for every kept outcome (oldest first). A callback's non-zero
+ * return stops the walk and is returned. */
 int sx__store_recover(sx__store *s,
                       int (*job)(void *user, const sx__store_job *j),
                       int (*outcome)(void *user, const sx__store_outcome *o),
                       void *user);
+
+/* [caller, before any submit] The engine's numbers kept with the jobs
+ * (the PIDs' host part, the generation range of the last run): get
+ * answers 0 and *value, or SX_ENOTFOUND for a name never set; set
+ * commits at once. Errors: SX_ESTATE (a record was queued already), or
+ * the store's codes (-ENOSPC, SX_ECORRUPT, -EIO, ...). */
+int sx__store_meta_get(sx__store *s, const char *name, int64_t *value);
+int sx__store_meta_set(sx__store *s, const char *name, int64_t value);
 
 typedef struct {
     uint64_t commits; /* transactions committed */

@@ -136,6 +136,7 @@ typedef struct {
     char out_msg[64][32];
     uint64_t out_steps[64];
     bool inputs_ok;
+    uint32_t attempt; /* the attempt every job should have */
 } found;
 
 static int on_job(void *user, const sx__store_job *j)
@@ -151,7 +152,7 @@ static int on_job(void *user, const sx__store_job *j)
         for (int i = 0; i < 8; i++)
             v = v << 8 | ((const uint8_t *)j->input.data)[2 + i];
     if (v != j->id || strcmp(j->type, "counter") != 0 ||
-        strcmp(j->method, "run") != 0 || j->attempt != 1)
+        strcmp(j->method, "run") != 0 || j->attempt != f->attempt)
         f->inputs_ok = false;
     return 0;
 }
@@ -170,14 +171,19 @@ static int on_outcome(void *user, const sx__store_outcome *o)
     return 0;
 }
 
-static found recover(sx__store *s)
+/* What recover hands over; every job should come with attempt. */
+static found recover_attempt(sx__store *s, uint32_t attempt)
 {
     found f;
     memset(&f, 0, sizeof f);
     f.inputs_ok = true;
+    f.attempt = attempt;
     CHECK_RC(sx__store_recover(s, on_job, on_outcome, &f), 0);
     return f;
 }
+
+/* Jobs submitted as attempt 1 and recovered once: attempt 2. */
+#define recover(s) recover_attempt((s), 2)
 
 /* Jobs and an outcome acknowledged before a close are all there after a
  * reopen, with their bytes. */
@@ -537,6 +543,67 @@ static void t_full(void)
 }
 
 /* Bad arguments: clear codes, nothing queued. */
+/* The engine's numbers (meta) are kept across a reopen; a schema-1
+ * database (no meta table) is migrated forward at open, its jobs kept;
+ * each recovery counts a new attempt for the jobs without an outcome. */
+static void t_meta_and_migration(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    int64_t v = 0;
+    CHECK_RC(sx__store_meta_get(s, "host", &v), SX_ENOTFOUND);
+    CHECK_RC(sx__store_meta_set(s, "host", 12345), 0);
+    CHECK_RC(sx__store_meta_set(s, "host", 777), 0);
+    answers a;
+    answers_init(&a);
+    sx__store_job j = job_of(9, "k9");
+    CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    answers_wait(&a, 1);
+    /* The writer runs: the caller's thread no longer has the connection. */
+    CHECK_RC(sx__store_meta_set(s, "host", 1), SX_ESTATE);
+    CHECK_RC(sx__store_meta_get(s, "host", &v), SX_ESTATE);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    CHECK_RC(sx__store_meta_get(s, "host", &v), 0);
+    CHECK_EQ_U64((uint64_t)v, 777);
+    found f = recover(s); /* attempt 2 */
+    sx__store_close(s);
+    CHECK_EQ_U64(f.jobs, 1);
+    s = open_ok(0, 0);
+    f = recover_attempt(s, 3);
+    CHECK_EQ_U64(f.jobs, 1);
+    CHECK(f.inputs_ok);
+    sx__store_close(s);
+
+    /* Back to schema 1: no meta table. */
+    char path[300];
+    db_path(path, sizeof path);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "DROP TABLE meta; PRAGMA user_version = 1", NULL,
+                       NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_ok(0, 0);
+    CHECK_RC(sx__store_meta_get(s, "host", &v), SX_ENOTFOUND);
+    CHECK_RC(sx__store_meta_set(s, "host", 5), 0);
+    f = recover_attempt(s, 4);
+    CHECK_EQ_U64(f.jobs, 1);
+    CHECK(f.inputs_ok);
+    sx__store_close(s);
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    int64_t ver = 0;
+    sqlite3_stmt *st;
+    CHECK(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
+          SQLITE_OK);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    ver = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    CHECK_EQ_U64((uint64_t)ver, SX__STORE_SCHEMA);
+    drop_dir();
+}
+
 static void t_misuse(void)
 {
     sx__store *s = NULL;
@@ -569,6 +636,7 @@ static const sx_test_case cases[] = {
     { "newer_schema", t_newer_schema },
     { "read_only", t_read_only },
     { "full", t_full },
+    { "meta_and_migration", t_meta_and_migration },
     { "misuse", t_misuse },
 };
 
