@@ -9,11 +9,22 @@
  *          [--incarnation N] [--load LIB.so]... [--metrics HOST:PORT]
  *          [--max-frame BYTES] [--max-output BYTES] [--max-connections N]
  *          [--max-waits N] [--max-unauthenticated N] [--auth-timeout MS]
+ *          [--state-dir DIR | --ephemeral] [--sync normal|full]
+ *          [--state-max-bytes BYTES]
  *
- * Each run has its own incarnation, the host part of every PID
- * ({node@host|id}): random unless --incarnation gives it, so a PID that a
- * client kept from an earlier run names nothing in this one (the engine
- * refuses PIDs of another host).
+ * Jobs are durable by default (docs/DURABILITY.md): the engine keeps them
+ * in a state store, DIR/stepx.db, so that a crash (kill -9) loses nothing
+ * acknowledged and the jobs it interrupted run again at the next start,
+ * with their PIDs. The directory: --state-dir, else $STEPX_STATE_DIR,
+ * else /var/lib/stepx as root, else $XDG_STATE_HOME/stepx, else
+ * ~/.local/state/stepx. --ephemeral keeps everything in memory.
+ *
+ * With --ephemeral each run has its own incarnation, the host part of
+ * every PID ({node@host|id}): random unless --incarnation gives it, so a
+ * PID that a client kept from an earlier run names nothing in this one
+ * (the engine refuses PIDs of another host). With a state store the host
+ * part is the store's (drawn at its first run, or --incarnation then),
+ * and each run takes its own range of generations instead.
  *
  * Signals: SIGINT, SIGTERM and SIGHUP (its terminal went away) stop it
  * gracefully: every process gets a cancel, the engine waits up to the
@@ -40,323 +51,9 @@
 #include <stepx/stepx.h>
 
 #include "cmd/metrics.h"
+#include "cmd/stepxd.h"
 #include "cmd/types/types.h"
 #include "process/hostport.h"
-
-#define MAX_LOADS 32
-
-/* What a result leaves of a frame for the other fields of the frames that
- * carry it (a wait reply: id, ok, steps; an exit push: pid, ok): far more
- * than they take, about 100 bytes. --max-result may be at most the frame
- * limit minus this. */
-#define RESULT_ROOM 1024
-#define KEEP_OUTCOME_BYTES_DEFAULT ((uint64_t)64 << 20) /* 64 MiB */
-#define MAX_RESULT_DEFAULT ((uint64_t)4 << 20)          /* 4 MiB */
-
-/* A shared object given with --load exports this function, which
- * registers its process types (and commands) on the engine before start;
- * it returns 0 or a negative SX_E* code. */
-#define PLUGIN_SYMBOL "stepx_plugin_register"
-typedef int (*plugin_fn)(sx_engine *e);
-
-typedef struct {
-    const char *socket_path;
-    /* Where socket_path came from, as messages name it: "--socket ",
-     * "STEPX_SOCKET=" or "the default socket ". */
-    const char *socket_from;
-    const char *listen;
-    const char *token;
-    const char *metrics;
-    const char *loads[MAX_LOADS];
-    size_t n_loads;
-    unsigned workers, io_loops;
-    size_t max_processes, keep_outcomes, max_frame;
-    size_t max_output, max_connections, max_waits, max_unauth;
-    uint64_t auth_timeout_ms;
-    size_t keep_outcome_bytes, max_result; /* 0: not given */
-    size_t max_slots;                      /* meaningful when max_slots_set */
-    bool max_slots_set;
-    int64_t stop_deadline_ms;
-    uint32_t node;
-    uint32_t incarnation; /* 0: draw one */
-} options;
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: stepxd [options]\n"
-               "  --socket PATH        Unix socket to listen on (default: "
-               "$STEPX_SOCKET or /tmp/stepx-$UID.sock)\n"
-               "  --listen HOST:PORT   also listen on TCP (loopback unless "
-               "--token is given);\n"
-               "                       HOST: an IPv4 address, a name or "
-               "[IPv6]; PORT 0: a free one\n"
-               "  --token TOKEN        clients must send it in hello\n"
-               "  --workers N          worker threads (default: one per CPU)\n"
-               "  --io-loops N         libuv loop threads for commands "
-               "(default 1)\n"
-               "  --max-processes N    refuse submits beyond N live processes "
-               "(exact; a shared\n"
-               "                       count on every spawn and finish; "
-               "default 0: none)\n"
-               "  --max-slots N        cap the process table at N slots "
-               "(processes and\n"
-               "                       connections; default: one per 4 KiB "
-               "of memory; 0: none)\n"
-               "  --keep-outcomes N    finished outcomes kept for wait "
-               "(default 10000)\n"
-               "  --keep-outcome-bytes BYTES\n"
-               "                       bytes of results and error messages "
-               "kept for wait; past it the\n"
-               "                       oldest outcomes go first (default "
-               "64 MiB)\n"
-               "  --max-result BYTES   largest result a process may finish "
-               "with; a bigger one\n"
-               "                       finishes it with too_large (default "
-               "4 MiB, and at most\n"
-               "                       --max-frame minus 1024)\n"
-               "  --stop-deadline MS   on SIGINT/SIGTERM/SIGHUP, wait this "
-               "long before terminating (default 5000;\n"
-               "                       a second signal terminates at once)\n"
-               "  --node N             this engine's node number in PIDs\n"
-               "  --incarnation N      the host part of this run's PIDs, "
-               "1 to 4294967295\n"
-               "                       (default: random, new for every run)\n"
-               "  --load LIB.so        load process types from a shared object "
-               "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
-               "  --metrics HOST:PORT  serve Prometheus metrics at "
-               "http://HOST:PORT/metrics\n"
-               "  --max-frame BYTES    largest frame accepted and sent "
-               "(default 16 MiB,\n"
-               "                       at least 4096)\n"
-               "  --max-output BYTES   unsent output per connection past "
-               "which messages to its\n"
-               "                       mailbox are dropped (told with a "
-               "`dropped` push;\n"
-               "                       default 64 MiB; twice this closes "
-               "the connection)\n"
-               "  --max-connections N  clients connected (with --token: "
-               "past hello) (default 1024)\n"
-               "  --max-waits N        waits and subscribes pending in the "
-               "daemon (default 262144)\n"
-               "  --max-unauthenticated N  with --token: connections not yet "
-               "past hello;\n"
-               "                       the oldest is closed to make room "
-               "(default 64)\n"
-               "  --auth-timeout MS    with --token: time to send hello "
-               "(default 10000)\n"
-               "  --help               this text\n");
-}
-
-/* Parses an unsigned number in [min, max]; false if it is not one. */
-static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s || *end != 0 || s[0] == '-' || v < min ||
-        v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-/* --listen and --metrics: HOST:PORT by the rules every part of stepx
- * shares (process/hostport.h; port 0 picks a free one), so that a bad one
- * is said with what is wrong rather than as the server's SX_EINVAL. */
-static bool address_ok(const char *opt, const char *v)
-{
-    sx__hostport hp;
-    const char *why =
-        sx__hostport_parse(v, strlen(v), SX__HOSTPORT_PORT_ZERO, 0, &hp);
-    if (why == NULL)
-        return true;
-    fprintf(stderr,
-            "stepxd: %s '%s': %s (expected HOST:PORT: an IPv4 address, a "
-            "name or an IPv6 address in brackets, and a port from 0 to "
-            "65535, e.g. 127.0.0.1:7070 or [::1]:7070)\n",
-            opt, v, why);
-    return false;
-}
-
-static int parse_args(int argc, char **argv, options *o)
-{
-    static char default_socket[PATH_MAX];
-    const char *env = getenv("STEPX_SOCKET");
-    if (env != NULL && env[0] != 0) {
-        o->socket_path = env;
-        o->socket_from = "STEPX_SOCKET=";
-    } else {
-        snprintf(default_socket, sizeof default_socket, "/tmp/stepx-%u.sock",
-                 (unsigned)getuid());
-        o->socket_path = default_socket;
-        o->socket_from = "the default socket ";
-    }
-    o->stop_deadline_ms = 5000;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        /* Every other option takes a value: one not among them is
-         * unknown, not one whose value is missing. */
-        static const char *const known[] = {
-            "--socket",        "--listen",
-            "--token",         "--metrics",
-            "--load",          "--workers",
-            "--io-loops",      "--max-processes",
-            "--keep-outcomes", "--max-frame",
-            "--stop-deadline", "--node",
-            "--max-output",    "--max-connections",
-            "--max-waits",     "--max-unauthenticated",
-            "--auth-timeout",  "--keep-outcome-bytes",
-            "--max-result",    "--max-slots",
-            "--incarnation",
-        };
-        bool is_known = false;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            is_known = is_known || strcmp(a, known[k]) == 0;
-        if (!is_known) {
-            fprintf(stderr, "stepxd: unknown option: %s (see --help)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "stepxd: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        uint64_t n;
-        if (strcmp(a, "--socket") == 0) {
-            o->socket_path = v;
-            o->socket_from = "--socket ";
-        } else if (strcmp(a, "--listen") == 0) {
-            if (!address_ok(a, v))
-                return 2;
-            o->listen = v;
-        } else if (strcmp(a, "--token") == 0) {
-            if (strlen(v) > SX_RELAY_TOKEN_MAX) {
-                fprintf(stderr,
-                        "stepxd: --token is at most %d bytes (a hello with "
-                        "it must fit in %d bytes)\n",
-                        SX_RELAY_TOKEN_MAX, SX_RELAY_HELLO_MAX_FRAME);
-                return 2;
-            }
-            o->token = v;
-        } else if (strcmp(a, "--metrics") == 0) {
-            if (!address_ok(a, v))
-                return 2;
-            o->metrics = v;
-        } else if (strcmp(a, "--load") == 0) {
-            if (o->n_loads == MAX_LOADS) {
-                fprintf(stderr, "stepxd: at most %d --load options\n",
-                        MAX_LOADS);
-                return 2;
-            }
-            o->loads[o->n_loads++] = v;
-        } else if (strcmp(a, "--workers") == 0 &&
-                   parse_u64(v, 1, SX_MAX_WORKERS, &n))
-            o->workers = (unsigned)n;
-        else if (strcmp(a, "--io-loops") == 0 && parse_u64(v, 1, 64, &n))
-            o->io_loops = (unsigned)n;
-        else if (strcmp(a, "--max-processes") == 0 &&
-                 parse_u64(v, 0, UINT32_MAX, &n))
-            o->max_processes = (size_t)n;
-        else if (strcmp(a, "--max-slots") == 0 &&
-                 parse_u64(v, 0, UINT32_MAX, &n)) {
-            o->max_slots = (size_t)n;
-            o->max_slots_set = true;
-        } else if (strcmp(a, "--incarnation") == 0 &&
-                   parse_u64(v, 1, UINT32_MAX, &n))
-            o->incarnation = (uint32_t)n;
-        else if (strcmp(a, "--keep-outcomes") == 0 &&
-                 parse_u64(v, 1, 100000000, &n))
-            o->keep_outcomes = (size_t)n;
-        else if (strcmp(a, "--keep-outcome-bytes") == 0 &&
-                 parse_u64(v, 1, (uint64_t)1 << 48, &n))
-            o->keep_outcome_bytes = (size_t)n;
-        else if (strcmp(a, "--max-result") == 0 &&
-                 parse_u64(v, 1, (uint64_t)1 << 30, &n))
-            o->max_result = (size_t)n;
-        /* At least 4 KiB: the limit holds for what the server sends too,
-         * and below a few hundred bytes a wait's answer or a push would
-         * not fit (every wait would answer internal, every push close its
-         * connection). */
-        else if (strcmp(a, "--max-frame") == 0 &&
-                 parse_u64(v, 4096, (uint64_t)1 << 30, &n))
-            o->max_frame = (size_t)n;
-        else if (strcmp(a, "--stop-deadline") == 0 &&
-                 parse_u64(v, 0, 3600000, &n))
-            o->stop_deadline_ms = (int64_t)n;
-        else if (strcmp(a, "--node") == 0 && parse_u64(v, 0, UINT32_MAX, &n))
-            o->node = (uint32_t)n;
-        else if (strcmp(a, "--max-output") == 0 &&
-                 parse_u64(v, 4096, (uint64_t)1 << 40, &n))
-            o->max_output = (size_t)n;
-        else if (strcmp(a, "--max-connections") == 0 &&
-                 parse_u64(v, 1, 1000000, &n))
-            o->max_connections = (size_t)n;
-        else if (strcmp(a, "--max-waits") == 0 &&
-                 parse_u64(v, 1, 100000000, &n))
-            o->max_waits = (size_t)n;
-        else if (strcmp(a, "--max-unauthenticated") == 0 &&
-                 parse_u64(v, 1, 1000000, &n))
-            o->max_unauth = (size_t)n;
-        else if (strcmp(a, "--auth-timeout") == 0 &&
-                 parse_u64(v, 1, 3600000, &n))
-            o->auth_timeout_ms = n;
-        else {
-            fprintf(stderr, "stepxd: bad option or value: %s %s (see --help)\n",
-                    a, v);
-            return 2;
-        }
-    }
-    /* A result must fit the frame that carries it to a client: a bigger
-     * limit would let a process finish with a result that wait could only
-     * answer with an error of the server's own. Without --max-result the
-     * default shrinks to fit a small --max-frame. */
-    size_t frame = o->max_frame != 0 ? o->max_frame : SX_WIRE_MAX_FRAME_DEFAULT;
-    size_t fits = frame - RESULT_ROOM; /* frame >= 4096 */
-    if (o->max_result > fits) {
-        fprintf(stderr,
-                "stepxd: --max-result %zu is over what one frame carries: "
-                "at most the frame limit (%zu, --max-frame) minus %d bytes "
-                "for the reply's other fields, %zu\n",
-                o->max_result, frame, RESULT_ROOM, fits);
-        return 2;
-    }
-    if (o->max_result == 0)
-        o->max_result = MAX_RESULT_DEFAULT < fits ? MAX_RESULT_DEFAULT : fits;
-    /* A reply may be as big as a frame: with less output room than that,
-     * a client whose mailbox is flooded (output held near --max-output)
-     * would lose its connection to one big reply of its own. */
-    if (o->max_output != 0 && o->max_output < frame) {
-        fprintf(stderr,
-                "stepxd: --max-output %zu is less than the frame limit "
-                "(%zu, --max-frame): it must hold at least one frame\n",
-                o->max_output, frame);
-        return 2;
-    }
-    if (o->keep_outcome_bytes == 0)
-        o->keep_outcome_bytes = KEEP_OUTCOME_BYTES_DEFAULT;
-    if (o->socket_path != NULL && o->socket_path[0] == 0)
-        o->socket_path = NULL; /* --socket "": TCP only */
-    /* Said here: the server answers a path too long for sun_path with
-     * SX_EINVAL, which main explains as a --listen or --token problem. */
-    size_t max_path = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
-    if (o->socket_path != NULL && strlen(o->socket_path) > max_path) {
-        fprintf(stderr,
-                "stepxd: %s%s: longer than %zu bytes (the most a "
-                "Unix socket path may have)\n",
-                o->socket_from, o->socket_path, max_path);
-        return 2;
-    }
-    if (o->socket_path == NULL && o->listen == NULL) {
-        fprintf(stderr, "stepxd: nothing to listen on (--socket or "
-                        "--listen)\n");
-        return 2;
-    }
-    return 0;
-}
 
 static int load_plugins(sx_engine *e, const options *o)
 {
@@ -481,7 +178,7 @@ static void *hurry_main(void *arg)
 int main(int argc, char **argv)
 {
     options o = { 0 };
-    int rc = parse_args(argc, argv, &o);
+    int rc = sx__stepxd_args(argc, argv, &o);
     if (rc != 0)
         return rc;
 
@@ -511,9 +208,11 @@ int main(int argc, char **argv)
                              .max_result = o.max_result,
                              .node = o.node,
                              .host = o.incarnation,
-                             .max_slots = o.max_slots_set
-                                              ? o.max_slots
-                                              : default_max_slots() };
+                             .max_slots = o.max_slots_set ? o.max_slots
+                                                          : default_max_slots(),
+                             .state_dir = o.state_dir,
+                             .state_sync_full = o.sync_full,
+                             .state_max_bytes = o.state_max_bytes };
     sx_engine *e;
     if ((rc = sx_engine_new(&cfg, &e)) != 0) {
         fprintf(stderr, "stepxd: engine: %s\n", sx_strerror(rc));
@@ -529,10 +228,16 @@ int main(int argc, char **argv)
         return 1;
     }
     if ((rc = sx_engine_start(e)) != 0) {
-        fprintf(stderr, "stepxd: start: %s\n", sx_strerror(rc));
+        const char *why = sx_engine_state_error(e);
+        if (why[0] != '\0')
+            fprintf(stderr, "stepxd: cannot open the state store: %s\n", why);
+        else
+            fprintf(stderr, "stepxd: start: %s\n", sx_strerror(rc));
         sx_engine_free(e);
         return 1;
     }
+    /* With a state store the host part is the store's. */
+    sx_engine_config_get(e, &cfg);
     sx_server_config scfg = { .socket_path = o.socket_path,
                               .listen = o.listen,
                               .token = o.token,
@@ -588,8 +293,14 @@ int main(int argc, char **argv)
     if (m != NULL)
         printf("stepxd: metrics on http://%s/metrics (port %d)\n", o.metrics,
                sx_metrics_port(m));
-    printf("stepxd: incarnation %u: PIDs are {%u@%u|id}\n", o.incarnation,
-           o.node, o.incarnation);
+    printf("stepxd: incarnation %u: PIDs are {%u@%u|id}\n", cfg.host, o.node,
+           cfg.host);
+    if (o.state_dir != NULL)
+        printf("stepxd: jobs are kept in %s/stepx.db (--state-dir; sync "
+               "%s)\n",
+               o.state_dir, o.sync_full ? "full" : "normal");
+    else
+        printf("stepxd: jobs are kept in memory only (--ephemeral)\n");
     if (cfg.max_slots != 0)
         printf("stepxd: at most %zu process slots (--max-slots)\n",
                cfg.max_slots);

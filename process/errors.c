@@ -45,6 +45,7 @@ static const err_entry err_table[] = {
     { SX_ECORRUPT, "SX_ECORRUPT",
       "state store is damaged or not a stepx database" },
     { SX_EVERSION, "SX_EVERSION", "state store is from a newer stepx" },
+    { SX_ESTORAGE, "SX_ESTORAGE", "the state store could not record it" },
 
     { -EPERM, "EPERM", "operation not permitted" },
     { -ENOENT, "ENOENT", "no such file or directory" },

@@ -40,6 +40,7 @@ static const code_entry code_table[] = {
     CODE(SX_ETERMINATED, "terminated"),
     CODE(SX_ECANCELLED, "cancelled"),
     CODE(SX_ETOOLARGE, "too_large"),
+    CODE(SX_ESTORAGE, "storage"),
 };
 
 /* Strings only (no SX_E* code maps to them; the server picks them):

@@ -479,6 +479,10 @@ void sx__relay_conn_take(sx_server *s, sx__relay_out *o)
     case SX__RELAY_OUT_DONE:
         sx__relay_watch_done(o->watch, o);
         break;
+    case SX__RELAY_OUT_ANSWER:
+        sx__relay_conn_write(c, o); /* a reply: never dropped */
+        sx__relay_conn_unref(c);    /* the item's reference */
+        break;
     default:
         sx__relay_out_free(o);
     }

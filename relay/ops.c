@@ -274,6 +274,62 @@ static const char *submit_code(int rc)
     }
 }
 
+/* The longest idempotency key a submit takes. */
+#define MAX_KEY 1024
+
+/* A submit the state store answers later [its thread]: the reply goes to
+ * the connection through the hub. */
+typedef struct {
+    sx__relay_conn *c;  /* a reference */
+    sx__relay_hub *hub; /* a reference */
+    uint64_t id;
+} stored_submit;
+
+static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
+                          const char *msg)
+{
+    stored_submit *ss = user;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, rc == 0 && existing ? 4 : 3);
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, ss->id);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, rc == 0);
+    if (rc == 0) {
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(pid, txt, sizeof(txt));
+        sx_pack_str(&pk, "pid");
+        sx_pack_str(&pk, txt);
+        if (existing) {
+            sx_pack_str(&pk, "existing");
+            sx_pack_bool(&pk, true);
+        }
+    } else {
+        sx__relay_pack_error(&pk, sx_wire_code(rc),
+                             msg != NULL ? msg : sx_strerror(rc));
+    }
+    sx__relay_out *o = pk.err == 0 ? sx__relay_out_new(SX__RELAY_OUT_ANSWER,
+                                                       SX_WIRE_HEADER + pk.len)
+                                   : NULL;
+    if (o != NULL) {
+        memcpy(o->data + SX_WIRE_HEADER, pk.data, pk.len);
+        sx__relay_out_seal(o, pk.len);
+        o->conn = ss->c; /* the item takes the reference */
+        if (sx__relay_hub_post(ss->hub, o) != 0) {
+            sx__relay_out_free(o); /* the server has stopped */
+            sx__relay_conn_unref(ss->c);
+        }
+    } else {
+        /* Out of memory: the client's request stays unanswered, as for
+         * a connection lost. */
+        sx__relay_conn_unref(ss->c);
+    }
+    sx_pack_fini(&pk);
+    sx__relay_hub_unref(ss->hub);
+    free(ss);
+}
+
 static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
@@ -286,6 +342,21 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     }
     if ((rc = field_str(req, "method", &mn, &ml)) != 0) {
         sx__relay_reply_bad_field(c, id, "method", rc, "a string");
+        return;
+    }
+    const char *key = NULL;
+    size_t kl = 0;
+    if ((rc = field_str(req, "key", &key, &kl)) == 1) {
+        key = NULL;
+    } else if (rc != 0 || kl == 0 || kl > MAX_KEY) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"key\": want a string of 1 to 1024 "
+                              "bytes");
+        return;
+    } else if (!s->stored) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"key\": keys need a state store "
+                              "(stepxd runs with --ephemeral)");
         return;
     }
     sx_payload *in;
@@ -313,10 +384,30 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     memcpy(method, mn, ml);
     method[ml] = '\0';
     sx_pid pid;
-    if (memchr(mn, '\0', ml) != NULL)
+    stored_submit *ss = NULL;
+    if (memchr(mn, '\0', ml) != NULL) {
         rc = SX_EUNKNOWN_METHOD;
-    else
+    } else if (s->stored) {
+        /* Answered once the job is stored (stored_answer). */
+        ss = malloc(sizeof(*ss));
+        if (ss == NULL) {
+            rc = SX_ENOMEM;
+        } else {
+            *ss = (stored_submit){ c, s->hub, id };
+            sx__relay_conn_ref(c);
+            sx__relay_hub_ref(s->hub);
+            sx_submit_opts o = { key, kl };
+            rc = sx_engine_submit_async(s->engine, t->name, method, in, n, &o,
+                                        stored_answer, ss);
+            if (rc != 0) {
+                sx__relay_conn_unref(c);
+                sx__relay_hub_unref(s->hub);
+                free(ss);
+            }
+        }
+    } else {
         rc = sx_engine_submit(s->engine, t->name, method, in, n, &pid);
+    }
     free(in);
     if (rc != 0) {
         const char *code = submit_code(rc);
@@ -335,6 +426,8 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
         return;
     }
     free(method);
+    if (ss != NULL)
+        return; /* stored_answer replies */
     char txt[SX_PID_TEXT_MAX];
     sx_pid_format(pid, txt, sizeof(txt));
     sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);

@@ -77,7 +77,7 @@ static const char *outcome_code(int error)
 static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
 {
     static const uint8_t slot[9] = { 0xcf };
-    sx_pack_map(pk, r->error == 0 ? 4 : 3);
+    sx_pack_map(pk, r->error == 0 ? 5 : 4);
     sx_pack_str(pk, "id");
     sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
     sx_pack_str(pk, "ok");
@@ -86,12 +86,16 @@ static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
         sx__relay_pack_error(pk, code != NULL ? code : outcome_code(r->error),
                              r->error_msg != NULL ? r->error_msg
                                                   : sx_strerror(r->error));
-        return;
+    } else {
+        sx_pack_str(pk, "result");
+        sx_pack_raw(pk, r->value);
+        sx_pack_str(pk, "steps");
+        sx_pack_uint(pk, r->steps);
     }
-    sx_pack_str(pk, "result");
-    sx_pack_raw(pk, r->value);
-    sx_pack_str(pk, "steps");
-    sx_pack_uint(pk, r->steps);
+    /* The run that ended (docs/DURABILITY.md); 1 but for a stored job
+     * that ran again after a restart. */
+    sx_pack_str(pk, "attempts");
+    sx_pack_uint(pk, r->attempts > 0 ? r->attempts : 1);
 }
 
 /* How much longer a subscribe's exit push ({push, pid, ok, result}) may be
@@ -144,7 +148,9 @@ static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
                      "levels in a frame, or not one msgpack value",
                      SX_WIRE_MAX_DEPTH);
         }
-        sx_result bad = { SX_ETOOLARGE, why, { NULL, 0 }, r->steps };
+        sx_result bad = {
+            SX_ETOOLARGE, why, { NULL, 0 }, r->steps, r->attempts
+        };
         sx_pack_reset(pk);
         pack_answer(pk, &bad, code);
         fixed = 0;

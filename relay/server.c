@@ -186,7 +186,8 @@ int sx__relay_hub_post(sx__relay_hub *h, sx__relay_out *o)
 static void item_discard(sx__relay_out *o)
 {
     switch (o->kind) {
-    case SX__RELAY_OUT_PUSH: {
+    case SX__RELAY_OUT_PUSH:
+    case SX__RELAY_OUT_ANSWER: {
         sx__relay_conn *c = o->conn;
         sx__relay_out_free(o);
         sx__relay_conn_unref(c);
@@ -487,6 +488,9 @@ static void server_free(sx_server *s)
 
 static int config_copy(sx_server *s, const sx_server_config *cfg)
 {
+    sx_engine_config ec;
+    s->stored =
+        sx_engine_config_get(s->engine, &ec) == 0 && ec.state_dir != NULL;
     s->max_frame =
         cfg->max_frame != 0 ? cfg->max_frame : SX_WIRE_MAX_FRAME_DEFAULT;
     s->max_output =

@@ -54,10 +54,12 @@ typedef struct sx__relay_hub sx__relay_hub;
 
 /* What an item is for. */
 enum {
-    SX__RELAY_OUT_REPLY = 0, /* a reply built on the loop */
-    SX__RELAY_OUT_PUSH = 1,  /* a message push (and any `dropped` notice) */
-    SX__RELAY_OUT_DONE = 2,  /* a wait's reply or a subscribe's push, built by
-                                a watch callback */
+    SX__RELAY_OUT_REPLY = 0,  /* a reply built on the loop */
+    SX__RELAY_OUT_PUSH = 1,   /* a message push (and any `dropped` notice) */
+    SX__RELAY_OUT_DONE = 2,   /* a wait's reply or a subscribe's push, built by
+                                 a watch callback */
+    SX__RELAY_OUT_ANSWER = 3, /* a reply built off the loop (a submit the
+                                 state store answered): never dropped */
 };
 
 /* One frame on its way to a client, and the hub's unit of hand-off. Built
@@ -78,7 +80,8 @@ typedef struct sx__relay_out {
     size_t wlen;            /* [loop] the first item of a write request:
                                the bytes that request covers (the items
                                after it hang off `next`) */
-    sx__relay_conn *conn;   /* PUSH: a reference to the connection */
+    sx__relay_conn *conn;   /* PUSH, ANSWER: a reference to the
+                               connection */
     sx__relay_watch *watch; /* DONE: the engine watch's reference */
     size_t off;             /* where the bytes to write start in data (0,
                                or a message push's room for a notice) */
@@ -266,6 +269,9 @@ void sx__relay_conn_unref(sx__relay_conn *c);
 
 struct sx_server {
     sx_engine *engine;
+    /* The engine has a state store: a submit is answered once the job is
+     * stored (relay/ops.c, stored_answer), and takes a key. */
+    bool stored;
     sx__relay_hub *hub; /* one reference */
     uv_loop_t loop;
     uv_async_t bell;      /* the hub's doorbell */

@@ -137,6 +137,18 @@ struct sx_engine {
     /* Command latency histogram (sampled; relaxed figures). */
     alignas(64) _Atomic uint64_t latency[SX_LATENCY_BUCKETS];
     _Atomic uint64_t latency_sum; /* their sum, microseconds */
+
+    /* Process generations are taken from [gen_lo, gen_lo + gen_span)
+     * (ptable.c, "Generations"). Set before start, read-only after. */
+    uint32_t gen_lo, gen_span;
+    /* The state store (engine/core/durable.c), or NULL: opened by start,
+     * closed by stop. Its failure at start, for sx_engine_state_error. */
+    struct sx__store *store;
+    char state_err[512];
+    /* Jobs read back from the store at start, run once the workers are
+     * (durable.c); freed then. */
+    struct sx__rjob *recovered;
+    size_t n_recovered;
 };
 
 /* engine/core/engine.c */
@@ -156,12 +168,50 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 /* Finishes p on the calling worker: close, outcome, watchers, retire. */
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value);
+/* Spawns as sx__spawn does (no parent, no watcher) but leaves the new
+ * process unqueued: *held gets it, with the table's reference, for the
+ * caller to queue (sx__enqueue_new) or drop (sx__spawn_drop). claim_id
+ * not 0: the slot reserved for that PID id (sx__ptable_reserve), else a
+ * fresh one. */
+int sx__spawn_held(sx_engine *e, const char *type, const char *method,
+                   const sx_payload *input, size_t n_input, uint64_t claim_id,
+                   sx__proc **held, sx_pid *out_pid);
+/* Drops a held process: close, then retired with no outcome; its
+ * watchers get rc and msg. */
+void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg);
+/* What sx__finish does after close for a process's outcome: kept,
+ * watchers fired, the table's reference dropped ([any thread]). */
+void sx__finish_tail(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                     const char *msg, sx_payload value, uint64_t steps,
+                     uint32_t attempts);
+
+/* engine/core/durable.c: the state store's side of the engine. */
+/* [start, before the workers] Opens the store, reads back its outcomes
+ * and jobs, picks this run's generation range, reserves the jobs' slots.
+ * 0 without a store. On error the store is closed and e->state_err says
+ * why. */
+int sx__durable_open(sx_engine *e);
+/* [start, once the workers run] Runs the jobs read back. */
+void sx__durable_resume(sx_engine *e);
+/* [stop, after the workers] Commits what is queued, closes the store. */
+void sx__durable_close(sx_engine *e);
+/* sx_engine_submit on an engine with a store: submits and waits until
+ * the job is stored. */
+int sx__durable_submit(sx_engine *e, const char *type, const char *method,
+                       const sx_payload *input, size_t n_input,
+                       sx_pid *out_pid);
+/* sx__finish of a stored job (p->job), after close: stores the outcome,
+ * then makes it visible (sx__finish_tail). */
+void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                    const char *msg, sx_payload value, uint64_t steps);
+
 /* engine/core/watch.c */
 int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
 /* [finishing worker] Closes p's watcher list and fires every watcher on
  * it with the outcome. */
 void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
-                       const char *msg, sx_payload value, uint64_t steps);
+                       const char *msg, sx_payload value, uint64_t steps,
+                       uint32_t attempts);
 /* Raises p's TERM flag and queues it if it is waiting (the caller holds a
  * reference). SX_ENOTFOUND when it is finishing already. */
 int sx__terminate(sx_engine *e, sx__proc *p);
@@ -178,7 +228,8 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out);
 void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out);
 /* Fills a finished process's outcome into a watcher and delivers it. */
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value, uint64_t steps);
+                    const char *msg, sx_payload value, uint64_t steps,
+                    uint32_t attempts);
 
 /* engine/core/outside.c */
 /* Hands ev (a message) to the mailbox p (state SX__PSTATE_MAILBOX) and
@@ -188,6 +239,7 @@ void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
 void sx__mailboxes_close(sx_engine *e);
 /* Calls an SX__WATCH_FN watcher and frees it. */
 void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                       const char *msg, sx_payload value, uint64_t steps);
+                       const char *msg, sx_payload value, uint64_t steps,
+                       uint32_t attempts);
 
 #endif

@@ -239,10 +239,18 @@ int sx_engine_start(sx_engine *e)
         pthread_mutex_unlock(&e->life_mu);
         return SX_ESTATE;
     }
+    /* The state store first: its host part and generation range hold
+     * before any PID is made. */
+    int rc = sx__durable_open(e);
+    if (rc != 0) {
+        e->stopped = 1;
+        pthread_mutex_unlock(&e->life_mu);
+        return rc;
+    }
     /* release: publishes the registries to every thread that sees
      * started (submit, the workers via thread creation anyway). */
     atomic_store_explicit(&e->started, 1, memory_order_release);
-    int rc = sx__io_start(e);
+    rc = sx__io_start(e);
     if (rc == 0) {
         rc = sx__workers_start(e);
         if (rc != 0)
@@ -251,8 +259,11 @@ int sx_engine_start(sx_engine *e)
     if (rc != 0) {
         atomic_store_explicit(&e->started, 0, memory_order_release);
         e->stopped = 1;
+        sx__durable_close(e);
     }
     pthread_mutex_unlock(&e->life_mu);
+    if (rc == 0)
+        sx__durable_resume(e); /* the stored jobs run again */
     return rc;
 }
 
@@ -352,6 +363,8 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
     /* No process is alive: every op still on a loop is being cancelled;
      * the loops finish them (subprocesses killed) and exit. */
     sx__io_stop(e);
+    /* Outcomes still being stored are stored and made visible. */
+    sx__durable_close(e);
     pthread_mutex_lock(&e->life_mu);
     e->stopped = 1;
     pthread_cond_broadcast(&e->life_cv); /* a second stop waiting */

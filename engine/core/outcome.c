@@ -267,10 +267,12 @@ static sx__outcome *record_new(sx__oshard *s, bool own, size_t need)
 }
 
 static void record_fill(sx__outcome *x, uint64_t id, int error, const char *msg,
-                        size_t ml, sx_payload value, uint64_t steps)
+                        size_t ml, sx_payload value, uint64_t steps,
+                        uint32_t attempts)
 {
     x->id = id;
     x->error = error;
+    x->attempts = attempts;
     x->steps = steps;
     x->pins = 0;
     x->evicted = false;
@@ -355,7 +357,7 @@ static void shed(sx__outcomes *o, sx__oshard *s)
 
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
-                      uint64_t steps)
+                      uint64_t steps, uint32_t attempts)
 {
     sx__outcomes *o = &e->outcomes;
     /* A worker's shard is its own: it alone puts there, so its spare
@@ -374,7 +376,7 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
      * the ring and the index. */
     sx__outcome *x = record_new(s, own, ml + value.len);
     if (x != NULL)
-        record_fill(x, id, error, msg, ml, value, steps);
+        record_fill(x, id, error, msg, ml, value, steps, attempts);
     sx__outcome *gone = NULL; /* evicted, chained by hnext */
     sx__spin_lock(&s->mu);
     if (++s->uncounted == COUNT_BATCH) {
@@ -450,7 +452,8 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     /* After the put, under the same lock: a look-up that misses the live
      * PID finds the outcome (the retire's release store orders the put
      * before it), and a waiter that takes this lock after us sees both. */
-    sx__ptable_retire(e, p);
+    if (p != NULL)
+        sx__ptable_retire(e, p);
     /* relaxed, and read under the shard lock: that lock orders it with a
      * waiter's count (wait.c, "Waiting"). */
     bool waited = atomic_load_explicit(
@@ -515,6 +518,7 @@ static bool copy_out(const sx__outcome *x, sx_result *out)
     memset(out, 0, sizeof(*out));
     out->error = x->error;
     out->steps = x->steps;
+    out->attempts = x->attempts;
     if (x->len > 0) {
         uint8_t *v = malloc(x->len);
         if (v == NULL)

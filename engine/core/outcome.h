@@ -23,6 +23,7 @@ typedef struct sx__outcome {
     uint64_t order; /* its place in put order by bytes (outcome.c, "Bytes") */
     struct sx__outcome *hnext;
     int error;
+    uint32_t attempts; /* sx_result.attempts */
     uint64_t steps;
     char *msg;      /* points into the same allocation, or NULL */
     size_t msg_len; /* its bytes with the NUL, or 0 */
@@ -115,11 +116,12 @@ void sx__outcomes_fini(sx__outcomes *o);
  * its lock. */
 void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes);
 /* Records p's outcome (copied) in the calling thread's shard (self: the
- * calling worker, or NULL), then retires p from the table, then wakes its
- * waiters. */
+ * calling worker, or NULL), then retires p from the table (p NULL: an
+ * outcome read back from the state store, of no live process), then wakes
+ * its waiters. */
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
-                      uint64_t steps);
+                      uint64_t steps, uint32_t attempts);
 /* Retires p (PID id) with no outcome, a spawn whose init failed, and
  * wakes its waiters, who then find neither outcome nor process
  * (SX_ENOTFOUND). */

@@ -143,7 +143,7 @@ int sx_engine_mailbox_free(sx_engine *e, sx_pid pid)
         sx__ev *next =
             (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
         sx__watch_fire(e, w, pid, SX_ECLOSED, "mailbox closed",
-                       (sx_payload){ NULL, 0 }, 0);
+                       (sx_payload){ NULL, 0 }, 0, 0);
         w = next;
     }
     free(p->user_state);
@@ -223,13 +223,15 @@ typedef struct {
 } watch_hook;
 
 void sx__watch_fn_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                       const char *msg, sx_payload value, uint64_t steps)
+                       const char *msg, sx_payload value, uint64_t steps,
+                       uint32_t attempts)
 {
     (void)e;
     watch_hook h;
     memcpy(&h, sx__ev_inl(w), sizeof(h));
     sx_result r = { error, (char *)(error != 0 ? msg : NULL),
-                    error == 0 ? value : (sx_payload){ NULL, 0 }, steps };
+                    error == 0 ? value : (sx_payload){ NULL, 0 }, steps,
+                    attempts };
     if (r.error != 0 && r.error_msg == NULL)
         r.error_msg = (char *)sx_strerror(error);
     h.fn(h.user, target, &r);

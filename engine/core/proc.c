@@ -161,19 +161,21 @@ static int method_check(const sx_process_type *t, const char *method,
     return SX_EUNKNOWN_METHOD;
 }
 
-int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
-              const sx_payload *input, size_t n_input, sx__ev *watcher,
-              sx_pid *out_pid)
+/* The checks every spawn makes before it takes a slot: *t the type, and
+ * *interned its method's place (method_check). */
+static inline __attribute__((always_inline)) int
+spawn_check(sx_engine *e, const char *type, const char *method,
+            const sx_payload *input, size_t n_input, const sx_process_type **t,
+            uint16_t *interned)
 {
     if (type == NULL || method == NULL || (input == NULL && n_input > 0))
         return SX_EINVAL;
     if (!sx__started(e))
         return SX_ESTATE;
-    const sx_process_type *t = type_find(e, type);
-    if (t == NULL)
+    *t = type_find(e, type);
+    if (*t == NULL)
         return SX_EUNKNOWN_TYPE;
-    uint16_t interned;
-    int rc = method_check(t, method, &interned);
+    int rc = method_check(*t, method, interned);
     if (rc != 0)
         return rc;
     /* Once stop has begun, refused here, before a slot is taken: a
@@ -182,21 +184,58 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
      * the one stop's handshake relies on. */
     if (atomic_load_explicit(&e->stopping, memory_order_relaxed))
         return SX_ESTOPPING;
-    sx__worker *w = sx__current_worker(e);
+    return 0;
+}
+
+/* Takes an admission under max_processes; false when at the limit. */
+static inline __attribute__((always_inline)) bool admit(sx_engine *e)
+{
     if (e->cfg.max_processes != 0 &&
         /* relaxed: a count; see "live" above. */
         atomic_fetch_add_explicit(&e->admitted, 1, memory_order_relaxed) >=
             e->cfg.max_processes) {
         atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
-        return SX_ELIMIT;
+        return false;
     }
-    sx__proc *p =
-        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
-    if (p == NULL) {
-        if (e->cfg.max_processes != 0) /* relaxed: as above */
-            atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
-        return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
-    }
+    return true;
+}
+
+static inline __attribute__((always_inline)) void unadmit(sx_engine *e)
+{
+    if (e->cfg.max_processes != 0) /* relaxed: as in admit */
+        atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
+}
+
+/* Undoes a spawn whose slot p was never queued (its init failed, or a
+ * job the store did not take): retires it so no look-up finds it, then
+ * drops the table's reference (frees the state and the slot). Its PID
+ * resolved during init, so a link may have named a reason and raised
+ * TERM meanwhile (mark_complete resets it), and watchers registered then
+ * (a link or a monitor from a process that had the PID) learn that it
+ * failed, with rc and msg, rather than being left unfired and unfreed. */
+static void spawn_undo(sx_engine *e, sx__worker *w, sx__proc *p, int rc,
+                       const char *msg)
+{
+    mark_complete(e, p);
+    sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
+    /* Retired under a shard lock, and its waiters (sx_engine_wait on the
+     * PID, which resolved) woken: no outcome will come for them. */
+    sx__outcomes_retire(e, w, p, self.id);
+    sx__watchers_fire(e, p, self, rc, msg, (sx_payload){ NULL, 0 }, 0, 0);
+    sx__proc_release(e, p);
+    sx__live_died(e, w);
+}
+
+/* The rest of a spawn once slot p is taken: birth, state, init, the
+ * watcher; then p is queued (queue) or left for the caller to queue or
+ * undo (sx__spawn_held; the table's reference is then the caller's). On
+ * error the slot is undone (sx__live_died gives the admission back). */
+static inline __attribute__((always_inline)) int
+spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
+         sx_pid parent, const char *method, const sx_payload *input,
+         size_t n_input, sx__ev *watcher, sx_pid *out_pid, bool queue)
+{
+    int rc;
     /* The birth is counted after the slot is in the table and before
      * stopping is read (see "live"): either this spawn sees stopping and
      * backs out, or stop's read of the count sees the birth, and with it
@@ -262,26 +301,75 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         atomic_fetch_add_explicit(&e->submitted, 1, memory_order_relaxed);
     if (out_pid != NULL)
         *out_pid = ctx.pid;
-    sx__enqueue_new(e, p); /* p may run and finish from here on */
+    if (queue)
+        sx__enqueue_new(e, p); /* p may run and finish from here on */
     return 0;
 
-fail_slot:;
-    /* Never queued: retire it so no look-up finds it, then drop the
-     * table's reference (frees the state and the slot). Its PID resolved
-     * during init, so a link may have named a reason and raised TERM
-     * meanwhile (mark_complete resets it), and watchers registered then (a
-     * link or a monitor from a process that had the PID) learn that it
-     * failed, rather than being left unfired and unfreed. */
-    mark_complete(e, p);
-    sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
-    /* Retired under a shard lock, and its waiters (sx_engine_wait on the
-     * PID, which resolved) woken: no outcome will come for them. */
-    sx__outcomes_retire(e, w, p, self.id);
-    sx__watchers_fire(e, p, self, rc, "init failed", (sx_payload){ NULL, 0 },
-                      0);
-    sx__proc_release(e, p);
-    sx__live_died(e, w);
+fail_slot:
+    spawn_undo(e, w, p, rc, "init failed"); /* gives the admission back */
     return rc;
+}
+
+int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
+              const sx_payload *input, size_t n_input, sx__ev *watcher,
+              sx_pid *out_pid)
+{
+    const sx_process_type *t;
+    uint16_t interned;
+    int rc = spawn_check(e, type, method, input, n_input, &t, &interned);
+    if (rc != 0)
+        return rc;
+    sx__worker *w = sx__current_worker(e);
+    if (!admit(e))
+        return SX_ELIMIT;
+    sx__proc *p =
+        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
+    if (p == NULL) {
+        unadmit(e);
+        return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
+    }
+    return spawn_in(e, w, p, t, parent, method, input, n_input, watcher,
+                    out_pid, true);
+}
+
+int sx__spawn_held(sx_engine *e, const char *type, const char *method,
+                   const sx_payload *input, size_t n_input, uint64_t claim_id,
+                   sx__proc **held, sx_pid *out_pid)
+{
+    const sx_process_type *t;
+    uint16_t interned;
+    int rc = spawn_check(e, type, method, input, n_input, &t, &interned);
+    if (rc != 0)
+        return rc;
+    sx__worker *w = sx__current_worker(e);
+    if (!admit(e))
+        return SX_ELIMIT;
+    sx__proc *p;
+    if (claim_id != 0)
+        p = sx__ptable_claim(e, (uint32_t)claim_id, (uint32_t)(claim_id >> 32),
+                             t, interned);
+    else
+        p = SX__FAULT(SX__FAULT_SPAWN) ? NULL
+                                       : sx__ptable_alloc(e, t, interned);
+    if (p == NULL) {
+        unadmit(e);
+        return claim_id != 0        ? SX_EINVAL
+               : sx__ptable_full(e) ? SX_ELIMIT
+                                    : SX_ENOMEM;
+    }
+    rc = spawn_in(e, w, p, t, SX_PID_NONE, method, input, n_input, NULL,
+                  out_pid, false);
+    if (rc == 0)
+        *held = p;
+    return rc;
+}
+
+void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg)
+{
+    /* init ran: close runs too, as for any process that was made. */
+    if (p->type->close != NULL)
+        p->type->close(p->user_state);
+    spawn_undo(e, sx__current_worker(e), p, rc, msg);
 }
 
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
@@ -289,6 +377,8 @@ int sx_engine_submit(sx_engine *e, const char *type, const char *method,
 {
     if (e == NULL)
         return SX_EINVAL;
+    if (e->store != NULL) /* stored before it answers (durable.c) */
+        return sx__durable_submit(e, type, method, input, n_input, out_pid);
     return sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL,
                      out_pid);
 }
@@ -464,6 +554,28 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
 
 /* ---- finishing ---- */
 
+/* The outcome, the sleeps' count, the watchers and the table's reference
+ * of a finished process (sx__finish; for a stored job, once its outcome
+ * is stored). */
+static inline __attribute__((always_inline)) void
+finish_tail(sx_engine *e, sx__worker *self, sx__proc *p, sx_pid pid, int error,
+            const char *msg, sx_payload value, uint64_t steps,
+            uint32_t attempts)
+{
+    /* close has returned before the outcome is visible to wait; the PID
+     * stops resolving right after it is (outcome.c). */
+    sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps, attempts);
+    /* Sleeps still in a timer set are dropped there lazily (sleep.c),
+     * counted only now that the slot's generation has moved on. release:
+     * a purge that reads the count (acquire) then sees the new generation
+     * and finds these entries dead; counted earlier, a purge could take
+     * the count off without finding them, leaving them unpurged. */
+    if (p->sleeps > 0)
+        atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
+    sx__watchers_fire(e, p, pid, error, msg, value, steps, attempts);
+    sx__proc_release(e, p); /* the table's reference */
+}
+
 void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                 sx_payload value)
 {
@@ -492,16 +604,18 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                                   1, memory_order_relaxed);
     }
     sx__live_died(e, self);
-    /* close has returned before the outcome is visible to wait; the PID
-     * stops resolving right after it is (outcome.c). */
-    sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps);
-    /* Sleeps still in a timer set are dropped there lazily (sleep.c),
-     * counted only now that the slot's generation has moved on. release:
-     * a purge that reads the count (acquire) then sees the new generation
-     * and finds these entries dead; counted earlier, a purge could take
-     * the count off without finding them, leaving them unpurged. */
-    if (p->sleeps > 0)
-        atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
-    sx__watchers_fire(e, p, pid, error, msg, value, steps);
-    sx__proc_release(e, p); /* the table's reference */
+    /* A stored job's outcome is visible once it is stored (durable.c). */
+    if (__builtin_expect(p->job, 0)) {
+        sx__job_finish(e, p, pid, error, msg, value, steps);
+        return;
+    }
+    finish_tail(e, self, p, pid, error, msg, value, steps, 1);
+}
+
+void sx__finish_tail(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                     const char *msg, sx_payload value, uint64_t steps,
+                     uint32_t attempts)
+{
+    finish_tail(e, sx__current_worker(e), p, pid, error, msg, value, steps,
+                attempts);
 }

@@ -183,7 +183,11 @@ typedef struct sx__proc {
     /* type->state_size bytes: the cell below, a calloc'd block, or
      * &sx__no_state. */
     void *user_state;
-    uint8_t wait_kind : 7; /* status that parked it: WAIT or IDLE */
+    uint8_t wait_kind : 6; /* status that parked it: WAIT or IDLE */
+    /* 1 for a stored job (engine/core/durable.c): its sx__pext's attempt
+     * is in use, and its finish stores the outcome before it is visible.
+     * Set before it is first queued; reset at alloc. */
+    uint8_t job : 1;
     /* 1 once it sent a command to a libuv loop: its sx__pext's io fields
      * are then in use, and its finish looks at them (loop.c). */
     uint8_t io : 1;
@@ -237,6 +241,10 @@ typedef struct {
      * finish that saw TERM or the writer that found the process finished
      * (proc.c, sx__finish). */
     _Atomic uint64_t link_failed;
+    /* The attempt of the stored job this process runs (p->job:
+     * engine/core/durable.c): 1, or more once it ran again after a
+     * restart. Set before the process is first queued. */
+    uint32_t attempt;
 } sx__pext;
 
 _Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
@@ -317,6 +325,21 @@ sx__proc *sx__ptable_alloc(sx_engine *e, const sx_process_type *type,
 /* The largest generation a process takes; a mailbox's has the top bit set
  * (ptable.c, "Generations"). */
 #define SX__GEN_PROC_MAX 0x7fffffffu
+/* The generations one run of an engine with a state store takes (ptable.c,
+ * "Generations"); 127 such ranges fit below SX__GEN_PROC_MAX. */
+#define SX__GEN_RANGE (1u << 24)
+#define SX__GEN_RANGES 127u
+/* [before start, one thread] Carves the table up to the highest of idx
+ * (ascending, unique), leaving those slots out of the free lists for
+ * sx__ptable_claim. Before any alloc. Errors: SX_EINVAL (not ascending),
+ * SX_ELIMIT (past cfg.max_slots), SX_ENOMEM, SX_ESTATE (slots handed out
+ * already). */
+int sx__ptable_reserve(sx_engine *e, const uint32_t *idx, size_t n);
+/* [before start, one thread] Readies the reserved slot idx for a process
+ * of type with generation gen (as sx__ptable_alloc does, refs = 1,
+ * READY). NULL when idx was not reserved or gen is not a process's. */
+sx__proc *sx__ptable_claim(sx_engine *e, uint32_t idx, uint32_t gen,
+                           const sx_process_type *type, uint16_t method);
 /* A fresh slot for a mailbox (no type, READY until the caller marks it):
  * its generation is the top bit and random's low 31 bits; *proc_gen gets
  * the slot's process generation, for sx__ptable_retire_mailbox. */

@@ -26,7 +26,14 @@
  * for nothing (100,000 sleepers would touch 127,000 slots, ~3.7 MB more,
  * at ~0.5-3 ns a byte for first-touch faults on a VM).
  *
- * Threads: all functions [any thread].
+ * It is one piece: the slots' layout, the free magazines and the
+ * generations are three views of the same words of a slot (steps is the
+ * magazine link while a slot is free, gen what a look-up checks and what
+ * alloc and retire move on), under one set of memory orders; split,
+ * each part would reach into the others' fields.
+ *
+ * Threads: all functions [any thread] except sx__ptable_reserve and
+ * sx__ptable_claim [before start, one thread].
  */
 /* MAP_ANONYMOUS is not in POSIX.1-2008. */
 #define _DEFAULT_SOURCE
@@ -167,6 +174,8 @@ int sx__ptable_init(sx_engine *e)
     atomic_init(&e->admitted, 0);
     atomic_init(&e->slots_full, false);
     e->n_segs = 0;
+    e->gen_lo = 1; /* every process generation ("Generations") */
+    e->gen_span = SX__GEN_PROC_MAX;
     sx__slotcache_init(&e->ext_slots);
     sx__spin_init(&e->ext_slots_mu);
     int rc = pthread_mutex_init(&e->grow_mu, NULL);
@@ -318,23 +327,20 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
     return p;
 }
 
-/* Puts MAG more slots into use: the newest segment's next untouched ones,
- * or a new segment's first; pushed onto the stack as one magazine. With
- * cfg.max_slots set, the table stops there: the last magazine may be
- * short, and past it grow answers SX_ELIMIT (and sets slots_full). */
-static int grow(sx_engine *e)
+/* Carves the next MAG slots (fewer at cfg.max_slots): the newest
+ * segment's next untouched ones, or a new segment's first; pushed onto
+ * the stack as one magazine, less the slots named in claim[*pos..n)
+ * (ascending), which are left out of every free list for the caller to
+ * fill (sx__ptable_claim). *next gets the index of the first slot not
+ * carved yet. Past cfg.max_slots answers SX_ELIMIT (and sets
+ * slots_full). The caller holds grow_mu. */
+static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
+                        size_t *pos, uint32_t *next)
 {
-    pthread_mutex_lock(&e->grow_mu);
-    /* relaxed: a hint; another thread may have grown the table already. */
-    if ((uint32_t)atomic_load_explicit(&e->free_head, memory_order_relaxed) !=
-        SX__FREE_NONE) {
-        pthread_mutex_unlock(&e->grow_mu);
-        return 0;
-    }
     unsigned k = e->n_segs;
     uint32_t off = 0;
     if (k > 0) {
-        /* relaxed: written only under grow_mu, which we hold. */
+        /* relaxed: written only under grow_mu, which the caller holds. */
         uint32_t c =
             atomic_load_explicit(&e->seg_carved[k - 1], memory_order_relaxed);
         if (c < ((uint32_t)SX__SEG_BASE << (k - 1))) {
@@ -350,40 +356,86 @@ static int grow(sx_engine *e)
         /* relaxed: a flag that is never cleared, read by whoever failed
          * after this (ptable_full); no data hangs on it. */
         atomic_store_explicit(&e->slots_full, true, memory_order_relaxed);
-        pthread_mutex_unlock(&e->grow_mu);
         return SX_ELIMIT;
     }
     if (cap != 0 && cap - base < n)
         n = (uint32_t)(cap - base);
     if (k == e->n_segs) {
         sx__proc *fresh = seg_map(e, k);
-        if (fresh == NULL) {
-            pthread_mutex_unlock(&e->grow_mu);
+        if (fresh == NULL)
             return SX_ENOMEM;
-        }
         /* release: pairs with the acquire load in slot_at. Its slots are
          * zeroed memory: no look-up can take a reference (refs == 0). */
         atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
         e->n_segs = k + 1;
     }
-    /* relaxed: we hold grow_mu (see above). */
+    /* relaxed: the caller holds grow_mu (see above). */
     sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_relaxed);
     /* The memory is zeroed: state, refs, gen and watchers start at 0 /
      * NULL as they should; steps holds the magazine link while the slot
      * is free (set below; alloc zeroes it). A segment's size is a
      * multiple of MAG, so a magazine never spans two segments. */
-    sx__proc *first = &seg[off];
+    sx__proc *first = NULL, *last = NULL;
     for (uint32_t i = 0; i < n; i++) {
-        first[i].index = base + i;
-        first[i].free_next = i + 1 < n ? base + i + 1 : SX__FREE_NONE;
-        atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
+        sx__proc *p = &seg[off + i];
+        p->index = base + i;
+        if (pos != NULL && *pos < n_claim && claim[*pos] == base + i) {
+            ++*pos; /* claimed: in no free list */
+            continue;
+        }
+        atomic_init(&p->steps, SX__FREE_NONE); /* no next magazine */
+        p->free_next = SX__FREE_NONE;
+        if (last != NULL)
+            last->free_next = p->index;
+        else
+            first = p;
+        last = p;
     }
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
     atomic_store_explicit(&e->seg_carved[k], off + n, memory_order_release);
-    mags_push(e, first, first);
-    pthread_mutex_unlock(&e->grow_mu);
+    if (first != NULL)
+        mags_push(e, first, first);
+    *next = base + n;
     return 0;
+}
+
+/* Puts MAG more slots into use when the stack is empty (carve_locked). */
+static int grow(sx_engine *e)
+{
+    pthread_mutex_lock(&e->grow_mu);
+    /* relaxed: a hint; another thread may have grown the table already. */
+    if ((uint32_t)atomic_load_explicit(&e->free_head, memory_order_relaxed) !=
+        SX__FREE_NONE) {
+        pthread_mutex_unlock(&e->grow_mu);
+        return 0;
+    }
+    uint32_t next;
+    int rc = carve_locked(e, NULL, 0, NULL, &next);
+    pthread_mutex_unlock(&e->grow_mu);
+    return rc;
+}
+
+int sx__ptable_reserve(sx_engine *e, const uint32_t *idx, size_t n)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (idx[i] <= idx[i - 1])
+            return SX_EINVAL;
+    pthread_mutex_lock(&e->grow_mu);
+    size_t pos = 0;
+    uint32_t next = 0;
+    int rc = 0;
+    do {
+        rc = carve_locked(e, idx, n, &pos, &next);
+    } while (rc == 0 && next <= idx[n - 1]);
+    pthread_mutex_unlock(&e->grow_mu);
+    /* Slots carved before the first reservation were handed out already:
+     * a reservation must come before any alloc. */
+    if (rc == 0 && pos != n)
+        rc = SX_ESTATE;
+    return rc;
 }
 
 /* ---- Generations ----
@@ -401,7 +453,23 @@ static int grow(sx_engine *e)
  * and the two ranges never meet: a stale process PID cannot reach a
  * mailbox, nor a stale mailbox PID a process. A stale mailbox PID reaches
  * a later mailbox on the same slot only if that one draws the same 31
- * bits: 1 in 2^31 for each later mailbox on that slot. */
+ * bits: 1 in 2^31 for each later mailbox on that slot.
+ *
+ * Processes take their generations from one range, [gen_lo, gen_lo +
+ * gen_span): 1 to SX__GEN_PROC_MAX for an engine without a state store.
+ * An engine with one gives each run its own range of SX__GEN_RANGE
+ * generations (engine/core/recover.c), recorded in the store before any
+ * PID is handed out: the PIDs of an earlier run, which the store's jobs
+ * and outcomes keep and clients hold, never name a process of a later
+ * run, even though the host part stays (a slot is reused 2^23 times in
+ * one run before a stale PID of that run can reach it again). A job
+ * recovered from the store takes back its own slot and generation
+ * (sx__ptable_reserve, sx__ptable_claim), so its PID stays; when its
+ * slot is next taken, the generation returns to the run's range. */
+
+static inline __attribute__((always_inline)) void
+slot_init(sx__proc *p, uint32_t g, const sx_process_type *type,
+          uint16_t method);
 
 static inline __attribute__((always_inline)) sx__proc *
 alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
@@ -433,9 +501,18 @@ alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
     if (mailbox_gen != 0) {
         *proc_gen = g;
         g = mailbox_gen;
-    } else if (++g > SX__GEN_PROC_MAX) {
-        g = 1;
+    } else if ((uint32_t)(++g - e->gen_lo) >= e->gen_span) {
+        g = e->gen_lo; /* wraps within this run's range ("Generations") */
     }
+    slot_init(p, g, type, method);
+    return p;
+}
+
+/* Readies slot p (refs 0, ours) for a process of type (a mailbox: NULL)
+ * with generation g. */
+static inline __attribute__((always_inline)) void
+slot_init(sx__proc *p, uint32_t g, const sx_process_type *type, uint16_t method)
+{
     atomic_store_explicit(&p->gen, g, memory_order_relaxed);
     sx__mpsc_init(&p->mbox);
     sx__ctlstack_init(&p->ctl);
@@ -448,11 +525,25 @@ alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
     p->method = method;
     p->user_state = NULL;
     p->wait_kind = 0;
+    p->job = 0;
     p->sleeps = 0;
     p->io = 0;
     /* release: pairs with the acquire CAS in sx__proc_acquire; a thread
      * that takes a reference sees the initialised slot and its gen. */
     atomic_store_explicit(&p->refs, 1, memory_order_release);
+}
+
+sx__proc *sx__ptable_claim(sx_engine *e, uint32_t idx, uint32_t gen,
+                           const sx_process_type *type, uint16_t method)
+{
+    if (gen == 0 || gen > SX__GEN_PROC_MAX)
+        return NULL;
+    sx__proc *p = slot_at(e, idx);
+    /* relaxed: before start, on the one thread that reserved it. */
+    if (p == NULL || p->index != idx ||
+        atomic_load_explicit(&p->refs, memory_order_relaxed) != 0)
+        return NULL;
+    slot_init(p, gen, type, method);
     return p;
 }
 

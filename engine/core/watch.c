@@ -39,7 +39,8 @@ static bool link_again(const sx__ev *n, const sx__ev *w)
  * acq_rel: acquire the watchers registered (release CAS in sx__watch);
  * CLOSED tells later registrants to look at the outcome instead. */
 void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
-                       const char *msg, sx_payload value, uint64_t steps)
+                       const char *msg, sx_payload value, uint64_t steps,
+                       uint32_t attempts)
 {
     sx__ev *w = atomic_exchange_explicit(&p->watchers, SX__WATCH_CLOSED,
                                          memory_order_acq_rel);
@@ -50,7 +51,7 @@ void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
         if (w->watch == SX__WATCH_LINK && link_again(next, w))
             sx__ev_free(w); /* the same link, made twice at once */
         else
-            sx__watch_fire(e, w, pid, error, msg, value, steps);
+            sx__watch_fire(e, w, pid, error, msg, value, steps, attempts);
         w = next;
     }
 }
@@ -82,20 +83,22 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
     sx_result r;
     if (target.node == e->cfg.node && target.host == e->cfg.host &&
         sx__outcomes_get(e, target.id, &r)) {
-        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value, r.steps);
+        sx__watch_fire(e, w, target, r.error, r.error_msg, r.value, r.steps,
+                       r.attempts);
         sx_result_free(&r);
     } else {
         sx__watch_fire(e, w, target, SX_ENOTFOUND, "no such process",
-                       (sx_payload){ NULL, 0 }, 0);
+                       (sx_payload){ NULL, 0 }, 0, 0);
     }
     return 0;
 }
 
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value, uint64_t steps)
+                    const char *msg, sx_payload value, uint64_t steps,
+                    uint32_t attempts)
 {
     if (w->watch == SX__WATCH_FN) {
-        sx__watch_fn_fire(e, w, target, error, msg, value, steps);
+        sx__watch_fn_fire(e, w, target, error, msg, value, steps, attempts);
         return;
     }
     if (w->watch == SX__WATCH_RESULT) {

@@ -52,6 +52,20 @@ typedef struct {
      * that many slots are free. Each slot takes 152 bytes for good once
      * used (docs/ARCHITECTURE.md, "Memory"). */
     size_t max_slots;
+    /* A state store (docs/DURABILITY.md): the directory of its database,
+     * created when missing. Submitted jobs are then stored before submit
+     * answers, and those without an outcome run again at the next start
+     * with the same PIDs; kept outcomes survive too. NULL = none:
+     * everything lives in memory. Only read during sx_engine_start. */
+    const char *state_dir;
+    /* With state_dir: every commit is synced to the disk itself
+     * (SQLite's synchronous=FULL), so that a power loss loses nothing
+     * acknowledged; by default (NORMAL) a crash of the program loses
+     * nothing, a power loss the last commits. */
+    bool state_sync_full;
+    /* With state_dir: the database's largest size in bytes; past it a
+     * submit fails SX_ESTORAGE as on a full disk. 0 = no limit. */
+    uint64_t state_max_bytes;
 } sx_engine_config;
 
 #define SX_KEEP_OUTCOME_BYTES_DEFAULT ((size_t)64 << 20) /* 64 MiB */
@@ -90,10 +104,20 @@ int sx_engine_config_get(const sx_engine *e, sx_engine_config *out);
 #define SX_STATE_SIZE_MAX ((size_t)1 << 30) /* 1 GiB per process */
 int sx_engine_register(sx_engine *e, const sx_process_type *type);
 
-/* Starts the workers. Errors: SX_ESTATE (started twice, or after a start
- * that failed), SX_ENOMEM, or -errno from thread creation or from setting
- * up a libuv loop (e.g. -EMFILE; nothing is left running on error). */
+/* Starts the workers. With cfg.state_dir, first opens the state store and
+ * runs again every stored job without an outcome (docs/DURABILITY.md);
+ * the PIDs' host part is then the store's (sx_engine_config_get says
+ * it). Errors: SX_ESTATE (started twice, or after a start that failed),
+ * SX_ENOMEM, -errno from thread creation or from setting up a libuv loop
+ * (e.g. -EMFILE), or the store's: -EBUSY (another program has the
+ * directory), SX_ECORRUPT, SX_EVERSION, -EROFS, -ENOSPC, -errno;
+ * sx_engine_state_error says what and where. Nothing is left running on
+ * error and nothing stored is changed. */
 int sx_engine_start(sx_engine *e);
+
+/* The message of the state store's failure at start, or "" (never NULL;
+ * e NULL gives ""). Valid until sx_engine_free. */
+const char *sx_engine_state_error(const sx_engine *e);
 
 /* Creates a process of type and runs its init with method and input
  * synchronously; input bytes are only read during the call. On success the
@@ -104,6 +128,36 @@ int sx_engine_start(sx_engine *e);
  * SX_ENOMEM. On error nothing is queued and close is not called. */
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
+
+/* What sx_engine_submit_async takes besides the job. */
+typedef struct {
+    /* An idempotency key (any bytes; NULL = none): a submit whose key an
+     * earlier job of this engine's store still holds (the job, or its
+     * kept outcome) answers that job's PID, with existing set, and
+     * starts nothing (the new process's init ran; its close runs). Needs
+     * a state store: SX_EINVAL without one. */
+    const void *key;
+    size_t key_len;
+} sx_submit_opts;
+
+/* The answer to sx_engine_submit_async: rc 0 and the job's pid (existing:
+ * an earlier job's, by its key), or SX_ESTORAGE with msg saying why the
+ * store could not record it (nothing started). Called exactly once, on
+ * the store's thread (or, without a store, on the calling thread before
+ * sx_engine_submit_async returns); it must not block. msg is valid only
+ * during the call (NULL when rc is 0). */
+typedef void (*sx_submit_fn)(void *user, int rc, sx_pid pid, bool existing,
+                             const char *msg);
+
+/* Submits as sx_engine_submit does, answering through fn: with a state
+ * store, once the job is stored (init ran first; the process runs only
+ * once it is stored). Returns 0 when fn will be called, or an error of
+ * sx_engine_submit (then fn is never called). opts may be NULL. On an
+ * engine with a store, sx_engine_submit is this and a wait for fn. */
+int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
+                           const sx_payload *input, size_t n_input,
+                           const sx_submit_opts *opts, sx_submit_fn fn,
+                           void *user);
 
 /* Delivers a message {from, topic, data} to process `to`; topic and data are
  * copied. Errors: SX_EINVAL (topic NULL, longer than 255 bytes or not
@@ -128,6 +182,9 @@ typedef struct {
     char *error_msg;  /* owned by the result; NULL when error == 0        */
     sx_payload value; /* owned by the result                              */
     uint64_t steps;   /* how many times step ran                          */
+    /* The run that ended: 1, or more for a stored job that ran again
+     * after the engine restarted (docs/DURABILITY.md). */
+    uint32_t attempts;
 } sx_result;
 
 /* Waits for the outcome of pid. Returns 0 when there is one (its own error

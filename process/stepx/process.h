@@ -43,6 +43,7 @@ extern "C" {
 #define SX_ETOOLARGE (-5012)
 #define SX_ECORRUPT (-5013) /* a state store is damaged or not stepx's */
 #define SX_EVERSION (-5014) /* a state store written by a newer stepx */
+#define SX_ESTORAGE (-5015) /* the state store could not record it */
 
 /* A static message for code (never allocates, never NULL). Any thread. */
 const char *sx_strerror(int code);

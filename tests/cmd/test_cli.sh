@@ -25,6 +25,13 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/stepx-cli.XXXXXX")
+# Every daemon here runs --ephemeral, through a wrapper: several run at
+# once, and the incarnation cases need each run's PIDs to be its own. The
+# state store has its own tests (tests/durable/, tests/engine/test_durable).
+REAL_STEPXD=$(cd "$(dirname "$STEPXD")" && pwd)/$(basename "$STEPXD")
+printf '#!/bin/sh\nexec "%s" --ephemeral "$@"\n' "$REAL_STEPXD" >"$TMP/stepxd"
+chmod +x "$TMP/stepxd"
+STEPXD=$TMP/stepxd
 SOCK=$TMP/stepxd.sock
 DEADLINE_MS=1500
 DPID=
@@ -293,6 +300,10 @@ start_fail "stepxd --load NAME of a file here: says ./NAME" 1 \
 cd - >/dev/null || exit 1
 STEPXD=$STEPXD_GIVEN
 start_fail "stepxd bad option value: exit 2" 2 "bad option" --workers zero
+start_fail "stepxd --ephemeral with --state-dir: exit 2" 2 \
+    "one or the other" --state-dir "$TMP/state"
+start_fail "stepxd --sync of another value: exit 2" 2 "bad option" \
+    --sync sometimes
 # An unknown option last on the line is reported as unknown, not as one
 # needing a value.
 start_fail "stepxd unknown option: exit 2, named as unknown" 2 \

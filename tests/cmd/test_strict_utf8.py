@@ -171,7 +171,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="stepx-utf8.")
     path = os.path.join(tmp, "s.sock")
     log = open(os.path.join(tmp, "stepxd.log"), "w+")
-    d = subprocess.Popen([sys.argv[1], "--socket", path, "--workers", "2"],
+    d = subprocess.Popen([sys.argv[1], "--socket", path, "--workers", "2",
+                          "--ephemeral"],
                          stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(100):

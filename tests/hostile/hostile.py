@@ -479,6 +479,10 @@ class Daemon:
             if self.token is not None:
                 argv += ["--token", self.token]
             argv += self.flags
+            # In memory unless the case gives a state directory: the
+            # cases here attack the relay, and several daemons run at once.
+            if "--state-dir" not in self.flags:
+                argv.append("--ephemeral")
             self.argv = argv
             Daemon.n_logs += 1
             self.log_path = os.path.join(self.tmpdir,

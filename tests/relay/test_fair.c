@@ -64,7 +64,7 @@ static void raw_pid_req(int fd, const char *op, uint64_t id, const char *pid)
  * wait whole, and a subscribe, whose exit push would be longer than
  * max_frame, gets an exit push with ok false and code too_large instead
  * of a frame no client takes. Control: without exit_push's size check the
- * push is 8,204 bytes against a limit of 8,192. */
+ * push is 8,194 bytes against a limit of 8,192. */
 static void test_exit_push_fits_frame(void)
 {
     const size_t max_frame = 8192;
@@ -72,9 +72,9 @@ static void test_exit_push_fits_frame(void)
     up(&f, max_frame);
     sx_client *c = NULL;
     CHECK_RC(sx_client_connect(f.unix_addr, NULL, 10000, &c), 0);
-    /* A wait answer {id: u64, ok, result: bin16(n), steps: 1} is n + 34
-     * bytes: n = max_frame - 34 makes it exactly max_frame. */
-    int64_t n = (int64_t)max_frame - 34;
+    /* A wait answer {id: u64, ok, result: bin16(n), steps: 1, attempts:
+     * 1} is n + 44 bytes: n = max_frame - 44 makes it exactly max_frame. */
+    int64_t n = (int64_t)max_frame - 44;
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_payload in = sx_payload_int(b, n);
     sx_pid pid;

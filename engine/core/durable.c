@@ -1,0 +1,578 @@
+/* engine/core/durable.c — the engine's side of its state store
+ * (engine/store/store.h): opening it at start and running again the jobs
+ * it holds, storing a job before submit answers, and storing an outcome
+ * before wait can see it. docs/DURABILITY.md says what this guarantees.
+ *
+ * A stored job keeps its PID across restarts: the host part is the
+ * store's (kept in its meta table from the first run on), and a job read
+ * back takes back its own slot and generation (sx__ptable_reserve before
+ * the workers start, sx__ptable_claim when it is spawned again). Each run
+ * takes its own range of generations for new processes (ptable.c,
+ * "Generations"), recorded before any PID is handed out, so that no PID
+ * an earlier run handed out names a process of this one.
+ *
+ * Threads: open and resume [start's caller]; close [stop's caller];
+ * submit [any thread]; sx__job_finish [the finishing worker]; the store's
+ * answers (submit_done, finish_done) [the store's writer thread].
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/core.h"
+#include "engine/store/store.h"
+
+/* A job read back from the store, until it is spawned again. */
+typedef struct sx__rjob {
+    uint64_t id;
+    uint32_t attempt;
+    bool dup; /* another stored job has the same slot (see open) */
+    char *type, *method;
+    uint8_t *input;
+    size_t input_len;
+} sx__rjob;
+
+const char *sx_engine_state_error(const sx_engine *e)
+{
+    return e != NULL ? e->state_err : "";
+}
+
+/* What the store's failure codes mean for a request. */
+static const char *storage_msg(int rc)
+{
+    switch (rc) {
+    case -ENOSPC:
+        return "no space left for the state store (its disk, or "
+               "state_max_bytes, is full); nothing was stored";
+    case SX_ECORRUPT:
+        return "the state store's database is damaged; nothing was stored";
+    case -EROFS:
+        return "the state store cannot be written (read-only); nothing was "
+               "stored";
+    case -EBUSY:
+        return "the state store's database is locked by another program; "
+               "nothing was stored";
+    case SX_ENOMEM:
+        return "out of memory in the state store; nothing was stored";
+    default:
+        return "the state store failed to write (an I/O error); nothing was "
+               "stored";
+    }
+}
+
+/* ---- open and recovery ----------------------------------------------------
+ */
+
+typedef struct {
+    sx_engine *e;
+    sx__rjob *jobs;
+    size_t n, cap;
+    bool used[SX__GEN_RANGES]; /* ranges holding a stored PID's generation */
+} recovery;
+
+static void mark_range(recovery *r, uint64_t id)
+{
+    uint32_t g = (uint32_t)(id >> 32);
+    if (g >= 1 && g <= SX__GEN_RANGES * SX__GEN_RANGE)
+        r->used[(g - 1) / SX__GEN_RANGE] = true;
+}
+
+static char *dup_bytes(const void *p, size_t n, bool nul)
+{
+    char *d = malloc(n + (nul ? 1 : 0) + (n == 0 && !nul ? 1 : 0));
+    if (d == NULL)
+        return NULL;
+    if (n > 0)
+        memcpy(d, p, n);
+    if (nul)
+        d[n] = '\0';
+    return d;
+}
+
+static void rjob_free(sx__rjob *j)
+{
+    free(j->type);
+    free(j->method);
+    free(j->input);
+}
+
+static int on_job(void *user, const sx__store_job *j)
+{
+    recovery *r = user;
+    if (r->n == r->cap) {
+        size_t cap = r->cap != 0 ? r->cap * 2 : 64;
+        sx__rjob *jobs = realloc(r->jobs, cap * sizeof(*jobs));
+        if (jobs == NULL)
+            return SX_ENOMEM;
+        r->jobs = jobs;
+        r->cap = cap;
+    }
+    sx__rjob *x = &r->jobs[r->n];
+    memset(x, 0, sizeof(*x));
+    x->id = j->id;
+    x->attempt = j->attempt;
+    x->type = dup_bytes(j->type, strlen(j->type), true);
+    x->method = dup_bytes(j->method, strlen(j->method), true);
+    x->input = (uint8_t *)dup_bytes(j->input.data, j->input.len, false);
+    x->input_len = j->input.len;
+    if (x->type == NULL || x->method == NULL || x->input == NULL) {
+        rjob_free(x);
+        return SX_ENOMEM;
+    }
+    r->n++;
+    mark_range(r, j->id);
+    return 0;
+}
+
+static int on_outcome(void *user, const sx__store_outcome *o)
+{
+    recovery *r = user;
+    sx__outcomes_put(r->e, NULL, NULL, o->id, o->error, o->msg, o->value,
+                     o->steps, o->attempts);
+    mark_range(r, o->id);
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int fail(sx_engine *e, int rc, const char *what)
+{
+    if (e->state_err[0] == '\0')
+        snprintf(e->state_err, sizeof e->state_err, "store %s: %s: %s",
+                 e->cfg.state_dir, what, sx_strerror(rc));
+    return rc;
+}
+
+/* The host part of PIDs: the store's, or this engine's on a new store. */
+static int take_host(sx_engine *e)
+{
+    int64_t host = 0;
+    int rc = sx__store_meta_get(e->store, "host", &host);
+    if (rc == SX_ENOTFOUND)
+        return sx__store_meta_set(e->store, "host", e->cfg.host);
+    if (rc != 0)
+        return rc;
+    if (host < 1 || host > (int64_t)UINT32_MAX)
+        return SX_ECORRUPT;
+    e->cfg.host = (uint32_t)host;
+    return 0;
+}
+
+/* This run's generation range: the one after the last run's that holds no
+ * stored PID's generation, recorded before any PID is handed out. */
+static int take_range(sx_engine *e, const recovery *r)
+{
+    int64_t last = -1;
+    int rc = sx__store_meta_get(e->store, "gen_range", &last);
+    if (rc != 0 && rc != SX_ENOTFOUND)
+        return rc;
+    if (last < -1 || last >= (int64_t)SX__GEN_RANGES)
+        return SX_ECORRUPT;
+    for (uint32_t i = 1; i <= SX__GEN_RANGES; i++) {
+        uint32_t c = (uint32_t)((last + (int64_t)i) % SX__GEN_RANGES);
+        if (r->used[c])
+            continue;
+        if ((rc = sx__store_meta_set(e->store, "gen_range", c)) != 0)
+            return rc;
+        e->gen_lo = 1 + c * SX__GEN_RANGE;
+        e->gen_span = SX__GEN_RANGE;
+        return 0;
+    }
+    snprintf(e->state_err, sizeof e->state_err,
+             "store %s: every one of the %u generation ranges holds a "
+             "stored job or outcome; finish or drop old jobs first",
+             e->cfg.state_dir, SX__GEN_RANGES);
+    return SX_ELIMIT;
+}
+
+/* Reserves the slots of the jobs read back; a second job on a slot (its
+ * first one's finish was never stored) is marked dup and runs nowhere. */
+static int reserve(sx_engine *e, recovery *r)
+{
+    if (r->n == 0)
+        return 0;
+    uint32_t *idx = malloc(r->n * sizeof(*idx));
+    if (idx == NULL)
+        return SX_ENOMEM;
+    for (size_t i = 0; i < r->n; i++)
+        idx[i] = (uint32_t)r->jobs[i].id;
+    qsort(idx, r->n, sizeof(*idx), cmp_u32);
+    size_t n = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (n == 0 || idx[n - 1] != idx[i])
+            idx[n++] = idx[i];
+    if (n != r->n) {
+        /* Jobs come in id order; the last of a slot (the newest
+         * generation within a run) keeps it. Rare: see above. */
+        for (size_t i = 0; i < r->n; i++)
+            for (size_t k = i + 1; k < r->n; k++)
+                if ((uint32_t)r->jobs[k].id == (uint32_t)r->jobs[i].id) {
+                    r->jobs[i].dup = true;
+                    break;
+                }
+    }
+    int rc = sx__ptable_reserve(e, idx, n);
+    free(idx);
+    if (rc == SX_ELIMIT)
+        snprintf(e->state_err, sizeof e->state_err,
+                 "store %s: the %zu stored jobs need slots past max_slots "
+                 "(%zu)",
+                 e->cfg.state_dir, r->n, e->cfg.max_slots);
+    return rc;
+}
+
+int sx__durable_open(sx_engine *e)
+{
+    e->state_err[0] = '\0';
+    if (e->cfg.state_dir == NULL)
+        return 0;
+    sx__store_config sc = {
+        .dir = e->cfg.state_dir,
+        .sync_full = e->cfg.state_sync_full,
+        .keep_outcomes = e->cfg.keep_outcomes,
+        .max_bytes = e->cfg.state_max_bytes,
+    };
+    int rc = sx__store_open(&sc, &e->store, e->state_err, sizeof e->state_err);
+    if (rc != 0) {
+        e->store = NULL;
+        return rc;
+    }
+    recovery r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    if ((rc = take_host(e)) != 0) {
+        fail(e, rc, "cannot read or write the PIDs' host part");
+        goto out;
+    }
+    if ((rc = sx__store_recover(e->store, on_job, on_outcome, &r)) != 0) {
+        fail(e, rc, "cannot read the stored jobs back");
+        goto out;
+    }
+    if ((rc = take_range(e, &r)) != 0) {
+        fail(e, rc, "cannot record this run's generation range");
+        goto out;
+    }
+    if ((rc = reserve(e, &r)) != 0) {
+        fail(e, rc, "cannot reserve the stored jobs' slots");
+        goto out;
+    }
+    e->recovered = r.jobs;
+    e->n_recovered = r.n;
+    return 0;
+out:
+    for (size_t i = 0; i < r.n; i++)
+        rjob_free(&r.jobs[i]);
+    free(r.jobs);
+    sx__store_close(e->store);
+    e->store = NULL;
+    return rc;
+}
+
+/* A job read back that cannot run: its outcome, stored and kept. */
+static void finish_unrun(sx_engine *e, const sx__rjob *j, int rc,
+                         const char *msg)
+{
+    sx_payload none = { NULL, 0 };
+    sx__store_finish(e->store, j->id, rc, msg, none, 0, j->attempt, NULL, NULL);
+    sx__outcomes_put(e, NULL, NULL, j->id, rc, msg, none, 0, j->attempt);
+}
+
+/* Splits the stored inputs (one msgpack array) into payloads: *out gets
+ * a malloc'd array of n (the bytes stay in j). */
+static int split_input(const sx__rjob *j, sx_payload **out, size_t *n)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, (sx_payload){ j->input, j->input_len });
+    uint32_t k;
+    if (sx_unpack_array(&u, &k) != 0)
+        return SX_ECORRUPT;
+    sx_payload *in = calloc(k != 0 ? k : 1, sizeof(*in));
+    if (in == NULL)
+        return SX_ENOMEM;
+    for (uint32_t i = 0; i < k; i++)
+        if (sx_unpack_raw(&u, &in[i]) != 0) {
+            free(in);
+            return SX_ECORRUPT;
+        }
+    *out = in;
+    *n = k;
+    return 0;
+}
+
+void sx__durable_resume(sx_engine *e)
+{
+    for (size_t i = 0; i < e->n_recovered; i++) {
+        sx__rjob *j = &e->recovered[i];
+        char msg[160];
+        sx_payload *in = NULL;
+        size_t n = 0;
+        int rc = j->dup ? SX_EFAILED : split_input(j, &in, &n);
+        sx__proc *p = NULL;
+        if (rc == 0)
+            rc = sx__spawn_held(e, j->type, j->method, in, n, j->id, &p, NULL);
+        free(in);
+        if (rc == 0) {
+            p->job = 1;
+            sx__ptable_pext(e, p)->attempt = j->attempt;
+            sx__enqueue_new(e, p); /* p may run and finish from here on */
+        } else {
+            if (j->dup)
+                snprintf(msg, sizeof msg,
+                         "not run again: another stored job has its slot");
+            else if (rc == SX_EUNKNOWN_TYPE)
+                snprintf(msg, sizeof msg,
+                         "not run again: no process type \"%.64s\" is "
+                         "registered",
+                         j->type);
+            else if (rc == SX_ECORRUPT)
+                snprintf(msg, sizeof msg,
+                         "not run again: its stored input is not a msgpack "
+                         "array");
+            else
+                snprintf(msg, sizeof msg, "not run again: %s", sx_strerror(rc));
+            finish_unrun(e, j, rc == SX_ECORRUPT ? SX_EFAILED : rc, msg);
+        }
+        rjob_free(j);
+    }
+    free(e->recovered);
+    e->recovered = NULL;
+    e->n_recovered = 0;
+}
+
+void sx__durable_close(sx_engine *e)
+{
+    if (e->store == NULL)
+        return;
+    sx__store_close(e->store); /* answers what is queued first */
+    e->store = NULL;
+    for (size_t i = 0; i < e->n_recovered; i++)
+        rjob_free(&e->recovered[i]);
+    free(e->recovered);
+    e->recovered = NULL;
+    e->n_recovered = 0;
+}
+
+/* ---- submit ----------------------------------------------------------------
+ */
+
+typedef struct {
+    sx_engine *e;
+    sx__proc *p; /* held until the store answers */
+    sx_pid pid;
+    sx_submit_fn fn;
+    void *user;
+} pending_submit;
+
+/* [the store's thread] The job is stored (or not): run it, or drop it. */
+static void submit_done(void *user, int rc, uint64_t id)
+{
+    pending_submit *ps = user;
+    sx_engine *e = ps->e;
+    if (rc == 0) {
+        ps->p->job = 1;
+        sx__ptable_pext(e, ps->p)->attempt = 1;
+        /* Stored, so acknowledged; once stop has begun it runs at the next
+         * start instead. relaxed: stop waits for this process (it counts
+         * as live) until it is dropped or has finished, either way. */
+        if (atomic_load_explicit(&e->stopping, memory_order_relaxed))
+            sx__spawn_drop(e, ps->p, SX_ESTOPPING,
+                           "the engine stopped; the job runs at its next "
+                           "start");
+        else
+            sx__enqueue_new(e, ps->p); /* may run and finish from here on */
+        ps->fn(ps->user, 0, ps->pid, false, NULL);
+    } else if (rc == SX_EEXIST) {
+        sx__spawn_drop(e, ps->p, SX_EEXIST, "an earlier job has the same key");
+        sx_pid first = { e->cfg.node, e->cfg.host, id };
+        ps->fn(ps->user, 0, first, true, NULL);
+    } else {
+        const char *msg = storage_msg(rc);
+        sx__spawn_drop(e, ps->p, SX_ESTORAGE, msg);
+        ps->fn(ps->user, SX_ESTORAGE, SX_PID_NONE, false, msg);
+    }
+    free(ps);
+}
+
+int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
+                           const sx_payload *input, size_t n_input,
+                           const sx_submit_opts *opts, sx_submit_fn fn,
+                           void *user)
+{
+    if (e == NULL || fn == NULL || (input == NULL && n_input > 0) ||
+        n_input > UINT32_MAX)
+        return SX_EINVAL;
+    const void *key = opts != NULL ? opts->key : NULL;
+    size_t key_len = opts != NULL ? opts->key_len : 0;
+    if (key != NULL && (key_len == 0 || e->store == NULL))
+        return SX_EINVAL;
+    if (e->store == NULL) {
+        sx_pid pid;
+        int rc =
+            sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL, &pid);
+        if (rc == 0)
+            fn(user, 0, pid, false, NULL);
+        return rc;
+    }
+    /* The inputs as the store keeps them: one msgpack array. */
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_array(&pk, (uint32_t)n_input);
+    for (size_t i = 0; i < n_input; i++)
+        sx_pack_raw(&pk, input[i]);
+    pending_submit *ps = pk.err == 0 ? malloc(sizeof(*ps)) : NULL;
+    if (ps == NULL) {
+        sx_pack_fini(&pk);
+        return SX_ENOMEM;
+    }
+    *ps = (pending_submit){ .e = e, .fn = fn, .user = user };
+    int rc =
+        sx__spawn_held(e, type, method, input, n_input, 0, &ps->p, &ps->pid);
+    if (rc != 0) {
+        sx_pack_fini(&pk);
+        free(ps);
+        return rc;
+    }
+    sx__store_job j = {
+        .id = ps->pid.id,
+        .key = key,
+        .key_len = key_len,
+        .type = type,
+        .method = method,
+        .input = sx_pack_payload(&pk),
+        .attempt = 1,
+    };
+    rc = sx__store_submit(e->store, &j, submit_done, ps);
+    sx_pack_fini(&pk);
+    if (rc != 0) {
+        /* The store is closing (stop) or out of memory: never stored. */
+        rc = rc == SX_ESTATE ? SX_ESTOPPING : rc;
+        sx__spawn_drop(e, ps->p, rc, "not stored");
+        free(ps);
+    }
+    return rc;
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+    sx_pid pid;
+} submit_wait;
+
+static void submit_wait_done(void *user, int rc, sx_pid pid, bool existing,
+                             const char *msg)
+{
+    (void)existing;
+    (void)msg;
+    submit_wait *w = user;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->pid = pid;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int sx__durable_submit(sx_engine *e, const char *type, const char *method,
+                       const sx_payload *input, size_t n_input, sx_pid *out_pid)
+{
+    submit_wait w = { .done = false };
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    int rc = sx_engine_submit_async(e, type, method, input, n_input, NULL,
+                                    submit_wait_done, &w);
+    if (rc == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        rc = w.rc;
+        if (rc == 0 && out_pid != NULL)
+            *out_pid = w.pid;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
+
+/* ---- finish ----------------------------------------------------------------
+ */
+
+typedef struct {
+    sx_engine *e;
+    sx__proc *p;
+    sx_pid pid;
+    int error;
+    uint32_t attempts;
+    uint64_t steps;
+    char *msg;        /* in the same allocation, or NULL */
+    sx_payload value; /* in the same allocation */
+} pending_finish;
+
+/* [the store's thread, or the finishing worker when the store could not
+ * take it] The outcome is stored: it becomes visible. An outcome the
+ * store failed to write is still given to waiters; the job stays stored
+ * and runs again at the next start (docs/DURABILITY.md). */
+static void finish_done(void *user, int rc, uint64_t id)
+{
+    (void)rc;
+    (void)id;
+    pending_finish *f = user;
+    sx__finish_tail(f->e, f->p, f->pid, f->error, f->msg, f->value, f->steps,
+                    f->attempts);
+    free(f);
+}
+
+void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                    const char *msg, sx_payload value, uint64_t steps)
+{
+    uint32_t attempts = sx__ptable_pext(e, p)->attempt;
+    /* A job that stop ends (cancelled, terminated, or failing meanwhile) is
+     * not finished: it stays stored and runs at the next start. Its
+     * watchers learn that. relaxed: stop set it long before it cancelled
+     * this process; a failure just as stop begins counts either way. */
+    if (error != 0 &&
+        atomic_load_explicit(&e->stopping, memory_order_relaxed)) {
+        sx__worker *w = sx__current_worker(e);
+        sx__outcomes_retire(e, w, p, pid.id);
+        if (p->sleeps > 0) /* release: as in finish_tail (proc.c) */
+            atomic_fetch_add_explicit(&e->tm_dead, p->sleeps,
+                                      memory_order_release);
+        sx__watchers_fire(e, p, pid, SX_ESTOPPING,
+                          "the engine stopped; the job runs again at its next "
+                          "start",
+                          (sx_payload){ NULL, 0 }, steps, attempts);
+        sx__proc_release(e, p);
+        return;
+    }
+    size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
+    pending_finish *f = malloc(sizeof(*f) + ml + value.len);
+    if (f == NULL) {
+        /* Not stored: waiters still get it (as for a failed write). */
+        sx__finish_tail(e, p, pid, error, msg, value, steps, attempts);
+        return;
+    }
+    *f = (pending_finish){ .e = e,
+                           .p = p,
+                           .pid = pid,
+                           .error = error,
+                           .attempts = attempts,
+                           .steps = steps };
+    uint8_t *b = (uint8_t *)(f + 1);
+    if (value.len > 0)
+        memcpy(b, value.data, value.len);
+    f->value = (sx_payload){ value.len > 0 ? b : NULL, value.len };
+    if (ml > 0) {
+        f->msg = (char *)b + value.len;
+        memcpy(f->msg, msg, ml);
+    }
+    if (sx__store_finish(e->store, pid.id, error, msg, value, steps, attempts,
+                         finish_done, f) != 0)
+        finish_done(f, SX_ENOMEM, pid.id);
+}
