@@ -128,8 +128,8 @@ static int on_job(void *user, const sx__store_job *j)
 static int on_outcome(void *user, const sx__store_outcome *o)
 {
     recovery *r = user;
-    sx__outcomes_put(r->e, NULL, NULL, o->id, o->error, o->msg, o->value,
-                     o->steps, o->attempts);
+    sx__outcomes_put_cold(r->e, NULL, NULL, o->id, o->error, o->msg, o->value,
+                          o->steps, o->attempts);
     mark_range(r, o->id);
     return 0;
 }
@@ -279,7 +279,7 @@ static void finish_unrun(sx_engine *e, const sx__rjob *j, int rc,
 {
     sx_payload none = { NULL, 0 };
     sx__store_finish(e->store, j->id, rc, msg, none, 0, j->attempt, NULL, NULL);
-    sx__outcomes_put(e, NULL, NULL, j->id, rc, msg, none, 0, j->attempt);
+    sx__outcomes_put_cold(e, NULL, NULL, j->id, rc, msg, none, 0, j->attempt);
 }
 
 /* Splits the stored inputs (one msgpack array) into payloads: *out gets

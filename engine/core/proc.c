@@ -560,11 +560,16 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
 static inline __attribute__((always_inline)) void
 finish_tail(sx_engine *e, sx__worker *self, sx__proc *p, sx_pid pid, int error,
             const char *msg, sx_payload value, uint64_t steps,
-            uint32_t attempts)
+            uint32_t attempts, bool hot)
 {
     /* close has returned before the outcome is visible to wait; the PID
      * stops resolving right after it is (outcome.c). */
-    sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps, attempts);
+    if (hot)
+        sx__outcomes_put(e, self, p, pid.id, error, msg, value, steps,
+                         attempts);
+    else
+        sx__outcomes_put_cold(e, self, p, pid.id, error, msg, value, steps,
+                              attempts);
     /* Sleeps still in a timer set are dropped there lazily (sleep.c),
      * counted only now that the slot's generation has moved on. release:
      * a purge that reads the count (acquire) then sees the new generation
@@ -609,7 +614,7 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
         sx__job_finish(e, p, pid, error, msg, value, steps);
         return;
     }
-    finish_tail(e, self, p, pid, error, msg, value, steps, 1);
+    finish_tail(e, self, p, pid, error, msg, value, steps, 1, true);
 }
 
 void sx__finish_tail(sx_engine *e, sx__proc *p, sx_pid pid, int error,
@@ -617,5 +622,5 @@ void sx__finish_tail(sx_engine *e, sx__proc *p, sx_pid pid, int error,
                      uint32_t attempts)
 {
     finish_tail(e, sx__current_worker(e), p, pid, error, msg, value, steps,
-                attempts);
+                attempts, false);
 }

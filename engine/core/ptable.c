@@ -376,20 +376,31 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
      * is free (set below; alloc zeroes it). A segment's size is a
      * multiple of MAG, so a magazine never spans two segments. */
     sx__proc *first = NULL, *last = NULL;
-    for (uint32_t i = 0; i < n; i++) {
-        sx__proc *p = &seg[off + i];
-        p->index = base + i;
-        if (pos != NULL && *pos < n_claim && claim[*pos] == base + i) {
-            ++*pos; /* claimed: in no free list */
-            continue;
+    if (pos == NULL || *pos >= n_claim) {
+        /* No reservation among them (every carve but start's): one
+         * magazine of all n. */
+        first = &seg[off];
+        for (uint32_t i = 0; i < n; i++) {
+            first[i].index = base + i;
+            first[i].free_next = i + 1 < n ? base + i + 1 : SX__FREE_NONE;
+            atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
         }
-        atomic_init(&p->steps, SX__FREE_NONE); /* no next magazine */
-        p->free_next = SX__FREE_NONE;
-        if (last != NULL)
-            last->free_next = p->index;
-        else
-            first = p;
-        last = p;
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            sx__proc *p = &seg[off + i];
+            p->index = base + i;
+            if (*pos < n_claim && claim[*pos] == base + i) {
+                ++*pos; /* claimed: in no free list */
+                continue;
+            }
+            atomic_init(&p->steps, SX__FREE_NONE); /* no next magazine */
+            p->free_next = SX__FREE_NONE;
+            if (last != NULL)
+                last->free_next = p->index;
+            else
+                first = p;
+            last = p;
+        }
     }
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
