@@ -46,6 +46,8 @@ static const err_entry err_table[] = {
       "state store is damaged or not a stepx database" },
     { SX_EVERSION, "SX_EVERSION", "state store is from a newer stepx" },
     { SX_ESTORAGE, "SX_ESTORAGE", "the state store could not record it" },
+    { SX_ERESTART_LIMIT, "SX_ERESTART_LIMIT",
+      "the job ended past its restart limit" },
 
     { -EPERM, "EPERM", "operation not permitted" },
     { -ENOENT, "ENOENT", "no such file or directory" },

@@ -41,6 +41,7 @@ static const code_entry code_table[] = {
     CODE(SX_ECANCELLED, "cancelled"),
     CODE(SX_ETOOLARGE, "too_large"),
     CODE(SX_ESTORAGE, "storage"),
+    CODE(SX_ERESTART_LIMIT, "restart_limit"),
 };
 
 /* Strings only (no SX_E* code maps to them; the server picks them):

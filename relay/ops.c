@@ -330,6 +330,67 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
     free(ss);
 }
 
+/* A submit's restart policy (docs/PROTOCOL.md, submit): `restart` and
+ * the optional numbers. 0, or the reply has been sent. *has: whether
+ * the request gives one (then *out is checked, defaults filled). */
+static int submit_restart(sx__relay_conn *c, uint64_t id, sx_payload req,
+                          sx_restart_policy *out, bool *has)
+{
+    static const char *const num[] = { "max_restarts", "window_ms",
+                                       "backoff_min_ms", "backoff_max_ms" };
+    memset(out, 0, sizeof(*out));
+    *has = false;
+    const char *m;
+    size_t ml;
+    int rc = field_str(req, "restart", &m, &ml);
+    if (rc == 0) {
+        if (ml == 5 && memcmp(m, "never", 5) == 0)
+            out->mode = SX_RESTART_NEVER;
+        else if (ml == 10 && memcmp(m, "on-failure", 10) == 0)
+            out->mode = SX_RESTART_ON_FAILURE;
+        else if (ml == 6 && memcmp(m, "always", 6) == 0)
+            out->mode = SX_RESTART_ALWAYS;
+        else
+            rc = SX_EPROTO;
+        *has = true;
+    }
+    if (rc == SX_EPROTO) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"restart\": want \"never\", "
+                              "\"on-failure\" or \"always\"");
+        return -1;
+    }
+    uint32_t *dst[] = { &out->max_restarts, &out->window_ms,
+                        &out->backoff_min_ms, &out->backoff_max_ms };
+    for (size_t i = 0; i < 4; i++) {
+        uint64_t v;
+        rc = sx__relay_field_uint(req, num[i], &v);
+        if (rc == 1)
+            continue;
+        if (rc != 0 || v > UINT32_MAX || v == 0) {
+            char msg[96];
+            snprintf(msg, sizeof(msg),
+                     "field \"%s\": want an integer from 1 to 4294967295",
+                     num[i]);
+            sx__relay_reply_error(c, id, "bad_request", msg);
+            return -1;
+        }
+        if (!*has) {
+            sx__relay_reply_error(c, id, "bad_request",
+                                  "the restart numbers need \"restart\"");
+            return -1;
+        }
+        *dst[i] = (uint32_t)v;
+    }
+    if (*has && sx_restart_policy_check(out) != 0) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "backoff_min_ms is over backoff_max_ms, or "
+                              "max_restarts over 1000000");
+        return -1;
+    }
+    return 0;
+}
+
 static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
@@ -359,6 +420,10 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                               "(stepxd runs with --ephemeral)");
         return;
     }
+    sx_restart_policy policy;
+    bool has_policy;
+    if (submit_restart(c, id, req, &policy, &has_policy) != 0)
+        return;
     sx_payload *in;
     size_t n;
     if (submit_inputs(c, id, req, &in, &n) != 0)
@@ -387,8 +452,9 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     stored_submit *ss = NULL;
     if (memchr(mn, '\0', ml) != NULL) {
         rc = SX_EUNKNOWN_METHOD;
-    } else if (s->stored) {
-        /* Answered once the job is stored (stored_answer). */
+    } else if (s->stored || has_policy) {
+        /* Answered once the job is stored (stored_answer; at once without
+         * a store). */
         ss = malloc(sizeof(*ss));
         if (ss == NULL) {
             rc = SX_ENOMEM;
@@ -396,7 +462,7 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
             *ss = (stored_submit){ c, s->hub, id };
             sx__relay_conn_ref(c);
             sx__relay_hub_ref(s->hub);
-            sx_submit_opts o = { key, kl };
+            sx_submit_opts o = { key, kl, has_policy ? &policy : NULL };
             rc = sx_engine_submit_async(s->engine, t->name, method, in, n, &o,
                                         stored_answer, ss);
             if (rc != 0) {

@@ -11,6 +11,7 @@
 
 #include "engine/commands/commands.h"
 #include "engine/core/core.h"
+#include "engine/core/job.h"
 #include "process/utf8.h"
 
 static const sx_payload nil = { NULL, 0 };
@@ -189,6 +190,12 @@ static int cmd_cancel(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     sx_pack_init(&pk);
     sx_pack_strn(&pk, reason, rl);
     int rc = pk.err;
+    /* A job's cancel is final; one waiting for its restart ends now. */
+    if (rc == 0 && sx__job_request_end(e, target, SX_ECANCELLED, "cancelled")) {
+        sx_pack_fini(&pk);
+        sx_complete(done, nil, 0, NULL);
+        return 0;
+    }
     if (rc == 0)
         rc = sx__send(e, SX_PID_NONE, target, SX_TOPIC_CANCEL,
                       sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);

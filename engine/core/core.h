@@ -149,6 +149,21 @@ struct sx_engine {
      * (durable.c); freed then. */
     struct sx__rjob *recovered;
     size_t n_recovered;
+
+    /* Submits make jobs (engine/core/job.h): a store, or a type with a
+     * default restart policy (set before start; read-only after). */
+    bool jobs;
+    /* The types' default restart policies, by their index in types
+     * (sx_engine_set_restart; NULL until one is set). */
+    sx_restart_policy *type_restart;
+    size_t type_restart_cap;
+    /* The supervisor (supervise.c): jobs waiting for a restart, and its
+     * thread, started at the first restart. Under sup_mu. */
+    pthread_mutex_t sup_mu;
+    pthread_cond_t sup_cv; /* CLOCK_MONOTONIC */
+    struct sx__job *sup_list;
+    pthread_t sup_thread;
+    bool sup_running, sup_stop;
 };
 
 /* engine/core/engine.c */
@@ -176,6 +191,17 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
 int sx__spawn_held(sx_engine *e, const char *type, const char *method,
                    const sx_payload *input, size_t n_input, uint64_t claim_id,
                    sx__proc **held, sx_pid *out_pid);
+/* The registered type named name, or NULL. */
+const sx_process_type *sx__type_find(sx_engine *e, const char *name);
+/* The default restart policy of the type named type, or NULL. */
+const sx_restart_policy *sx__type_restart(sx_engine *e, const char *type);
+/* [supervise.c, the slot is the caller's] Readies a restarted job's slot
+ * for its next attempt: events dropped, state zeroed, counts reset. */
+void sx__proc_reset(sx_engine *e, sx__proc *p);
+/* Runs init again on p as self, then queues it; init's error (nothing
+ * queued) otherwise. */
+int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
+                    const sx_payload *input, size_t n_input);
 /* Drops a held process: close, then retired with no outcome; its
  * watchers get rc and msg. */
 void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg);

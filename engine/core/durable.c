@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h"
+#include "engine/core/live.h"
 #include "engine/store/store.h"
 
 /* A job read back from the store, until it is spawned again. */
@@ -263,6 +265,7 @@ int sx__durable_open(sx_engine *e)
     }
     e->recovered = r.jobs;
     e->n_recovered = r.n;
+    e->jobs = true;
     return 0;
 out:
     for (size_t i = 0; i < r.n; i++)
@@ -316,9 +319,24 @@ void sx__durable_resume(sx_engine *e)
         if (rc == 0)
             rc = sx__spawn_held(e, j->type, j->method, in, n, j->id, &p, NULL);
         free(in);
+        sx__job *job = NULL;
         if (rc == 0) {
-            p->job = 1;
-            sx__ptable_pext(e, p)->attempt = j->attempt;
+            /* The type's policy: a submit's own is not stored. */
+            sx_payload *in2 = NULL;
+            size_t n2 = 0;
+            job = split_input(j, &in2, &n2) == 0
+                      ? sx__job_new(j->id, sx__type_restart(e, j->type),
+                                    j->method, in2, n2)
+                      : NULL;
+            free(in2);
+            if (job == NULL) {
+                sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
+                rc = SX_ENOMEM;
+            }
+        }
+        if (rc == 0) {
+            job->attempt = j->attempt;
+            sx__job_attach(e, p, job, true);
             sx__enqueue_new(e, p); /* p may run and finish from here on */
         } else {
             if (j->dup)
@@ -360,9 +378,20 @@ void sx__durable_close(sx_engine *e)
 /* ---- submit ----------------------------------------------------------------
  */
 
+void sx__job_attach(sx_engine *e, sx__proc *p, sx__job *j, bool stored)
+{
+    j->p = p;
+    j->stored = stored;
+    p->job = 1;
+    /* release: pairs with the acquire loads of cancel, terminate and the
+     * listings, which then see the job's fields. */
+    atomic_store_explicit(&sx__ptable_pext(e, p)->job, j, memory_order_release);
+}
+
 typedef struct {
     sx_engine *e;
     sx__proc *p; /* held until the store answers */
+    sx__job *job;
     sx_pid pid;
     sx_submit_fn fn;
     void *user;
@@ -374,8 +403,7 @@ static void submit_done(void *user, int rc, uint64_t id)
     pending_submit *ps = user;
     sx_engine *e = ps->e;
     if (rc == 0) {
-        ps->p->job = 1;
-        sx__ptable_pext(e, ps->p)->attempt = 1;
+        sx__job_attach(e, ps->p, ps->job, true);
         /* Stored, so acknowledged; once stop has begun it runs at the next
          * start instead. relaxed: stop waits for this process (it counts
          * as live) until it is dropped or has finished, either way. */
@@ -387,11 +415,13 @@ static void submit_done(void *user, int rc, uint64_t id)
             sx__enqueue_new(e, ps->p); /* may run and finish from here on */
         ps->fn(ps->user, 0, ps->pid, false, NULL);
     } else if (rc == SX_EEXIST) {
+        sx__job_free(ps->job);
         sx__spawn_drop(e, ps->p, SX_EEXIST, "an earlier job has the same key");
         sx_pid first = { e->cfg.node, e->cfg.host, id };
         ps->fn(ps->user, 0, first, true, NULL);
     } else {
         const char *msg = storage_msg(rc);
+        sx__job_free(ps->job);
         sx__spawn_drop(e, ps->p, SX_ESTORAGE, msg);
         ps->fn(ps->user, SX_ESTORAGE, SX_PID_NONE, false, msg);
     }
@@ -404,19 +434,45 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
                            void *user)
 {
     if (e == NULL || fn == NULL || (input == NULL && n_input > 0) ||
-        n_input > UINT32_MAX)
+        n_input > UINT32_MAX || method == NULL)
         return SX_EINVAL;
     const void *key = opts != NULL ? opts->key : NULL;
     size_t key_len = opts != NULL ? opts->key_len : 0;
     if (key != NULL && (key_len == 0 || e->store == NULL))
         return SX_EINVAL;
-    if (e->store == NULL) {
+    const sx_restart_policy *policy = opts != NULL && opts->restart != NULL
+                                          ? opts->restart
+                                          : sx__type_restart(e, type);
+    if (policy != NULL) {
+        sx_restart_policy check = *policy;
+        if (sx_restart_policy_check(&check) != 0)
+            return SX_EINVAL;
+        if (check.mode == SX_RESTART_NEVER)
+            policy = NULL;
+    }
+    if (e->store == NULL && policy == NULL) {
         sx_pid pid;
         int rc =
             sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL, &pid);
         if (rc == 0)
             fn(user, 0, pid, false, NULL);
         return rc;
+    }
+    sx__proc *p;
+    sx_pid pid;
+    int rc = sx__spawn_held(e, type, method, input, n_input, 0, &p, &pid);
+    if (rc != 0)
+        return rc;
+    sx__job *job = sx__job_new(pid.id, policy, method, input, n_input);
+    if (job == NULL) {
+        sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
+        return SX_ENOMEM;
+    }
+    if (e->store == NULL) {
+        sx__job_attach(e, p, job, false);
+        sx__enqueue_new(e, p); /* may run and finish from here on */
+        fn(user, 0, pid, false, NULL);
+        return 0;
     }
     /* The inputs as the store keeps them: one msgpack array. */
     sx_pack pk;
@@ -427,18 +483,15 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
     pending_submit *ps = pk.err == 0 ? malloc(sizeof(*ps)) : NULL;
     if (ps == NULL) {
         sx_pack_fini(&pk);
+        sx__job_free(job);
+        sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
         return SX_ENOMEM;
     }
-    *ps = (pending_submit){ .e = e, .fn = fn, .user = user };
-    int rc =
-        sx__spawn_held(e, type, method, input, n_input, 0, &ps->p, &ps->pid);
-    if (rc != 0) {
-        sx_pack_fini(&pk);
-        free(ps);
-        return rc;
-    }
-    sx__store_job j = {
-        .id = ps->pid.id,
+    *ps = (pending_submit){
+        .e = e, .p = p, .job = job, .pid = pid, .fn = fn, .user = user
+    };
+    sx__store_job sj = {
+        .id = pid.id,
         .key = key,
         .key_len = key_len,
         .type = type,
@@ -446,12 +499,13 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
         .input = sx_pack_payload(&pk),
         .attempt = 1,
     };
-    rc = sx__store_submit(e->store, &j, submit_done, ps);
+    rc = sx__store_submit(e->store, &sj, submit_done, ps);
     sx_pack_fini(&pk);
     if (rc != 0) {
         /* The store is closing (stop) or out of memory: never stored. */
         rc = rc == SX_ESTATE ? SX_ESTOPPING : rc;
-        sx__spawn_drop(e, ps->p, rc, "not stored");
+        sx__job_free(job);
+        sx__spawn_drop(e, p, rc, "not stored");
         free(ps);
     }
     return rc;
@@ -529,18 +583,22 @@ static void finish_done(void *user, int rc, uint64_t id)
     free(f);
 }
 
-void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
-                    const char *msg, sx_payload value, uint64_t steps)
+/* The outcome of job j (p): stored first when j is, then visible. A stored
+ * job that the engine's stop ends with an error is not finished: it stays
+ * stored and runs again at the next start; its watchers learn that. */
+static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
+                        int error, const char *msg, sx_payload value,
+                        uint64_t steps)
 {
-    uint32_t attempts = sx__ptable_pext(e, p)->attempt;
-    /* A job that stop ends (cancelled, terminated, or failing meanwhile) is
-     * not finished: it stays stored and runs at the next start. Its
-     * watchers learn that. relaxed: stop set it long before it cancelled
-     * this process; a failure just as stop begins counts either way. */
-    if (error != 0 &&
+    uint32_t attempts = j->attempt;
+    /* relaxed: stop set it long before it cancelled this process; a
+     * failure just as stop begins counts either way. */
+    if (j->stored && error != 0 &&
         atomic_load_explicit(&e->stopping, memory_order_relaxed)) {
-        sx__worker *w = sx__current_worker(e);
-        sx__outcomes_retire(e, w, p, pid.id);
+        /* release: look-ups of the job's PID miss from here on. */
+        atomic_store_explicit(&sx__ptable_pext(e, p)->alias_gen, 0,
+                              memory_order_release);
+        sx__outcomes_retire(e, sx__current_worker(e), p, pid.id);
         if (p->sleeps > 0) /* release: as in finish_tail (proc.c) */
             atomic_fetch_add_explicit(&e->tm_dead, p->sleeps,
                                       memory_order_release);
@@ -549,6 +607,10 @@ void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
                           "start",
                           (sx_payload){ NULL, 0 }, steps, attempts);
         sx__proc_release(e, p);
+        return;
+    }
+    if (!j->stored) {
+        sx__finish_tail(e, p, pid, error, msg, value, steps, attempts);
         return;
     }
     size_t ml = msg != NULL ? strlen(msg) + 1 : 0;
@@ -575,4 +637,31 @@ void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
     if (sx__store_finish(e->store, pid.id, error, msg, value, steps, attempts,
                          finish_done, f) != 0)
         finish_done(f, SX_ENOMEM, pid.id);
+}
+
+void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
+                    const char *msg, sx_payload value, uint64_t steps)
+{
+    /* relaxed: this thread's own, or published by the queueing. */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
+    char buf[256];
+    /* Not once stop has begun (relaxed: as in job_outcome). */
+    if (!atomic_load_explicit(&e->stopping, memory_order_relaxed) &&
+        sx__job_restart_maybe(e, p, j, &error, &msg, buf, sizeof buf))
+        return; /* still live: the supervisor runs it again */
+    sx__live_died(e, sx__current_worker(e));
+    job_outcome(e, p, j, pid, error, msg, value, steps);
+}
+
+void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg)
+{
+    /* relaxed: the caller has the job (supervise.c). */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
+    sx_pid pid = { e->cfg.node, e->cfg.host, j->id };
+    /* relaxed: a figure. */
+    uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
+    sx__live_died(e, sx__current_worker(e));
+    job_outcome(e, p, j, pid, error, msg, (sx_payload){ NULL, 0 }, steps);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h"
 #include "engine/core/live.h"
 #include "engine/io/io.h"
 #include "process/fault.h"
@@ -191,6 +192,18 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out)
         goto fail_life_cv;
     if ((rc = sx__ptable_init(e)) != 0)
         goto fail_ptable;
+    if (pthread_mutex_init(&e->sup_mu, NULL) != 0) {
+        rc = SX_ENOMEM;
+        goto fail_sup_mu;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    crc = pthread_cond_init(&e->sup_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (crc != 0) {
+        rc = SX_ENOMEM;
+        goto fail_sup_cv;
+    }
     if ((rc = sx__globalq_init(&e->gq)) != 0)
         goto fail_gq;
     if ((rc = sx__globalq_init(&e->wq)) != 0)
@@ -220,6 +233,10 @@ fail_inj:
 fail_wq:
     sx__globalq_fini(&e->gq);
 fail_gq:
+    pthread_cond_destroy(&e->sup_cv);
+fail_sup_cv:
+    pthread_mutex_destroy(&e->sup_mu);
+fail_sup_mu:
     sx__ptable_fini(e);
 fail_ptable:
     pthread_cond_destroy(&e->life_cv);
@@ -272,13 +289,13 @@ int sx_engine_start(sx_engine *e)
 static void cancel_one(sx_engine *e, sx__proc *p, void *arg)
 {
     (void)arg;
-    sx_engine_cancel(e, sx__proc_pid(e, p), "stop");
+    sx_engine_cancel(e, sx__proc_pid_raw(e, p), "stop");
 }
 
 static void terminate_one(sx_engine *e, sx__proc *p, void *arg)
 {
     (void)arg;
-    sx_engine_terminate(e, sx__proc_pid(e, p));
+    sx_engine_terminate(e, sx__proc_pid_raw(e, p));
 }
 
 static void deadline_after(struct timespec *ts, int64_t ms)
@@ -318,6 +335,11 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
     e->stop_busy = 1;
     /* seq_cst: see sx__spawn. */
     atomic_store_explicit(&e->stopping, 1, memory_order_seq_cst);
+    /* Jobs waiting for a restart end now (they are not in the table's
+     * walk: their state is COMPLETE). */
+    pthread_mutex_unlock(&e->life_mu);
+    sx__sup_end_all(e);
+    pthread_mutex_lock(&e->life_mu);
     if (sx__live_now(e) > 0) {
         pthread_mutex_unlock(&e->life_mu);
         sx__ptable_each(e, cancel_one, NULL);
@@ -357,6 +379,7 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
      * would deadlock test_api about once in 30 runs under TSan. */
     pthread_mutex_unlock(&e->life_mu);
     sx__workers_join(e);
+    sx__sup_stop(e);
     /* Sleeps whose processes were terminated: their answers go nowhere
      * (before the loops stop: an answer may disarm a yield's deadline). */
     sx__timers_drain(e);
@@ -388,8 +411,11 @@ void sx_engine_free(sx_engine *e)
     sx__globalq_fini(&e->wq);
     sx__globalq_fini(&e->gq);
     sx__ptable_fini(e);
+    pthread_cond_destroy(&e->sup_cv);
+    pthread_mutex_destroy(&e->sup_mu);
     pthread_cond_destroy(&e->life_cv);
     pthread_mutex_destroy(&e->life_mu);
+    free(e->type_restart);
     free(e->types);
     free(e->type_hash);
     free(e->ext_cmds);

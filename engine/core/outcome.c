@@ -358,7 +358,7 @@ static void shed(sx__outcomes *o, sx__oshard *s)
 static inline __attribute__((always_inline)) void
 outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
              int error, const char *msg, sx_payload value, uint64_t steps,
-             uint32_t attempts)
+             uint32_t attempts, bool cold)
 {
     sx__outcomes *o = &e->outcomes;
     /* A worker's shard is its own: it alone puts there, so its spare
@@ -453,8 +453,14 @@ outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
     /* After the put, under the same lock: a look-up that misses the live
      * PID finds the outcome (the retire's release store orders the put
      * before it), and a waiter that takes this lock after us sees both. */
-    if (p != NULL)
+    if (p != NULL) {
+        /* A restarted job's PID stops resolving with its slot's (release:
+         * pairs with the acquire in sx__ptable_get's alias path). */
+        if (cold && p->job)
+            atomic_store_explicit(&sx__ptable_pext(e, p)->alias_gen, 0,
+                                  memory_order_release);
         sx__ptable_retire(e, p);
+    }
     /* relaxed, and read under the shard lock: that lock orders it with a
      * waiter's count (wait.c, "Waiting"). */
     bool waited = atomic_load_explicit(
@@ -486,7 +492,7 @@ void sx__outcomes_put(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps, uint32_t attempts)
 {
-    outcomes_put(e, self, p, id, error, msg, value, steps, attempts);
+    outcomes_put(e, self, p, id, error, msg, value, steps, attempts, false);
 }
 
 __attribute__((noinline)) void
@@ -494,7 +500,7 @@ sx__outcomes_put_cold(sx_engine *e, sx__worker *self, sx__proc *p, uint64_t id,
                       int error, const char *msg, sx_payload value,
                       uint64_t steps, uint32_t attempts)
 {
-    outcomes_put(e, self, p, id, error, msg, value, steps, attempts);
+    outcomes_put(e, self, p, id, error, msg, value, steps, attempts, true);
 }
 
 void sx__outcomes_count(sx__outcomes *o, uint64_t *records, uint64_t *bytes)

@@ -80,7 +80,7 @@ int sx_engine_mailbox_new(sx_engine *e, sx_mailbox_fn fn, void *user,
     p->user_state = h;
     /* release: publishes the hook to senders (acquire in sx__deliver). */
     atomic_store_explicit(&p->state, SX__PSTATE_MAILBOX, memory_order_release);
-    *out_pid = sx__proc_pid(e, p);
+    *out_pid = sx__proc_pid_raw(e, p);
     return 0;
 }
 
@@ -88,7 +88,7 @@ void sx__mailbox_deliver(sx_engine *e, sx__proc *p, sx__ev *ev)
 {
     (void)e;
     mailbox_hook *h = p->user_state;
-    sx_message m = { ev->from, sx__proc_pid(e, p), NULL, { NULL, 0 } };
+    sx_message m = { ev->from, sx__proc_pid_raw(e, p), NULL, { NULL, 0 } };
     if (ev->nmsg > 0) {
         /* A bundle (event.c): one callback per message, in order. */
         size_t off = 0;
@@ -172,7 +172,7 @@ static void add_mailbox(sx_engine *e, sx__proc *p, void *arg)
         l->pids = m;
         l->cap = cap;
     }
-    l->pids[l->n++] = sx__proc_pid(e, p);
+    l->pids[l->n++] = sx__proc_pid_raw(e, p);
 }
 
 /* sx_engine_free: closes every mailbox still open, as

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h"
 #include "engine/core/live.h"
 #include "engine/io/io.h"
 #include "process/fault.h"
@@ -72,6 +73,11 @@ static const sx_process_type *type_find(sx_engine *e, const char *name)
         if (tn == name || strcmp(tn, name) == 0)
             return e->types[k - 1];
     }
+}
+
+const sx_process_type *sx__type_find(sx_engine *e, const char *name)
+{
+    return type_find(e, name);
 }
 
 static int type_hash_build(sx_engine *e)
@@ -332,6 +338,21 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
                     out_pid, true);
 }
 
+int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
+                    const sx_payload *input, size_t n_input)
+{
+    const sx_process_type *t = p->type;
+    sx_init_ctx ctx = { self, SX_PID_NONE, e, t->user };
+    int rc = t->init(p->user_state, &ctx, method, input, n_input);
+    if (rc != 0)
+        return rc > 0 ? SX_EFAILED : rc;
+    /* release: producers that see READY push and leave the queueing to
+     * us; a worker that takes it sees the reset state. */
+    atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_release);
+    sx__enqueue_new(e, p);
+    return 0;
+}
+
 int sx__spawn_held(sx_engine *e, const char *type, const char *method,
                    const sx_payload *input, size_t n_input, uint64_t claim_id,
                    sx__proc **held, sx_pid *out_pid)
@@ -377,7 +398,7 @@ int sx_engine_submit(sx_engine *e, const char *type, const char *method,
 {
     if (e == NULL)
         return SX_EINVAL;
-    if (e->store != NULL) /* stored before it answers (durable.c) */
+    if (e->jobs) /* stored or supervised (durable.c) */
         return sx__durable_submit(e, type, method, input, n_input, out_pid);
     return sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL,
                      out_pid);
@@ -481,6 +502,10 @@ int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
 {
     if (e == NULL)
         return SX_EINVAL;
+    /* A job's cancel is final; one waiting for its restart ends now. */
+    if (sx__job_request_end(e, pid, SX_ECANCELLED,
+                            reason != NULL ? reason : "cancelled"))
+        return 0;
     sx_pack pk;
     sx_pack_init(&pk);
     sx_pack_str(&pk, reason != NULL ? reason : "cancelled");
@@ -524,6 +549,9 @@ int sx_engine_terminate(sx_engine *e, sx_pid pid)
 {
     if (e == NULL)
         return SX_EINVAL;
+    /* As in sx_engine_cancel. */
+    if (sx__job_request_end(e, pid, SX_ETERMINATED, "terminated"))
+        return 0;
     sx__proc *p = sx__ptable_get(e, pid);
     if (p == NULL)
         return SX_ENOTFOUND;
@@ -608,12 +636,13 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
                                                             : &e->failed,
                                   1, memory_order_relaxed);
     }
-    sx__live_died(e, self);
-    /* A stored job's outcome is visible once it is stored (durable.c). */
+    /* A job may restart (supervise.c), and a stored job's outcome is
+     * visible once it is stored (durable.c). */
     if (__builtin_expect(p->job, 0)) {
         sx__job_finish(e, p, pid, error, msg, value, steps);
         return;
     }
+    sx__live_died(e, self);
     finish_tail(e, self, p, pid, error, msg, value, steps, 1, true);
 }
 

@@ -184,9 +184,10 @@ typedef struct sx__proc {
      * &sx__no_state. */
     void *user_state;
     uint8_t wait_kind : 6; /* status that parked it: WAIT or IDLE */
-    /* 1 for a stored job (engine/core/durable.c): its sx__pext's attempt
-     * is in use, and its finish stores the outcome before it is visible.
-     * Set before it is first queued; reset at alloc. */
+    /* 1 for a job (a submit to an engine with a state store, or with a
+     * restart policy: engine/core/job.h): its sx__pext's job is in use,
+     * its PID is the job's, and its finish goes through the job (stored,
+     * restarted). Set before it is first queued; reset at alloc. */
     uint8_t job : 1;
     /* 1 once it sent a command to a libuv loop: its sx__pext's io fields
      * are then in use, and its finish looks at them (loop.c). */
@@ -241,13 +242,22 @@ typedef struct {
      * finish that saw TERM or the writer that found the process finished
      * (proc.c, sx__finish). */
     _Atomic uint64_t link_failed;
-    /* The attempt of the stored job this process runs (p->job:
-     * engine/core/durable.c): 1, or more once it ran again after a
-     * restart. Set before the process is first queued. */
-    uint32_t attempt;
+    /* The job this process runs (engine/core/job.h): set (release) before
+     * it is first queued, with p->job; read (acquire) by cancel and
+     * terminate under a reference; freed with the slot (ptable.c). */
+    _Atomic(struct sx__job *) job;
+    /* A restarted job's PID generation (its slot's own generation moved on
+     * at the restart, so that nothing of the earlier attempt reaches the
+     * new one): a look-up of that PID that misses the slot's generation
+     * takes the slot when this matches (ptable.c, sx__ptable_get). 0 for
+     * none. Written (release) by the restart, reset by the final finish;
+     * read (acquire) by look-ups. */
+    _Atomic uint32_t alias_gen;
 } sx__pext;
 
 _Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
+_Static_assert(sizeof(sx__pext) == 40,
+               "168 bytes a slot in all: docs/API.md and PROTOCOL.md say so");
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
 
@@ -348,7 +358,14 @@ sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
 /* True once the table has reached cfg.max_slots (or its largest size): an
  * alloc that failed then failed for that, not for memory. */
 bool sx__ptable_full(sx_engine *e);
+/* p's PID: a job's stays across restarts (its job_id). [the thread
+ * running or finishing p, which alone may read p->job] */
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);
+/* p's PID from the slot's generation now, for any thread holding a
+ * reference (a job's resolves too: it names the current attempt). */
+sx_pid sx__proc_pid_raw(sx_engine *e, sx__proc *p);
+/* Moves a restarted job's generation on (supervise.c). */
+void sx__ptable_regen(sx_engine *e, sx__proc *p);
 /* The rarely used fields of p's slot (see sx__proc): memory untouched
  * until a process uses them. */
 sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);

@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h"
 
 const max_align_t sx__no_state;
 
@@ -599,12 +600,37 @@ sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p)
     return &e->pext[k][off];
 }
 
-sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
+sx_pid sx__proc_pid_raw(sx_engine *e, sx__proc *p)
 {
     /* relaxed: gen is stable while the caller holds a reference. */
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
     sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)g << 32) | p->index };
     return pid;
+}
+
+sx_pid sx__proc_pid(sx_engine *e, sx__proc *p)
+{
+    /* A job's PID stays across its restarts (supervise.c). */
+    if (__builtin_expect(p->job, 0)) {
+        /* relaxed: set by this thread's own submit, or published with the
+         * process's queueing. */
+        sx__job *j = atomic_load_explicit(&sx__ptable_pext(e, p)->job,
+                                          memory_order_relaxed);
+        sx_pid pid = { e->cfg.node, e->cfg.host, j->id };
+        return pid;
+    }
+    return sx__proc_pid_raw(e, p);
+}
+
+void sx__ptable_regen(sx_engine *e, sx__proc *p)
+{
+    /* relaxed read: only the thread restarting it writes gen now. */
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    if ((uint32_t)(g - e->gen_lo) >= e->gen_span)
+        g = e->gen_lo;
+    /* release: as in sx__ptable_retire; a look-up of the earlier
+     * attempt's generation misses from here on. */
+    atomic_store_explicit(&p->gen, g, memory_order_release);
 }
 
 bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
@@ -626,6 +652,30 @@ bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
     return true;
 }
 
+/* A restarted job's PID: its generation is the slot's alias (see
+ * supervise.c). The miss path of a look-up only: a stale PID, or a job's. */
+static __attribute__((noinline)) sx__proc *alias_get(sx_engine *e, sx__proc *p,
+                                                     uint32_t gen)
+{
+    sx__pext *x = sx__ptable_pext(e, p);
+    /* acquire: pairs with the release store of the restart; the slot's
+     * generation it moved on to is then seen below. */
+    if (atomic_load_explicit(&x->alias_gen, memory_order_acquire) != gen)
+        return NULL;
+    /* acquire: as in sx__proc_acquire. */
+    uint32_t now = atomic_load_explicit(&p->gen, memory_order_acquire);
+    if (!sx__proc_acquire(e, p, now))
+        return NULL;
+    /* Still this job (its final finish clears the alias before the slot
+     * can be used again; relaxed: under our reference, ordered by the
+     * acquire CAS on refs). */
+    if (atomic_load_explicit(&x->alias_gen, memory_order_relaxed) != gen) {
+        sx__proc_release(e, p);
+        return NULL;
+    }
+    return p;
+}
+
 sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
 {
     if (pid.node != e->cfg.node || pid.host != e->cfg.host)
@@ -634,8 +684,10 @@ sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
     if (gen == 0)
         return NULL;
     sx__proc *p = slot_at(e, (uint32_t)pid.id);
-    if (p == NULL || !sx__proc_acquire(e, p, gen))
+    if (p == NULL)
         return NULL;
+    if (!sx__proc_acquire(e, p, gen))
+        return gen <= SX__GEN_PROC_MAX ? alias_get(e, p, gen) : NULL;
     return p;
 }
 
@@ -678,6 +730,14 @@ static void slot_free(sx_engine *e, sx__proc *p)
     if (p->user_state != (void *)p->cell && p->user_state != &sx__no_state)
         free(p->user_state);
     p->user_state = NULL;
+    if (__builtin_expect(p->job, 0)) {
+        /* A job's record goes with its slot: cancel and terminate read it
+         * under a reference (supervise.c). relaxed: nobody holds one. */
+        sx__pext *x = sx__ptable_pext(e, p);
+        sx__job_free(atomic_load_explicit(&x->job, memory_order_relaxed));
+        atomic_store_explicit(&x->job, NULL, memory_order_relaxed);
+        p->job = 0;
+    }
     /* relaxed: the slot is unreachable (refs == 0); published by the
      * release CAS in mags_push (at once below, or when the worker hands
      * its magazine on). */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h"
 #include "engine/core/live.h"
 #include "engine/io/io.h"
 #include "process/fault.h"
@@ -101,6 +102,8 @@ const char *sx_pstate_name(int state)
         return "idle";
     case SX_PSTATE_COMPLETE:
         return "complete";
+    case SX_PSTATE_RESTARTING:
+        return "restarting";
     default:
         return "unknown";
     }
@@ -117,7 +120,17 @@ static void list_one(sx_engine *e, sx__proc *p, void *arg)
     if (c->n >= c->cap)
         return;
     sx_process_info *i = &c->out[c->n++];
-    i->pid = sx__proc_pid(e, p);
+    memset(i, 0, sizeof(*i));
+    i->restart_in_ms = -1;
+    i->pid = sx__proc_pid_raw(e, p);
+    /* A job: its PID and attempt (acquire: pairs with the release store
+     * that made it one; the job lives while we hold the reference). */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_acquire);
+    if (j != NULL) {
+        i->pid.id = j->id;
+        i->attempts = j->attempt;
+    }
     /* The type and method pointers are set before the process is
      * published and never change while we hold a reference. */
     i->type = p->type != NULL ? p->type->name : "?";
@@ -155,6 +168,9 @@ int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap)
     list_ctx c = { out, cap, 0 };
     if (cap > 0)
         sx__ptable_each(e, list_one, &c);
+    /* Jobs waiting for a restart are not in the table's walk (their state
+     * word is COMPLETE until they run again). */
+    c.n += sx__sup_list(e, out + c.n, cap - c.n);
     return (int)(c.n > INT32_MAX ? INT32_MAX : c.n);
 }
 

@@ -49,7 +49,7 @@ typedef struct {
      * table checks it only when it grows), and it is not exact: free slots
      * sit in the workers' caches (up to 64 each, and 32 for the other
      * threads), so a submit may be refused with SX_ELIMIT while up to
-     * that many slots are free. Each slot takes 152 bytes for good once
+     * that many slots are free. Each slot takes 168 bytes for good once
      * used (docs/ARCHITECTURE.md, "Memory"). */
     size_t max_slots;
     /* A state store (docs/DURABILITY.md): the directory of its database,
@@ -129,6 +129,44 @@ const char *sx_engine_state_error(const sx_engine *e);
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
 
+/* ---- supervision ------------------------------------------------------ */
+
+/* When a job is started again after it ends (docs/DURABILITY.md,
+ * "Supervision"): never (OTP's temporary), after a failure (transient),
+ * or after any end (permanent). A cancel (sx_engine_cancel, the cancel
+ * command) or a terminate never restarts it, nor does the engine's stop. */
+typedef enum {
+    SX_RESTART_NEVER = 0,
+    SX_RESTART_ON_FAILURE = 1,
+    SX_RESTART_ALWAYS = 2
+} sx_restart_mode;
+
+/* A restart policy. A restart runs the job's init again, with the same
+ * method and inputs and the same PID, after a backoff: backoff_min_ms,
+ * doubled at each restart up to backoff_max_ms, with up to a quarter of
+ * it added at random (jitter); it starts over at backoff_min_ms once an
+ * attempt has run for window_ms without ending. At most max_restarts
+ * restarts within any window_ms: the end that would make one more fails
+ * the job with SX_ERESTART_LIMIT, whose message carries the last end's.
+ * Zero fields take their defaults (below). */
+typedef struct {
+    int mode; /* sx_restart_mode */
+    uint32_t max_restarts;
+    uint32_t window_ms;
+    uint32_t backoff_min_ms;
+    uint32_t backoff_max_ms;
+} sx_restart_policy;
+
+#define SX_RESTART_MAX_DEFAULT 3
+#define SX_RESTART_WINDOW_DEFAULT_MS 60000
+#define SX_RESTART_BACKOFF_MIN_DEFAULT_MS 100
+#define SX_RESTART_BACKOFF_MAX_DEFAULT_MS 10000
+
+/* Fills the defaults into p's zero fields (backoff_max_ms: at least
+ * backoff_min_ms). Errors: SX_EINVAL (p NULL, a mode out of range,
+ * backoff_min_ms over backoff_max_ms, max_restarts over 1,000,000). */
+int sx_restart_policy_check(sx_restart_policy *p);
+
 /* What sx_engine_submit_async takes besides the job. */
 typedef struct {
     /* An idempotency key (any bytes; NULL = none): a submit whose key an
@@ -138,7 +176,16 @@ typedef struct {
      * a state store: SX_EINVAL without one. */
     const void *key;
     size_t key_len;
+    /* The job's restart policy; NULL = its type's (sx_engine_set_restart),
+     * or none. */
+    const sx_restart_policy *restart;
 } sx_submit_opts;
+
+/* Sets type's default restart policy (copied; NULL: none), for submits
+ * that give none; before start only. Errors: SX_EINVAL (unknown type, a
+ * mode out of range, backoff_min_ms > backoff_max_ms), SX_ESTATE. */
+int sx_engine_set_restart(sx_engine *e, const char *type,
+                          const sx_restart_policy *policy);
 
 /* The answer to sx_engine_submit_async: rc 0 and the job's pid (existing:
  * an earlier job's, by its key), or SX_ESTORAGE with msg saying why the
@@ -273,7 +320,10 @@ typedef enum {
     SX_PSTATE_RUNNING = 2,
     SX_PSTATE_BLOCKED = 3,
     SX_PSTATE_IDLE = 4,
-    SX_PSTATE_COMPLETE = 5
+    SX_PSTATE_COMPLETE = 5,
+    /* A job waiting for its restart (listings only; not counted by
+     * sx_engine_count_states). */
+    SX_PSTATE_RESTARTING = 6
 } sx_pstate;
 const char *sx_pstate_name(int state); /* "ready", "running", ... */
 
@@ -283,6 +333,15 @@ typedef struct {
     const char *method; /* from the type's methods list, or NULL            */
     int state;          /* sx_pstate                                        */
     uint64_t steps;
+    /* A submitted job's attempt (1, then one more per restart or re-run
+     * after a crash); 0 for a spawned process. */
+    uint32_t attempts;
+    /* A job waiting to be restarted (state SX_PSTATE_RESTARTING): in how
+     * many milliseconds; else -1. */
+    int64_t restart_in_ms;
+    /* The message of the job's last end that restarted it ("" if none),
+     * cut to fit. */
+    char last_error[96];
 } sx_process_info;
 
 /* Counts live processes by state: out[s] for each sx_pstate s (out[0]

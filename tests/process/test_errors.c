@@ -32,6 +32,7 @@ static const struct {
     { SX_ECORRUPT, "SX_ECORRUPT" },
     { SX_EVERSION, "SX_EVERSION" },
     { SX_ESTORAGE, "SX_ESTORAGE" },
+    { SX_ERESTART_LIMIT, "SX_ERESTART_LIMIT" },
 };
 
 #define ERRNO(e)                                                               \
@@ -101,7 +102,7 @@ static void test_errno_codes(void)
 static void test_unknown_codes(void)
 {
     static const int unknown[] = { 1,       EINVAL,  5001,       -5000,
-                                   -5016,   -4999,   -9999,      -3000,
+                                   -5017,   -4999,   -9999,      -3000,
                                    INT_MIN, INT_MAX, INT_MIN + 1 };
     CHECK_STR(sx_strerror(0), "success");
     CHECK_STR(sx_errname(0), "OK");

@@ -1,0 +1,91 @@
+/* engine/core/job.h — a job: a submitted process that the engine keeps
+ * more about than its slot holds, because it is stored (engine/core/
+ * durable.c) or supervised (engine/core/supervise.c). Internal to engine/;
+ * never installed.
+ *
+ * A process is a job when p->job is set; its sx__pext's job points here.
+ * The job belongs to the process: written by whoever runs or restarts it
+ * (one at a time: the worker running a step, the finishing worker, the
+ * supervisor thread during a restart), read under a reference by cancel
+ * and terminate (the atomic fields), freed with the slot (ptable.c).
+ */
+#ifndef SX_ENGINE_CORE_JOB_H
+#define SX_ENGINE_CORE_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <stepx/engine.h>
+
+#include "engine/core/proc.h"
+
+typedef struct sx__job {
+    uint64_t id;      /* the PID's id, which stays across restarts */
+    uint32_t attempt; /* 1, then one more per restart or run after a crash */
+    bool stored;      /* in the state store */
+    /* Supervision (mode SX_RESTART_NEVER: none), with defaults filled. */
+    sx_restart_policy policy;
+    /* For restarts: the method (interned in the type, or a copy) and the
+     * inputs as one msgpack array (owned). */
+    const char *method;
+    uint8_t *input;
+    size_t input_len;
+    /* Restart times within the window (monotonic ms), a ring of
+     * policy.max_restarts entries (owned). */
+    uint64_t *times;
+    uint32_t n_times, head;
+    uint64_t started_ms; /* when the current attempt started */
+    uint32_t backoff_ms; /* the last backoff, 0 before the first */
+    /* A cancel or terminate reached it: its end is final. relaxed: a flag
+     * read by its own finish, which a cancel reaches only through the
+     * process's state word (release/acquire) anyway. */
+    _Atomic bool ended_by_request;
+    /* Under the supervisor's mutex: waiting for its restart, and when. */
+    bool waiting;
+    uint64_t due_ms;
+    char last_error[96];
+    sx__proc *p;
+    struct sx__job *next; /* the supervisor's list (its mutex) */
+} sx__job;
+
+/* The job of p (p->job set). */
+static inline sx__job *sx__job_of(sx_engine *e, const sx__proc *p)
+{
+    return sx__ptable_pext(e, p)->job;
+}
+
+/* engine/core/durable.c: makes p the process of job j (before it is
+ * first queued). */
+void sx__job_attach(sx_engine *e, sx__proc *p, sx__job *j, bool stored);
+
+/* engine/core/supervise.c */
+/* A new job for process pid id (attempt 1, policy normalized; NULL
+ * policy or mode NEVER: not supervised), with copies of what a restart
+ * needs. NULL when out of memory. */
+sx__job *sx__job_new(uint64_t id, const sx_restart_policy *policy,
+                     const char *method, const sx_payload *input,
+                     size_t n_input);
+void sx__job_free(sx__job *j);
+/* [the finishing worker] Whether p's end (error) restarts it; if so the
+ * restart is scheduled (its generation moves on, the supervisor waits out
+ * the backoff) and true is returned. Past the limit, *error and *msg
+ * (into buf) become SX_ERESTART_LIMIT's and false is returned. */
+bool sx__job_restart_maybe(sx_engine *e, sx__proc *p, sx__job *j, int *error,
+                           const char **msg, char *buf, size_t cap);
+/* Marks pid's job (if it is one) as ended by a cancel or terminate, and
+ * ends it at once when it is waiting for a restart (with error and msg).
+ * Returns 1 when it ended a waiting job, else 0. */
+int sx__job_request_end(sx_engine *e, sx_pid pid, int error, const char *msg);
+/* [stop] Ends every job waiting for a restart (its stop path). */
+void sx__sup_end_all(sx_engine *e);
+/* [stop, after the workers] Stops the supervisor thread. */
+void sx__sup_stop(sx_engine *e);
+/* Appends the jobs waiting for a restart to a listing (up to cap). */
+size_t sx__sup_list(sx_engine *e, sx_process_info *out, size_t cap);
+/* [any thread, with p's job known] The final end of a job that is not
+ * running (its init failed at a restart, or it was waiting): its outcome
+ * as any job's finish gives it, without close. */
+void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg);
+
+#endif

@@ -1,0 +1,397 @@
+/* tests/engine/test_supervise.c — restart policies (sx_restart_policy,
+ * docs/DURABILITY.md "Supervision"): each mode, the limit within a window
+ * and its error, the backoff's bounds, the PID kept across restarts, and
+ * that cancel, terminate and stop never restart (also while a job waits
+ * for its restart).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stepx/engine.h>
+
+#include "tests/support/engine.h"
+#include "tests/support/harness.h"
+#include "tests/support/timing.h"
+
+/* Every init of any type below, with its time. */
+static _Atomic int inits;
+static _Atomic uint64_t init_ns[64];
+
+static void count_init(void)
+{
+    /* relaxed: read after wait, which orders everything before the
+     * finish that made the outcome. */
+    int k = atomic_fetch_add_explicit(&inits, 1, memory_order_relaxed);
+    if (k < 64)
+        atomic_store_explicit(&init_ns[k], tx_now_ns(), memory_order_relaxed);
+}
+
+/* "flaky": fails while fewer than its input's count of inits have run
+ * (of any process: one job per case), then finishes with the attempt. */
+typedef struct {
+    int64_t fail_until;
+} flaky_state;
+
+static int flaky_init(void *st, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *in, size_t n)
+{
+    (void)ctx, (void)method;
+    flaky_state *f = st;
+    if (n != 1 || sx_payload_get_int(in[0], &f->fail_until) != 0)
+        return SX_EINVAL;
+    count_init();
+    return 0;
+}
+
+static int flaky_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)ev, (void)n;
+    flaky_state *f = st;
+    /* relaxed: this case's own count (see count_init). */
+    if (atomic_load_explicit(&inits, memory_order_relaxed) <= f->fail_until) {
+        sx_fail(out, "boom");
+        return 0;
+    }
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, atomic_load_explicit(
+                                       &inits, memory_order_relaxed)));
+    return 0;
+}
+
+/* "hold": waits for messages: "crash" fails it, anything else finishes
+ * it; a cancel fails it. */
+static int hold_init(void *st, const sx_init_ctx *ctx, const char *method,
+                     const sx_payload *in, size_t n)
+{
+    (void)st, (void)ctx, (void)method, (void)in, (void)n;
+    count_init();
+    return 0;
+}
+
+static int hold_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_MESSAGE)
+            continue;
+        if (strcmp(ev[i].topic, "crash") == 0 ||
+            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
+            sx_fail(out, ev[i].topic);
+            return 0;
+        }
+        sx_done(out, ev[i].data);
+        return 0;
+    }
+    sx_idle(out);
+    return 0;
+}
+
+static const sx_process_type types[] = {
+    { .name = "flaky",
+      .state_size = sizeof(flaky_state),
+      .init = flaky_init,
+      .step = flaky_step },
+    { .name = "hold", .init = hold_init, .step = hold_step },
+};
+
+static sx_engine *up(void)
+{
+    atomic_store(&inits, 0);
+    sx_engine_config cfg = { .workers = 2 };
+    return tx_engine_up(&cfg, types, 2);
+}
+
+/* Without a state store the answer comes before submit_async returns. */
+static void on_answer(void *user, int rc, sx_pid pid, bool existing,
+                      const char *msg)
+{
+    (void)existing, (void)msg;
+    CHECK_RC(rc, 0);
+    *(sx_pid *)user = pid;
+}
+
+static sx_pid submit(sx_engine *e, const char *type, int64_t arg,
+                     const sx_restart_policy *pol)
+{
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, arg);
+    sx_submit_opts o = { .restart = pol };
+    sx_pid pid = SX_PID_NONE;
+    CHECK_RC(sx_engine_submit_async(e, type, "run", &in, 1, &o, on_answer,
+                                    &pid),
+             0);
+    return pid;
+}
+
+static sx_result wait_for(sx_engine *e, sx_pid pid)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    return r;
+}
+
+/* The state listings give pid (0 when it is not listed). */
+static int state_of(sx_engine *e, sx_pid pid, sx_process_info *got)
+{
+    sx_process_info info[16];
+    int n = sx_engine_list(e, info, 16);
+    for (int i = 0; i < n; i++)
+        if (sx_pid_eq(info[i].pid, pid)) {
+            if (got != NULL)
+                *got = info[i];
+            return info[i].state;
+        }
+    return 0;
+}
+
+/* on-failure: two failures, then done; the same PID all along, attempt
+ * 3, and the listing showed it waiting with its last failure. */
+static void t_on_failure(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .backoff_min_ms = 150,
+                              .backoff_max_ms = 150 };
+    sx_pid pid = submit(e, "flaky", 2, &pol);
+    sx_process_info info;
+    TX_WAIT_UNTIL(state_of(e, pid, &info) == SX_PSTATE_RESTARTING, 5000, 200);
+    CHECK(info.attempts == 1 && info.restart_in_ms >= 0 &&
+          info.restart_in_ms <= 150);
+    if (strstr(info.last_error, "boom") == NULL)
+        SX_FAILF("last_error: %s", info.last_error);
+    CHECK_STR(sx_pstate_name(SX_PSTATE_RESTARTING), "restarting");
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, 0);
+    CHECK_EQ_U64(r.attempts, 3);
+    sx_result_free(&r);
+    CHECK_EQ_INT(atomic_load(&inits), 3);
+    tx_engine_down(e);
+}
+
+/* never (and no policy): the failure is final. */
+static void t_never(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_NEVER };
+    sx_pid a = submit(e, "flaky", 5, &pol);
+    sx_result r = wait_for(e, a);
+    CHECK_EQ_INT(r.error, SX_EFAILED);
+    CHECK_EQ_U64(r.attempts, 1);
+    sx_result_free(&r);
+    tx_engine_down(e);
+}
+
+/* always: a job that finishes is started again until the limit; the
+ * error says so, with its last end. on-failure past the limit carries the
+ * last failure's message. */
+static void t_limits(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ALWAYS,
+                              .max_restarts = 2,
+                              .backoff_min_ms = 1,
+                              .backoff_max_ms = 2 };
+    sx_pid pid = submit(e, "flaky", 0, &pol);
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, SX_ERESTART_LIMIT);
+    CHECK_EQ_U64(r.attempts, 3);
+    if (r.error_msg == NULL ||
+        strstr(r.error_msg, "restart limit (2 in 60000 ms)") == NULL ||
+        strstr(r.error_msg, "finished") == NULL)
+        SX_FAILF("message: %s", r.error_msg ? r.error_msg : "(none)");
+    sx_result_free(&r);
+    tx_engine_down(e);
+
+    e = up();
+    pol = (sx_restart_policy){ .mode = SX_RESTART_ON_FAILURE,
+                               .max_restarts = 3,
+                               .backoff_min_ms = 1,
+                               .backoff_max_ms = 1 };
+    pid = submit(e, "flaky", 1000, &pol);
+    r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, SX_ERESTART_LIMIT);
+    CHECK_EQ_U64(r.attempts, 4);
+    CHECK(r.error_msg != NULL && strstr(r.error_msg, "boom") != NULL);
+    sx_result_free(&r);
+    tx_engine_down(e);
+}
+
+/* The window: with restarts further apart than window_ms, a limit of 1
+ * never trips. */
+static void t_window(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .max_restarts = 1,
+                              .window_ms = 40,
+                              .backoff_min_ms = 60,
+                              .backoff_max_ms = 60 };
+    sx_pid pid = submit(e, "flaky", 4, &pol);
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, 0);
+    CHECK_EQ_U64(r.attempts, 5);
+    sx_result_free(&r);
+    tx_engine_down(e);
+}
+
+/* Backoff: 40 ms doubled per restart up to 160, with at most a quarter
+ * more, never past the maximum; measured between inits, with room for a
+ * slow machine above. */
+static void t_backoff_bounds(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .max_restarts = 10,
+                              .backoff_min_ms = 40,
+                              .backoff_max_ms = 160 };
+    sx_pid pid = submit(e, "flaky", 5, &pol);
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, 0);
+    CHECK_EQ_U64(r.attempts, 6);
+    sx_result_free(&r);
+    static const double lo[] = { 40, 80, 160, 160, 160 };
+    static const double hi[] = { 50, 100, 160, 160, 160 };
+    double slack = 80; /* scheduling, and sanitizers */
+    for (int k = 0; k < 5; k++) {
+        double ms = (double)(atomic_load(&init_ns[k + 1]) -
+                             atomic_load(&init_ns[k])) /
+                    1e6;
+        printf("backoff %d: %.1f ms (%.0f to %.0f)\n", k + 1, ms, lo[k],
+               hi[k]);
+        if (ms < lo[k] || ms > hi[k] + slack)
+            SX_FAILF("backoff %d took %.1f ms, not %.0f to %.0f", k + 1, ms,
+                     lo[k], hi[k]);
+    }
+    tx_engine_down(e);
+}
+
+/* The PID stays: a message sent to it after a restart reaches the new
+ * attempt. */
+static void t_same_pid(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .backoff_min_ms = 1,
+                              .backoff_max_ms = 1 };
+    sx_pid pid = submit(e, "hold", 0, &pol);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "crash", (sx_payload){ 0 }),
+             0);
+    TX_WAIT_UNTIL(atomic_load(&inits) == 2 &&
+                      state_of(e, pid, NULL) == SX_PSTATE_IDLE,
+                  5000, 200);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", sx_payload_int(b, 42)),
+             0);
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, 0);
+    CHECK_EQ_U64(r.attempts, 2);
+    int64_t v = 0;
+    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
+    CHECK_EQ_U64((uint64_t)v, 42);
+    sx_result_free(&r);
+    /* Finished: the PID names nothing live now. */
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", (sx_payload){ 0 }),
+             SX_ENOTFOUND);
+    tx_engine_down(e);
+}
+
+/* Cancel and terminate never restart: while it runs, and while it waits
+ * for its restart (it ends at once, not after the backoff). */
+static void t_cancel_terminate(void)
+{
+    sx_engine *e = up();
+    sx_restart_policy pol = { .mode = SX_RESTART_ALWAYS,
+                              .backoff_min_ms = 20000,
+                              .backoff_max_ms = 20000 };
+    sx_pid a = submit(e, "hold", 0, &pol);
+    TX_WAIT_UNTIL(state_of(e, a, NULL) == SX_PSTATE_IDLE, 5000, 200);
+    CHECK_RC(sx_engine_cancel(e, a, "enough"), 0);
+    sx_result r = wait_for(e, a);
+    CHECK_EQ_INT(r.error, SX_EFAILED); /* it failed on the cancel */
+    CHECK_EQ_U64(r.attempts, 1);
+    sx_result_free(&r);
+
+    sx_pid b = submit(e, "hold", 0, &pol);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, b, "crash", (sx_payload){ 0 }),
+             0);
+    TX_WAIT_UNTIL(state_of(e, b, NULL) == SX_PSTATE_RESTARTING, 5000, 200);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_cancel(e, b, "while waiting"), 0);
+    r = wait_for(e, b);
+    CHECK_EQ_INT(r.error, SX_ECANCELLED);
+    CHECK(sx_test_now_ms() - t0 < 5000);
+    sx_result_free(&r);
+
+    sx_pid c = submit(e, "hold", 0, &pol);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, c, "crash", (sx_payload){ 0 }),
+             0);
+    TX_WAIT_UNTIL(state_of(e, c, NULL) == SX_PSTATE_RESTARTING, 5000, 200);
+    CHECK_RC(sx_engine_terminate(e, c), 0);
+    r = wait_for(e, c);
+    CHECK_EQ_INT(r.error, SX_ETERMINATED);
+    sx_result_free(&r);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
+
+    /* Stop with a job waiting 20 s for its restart: it ends now. */
+    sx_pid d = submit(e, "hold", 0, &pol);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, d, "crash", (sx_payload){ 0 }),
+             0);
+    TX_WAIT_UNTIL(state_of(e, d, NULL) == SX_PSTATE_RESTARTING, 5000, 200);
+    t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_stop(e, 5000), 0);
+    CHECK(sx_test_now_ms() - t0 < 3000);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
+    sx_engine_free(e);
+}
+
+/* A type's default policy applies to plain sx_engine_submit; bad
+ * policies are refused. */
+static void t_type_default(void)
+{
+    atomic_store(&inits, 0);
+    sx_engine *e = tx_engine_new(&(sx_engine_config){ .workers = 2 });
+    tx_engine_register(e, types, 2);
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .backoff_min_ms = 1,
+                              .backoff_max_ms = 1 };
+    CHECK_RC(sx_engine_set_restart(e, "nope", &pol), SX_EINVAL);
+    sx_restart_policy bad = { .mode = 7 };
+    CHECK_RC(sx_engine_set_restart(e, "flaky", &bad), SX_EINVAL);
+    bad = (sx_restart_policy){ .mode = SX_RESTART_ON_FAILURE,
+                               .backoff_min_ms = 10,
+                               .backoff_max_ms = 5 };
+    CHECK_RC(sx_engine_set_restart(e, "flaky", &bad), SX_EINVAL);
+    CHECK_RC(sx_engine_set_restart(e, "flaky", &pol), 0);
+    tx_engine_start(e);
+    CHECK_RC(sx_engine_set_restart(e, "flaky", &pol), SX_ESTATE);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, 1);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "flaky", "run", &in, 1, &pid), 0);
+    sx_result r = wait_for(e, pid);
+    CHECK_EQ_INT(r.error, 0);
+    CHECK_EQ_U64(r.attempts, 2);
+    sx_result_free(&r);
+    sx_submit_opts o = { .restart = &bad };
+    CHECK_RC(sx_engine_submit_async(e, "flaky", "run", &in, 1, &o, on_answer,
+                                    &pid),
+             SX_EINVAL);
+    tx_engine_down(e);
+}
+
+static const sx_test_case cases[] = {
+    { "on_failure", t_on_failure },
+    { "never", t_never },
+    { "limits", t_limits },
+    { "window", t_window },
+    { "backoff_bounds", t_backoff_bounds },
+    { "same_pid", t_same_pid },
+    { "cancel_terminate", t_cancel_terminate },
+    { "type_default", t_type_default },
+};
+
+SX_TEST_MAIN(cases)
