@@ -16,6 +16,7 @@
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
  * docs/BENCHMARKS.md.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -831,6 +832,68 @@ static void relay_drive(relay_conn *conn, int nc, sx_payload one)
     }
 }
 
+/* Per-thread times from the kernel (/proc/self/task/TID/schedstat): ns on
+ * a core and ns runnable but waiting for one. relay-durable takes them
+ * before and after its run, to tell a thread that is the bound (on a core
+ * or waiting for one nearly all the run) from one that waits for work. */
+#define THREADS_MAX 64
+
+typedef struct {
+    int tid;
+    uint64_t run_ns, wait_ns;
+} thread_time;
+
+static int thread_times(thread_time *t, int cap)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d == NULL)
+        return 0;
+    for (struct dirent *de; n < cap && (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", de->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long run = 0, wait = 0;
+        if (f == NULL)
+            continue;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            t[n++] = (thread_time){ atoi(de->d_name), run, wait };
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Appends, for the time between two thread_times samples: the process's
+ * CPU seconds, and the busiest thread's CPU and run-queue seconds. */
+static void thread_figures(const thread_time *a, int na, const thread_time *b,
+                           int nb, char *extra, size_t cap)
+{
+    uint64_t all = 0, best_run = 0, best_wait = 0;
+    for (int i = 0; i < nb; i++) {
+        uint64_t run = b[i].run_ns, wait = b[i].wait_ns;
+        for (int k = 0; k < na; k++)
+            if (a[k].tid == b[i].tid) {
+                run -= a[k].run_ns;
+                wait -= a[k].wait_ns;
+                break;
+            }
+        all += run;
+        if (run > best_run)
+            best_run = run, best_wait = wait;
+    }
+    size_t l = strlen(extra);
+    snprintf(extra + l, cap - l,
+             " cpu_secs=%.3f busiest_thread_cpu_secs=%.3f"
+             " busiest_thread_runq_secs=%.3f",
+             (double)all / 1e9, (double)best_run / 1e9,
+             (double)best_wait / 1e9);
+}
+
+static int relay_threads; /* relay-durable: thread figures on the line */
+
 static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
 {
     char dir[] = "/tmp/stepx-bench-XXXXXX";
@@ -854,9 +917,12 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
         if (sx_client_connect(path, NULL, 5000, &conn[i].c) != 0)
             ok = 0, conn[i].c = NULL, conn[i].rc = SX_ECLOSED;
     }
+    thread_time ta[THREADS_MAX], tb[THREADS_MAX];
+    int na = relay_threads ? thread_times(ta, THREADS_MAX) : 0;
     double t0 = now_s(); /* connections open: the jobs begin */
     relay_drive(conn, RELAY_CONNS, one);
     *secs = now_s() - t0; /* the last answer is in */
+    int nb = relay_threads ? thread_times(tb, THREADS_MAX) : 0;
     int64_t good = 0;
     for (int i = 0; i < RELAY_CONNS; i++) {
         good += conn[i].good;
@@ -872,6 +938,8 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
              " conns=%d window=%d client_threads=1 jobs_ok=%lld requests=%llu",
              RELAY_CONNS, relay_window > 1 ? relay_window : 1, (long long)good,
              (unsigned long long)ss.requests);
+    if (relay_threads)
+        thread_figures(ta, na, tb, nb, extra, cap);
     return ok && good == n;
 }
 
@@ -1119,6 +1187,18 @@ static void recover_fill_child(const char *dir, int64_t n, unsigned workers,
                                                                         : 5);
 }
 
+/* The calling thread's times (as thread_times). */
+static void read_thread_self(thread_time *t)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, wait = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            *t = (thread_time){ 0, run, wait };
+        fclose(f);
+    }
+}
+
 /* Sums the steps run on every worker. */
 static uint64_t steps_run(sx_engine *e)
 {
@@ -1167,9 +1247,12 @@ static int recover(int64_t n, unsigned workers, char *extra, size_t cap,
         return 0;
     }
     sx_engine_stats st;
+    thread_time me0 = { 0 }, me1 = { 0 };
+    read_thread_self(&me0);
     double t0 = now_s(); /* the clock starts: open, read back, spawn */
     int rc = sx_engine_start(e);
     double t_start = now_s() - t0;
+    read_thread_self(&me1);
     if (rc != 0) {
         fprintf(stderr, "stepx-bench: recover: start: %s: %s\n",
                 sx_strerror(rc), sx_engine_state_error(e));
@@ -1193,10 +1276,13 @@ static int recover(int64_t n, unsigned workers, char *extra, size_t cap,
         double s0 = now_s();
         sx_engine_stop(e, 0);
         snprintf(extra, cap,
-                 " start_secs=%.4f first_step_secs=%.4f stop_secs=%.3f"
+                 " start_secs=%.4f start_cpu_secs=%.4f start_runq_secs=%.4f"
+                 " first_step_secs=%.4f stop_secs=%.3f"
                  " fill_secs=%.3f fill_jobs_per_sec=%.0f fill_commits=%llu"
                  " fill_records=%llu live=%llu",
-                 t_start, t_steps, now_s() - s0, fill.secs,
+                 t_start, (double)(me1.run_ns - me0.run_ns) / 1e9,
+                 (double)(me1.wait_ns - me0.wait_ns) / 1e9, t_steps,
+                 now_s() - s0, fill.secs,
                  fill.secs > 0 ? (double)n / fill.secs : 0.0,
                  (unsigned long long)fill.commits,
                  (unsigned long long)fill.records, (unsigned long long)st.live);
@@ -1315,6 +1401,7 @@ int main(int argc, char **argv)
     } else if (strcmp(name, "timers") == 0) {
         ok = timers(e, n, extra, sizeof(extra), &secs_own);
     } else if (strcmp(name, "relay") == 0 || durable) {
+        relay_threads = durable;
         ok = relay(e, n, extra, sizeof(extra), &secs_own);
         if (durable)
             store_figures(e, extra, sizeof(extra));
