@@ -447,10 +447,11 @@ class Run:
             # No peer: the other stepx row of the same run, and the ratio
             # to it.
             bw, bname = BASELINE[w]
-            _, _, bv, _ = self.stats(bw, "stepx")
+            brs, _, bv, _ = self.stats(bw, "stepx")
             bm = statistics.median(bv) if bv else None
             best_txt = ("{} {} {}".format(bname, fmt(bw, bm), FIGURES[bw][1])
-                        if bm is not None else "{}: no ok run".format(bname))
+                        if bm is not None else "{}: {}".format(
+                            bname, "no ok run" if brs else "not in this run"))
             ratio = sm / bm if bm else None
         ratio_txt = "{:.2f}".format(ratio) if ratio is not None else "—"
         if w in RELATIVE:
