@@ -25,7 +25,7 @@
 #    verdicts against the targets, and the known gaps.
 #
 # Raw lines go to build/bench/raw.tsv as the runs go, and the machine and
-# build figures to build/bench/meta.txt. A full run (about 8-15 minutes on
+# build figures to build/bench/meta.txt. A full run (about 9-16 minutes on
 # 2 cores) then copies both to bench/results/ and writes docs/BENCHMARKS.md
 # from there: commit the three together. --quick (smaller n, 3 runs, 1-2
 # minutes) writes build/bench/BENCHMARKS-quick.md from build/bench/ unless
@@ -146,7 +146,10 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 # and Erlang programs grow to ~2.7 GB each and take tens of seconds a run
 # where a fresh page costs microseconds (a VM), and the suite no longer
 # fits 15 minutes on 2 cores; the report lists the reduced size under
-# "Known gaps".
+# "Known gaps". relay-durable is relay on an engine with a state store in
+# a temporary directory; recover times a start on a state store of n
+# stored jobs (a run also fills that store first, untimed: about twice the
+# figure in all).
 WORKLOADS=(
     "skynet|1000000|100000|stepx go erlang caf"
     "pingpong|2000000|200000|stepx go erlang caf"
@@ -160,6 +163,8 @@ WORKLOADS=(
     "timers|100000|100000|stepx go"
     "relay|100000|20000|stepx"
     "relay1|100000|5000|stepx"
+    "relay-durable|100000|20000|stepx"
+    "recover|1000000|100000|stepx"
 )
 
 cmd_for() { # runtime workload n

@@ -8,12 +8,15 @@
  *   ops_per_sec=<ops> ok=<1|0> [key=value ...]
  * and nothing else on stdout. ok=1 only when the workload checked its own
  * result. Workloads: yield, ring, pingpong, skynet, fanin, spawnidle,
- * submit, wake, idle, timers, relay, store (the durable store alone).
+ * submit, wake, idle, timers, relay, relay-durable (relay on an engine
+ * with a state store), store (the durable store alone), recover (a start
+ * on a state store of n stored jobs).
  *
  * Each workload has the same program shape as its peers in bench/peers/
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
  * docs/BENCHMARKS.md.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,13 +27,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <stepx/stepx.h>
 
-#include "cmd/types/types.h"
-#include "engine/store/store.h" /* store: the durable store alone */ /* the shipped types: relay runs counter(1) */
+#include "cmd/types/types.h" /* the shipped types: relay runs counter(1) */
+/* relay-durable reads its engine's store figures (struct sx_engine's
+ * store); store drives the durable store alone. */
+#include "engine/core/core.h"
+#include "engine/store/store.h"
 
 static double now_s(void)
 {
@@ -707,7 +714,12 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
  * does: one blocking thread per connection would, on two cores, spend
  * more CPU switching its own eight threads than the server spends
  * serving them (bench/FINDINGS.md). The clock runs from when
- * every connection has said hello to the last answer. */
+ * every connection has said hello to the last answer.
+ *
+ * relay-durable is the same program on an engine with a state store
+ * (docs/DURABILITY.md) in a fresh temporary directory: each job's submit
+ * is answered once the job is stored, and its wait once its outcome is,
+ * so a job is two records in the store's group commits. */
 #define RELAY_CONNS 8
 #define RELAY_WINDOW 64
 
@@ -820,6 +832,68 @@ static void relay_drive(relay_conn *conn, int nc, sx_payload one)
     }
 }
 
+/* Per-thread times from the kernel (/proc/self/task/TID/schedstat): ns on
+ * a core and ns runnable but waiting for one. relay-durable takes them
+ * before and after its run, to tell a thread that is the bound (on a core
+ * or waiting for one nearly all the run) from one that waits for work. */
+#define THREADS_MAX 64
+
+typedef struct {
+    int tid;
+    uint64_t run_ns, wait_ns;
+} thread_time;
+
+static int thread_times(thread_time *t, int cap)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d == NULL)
+        return 0;
+    for (struct dirent *de; n < cap && (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", de->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long run = 0, wait = 0;
+        if (f == NULL)
+            continue;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            t[n++] = (thread_time){ atoi(de->d_name), run, wait };
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Appends, for the time between two thread_times samples: the process's
+ * CPU seconds, and the busiest thread's CPU and run-queue seconds. */
+static void thread_figures(const thread_time *a, int na, const thread_time *b,
+                           int nb, char *extra, size_t cap)
+{
+    uint64_t all = 0, best_run = 0, best_wait = 0;
+    for (int i = 0; i < nb; i++) {
+        uint64_t run = b[i].run_ns, wait = b[i].wait_ns;
+        for (int k = 0; k < na; k++)
+            if (a[k].tid == b[i].tid) {
+                run -= a[k].run_ns;
+                wait -= a[k].wait_ns;
+                break;
+            }
+        all += run;
+        if (run > best_run)
+            best_run = run, best_wait = wait;
+    }
+    size_t l = strlen(extra);
+    snprintf(extra + l, cap - l,
+             " cpu_secs=%.3f busiest_thread_cpu_secs=%.3f"
+             " busiest_thread_runq_secs=%.3f",
+             (double)all / 1e9, (double)best_run / 1e9,
+             (double)best_wait / 1e9);
+}
+
+static int relay_threads; /* relay-durable: thread figures on the line */
+
 static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
 {
     char dir[] = "/tmp/stepx-bench-XXXXXX";
@@ -843,9 +917,12 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
         if (sx_client_connect(path, NULL, 5000, &conn[i].c) != 0)
             ok = 0, conn[i].c = NULL, conn[i].rc = SX_ECLOSED;
     }
+    thread_time ta[THREADS_MAX], tb[THREADS_MAX];
+    int na = relay_threads ? thread_times(ta, THREADS_MAX) : 0;
     double t0 = now_s(); /* connections open: the jobs begin */
     relay_drive(conn, RELAY_CONNS, one);
     *secs = now_s() - t0; /* the last answer is in */
+    int nb = relay_threads ? thread_times(tb, THREADS_MAX) : 0;
     int64_t good = 0;
     for (int i = 0; i < RELAY_CONNS; i++) {
         good += conn[i].good;
@@ -861,6 +938,8 @@ static int relay(sx_engine *e, int64_t n, char *extra, size_t cap, double *secs)
              " conns=%d window=%d client_threads=1 jobs_ok=%lld requests=%llu",
              RELAY_CONNS, relay_window > 1 ? relay_window : 1, (long long)good,
              (unsigned long long)ss.requests);
+    if (relay_threads)
+        thread_figures(ta, na, tb, nb, extra, cap);
     return ok && good == n;
 }
 
@@ -908,6 +987,15 @@ static int idle(sx_engine *e, int64_t n, char *extra, size_t cap,
      * parked": a worker re-checks the queues every 500 ms, so at any
      * instant one may be between two parks.) */
     return c0 >= 0 && c1 >= 0 && s1 == 0 && st.live == 0;
+}
+
+/* Removes a temporary directory made by mkdtemp and what it holds. */
+static void remove_dir(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "stepx-bench: could not remove %s\n", dir);
 }
 
 /* store: the durable store alone (engine/store/), the upper bound for a
@@ -987,11 +1075,220 @@ static int store_bench(int64_t n, int64_t window, char *extra, size_t cap,
              (unsigned long long)st.records);
     ok = atomic_load_explicit(&r.failed, memory_order_relaxed) == 0;
     sx__store_close(r.s);
-out:;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "stepx-bench: store: could not remove %s\n", dir);
+out:
+    remove_dir(dir);
+    return ok;
+}
+
+/* relay-durable: the engine's store figures so far (transactions and the
+ * records in them), appended to extra. Before stop, which closes it. */
+static void store_figures(sx_engine *e, char *extra, size_t cap)
+{
+    size_t l = strlen(extra);
+    if (e->store == NULL) {
+        snprintf(extra + l, cap - l, " commits=-1");
+        return;
+    }
+    sx__store_stats st;
+    sx__store_stats_get(e->store, &st);
+    snprintf(extra + l, cap - l,
+             " commits=%llu records=%llu records_per_commit=%.1f",
+             (unsigned long long)st.commits, (unsigned long long)st.records,
+             st.commits > 0 ? (double)st.records / (double)st.commits : 0.0);
+}
+
+/* ---- recover: an engine starting on a state store of n stored jobs ----
+ *
+ * A child process (forked before this process has any thread) starts an
+ * engine with a state store in a fresh temporary directory, submits n
+ * "hold" jobs (no inputs; each goes IDLE in its first step and stays so)
+ * with sx_engine_submit_async, at most RECOVER_WINDOW unanswered, and
+ * once every submit is answered (stored) it _exits with the engine still
+ * running: to the store, a crash with n acknowledged jobs that have no
+ * outcome. The parent then times sx_engine_start of a new engine on that
+ * directory: open the store, read back the n jobs (counting one more
+ * attempt for each, committed), reserve their slots, spawn each again
+ * (its init runs) and queue it. The figure is from the call until the
+ * engine counts n live processes (start has spawned them all by the time
+ * it returns); first_step_secs is until n steps have run (each job's
+ * first step of its run again). Stop after the clock cancels the jobs:
+ * a hold job ends with an error on any message, which stop leaves
+ * unstored, so stop writes nothing. */
+#define RECOVER_WINDOW 4096
+
+static int hold_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st;
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_MESSAGE)
+            return SX_ECANCELLED;
+    sx_idle(out);
+    return 0;
+}
+
+static const sx_process_type hold_type = {
+    .name = "hold", .state_size = 0, .init = one_init, .step = hold_step
+};
+
+/* What the filling child hands the parent through a pipe. */
+typedef struct {
+    double secs; /* from the first submit to the last answer */
+    uint64_t commits, records;
+} recover_fill;
+
+static _Atomic int64_t fill_answered, fill_failed;
+
+/* [the store's thread] A submit's answer. */
+static void fill_answer(void *user, int rc, sx_pid pid, bool existing,
+                        const char *msg)
+{
+    (void)user, (void)pid, (void)existing, (void)msg;
+    /* relaxed: a count, published by the release add below. */
+    if (rc != 0)
+        atomic_fetch_add_explicit(&fill_failed, 1, memory_order_relaxed);
+    /* release: pairs with the submitter's acquire loads (window, end). */
+    atomic_fetch_add_explicit(&fill_answered, 1, memory_order_release);
+}
+
+/* [the child] Stores n jobs, reports, and dies without stopping. */
+static void recover_fill_child(const char *dir, int64_t n, unsigned workers,
+                               int fd)
+{
+    sx_engine_config cfg = { .workers = workers, .state_dir = dir };
+    sx_engine *e;
+    if (sx_engine_new(&cfg, &e) != 0 || sx_engine_register(e, &hold_type) != 0)
+        _exit(2);
+    if (sx_engine_start(e) != 0) {
+        fprintf(stderr, "stepx-bench: recover: %s\n", sx_engine_state_error(e));
+        _exit(2);
+    }
+    double t0 = now_s();
+    for (int64_t i = 0; i < n; i++) {
+        while (i - atomic_load_explicit(&fill_answered, memory_order_acquire) >=
+               RECOVER_WINDOW)
+            sleep_ns(20000);
+        if (sx_engine_submit_async(e, "hold", "run", NULL, 0, NULL, fill_answer,
+                                   NULL) != 0)
+            _exit(3);
+    }
+    while (atomic_load_explicit(&fill_answered, memory_order_acquire) < n)
+        sleep_ns(100000);
+    recover_fill r = { .secs = now_s() - t0 };
+    sx__store_stats st;
+    sx__store_stats_get(e->store, &st);
+    r.commits = st.commits;
+    r.records = st.records;
+    if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+        _exit(4);
+    /* The acquire load above saw every answer, and with it every failure
+     * counted before it. */
+    _exit(atomic_load_explicit(&fill_failed, memory_order_relaxed) == 0 ? 0
+                                                                        : 5);
+}
+
+/* The calling thread's times (as thread_times). */
+static void read_thread_self(thread_time *t)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, wait = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+            *t = (thread_time){ 0, run, wait };
+        fclose(f);
+    }
+}
+
+/* Sums the steps run on every worker. */
+static uint64_t steps_run(sx_engine *e)
+{
+    uint64_t parks, steps;
+    worker_sums(e, &parks, &steps);
+    return steps;
+}
+
+static int recover(int64_t n, unsigned workers, char *extra, size_t cap,
+                   double *secs, unsigned *n_workers)
+{
+    char dir[] = "/tmp/stepx-bench-recover-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return 0;
+    int ok = 0, fds[2];
+    if (pipe(fds) != 0) {
+        remove_dir(dir);
+        return 0;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        recover_fill_child(dir, n, workers, fds[1]);
+    }
+    close(fds[1]);
+    recover_fill fill = { 0 };
+    ssize_t got = child > 0 ? read(fds[0], &fill, sizeof fill) : -1;
+    close(fds[0]);
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child ||
+        got != (ssize_t)sizeof fill || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        fprintf(stderr,
+                "stepx-bench: recover: filling the store failed "
+                "(status %d)\n",
+                status);
+        remove_dir(dir);
+        return 0;
+    }
+    sx_engine_config cfg = { .workers = workers, .state_dir = dir };
+    sx_engine *e;
+    if (sx_engine_new(&cfg, &e) != 0 ||
+        sx_engine_register(e, &hold_type) != 0) {
+        remove_dir(dir);
+        return 0;
+    }
+    sx_engine_stats st;
+    thread_time me0 = { 0 }, me1 = { 0 };
+    read_thread_self(&me0);
+    double t0 = now_s(); /* the clock starts: open, read back, spawn */
+    int rc = sx_engine_start(e);
+    double t_start = now_s() - t0;
+    read_thread_self(&me1);
+    if (rc != 0) {
+        fprintf(stderr, "stepx-bench: recover: start: %s: %s\n",
+                sx_strerror(rc), sx_engine_state_error(e));
+    } else {
+        for (;;) {
+            sx_engine_stats_get(e, &st, NULL, 0);
+            if (st.live >= (uint64_t)n || st.failed != 0)
+                break;
+            sched_yield();
+        }
+        *secs = now_s() - t0; /* every job is spawned again */
+        while (st.failed == 0 && steps_run(e) < (uint64_t)n) {
+            sleep_ns(1000000);
+            sx_engine_stats_get(e, &st, NULL, 0);
+        }
+        double t_steps = now_s() - t0;
+        sx_engine_stats_get(e, &st, NULL, 0);
+        ok = st.live == (uint64_t)n && st.failed == 0 && st.completed == 0 &&
+             st.terminated == 0;
+        *n_workers = st.workers;
+        double s0 = now_s();
+        sx_engine_stop(e, 0);
+        snprintf(extra, cap,
+                 " start_secs=%.4f start_cpu_secs=%.4f start_runq_secs=%.4f"
+                 " first_step_secs=%.4f stop_secs=%.3f"
+                 " fill_secs=%.3f fill_jobs_per_sec=%.0f fill_commits=%llu"
+                 " fill_records=%llu live=%llu",
+                 t_start, (double)(me1.run_ns - me0.run_ns) / 1e9,
+                 (double)(me1.wait_ns - me0.wait_ns) / 1e9, t_steps,
+                 now_s() - s0, fill.secs,
+                 fill.secs > 0 ? (double)n / fill.secs : 0.0,
+                 (unsigned long long)fill.commits,
+                 (unsigned long long)fill.records, (unsigned long long)st.live);
+    }
+    sx_engine_free(e);
+    remove_dir(dir);
     return ok;
 }
 
@@ -999,8 +1296,9 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
-                        "spawnidle|submit|wake|idle|timers|relay|store> <n> "
-                        "[--workers K] [--window W (relay, store)]\n");
+                        "spawnidle|submit|wake|idle|timers|relay|"
+                        "relay-durable|store|recover> <n> [--workers K] "
+                        "[--window W (relay, relay-durable, store)]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -1009,17 +1307,18 @@ int main(int argc, char **argv)
     for (int i = 3; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--workers") == 0)
             workers = (unsigned)atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--window") == 0) /* relay, store */
+        else if (strcmp(argv[i], "--window") == 0) /* relay*, store */
             relay_window = store_window = atoi(argv[i + 1]);
     }
     if (arg_n <= 0) {
         fprintf(stderr, "stepx-bench: n must be positive\n");
         return 2;
     }
-    static const char *const known[] = { "yield",  "ring",  "pingpong",
-                                         "skynet", "fanin", "spawnidle",
-                                         "submit", "wake",  "idle",
-                                         "timers", "relay", "store" };
+    static const char *const known[] = { "yield",  "ring",   "pingpong",
+                                         "skynet", "fanin",  "spawnidle",
+                                         "submit", "wake",   "idle",
+                                         "timers", "relay",  "relay-durable",
+                                         "store",  "recover" };
     int found = 0;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         found |= strcmp(name, known[i]) == 0;
@@ -1027,7 +1326,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "stepx-bench: unknown workload '%s'\n", name);
         return 2;
     }
-    sx_engine_config cfg = { .workers = workers };
+    if (strcmp(name, "recover") == 0) {
+        /* Its own engines, the first in a child: before any thread here. */
+        char extra[512] = "";
+        double secs = 0;
+        unsigned nw = 0;
+        int ok = recover(arg_n, workers, extra, sizeof extra, &secs, &nw);
+        double ns = secs * 1e9 / (double)arg_n;
+        printf("bench=%s runtime=stepx n=%lld secs=%.6f ns_per_op=%.2f "
+               "ops_per_sec=%.0f ok=%d workers=%u%s\n",
+               name, (long long)arg_n, secs, ns, ns > 0 ? 1e9 / ns : 0.0, ok,
+               nw, extra);
+        return ok ? 0 : 1;
+    }
+    /* relay-durable: the relay workload on an engine with a state store in
+     * a fresh temporary directory, removed after. */
+    int durable = strcmp(name, "relay-durable") == 0;
+    char state_dir[] = "/tmp/stepx-bench-state-XXXXXX";
+    if (durable && mkdtemp(state_dir) == NULL)
+        return 1;
+    sx_engine_config cfg = { .workers = workers,
+                             .state_dir = durable ? state_dir : NULL };
     if (strcmp(name, "spawnidle") == 0 || strcmp(name, "submit") == 0 ||
         strcmp(name, "timers") == 0)
         cfg.keep_outcomes = 16;
@@ -1036,16 +1355,22 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         sx_engine_register(e, &types[i]);
-    if (strcmp(name, "relay") == 0 && sx_types_register_builtin(e) != 0)
+    if ((strcmp(name, "relay") == 0 || durable) &&
+        sx_types_register_builtin(e) != 0)
         return 1;
     sx_engine_register_command(e, 256, "complete-now", complete_now, NULL);
-    if (sx_engine_start(e) != 0)
+    if (sx_engine_start(e) != 0) {
+        if (durable) {
+            fprintf(stderr, "stepx-bench: %s\n", sx_engine_state_error(e));
+            remove_dir(state_dir);
+        }
         return 1;
+    }
     sx_engine_stats st0;
     sx_engine_stats_get(e, &st0, NULL, 0);
     int64_t n = arg_n;
     int ok = 0;
-    char extra[256] = "";
+    char extra[512] = "";
     double figure = -1;   /* ns_per_op when the workload sets its own */
     double secs_own = -1; /* the time, when the workload takes its own */
     double t0 = now_s();
@@ -1075,8 +1400,11 @@ int main(int argc, char **argv)
         ok = wake(e, n, extra, sizeof(extra), &figure);
     } else if (strcmp(name, "timers") == 0) {
         ok = timers(e, n, extra, sizeof(extra), &secs_own);
-    } else if (strcmp(name, "relay") == 0) {
+    } else if (strcmp(name, "relay") == 0 || durable) {
+        relay_threads = durable;
         ok = relay(e, n, extra, sizeof(extra), &secs_own);
+        if (durable)
+            store_figures(e, extra, sizeof(extra));
     } else if (strcmp(name, "store") == 0) {
         ok = store_bench(n, store_window, extra, sizeof(extra), &secs_own);
     } else {
@@ -1103,6 +1431,8 @@ int main(int argc, char **argv)
     }
     sx_engine_stop(e, 1000);
     sx_engine_free(e);
+    if (durable)
+        remove_dir(state_dir);
     double ns = figure >= 0 ? figure : secs * 1e9 / (double)n;
     printf("bench=%s runtime=stepx n=%lld secs=%.6f ns_per_op=%.2f "
            "ops_per_sec=%.0f ok=%d workers=%u%s\n",
