@@ -52,6 +52,11 @@ typedef struct {
     int64_t interval_ms; /* top --interval (1000)                     */
     int64_t iterations;  /* top -n; -1 = until q                      */
     const char *reason;  /* cancel --reason                           */
+    const char *key;     /* submit --key                              */
+    const char *restart; /* submit --restart never|on-failure|always  */
+    /* submit --max-restarts, --restart-window, --backoff-min,
+     * --backoff-max (0: not given) */
+    int64_t max_restarts, window_ms, backoff_min_ms, backoff_max_ms;
     const char *sends[CLI_MAX_SENDS][2]; /* watch --send TOPIC JSON    */
     int n_sends;
 } cli_args;
@@ -125,6 +130,10 @@ void cli_errorf(const char *fmt, ...)
  * and, with --json, {"ok": false, "error": {"code", "message"}} on
  * stdout, the code named after ex ("usage", "connection", "timeout",
  * "internal", ...). Returns ex. */
+/* The words for a transport or engine code, for messages. */
+const char *cli_err_text(int rc);
+/* Errors are JSON documents from now on (--json). */
+void cli_set_json(bool on);
 int cli_fail(int ex, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -177,7 +177,34 @@ static int pack_submit(cli *c, sx_pack *pk)
                         "per payload), e.g. '[5]', not '%s'",
                         a->pos[2]);
     }
-    sx_pack_map(pk, 4);
+    if (a->key != NULL && a->count > 1)
+        return cli_fail(CLI_USAGE, "--key with --count: every copy would "
+                                   "answer the first one's PID");
+    if (a->restart == NULL &&
+        (a->max_restarts != 0 || a->window_ms != 0 || a->backoff_min_ms != 0 ||
+         a->backoff_max_ms != 0))
+        return cli_fail(CLI_USAGE, "the restart numbers need --restart MODE");
+    const char *names[] = { "max_restarts", "window_ms", "backoff_min_ms",
+                            "backoff_max_ms" };
+    int64_t nums[] = { a->max_restarts, a->window_ms, a->backoff_min_ms,
+                       a->backoff_max_ms };
+    uint32_t extra = (a->key != NULL) + (a->restart != NULL);
+    for (int i = 0; i < 4; i++)
+        extra += nums[i] != 0;
+    sx_pack_map(pk, 4 + extra);
+    if (a->key != NULL) {
+        sx_pack_str(pk, "key");
+        sx_pack_str(pk, a->key);
+    }
+    if (a->restart != NULL) {
+        sx_pack_str(pk, "restart");
+        sx_pack_str(pk, a->restart);
+    }
+    for (int i = 0; i < 4; i++)
+        if (nums[i] != 0) {
+            sx_pack_str(pk, names[i]);
+            sx_pack_uint(pk, (uint64_t)nums[i]);
+        }
     sx_pack_str(pk, "op");
     sx_pack_str(pk, "submit");
     sx_pack_str(pk, "type");
@@ -526,10 +553,18 @@ int cli_cmd_ps(cli *c)
         return rc;
     if (c->a->json)
         return print_doc("processes", procs);
-    static const char *const keys[] = { "pid", "type", "method", "state",
-                                        "steps" };
+    static const char *const keys[] = { "pid",           "type",
+                                        "method",        "state",
+                                        "steps",         "attempts",
+                                        "restart_in_ms", "last_error" };
+    /* The job columns when a listed process is a job (stored or
+     * supervised). */
+    size_t n_keys = 5;
+    for (size_t i = 0; i < json_array_size(procs); i++)
+        if (json_object_get(json_array_get(procs, i), "attempts") != NULL)
+            n_keys = 8;
     if (json_array_size(procs) > 0)
-        cli_print_table(stdout, procs, keys, 5);
+        cli_print_table(stdout, procs, keys, n_keys);
     printf("%zu live process%s%s\n", json_array_size(procs),
            json_array_size(procs) == 1 ? "" : "es",
            c->a->limit >= 0 && json_array_size(procs) >= (size_t)c->a->limit

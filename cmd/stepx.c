@@ -36,6 +36,18 @@ static void usage(FILE *f)
         "                              of inputs, e.g. '[5]'; prints its PID\n"
         "      --wait                  then wait for it and print the result\n"
         "      --count N               submit N copies (progress, summary)\n"
+        "      --key KEY               idempotency key: a submit with a key\n"
+        "                              already used answers that job's PID\n"
+        "                              (needs stepxd with a state store)\n"
+        "      --restart MODE          never | on-failure | always: start it\n"
+        "                              again after it ends (same PID)\n"
+        "      --max-restarts N        at most N restarts in the window (3)\n"
+        "      --restart-window MS     the window (60000)\n"
+        "      --backoff-min MS        first backoff, doubled per restart "
+        "(100)\n"
+        "      --backoff-max MS        largest backoff (10000); up to a "
+        "quarter\n"
+        "                              more at random, never past it\n"
         "  send PID TOPIC JSON         send a message (from this connection)\n"
         "  wait PID                    wait for a process; print its result\n"
         "  cancel PID [REASON]         soft cancel (also --reason TEXT)\n"
@@ -82,217 +94,6 @@ static void usage(FILE *f)
         "  memory, an unreadable reply, output that cannot be written).\n");
 }
 
-/* ---- messages and progress ---- */
-
-/* The progress line now on the terminal, if any: an error message clears
- * it first, so that the message starts a line of its own. */
-static cli_progress *progress_on_tty;
-
-static void progress_clear(void)
-{
-    if (progress_on_tty != NULL) {
-        fputs("\r\033[K", stderr);
-        progress_on_tty->shown = false;
-        progress_on_tty = NULL;
-    }
-}
-
-void cli_errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    progress_clear();
-    fputs("stepx: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-/* --json, known before the command line is parsed (main looks for it
- * first), so that even usage errors are JSON documents. */
-static bool json_mode;
-
-static void json_error_doc(const char *code, const char *message,
-                           json_t *extra);
-
-static const char *exit_code_name(int ex)
-{
-    switch (ex) {
-    case CLI_FAILED:
-        return "failed";
-    case CLI_USAGE:
-        return "usage";
-    case CLI_CONNECT:
-        return "connection";
-    case CLI_TIMEOUT:
-        return "timeout";
-    default:
-        return "internal";
-    }
-}
-
-int cli_fail(int ex, const char *fmt, ...)
-{
-    char msg[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    progress_clear();
-    fprintf(stderr, "stepx: %s\n", msg);
-    json_error_doc(exit_code_name(ex), msg, NULL);
-    return ex;
-}
-
-int cli_check_stdout(void)
-{
-    static bool reported;
-    errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout))
-        return CLI_OK;
-    int err = errno;
-    /* A reader that went away (`stepx top | head -1`) ends the output
-     * quietly, as a program killed by SIGPIPE would; anything else (a
-     * full disk) is said. The failed write may have been an earlier one
-     * (errno long gone): on a pipe or socket, that can only be EPIPE. */
-    struct stat st;
-    bool gone =
-        err == EPIPE || (err == 0 && fstat(fileno(stdout), &st) == 0 &&
-                         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)));
-    if (!reported && !gone) {
-        reported = true;
-        progress_clear();
-        /* stderr only: stdout is what cannot be written, even with --json */
-        fprintf(stderr, "stepx: cannot write the output: %s\n",
-                err != 0 ? strerror(err) : "write error");
-    }
-    return CLI_INTERNAL;
-}
-
-int64_t cli_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void cli_progress_start(cli_progress *p)
-{
-    p->start_ms = cli_now_ms();
-    p->last_s = 0;
-    p->shown = false;
-}
-
-/* On a terminal the line is rewritten every second; in a log, a line at
- * 1..10 s, then every 10 s, so that long waits stay readable. */
-void cli_progress_show(const cli *c, cli_progress *p, const char *fmt, ...)
-{
-    if (c->a->quiet)
-        return;
-    int64_t s = (cli_now_ms() - p->start_ms) / 1000;
-    bool tty = isatty(STDERR_FILENO);
-    if (s < 1 || s == p->last_s || (!tty && s > 10 && s % 10 != 0))
-        return;
-    p->last_s = s;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(tty ? "\r" : "", stderr);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "... %lld s%s", (long long)s, tty ? "\033[K" : "\n");
-    fflush(stderr);
-    va_end(ap);
-    p->shown = true;
-    if (tty)
-        progress_on_tty = p;
-}
-
-void cli_progress_end(const cli *c, cli_progress *p)
-{
-    (void)c;
-    if (progress_on_tty == p)
-        progress_clear();
-    p->shown = false;
-}
-
-/* ---- errors ---- */
-
-static const char *err_text(int rc)
-{
-    if (rc < 0 && rc > -5000)
-        return strerror(-rc);
-    return sx_strerror(rc);
-}
-
-/* With --json, failures are documents too: {"ok": false, "error": ...}
- * (plus the fields of extra, which this takes). */
-static void json_error_doc(const char *code, const char *message, json_t *extra)
-{
-    if (!json_mode) {
-        json_decref(extra);
-        return;
-    }
-    json_t *o = extra != NULL ? extra : json_object();
-    json_object_set_new(o, "ok", json_false());
-    /* A message that is not UTF-8 (a server's, a file name's) is shown
-     * with U+FFFD: json_pack refuses it, and the error would go missing. */
-    json_object_set_new(o, "error",
-                        json_pack("{s:s,s:o*}", "code", code, "message",
-                                  cli_json_text_of(message)));
-    cli_json_print(o);
-    json_decref(o);
-}
-
-const char *const cli_pass_all[] = { NULL };
-
-int cli_reply_exit(const sx_reply *r)
-{
-    const char *code = r->code != NULL ? r->code : "internal";
-    if (strcmp(code, "timeout") == 0)
-        return CLI_TIMEOUT;
-    if (strcmp(code, "failed") == 0 || strcmp(code, "terminated") == 0 ||
-        strcmp(code, "cancelled") == 0 || strcmp(code, "too_large") == 0)
-        return CLI_FAILED;
-    return CLI_SERVER;
-}
-
-int cli_reply_error(cli *c, const char *what, const sx_reply *r, json_t *extra)
-{
-    (void)c;
-    const char *code = r->code != NULL ? r->code : "internal";
-    const char *msg = r->message != NULL ? r->message : "";
-    int ex = cli_reply_exit(r);
-    cli_errorf("%s: %s (%s)", what, msg[0] != 0 ? msg : code, code);
-    json_error_doc(code, msg, extra);
-    return ex;
-}
-
-int cli_transport_error(const char *what, int rc, int64_t t)
-{
-    char msg[256];
-    int ex = CLI_CONNECT;
-    const char *code = "connection";
-    if (rc == SX_ETIMEDOUT) {
-        snprintf(msg, sizeof msg, "no reply within %lld ms", (long long)t);
-        ex = CLI_TIMEOUT;
-        code = "timeout";
-    } else if (rc == SX_ECLOSED) {
-        snprintf(msg, sizeof msg, "the daemon closed the connection");
-    } else if (rc == SX_EPROTO) {
-        snprintf(msg, sizeof msg, "a reply the CLI cannot read (protocol)");
-        ex = CLI_INTERNAL;
-        code = "internal";
-    } else {
-        snprintf(msg, sizeof msg, "%s", err_text(rc));
-        if (rc == SX_ENOMEM) {
-            ex = CLI_INTERNAL;
-            code = "internal";
-        }
-    }
-    cli_errorf("%s: %s", what, msg);
-    json_error_doc(code, msg, NULL);
-    return ex;
-}
-
 int64_t cli_request_timeout(const cli *c)
 {
     return c->a->timeout_ms >= 0 ? c->a->timeout_ms : REQUEST_TIMEOUT_MS;
@@ -317,7 +118,7 @@ int cli_connect(cli *c)
                  c->address, (long long)t);
     else
         snprintf(msg, sizeof msg, "cannot connect to %s: %s%s", c->address,
-                 err_text(rc),
+                 cli_err_text(rc),
                  rc == -ENOENT || rc == -ECONNREFUSED
                      ? " (is stepxd running? see --socket / --connect)"
                  : rc == SX_EINVAL
@@ -394,6 +195,7 @@ enum {
     OPT_ITER = 1 << 4,
     OPT_REASON = 1 << 5,
     OPT_SEND = 1 << 6,
+    OPT_SUBMIT = 1 << 7, /* --key and the restart options */
 };
 
 typedef struct {
@@ -405,7 +207,7 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    { "submit", cli_cmd_submit, 2, 3, OPT_COUNT | OPT_WAIT,
+    { "submit", cli_cmd_submit, 2, 3, OPT_COUNT | OPT_WAIT | OPT_SUBMIT,
       "TYPE METHOD [ARGS]" },
     { "send", cli_cmd_send, 3, 3, 0, "PID TOPIC JSON" },
     { "wait", cli_cmd_wait, 1, 1, 0, "PID" },
@@ -465,6 +267,32 @@ static int option_value(cli_args *a, const char *name, const char *v,
     } else if (strcmp(name, "--reason") == 0) {
         a->reason = v;
         *used |= OPT_REASON;
+    } else if (strcmp(name, "--key") == 0) {
+        if (v[0] == 0 || strlen(v) > 1024)
+            goto bad;
+        a->key = v;
+        *used |= OPT_SUBMIT;
+    } else if (strcmp(name, "--restart") == 0) {
+        if (strcmp(v, "never") != 0 && strcmp(v, "on-failure") != 0 &&
+            strcmp(v, "always") != 0)
+            goto bad;
+        a->restart = v;
+        *used |= OPT_SUBMIT;
+    } else if (strcmp(name, "--max-restarts") == 0 ||
+               strcmp(name, "--restart-window") == 0 ||
+               strcmp(name, "--backoff-min") == 0 ||
+               strcmp(name, "--backoff-max") == 0) {
+        if (!parse_i64(v, 1, UINT32_MAX, &n))
+            goto bad;
+        if (strcmp(name, "--max-restarts") == 0)
+            a->max_restarts = n;
+        else if (strcmp(name, "--restart-window") == 0)
+            a->window_ms = n;
+        else if (strcmp(name, "--backoff-min") == 0)
+            a->backoff_min_ms = n;
+        else
+            a->backoff_max_ms = n;
+        *used |= OPT_SUBMIT;
     } else {
         return cli_fail(CLI_USAGE, "unknown option %s (see stepx --help)",
                         name);
@@ -477,8 +305,10 @@ bad:
 static bool takes_value(const char *o)
 {
     static const char *const with[] = {
-        "--socket", "--connect",  "--timeout", "--token",      "--count",
-        "--limit",  "--interval", "-n",        "--iterations", "--reason",
+        "--socket",       "--connect",        "--timeout",     "--token",
+        "--count",        "--limit",          "--interval",    "-n",
+        "--iterations",   "--reason",         "--key",         "--restart",
+        "--max-restarts", "--restart-window", "--backoff-min", "--backoff-max",
     };
     for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
         if (strcmp(o, with[i]) == 0)
@@ -624,7 +454,7 @@ int main(int argc, char **argv)
      * parse_args takes it (`--reason --json`). */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--json") == 0)
-            json_mode = true;
+            cli_set_json(true);
         else if (strcmp(argv[i], "--send") == 0)
             i += 2;
         else if (takes_value(argv[i]))

@@ -480,6 +480,9 @@ void sx__relay_conn_take(sx_server *s, sx__relay_out *o)
         sx__relay_watch_done(o->watch, o);
         break;
     case SX__RELAY_OUT_ANSWER:
+        /* relaxed: a figure (requests answered). */
+        atomic_fetch_add_explicit(&c->srv->st_requests, 1,
+                                  memory_order_relaxed);
         sx__relay_conn_write(c, o); /* a reply: never dropped */
         sx__relay_conn_unref(c);    /* the item's reference */
         break;

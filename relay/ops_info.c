@@ -21,7 +21,24 @@ static sx_pack *ps_pack(sx__relay_conn *c, uint64_t id,
     for (int i = 0; i < n; i++) {
         char txt[SX_PID_TEXT_MAX];
         sx_pid_format(info[i].pid, txt, sizeof(txt));
-        sx_pack_map(pk, 5);
+        /* A job's attempt, and for one waiting for its restart when and
+         * why (docs/PROTOCOL.md, ps). */
+        bool job = info[i].attempts > 0;
+        bool waits = info[i].restart_in_ms >= 0;
+        bool why = info[i].last_error[0] != 0;
+        sx_pack_map(pk, 5 + job + waits + why);
+        if (job) {
+            sx_pack_str(pk, "attempts");
+            sx_pack_uint(pk, info[i].attempts);
+        }
+        if (waits) {
+            sx_pack_str(pk, "restart_in_ms");
+            sx_pack_uint(pk, (uint64_t)info[i].restart_in_ms);
+        }
+        if (why) {
+            sx_pack_str(pk, "last_error");
+            sx__relay_pack_text(pk, info[i].last_error);
+        }
         sx_pack_str(pk, "pid");
         sx_pack_str(pk, txt);
         sx_pack_str(pk, "type");

@@ -33,7 +33,7 @@ sx_pack *sx__relay_reply_begin(sx__relay_conn *c, uint64_t id, bool ok,
  * sx_fail message, an init's or a command's error naming what a client
  * sent, e.g. exec's argv[0]), and a strict reader refuses the whole frame
  * over one str that is not UTF-8. NULL packs nil. */
-static void pack_text(sx_pack *pk, const char *message)
+void sx__relay_pack_text(sx_pack *pk, const char *message)
 {
     if (message == NULL) {
         sx_pack_nil(pk);
@@ -63,7 +63,7 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message)
     sx_pack_str(pk, "code");
     sx_pack_str(pk, code);
     sx_pack_str(pk, "message");
-    pack_text(pk, message);
+    sx__relay_pack_text(pk, message);
 }
 
 /* A name the server sends but did not choose (a registered type's name

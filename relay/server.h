@@ -457,6 +457,9 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
 /* Packs a name the server did not choose (a type's or a method's): a str
  * when it is valid UTF-8, else a bin of the same bytes; NULL packs nil. */
 void sx__relay_pack_name(sx_pack *pk, const char *name);
+/* Packs message as a str of valid UTF-8 (a byte that starts no valid
+ * sequence becomes U+FFFD); NULL packs nil. [any thread] */
+void sx__relay_pack_text(sx_pack *pk, const char *message);
 /* The decoder rejected the stream (rc): an error frame with id 0 and code
  * bad_frame, then the connection drains and closes. */
 void sx__relay_bad_frame(sx__relay_conn *c, int rc);

@@ -202,6 +202,12 @@ void sx__proc_reset(sx_engine *e, sx__proc *p);
  * queued) otherwise. */
 int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
                     const sx_payload *input, size_t n_input);
+/* [start] Takes the reserved slot of claim_id for a stored job waiting
+ * for its restart: state made, init not run, state word COMPLETE (as a
+ * finish leaves it), counted live; *held gets it (the table's
+ * reference). */
+int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
+                      uint64_t claim_id, sx__proc **held);
 /* Drops a held process: close, then retired with no outcome; its
  * watchers get rc and msg. */
 void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/core/core.h"
 #include "engine/core/job.h"
@@ -29,10 +30,15 @@
 typedef struct sx__rjob {
     uint64_t id;
     uint32_t attempt;
-    bool dup; /* another stored job has the same slot (see open) */
+    bool dup;        /* another stored job has the same slot (see open) */
+    bool has_policy; /* its own restart policy was stored */
+    sx_restart_policy policy;
+    int64_t restart_at; /* waiting for a restart: when (wall-clock ms) */
     char *type, *method;
     uint8_t *input;
     size_t input_len;
+    uint8_t *restarts; /* its restart times, as stored (NULL: none) */
+    size_t restarts_len;
 } sx__rjob;
 
 const char *sx_engine_state_error(const sx_engine *e)
@@ -97,6 +103,7 @@ static void rjob_free(sx__rjob *j)
     free(j->type);
     free(j->method);
     free(j->input);
+    free(j->restarts);
 }
 
 static int on_job(void *user, const sx__store_job *j)
@@ -118,6 +125,14 @@ static int on_job(void *user, const sx__store_job *j)
     x->method = dup_bytes(j->method, strlen(j->method), true);
     x->input = (uint8_t *)dup_bytes(j->input.data, j->input.len, false);
     x->input_len = j->input.len;
+    x->has_policy =
+        j->policy.len > 0 && sx__policy_unpack(j->policy, &x->policy) == 0;
+    x->restart_at = x->has_policy ? j->restart_at : 0;
+    if (j->restarts.len > 0) {
+        x->restarts =
+            (uint8_t *)dup_bytes(j->restarts.data, j->restarts.len, false);
+        x->restarts_len = x->restarts != NULL ? j->restarts.len : 0;
+    }
     if (x->type == NULL || x->method == NULL || x->input == NULL) {
         rjob_free(x);
         return SX_ENOMEM;
@@ -315,30 +330,37 @@ void sx__durable_resume(sx_engine *e)
         sx_payload *in = NULL;
         size_t n = 0;
         int rc = j->dup ? SX_EFAILED : split_input(j, &in, &n);
+        /* Its own policy as stored, else its type's. */
+        const sx_restart_policy *pol =
+            j->has_policy ? &j->policy : sx__type_restart(e, j->type);
+        bool waiting = rc == 0 && pol != NULL && j->restart_at > 0;
+        sx__job *job =
+            rc == 0 ? sx__job_new(j->id, pol, j->method, in, n) : NULL;
+        if (rc == 0 && job == NULL)
+            rc = SX_ENOMEM;
         sx__proc *p = NULL;
         if (rc == 0)
-            rc = sx__spawn_held(e, j->type, j->method, in, n, j->id, &p, NULL);
+            rc = waiting ? sx__spawn_waiting(e, j->type, j->method, j->id, &p)
+                         : sx__spawn_held(e, j->type, j->method, in, n, j->id,
+                                          &p, NULL);
         free(in);
-        sx__job *job = NULL;
-        if (rc == 0) {
-            /* The type's policy: a submit's own is not stored. */
-            sx_payload *in2 = NULL;
-            size_t n2 = 0;
-            job = split_input(j, &in2, &n2) == 0
-                      ? sx__job_new(j->id, sx__type_restart(e, j->type),
-                                    j->method, in2, n2)
-                      : NULL;
-            free(in2);
-            if (job == NULL) {
-                sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
-                rc = SX_ENOMEM;
-            }
-        }
         if (rc == 0) {
             job->attempt = j->attempt;
+            sx__restarts_unpack(job,
+                                (sx_payload){ j->restarts, j->restarts_len });
             sx__job_attach(e, p, job, true);
-            sx__enqueue_new(e, p); /* p may run and finish from here on */
+            if (waiting) {
+                /* Its backoff goes on: due when it was, at once if that
+                 * passed while the engine was down. */
+                int64_t left = j->restart_at -
+                               ((int64_t)sx__mono_ms() + sx__wall_offset_ms());
+                job->due_ms = sx__mono_ms() + (left > 0 ? (uint64_t)left : 0);
+                sx__sup_add(e, job);
+            } else {
+                sx__enqueue_new(e, p); /* p may run and finish from here on */
+            }
         } else {
+            sx__job_free(job);
             if (j->dup)
                 snprintf(msg, sizeof msg,
                          "not run again: another stored job has its slot");
@@ -490,6 +512,10 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
     *ps = (pending_submit){
         .e = e, .p = p, .job = job, .pid = pid, .fn = fn, .user = user
     };
+    uint8_t pol[64];
+    size_t pl = job->policy.mode != SX_RESTART_NEVER
+                    ? sx__policy_pack(&job->policy, pol, sizeof pol)
+                    : 0;
     sx__store_job sj = {
         .id = pid.id,
         .key = key,
@@ -498,6 +524,7 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
         .method = method,
         .input = sx_pack_payload(&pk),
         .attempt = 1,
+        .policy = { pol, pl },
     };
     rc = sx__store_submit(e->store, &sj, submit_done, ps);
     sx_pack_fini(&pk);

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <stepx/engine.h>
 
@@ -49,6 +50,24 @@ typedef struct sx__job {
     struct sx__job *next; /* the supervisor's list (its mutex) */
 } sx__job;
 
+/* The monotonic clock in ms: restarts' times and due times. */
+static inline uint64_t sx__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Wall-clock ms since the epoch minus sx__mono_ms: what turns a time of
+ * this run into one the store keeps for a later run, and back. */
+static inline int64_t sx__wall_offset_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return wall - (int64_t)sx__mono_ms();
+}
+
 /* The job of p (p->job set). */
 static inline sx__job *sx__job_of(sx_engine *e, const sx__proc *p)
 {
@@ -77,6 +96,15 @@ bool sx__job_restart_maybe(sx_engine *e, sx__proc *p, sx__job *j, int *error,
  * ends it at once when it is waiting for a restart (with error and msg).
  * Returns 1 when it ended a waiting job, else 0. */
 int sx__job_request_end(sx_engine *e, sx_pid pid, int error, const char *msg);
+/* Adds j (its due_ms set) to the jobs waiting for a restart, starting the
+ * supervisor thread when it is the first. */
+void sx__sup_add(sx_engine *e, sx__job *j);
+/* A policy as the store keeps it: packed into buf (0 when it does not
+ * fit), and read back (SX_ECORRUPT when it is not one). */
+size_t sx__policy_pack(const sx_restart_policy *p, uint8_t *buf, size_t cap);
+int sx__policy_unpack(sx_payload b, sx_restart_policy *p);
+/* Fills j's restart times from what the store kept (wall-clock ms). */
+void sx__restarts_unpack(sx__job *j, sx_payload b);
 /* [stop] Ends every job waiting for a restart (its stop path). */
 void sx__sup_end_all(sx_engine *e);
 /* [stop, after the workers] Stops the supervisor thread. */

@@ -239,7 +239,8 @@ static void spawn_undo(sx_engine *e, sx__worker *w, sx__proc *p, int rc,
 static inline __attribute__((always_inline)) int
 spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
          sx_pid parent, const char *method, const sx_payload *input,
-         size_t n_input, sx__ev *watcher, sx_pid *out_pid, bool queue)
+         size_t n_input, sx__ev *watcher, sx_pid *out_pid, bool queue,
+         bool init)
 {
     int rc;
     /* The birth is counted after the slot is in the table and before
@@ -276,7 +277,7 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
         goto fail_slot;
     }
     sx_init_ctx ctx = { sx__proc_pid(e, p), parent, e, t->user };
-    rc = t->init(p->user_state, &ctx, method, input, n_input);
+    rc = init ? t->init(p->user_state, &ctx, method, input, n_input) : 0;
     if (rc != 0) {
         if (rc > 0)
             rc = SX_EFAILED;
@@ -335,7 +336,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
     }
     return spawn_in(e, w, p, t, parent, method, input, n_input, watcher,
-                    out_pid, true);
+                    out_pid, true, true);
 }
 
 int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
@@ -353,9 +354,33 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
     return 0;
 }
 
+static int spawn_held(sx_engine *e, const char *type, const char *method,
+                      const sx_payload *input, size_t n_input,
+                      uint64_t claim_id, sx__proc **held, sx_pid *out_pid,
+                      bool init);
+
 int sx__spawn_held(sx_engine *e, const char *type, const char *method,
                    const sx_payload *input, size_t n_input, uint64_t claim_id,
                    sx__proc **held, sx_pid *out_pid)
+{
+    return spawn_held(e, type, method, input, n_input, claim_id, held, out_pid,
+                      true);
+}
+
+int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
+                      uint64_t claim_id, sx__proc **held)
+{
+    int rc = spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false);
+    if (rc == 0) /* as a finish leaves it: refuses messages (supervise.c) */
+        atomic_store_explicit(&(*held)->state, SX_PSTATE_COMPLETE,
+                              memory_order_release);
+    return rc;
+}
+
+static int spawn_held(sx_engine *e, const char *type, const char *method,
+                      const sx_payload *input, size_t n_input,
+                      uint64_t claim_id, sx__proc **held, sx_pid *out_pid,
+                      bool init)
 {
     const sx_process_type *t;
     uint16_t interned;
@@ -379,7 +404,7 @@ int sx__spawn_held(sx_engine *e, const char *type, const char *method,
                                     : SX_ENOMEM;
     }
     rc = spawn_in(e, w, p, t, SX_PID_NONE, method, input, n_input, NULL,
-                  out_pid, false);
+                  out_pid, false, init);
     if (rc == 0)
         *held = p;
     return rc;

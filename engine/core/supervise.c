@@ -27,12 +27,99 @@
 #include "engine/core/job.h"
 #include "engine/core/live.h"
 #include "engine/sched/sched.h"
+#include "engine/store/store.h"
 
-static uint64_t now_ms(void)
+#define now_ms sx__mono_ms
+#define wall_offset_ms sx__wall_offset_ms
+
+/* ---- what the store keeps of a job's supervision ----------------------------
+ */
+
+size_t sx__policy_pack(const sx_restart_policy *p, uint8_t *buf, size_t cap)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, cap);
+    sx_pack_array(&pk, 5);
+    sx_pack_uint(&pk, (uint64_t)p->mode);
+    sx_pack_uint(&pk, p->max_restarts);
+    sx_pack_uint(&pk, p->window_ms);
+    sx_pack_uint(&pk, p->backoff_min_ms);
+    sx_pack_uint(&pk, p->backoff_max_ms);
+    return pk.err == 0 ? pk.len : 0;
+}
+
+int sx__policy_unpack(sx_payload b, sx_restart_policy *p)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, b);
+    uint32_t n;
+    uint64_t v[5];
+    if (sx_unpack_array(&u, &n) != 0 || n != 5)
+        return SX_ECORRUPT;
+    for (int i = 0; i < 5; i++)
+        if (sx_unpack_uint(&u, &v[i]) != 0 || v[i] > UINT32_MAX)
+            return SX_ECORRUPT;
+    *p = (sx_restart_policy){ (int)v[0], (uint32_t)v[1], (uint32_t)v[2],
+                              (uint32_t)v[3], (uint32_t)v[4] };
+    return sx_restart_policy_check(p) == 0 ? 0 : SX_ECORRUPT;
+}
+
+/* j's last end and its restart times (wall-clock ms), packed into pk:
+ * [last_error, [time...]]. */
+static void restarts_pack(const sx__job *j, sx_pack *pk)
+{
+    int64_t off = wall_offset_ms();
+    sx_pack_array(pk, 2);
+    sx_pack_str(pk, j->last_error);
+    sx_pack_array(pk, j->n_times);
+    for (uint32_t i = 0; i < j->n_times; i++)
+        sx_pack_int(pk, (int64_t)j->times[i] + off);
+}
+
+void sx__restarts_unpack(sx__job *j, sx_payload b)
+{
+    if (j->times == NULL || b.len == 0)
+        return;
+    /* Not UTF-8 checked: last_error is only ever shown escaped. */
+    int64_t off = wall_offset_ms();
+    sx_unpack u;
+    sx_unpack_init(&u, b);
+    uint32_t n;
+    const char *le;
+    size_t ll;
+    if (sx_unpack_array(&u, &n) != 0 || n != 2 ||
+        sx_unpack_str(&u, &le, &ll) != 0 || sx_unpack_array(&u, &n) != 0)
+        return;
+    snprintf(j->last_error, sizeof j->last_error, "%.*s",
+             (int)(ll < sizeof j->last_error ? ll : sizeof j->last_error - 1),
+             le);
+    for (uint32_t i = 0; i < n && j->n_times < j->policy.max_restarts; i++) {
+        int64_t t;
+        if (sx_unpack_int(&u, &t) != 0)
+            return;
+        int64_t mono = t - off;
+        j->times[j->head] = mono > 0 ? (uint64_t)mono : 0;
+        j->head = (j->head + 1) % j->policy.max_restarts;
+        j->n_times++;
+    }
+}
+
+/* Records j's restart state in the store (a stored job): the attempt that
+ * ended and when the next is due (due_ms 0: it runs now). */
+static void store_restart(sx_engine *e, const sx__job *j, uint64_t due_ms)
+{
+    if (!j->stored || e->store == NULL)
+        return;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    restarts_pack(j, &pk);
+    int64_t at = due_ms != 0 ? (int64_t)due_ms + wall_offset_ms() : 0;
+    /* Not stored (out of memory): a crash then runs the job again at
+     * once, not after its backoff. */
+    if (pk.err == 0)
+        sx__store_restart(e->store, j->id, j->attempt, at,
+                          sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
 }
 
 int sx_restart_policy_check(sx_restart_policy *p)
@@ -213,8 +300,6 @@ static uint32_t backoff(sx__job *j, uint64_t now)
     return (uint32_t)(b > p->backoff_max_ms ? p->backoff_max_ms : b);
 }
 
-static void sup_add(sx_engine *e, sx__job *j);
-
 bool sx__job_restart_maybe(sx_engine *e, sx__proc *p, sx__job *j, int *error,
                            const char **msg, char *buf, size_t cap)
 {
@@ -262,8 +347,11 @@ bool sx__job_restart_maybe(sx_engine *e, sx__proc *p, sx__job *j, int *error,
         atomic_fetch_add_explicit(&e->tm_dead, p->sleeps, memory_order_release);
         p->sleeps = 0;
     }
-    j->due_ms = now + delay;
-    sup_add(e, j);
+    /* + 1: now is truncated to the millisecond, and a restart is never
+     * early. */
+    j->due_ms = now + delay + 1;
+    store_restart(e, j, j->due_ms);
+    sx__sup_add(e, j);
     return true;
 }
 
@@ -272,7 +360,7 @@ bool sx__job_restart_maybe(sx_engine *e, sx__proc *p, sx__job *j, int *error,
 
 static void *sup_main(void *arg);
 
-static void sup_add(sx_engine *e, sx__job *j)
+void sx__sup_add(sx_engine *e, sx__job *j)
 {
     pthread_mutex_lock(&e->sup_mu);
     if (!e->sup_running && !e->sup_stop) {
@@ -315,6 +403,7 @@ static void restart_now(sx_engine *e, sx__job *j)
     sx__proc_reset(e, p);
     j->attempt++;
     j->started_ms = now_ms();
+    store_restart(e, j, 0);
     sx_unpack u;
     sx_unpack_init(&u, (sx_payload){ j->input, j->input_len });
     uint32_t n = 0;

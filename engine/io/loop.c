@@ -11,6 +11,12 @@
  * that is safe from any thread (sx__io_post, io.h).
  */
 #include "engine/io/io.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SX_IO_TSAN 1
+#endif
+#endif
 #include "process/fault.h"
 
 #include <limits.h>
@@ -264,6 +270,11 @@ static void loop_fini(sx__ioloop *l)
 
 int sx__io_start(sx_engine *e)
 {
+#if defined(__SANITIZE_THREAD__) || defined(SX_IO_TSAN)
+    /* A ThreadSanitizer build takes engine/io/tsan_close.c (see there). */
+    extern const char sx__tsan_close_here;
+    (void)*(const volatile char *)&sx__tsan_close_here;
+#endif
     unsigned n = e->cfg.io_loops;
     e->loops = calloc(n, sizeof(*e->loops));
     if (e->loops == NULL)

@@ -58,7 +58,19 @@ static int write_rec(sx__store *s, rec *r)
         sqlite3_bind_blob(s->job_ins, 4, r->blob, (int)r->blob_len,
                           SQLITE_STATIC);
         sqlite3_bind_int64(s->job_ins, 5, r->attempt);
+        if (r->policy_len > 0)
+            sqlite3_bind_blob(s->job_ins, 6, r->policy, (int)r->policy_len,
+                              SQLITE_STATIC);
         return run(s->job_ins);
+    }
+    if (r->kind == REC_RESTART) {
+        sqlite3_bind_int64(s->job_restart, 1, r->attempt);
+        sqlite3_bind_int64(s->job_restart, 2, r->restart_at);
+        if (r->blob_len > 0)
+            sqlite3_bind_blob(s->job_restart, 3, r->blob, (int)r->blob_len,
+                              SQLITE_STATIC);
+        sqlite3_bind_int64(s->job_restart, 4, (sqlite3_int64)r->id);
+        return run(s->job_restart);
     }
     sqlite3_bind_int64(s->job_del, 1, (sqlite3_int64)r->id);
     if ((rc = run(s->job_del)) != SQLITE_OK)
@@ -186,10 +198,12 @@ int sx__store_submit(sx__store *s, const sx__store_job *job,
 {
     if (s == NULL || job == NULL || job->type == NULL || job->method == NULL ||
         (job->input.len > 0 && job->input.data == NULL) ||
-        job->input.len > INT32_MAX || job->key_len > INT32_MAX)
+        job->input.len > INT32_MAX || job->key_len > INT32_MAX ||
+        job->policy.len > 256 || (job->policy.len > 0 && !job->policy.data))
         return SX_EINVAL;
     size_t tl = strlen(job->type), ml = strlen(job->method);
-    rec *r = rec_new(job->key_len + tl + ml + 2 + job->input.len);
+    rec *r =
+        rec_new(job->key_len + tl + ml + 2 + job->input.len + job->policy.len);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
@@ -206,6 +220,30 @@ int sx__store_submit(sx__store *s, const sx__store_job *job,
     r->method = put(&p, job->method, ml, true);
     r->blob = (const uint8_t *)put(&p, job->input.data, job->input.len, false);
     r->blob_len = job->input.len;
+    if (job->policy.len > 0) {
+        r->policy =
+            (const uint8_t *)put(&p, job->policy.data, job->policy.len, false);
+        r->policy_len = job->policy.len;
+    }
+    return enqueue(s, r);
+}
+
+int sx__store_restart(sx__store *s, uint64_t id, uint32_t attempt,
+                      int64_t restart_at, sx_payload restarts)
+{
+    if (s == NULL || restarts.len > 65536 ||
+        (restarts.len > 0 && restarts.data == NULL))
+        return SX_EINVAL;
+    rec *r = rec_new(restarts.len);
+    if (r == NULL)
+        return SX_ENOMEM;
+    char *p = (char *)(r + 1);
+    r->kind = REC_RESTART;
+    r->id = id;
+    r->attempt = attempt;
+    r->restart_at = restart_at;
+    r->blob = (const uint8_t *)put(&p, restarts.data, restarts.len, false);
+    r->blob_len = restarts.len;
     return enqueue(s, r);
 }
 
@@ -249,14 +287,16 @@ int sx__store_recover(sx__store *s,
         return SX_ESTATE;
     /* The jobs about to run again count an attempt more, committed before
      * they run: a crash during this run counts another. */
-    int rc = sx__sq_exec(s->db, "UPDATE jobs SET attempt = attempt + 1");
+    int rc = sx__sq_exec(s->db, "UPDATE jobs SET attempt = attempt + 1 WHERE "
+                                "restart_at = 0");
     if (rc != SQLITE_OK)
         return sx__sq_code_of(rc);
     sqlite3_stmt *st;
     rc = sqlite3_prepare_v2(
         s->db,
-        "SELECT j.id, j.type, j.method, j.input, j.attempt, k.key FROM jobs j "
-        "LEFT JOIN keys k ON k.id = j.id ORDER BY j.id",
+        "SELECT j.id, j.type, j.method, j.input, j.attempt, k.key, j.policy, "
+        "j.restart_at, j.restarts FROM jobs j LEFT JOIN keys k ON k.id = j.id "
+        "ORDER BY j.id",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return sx__sq_code_of(rc);
@@ -273,6 +313,11 @@ int sx__store_recover(sx__store *s,
             .attempt = (uint32_t)sqlite3_column_int64(st, 4),
             .key = sqlite3_column_blob(st, 5),
             .key_len = (size_t)sqlite3_column_bytes(st, 5),
+            .policy = { sqlite3_column_blob(st, 6),
+                        (size_t)sqlite3_column_bytes(st, 6) },
+            .restart_at = sqlite3_column_int64(st, 7),
+            .restarts = { sqlite3_column_blob(st, 8),
+                          (size_t)sqlite3_column_bytes(st, 8) },
         };
         if (j.type == NULL || j.method == NULL ||
             (j.input.len > 0 && j.input.data == NULL)) {

@@ -19,7 +19,7 @@
 
 #define APP_ID 0x53545058 /* 'STPX' */
 
-enum { REC_JOB, REC_FINISH };
+enum { REC_JOB, REC_FINISH, REC_RESTART };
 
 typedef struct rec {
     struct rec *next;
@@ -27,7 +27,10 @@ typedef struct rec {
     sx__store_done_fn done;
     void *user;
     uint64_t id;
-    uint32_t attempt; /* REC_JOB: attempt; REC_FINISH: attempts */
+    uint32_t attempt;      /* REC_JOB: attempt; REC_FINISH: attempts */
+    int64_t restart_at;    /* REC_RESTART */
+    const uint8_t *policy; /* REC_JOB (in the allocation) */
+    size_t policy_len;
     int error;
     uint64_t steps;
     int rc; /* the answer, set by the writer */
@@ -42,7 +45,7 @@ struct sx__store {
     int lock_fd;
     uint64_t keep;
     sqlite3_stmt *key_ins, *key_get, *job_ins, *job_del, *out_ins, *trim_keys,
-        *trim_outs;
+        *trim_outs, *job_restart;
     pthread_t writer;
     pthread_mutex_t mu;
     pthread_cond_t cv;

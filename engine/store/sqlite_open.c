@@ -16,6 +16,8 @@
  *   outcomes(seq, id, error, msg, value, steps, attempts)
  *   meta(name, value)                           the engine's numbers
  *                                               (sx__store_meta_get)
+ * and, from schema 3, jobs' restart policy and state: jobs(..., policy,
+ * restart_at, restarts).
  * A key lives as long as its job or its kept outcome. Schema 1 had no
  * meta table; opening it adds one (a forward migration, in one
  * transaction).
@@ -126,6 +128,12 @@ static const char *const SCHEMA_V2[] = {
     "WITHOUT ROWID",
 };
 
+static const char *const SCHEMA_V3[] = {
+    "ALTER TABLE jobs ADD COLUMN policy BLOB",
+    "ALTER TABLE jobs ADD COLUMN restart_at INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN restarts BLOB",
+};
+
 /* Brings a database of schema `version` (0: empty) to SX__STORE_SCHEMA
  * in one transaction: all or nothing. */
 static int migrate(sqlite3 *db, int64_t version)
@@ -143,6 +151,11 @@ static int migrate(sqlite3 *db, int64_t version)
     if (version <= 1) {
         for (size_t i = 0; i < sizeof SCHEMA_V2 / sizeof SCHEMA_V2[0]; i++)
             if ((rc = sx__sq_exec(db, SCHEMA_V2[i])) != SQLITE_OK)
+                goto undo;
+    }
+    if (version <= 2) {
+        for (size_t i = 0; i < sizeof SCHEMA_V3 / sizeof SCHEMA_V3[0]; i++)
+            if ((rc = sx__sq_exec(db, SCHEMA_V3[i])) != SQLITE_OK)
                 goto undo;
     }
     char sql[96];
@@ -169,8 +182,11 @@ static int prepare(sx__store *s)
           "INSERT INTO keys (key, id) VALUES (?, ?) ON CONFLICT DO NOTHING" },
         { offsetof(sx__store, key_get), "SELECT id FROM keys WHERE key = ?" },
         { offsetof(sx__store, job_ins),
-          "INSERT INTO jobs (id, type, method, input, attempt) "
-          "VALUES (?, ?, ?, ?, ?)" },
+          "INSERT INTO jobs (id, type, method, input, attempt, policy) "
+          "VALUES (?, ?, ?, ?, ?, ?)" },
+        { offsetof(sx__store, job_restart),
+          "UPDATE jobs SET attempt = ?, restart_at = ?, restarts = ? WHERE "
+          "id = ?" },
         { offsetof(sx__store, job_del), "DELETE FROM jobs WHERE id = ?" },
         { offsetof(sx__store, out_ins),
           "INSERT OR REPLACE INTO outcomes (id, error, msg, value, steps, "
@@ -194,8 +210,9 @@ static int prepare(sx__store *s)
 
 void sx__sq_finalize_all(sx__store *s)
 {
-    sqlite3_stmt *all[] = { s->key_ins, s->key_get,   s->job_ins,  s->job_del,
-                            s->out_ins, s->trim_keys, s->trim_outs };
+    sqlite3_stmt *all[] = { s->key_ins,   s->key_get,    s->job_ins,
+                            s->job_del,   s->out_ins,    s->trim_keys,
+                            s->trim_outs, s->job_restart };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]); /* NULL is a no-op */
 }
@@ -309,7 +326,14 @@ int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
             goto out;
         }
     }
-    if ((rc = sx__sq_exec(s->db, "PRAGMA journal_mode = WAL")) != SQLITE_OK ||
+    /* Temporary tables and indices (a trim's subquery, a statement
+     * journal) in memory: no temporary file is ever opened, so every file
+     * the store uses is opened here, on the opening thread. (A file
+     * opened later on the writer thread can take a descriptor number that
+     * a libuv loop just closed with a raw close system call, which
+     * ThreadSanitizer cannot see: it then reports a race on the number.) */
+    if ((rc = sx__sq_exec(s->db, "PRAGMA temp_store = MEMORY")) != SQLITE_OK ||
+        (rc = sx__sq_exec(s->db, "PRAGMA journal_mode = WAL")) != SQLITE_OK ||
         (rc = sx__sq_exec(s->db, cfg->sync_full
                                      ? "PRAGMA synchronous = FULL"
                                      : "PRAGMA synchronous = NORMAL")) !=

@@ -7,7 +7,8 @@
  * idempotency key, type, method, inputs, attempt) until they finish, and
  * the outcomes of finished jobs, the last `keep_outcomes` of them.
  *
- * Writes are group-committed: sx__store_submit and sx__store_finish queue
+ * Writes are group-committed: sx__store_submit, sx__store_restart and
+ * sx__store_finish queue
  * a record and return; the store's writer thread commits everything
  * queued in one transaction and then calls each record's done callback,
  * so that a caller acknowledges only what is on disk. A record that
@@ -30,7 +31,7 @@
 
 /* The schema this build writes and reads; a database of a newer one is
  * refused (SX_EVERSION), an older one migrated forward at open. */
-#define SX__STORE_SCHEMA 2
+#define SX__STORE_SCHEMA 3
 
 typedef struct sx__store sx__store;
 
@@ -58,6 +59,13 @@ typedef struct {
     const char *type, *method; /* NUL-terminated */
     sx_payload input;          /* the inputs: one msgpack array */
     uint32_t attempt;          /* 1 for the first run */
+    /* Its restart policy as the engine packs it (empty: none). */
+    sx_payload policy;
+    /* Waiting for a restart (recover only): when, in wall-clock ms since
+     * the epoch (0: not waiting), and the times of its restarts within
+     * the policy's window (packed by the engine; empty: none). */
+    int64_t restart_at;
+    sx_payload restarts;
 } sx__store_job;
 
 /* A kept outcome, as sx__store_recover hands it over. */
@@ -107,13 +115,23 @@ int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
 
 /* [caller, before any submit] Counts a new attempt for every stored job
  * that has no outcome (they are about to run again; committed first),
- * then calls job for each of them (in id order, with that attempt), then
+ * (but one waiting for its restart: its next attempt is counted when it
+ * runs), then calls job for each of them (in id order, with that
+ * attempt), then
  * outcome for every kept outcome (oldest first). A callback's non-zero
  * return stops the walk and is returned. */
 int sx__store_recover(sx__store *s,
                       int (*job)(void *user, const sx__store_job *j),
                       int (*outcome)(void *user, const sx__store_outcome *o),
                       void *user);
+
+/* Queues a job's restart: the attempt that ended, when the next one is
+ * due (wall-clock ms; 0 once it runs) and the restart times (packed by
+ * the engine). No answer: a crash before it is committed runs the job
+ * again at once rather than after its backoff. 0, SX_ESTATE or
+ * SX_ENOMEM. */
+int sx__store_restart(sx__store *s, uint64_t id, uint32_t attempt,
+                      int64_t restart_at, sx_payload restarts);
 
 /* [caller, before any submit] The engine's numbers kept with the jobs
  * (the PIDs' host part, the generation range of the last run): get

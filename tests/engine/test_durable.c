@@ -82,6 +82,15 @@ static int quick_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* "doomed": fails at its first step, every attempt. */
+static int doomed_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    sx_fail(out, "doomed");
+    return 0;
+}
+
 static const sx_process_type types[] = {
     { .name = "hold", .init = hold_init, .step = hold_step },
     { .name = "quick",
@@ -90,6 +99,7 @@ static const sx_process_type types[] = {
       .step = quick_step },
     /* Registered by the crashing child only: its job cannot run again. */
     { .name = "gone", .init = hold_init, .step = hold_step },
+    { .name = "doomed", .init = hold_init, .step = doomed_step },
 };
 
 static sx_engine *up(size_t n_types)
@@ -333,7 +343,88 @@ static void t_many(void)
     CHECK(tx_rm_tree(dir) == 0);
 }
 
+static void on_submit(void *user, int rc, sx_pid pid, bool existing,
+                      const char *msg);
+
+/* The job's listing entry, or state 0 when it is not listed. */
+static sx_process_info listed(sx_engine *e, sx_pid pid)
+{
+    sx_process_info info[16], none = { .state = 0 };
+    int n = sx_engine_list(e, info, 16);
+    for (int i = 0; i < n; i++)
+        if (sx_pid_eq(info[i].pid, pid))
+            return info[i];
+    return none;
+}
+
+/* A kill -9 while a job waits for its restart: after the restart of the
+ * engine it still waits (its backoff goes on, it does not run at once),
+ * then runs, and the restart it had already used counts against its
+ * limit (max_restarts 1: its next failure is SX_ERESTART_LIMIT). */
+static void t_crash_in_backoff(void)
+{
+    tx_mkdtemp(dir, sizeof dir, "stepx-durable.");
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        close(fds[0]);
+        sx_engine *e = up(4);
+        sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                                  .max_restarts = 1,
+                                  .backoff_min_ms = 1500,
+                                  .backoff_max_ms = 1500 };
+        sx_submit_opts o = { .restart = &pol };
+        answer a;
+        memset(&a, 0, sizeof a);
+        if (sx_engine_submit_async(e, "doomed", "run", NULL, 0, &o, on_submit,
+                                   &a) != 0)
+            _exit(2);
+        while (!atomic_load_explicit(&a.done, memory_order_acquire))
+            tx_sleep_ms(1);
+        /* Waiting for its restart, and that is stored: a commit follows
+         * the restart's record within a group commit's time. */
+        for (int i = 0;
+             i < 5000 && listed(e, a.pid).state != SX_PSTATE_RESTARTING; i++)
+            tx_sleep_ms(1);
+        tx_sleep_ms(200);
+        if (write(fds[1], &a.pid, sizeof a.pid) != (ssize_t)sizeof a.pid)
+            _exit(4);
+        raise(SIGKILL);
+        _exit(5);
+    }
+    close(fds[1]);
+    sx_pid pid;
+    ssize_t got = read(fds[0], &pid, sizeof pid);
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(got == (ssize_t)sizeof pid);
+    CHECK(WIFSIGNALED(status));
+
+    double t0 = sx_test_now_ms();
+    sx_engine *e = up(4);
+    sx_process_info i = listed(e, pid);
+    CHECK_EQ_INT(i.state, SX_PSTATE_RESTARTING);
+    CHECK_EQ_U64(i.attempts, 1);
+    if (i.restart_in_ms <= 0 || i.restart_in_ms > 1501)
+        SX_FAILF("restart in %lld ms after the crash, not within (0, 1501]",
+                 (long long)i.restart_in_ms);
+    CHECK(strstr(i.last_error, "doomed") != NULL);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, SX_ERESTART_LIMIT);
+    CHECK_EQ_U64(r.attempts, 2);
+    CHECK(sx_test_now_ms() - t0 >= (double)i.restart_in_ms - 50);
+    sx_result_free(&r);
+    sx_engine_free(e);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 static const sx_test_case cases[] = {
+    { "crash_in_backoff", t_crash_in_backoff },
     { "crash_recovery", t_crash_recovery },
     { "keys", t_keys },
     { "second_engine", t_second_engine },

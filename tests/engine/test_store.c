@@ -576,13 +576,16 @@ static void t_meta_and_migration(void)
     CHECK(f.inputs_ok);
     sx__store_close(s);
 
-    /* Back to schema 1: no meta table. */
+    /* Back to schema 1: no meta table, no restart columns. */
     char path[300];
     db_path(path, sizeof path);
     sqlite3 *db;
     CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db, "DROP TABLE meta; PRAGMA user_version = 1", NULL,
-                       NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE meta; ALTER TABLE jobs DROP COLUMN policy; "
+                       "ALTER TABLE jobs DROP COLUMN restart_at; ALTER TABLE "
+                       "jobs DROP COLUMN restarts; PRAGMA user_version = 1",
+                       NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     s = open_ok(0, 0);
     CHECK_RC(sx__store_meta_get(s, "host", &v), SX_ENOTFOUND);
