@@ -65,6 +65,12 @@ static const char *outcome_code(int error)
         return "closed";
     case SX_ETOOLARGE:
         return "too_large";
+    case SX_ERESTART_LIMIT:
+        return "restart_limit";
+    case SX_ESTOPPING: /* a stored job that runs again at the next start */
+        return "stopping";
+    case SX_EUNKNOWN_TYPE: /* a stored job whose type is gone */
+        return "unknown_type";
     default:
         return "failed";
     }
