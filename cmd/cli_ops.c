@@ -109,20 +109,28 @@ int cli_print_outcome(cli *c, const char *pid, const sx_reply *r)
     if (!r->ok)
         return cli_reply_error(c, pid, r, json_pack("{s:s}", "pid", pid));
     json_t *result = cli_get_json(r->body, "result");
-    uint64_t steps = 0;
+    uint64_t steps = 0, attempts = 1;
     cli_get_u64(r->body, "steps", &steps);
+    cli_get_u64(r->body, "attempts", &attempts);
     if (result == NULL)
         return cli_fail(CLI_INTERNAL, "%s: the reply's result cannot be read",
                         pid);
     if (c->a->json) {
-        json_t *o = json_pack("{s:s,s:b,s:O,s:I}", "pid", pid, "ok", 1,
-                              "result", result, "steps", (json_int_t)steps);
+        json_t *o = json_pack("{s:s,s:b,s:O,s:I,s:I}", "pid", pid, "ok", 1,
+                              "result", result, "steps", (json_int_t)steps,
+                              "attempts", (json_int_t)attempts);
         cli_json_print(o);
         json_decref(o);
     } else {
         char *t = cli_json_text(result);
-        printf("%s done in %llu steps: %s\n", pid, (unsigned long long)steps,
-               t != NULL ? t : "?");
+        /* The attempt when it is not the first (a restart, or a run
+         * after the daemon restarted). */
+        char at[48] = "";
+        if (attempts > 1)
+            snprintf(at, sizeof at, " (attempt %llu)",
+                     (unsigned long long)attempts);
+        printf("%s done in %llu steps%s: %s\n", pid, (unsigned long long)steps,
+               at, t != NULL ? t : "?");
         free(t);
     }
     json_decref(result);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # scripts/run.sh: the main job. Installs what is missing (scripts/setup.sh),
 # builds the daemon stepxd and the CLI stepx in build/release (the
-# project's default build: release with link-time optimisation), starts stepxd in the background on a temporary socket, runs the
-# demo workload against it with the CLI (scripts/demo.sh), then stops the
-# daemon with SIGTERM and checks that it exits 0. Arguments are passed to
-# stepxd (e.g. --workers 4). Exits non-zero if anything went wrong.
+# project's default build: release with link-time optimisation), starts
+# stepxd in the background on a temporary socket with a state store in a
+# temporary directory, runs the demo workload against it with the CLI
+# (scripts/demo.sh), kills the daemon with SIGKILL in the middle of a job
+# and starts it again to show the job finish with the same PID, then
+# stops the daemon with SIGTERM and checks that it exits 0. Arguments are
+# passed to stepxd (e.g. --workers 4). Exits non-zero if anything went
+# wrong.
 #
 # The build directory is reused when already configured and recreated when
 # it cannot be (another meson version, a broken earlier setup). Only the
@@ -21,6 +25,7 @@ T_START=$(date +%s%N)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/stepx-run.XXXXXX")
 SOCK=$TMP/stepxd.sock
+STATE=$TMP/state
 DLOG=$TMP/stepxd.log
 DPID=
 cleanup()
@@ -48,10 +53,10 @@ ms_since()
     echo $((($(date +%s%N) - $1) / 1000000))
 }
 
-say "1/5 packages (scripts/setup.sh)"
+say "1/6 packages (scripts/setup.sh)"
 bash scripts/setup.sh
 
-say "2/5 build stepxd and stepx (release, $BUILD)"
+say "2/6 build stepxd and stepx (release, $BUILD)"
 # The build's own output goes to a log; it is shown when something fails.
 BLOG=$TMP/build.log
 build()
@@ -82,29 +87,62 @@ if ! build >"$BLOG" 2>&1; then
 fi
 echo "built $STEPXD and $STEPX in $(ms_since "$T0") ms"
 
-say "3/5 start the daemon: stepxd --socket $SOCK --stop-deadline $STOP_DEADLINE_MS $*"
-"$STEPXD" --socket "$SOCK" --stop-deadline "$STOP_DEADLINE_MS" "$@" \
-    >"$DLOG" 2>&1 &
-DPID=$!
-for _ in $(seq 1 100); do
-    if grep -q "SIGTERM stops it" "$DLOG" || ! kill -0 "$DPID" 2>/dev/null; then
-        break
+# start_daemon: stepxd on $SOCK with its store in $STATE, in the
+# background; waits until it is up and shows its start-up lines.
+start_daemon()
+{
+    : >"$DLOG"
+    "$STEPXD" --socket "$SOCK" --state-dir "$STATE" \
+        --stop-deadline "$STOP_DEADLINE_MS" "$@" >"$DLOG" 2>&1 &
+    DPID=$!
+    for _ in $(seq 1 100); do
+        if grep -q "SIGTERM stops it" "$DLOG" ||
+            ! kill -0 "$DPID" 2>/dev/null; then
+            break
+        fi
+        sleep 0.1
+    done
+    if ! grep -q "SIGTERM stops it" "$DLOG"; then
+        sed 's/^/  | /' "$DLOG" >&2
+        echo "run.sh: stepxd did not start (its output is above)" >&2
+        exit 1
     fi
-    sleep 0.1
-done
-if ! grep -q "SIGTERM stops it" "$DLOG"; then
-    sed 's/^/  | /' "$DLOG" >&2
-    echo "run.sh: stepxd did not start (its output is above)" >&2
-    exit 1
-fi
-sed 's/^/  | /' "$DLOG"
-DLINES=$(wc -l <"$DLOG")
+    sed 's/^/  | /' "$DLOG"
+    DLINES=$(wc -l <"$DLOG")
+}
 
-say "4/5 the demo workload (scripts/demo.sh), every command run with the stepx CLI"
+say "3/6 start the daemon: stepxd --socket $SOCK --state-dir $STATE --stop-deadline $STOP_DEADLINE_MS $*"
+start_daemon "$@"
+
+say "4/6 the demo workload (scripts/demo.sh), every command run with the stepx CLI"
 demo_rc=0
 STEPX_SOCKET=$SOCK bash scripts/demo.sh "$STEPX" || demo_rc=$?
 
-say "5/5 stop the daemon with SIGTERM"
+say "5/6 a crash: SIGKILL in the middle of a job, then the same PID after a restart"
+crash_rc=0
+JOB=$(STEPX_SOCKET=$SOCK "$STEPX" submit sleeper run '[1500]' --key run-sh-crash) ||
+    crash_rc=1
+echo "stepx submit sleeper run '[1500]' --key run-sh-crash   -> $JOB (stored before the reply)"
+sleep 0.3
+kill -KILL "$DPID" 2>/dev/null || true
+wait "$DPID" 2>/dev/null || true
+DPID=
+echo "kill -KILL stepxd: it is gone, with the sleeper half done"
+start_daemon "$@"
+AGAIN=$(STEPX_SOCKET=$SOCK "$STEPX" submit sleeper run '[1500]' --key run-sh-crash) ||
+    crash_rc=1
+echo "the same submit again (a client that lost its reply): $AGAIN"
+OUT=$(STEPX_SOCKET=$SOCK "$STEPX" --timeout 10000 wait "$JOB") || crash_rc=1
+echo "stepx wait $JOB   -> $OUT"
+if [ "$crash_rc" -ne 0 ] || [ "$AGAIN" != "$JOB" ] ||
+    ! printf '%s' "$OUT" | grep -q "(attempt 2)"; then
+    echo "crash: FAILED: expected the same PID for the key and the job done at attempt 2" >&2
+    crash_rc=1
+else
+    echo "crash: the job ran again from its start and finished once, with its PID"
+fi
+
+say "6/6 stop the daemon with SIGTERM"
 LIVE=$(STEPX_SOCKET=$SOCK "$STEPX" ps 2>/dev/null | tail -n 1 || true)
 echo "still running: ${LIVE:-?}"
 echo "stepxd cancels every process, waits up to $STOP_DEADLINE_MS ms for them" \
@@ -124,6 +162,10 @@ if [ "$daemon_rc" -ne 0 ]; then
 fi
 if [ "$demo_rc" -ne 0 ]; then
     echo "run.sh: FAILED: the demo had failures (marked 'demo: FAILED' above)" >&2
+    exit 1
+fi
+if [ "$crash_rc" -ne 0 ]; then
+    echo "run.sh: FAILED: the crash and restart did not go as expected (above)" >&2
     exit 1
 fi
 echo "run.sh: OK: the demo went as expected and stepxd stopped cleanly" \
