@@ -28,6 +28,10 @@ stops them at the end, failed or not, and removes the directory
   pid-stays       jobs running at a kill -9 run again from init under the
                   same PID: `wait` on the old PID answers (attempts 2),
                   `send` and `cancel` on it work.
+  restart-policy  restart policies over the protocol: the limit and its
+                  error, ps while a job waits, bad fields refused, a kill
+                  -9 during a backoff resumed after the restart (with the
+                  restart it used counted), and without a store.
   locked          a second stepxd on the same state directory is refused
                   ("is in use by another process"); the first goes on.
   corrupt         a stepx.db of random bytes is refused ("damaged").
@@ -723,6 +727,89 @@ def case_pid_stays(case, exe):
     c.close()
 
 
+def case_restart_policy(case, exe):
+    """Restart policies over the protocol: on-failure up to the limit
+    (restart_limit with the last failure, attempts), ps while a job waits
+    (restarting, attempts, restart_in_ms, last_error), bad fields refused,
+    a kill -9 in the middle of a backoff resumed after the restart (the
+    job still waits, then runs; its used restart counts), and keys refused
+    on an --ephemeral daemon."""
+    tmp = case.tmpdir()
+    d = case.state_daemon(exe, tmp)
+    c = d.connect()
+    r = c.call("submit", type="fail", method="run", input=["nope"],
+               restart="on-failure", max_restarts=2, backoff_min_ms=20,
+               backoff_max_ms=40)
+    w = c.call("wait", pid=r["pid"], timeout_ms=WAIT_MS)
+    case.check("on-failure, max_restarts 2: restart_limit after 3 attempts, "
+               "with the last failure's message",
+               error_code(w) == "restart_limit" and w.get("attempts") == 3
+               and "nope" in (w.get("error") or {}).get("message", ""),
+               repr(w))
+    for bad, why in ((dict(restart="sometimes"), "restart"),
+                     (dict(max_restarts=3), "restart"),
+                     (dict(restart="always", backoff_min_ms=50,
+                           backoff_max_ms=10), "backoff_min_ms"),
+                     (dict(restart="always", window_ms=0), "window_ms")):
+        b = c.call("submit", type="counter", method="run", input=[1], **bad)
+        case.check("a bad policy %r: bad_request naming %s" % (bad, why),
+                   error_code(b) == "bad_request"
+                   and why in (b.get("error") or {}).get("message", ""),
+                   repr(b))
+    r = c.call("submit", type="fail", method="run", input=["later"],
+               restart="on-failure", max_restarts=1, backoff_min_ms=1500,
+               backoff_max_ms=1500)
+    pid = r["pid"]
+    entry = None
+    deadline = time.monotonic() + PROFILE.t(5)
+    while entry is None and time.monotonic() < deadline:
+        for p in c.call("ps", limit=100).get("processes", []):
+            if p["pid"] == pid and p.get("state") == "restarting":
+                entry = p
+        time.sleep(0.02)
+    case.check("ps shows the job restarting: attempts 1, restart_in_ms, "
+               "last_error", entry is not None and entry.get("attempts") == 1
+               and 0 <= entry.get("restart_in_ms", -1) <= 1501
+               and "later" in entry.get("last_error", ""), repr(entry))
+    time.sleep(0.2)  # the restart's record is committed by now
+    c.close()
+    d.crash()
+    d.start()
+    t0 = time.monotonic()
+    c = d.connect()
+    entry = None
+    for p in c.call("ps", limit=100).get("processes", []):
+        if p["pid"] == pid:
+            entry = p
+    case.check("after a kill -9 in the backoff the job still waits for its "
+               "restart (not run at once)", entry is not None
+               and entry.get("state") == "restarting"
+               and 0 < entry.get("restart_in_ms", -1) <= 1501, repr(entry))
+    w = c.call("wait", pid=pid, timeout_ms=WAIT_MS)
+    took = time.monotonic() - t0
+    case.figure("the resumed backoff", "%.2f s after the restart" % took)
+    case.check("then it runs once more and its restart counts: "
+               "restart_limit at attempt 2",
+               error_code(w) == "restart_limit" and w.get("attempts") == 2,
+               repr(w))
+    c.close()
+    e = case.own(durable.hostile.Daemon(exe, tmpdir=tmp,
+                                socket_path=os.path.join(tmp, "eph.sock")))
+    e.start()
+    c = e.connect()
+    k = c.call("submit", type="counter", method="run", input=[1], key="k")
+    case.check("a key on an --ephemeral daemon: bad_request",
+               error_code(k) == "bad_request", repr(k))
+    s = c.call("submit", type="fail", method="run", input=["x"],
+               restart="always", max_restarts=1, backoff_min_ms=1,
+               backoff_max_ms=1)
+    w = c.call("wait", pid=s["pid"], timeout_ms=WAIT_MS)
+    case.check("restart policies work without a store too",
+               error_code(w) == "restart_limit" and w.get("attempts") == 2,
+               repr(w))
+    c.close()
+
+
 # ------------------------------------------------------- refusals
 
 def _store_with_jobs(case, exe, tmp):
@@ -938,6 +1025,7 @@ CASES = collections.OrderedDict([
     ("idempotent-key", case_idempotent_key),
     ("outcomes-survive", case_outcomes_survive),
     ("pid-stays", case_pid_stays),
+    ("restart-policy", case_restart_policy),
     ("locked", case_locked),
     ("corrupt", case_corrupt),
     ("not-stepx", case_not_stepx),
