@@ -366,6 +366,9 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
     atomic_store_explicit(&e->stop_killing, 1, memory_order_release);
     while (sx__live_now(e) > 0) {
         pthread_mutex_unlock(&e->life_mu);
+        /* A job whose end decided on a restart just before stop began
+         * may have joined the waiting list after the first look. */
+        sx__sup_end_all(e);
         sx__ptable_each(e, terminate_one, NULL);
         pthread_mutex_lock(&e->life_mu);
         struct timespec t;
