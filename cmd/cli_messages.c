@@ -186,8 +186,10 @@ int cli_reply_exit(const sx_reply *r)
     const char *code = r->code != NULL ? r->code : "internal";
     if (strcmp(code, "timeout") == 0)
         return CLI_TIMEOUT;
+    /* How a process ended (a job past its restart limit is one too). */
     if (strcmp(code, "failed") == 0 || strcmp(code, "terminated") == 0 ||
-        strcmp(code, "cancelled") == 0 || strcmp(code, "too_large") == 0)
+        strcmp(code, "cancelled") == 0 || strcmp(code, "too_large") == 0 ||
+        strcmp(code, "restart_limit") == 0)
         return CLI_FAILED;
     return CLI_SERVER;
 }

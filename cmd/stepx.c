@@ -86,7 +86,7 @@ static void usage(FILE *f)
         "\n"
         "exit codes: 0 ok; 1 the process failed, was terminated or "
         "cancelled,\n"
-        "  or its result was too large;\n"
+        "  or its result was too large, or a job passed its restart limit;\n"
         "  2 usage (bad arguments, bad JSON, bad PID); 3 cannot connect or\n"
         "  connection lost; 4 the daemon answered with an error (unknown "
         "type,\n"

@@ -451,7 +451,7 @@ CPID=$OUT
 run wait "$CPID"
 expect "wait: result and steps" 0 "done in 6 steps: 5$"
 run --json wait "$CPID"
-json "wait --json" "d == {'pid': '$CPID', 'ok': True, 'result': 5, 'steps': 6}"
+json "wait --json" "d == {'pid': '$CPID', 'ok': True, 'result': 5, 'steps': 6, 'attempts': 1}"
 CPID_ID=${CPID##*|}
 run wait "${CPID_ID%\}}"
 expect "wait with a bare id" 0 "done in 6 steps"
@@ -638,6 +638,25 @@ run submit counter
 expect "missing arguments: exit 2" 2 "usage"
 run submit --count 0 counter run '[1]'
 expect "bad option value: exit 2" 2 "bad value"
+# Restart policies and keys (this daemon runs --ephemeral: keys need a
+# state store; policies do not).
+run submit --wait --restart on-failure --max-restarts 1 --backoff-min 1 \
+    --backoff-max 2 fail run '["x"]'
+expect "submit --restart on-failure, failing: restart_limit, exit 1" 1 \
+    "restart limit \(1 in 60000 ms\) reached; last: x \(restart_limit\)"
+run --json submit --wait --restart always --max-restarts 2 --backoff-min 1 \
+    counter run '[1]'
+json "submit --restart always --json: restart_limit after 3 attempts" \
+    "d['ok'] is False and d['error']['code'] == 'restart_limit'" 1
+run submit --max-restarts 2 counter run '[1]'
+expect "restart numbers without --restart: exit 2" 2 "need --restart"
+run submit --restart sometimes counter run '[1]'
+expect "--restart of another mode: exit 2" 2 "bad value"
+run submit --key k1 counter run '[1]'
+expect "--key on an --ephemeral daemon: exit 4, bad_request" 4 \
+    "keys need a state store"
+run submit --key k1 --count 2 counter run '[1]'
+expect "--key with --count: exit 2" 2 "--key with --count"
 run ps --count 3
 expect "option for another command: exit 2" 2 "does not apply"
 run --timeout abc ps
