@@ -13,7 +13,7 @@
  *
  * Threads: open and resume [start's caller]; close [stop's caller];
  * submit [any thread]; sx__job_finish [the finishing worker]; the store's
- * answers (submit_done, finish_done) [the store's writer thread].
+ * answers (submit_done, finish_done) [the store's answering thread].
  */
 #include <errno.h>
 #include <stdio.h>

@@ -56,6 +56,14 @@ struct sx__store {
     bool lazy;
     /* Figures: written by the writer only, read by stats (relaxed). */
     _Atomic uint64_t commits, records, failed;
+    /* Committed records waiting for their answers (sqlite.c, "Answers"),
+     * and the thread that gives them; under ans_mu. */
+    pthread_t answerer;
+    bool answering; /* the answerer runs (else the writer answers) */
+    pthread_mutex_t ans_mu;
+    pthread_cond_t ans_cv;
+    rec *ans_head, **ans_tail;
+    bool ans_closing;
 };
 
 /* The SX_E* code for an SQLite result. */

@@ -17,8 +17,8 @@
  *
  * Threads: open, recover and close [caller] (one thread, not concurrently
  * with the others); submit, finish and stats [any thread]; done
- * callbacks run on the store's writer thread and must not block on the
- * store.
+ * callbacks run on the store's answering thread, in commit order, and
+ * must not block on the store.
  */
 #ifndef SX_ENGINE_STORE_STORE_H
 #define SX_ENGINE_STORE_STORE_H
