@@ -3,8 +3,9 @@
 #
 #   build/gcc   gcc, the default build (release, LTO), --werror: every suite
 #   build/asan  clang, ASan + UBSan, -fno-sanitize-recover=all: every suite
-#   build/tsan  clang, TSan: the unit, stress and hostile suites (the
-#               hostile clients against a TSan stepxd)
+#   build/tsan  clang, TSan: the unit, stress, hostile and durable suites
+#               (the hostile clients, and kill -9 rounds with restarts,
+#               against a TSan stepxd)
 #
 # Usage: scripts/test.sh [--quick | --only gcc|asan|tsan]
 #   --quick        the gcc build only
@@ -214,7 +215,7 @@ run_build()
         cc=clang
         setup_opts+=(--buildtype=debugoptimized -Db_lto=false
             -Db_sanitize=thread -Db_lundef=false)
-        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress --suite hostile)
+        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress --suite hostile --suite durable)
         tsan_prefix || {
             record "$name" 0 1 0 "ThreadSanitizer cannot run on this machine"
             return
