@@ -560,10 +560,28 @@ static void submit_wait_done(void *user, int rc, sx_pid pid, bool existing,
     pthread_mutex_unlock(&w->mu);
 }
 
+static void submit_now_done(void *user, int rc, sx_pid pid, bool existing,
+                            const char *msg)
+{
+    (void)existing;
+    (void)msg;
+    submit_wait *w = user;
+    w->rc = rc;
+    w->pid = pid;
+}
+
 int sx__durable_submit(sx_engine *e, const char *type, const char *method,
                        const sx_payload *input, size_t n_input, sx_pid *out_pid)
 {
     submit_wait w = { .done = false };
+    if (e->store == NULL) {
+        /* Supervision only: answered before submit_async returns. */
+        int rc = sx_engine_submit_async(e, type, method, input, n_input, NULL,
+                                        submit_now_done, &w);
+        if (rc == 0 && (rc = w.rc) == 0 && out_pid != NULL)
+            *out_pid = w.pid;
+        return rc;
+    }
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     int rc = sx_engine_submit_async(e, type, method, input, n_input, NULL,
