@@ -41,9 +41,9 @@ extern "C" {
 #define SX_EEXIST (-5010)
 #define SX_ESTATE (-5011)
 #define SX_ETOOLARGE (-5012)
-#define SX_ECORRUPT (-5013) /* a state store is damaged or not stepx's */
-#define SX_EVERSION (-5014) /* a state store written by a newer stepx */
-#define SX_ESTORAGE (-5015) /* the state store could not record it */
+#define SX_ECORRUPT (-5013)       /* a state store is damaged or not stepx's */
+#define SX_EVERSION (-5014)       /* a state store written by a newer stepx */
+#define SX_ESTORAGE (-5015)       /* the state store could not record it */
 #define SX_ERESTART_LIMIT (-5016) /* a job ended past its restart limit */
 
 /* A static message for code (never allocates, never NULL). Any thread. */
