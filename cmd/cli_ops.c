@@ -174,6 +174,13 @@ int cli_cmd_wait(cli *c)
 static int pack_submit(cli *c, sx_pack *pk)
 {
     const cli_args *a = c->a;
+    if (a->key != NULL && a->count > 1)
+        return cli_fail(CLI_USAGE, "--key with --count: every copy would "
+                                   "answer the first one's PID");
+    if (a->restart == NULL &&
+        (a->max_restarts != 0 || a->window_ms != 0 || a->backoff_min_ms != 0 ||
+         a->backoff_max_ms != 0))
+        return cli_fail(CLI_USAGE, "the restart numbers need --restart MODE");
     json_t *args =
         a->n_pos > 2 ? cli_json_parse(a->pos[2], "ARGS") : json_array();
     if (args == NULL)
@@ -185,13 +192,6 @@ static int pack_submit(cli *c, sx_pack *pk)
                         "per payload), e.g. '[5]', not '%s'",
                         a->pos[2]);
     }
-    if (a->key != NULL && a->count > 1)
-        return cli_fail(CLI_USAGE, "--key with --count: every copy would "
-                                   "answer the first one's PID");
-    if (a->restart == NULL &&
-        (a->max_restarts != 0 || a->window_ms != 0 || a->backoff_min_ms != 0 ||
-         a->backoff_max_ms != 0))
-        return cli_fail(CLI_USAGE, "the restart numbers need --restart MODE");
     const char *names[] = { "max_restarts", "window_ms", "backoff_min_ms",
                             "backoff_max_ms" };
     int64_t nums[] = { a->max_restarts, a->window_ms, a->backoff_min_ms,
