@@ -225,8 +225,11 @@ void sx__finish_tail(sx_engine *e, sx__proc *p, sx_pid pid, int error,
 int sx__durable_open(sx_engine *e);
 /* [start, once the workers run] Runs the jobs read back. */
 void sx__durable_resume(sx_engine *e);
-/* [stop, after the workers] Commits what is queued, closes the store. */
+/* [stop, after the workers] Commits what is queued, shuts the store down
+ * (records are refused from then on). */
 void sx__durable_close(sx_engine *e);
+/* [free] Releases the store. */
+void sx__durable_free(sx_engine *e);
 /* sx_engine_submit on an engine with a store: submits and waits until
  * the job is stored. */
 int sx__durable_submit(sx_engine *e, const char *type, const char *method,

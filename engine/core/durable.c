@@ -361,12 +361,20 @@ void sx__durable_resume(sx_engine *e)
     e->n_recovered = 0;
 }
 
+void sx__durable_free(sx_engine *e)
+{
+    sx__store_close(e->store); /* NULL is a no-op */
+    e->store = NULL;
+}
+
 void sx__durable_close(sx_engine *e)
 {
     if (e->store == NULL)
         return;
-    sx__store_close(e->store); /* answers what is queued first */
-    e->store = NULL;
+    /* Answers what is queued first. The store itself stays until
+     * sx_engine_free (sx__durable_free): threads that look at e->store
+     * (a late submit, the figures) never find it freed. */
+    sx__store_shutdown(e->store);
     for (size_t i = 0; i < e->n_recovered; i++)
         rjob_free(&e->recovered[i]);
     free(e->recovered);

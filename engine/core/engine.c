@@ -418,6 +418,7 @@ void sx_engine_free(sx_engine *e)
     pthread_mutex_destroy(&e->sup_mu);
     pthread_cond_destroy(&e->life_cv);
     pthread_mutex_destroy(&e->life_mu);
+    sx__durable_free(e);
     free(e->type_restart);
     free(e->types);
     free(e->type_hash);

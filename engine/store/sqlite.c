@@ -493,20 +493,33 @@ void sx__store_stats_get(sx__store *s, sx__store_stats *out)
     out->failed = atomic_load_explicit(&s->failed, memory_order_relaxed);
 }
 
-void sx__store_close(sx__store *s)
+void sx__store_shutdown(sx__store *s)
 {
     if (s == NULL)
         return;
     pthread_mutex_lock(&s->mu);
+    bool again = s->shut;
     s->closing = true;
+    s->shut = true;
     bool started = !s->lazy;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    if (again)
+        return;
     if (started)
         pthread_join(s->writer, NULL); /* it commits what is queued first */
     sx__sq_finalize_all(s);
     sqlite3_close(s->db);
-    close(s->lock_fd);
+    s->db = NULL;
+    close(s->lock_fd); /* drops the flock: another program may open it */
+    s->lock_fd = -1;
+}
+
+void sx__store_close(sx__store *s)
+{
+    if (s == NULL)
+        return;
+    sx__store_shutdown(s);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

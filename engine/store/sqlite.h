@@ -51,6 +51,7 @@ struct sx__store {
     pthread_cond_t cv;
     rec *head, **tail; /* under mu */
     bool closing;      /* under mu */
+    bool shut;         /* sx__store_shutdown has run; under mu */
     /* Open and the writer not started yet: recover may still run on the
      * caller's thread (the first record starts the writer). Under mu. */
     bool lazy;

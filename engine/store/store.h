@@ -98,7 +98,11 @@ typedef void (*sx__store_done_fn)(void *user, int rc, uint64_t id);
 int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
                    size_t cap);
 
-/* Commits what is queued, stops the writer and closes the database. */
+/* Commits what is queued and answers it, stops the writer and closes the
+ * database and the lock; the struct stays: later records are SX_ESTATE,
+ * stats still read. Runs once (a second call returns at once). */
+void sx__store_shutdown(sx__store *s);
+/* sx__store_shutdown if not done yet, then frees s. */
 void sx__store_close(sx__store *s);
 
 /* Queues a job; done answers it (above). 0, or SX_ESTATE once closing,

@@ -22,6 +22,7 @@
 
 #include "tests/support/engine.h"
 #include "tests/support/harness.h"
+#include "tests/support/threads.h"
 #include "tests/support/timing.h"
 #include "tests/support/tmp.h"
 
@@ -423,8 +424,69 @@ static void t_crash_in_backoff(void)
     CHECK(tx_rm_tree(dir) == 0);
 }
 
+/* A thread submits (blocking) while the engine stops: every submit is
+ * answered 0 or SX_ESTOPPING, a submit after the stop is SX_ESTOPPING
+ * too, and after the next start every acknowledged job reaches its
+ * outcome (the ones the stop caught run again). */
+typedef struct {
+    sx_engine *e;
+    sx_pid pids[4096];
+    _Atomic int n;
+    int last_rc;
+} racer;
+
+static void *submit_until_refused(void *arg)
+{
+    racer *r = arg;
+    for (int i = 0; i < 4096; i++) {
+        uint8_t b[1];
+        sx_payload in = int_payload(b, i % 100);
+        sx_pid pid;
+        int rc = sx_engine_submit(r->e, "quick", "run", &in, 1, &pid);
+        if (rc != 0) {
+            r->last_rc = rc;
+            break;
+        }
+        r->pids[i] = pid;
+        /* release: the main thread reads the PIDs after the join anyway. */
+        atomic_store_explicit(&r->n, i + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void t_stop_with_submits(void)
+{
+    tx_mkdtemp(dir, sizeof dir, "stepx-durable.");
+    sx_engine *e = up(2);
+    static racer r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    pthread_t t = tx_thread_start(submit_until_refused, &r);
+    TX_WAIT_UNTIL(atomic_load_explicit(&r.n, memory_order_acquire) >= 50, 10000,
+                  200);
+    CHECK_RC(sx_engine_stop(e, 1000), 0);
+    tx_thread_join(t);
+    int n = atomic_load(&r.n);
+    if (n < 4096)
+        CHECK_EQ_INT(r.last_rc, SX_ESTOPPING);
+    sx_pid late;
+    CHECK_RC(sx_engine_submit(e, "quick", "run", NULL, 0, &late), SX_ESTOPPING);
+    sx_engine_free(e);
+    e = up(2);
+    for (int i = 0; i < n; i++) {
+        sx_result res;
+        CHECK_RC(sx_engine_wait(e, r.pids[i], 10000, &res), 0);
+        CHECK_EQ_INT(res.error, 0);
+        sx_result_free(&res);
+    }
+    printf("%d jobs acknowledged before the stop refused one\n", n);
+    sx_engine_free(e);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 static const sx_test_case cases[] = {
     { "crash_in_backoff", t_crash_in_backoff },
+    { "stop_with_submits", t_stop_with_submits },
     { "crash_recovery", t_crash_recovery },
     { "keys", t_keys },
     { "second_engine", t_second_engine },
