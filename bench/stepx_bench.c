@@ -34,9 +34,7 @@
 #include <stepx/stepx.h>
 
 #include "cmd/types/types.h" /* the shipped types: relay runs counter(1) */
-/* relay-durable reads its engine's store figures (struct sx_engine's
- * store); store drives the durable store alone. */
-#include "engine/core/core.h"
+/* store drives the durable store alone. */
 #include "engine/store/store.h"
 
 static double now_s(void)
@@ -1085,16 +1083,16 @@ out:
 static void store_figures(sx_engine *e, char *extra, size_t cap)
 {
     size_t l = strlen(extra);
-    if (e->store == NULL) {
+    sx_engine_stats st;
+    if (sx_engine_stats_get(e, &st, NULL, 0) != 0 || st.store_commits == 0) {
         snprintf(extra + l, cap - l, " commits=-1");
         return;
     }
-    sx__store_stats st;
-    sx__store_stats_get(e->store, &st);
     snprintf(extra + l, cap - l,
              " commits=%llu records=%llu records_per_commit=%.1f",
-             (unsigned long long)st.commits, (unsigned long long)st.records,
-             st.commits > 0 ? (double)st.records / (double)st.commits : 0.0);
+             (unsigned long long)st.store_commits,
+             (unsigned long long)st.store_records,
+             (double)st.store_records / (double)st.store_commits);
 }
 
 /* ---- recover: an engine starting on a state store of n stored jobs ----
@@ -1175,10 +1173,10 @@ static void recover_fill_child(const char *dir, int64_t n, unsigned workers,
     while (atomic_load_explicit(&fill_answered, memory_order_acquire) < n)
         sleep_ns(100000);
     recover_fill r = { .secs = now_s() - t0 };
-    sx__store_stats st;
-    sx__store_stats_get(e->store, &st);
-    r.commits = st.commits;
-    r.records = st.records;
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, NULL, 0);
+    r.commits = st.store_commits;
+    r.records = st.store_records;
     if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
         _exit(4);
     /* The acquire load above saw every answer, and with it every failure

@@ -135,7 +135,7 @@ void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 34);
+    sx_pack_map(pk, 38);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -158,6 +158,10 @@ void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "slots", st.slots);
     kv(pk, "outcomes", st.outcomes);
     kv(pk, "outcome_bytes", st.outcome_bytes);
+    kv(pk, "store_commits", st.store_commits);
+    kv(pk, "store_records", st.store_records);
+    kv(pk, "store_failed", st.store_failed);
+    kv(pk, "restarting", st.restarting);
     kv(pk, "relay_connections", ss.connections);
     kv(pk, "relay_accepted", ss.accepted);
     kv(pk, "relay_requests", ss.requests);

@@ -109,6 +109,8 @@ void sx__restarts_unpack(sx__job *j, sx_payload b);
 void sx__sup_end_all(sx_engine *e);
 /* [stop, after the workers] Stops the supervisor thread. */
 void sx__sup_stop(sx_engine *e);
+/* How many jobs wait for a restart now. */
+uint64_t sx__sup_waiting(sx_engine *e);
 /* Appends the jobs waiting for a restart to a listing (up to cap). */
 size_t sx__sup_list(sx_engine *e, sx_process_info *out, size_t cap);
 /* [any thread, with p's job known] The final end of a job that is not

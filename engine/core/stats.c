@@ -13,6 +13,7 @@
 #include "engine/core/job.h"
 #include "engine/core/live.h"
 #include "engine/io/io.h"
+#include "engine/store/store.h"
 #include "process/fault.h"
 #include "process/utf8.h"
 
@@ -55,6 +56,16 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     out->sleeps = e->workers != NULL ? sx__timers_count(e) : 0;
     out->slots = sx__ptable_slots(e);
     sx__outcomes_count(&e->outcomes, &out->outcomes, &out->outcome_bytes);
+    /* The store stays until sx_engine_free (durable.c): its figures are
+     * atomics, read whether it runs or has been shut down. */
+    if (e->store != NULL) {
+        sx__store_stats ss;
+        sx__store_stats_get(e->store, &ss);
+        out->store_commits = ss.commits;
+        out->store_records = ss.records;
+        out->store_failed = ss.failed;
+    }
+    out->restarting = sx__sup_waiting(e);
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);

@@ -530,6 +530,16 @@ void sx__sup_stop(sx_engine *e)
         pthread_join(e->sup_thread, NULL);
 }
 
+uint64_t sx__sup_waiting(sx_engine *e)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&e->sup_mu);
+    for (sx__job *j = e->sup_list; j != NULL; j = j->next)
+        n++;
+    pthread_mutex_unlock(&e->sup_mu);
+    return n;
+}
+
 size_t sx__sup_list(sx_engine *e, sx_process_info *out, size_t cap)
 {
     size_t n = 0;

@@ -307,6 +307,12 @@ typedef struct {
      * keep_outcome_bytes (results and error messages). */
     uint64_t outcomes;
     uint64_t outcome_bytes;
+    /* The state store (all 0 without one): transactions committed, the
+     * records in them (submits, finishes, restarts), and the records
+     * answered with an error (docs/DURABILITY.md). */
+    uint64_t store_commits, store_records, store_failed;
+    /* Jobs waiting for a restart now (supervision). */
+    uint64_t restarting;
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.

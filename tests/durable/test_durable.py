@@ -771,6 +771,13 @@ def case_restart_policy(case, exe):
                "last_error", entry is not None and entry.get("attempts") == 1
                and 0 <= entry.get("restart_in_ms", -1) <= 1501
                and "later" in entry.get("last_error", ""), repr(entry))
+    st = c.call("stats").get("stats", {})
+    case.check("stats: restarting 1, and the store's commits and records",
+               st.get("restarting") == 1 and st.get("store_commits", 0) >= 1
+               and st.get("store_records", 0) >= st.get("store_commits", 0)
+               and st.get("store_failed") == 0, repr(
+                   {k: st.get(k) for k in ("restarting", "store_commits",
+                                           "store_records", "store_failed")}))
     time.sleep(0.2)  # the restart's record is committed by now
     c.close()
     d.crash()

@@ -158,6 +158,8 @@ static void t_on_failure(void)
     sx_pid pid = submit(e, "flaky", 2, &pol);
     sx_process_info info;
     TX_WAIT_UNTIL(state_of(e, pid, &info) == SX_PSTATE_RESTARTING, 5000, 200);
+    CHECK_EQ_U64(tx_engine_stats(e).restarting, 1);
+    CHECK_EQ_U64(tx_engine_stats(e).store_commits, 0); /* no store */
     /* At most the backoff, and the millisecond a restart rounds up by. */
     CHECK(info.attempts == 1 && info.restart_in_ms >= 0 &&
           info.restart_in_ms <= 151);
