@@ -277,28 +277,6 @@ static void finish_unrun(sx_engine *e, const sx__rjob *j, int rc,
     sx__outcomes_put_cold(e, NULL, NULL, j->id, rc, msg, none, 0, j->attempt);
 }
 
-/* Splits the stored inputs (one msgpack array) into payloads: *out gets
- * a malloc'd array of n (the bytes stay in j). */
-static int split_input(const sx__rjob *j, sx_payload **out, size_t *n)
-{
-    sx_unpack u;
-    sx_unpack_init(&u, (sx_payload){ j->input, j->input_len });
-    uint32_t k;
-    if (sx_unpack_array(&u, &k) != 0)
-        return SX_ECORRUPT;
-    sx_payload *in = calloc(k != 0 ? k : 1, sizeof(*in));
-    if (in == NULL)
-        return SX_ENOMEM;
-    for (uint32_t i = 0; i < k; i++)
-        if (sx_unpack_raw(&u, &in[i]) != 0) {
-            free(in);
-            return SX_ECORRUPT;
-        }
-    *out = in;
-    *n = k;
-    return 0;
-}
-
 void sx__durable_resume(sx_engine *e)
 {
     for (size_t i = 0; i < e->n_recovered; i++) {
@@ -306,13 +284,17 @@ void sx__durable_resume(sx_engine *e)
         char msg[160];
         sx_payload *in = NULL;
         size_t n = 0;
-        int rc = j->dup ? SX_EFAILED : split_input(j, &in, &n);
+        int rc = j->dup ? SX_EFAILED
+                        : sx__inputs_split(
+                              (sx_payload){ j->input, j->input_len }, &in, &n);
         /* Its own policy as stored, else its type's. */
         const sx_restart_policy *pol =
             j->has_policy ? &j->policy : sx__type_restart(e, j->type);
         bool waiting = rc == 0 && pol != NULL && j->restart_at > 0;
-        sx__job *job =
-            rc == 0 ? sx__job_new(j->id, pol, j->method, in, n) : NULL;
+        sx__job *job = rc == 0
+                           ? sx__job_new(j->id, pol, j->method,
+                                         (sx_payload){ j->input, j->input_len })
+                           : NULL;
         if (rc == 0 && job == NULL)
             rc = SX_ENOMEM;
         sx__proc *p = NULL;

@@ -81,10 +81,14 @@ void sx__job_attach(sx_engine *e, sx__proc *p, sx__job *j, bool stored);
 /* engine/core/supervise.c */
 /* A new job for process pid id (attempt 1, policy normalized; NULL
  * policy or mode NEVER: not supervised), with copies of what a restart
- * needs. NULL when out of memory. */
+ * needs (the method, and the inputs packed as one msgpack array). NULL
+ * when out of memory. */
 sx__job *sx__job_new(uint64_t id, const sx_restart_policy *policy,
-                     const char *method, const sx_payload *input,
-                     size_t n_input);
+                     const char *method, sx_payload inputs);
+/* Splits inputs packed as one msgpack array into payloads (pointing into
+ * packed): *out is malloc'd, the caller's. SX_ECORRUPT when it is not
+ * such an array, SX_ENOMEM. */
+int sx__inputs_split(sx_payload packed, sx_payload **out, size_t *n);
 void sx__job_free(sx__job *j);
 /* [the finishing worker] Whether p's end (error) restarts it; if so the
  * restart is scheduled (its generation moves on, the supervisor waits out

@@ -324,6 +324,26 @@ const char *sx__ev_topic(const sx__ev *ev);
 sx_payload sx__ev_data(const sx__ev *ev);
 const char *sx__ev_msg(const sx__ev *ev);
 
+/* Frees every event queued for p, mailbox and control stack. The caller
+ * alone touches p's queues (no producer holds a reference: a slot being
+ * freed, a job being restarted). */
+static inline void sx__proc_drain(sx__proc *p)
+{
+    sx__mpsc_node *n;
+    while ((n = sx__mpsc_pop(&p->mbox)) != NULL) {
+        if (n != &p->mbox.stub)
+            sx__ev_free((sx__ev *)n);
+    }
+    n = sx__ctlstack_take(&p->ctl);
+    while (n != NULL) {
+        /* relaxed: the list is ours now. */
+        sx__mpsc_node *next =
+            atomic_load_explicit(&n->next, memory_order_relaxed);
+        sx__ev_free((sx__ev *)n);
+        n = next;
+    }
+}
+
 /* engine/core/ptable.c */
 int sx__ptable_init(sx_engine *e);
 void sx__ptable_fini(sx_engine *e);

@@ -713,20 +713,8 @@ void sx__ptable_retire_mailbox(sx_engine *e, sx__proc *p, uint32_t proc_gen)
 
 static void slot_free(sx_engine *e, sx__proc *p)
 {
-    /* No producer holds a reference, so every push has completed: drain. */
-    sx__mpsc_node *n;
-    while ((n = sx__mpsc_pop(&p->mbox)) != NULL) {
-        if (n != &p->mbox.stub)
-            sx__ev_free((sx__ev *)n);
-    }
-    n = sx__ctlstack_take(&p->ctl);
-    while (n != NULL) {
-        /* relaxed: the list is ours now. */
-        sx__mpsc_node *next =
-            atomic_load_explicit(&n->next, memory_order_relaxed);
-        sx__ev_free((sx__ev *)n);
-        n = next;
-    }
+    /* No producer holds a reference, so every push has completed. */
+    sx__proc_drain(p);
     if (p->user_state != (void *)p->cell && p->user_state != &sx__no_state)
         free(p->user_state);
     p->user_state = NULL;

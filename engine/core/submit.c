@@ -125,24 +125,29 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
     int rc = sx__spawn_held(e, type, method, input, n_input, 0, &p, &pid);
     if (rc != 0)
         return rc;
-    sx__job *job = sx__job_new(pid.id, policy, method, input, n_input);
-    if (job == NULL) {
-        sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
-        return SX_ENOMEM;
-    }
-    if (e->store == NULL) {
-        sx__job_attach(e, p, job, false);
-        sx__enqueue_new(e, p); /* may run and finish from here on */
-        fn(user, 0, pid, false, NULL);
-        return 0;
-    }
-    /* The inputs as the store keeps them: one msgpack array. */
+    /* The inputs as the store and a restart keep them: one msgpack
+     * array. */
     sx_pack pk;
     sx_pack_init(&pk);
     sx_pack_array(&pk, (uint32_t)n_input);
     for (size_t i = 0; i < n_input; i++)
         sx_pack_raw(&pk, input[i]);
-    pending_submit *ps = pk.err == 0 ? malloc(sizeof(*ps)) : NULL;
+    sx__job *job =
+        pk.err == 0 ? sx__job_new(pid.id, policy, method, sx_pack_payload(&pk))
+                    : NULL;
+    if (job == NULL) {
+        sx_pack_fini(&pk);
+        sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
+        return SX_ENOMEM;
+    }
+    if (e->store == NULL) {
+        sx_pack_fini(&pk);
+        sx__job_attach(e, p, job, false);
+        sx__enqueue_new(e, p); /* may run and finish from here on */
+        fn(user, 0, pid, false, NULL);
+        return 0;
+    }
+    pending_submit *ps = malloc(sizeof(*ps));
     if (ps == NULL) {
         sx_pack_fini(&pk);
         sx__job_free(job);

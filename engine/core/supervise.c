@@ -145,8 +145,7 @@ int sx_restart_policy_check(sx_restart_policy *p)
 }
 
 sx__job *sx__job_new(uint64_t id, const sx_restart_policy *policy,
-                     const char *method, const sx_payload *input,
-                     size_t n_input)
+                     const char *method, sx_payload inputs)
 {
     sx__job *j = calloc(1, sizeof(*j));
     if (j == NULL)
@@ -164,25 +163,42 @@ sx__job *sx__job_new(uint64_t id, const sx_restart_policy *policy,
     }
     size_t ml = strlen(method) + 1;
     char *m = malloc(ml);
-    sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_array(&pk, (uint32_t)n_input);
-    for (size_t i = 0; i < n_input; i++)
-        sx_pack_raw(&pk, input[i]);
+    uint8_t *in = malloc(inputs.len > 0 ? inputs.len : 1);
     j->times = calloc(j->policy.max_restarts, sizeof(*j->times));
-    if (m == NULL || pk.err != 0 || j->times == NULL) {
+    if (m == NULL || in == NULL || j->times == NULL) {
         free(m);
-        sx_pack_fini(&pk);
+        free(in);
         free(j->times);
         free(j);
         return NULL;
     }
     memcpy(m, method, ml);
+    if (inputs.len > 0)
+        memcpy(in, inputs.data, inputs.len);
     j->method = m;
-    /* The packer's buffer becomes the job's. */
-    j->input = pk.data;
-    j->input_len = pk.len;
+    j->input = in;
+    j->input_len = inputs.len;
     return j;
+}
+
+int sx__inputs_split(sx_payload packed, sx_payload **out, size_t *n)
+{
+    sx_unpack u;
+    sx_unpack_init(&u, packed);
+    uint32_t k;
+    if (sx_unpack_array(&u, &k) != 0)
+        return SX_ECORRUPT;
+    sx_payload *in = calloc(k != 0 ? k : 1, sizeof(*in));
+    if (in == NULL)
+        return SX_ENOMEM;
+    for (uint32_t i = 0; i < k; i++)
+        if (sx_unpack_raw(&u, &in[i]) != 0) {
+            free(in);
+            return SX_ECORRUPT;
+        }
+    *out = in;
+    *n = k;
+    return 0;
 }
 
 void sx__job_free(sx__job *j)
@@ -252,20 +268,8 @@ void sx__proc_reset(sx_engine *e, sx__proc *p)
     (void)e;
     /* Events of the earlier attempt: messages refused while it waited,
      * answers that came late. The slot is ours: nothing runs it, and the
-     * producers that pushed have let go of it (supervise.c). */
-    sx__mpsc_node *n;
-    while ((n = sx__mpsc_pop(&p->mbox)) != NULL) {
-        if (n != &p->mbox.stub)
-            sx__ev_free((sx__ev *)n);
-    }
-    n = sx__ctlstack_take(&p->ctl);
-    while (n != NULL) {
-        /* relaxed: the list is ours now. */
-        sx__mpsc_node *next =
-            atomic_load_explicit(&n->next, memory_order_relaxed);
-        sx__ev_free((sx__ev *)n);
-        n = next;
-    }
+     * producers that pushed have let go of it (restart_now). */
+    sx__proc_drain(p);
     if (p->type->state_size > 0)
         memset(p->user_state, 0, p->type->state_size);
     /* relaxed: published with the queueing that follows. */
@@ -404,21 +408,14 @@ static void restart_now(sx_engine *e, sx__job *j)
     j->attempt++;
     j->started_ms = now_ms();
     store_restart(e, j, 0);
-    sx_unpack u;
-    sx_unpack_init(&u, (sx_payload){ j->input, j->input_len });
-    uint32_t n = 0;
-    sx_payload in[64], *inp = in;
-    int rc = sx_unpack_array(&u, &n);
-    if (rc == 0 && n > 64 && (inp = calloc(n, sizeof(*inp))) == NULL)
-        rc = SX_ENOMEM;
-    for (uint32_t i = 0; rc == 0 && i < n; i++)
-        rc = sx_unpack_raw(&u, &inp[i]);
+    sx_payload *in = NULL;
+    size_t n = 0;
+    int rc = sx__inputs_split((sx_payload){ j->input, j->input_len }, &in, &n);
     if (rc == 0) {
         sx_pid self = { e->cfg.node, e->cfg.host, j->id };
-        rc = sx__proc_reinit(e, p, self, j->method, inp, n);
+        rc = sx__proc_reinit(e, p, self, j->method, in, n);
     }
-    if (inp != in)
-        free(inp);
+    free(in);
     if (rc != 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "init failed at restart %u: %s",
