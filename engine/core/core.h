@@ -101,6 +101,9 @@ struct sx_engine {
      * on a worker, which counts in its own sx__wstats). */
     alignas(64) _Atomic uint64_t submitted, completed, failed, terminated;
     _Atomic uint64_t dead_letters, ext_messages;
+    /* Checkpoints answered by the store, and the time from their steps'
+     * ends to the answers, in ns (engine/core/checkpoint.c). */
+    _Atomic uint64_t checkpoints, checkpoint_ns;
 
     /* Run queues for threads that are not workers: gq takes new processes
      * (submit) and processes whose turn ran out; wq takes wake-ups (a
@@ -149,6 +152,8 @@ struct sx_engine {
      * (durable.c); freed then. */
     struct sx__rjob *recovered;
     size_t n_recovered;
+    /* Messages stored for checkpointed jobs, read back, in seq order. */
+    struct sx__rmsg *rmsgs, **rmsgs_tail;
 
     /* Submits make jobs (engine/core/job.h): a store, or a type with a
      * default restart policy (set before start; read-only after). */
@@ -208,6 +213,10 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
  * reference). */
 int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
                       uint64_t claim_id, sx__proc **held);
+/* As sx__spawn_waiting, without init and left READY: a checkpointed job
+ * about to be given its checkpoint (checkpoint.c) and queued. */
+int sx__spawn_restored(sx_engine *e, const char *type, const char *method,
+                       uint64_t claim_id, sx__proc **held);
 /* Drops a held process: close, then retired with no outcome; its
  * watchers get rc and msg. */
 void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg);

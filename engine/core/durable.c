@@ -39,7 +39,20 @@ typedef struct sx__rjob {
     size_t input_len;
     uint8_t *restarts; /* its restart times, as stored (NULL: none) */
     size_t restarts_len;
+    /* Its last checkpoint (checkpointed: one was stored). */
+    bool checkpointed;
+    uint64_t steps;
+    int want;
+    uint8_t *state, *inflight;
+    size_t state_len, inflight_len;
+    sx__proc *p; /* resumed from it: held until its messages are in */
 } sx__rjob;
+
+/* A stored message read back, until it is delivered. */
+typedef struct sx__rmsg {
+    struct sx__rmsg *next;
+    sx__store_msg m; /* its bytes after the struct */
+} sx__rmsg;
 
 const char *sx_engine_state_error(const sx_engine *e)
 {
@@ -77,6 +90,8 @@ static char *dup_bytes(const void *p, size_t n, bool nul)
 
 static void rjob_free(sx__rjob *j)
 {
+    free(j->state);
+    free(j->inflight);
     free(j->type);
     free(j->method);
     free(j->input);
@@ -110,6 +125,20 @@ static int on_job(void *user, const sx__store_job *j)
             (uint8_t *)dup_bytes(j->restarts.data, j->restarts.len, false);
         x->restarts_len = x->restarts != NULL ? j->restarts.len : 0;
     }
+    if (j->checkpointed) {
+        x->checkpointed = true;
+        x->steps = j->steps;
+        x->want = j->want;
+        x->state = (uint8_t *)dup_bytes(j->state.data, j->state.len, false);
+        x->state_len = j->state.len;
+        x->inflight =
+            (uint8_t *)dup_bytes(j->inflight.data, j->inflight.len, false);
+        x->inflight_len = j->inflight.len;
+        if (x->state == NULL || x->inflight == NULL) {
+            rjob_free(x);
+            return SX_ENOMEM;
+        }
+    }
     if (x->type == NULL || x->method == NULL || x->input == NULL) {
         rjob_free(x);
         return SX_ENOMEM;
@@ -117,6 +146,35 @@ static int on_job(void *user, const sx__store_job *j)
     r->n++;
     mark_range(r, j->id);
     return 0;
+}
+
+static int on_msg(void *user, const sx__store_msg *m)
+{
+    sx_engine *e = user;
+    sx__rmsg *r = malloc(sizeof(*r) + m->topic_len + m->data.len + 1);
+    if (r == NULL)
+        return SX_ENOMEM;
+    char *b = (char *)(r + 1);
+    memcpy(b, m->topic, m->topic_len);
+    if (m->data.len > 0)
+        memcpy(b + m->topic_len, m->data.data, m->data.len);
+    r->m = *m;
+    r->m.topic = b;
+    r->m.data.data = m->data.len > 0 ? (uint8_t *)b + m->topic_len : NULL;
+    r->next = NULL;
+    *e->rmsgs_tail = r;
+    e->rmsgs_tail = &r->next;
+    return 0;
+}
+
+static void rmsgs_free(sx_engine *e)
+{
+    while (e->rmsgs != NULL) {
+        sx__rmsg *r = e->rmsgs;
+        e->rmsgs = r->next;
+        free(r);
+    }
+    e->rmsgs_tail = &e->rmsgs;
 }
 
 static int on_outcome(void *user, const sx__store_outcome *o)
@@ -247,6 +305,12 @@ int sx__durable_open(sx_engine *e)
         fail(e, rc, "cannot read the stored jobs back");
         goto out;
     }
+    e->rmsgs = NULL;
+    e->rmsgs_tail = &e->rmsgs;
+    if ((rc = sx__store_messages(e->store, on_msg, e)) != 0) {
+        fail(e, rc, "cannot read the stored messages back");
+        goto out;
+    }
     if ((rc = take_range(e, &r)) != 0) {
         fail(e, rc, "cannot record this run's generation range");
         goto out;
@@ -260,6 +324,7 @@ int sx__durable_open(sx_engine *e)
     e->jobs = true;
     return 0;
 out:
+    rmsgs_free(e);
     for (size_t i = 0; i < r.n; i++)
         rjob_free(&r.jobs[i]);
     free(r.jobs);
@@ -277,11 +342,46 @@ static void finish_unrun(sx_engine *e, const sx__rjob *j, int rc,
     sx__outcomes_put_cold(e, NULL, NULL, j->id, rc, msg, none, 0, j->attempt);
 }
 
+/* Whether j resumes from its checkpoint: one was stored and its type is
+ * (still) checkpointed. A checkpoint that does not fit its type is
+ * refused with a message. */
+static int resumes(sx_engine *e, const sx__rjob *j, char *msg, size_t cap)
+{
+    const sx_process_type *t = sx__type_find(e, j->type);
+    if (!j->checkpointed || t == NULL || !(t->flags & SX_TYPE_CHECKPOINTED))
+        return 0;
+    if (j->state_len != t->state_size) {
+        snprintf(msg, cap,
+                 "not resumed: its checkpoint holds %zu bytes of state, its "
+                 "type \"%.64s\" has %zu",
+                 j->state_len, t->name, t->state_size);
+        return SX_ECORRUPT;
+    }
+    return 1;
+}
+
 void sx__durable_resume(sx_engine *e)
 {
+    /* Jobs resumed from a checkpoint are held until the messages stored
+     * for them are in their mailboxes, ahead of anything sent to them
+     * from now on. */
+    sx__proc **held =
+        e->n_recovered > 0 ? calloc(e->n_recovered, sizeof(*held)) : NULL;
+    size_t n_held = 0;
     for (size_t i = 0; i < e->n_recovered; i++) {
         sx__rjob *j = &e->recovered[i];
         char msg[160];
+        int ck = j->dup ? 0 : resumes(e, j, msg, sizeof msg);
+        if (ck < 0) {
+            finish_unrun(e, j, SX_EFAILED, msg);
+            rjob_free(j);
+            continue;
+        }
+        if (ck == 1 && held == NULL) {
+            finish_unrun(e, j, SX_ENOMEM, "not resumed: out of memory");
+            rjob_free(j);
+            continue;
+        }
         sx_payload *in = NULL;
         size_t n = 0;
         int rc = j->dup ? SX_EFAILED
@@ -300,15 +400,30 @@ void sx__durable_resume(sx_engine *e)
         sx__proc *p = NULL;
         if (rc == 0)
             rc = waiting ? sx__spawn_waiting(e, j->type, j->method, j->id, &p)
-                         : sx__spawn_held(e, j->type, j->method, in, n, j->id,
-                                          &p, NULL);
+                 : ck == 1
+                     ? sx__spawn_restored(e, j->type, j->method, j->id, &p)
+                     : sx__spawn_held(e, j->type, j->method, in, n, j->id, &p,
+                                      NULL);
         free(in);
         if (rc == 0) {
             job->attempt = j->attempt;
             sx__restarts_unpack(job,
                                 (sx_payload){ j->restarts, j->restarts_len });
             sx__job_attach(e, p, job, true);
-            if (waiting) {
+            if (ck == 1 && !waiting) {
+                int r2 = sx__ckpt_restore(
+                    e, p, j->steps, j->want,
+                    (sx_payload){ j->state, j->state_len },
+                    (sx_payload){ j->inflight, j->inflight_len }, msg,
+                    sizeof msg);
+                if (r2 != 0) {
+                    sx__spawn_drop(e, p, r2, msg);
+                    finish_unrun(e, j, r2 == SX_ECORRUPT ? SX_EFAILED : r2,
+                                 msg);
+                } else {
+                    held[n_held++] = p;
+                }
+            } else if (waiting) {
                 /* Its backoff goes on: due when it was, at once if that
                  * passed while the engine was down. */
                 int64_t left = j->restart_at -
@@ -341,6 +456,17 @@ void sx__durable_resume(sx_engine *e)
     free(e->recovered);
     e->recovered = NULL;
     e->n_recovered = 0;
+    /* The stored messages, in seq order (one to a job that is gone is
+     * dropped: its finish deletes the rest), then the resumed jobs'
+     * commands in flight, and they run. */
+    for (sx__rmsg *m = e->rmsgs; m != NULL; m = m->next)
+        sx__ckpt_deliver_stored(e, &m->m);
+    rmsgs_free(e);
+    for (size_t i = 0; i < n_held; i++) {
+        sx__ckpt_rearm(e, held[i]);
+        sx__enqueue_new(e, held[i]); /* may run and finish from here on */
+    }
+    free(held);
 }
 
 void sx__durable_free(sx_engine *e)
@@ -362,6 +488,7 @@ void sx__durable_close(sx_engine *e)
     free(e->recovered);
     e->recovered = NULL;
     e->n_recovered = 0;
+    rmsgs_free(e);
 }
 
 /* ---- finish ----------------------------------------------------------------

@@ -21,6 +21,9 @@
 
 #include "engine/core/proc.h"
 
+/* A checkpointed job's bookkeeping (engine/core/checkpoint.c). */
+typedef struct sx__ckpt sx__ckpt;
+
 typedef struct sx__job {
     uint64_t id;      /* the PID's id, which stays across restarts */
     uint32_t attempt; /* 1, then one more per restart or run after a crash */
@@ -46,6 +49,9 @@ typedef struct sx__job {
     bool waiting;
     uint64_t due_ms;
     char last_error[96];
+    /* A checkpointed job's (made at its first checkpoint), else NULL;
+     * written by whoever runs the process, as the fields above. */
+    sx__ckpt *ck;
     sx__proc *p;
     struct sx__job *next; /* the supervisor's list (its mutex) */
 } sx__job;
@@ -121,5 +127,47 @@ size_t sx__sup_list(sx_engine *e, sx_process_info *out, size_t cap);
  * running (its init failed at a restart, or it was waiting): its outcome
  * as any job's finish gives it, without close. */
 void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg);
+
+/* What a store's failure code means for a request (submit.c). */
+const char *sx__storage_msg(int rc);
+
+/* engine/core/checkpoint.c */
+void sx__ckpt_free(sx__ckpt *ck);
+/* Forgets what was in flight (a restart runs init again). */
+void sx__ckpt_reset(sx__ckpt *ck);
+/* Whether p is a checkpointed job. */
+bool sx__ckpt_is(sx_engine *e, sx__proc *p);
+/* [the worker, after p's step, before its nodes are freed] Notes what the
+ * step consumed: its stored messages and its commands' answers. */
+void sx__ckpt_consumed(sx_engine *e, sx__proc *p, sx__ev *const *nodes,
+                       size_t n_nodes, const sx_event *batch, size_t n);
+/* [the worker, after a step of p that did not end it, which wants `want`
+ * next] Checkpoints p when it is a checkpointed job: 1 when the store now
+ * has it (the caller lets go of p at once: the store's answer dispatches
+ * the step's output and queues it), 0 when p is not one (dispatch as
+ * usual), or a negative code to end p with (nothing was dispatched). */
+int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
+                  uint8_t want);
+/* Whether p is a checkpointed job whose checkpoint failed, and with
+ * what (sx__finish_terminated ends it so). */
+bool sx__ckpt_failed(sx_engine *e, sx__proc *p, int *err, const char **msg);
+/* [start's caller, p held, its job attached] Gives p a checkpoint's
+ * state, step count, wait kind and commands in flight. 0, or a code with
+ * a message in msg (p is then not resumed). */
+int sx__ckpt_restore(sx_engine *e, sx__proc *p, uint64_t steps, int want,
+                     sx_payload state, sx_payload inflight, char *msg,
+                     size_t cap);
+/* [start's caller, before p is queued] Dispatches again the commands p's
+ * checkpoint had in flight (sleeps due when they were). */
+void sx__ckpt_rearm(sx_engine *e, sx__proc *p);
+/* [start's caller] Delivers a message read back from the store. */
+struct sx__store_msg;
+int sx__ckpt_deliver_stored(sx_engine *e, const struct sx__store_msg *m);
+/* [any thread] A message from outside to `to`: when it is a checkpointed
+ * job, stored first, then delivered, then fn(user, rc) on the store's
+ * thread (rc: the delivery's, or SX_ESTORAGE) and 1 is returned; 0 when
+ * it is not one (the caller delivers it), or an error (fn never called). */
+int sx__ckpt_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                  sx_payload data, void (*fn)(void *user, int rc), void *user);
 
 #endif

@@ -1,6 +1,8 @@
 /* engine/core/outside.c — seams for code outside the engine that is not a
  * process (the relay server, embedders): mailboxes (PIDs whose messages go
- * to a callback), monitors set up from outside, and outcome callbacks.
+ * to a callback), monitors set up from outside, outcome callbacks, and
+ * sends from outside (a message to a checkpointed job is stored first:
+ * engine/core/checkpoint.c).
  *
  * A mailbox is a process slot in state SX__PSTATE_MAILBOX. Senders reach
  * it exactly as they reach a process (sx__ptable_get, then sx__deliver,
@@ -13,11 +15,14 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "engine/core/core.h"
+#include "engine/core/job.h" /* sx__ckpt_send */
+#include "process/utf8.h"     /* sx__topic_len */
 
 typedef struct {
     sx_mailbox_fn fn;
@@ -264,5 +269,77 @@ int sx_engine_watch(sx_engine *e, sx_pid target, sx_watch_fn fn, void *user)
     /* Registers, or (if target finished meanwhile) fires at once from the
      * kept outcome: fn runs exactly once either way. */
     sx__watch(e, target, w);
+    return 0;
+}
+
+/* ---- sends from outside ---- */
+
+/* A blocking send to a checkpointed job: waits for the store's answer. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+} send_wait;
+
+static void send_waited(void *user, int rc)
+{
+    send_wait *w = user;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                   sx_payload data)
+{
+    if (e == NULL || topic == NULL)
+        return SX_EINVAL;
+    size_t tl = sx__topic_len(topic);
+    if (tl == SIZE_MAX)
+        return SX_EINVAL;
+    if (__builtin_expect(e->store != NULL, 0) && tl <= 255 &&
+        (data.data != NULL || data.len == 0)) {
+        send_wait w = { .done = false, .rc = 0 };
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        int rc = sx__ckpt_send(e, from, to, topic, data, send_waited, &w);
+        if (rc == 1) { /* stored first: its answer is the send's */
+            pthread_mutex_lock(&w.mu);
+            while (!w.done)
+                pthread_cond_wait(&w.cv, &w.mu);
+            pthread_mutex_unlock(&w.mu);
+            rc = w.rc;
+        } else if (rc == 0) {
+            rc = 1; /* not a checkpointed job: sent below */
+        }
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
+        if (rc != 1)
+            return rc;
+    }
+    return sx__send(e, from, to, topic, tl, data, false);
+}
+
+int sx_engine_send_async(sx_engine *e, sx_pid from, sx_pid to,
+                         const char *topic, sx_payload data, sx_send_fn fn,
+                         void *user)
+{
+    if (e == NULL || topic == NULL || fn == NULL)
+        return SX_EINVAL;
+    size_t tl = sx__topic_len(topic);
+    if (tl == SIZE_MAX || tl > 255 || (data.data == NULL && data.len > 0))
+        return SX_EINVAL;
+    int rc = 0;
+    if (e->store != NULL) {
+        rc = sx__ckpt_send(e, from, to, topic, data, fn, user);
+        if (rc == 1)
+            return 0; /* fn answers from the store's thread */
+    }
+    if (rc == 0)
+        rc = sx__send(e, from, to, topic, tl, data, false);
+    fn(user, rc);
     return 0;
 }

@@ -5,6 +5,7 @@
  * Threads: submit, send, cancel and terminate [any thread]; sx__finish
  * runs on the worker that ran the process's last step.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,12 @@ int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
     return rc;
 }
 
+int sx__spawn_restored(sx_engine *e, const char *type, const char *method,
+                       uint64_t claim_id, sx__proc **held)
+{
+    return spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false);
+}
+
 static int spawn_held(sx_engine *e, const char *type, const char *method,
                       const sx_payload *input, size_t n_input,
                       uint64_t claim_id, sx__proc **held, sx_pid *out_pid,
@@ -512,17 +519,6 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
     return send_ev(e, to, ev);
 }
 
-int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
-                   sx_payload data)
-{
-    if (e == NULL || topic == NULL)
-        return SX_EINVAL;
-    size_t tl = sx__topic_len(topic);
-    if (tl == SIZE_MAX)
-        return SX_EINVAL;
-    return sx__send(e, from, to, topic, tl, data, false);
-}
-
 int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
 {
     if (e == NULL)
@@ -587,6 +583,13 @@ int sx_engine_terminate(sx_engine *e, sx_pid pid)
 
 void sx__finish_terminated(sx_engine *e, sx__proc *p)
 {
+    int ck_err;
+    const char *ck_msg;
+    if (p->job && sx__ckpt_failed(e, p, &ck_err, &ck_msg)) {
+        /* Its checkpoint could not be stored (checkpoint.c). */
+        sx__finish(e, p, ck_err, ck_msg, (sx_payload){ NULL, 0 });
+        return;
+    }
     /* relaxed: published by the TERM flag's release, which the worker's
      * acquire load of the state word saw. */
     uint64_t by = atomic_load_explicit(&sx__ptable_pext(e, p)->link_failed,

@@ -130,7 +130,10 @@ enum {
     SX__WATCH_FN = 4,     /* sx_engine_watch: a callback (outside.c)      */
     /* Not a watcher: marks the completer of a sleep on a worker's timer
      * heap, so that collecting its answer counts the sleep done. */
-    SX__WATCH_SLEEP = 5
+    SX__WATCH_SLEEP = 5,
+    /* Not a watcher: marks a message stored for a checkpointed job, its
+     * seq in t0 (a large node; engine/core/checkpoint.c). */
+    SX__WATCH_STORED = 6
 };
 
 /* An outside mailbox (sx_engine_mailbox_new) is a process slot in this

@@ -18,7 +18,7 @@
 #include "engine/store/store.h"
 
 /* What the store's failure codes mean for a request. */
-static const char *storage_msg(int rc)
+const char *sx__storage_msg(int rc)
 {
     switch (rc) {
     case -ENOSPC:
@@ -82,7 +82,7 @@ static void submit_done(void *user, int rc, uint64_t id)
         sx_pid first = { e->cfg.node, e->cfg.host, id };
         ps->fn(ps->user, 0, first, true, NULL);
     } else {
-        const char *msg = storage_msg(rc);
+        const char *msg = sx__storage_msg(rc);
         sx__job_free(ps->job);
         sx__spawn_drop(e, ps->p, SX_ESTORAGE, msg);
         ps->fn(ps->user, SX_ESTORAGE, SX_PID_NONE, false, msg);

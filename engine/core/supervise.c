@@ -208,6 +208,7 @@ void sx__job_free(sx__job *j)
     free((char *)j->method);
     free(j->input);
     free(j->times);
+    sx__ckpt_free(j->ck);
     free(j);
 }
 
@@ -265,7 +266,6 @@ int sx_engine_set_restart(sx_engine *e, const char *type,
 
 void sx__proc_reset(sx_engine *e, sx__proc *p)
 {
-    (void)e;
     /* Events of the earlier attempt: messages refused while it waited,
      * answers that came late. The slot is ours: nothing runs it, and the
      * producers that pushed have let go of it (restart_now). */
@@ -278,6 +278,8 @@ void sx__proc_reset(sx_engine *e, sx__proc *p)
     atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
                           memory_order_relaxed);
     p->wait_kind = 0;
+    if (p->job) /* its checkpoints go with the attempt (store.h) */
+        sx__ckpt_reset(sx__job_of(e, p)->ck);
 }
 
 /* ---- the decision -----------------------------------------------------------

@@ -16,7 +16,8 @@
 #include <string.h>
 
 #include "engine/core/core.h"
-#include "engine/io/io.h" /* sx__now_ns */
+#include "engine/core/job.h" /* sx__ckpt_* */
+#include "engine/io/io.h"    /* sx__now_ns */
 
 /* ---- running a process --------------------------------------------------- */
 
@@ -226,6 +227,8 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
         &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
         memory_order_relaxed);
     sx__wstat_add(&w->st.steps, 1);
+    if (__builtin_expect(p->job, 0))
+        sx__ckpt_consumed(e, p, w->batch_ev, w->n_nodes, w->batch, n);
     for (size_t i = 0; i < w->n_nodes; i++)
         sx__ev_free(w->batch_ev[i]);
     if (rc != 0) {
@@ -270,11 +273,6 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
         return 0;
     }
     size_t n_yields = out->n_yields;
-    if (n_yields > 0 && sx__dispatch(e, p, out) != 0) {
-        sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
-                   (sx_payload){ NULL, 0 });
-        return 0;
-    }
     /* A step that wrote yields waits for an answer or a message
      * (docs/SCHEDULER.md §2), except CONTINUE whose yields are all
      * fire-and-forget (SX_TAG_NONE): no answer will come, so it runs again, as
@@ -285,12 +283,29 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
         commands |= out->yields[i].cmd != SX__CMD_DIRECT_SEND;
     }
     /* sx_send writes no yield as far as the status goes. */
-    if (out->status == SX__ST_WAIT ||
-        (commands && (answers || out->status == SX__ST_IDLE)))
-        return SX_PSTATE_BLOCKED;
-    if (out->status == SX__ST_IDLE)
-        return SX_PSTATE_IDLE;
-    return SX_PSTATE_READY;
+    uint8_t want = out->status == SX__ST_WAIT ||
+                           (commands && (answers || out->status == SX__ST_IDLE))
+                       ? SX_PSTATE_BLOCKED
+                   : out->status == SX__ST_IDLE ? SX_PSTATE_IDLE
+                                                : SX_PSTATE_READY;
+    if (__builtin_expect(p->job, 0)) {
+        /* A checkpointed job: its step's output goes once the checkpoint
+         * is stored (engine/core/checkpoint.c); p is the store's now. */
+        int ck = sx__ckpt_park(e, p, out, want);
+        if (ck == 1)
+            return 0;
+        if (ck < 0) {
+            sx__finish(e, p, ck, "checkpoint: out of memory",
+                       (sx_payload){ NULL, 0 });
+            return 0;
+        }
+    }
+    if (n_yields > 0 && sx__dispatch(e, p, out) != 0) {
+        sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    return want;
 }
 
 /* True when no other process is waiting for this worker (its deque and

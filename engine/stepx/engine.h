@@ -214,6 +214,22 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
 int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
                    sx_payload data);
 
+/* The answer to sx_engine_send_async: rc as sx_engine_send's, or
+ * SX_ESTORAGE when a message to a checkpointed job could not be stored
+ * (it was not delivered). */
+typedef void (*sx_send_fn)(void *user, int rc);
+
+/* Sends as sx_engine_send does, answering through fn. A message to a
+ * checkpointed job (SX_TYPE_CHECKPOINTED, on an engine with a state
+ * store) is stored before it is delivered (docs/DURABILITY.md): fn is
+ * called on the store's thread once it is; sx_engine_send waits for that.
+ * Any other message: fn is called before this returns. Returns 0 when fn
+ * is (or was) called, or SX_EINVAL (then it never is). fn must not
+ * block. */
+int sx_engine_send_async(sx_engine *e, sx_pid from, sx_pid to,
+                         const char *topic, sx_payload data, sx_send_fn fn,
+                         void *user);
+
 /* Soft cancel: a MESSAGE with topic SX_TOPIC_CANCEL and the reason (a
  * msgpack string; NULL reason = "cancelled") that overtakes queued user
  * messages. Errors as sx_engine_send. */

@@ -1,7 +1,7 @@
 /* engine/store/sqlite.c — the SQLite store's writer: records queued by
  * any thread, committed by one writer thread in one BEGIN IMMEDIATE
  * transaction for everything queued (group commit), then answered; and
- * recovery and closing. Opening is engine/store/sqlite_open.c.
+ * closing. Opening and reading back are engine/store/sqlite_open.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,57 @@ static int run(sqlite3_stmt *st)
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Inserts m as an inbox row. */
+static int put_msg(sx__store *s, const rec_msg *m)
+{
+    sqlite3_bind_int64(s->inbox_ins, 1, (sqlite3_int64)m->seq);
+    sqlite3_bind_int64(s->inbox_ins, 2, (sqlite3_int64)m->to);
+    sqlite3_bind_int64(s->inbox_ins, 3, m->from.node);
+    sqlite3_bind_int64(s->inbox_ins, 4, m->from.host);
+    sqlite3_bind_int64(s->inbox_ins, 5, (sqlite3_int64)m->from.id);
+    sqlite3_bind_text(s->inbox_ins, 6, m->topic, (int)m->topic_len,
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(s->inbox_ins, 7, m->data != NULL ? m->data : (void *)"",
+                      (int)m->data_len, SQLITE_STATIC);
+    return run(s->inbox_ins);
+}
+
+/* Deletes job id's checkpoint and stored messages (a finish, a restart). */
+static int drop_ckpt(sx__store *s, uint64_t id)
+{
+    sqlite3_bind_int64(s->ck_del, 1, (sqlite3_int64)id);
+    int rc = run(s->ck_del);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(s->inbox_del, 1, (sqlite3_int64)id);
+    return run(s->inbox_del);
+}
+
+static int write_ckpt(sx__store *s, rec *r)
+{
+    int rc;
+    sqlite3_bind_int64(s->ck_put, 1, (sqlite3_int64)r->id);
+    sqlite3_bind_int64(s->ck_put, 2, (sqlite3_int64)r->steps);
+    sqlite3_bind_int(s->ck_put, 3, r->want);
+    sqlite3_bind_blob(s->ck_put, 4, r->blob != NULL ? r->blob : (void *)"",
+                      (int)r->blob_len, SQLITE_STATIC);
+    sqlite3_bind_blob(s->ck_put, 5,
+                      r->inflight != NULL ? r->inflight : (void *)"",
+                      (int)r->inflight_len, SQLITE_STATIC);
+    if ((rc = run(s->ck_put)) != SQLITE_OK)
+        return rc;
+    if (r->consumed > 0) {
+        sqlite3_bind_int64(s->inbox_eat, 1, (sqlite3_int64)r->id);
+        sqlite3_bind_int64(s->inbox_eat, 2, (sqlite3_int64)r->consumed);
+        if ((rc = run(s->inbox_eat)) != SQLITE_OK)
+            return rc;
+    }
+    for (size_t i = 0; i < r->n_msgs; i++)
+        if ((rc = put_msg(s, &r->msgs[i])) != SQLITE_OK)
+            return rc;
+    return SQLITE_OK;
 }
 
 /* Writes one record inside the open transaction. Returns SQLite's code
@@ -63,7 +114,13 @@ static int write_rec(sx__store *s, rec *r)
                               SQLITE_STATIC);
         return run(s->job_ins);
     }
+    if (r->kind == REC_CKPT)
+        return write_ckpt(s, r);
+    if (r->kind == REC_MSG)
+        return put_msg(s, &r->msgs[0]);
     if (r->kind == REC_RESTART) {
+        if ((rc = drop_ckpt(s, r->id)) != SQLITE_OK)
+            return rc;
         sqlite3_bind_int64(s->job_restart, 1, r->attempt);
         sqlite3_bind_int64(s->job_restart, 2, r->restart_at);
         if (r->blob_len > 0)
@@ -73,7 +130,8 @@ static int write_rec(sx__store *s, rec *r)
         return run(s->job_restart);
     }
     sqlite3_bind_int64(s->job_del, 1, (sqlite3_int64)r->id);
-    if ((rc = run(s->job_del)) != SQLITE_OK)
+    if ((rc = run(s->job_del)) != SQLITE_OK ||
+        (rc = drop_ckpt(s, r->id)) != SQLITE_OK)
         return rc;
     sqlite3_bind_int64(s->out_ins, 1, (sqlite3_int64)r->id);
     sqlite3_bind_int(s->out_ins, 2, r->error);
@@ -243,6 +301,10 @@ static int enqueue(sx__store *s, rec *r)
         }
         s->lazy = false;
     }
+    /* The caller's copies get their seqs here, under the lock: once r is
+     * queued the writer may answer and free it at any moment. */
+    for (size_t i = 0; i < r->n_msgs; i++)
+        r->msgs[i].seq = r->seq_out[i].seq = s->next_seq++;
     *s->tail = r;
     s->tail = &r->next;
     pthread_cond_signal(&s->cv);
@@ -347,90 +409,91 @@ int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
     return enqueue(s, r);
 }
 
-int sx__store_recover(sx__store *s,
-                      int (*job)(void *user, const sx__store_job *j),
-                      int (*outcome)(void *user, const sx__store_outcome *o),
+/* Copies n messages into the record's allocation at *p (rec_msg array
+ * first, aligned, then their bytes). */
+static size_t msgs_size(const sx__store_msg *m, size_t n)
+{
+    size_t z = n * sizeof(rec_msg);
+    for (size_t i = 0; i < n; i++)
+        z += m[i].topic_len + m[i].data.len;
+    return z;
+}
+
+static bool msgs_ok(const sx__store_msg *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].topic == NULL || m[i].topic_len > 255 ||
+            m[i].data.len > INT32_MAX ||
+            (m[i].data.len > 0 && m[i].data.data == NULL))
+            return false;
+    return true;
+}
+
+static void msgs_put(rec *r, char **p, const sx__store_msg *m, size_t n)
+{
+    r->msgs = (rec_msg *)*p;
+    r->n_msgs = n;
+    *p += n * sizeof(rec_msg);
+    for (size_t i = 0; i < n; i++) {
+        rec_msg *x = &r->msgs[i];
+        x->to = m[i].to;
+        x->from = m[i].from;
+        x->topic_len = m[i].topic_len;
+        x->topic = put(p, m[i].topic, m[i].topic_len, false);
+        x->data_len = m[i].data.len;
+        x->data = (const uint8_t *)put(p, m[i].data.data, m[i].data.len, false);
+    }
+}
+
+int sx__store_checkpoint(sx__store *s, sx__store_ckpt *ck,
+                         sx__store_done_fn done, void *user)
+{
+    if (s == NULL || ck == NULL || ck->state.len > INT32_MAX ||
+        ck->inflight.len > INT32_MAX ||
+        (ck->state.len > 0 && ck->state.data == NULL) ||
+        (ck->inflight.len > 0 && ck->inflight.data == NULL) ||
+        (ck->n_msgs > 0 && ck->msgs == NULL) || !msgs_ok(ck->msgs, ck->n_msgs))
+        return SX_EINVAL;
+    rec *r = rec_new(ck->state.len + ck->inflight.len + 8 +
+                     msgs_size(ck->msgs, ck->n_msgs));
+    if (r == NULL)
+        return SX_ENOMEM;
+    char *p = (char *)(r + 1);
+    r->kind = REC_CKPT;
+    r->done = done;
+    r->user = user;
+    r->id = ck->id;
+    r->steps = ck->steps;
+    r->want = ck->want;
+    r->consumed = ck->consumed;
+    if (ck->n_msgs > 0) {
+        msgs_put(r, &p, ck->msgs, ck->n_msgs);
+        r->seq_out = ck->msgs;
+    }
+    r->blob = (const uint8_t *)put(&p, ck->state.data, ck->state.len, false);
+    r->blob_len = ck->state.len;
+    r->inflight =
+        (const uint8_t *)put(&p, ck->inflight.data, ck->inflight.len, false);
+    r->inflight_len = ck->inflight.len;
+    return enqueue(s, r);
+}
+
+int sx__store_message(sx__store *s, sx__store_msg *m, sx__store_done_fn done,
                       void *user)
 {
-    if (s == NULL)
+    if (s == NULL || m == NULL || !msgs_ok(m, 1))
         return SX_EINVAL;
-    pthread_mutex_lock(&s->mu);
-    bool before = s->lazy; /* no record queued yet */
-    pthread_mutex_unlock(&s->mu);
-    if (!before)
-        return SX_ESTATE;
-    /* The jobs about to run again count an attempt more, committed before
-     * they run: a crash during this run counts another. */
-    int rc = sx__sq_exec(s->db, "UPDATE jobs SET attempt = attempt + 1 WHERE "
-                                "restart_at = 0");
-    if (rc != SQLITE_OK)
-        return sx__sq_code_of(rc);
-    sqlite3_stmt *st;
-    rc = sqlite3_prepare_v2(
-        s->db,
-        "SELECT j.id, j.type, j.method, j.input, j.attempt, k.key, j.policy, "
-        "j.restart_at, j.restarts FROM jobs j LEFT JOIN keys k ON k.id = j.id "
-        "ORDER BY j.id",
-        -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return sx__sq_code_of(rc);
-    int cb = 0;
-    while (cb == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (job == NULL)
-            continue;
-        sx__store_job j = {
-            .id = (uint64_t)sqlite3_column_int64(st, 0),
-            .type = (const char *)sqlite3_column_text(st, 1),
-            .method = (const char *)sqlite3_column_text(st, 2),
-            .input = { sqlite3_column_blob(st, 3),
-                       (size_t)sqlite3_column_bytes(st, 3) },
-            .attempt = (uint32_t)sqlite3_column_int64(st, 4),
-            .key = sqlite3_column_blob(st, 5),
-            .key_len = (size_t)sqlite3_column_bytes(st, 5),
-            .policy = { sqlite3_column_blob(st, 6),
-                        (size_t)sqlite3_column_bytes(st, 6) },
-            .restart_at = sqlite3_column_int64(st, 7),
-            .restarts = { sqlite3_column_blob(st, 8),
-                          (size_t)sqlite3_column_bytes(st, 8) },
-        };
-        if (j.type == NULL || j.method == NULL ||
-            (j.input.len > 0 && j.input.data == NULL)) {
-            /* NOT NULL columns read as NULL: memory, or a damaged file. */
-            cb = sqlite3_errcode(s->db) == SQLITE_NOMEM ? SX_ENOMEM
-                                                        : SX_ECORRUPT;
-            break;
-        }
-        cb = job(user, &j);
-    }
-    sqlite3_finalize(st);
-    if (cb != 0)
-        return cb;
-    if (rc != SQLITE_DONE)
-        return sx__sq_code_of(rc);
-    rc = sqlite3_prepare_v2(s->db,
-                            "SELECT id, error, msg, value, steps, attempts "
-                            "FROM outcomes ORDER BY seq",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return sx__sq_code_of(rc);
-    while (cb == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (outcome == NULL)
-            continue;
-        sx__store_outcome o = {
-            .id = (uint64_t)sqlite3_column_int64(st, 0),
-            .error = sqlite3_column_int(st, 1),
-            .msg = (const char *)sqlite3_column_text(st, 2),
-            .value = { sqlite3_column_blob(st, 3),
-                       (size_t)sqlite3_column_bytes(st, 3) },
-            .steps = (uint64_t)sqlite3_column_int64(st, 4),
-            .attempts = (uint32_t)sqlite3_column_int64(st, 5),
-        };
-        cb = outcome(user, &o);
-    }
-    sqlite3_finalize(st);
-    if (cb != 0)
-        return cb;
-    return rc == SQLITE_DONE ? 0 : sx__sq_code_of(rc);
+    rec *r = rec_new(msgs_size(m, 1) + 8);
+    if (r == NULL)
+        return SX_ENOMEM;
+    char *p = (char *)(r + 1);
+    r->kind = REC_MSG;
+    r->done = done;
+    r->user = user;
+    r->id = m->to;
+    msgs_put(r, &p, m, 1);
+    r->seq_out = m;
+    return enqueue(s, r);
 }
 
 /* SX_ESTATE once the writer has started: until then the caller's thread

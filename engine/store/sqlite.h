@@ -19,7 +19,18 @@
 
 #define APP_ID 0x53545058 /* 'STPX' */
 
-enum { REC_JOB, REC_FINISH, REC_RESTART };
+enum { REC_JOB, REC_FINISH, REC_RESTART, REC_CKPT, REC_MSG };
+
+/* A message stored for a checkpointed job (REC_CKPT's sends, REC_MSG),
+ * its bytes in the record's allocation. */
+typedef struct {
+    uint64_t seq, to;
+    sx_pid from;
+    const char *topic; /* topic_len bytes, not NUL-terminated */
+    size_t topic_len;
+    const uint8_t *data;
+    size_t data_len;
+} rec_msg;
 
 typedef struct rec {
     struct rec *next;
@@ -34,6 +45,17 @@ typedef struct rec {
     int error;
     uint64_t steps;
     int rc; /* the answer, set by the writer */
+    /* REC_CKPT: the wait kind, the consumed inbox rows (seq <= consumed)
+     * and the in-flight commands (blob: the state); REC_CKPT and REC_MSG:
+     * the messages to store. */
+    int want;
+    uint64_t consumed;
+    const uint8_t *inflight;
+    size_t inflight_len;
+    rec_msg *msgs;
+    size_t n_msgs;
+    /* The caller's messages, whose seqs enqueue writes (under mu). */
+    sx__store_msg *seq_out;
     /* One allocation after the record: key, type, method, msg, blob. */
     const char *key, *type, *method, *msg;
     size_t key_len, blob_len;
@@ -45,7 +67,8 @@ struct sx__store {
     int lock_fd;
     uint64_t keep;
     sqlite3_stmt *key_ins, *key_get, *job_ins, *job_del, *out_ins, *trim_keys,
-        *trim_outs, *job_restart;
+        *trim_outs, *job_restart, *ck_put, *ck_del, *inbox_ins, *inbox_eat,
+        *inbox_del;
     pthread_t writer;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -55,6 +78,9 @@ struct sx__store {
     /* Open and the writer not started yet: recover may still run on the
      * caller's thread (the first record starts the writer). Under mu. */
     bool lazy;
+    /* The next inbox row's seq (under mu): seqs are handed out in the
+     * order records are queued, which is their commit and answer order. */
+    uint64_t next_seq;
     /* Figures: written by the writer only, read by stats (relaxed). */
     _Atomic uint64_t commits, records, failed;
     /* Committed records waiting for their answers (sqlite.c, "Answers"),

@@ -1,5 +1,6 @@
 /* engine/store/sqlite_open.c — the store (engine/store/store.h) on
- * SQLite: opening it (the lock, the checks, the schema). The writer and
+ * SQLite: opening it (the lock, the checks, the schema) and reading back
+ * what it holds (sx__store_recover, sx__store_messages). The writer and
  * the records are engine/store/sqlite.c.
  *
  * One database, DIR/stepx.db, in WAL mode; synchronous NORMAL (a crash of
@@ -17,7 +18,10 @@
  *   meta(name, value)                           the engine's numbers
  *                                               (sx__store_meta_get)
  * and, from schema 3, jobs' restart policy and state: jobs(..., policy,
- * restart_at, restarts).
+ * restart_at, restarts); from schema 4, checkpointed jobs' last
+ * checkpoint and the messages stored for them:
+ *   checkpoints(id, steps, want, state, inflight)
+ *   inbox(seq, job, from_node, from_host, from_id, topic, data).
  * A key lives as long as its job or its kept outcome. Schema 1 had no
  * meta table; opening it adds one (a forward migration, in one
  * transaction).
@@ -134,6 +138,16 @@ static const char *const SCHEMA_V3[] = {
     "ALTER TABLE jobs ADD COLUMN restarts BLOB",
 };
 
+static const char *const SCHEMA_V4[] = {
+    "CREATE TABLE checkpoints (id INTEGER PRIMARY KEY, steps INTEGER NOT "
+    "NULL, want INTEGER NOT NULL, state BLOB NOT NULL, inflight BLOB NOT "
+    "NULL)",
+    "CREATE TABLE inbox (seq INTEGER PRIMARY KEY, job INTEGER NOT NULL, "
+    "from_node INTEGER NOT NULL, from_host INTEGER NOT NULL, from_id "
+    "INTEGER NOT NULL, topic TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE INDEX inbox_job ON inbox (job, seq)",
+};
+
 /* Brings a database of schema `version` (0: empty) to SX__STORE_SCHEMA
  * in one transaction: all or nothing. */
 static int migrate(sqlite3 *db, int64_t version)
@@ -156,6 +170,11 @@ static int migrate(sqlite3 *db, int64_t version)
     if (version <= 2) {
         for (size_t i = 0; i < sizeof SCHEMA_V3 / sizeof SCHEMA_V3[0]; i++)
             if ((rc = sx__sq_exec(db, SCHEMA_V3[i])) != SQLITE_OK)
+                goto undo;
+    }
+    if (version <= 3) {
+        for (size_t i = 0; i < sizeof SCHEMA_V4 / sizeof SCHEMA_V4[0]; i++)
+            if ((rc = sx__sq_exec(db, SCHEMA_V4[i])) != SQLITE_OK)
                 goto undo;
     }
     char sql[96];
@@ -197,6 +216,16 @@ static int prepare(sx__store *s)
         { offsetof(sx__store, trim_outs),
           "DELETE FROM outcomes WHERE seq <= (SELECT max(seq) FROM outcomes) "
           "- ?" },
+        { offsetof(sx__store, ck_put),
+          "INSERT OR REPLACE INTO checkpoints (id, steps, want, state, "
+          "inflight) VALUES (?, ?, ?, ?, ?)" },
+        { offsetof(sx__store, ck_del), "DELETE FROM checkpoints WHERE id = ?" },
+        { offsetof(sx__store, inbox_ins),
+          "INSERT INTO inbox (seq, job, from_node, from_host, from_id, topic, "
+          "data) VALUES (?, ?, ?, ?, ?, ?, ?)" },
+        { offsetof(sx__store, inbox_eat),
+          "DELETE FROM inbox WHERE job = ? AND seq <= ?" },
+        { offsetof(sx__store, inbox_del), "DELETE FROM inbox WHERE job = ?" },
     };
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         sqlite3_stmt **st = (sqlite3_stmt **)((char *)s + stmts[i].off);
@@ -210,9 +239,11 @@ static int prepare(sx__store *s)
 
 void sx__sq_finalize_all(sx__store *s)
 {
-    sqlite3_stmt *all[] = { s->key_ins,   s->key_get,    s->job_ins,
-                            s->job_del,   s->out_ins,    s->trim_keys,
-                            s->trim_outs, s->job_restart };
+    sqlite3_stmt *all[] = { s->key_ins,   s->key_get,     s->job_ins,
+                            s->job_del,   s->out_ins,     s->trim_keys,
+                            s->trim_outs, s->job_restart, s->ck_put,
+                            s->ck_del,    s->inbox_ins,   s->inbox_eat,
+                            s->inbox_del };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]); /* NULL is a no-op */
 }
@@ -363,6 +394,16 @@ int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
                          "store: cannot prepare statements", s->db);
         goto out;
     }
+    int64_t top = 0;
+    if ((rc = sx__sq_query_int(s->db, "SELECT coalesce(max(seq), 0) FROM inbox",
+                               &top)) != SQLITE_OK ||
+        top < 0) {
+        rc = sx__sq_fail(msg, cap,
+                         sx__sq_code_of(rc != SQLITE_OK ? rc : SQLITE_CORRUPT),
+                         "store: cannot read the stored messages", s->db);
+        goto out;
+    }
+    s->next_seq = (uint64_t)top + 1;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         rc = sx__sq_fail(msg, cap, SX_ENOMEM, "store: out of memory", NULL);
         goto out;
@@ -383,4 +424,145 @@ out:
         close(s->lock_fd); /* drops the flock */
     free(s);
     return rc;
+}
+
+/* ---- reading back (before the writer starts) ---- */
+
+int sx__store_recover(sx__store *s,
+                      int (*job)(void *user, const sx__store_job *j),
+                      int (*outcome)(void *user, const sx__store_outcome *o),
+                      void *user)
+{
+    if (s == NULL)
+        return SX_EINVAL;
+    pthread_mutex_lock(&s->mu);
+    bool before = s->lazy; /* no record queued yet */
+    pthread_mutex_unlock(&s->mu);
+    if (!before)
+        return SX_ESTATE;
+    /* The jobs about to run again count an attempt more, committed before
+     * they run: a crash during this run counts another. */
+    int rc = sx__sq_exec(s->db, "UPDATE jobs SET attempt = attempt + 1 WHERE "
+                                "restart_at = 0 AND id NOT IN (SELECT id "
+                                "FROM checkpoints)");
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    sqlite3_stmt *st;
+    rc = sqlite3_prepare_v2(
+        s->db,
+        "SELECT j.id, j.type, j.method, j.input, j.attempt, k.key, j.policy, "
+        "j.restart_at, j.restarts, c.steps, c.want, c.state, c.inflight FROM "
+        "jobs j LEFT JOIN keys k ON k.id = j.id LEFT JOIN checkpoints c ON "
+        "c.id = j.id ORDER BY j.id",
+        -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    int cb = 0;
+    while (cb == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (job == NULL)
+            continue;
+        sx__store_job j = {
+            .id = (uint64_t)sqlite3_column_int64(st, 0),
+            .type = (const char *)sqlite3_column_text(st, 1),
+            .method = (const char *)sqlite3_column_text(st, 2),
+            .input = { sqlite3_column_blob(st, 3),
+                       (size_t)sqlite3_column_bytes(st, 3) },
+            .attempt = (uint32_t)sqlite3_column_int64(st, 4),
+            .key = sqlite3_column_blob(st, 5),
+            .key_len = (size_t)sqlite3_column_bytes(st, 5),
+            .policy = { sqlite3_column_blob(st, 6),
+                        (size_t)sqlite3_column_bytes(st, 6) },
+            .restart_at = sqlite3_column_int64(st, 7),
+            .restarts = { sqlite3_column_blob(st, 8),
+                          (size_t)sqlite3_column_bytes(st, 8) },
+            .checkpointed = sqlite3_column_type(st, 9) != SQLITE_NULL,
+            .steps = (uint64_t)sqlite3_column_int64(st, 9),
+            .want = sqlite3_column_int(st, 10),
+            .state = { sqlite3_column_blob(st, 11),
+                       (size_t)sqlite3_column_bytes(st, 11) },
+            .inflight = { sqlite3_column_blob(st, 12),
+                          (size_t)sqlite3_column_bytes(st, 12) },
+        };
+        if (j.type == NULL || j.method == NULL ||
+            (j.input.len > 0 && j.input.data == NULL)) {
+            /* NOT NULL columns read as NULL: memory, or a damaged file. */
+            cb = sqlite3_errcode(s->db) == SQLITE_NOMEM ? SX_ENOMEM
+                                                        : SX_ECORRUPT;
+            break;
+        }
+        cb = job(user, &j);
+    }
+    sqlite3_finalize(st);
+    if (cb != 0)
+        return cb;
+    if (rc != SQLITE_DONE)
+        return sx__sq_code_of(rc);
+    rc = sqlite3_prepare_v2(s->db,
+                            "SELECT id, error, msg, value, steps, attempts "
+                            "FROM outcomes ORDER BY seq",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    while (cb == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (outcome == NULL)
+            continue;
+        sx__store_outcome o = {
+            .id = (uint64_t)sqlite3_column_int64(st, 0),
+            .error = sqlite3_column_int(st, 1),
+            .msg = (const char *)sqlite3_column_text(st, 2),
+            .value = { sqlite3_column_blob(st, 3),
+                       (size_t)sqlite3_column_bytes(st, 3) },
+            .steps = (uint64_t)sqlite3_column_int64(st, 4),
+            .attempts = (uint32_t)sqlite3_column_int64(st, 5),
+        };
+        cb = outcome(user, &o);
+    }
+    sqlite3_finalize(st);
+    if (cb != 0)
+        return cb;
+    return rc == SQLITE_DONE ? 0 : sx__sq_code_of(rc);
+}
+
+int sx__store_messages(sx__store *s,
+                       int (*msg)(void *user, const sx__store_msg *m),
+                       void *user)
+{
+    if (s == NULL || msg == NULL)
+        return SX_EINVAL;
+    pthread_mutex_lock(&s->mu);
+    bool before = s->lazy;
+    pthread_mutex_unlock(&s->mu);
+    if (!before)
+        return SX_ESTATE;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT seq, job, from_node, from_host, "
+                                "from_id, topic, data FROM inbox ORDER BY seq",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return sx__sq_code_of(rc);
+    int cb = 0;
+    while (cb == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sx__store_msg m = {
+            .seq = (uint64_t)sqlite3_column_int64(st, 0),
+            .to = (uint64_t)sqlite3_column_int64(st, 1),
+            .from = { (uint32_t)sqlite3_column_int64(st, 2),
+                      (uint32_t)sqlite3_column_int64(st, 3),
+                      (uint64_t)sqlite3_column_int64(st, 4) },
+            .topic = (const char *)sqlite3_column_text(st, 5),
+            .topic_len = (size_t)sqlite3_column_bytes(st, 5),
+            .data = { sqlite3_column_blob(st, 6),
+                      (size_t)sqlite3_column_bytes(st, 6) },
+        };
+        if (m.topic == NULL) {
+            cb = sqlite3_errcode(s->db) == SQLITE_NOMEM ? SX_ENOMEM
+                                                        : SX_ECORRUPT;
+            break;
+        }
+        cb = msg(user, &m);
+    }
+    sqlite3_finalize(st);
+    if (cb != 0)
+        return cb;
+    return rc == SQLITE_DONE ? 0 : sx__sq_code_of(rc);
 }

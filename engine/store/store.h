@@ -5,7 +5,8 @@
  *
  * What is stored: jobs (a submitted process: its PID's id, an optional
  * idempotency key, type, method, inputs, attempt) until they finish, and
- * the outcomes of finished jobs, the last `keep_outcomes` of them.
+ * the outcomes of finished jobs, the last `keep_outcomes` of them; for a
+ * checkpointed job, its last checkpoint and the messages stored for it.
  *
  * Writes are group-committed: sx__store_submit, sx__store_restart and
  * sx__store_finish queue
@@ -31,7 +32,7 @@
 
 /* The schema this build writes and reads; a database of a newer one is
  * refused (SX_EVERSION), an older one migrated forward at open. */
-#define SX__STORE_SCHEMA 3
+#define SX__STORE_SCHEMA 4
 
 typedef struct sx__store sx__store;
 
@@ -66,7 +67,44 @@ typedef struct {
      * the policy's window (packed by the engine; empty: none). */
     int64_t restart_at;
     sx_payload restarts;
+    /* A checkpointed job's last checkpoint (recover only; checkpointed
+     * false: none): its step count, wait kind, state and in-flight
+     * commands (packed by the engine). */
+    bool checkpointed;
+    uint64_t steps;
+    int want;
+    sx_payload state, inflight;
 } sx__store_job;
+
+/* A message stored for a checkpointed job (a checkpoint's sends,
+ * sx__store_message): until a checkpoint of that job says it consumed
+ * it, or the job ends. Its bytes are copied by the call. seq is the
+ * store's, written by the call that queues it, under the store's lock:
+ * seqs rise in the order records are queued, which is the order they
+ * are committed and answered, so a job's stored messages reach its
+ * mailbox in seq order when each answer delivers its own. */
+typedef struct sx__store_msg {
+    uint64_t to; /* the addressee job's id */
+    sx_pid from;
+    const char *topic; /* topic_len bytes (no NUL needed) */
+    size_t topic_len;
+    sx_payload data;
+    uint64_t seq;
+} sx__store_msg;
+
+/* A checkpoint: everything about a job after one of its steps, written in
+ * one transaction: its state, step count and wait kind, the commands in
+ * flight (packed by the engine), that its stored messages up to
+ * `consumed` (a seq; 0: none) were consumed, and the messages the step
+ * sent to checkpointed jobs. */
+typedef struct {
+    uint64_t id, steps;
+    int want;
+    sx_payload state, inflight;
+    uint64_t consumed;
+    sx__store_msg *msgs; /* seqs written by sx__store_checkpoint */
+    size_t n_msgs;
+} sx__store_ckpt;
 
 /* A kept outcome, as sx__store_recover hands it over. */
 typedef struct {
@@ -111,25 +149,45 @@ int sx__store_submit(sx__store *s, const sx__store_job *job,
                      sx__store_done_fn done, void *user);
 
 /* Queues a job's outcome: in one transaction with it, the job is removed
- * and the outcome kept (the oldest past keep_outcomes dropped). done may
- * be NULL. 0, SX_ESTATE or SX_ENOMEM as for submit. */
+ * (with its checkpoint and stored messages) and the outcome kept (the oldest
+ * past keep_outcomes dropped). done may be NULL. 0, SX_ESTATE or SX_ENOMEM as
+ * for submit. */
 int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
                      sx_payload value, uint64_t steps, uint32_t attempts,
                      sx__store_done_fn done, void *user);
 
+/* Queues a checkpoint (above); done answers it as for a submit. The
+ * previous checkpoint of the job is replaced. 0, SX_EINVAL, SX_ESTATE or
+ * SX_ENOMEM (then done is never called). */
+int sx__store_checkpoint(sx__store *s, sx__store_ckpt *ck,
+                         sx__store_done_fn done, void *user);
+
+/* Queues one message for a checkpointed job (m->seq written); done
+ * answers it. Errors as sx__store_checkpoint. */
+int sx__store_message(sx__store *s, sx__store_msg *m, sx__store_done_fn done,
+                      void *user);
+
 /* [caller, before any submit] Counts a new attempt for every stored job
  * that has no outcome (they are about to run again; committed first),
- * (but one waiting for its restart: its next attempt is counted when it
- * runs), then calls job for each of them (in id order, with that
- * attempt), then
- * outcome for every kept outcome (oldest first). A callback's non-zero
- * return stops the walk and is returned. */
+ * but one waiting for its restart (its next attempt is counted when it
+ * runs) and one with a checkpoint (it resumes: the same attempt), then calls
+ * job for each of them (in id order, with that attempt), then outcome for every
+ * kept outcome (oldest first). A callback's non-zero return stops the walk and
+ * is returned. */
 int sx__store_recover(sx__store *s,
                       int (*job)(void *user, const sx__store_job *j),
                       int (*outcome)(void *user, const sx__store_outcome *o),
                       void *user);
+/* [caller, before any submit, after recover] Calls msg for every stored
+ * message (in seq order). A non-zero return stops the walk and is
+ * returned. */
+int sx__store_messages(sx__store *s,
+                       int (*msg)(void *user, const sx__store_msg *m),
+                       void *user);
 
-/* Queues a job's restart: the attempt that ended, when the next one is
+/* Queues a job's restart (its checkpoint and stored messages go: the
+ * next attempt starts from init, with an empty mailbox): the attempt
+ * that ended, when the next one is
  * due (wall-clock ms; 0 once it runs) and the restart times (packed by
  * the engine). No answer: a crash before it is committed runs the job
  * again at once rather than after its backoff. 0, SX_ESTATE or

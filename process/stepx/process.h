@@ -173,7 +173,20 @@ typedef struct {
                                    an unlisted method is SX_EUNKNOWN_METHOD
                                    before init runs. */
     void *user;                 /* handed to init via sx_init_user        */
+    unsigned flags;             /* SX_TYPE_* below; 0: none               */
 } sx_process_type;
+
+/* The type's state is position-independent: its state_size bytes are
+ * plain data (no pointers, no handles such as a file descriptor or a
+ * connection of this run) and are all there is to a process between two
+ * steps. A job of such a type on an engine with a state store is
+ * checkpointed after every step that does not end it (its state, the
+ * events it consumed, the commands it yielded and the messages it sent,
+ * in one transaction, before the commands run), and after a crash it
+ * resumes from its last checkpoint instead of from init
+ * (docs/DURABILITY.md, "Checkpointed types"). Elsewhere the flag changes
+ * nothing. */
+#define SX_TYPE_CHECKPOINTED 0x1u
 
 /* ---- payload helpers: building ---------------------------------------- */
 

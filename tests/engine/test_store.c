@@ -576,13 +576,15 @@ static void t_meta_and_migration(void)
     CHECK(f.inputs_ok);
     sx__store_close(s);
 
-    /* Back to schema 1: no meta table, no restart columns. */
+    /* Back to schema 1: no meta table, no restart columns, no
+     * checkpoints or inbox. */
     char path[300];
     db_path(path, sizeof path);
     sqlite3 *db;
     CHECK(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
-                       "DROP TABLE meta; ALTER TABLE jobs DROP COLUMN policy; "
+                       "DROP TABLE meta; DROP TABLE checkpoints; DROP TABLE "
+                       "inbox; ALTER TABLE jobs DROP COLUMN policy; "
                        "ALTER TABLE jobs DROP COLUMN restart_at; ALTER TABLE "
                        "jobs DROP COLUMN restarts; PRAGMA user_version = 1",
                        NULL, NULL, NULL) == SQLITE_OK);
@@ -602,6 +604,11 @@ static void t_meta_and_migration(void)
     CHECK(sqlite3_step(st) == SQLITE_ROW);
     ver = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
+    /* Schema 4's tables are back. */
+    CHECK(sqlite3_exec(db,
+                       "SELECT count(*) FROM checkpoints; SELECT count(*) "
+                       "FROM inbox",
+                       NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     CHECK_EQ_U64((uint64_t)ver, SX__STORE_SCHEMA);
     drop_dir();

@@ -1,0 +1,717 @@
+/* engine/core/checkpoint.c — checkpointed jobs: a stored job whose type
+ * has SX_TYPE_CHECKPOINTED is written to the state store after every step
+ * that does not end it, and resumes from that checkpoint after a crash.
+ * docs/DURABILITY.md, "Checkpointed types", says what this guarantees.
+ *
+ * After such a step the worker does not dispatch the step's output. It
+ * copies it (the commands yielded, the messages sent) and the process's
+ * state into a checkpoint record (sx__store_checkpoint) and leaves the
+ * process RUNNING with no worker on it: producers that push events meanwhile
+ * only set its wake-up flags (a RUNNING process is somebody's), so nothing
+ * runs it until the store answers. The answer (ckpt_done, on the store's
+ * answering thread) owns the process then: it delivers the messages and
+ * dispatches the commands, in the order the step wrote them, and hands the
+ * process back to the workers as a wake-up does (READY, queued). A
+ * checkpoint that cannot be stored ends the process with SX_ESTORAGE
+ * before anything of its step went out.
+ *
+ * What a checkpoint holds besides the state: the commands in flight (those
+ * whose answers the process has not consumed yet, with the wall-clock
+ * times of their sleeps and timeouts), which a resumed process gets
+ * dispatched again; and, in the same transaction, the messages its step
+ * sent to checkpointed jobs, stored in their inboxes (sx__store_msg), and
+ * how far its own inbox was consumed. A stored message is delivered as a
+ * large event node marked SX__WATCH_STORED with its seq in t0, so that the
+ * step that consumes it can say so in its checkpoint. Stored messages of
+ * a job reach its mailbox in seq order (store.h), so "consumed up to seq
+ * N" is exact.
+ *
+ * It is one piece: the checkpoint's in-flight list is written (track,
+ * pack_inflight) and read back (sx__ckpt_restore, sx__ckpt_rearm) here,
+ * and both sides share its layout and the delivery of stored messages.
+ *
+ * Threads: sx__ckpt_consumed and sx__ckpt_park [the worker that ran the
+ * step]; ckpt_done [the store's answering thread, owning the process];
+ * restore and rearm [start's caller, before the process is queued];
+ * sx__ckpt_send [any thread].
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/core.h"
+#include "engine/core/job.h"
+#include "engine/io/io.h" /* sx__now_ns */
+#include "engine/store/store.h"
+#include "process/output.h"
+
+/* A command in flight, as a checkpoint keeps it. */
+typedef struct {
+    uint32_t cmd;
+    uint64_t tag;
+    int64_t due_wall;     /* a sleep: when it fires (wall-clock ms); else 0 */
+    int64_t timeout_wall; /* its yield timeout's end (wall-clock ms); 0: none */
+    uint8_t *args;
+    size_t len;
+} ck_cmd;
+
+struct sx__ckpt {
+    ck_cmd *fl; /* in flight */
+    size_t n, cap;
+    uint64_t consumed; /* the highest stored-message seq consumed */
+    int err;           /* a checkpoint failed: the process ends with it */
+    char err_msg[160];
+};
+
+/* One item of a step's output, in the order the step wrote it. */
+typedef struct {
+    bool send;
+    bool stored; /* a send to a checkpointed job: in its inbox */
+    uint32_t cmd;
+    uint64_t tag, seq;
+    int64_t timeout_ms;
+    sx_pid to;
+    size_t off, len;       /* command: args; send: the topic */
+    size_t data_off, dlen; /* send: the data */
+} ck_item;
+
+typedef struct {
+    sx_engine *e;
+    sx__proc *p;
+    uint64_t t0; /* when the step ended (ns): the checkpoint's latency */
+    ck_item *items;
+    size_t n, cap;
+    uint8_t *bytes;
+    size_t len, bcap;
+    /* The stored sends, in item order; the store writes their seqs while
+     * it queues the record (under its lock), before ckpt_done can run. */
+    sx__store_msg *msgs;
+    size_t n_msgs;
+} ck_pending;
+
+static int64_t wall_ms(void)
+{
+    return (int64_t)sx__mono_ms() + sx__wall_offset_ms();
+}
+
+void sx__ckpt_free(sx__ckpt *ck)
+{
+    if (ck == NULL)
+        return;
+    for (size_t i = 0; i < ck->n; i++)
+        free(ck->fl[i].args);
+    free(ck->fl);
+    free(ck);
+}
+
+void sx__ckpt_reset(sx__ckpt *ck)
+{
+    if (ck == NULL)
+        return;
+    for (size_t i = 0; i < ck->n; i++)
+        free(ck->fl[i].args);
+    ck->n = 0;
+    ck->err = 0;
+}
+
+/* The job's checkpoint bookkeeping when p is a checkpointed job, else
+ * NULL (*j set either way when p is a job). */
+static sx__ckpt *ck_of(sx_engine *e, sx__proc *p, sx__job **jp)
+{
+    /* relaxed: the job was published to this thread with the process. */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
+    *jp = j;
+    if (j == NULL || !j->stored || e->store == NULL ||
+        !(p->type->flags & SX_TYPE_CHECKPOINTED))
+        return NULL;
+    if (j->ck == NULL)
+        j->ck = calloc(1, sizeof(*j->ck)); /* NULL: the caller says ENOMEM */
+    return j->ck;
+}
+
+bool sx__ckpt_is(sx_engine *e, sx__proc *p)
+{
+    sx__job *j;
+    return p->job && ck_of(e, p, &j) != NULL;
+}
+
+/* ---- the worker's side ----------------------------------------------------
+ */
+
+void sx__ckpt_consumed(sx_engine *e, sx__proc *p, sx__ev *const *nodes,
+                       size_t n_nodes, const sx_event *batch, size_t n)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return;
+    for (size_t i = 0; i < n_nodes; i++)
+        if (nodes[i]->watch == SX__WATCH_STORED && nodes[i]->t0 > ck->consumed)
+            ck->consumed = nodes[i]->t0;
+    for (size_t i = 0; i < n; i++) {
+        if (batch[i].type != SX_EVENT_YIELD_COMPLETE)
+            continue;
+        /* Its command is answered: no longer in flight (the first with
+         * its tag: one answer per yield). */
+        for (size_t k = 0; k < ck->n; k++)
+            if (ck->fl[k].tag == batch[i].tag) {
+                free(ck->fl[k].args);
+                memmove(&ck->fl[k], &ck->fl[k + 1],
+                        (ck->n - k - 1) * sizeof(ck_cmd));
+                ck->n--;
+                break;
+            }
+    }
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap != 0 ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (q == NULL)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+/* Appends n bytes to the pending record's bytes; their offset, or
+ * SIZE_MAX when out of memory. */
+static size_t put_bytes(ck_pending *k, const void *b, size_t n)
+{
+    if (!grow((void **)&k->bytes, &k->bcap, k->len + n + 1, 1))
+        return SIZE_MAX;
+    size_t at = k->len;
+    if (n > 0)
+        memcpy(k->bytes + at, b, n);
+    k->len += n;
+    return at;
+}
+
+static bool add_send(ck_pending *k, sx_pid to, const char *topic, size_t tl,
+                     sx_payload data)
+{
+    if (!grow((void **)&k->items, &k->cap, k->n + 1, sizeof(ck_item)))
+        return false;
+    ck_item *it = &k->items[k->n];
+    memset(it, 0, sizeof(*it));
+    it->send = true;
+    it->to = to;
+    it->off = put_bytes(k, topic, tl);
+    it->len = tl;
+    it->data_off = put_bytes(k, data.data, data.len);
+    it->dlen = data.len;
+    if (it->off == SIZE_MAX || it->data_off == SIZE_MAX)
+        return false;
+    k->n++;
+    return true;
+}
+
+/* The step's output as items (its sends' messages read out of the nodes
+ * sx_send built, which the output drops at its next reset). */
+static bool take_output(ck_pending *k, const sx_step_output *out)
+{
+    for (size_t i = 0; i < out->n_yields; i++) {
+        const sx__yield *y = &out->yields[i];
+        if (y->cmd != SX__CMD_DIRECT_SEND) {
+            if (!grow((void **)&k->items, &k->cap, k->n + 1, sizeof(ck_item)))
+                return false;
+            ck_item *it = &k->items[k->n];
+            memset(it, 0, sizeof(*it));
+            it->cmd = y->cmd;
+            it->tag = y->tag;
+            it->timeout_ms = y->timeout_ms;
+            it->off = put_bytes(k, sx__output_bytes(out, y->off), y->len);
+            it->len = y->len;
+            if (it->off == SIZE_MAX)
+                return false;
+            k->n++;
+            continue;
+        }
+        const sx__ev *ev = y->ev;
+        if (ev == NULL) {
+            /* Written into the arena: the PID, the topic's length, the
+             * topic, the data. */
+            const uint8_t *b = sx__output_bytes(out, y->off);
+            sx_pid to;
+            memcpy(&to, b, sizeof to);
+            size_t tl = b[sizeof to];
+            const char *topic = (const char *)b + sizeof to + 1;
+            size_t dl = y->len - sizeof to - 1 - tl;
+            if (!add_send(k, to, topic, tl,
+                          (sx_payload){ (const uint8_t *)topic + tl, dl }))
+                return false;
+        } else if (ev->nmsg > 0) {
+            size_t off = 0;
+            for (unsigned m = 0; m < ev->nmsg; m++) {
+                const char *topic;
+                sx_payload data;
+                sx__ev_bundle_next(ev, &off, &topic, &data);
+                if (!add_send(k, y->to, topic, strlen(topic), data))
+                    return false;
+            }
+        } else {
+            const char *topic = sx__ev_topic(ev);
+            if (!add_send(k, y->to, topic, ev->topic_len, sx__ev_data(ev)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Whether `to` is a checkpointed job (its messages are stored). */
+static bool stored_target(sx_engine *e, sx_pid to)
+{
+    sx__proc *q = sx__ptable_get(e, to);
+    if (q == NULL)
+        return false;
+    bool yes = false;
+    if (q->job) {
+        /* acquire: pairs with sx__job_attach's release. */
+        sx__job *j = atomic_load_explicit(&sx__ptable_pext(e, q)->job,
+                                          memory_order_acquire);
+        yes = j != NULL && j->stored &&
+              (q->type->flags & SX_TYPE_CHECKPOINTED) != 0;
+    }
+    sx__proc_release(e, q);
+    return yes;
+}
+
+/* Adds the step's answered commands to what is in flight. */
+static bool track(sx__ckpt *ck, const ck_pending *k)
+{
+    int64_t now = 0;
+    uint64_t now_ns = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        const ck_item *it = &k->items[i];
+        if (it->send || it->tag == SX_TAG_NONE)
+            continue; /* nobody waits for it: not run again */
+        if (!grow((void **)&ck->fl, &ck->cap, ck->n + 1, sizeof(ck_cmd)))
+            return false;
+        if (now == 0) {
+            now = wall_ms();
+            now_ns = sx__now_ns();
+        }
+        ck_cmd *c = &ck->fl[ck->n];
+        memset(c, 0, sizeof(*c));
+        c->cmd = it->cmd;
+        c->tag = it->tag;
+        sx_payload a = { k->bytes + it->off, it->len };
+        if (it->cmd == SX_CMD_SLEEP) {
+            int64_t ms = 0;
+            if (sx_payload_get_int(a, &ms) == 0)
+                c->due_wall = now + (ms > 0 ? ms : 0);
+        } else if (it->cmd == SX_CMD_SLEEP_UNTIL) {
+            sx_unpack u;
+            uint64_t at = 0;
+            sx_unpack_init(&u, a);
+            if (sx_unpack_uint(&u, &at) == 0)
+                c->due_wall =
+                    now +
+                    (at > now_ns ? (int64_t)((at - now_ns) / 1000000u) : 0);
+        }
+        if (it->timeout_ms > 0)
+            c->timeout_wall = now + it->timeout_ms;
+        c->len = it->len;
+        c->args = malloc(it->len + 1);
+        if (c->args == NULL)
+            return false;
+        memcpy(c->args, a.data, it->len);
+        ck->n++;
+    }
+    return true;
+}
+
+/* What is in flight, packed: [[cmd, tag, due_wall, timeout_wall, args],
+ * ...]. */
+static int pack_inflight(const sx__ckpt *ck, sx_pack *pk)
+{
+    sx_pack_array(pk, (uint32_t)ck->n);
+    for (size_t i = 0; i < ck->n; i++) {
+        const ck_cmd *c = &ck->fl[i];
+        sx_pack_array(pk, 5);
+        sx_pack_uint(pk, c->cmd);
+        sx_pack_uint(pk, c->tag);
+        sx_pack_int(pk, c->due_wall);
+        sx_pack_int(pk, c->timeout_wall);
+        sx_pack_bin(pk, c->args, c->len);
+    }
+    return pk->err;
+}
+
+static void pending_free(ck_pending *k)
+{
+    free(k->msgs);
+    free(k->items);
+    free(k->bytes);
+    free(k);
+}
+
+static void ckpt_done(void *user, int rc, uint64_t id);
+
+int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
+                  uint8_t want)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return j != NULL && j->stored && e->store != NULL &&
+                       (p->type->flags & SX_TYPE_CHECKPOINTED)
+                   ? SX_ENOMEM
+                   : 0;
+    ck_pending *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return SX_ENOMEM;
+    k->e = e;
+    k->p = p;
+    k->t0 = sx__now_ns();
+    sx_pack pk;
+    sx_pack_init(&pk);
+    int rc = SX_ENOMEM;
+    if (!take_output(k, out) || !track(ck, k) || pack_inflight(ck, &pk) != 0)
+        goto fail;
+    size_t n_msgs = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        ck_item *it = &k->items[i];
+        if (it->send && (it->stored = stored_target(e, it->to)))
+            n_msgs++;
+    }
+    if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
+        goto fail;
+    k->n_msgs = n_msgs;
+    sx_pid self = sx__proc_pid(e, p);
+    for (size_t i = 0, m = 0; i < k->n; i++) {
+        const ck_item *it = &k->items[i];
+        if (!it->stored)
+            continue;
+        k->msgs[m++] = (sx__store_msg){
+            .to = it->to.id,
+            .from = self,
+            .topic = (const char *)k->bytes + it->off,
+            .topic_len = it->len,
+            .data = { k->bytes + it->data_off, it->dlen },
+        };
+    }
+    p->wait_kind = want;
+    sx__store_ckpt c = {
+        .id = j->id,
+        /* relaxed: this worker wrote it, during this step. */
+        .steps = atomic_load_explicit(&p->steps, memory_order_relaxed),
+        .want = want,
+        .state = { p->user_state, p->type->state_size },
+        .inflight = sx_pack_payload(&pk),
+        .consumed = ck->consumed,
+        .msgs = k->msgs,
+        .n_msgs = n_msgs,
+    };
+    /* From here on the process is the store's answer's (ckpt_done): this
+     * worker touches it no more. */
+    rc = sx__store_checkpoint(e->store, &c, ckpt_done, k);
+    if (rc != 0)
+        goto fail;
+    sx_pack_fini(&pk);
+    return 1;
+fail:
+    sx_pack_fini(&pk);
+    pending_free(k);
+    return rc == SX_ESTATE ? SX_ESTOPPING : rc;
+}
+
+/* ---- the store's answer ---------------------------------------------------
+ */
+
+/* A message from `from`, stored (seq) or not (0), delivered to `to`.
+ * Returns sx__send_note's code. */
+static int deliver_msg(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                       size_t tl, sx_payload data, uint64_t seq)
+{
+    /* A stored message takes a large node: its seq goes in t0, which only
+     * a large node has apart from its bytes (proc.h). */
+    sx__ev *ev =
+        seq != 0 ? sx__ev_alloc() : sx__ev_alloc_sized(tl + 1 + data.len);
+    if (ev == NULL)
+        return SX_ENOMEM;
+    ev->kind = SX__EV_MESSAGE;
+    if (sx__ev_set(ev, topic, tl, data, NULL) != 0) {
+        sx__ev_free(ev);
+        return SX_ENOMEM;
+    }
+    ev->from = from;
+    if (seq != 0) {
+        ev->watch = SX__WATCH_STORED;
+        ev->t0 = seq;
+    }
+    return sx__send_note(e, to, ev);
+}
+
+/* One command, dispatched as a step's yield would be. */
+static int dispatch_one(sx_engine *e, sx__proc *p, uint32_t cmd, uint64_t tag,
+                        const uint8_t *args, size_t len, int64_t timeout_ms)
+{
+    sx__yield y = {
+        .cmd = cmd, .tag = tag, .off = 0, .len = len, .timeout_ms = timeout_ms
+    };
+    sx_step_output out;
+    memset(&out, 0, sizeof out);
+    out.yields = &y;
+    out.n_yields = 1;
+    out.cap_yields = 1;
+    out.arena = (uint8_t *)args;
+    out.arena_len = len;
+    return sx__dispatch(e, p, &out);
+}
+
+/* Hands p (RUNNING, no worker on it, ours) back to the workers, as a
+ * wake-up does; with fail, marked to end (sx__ckpt_failed) rather than
+ * step. */
+static void hand_back(sx_engine *e, sx__proc *p, bool fail)
+{
+    /* relaxed: the CAS below checks it. */
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_relaxed);
+    for (;;) {
+        uint32_t to =
+            SX_PSTATE_READY | (s & SX__F_TERM) | (fail ? SX__F_TERM : 0);
+        /* release: the worker whose CAS READY -> RUNNING acquires the
+         * process gets it with what this thread wrote (its wait kind, the
+         * events the dispatch queued). The flags producers set meanwhile
+         * go: their events are in the mailbox, which that worker reads.
+         * Failure (relaxed): a producer flipped a flag; try again. */
+        if (atomic_compare_exchange_weak_explicit(
+                &p->state, &s, to, memory_order_release, memory_order_relaxed))
+            break;
+    }
+    sx__enqueue(e, p);
+}
+
+static void ckpt_done(void *user, int rc, uint64_t id)
+{
+    (void)id;
+    ck_pending *k = user;
+    sx_engine *e = k->e;
+    sx__proc *p = k->p;
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    /* relaxed: figures. */
+    atomic_fetch_add_explicit(&e->checkpoints, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->checkpoint_ns, sx__now_ns() - k->t0,
+                              memory_order_relaxed);
+    if (rc != 0) {
+        /* Nothing of the step went out and nothing of it is stored. */
+        ck->err = SX_ESTORAGE;
+        snprintf(ck->err_msg, sizeof ck->err_msg, "checkpoint: %s",
+                 sx__storage_msg(rc));
+        pending_free(k);
+        hand_back(e, p, true);
+        return;
+    }
+    sx_pid self = sx__proc_pid(e, p);
+    bool fail = false;
+    uint64_t lost = 0;
+    for (size_t i = 0, m = 0; i < k->n && !fail; i++) {
+        const ck_item *it = &k->items[i];
+        if (it->send) {
+            uint64_t seq = it->stored ? k->msgs[m++].seq : 0;
+            lost +=
+                deliver_msg(
+                    e, self, it->to, (const char *)k->bytes + it->off, it->len,
+                    (sx_payload){ it->dlen > 0 ? k->bytes + it->data_off : NULL,
+                                  it->dlen },
+                    seq) != 0;
+            continue;
+        }
+        if (dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off, it->len,
+                         it->timeout_ms) != 0) {
+            ck->err = SX_ENOMEM;
+            snprintf(ck->err_msg, sizeof ck->err_msg,
+                     "dispatch: out of memory");
+            fail = true;
+        }
+    }
+    if (lost > 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
+    pending_free(k);
+    hand_back(e, p, fail);
+}
+
+bool sx__ckpt_failed(sx_engine *e, sx__proc *p, int *err, const char **msg)
+{
+    /* relaxed: as in ck_of. */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
+    if (j == NULL || j->ck == NULL || j->ck->err == 0)
+        return false;
+    *err = j->ck->err;
+    *msg = j->ck->err_msg;
+    return true;
+}
+
+/* ---- recovery -------------------------------------------------------------
+ */
+
+int sx__ckpt_restore(sx_engine *e, sx__proc *p, uint64_t steps, int want,
+                     sx_payload state, sx_payload inflight, char *msg,
+                     size_t cap)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL) {
+        snprintf(msg, cap, "not resumed: out of memory");
+        return SX_ENOMEM;
+    }
+    if (want != SX_PSTATE_READY && want != SX_PSTATE_BLOCKED &&
+        want != SX_PSTATE_IDLE) {
+        snprintf(msg, cap,
+                 "not resumed: its checkpoint's wait kind %d is "
+                 "not one",
+                 want);
+        return SX_ECORRUPT;
+    }
+    if (state.len != p->type->state_size) {
+        snprintf(msg, cap,
+                 "not resumed: its checkpoint holds %zu bytes of state, its "
+                 "type \"%.64s\" has %zu",
+                 state.len, p->type->name, p->type->state_size);
+        return SX_ECORRUPT;
+    }
+    if (state.len > 0)
+        memcpy(p->user_state, state.data, state.len);
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, inflight);
+    if (sx_unpack_array(&u, &n) != 0)
+        goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t m;
+        uint64_t cmd, tag;
+        int64_t due, tmo;
+        const void *a;
+        size_t al;
+        if (sx_unpack_array(&u, &m) != 0 || m != 5 ||
+            sx_unpack_uint(&u, &cmd) != 0 || cmd > UINT16_MAX ||
+            sx_unpack_uint(&u, &tag) != 0 || sx_unpack_int(&u, &due) != 0 ||
+            sx_unpack_int(&u, &tmo) != 0 || sx_unpack_bin(&u, &a, &al) != 0)
+            goto bad;
+        if (!grow((void **)&ck->fl, &ck->cap, ck->n + 1, sizeof(ck_cmd)))
+            goto nomem;
+        ck_cmd *c = &ck->fl[ck->n];
+        *c = (ck_cmd){ (uint32_t)cmd, tag, due, tmo, malloc(al + 1), al };
+        if (c->args == NULL)
+            goto nomem;
+        if (al > 0)
+            memcpy(c->args, a, al);
+        ck->n++;
+    }
+    /* relaxed: nothing runs p yet; its queueing publishes it. */
+    atomic_store_explicit(&p->steps, steps, memory_order_relaxed);
+    p->wait_kind = (uint8_t)want;
+    return 0;
+bad:
+    sx__ckpt_reset(ck);
+    snprintf(msg, cap,
+             "not resumed: its checkpoint's commands in flight "
+             "cannot be read");
+    return SX_ECORRUPT;
+nomem:
+    sx__ckpt_reset(ck);
+    snprintf(msg, cap, "not resumed: out of memory");
+    return SX_ENOMEM;
+}
+
+void sx__ckpt_rearm(sx_engine *e, sx__proc *p)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return;
+    int64_t now = wall_ms();
+    for (size_t i = 0; i < ck->n; i++) {
+        const ck_cmd *c = &ck->fl[i];
+        uint8_t buf[SX_PAYLOAD_INT_MAX];
+        sx_payload a = { c->args, c->len };
+        uint32_t cmd = c->cmd;
+        if (cmd == SX_CMD_SLEEP || cmd == SX_CMD_SLEEP_UNTIL) {
+            /* Due when it was: at once if that passed while the engine
+             * was down. */
+            cmd = SX_CMD_SLEEP;
+            a = sx_payload_int(buf, c->due_wall > now ? c->due_wall - now : 0);
+        }
+        int64_t tmo = 0;
+        if (c->timeout_wall != 0)
+            tmo = c->timeout_wall > now ? c->timeout_wall - now : 1;
+        if (dispatch_one(e, p, cmd, c->tag, a.len > 0 ? a.data : NULL, a.len,
+                         tmo) != 0) {
+            ck->err = SX_ENOMEM;
+            snprintf(ck->err_msg, sizeof ck->err_msg,
+                     "resume: out of memory for its commands");
+            /* acq_rel: as any terminate; its queueing follows. */
+            atomic_fetch_or_explicit(&p->state, SX__F_TERM,
+                                     memory_order_acq_rel);
+            return;
+        }
+    }
+}
+
+int sx__ckpt_deliver_stored(sx_engine *e, const sx__store_msg *m)
+{
+    sx_pid to = { e->cfg.node, e->cfg.host, m->to };
+    return deliver_msg(e, m->from, to, m->topic, m->topic_len, m->data, m->seq);
+}
+
+/* ---- messages from outside ------------------------------------------------
+ */
+
+typedef struct {
+    sx_engine *e;
+    sx__store_msg m; /* its bytes after the struct */
+    void (*fn)(void *user, int rc);
+    void *user;
+} out_send;
+
+static void out_send_done(void *user, int rc, uint64_t id)
+{
+    (void)id;
+    out_send *o = user;
+    if (rc == 0)
+        rc = sx__ckpt_deliver_stored(o->e, &o->m);
+    else
+        rc = SX_ESTORAGE;
+    o->fn(o->user, rc);
+    free(o);
+}
+
+int sx__ckpt_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
+                  sx_payload data, void (*fn)(void *user, int rc), void *user)
+{
+    if (e->store == NULL || to.node != e->cfg.node || to.host != e->cfg.host ||
+        !stored_target(e, to))
+        return 0;
+    size_t tl = strlen(topic);
+    out_send *o = malloc(sizeof(*o) + tl + data.len + 1);
+    if (o == NULL)
+        return SX_ENOMEM;
+    char *b = (char *)(o + 1);
+    memcpy(b, topic, tl);
+    if (data.len > 0)
+        memcpy(b + tl, data.data, data.len);
+    o->e = e;
+    o->fn = fn;
+    o->user = user;
+    o->m = (sx__store_msg){ .to = to.id,
+                            .from = from,
+                            .topic = b,
+                            .topic_len = tl,
+                            .data = { data.len > 0 ? (uint8_t *)b + tl : NULL,
+                                      data.len } };
+    int rc = sx__store_message(e->store, &o->m, out_send_done, o);
+    if (rc != 0) {
+        free(o);
+        return rc == SX_ESTATE ? SX_ESTOPPING : rc;
+    }
+    return 1;
+}
