@@ -270,14 +270,13 @@ static bool stored_target(sx_engine *e, sx_pid to)
     sx__proc *q = sx__ptable_get(e, to);
     if (q == NULL)
         return false;
-    bool yes = false;
-    if (q->job) {
-        /* acquire: pairs with sx__job_attach's release. */
-        sx__job *j = atomic_load_explicit(&sx__ptable_pext(e, q)->job,
-                                          memory_order_acquire);
-        yes = j != NULL && j->stored &&
-              (q->type->flags & SX_TYPE_CHECKPOINTED) != 0;
-    }
+    /* acquire: pairs with sx__job_attach's release (the job's fields).
+     * Not q->job: that bit shares its byte with fields q's worker
+     * writes. */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, q)->job, memory_order_acquire);
+    bool yes = j != NULL && j->stored &&
+               (q->type->flags & SX_TYPE_CHECKPOINTED) != 0;
     sx__proc_release(e, q);
     return yes;
 }
