@@ -13,6 +13,14 @@
  *                              stderr_total}: each stream cut at
  *                              max_output (default 1 MiB), the rest
  *                              read and dropped
+ *   tally.run   [n, ms]        checkpointed (SX_TYPE_CHECKPOINTED): n
+ *                              steps, a sleep of ms in each; a message
+ *                              "add" with an int adds it to a sum; DONE
+ *                              [n, init_ms, sum], init_ms the wall-clock
+ *                              time (ms since the epoch) its init ran:
+ *                              on a daemon with a store it resumes from
+ *                              its last step after a crash, so init_ms
+ *                              stays that of its first run
  *   fanout.run  [n, type, method, input]
  *                              spawn-and-waits n children of type.method
  *                              with input (an array of values); DONE with
@@ -27,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const sx_payload nil = { NULL, 0 };
 
@@ -61,6 +70,69 @@ static int counter_step(void *st, const sx_event *ev, size_t n,
     }
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_done(out, sx_payload_int(b, s->n));
+    return 0;
+}
+
+/* ---- tally ---- */
+
+typedef struct {
+    int64_t n, done, ms, init_ms, sum;
+    int64_t sleeping; /* 1 while its sleep is in flight */
+} tally_st;
+
+static int tally_init(void *st, const sx_init_ctx *c, const char *m,
+                      const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    tally_st *s = st;
+    if (n != 2 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0 ||
+        sx_payload_get_int(in[1], &s->ms) != 0 || s->ms < 0 || s->ms > 3600000)
+        return SX_EINVAL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->init_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return 0;
+}
+
+static int tally_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    tally_st *s = st;
+    for (size_t i = 0; i < n; i++) {
+        int64_t v;
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE)
+            s->sleeping = 0;
+        if (ev[i].type == SX_EVENT_MESSAGE &&
+            strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
+            sx_fail_code(out, SX_ECANCELLED, "cancelled");
+            return 0;
+        }
+        if (ev[i].type == SX_EVENT_MESSAGE && strcmp(ev[i].topic, "add") == 0 &&
+            sx_payload_get_int(ev[i].data, &v) == 0)
+            s->sum += v;
+    }
+    if (s->sleeping) { /* a message came: its sleep goes on */
+        sx_wait(out);
+        return 0;
+    }
+    if (s->done >= s->n) {
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_array(&pk, 3);
+        sx_pack_int(&pk, s->n);
+        sx_pack_int(&pk, s->init_ms);
+        sx_pack_int(&pk, s->sum);
+        int rc = pk.err;
+        if (rc == 0)
+            sx_done(out, sx_pack_payload(&pk));
+        sx_pack_fini(&pk);
+        return rc;
+    }
+    s->done++;
+    s->sleeping = 1;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, s->ms));
+    sx_wait(out);
     return 0;
 }
 
@@ -478,6 +550,12 @@ static const sx_process_type types[] = {
       .step = exec_step,
       .close = exec_close,
       .methods = run_methods },
+    { .name = "tally",
+      .state_size = sizeof(tally_st),
+      .init = tally_init,
+      .step = tally_step,
+      .methods = run_methods,
+      .flags = SX_TYPE_CHECKPOINTED },
     { .name = "fanout",
       .state_size = sizeof(fanout_st),
       .init = fanout_init,
