@@ -276,11 +276,11 @@ void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
     sends_from(e, sx__proc_pid(e, p), out, 0);
 }
 
-int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
+/* sx__dispatch for p, whose PID is pid and generation gen. */
+static inline __attribute__((always_inline)) int
+dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
+            uint32_t gen)
 {
-    sx_pid pid = sx__proc_pid(e, p);
-    /* relaxed: we run p, so its gen is stable. */
-    uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
     sx__worker *w = sx__current_worker(e);
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
@@ -325,6 +325,24 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
                         NULL);
     }
     return 0;
+}
+
+/* sx__dispatch for a job, whose PID is the job's (sx__proc_pid): apart,
+ * so that the path of every other process only tests p->job. */
+static __attribute__((cold, noinline)) int
+dispatch_job(sx_engine *e, sx__proc *p, const sx_step_output *out, uint32_t gen)
+{
+    return dispatch_as(e, p, out, sx__proc_pid(e, p), gen);
+}
+
+int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    /* relaxed: we run p, so its gen is stable. */
+    uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+    if (__builtin_expect(p->job, 0))
+        return dispatch_job(e, p, out, gen);
+    sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)gen << 32) | p->index };
+    return dispatch_as(e, p, out, pid, gen);
 }
 
 void sx__commands_builtin(sx_engine *e)

@@ -633,7 +633,8 @@ void sx__ptable_regen(sx_engine *e, sx__proc *p)
     atomic_store_explicit(&p->gen, g, memory_order_release);
 }
 
-bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
+/* Takes a reference on p unless it has none (a free slot): false then. */
+static inline __attribute__((always_inline)) bool proc_ref(sx__proc *p)
 {
     /* relaxed: the CAS re-reads it. */
     uint32_t r = atomic_load_explicit(&p->refs, memory_order_relaxed);
@@ -644,6 +645,13 @@ bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
          * in release): we see the slot's current incarnation. */
     } while (!atomic_compare_exchange_weak_explicit(
         &p->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
+    return true;
+}
+
+bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen)
+{
+    if (!proc_ref(p))
+        return false;
     /* acquire: pairs with the release store of gen in retire. */
     if (atomic_load_explicit(&p->gen, memory_order_acquire) != gen) {
         sx__proc_release(e, p);
@@ -676,6 +684,26 @@ static __attribute__((noinline)) sx__proc *alias_get(sx_engine *e, sx__proc *p,
     return p;
 }
 
+/* The misses of a look-up of PID id (a stale PID, or a restarted job's:
+ * alias_get), out of line so that its hit path saves no registers for
+ * these calls: p had no reference to take (free_miss), or its generation
+ * was not id's (gen_miss, which drops the reference it took). They take
+ * the whole id, which the hit path leaves where it came, and not the
+ * generation, which it would copy for them. */
+static __attribute__((cold, noinline)) sx__proc *
+free_miss(sx_engine *e, sx__proc *p, uint64_t id)
+{
+    uint32_t gen = (uint32_t)(id >> 32);
+    return gen <= SX__GEN_PROC_MAX ? alias_get(e, p, gen) : NULL;
+}
+
+static __attribute__((cold, noinline)) sx__proc *
+gen_miss(sx_engine *e, sx__proc *p, uint64_t id)
+{
+    sx__proc_release(e, p);
+    return free_miss(e, p, id);
+}
+
 sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
 {
     if (pid.node != e->cfg.node || pid.host != e->cfg.host)
@@ -686,8 +714,13 @@ sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
     sx__proc *p = slot_at(e, (uint32_t)pid.id);
     if (p == NULL)
         return NULL;
-    if (!sx__proc_acquire(e, p, gen))
-        return gen <= SX__GEN_PROC_MAX ? alias_get(e, p, gen) : NULL;
+    /* sx__proc_acquire, with its misses out of line. */
+    if (__builtin_expect(!proc_ref(p), 0))
+        return free_miss(e, p, pid.id);
+    /* acquire: pairs with the release store of gen in retire. */
+    if (__builtin_expect(
+            atomic_load_explicit(&p->gen, memory_order_acquire) != gen, 0))
+        return gen_miss(e, p, pid.id);
     return p;
 }
 

@@ -61,8 +61,8 @@ static int flaky_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* "hold": waits for messages: "crash" fails it, anything else finishes
- * it; a cancel fails it. */
+/* "hold": waits for messages: "crash" fails it, "ping" is answered with
+ * "pong" to its sender, anything else finishes it; a cancel fails it. */
 static int hold_init(void *st, const sx_init_ctx *ctx, const char *method,
                      const sx_payload *in, size_t n)
 {
@@ -82,6 +82,11 @@ static int hold_step(void *st, const sx_event *ev, size_t n,
             strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
             sx_fail(out, ev[i].topic);
             return 0;
+        }
+        if (strcmp(ev[i].topic, "ping") == 0) {
+            if (sx_send(out, ev[i].from, "pong", (sx_payload){ 0 }) != 0)
+                return SX_ENOMEM;
+            continue;
         }
         sx_done(out, ev[i].data);
         return 0;
@@ -270,8 +275,37 @@ static void t_backoff_bounds(void)
     tx_engine_down(e);
 }
 
+/* The messages a mailbox got (box_fn), and the sender of each. */
+static _Atomic int box_n;
+static sx_pid box_from[4];
+
+static void box_fn(void *user, const sx_message *msg)
+{
+    (void)user;
+    /* relaxed: only this fn writes it, one message at a time (one sender:
+     * the job). */
+    int k = atomic_load_explicit(&box_n, memory_order_relaxed);
+    if (k < 4)
+        box_from[k] = msg->from;
+    /* release: publishes box_from[k] (acquire in ping). */
+    atomic_store_explicit(&box_n, k + 1, memory_order_release);
+}
+
+/* Sends "ping" from mailbox mb to pid and checks that the "pong" came
+ * from pid. */
+static void ping(sx_engine *e, sx_pid mb, sx_pid pid)
+{
+    /* relaxed: box_fn runs only for our ping, sent below. */
+    int k = atomic_load_explicit(&box_n, memory_order_relaxed);
+    CHECK_RC(sx_engine_send(e, mb, pid, "ping", (sx_payload){ 0 }), 0);
+    /* acquire: pairs with the release in box_fn. */
+    TX_WAIT_UNTIL(atomic_load_explicit(&box_n, memory_order_acquire) > k, 5000,
+                  200);
+    CHECK(k < 4 && sx_pid_eq(box_from[k], pid));
+}
+
 /* The PID stays: a message sent to it after a restart reaches the new
- * attempt. */
+ * attempt, and what the job sends comes from it in every attempt. */
 static void t_same_pid(void)
 {
     sx_engine *e = up();
@@ -279,11 +313,18 @@ static void t_same_pid(void)
                               .backoff_min_ms = 1,
                               .backoff_max_ms = 1 };
     sx_pid pid = submit(e, "hold", 0, &pol);
+    /* relaxed: no mailbox runs box_fn yet. */
+    atomic_store_explicit(&box_n, 0, memory_order_relaxed);
+    sx_pid mb;
+    CHECK_RC(sx_engine_mailbox_new(e, box_fn, NULL, &mb), 0);
+    ping(e, mb, pid);
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "crash", (sx_payload){ 0 }),
              0);
     TX_WAIT_UNTIL(atomic_load(&inits) == 2 &&
                       state_of(e, pid, NULL) == SX_PSTATE_IDLE,
                   5000, 200);
+    ping(e, mb, pid);
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
     uint8_t b[SX_PAYLOAD_INT_MAX];
     CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, "go", sx_payload_int(b, 42)),
              0);
