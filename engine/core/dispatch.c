@@ -339,10 +339,17 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
 {
     /* relaxed: we run p, so its gen is stable. */
     uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
-    if (__builtin_expect(p->job, 0))
-        return dispatch_job(e, p, out, gen);
+    /* Not a job (the turn sends jobs to sx__dispatch_job): its PID is
+     * its slot's. */
     sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)gen << 32) | p->index };
     return dispatch_as(e, p, out, pid, gen);
+}
+
+int sx__dispatch_job(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    /* relaxed: the caller owns p, so its gen is stable. */
+    return dispatch_job(e, p, out,
+                        atomic_load_explicit(&p->gen, memory_order_relaxed));
 }
 
 void sx__commands_builtin(sx_engine *e)

@@ -138,9 +138,10 @@ void sx__ckpt_reset(sx__ckpt *ck);
 /* Whether p is a checkpointed job. */
 bool sx__ckpt_is(sx_engine *e, sx__proc *p);
 /* [the worker, after p's step, before its nodes are freed] Notes what the
- * step consumed: its stored messages and its commands' answers. */
+ * step consumed (the nodes of its batch): its stored messages and its
+ * commands' answers. */
 void sx__ckpt_consumed(sx_engine *e, sx__proc *p, sx__ev *const *nodes,
-                       size_t n_nodes, const sx_event *batch, size_t n);
+                       size_t n_nodes);
 /* [the worker, after a step of p that did not end it, which wants `want`
  * next] Checkpoints p when it is a checkpointed job: 1 when the store now
  * has it (the caller lets go of p at once: the store's answer dispatches

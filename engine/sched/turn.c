@@ -215,20 +215,67 @@ static bool backlog(sx__proc *p, uint8_t want)
                          want == SX_PSTATE_IDLE ? is_message : is_any);
 }
 
-/* Runs one step. Returns the state the process wants next (READY to run
- * again at once, BLOCKED, IDLE), or 0 when it finished. */
-static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
+/* What a step that did not end its process wants next. A step that wrote
+ * yields waits for an answer or a message (docs/SCHEDULER.md §2), except
+ * CONTINUE whose yields are all fire-and-forget (SX_TAG_NONE): no answer
+ * will come, so it runs again, as CONTINUE says (docs/COMMANDS.md, "Fire
+ * and forget"). sx_send writes no yield as far as the status goes. */
+static inline __attribute__((always_inline)) uint8_t
+want_of(const sx_step_output *out)
+{
+    bool answers = false, commands = false;
+    for (size_t i = 0; i < out->n_yields && !answers; i++) {
+        answers = out->yields[i].tag != SX_TAG_NONE;
+        commands |= out->yields[i].cmd != SX__CMD_DIRECT_SEND;
+    }
+    if (out->status == SX__ST_WAIT ||
+        (commands && (answers || out->status == SX__ST_IDLE)))
+        return SX_PSTATE_BLOCKED;
+    if (out->status == SX__ST_IDLE)
+        return SX_PSTATE_IDLE;
+    return SX_PSTATE_READY;
+}
+
+/* The end of step_once for a job: a checkpointed job's output goes once
+ * its checkpoint is stored (engine/core/checkpoint.c; p is the store's
+ * then), any other job's at once. Apart from the turn: jobs are few, and
+ * the turn of every other process only tests p->job. */
+static __attribute__((cold, noinline)) uint8_t
+job_tail(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    uint8_t want = want_of(out);
+    int ck = sx__ckpt_park(e, p, out, want);
+    if (ck == 1)
+        return 0;
+    if (ck < 0) {
+        sx__finish(e, p, ck,
+                   ck == SX_ENOMEM ? "checkpoint: out of memory"
+                                   : "checkpoint: the engine is stopping",
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    if (out->n_yields > 0 && sx__dispatch_job(e, p, out) != 0) {
+        sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
+                   (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    return want;
+}
+
+/* What follows a step that returned rc: its events freed, its output
+ * dispatched or its process finished; step_once's answer. job: p is a
+ * job (a constant in each copy). */
+static inline __attribute__((always_inline)) uint8_t
+step_end(sx_engine *e, sx__worker *w, sx__proc *p, int rc, bool job)
 {
     sx_step_output *out = &w->out;
-    sx__output_reset(out);
-    int rc = p->type->step(p->user_state, w->batch, n, out);
     /* relaxed: a figure for listings; only this worker writes it now. */
     atomic_store_explicit(
         &p->steps, atomic_load_explicit(&p->steps, memory_order_relaxed) + 1,
         memory_order_relaxed);
     sx__wstat_add(&w->st.steps, 1);
-    if (__builtin_expect(p->job, 0))
-        sx__ckpt_consumed(e, p, w->batch_ev, w->n_nodes, w->batch, n);
+    if (job)
+        sx__ckpt_consumed(e, p, w->batch_ev, w->n_nodes);
     for (size_t i = 0; i < w->n_nodes; i++)
         sx__ev_free(w->batch_ev[i]);
     if (rc != 0) {
@@ -272,40 +319,40 @@ static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
                    (sx_payload){ NULL, 0 });
         return 0;
     }
+    if (job)
+        return job_tail(e, p, out);
     size_t n_yields = out->n_yields;
-    /* A step that wrote yields waits for an answer or a message
-     * (docs/SCHEDULER.md §2), except CONTINUE whose yields are all
-     * fire-and-forget (SX_TAG_NONE): no answer will come, so it runs again, as
-     * CONTINUE says (docs/COMMANDS.md, "Fire and forget"). */
-    bool answers = false, commands = false;
-    for (size_t i = 0; i < n_yields && !answers; i++) {
-        answers = out->yields[i].tag != SX_TAG_NONE;
-        commands |= out->yields[i].cmd != SX__CMD_DIRECT_SEND;
-    }
-    /* sx_send writes no yield as far as the status goes. */
-    uint8_t want = out->status == SX__ST_WAIT ||
-                           (commands && (answers || out->status == SX__ST_IDLE))
-                       ? SX_PSTATE_BLOCKED
-                   : out->status == SX__ST_IDLE ? SX_PSTATE_IDLE
-                                                : SX_PSTATE_READY;
-    if (__builtin_expect(p->job, 0)) {
-        /* A checkpointed job: its step's output goes once the checkpoint
-         * is stored (engine/core/checkpoint.c); p is the store's now. */
-        int ck = sx__ckpt_park(e, p, out, want);
-        if (ck == 1)
-            return 0;
-        if (ck < 0) {
-            sx__finish(e, p, ck, "checkpoint: out of memory",
-                       (sx_payload){ NULL, 0 });
-            return 0;
-        }
-    }
     if (n_yields > 0 && sx__dispatch(e, p, out) != 0) {
         sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
                    (sx_payload){ NULL, 0 });
         return 0;
     }
-    return want;
+    return want_of(out);
+}
+
+/* step_once for a job (p->job): apart from the turn, so that every other
+ * process's step only tests p->job once, before the step (after it the
+ * test would keep p in a register across the step's call: 8 more
+ * instructions per pingpong message in callgrind). */
+static __attribute__((cold, noinline)) uint8_t
+step_job(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
+{
+    sx__output_reset(&w->out);
+    int rc = p->type->step(p->user_state, w->batch, n, &w->out);
+    return step_end(e, w, p, rc, true);
+}
+
+/* Runs one step. Returns the state the process wants next (READY to run
+ * again at once, BLOCKED, IDLE), or 0 when it finished (or, a checkpointed
+ * job, when its checkpoint took it: checkpoint.c). */
+static uint8_t step_once(sx_engine *e, sx__worker *w, sx__proc *p, size_t n)
+{
+    if (__builtin_expect(p->job, 0))
+        return step_job(e, w, p, n);
+    sx_step_output *out = &w->out;
+    sx__output_reset(out);
+    int rc = p->type->step(p->user_state, w->batch, n, out);
+    return step_end(e, w, p, rc, false);
 }
 
 /* True when no other process is waiting for this worker (its deque and
