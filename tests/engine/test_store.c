@@ -900,6 +900,50 @@ static void t_finish_drops_checkpoint(void)
     drop_dir();
 }
 
+/* A message whose record is committed after its addressee's finish is
+ * not kept: no checkpoint or finish of that job would ever delete it, and
+ * every open would read it back. (The engine queues one when a step sends
+ * to a checkpointed job whose finish is being stored, or when that job
+ * finishes between a send's check of its addressee and the record.) The
+ * record is answered 0 all the same, and the messages to stored jobs in it
+ * are kept. */
+static void t_message_to_ended_job(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    submit_jobs(s, 2);
+    answers a;
+    answers_init(&a);
+    CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 0 }, 1, 1,
+                              on_done, &a),
+             0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+    sx__store_msg m[2] = {
+        { .to = 1, .from = { 0, 1, 2 }, .topic = "late", .topic_len = 4 },
+        { .to = 2, .from = { 0, 1, 2 }, .topic = "kept", .topic_len = 4 },
+    };
+    sx__store_ckpt ck = {
+        .id = 2, .steps = 1, .want = 2, .msgs = m, .n_msgs = 2
+    };
+    checkpoint_ok(s, &ck);
+    sx__store_msg late = { .to = 1, .topic = "late", .topic_len = 4 };
+    sx__store_msg never = { .to = 9, .topic = "never", .topic_len = 5 };
+    CHECK_RC(sx__store_message(s, &late, on_done, &a), 0);
+    CHECK_RC(sx__store_message(s, &never, on_done, &a), 0);
+    answers_wait(&a, 3);
+    CHECK_EQ_U64(a.ok, 3);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    recover_ck(s);
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 1);
+    check_msg(&g.m[0], &m[1]);
+    sx__store_close(s);
+    drop_dir();
+}
+
 /* The engine's numbers (meta) are kept across a reopen; a schema-1
  * database (no meta table) is migrated forward at open, its jobs kept;
  * each recovery counts a new attempt for the jobs without an outcome. */
@@ -990,6 +1034,7 @@ static void t_misuse(void)
                               NULL, NULL),
              SX_EINVAL);
 
+    submit_jobs(s, 1); /* the addressee of the messages below */
     answers a;
     answers_init(&a);
     static char topic[257];
@@ -1063,6 +1108,7 @@ static const sx_test_case cases[] = {
     { "checkpoint", t_checkpoint },
     { "message", t_message },
     { "finish_drops_checkpoint", t_finish_drops_checkpoint },
+    { "message_to_ended_job", t_message_to_ended_job },
     { "misuse", t_misuse },
 };
 
