@@ -1084,7 +1084,8 @@ static void test_checkpoint_record(void)
     sx_engine_config cfg = { .workers = 1, .state_dir = dir };
     sx_engine *e = tx_engine_up(&cfg, ck_types, 3);
     uint64_t before = sx__fault_hits(SX__FAULT_STORE_REC);
-    /* relaxed: no job runs yet. */
+    /* relaxed: no job runs yet; the submit's hand-off to the workers
+     * orders it before their steps. */
     atomic_store_explicit(&ck_steps, 0, memory_order_relaxed);
     sx__fault_arm_after(SX__FAULT_STORE_REC, 1);
     sx_pid pid = ck_submit(e, "ck");
@@ -1094,7 +1095,8 @@ static void test_checkpoint_record(void)
     CHECK_RC(err, SX_ENOMEM);
     CHECK_STR(msg, "checkpoint: out of memory");
     CHECK(sx__fault_hits(SX__FAULT_STORE_REC) > before);
-    /* relaxed: after the wait (ck_step). */
+    /* relaxed: read after the job's wait, which orders its steps before
+     * (ck_step). No second step: its sleep never went out. */
     CHECK_EQ_INT(atomic_load_explicit(&ck_steps, memory_order_relaxed), 1);
     CHECK_EQ_INT(tx_wait_int(e, ck_submit(e, "ck"), 10000), 2);
     tx_engine_down(e);
@@ -1116,6 +1118,7 @@ static void test_checkpoint_record(void)
     if (strncmp(msg, "checkpoint: ", 12) != 0 ||
         strstr(msg, "no space left") == NULL)
         SX_FAILF("message: %s", msg);
+    /* relaxed: as above. */
     CHECK_EQ_INT(atomic_load_explicit(&ck_steps, memory_order_relaxed), 1);
     CHECK(tx_engine_stats(e).store_failed > failed0);
     CHECK_EQ_INT(tx_wait_int(e, ck_submit(e, "ck"), 10000), 2);
