@@ -75,9 +75,10 @@ enum {
     /* engine/store/sqlite.c sx__store_open: no memory for the store; open
      * answers SX_ENOMEM with nothing left open (no lock held). */
     SX__FAULT_STORE_OPEN = 1u << 15,
-    /* engine/store/sqlite.c sx__store_submit / sx__store_finish: no room
-     * for a record; the call returns SX_ENOMEM, nothing is queued and its
-     * done callback is never called. */
+    /* engine/store/sqlite.c rec_new, under every record (sx__store_submit,
+     * _finish, _restart, _checkpoint, _message): no room for a record; the
+     * call returns SX_ENOMEM, nothing is queued and its done callback is
+     * never called. (sx__store_meta_set, armed, fails as an I/O error.) */
     SX__FAULT_STORE_REC = 1u << 16,
     SX__FAULT_LAST = SX__FAULT_STORE_REC, /* the highest: fault.c's SITES */
 };

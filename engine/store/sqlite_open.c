@@ -220,9 +220,12 @@ static int prepare(sx__store *s)
           "INSERT OR REPLACE INTO checkpoints (id, steps, want, state, "
           "inflight) VALUES (?, ?, ?, ?, ?)" },
         { offsetof(sx__store, ck_del), "DELETE FROM checkpoints WHERE id = ?" },
+        /* Kept only while its addressee is stored: a message committed
+         * after that job's finish would never be deleted. */
         { offsetof(sx__store, inbox_ins),
           "INSERT INTO inbox (seq, job, from_node, from_host, from_id, topic, "
-          "data) VALUES (?, ?, ?, ?, ?, ?, ?)" },
+          "data) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 "
+          "FROM jobs WHERE id = ?2)" },
         { offsetof(sx__store, inbox_eat),
           "DELETE FROM inbox WHERE job = ? AND seq <= ?" },
         { offsetof(sx__store, inbox_del), "DELETE FROM inbox WHERE job = ?" },

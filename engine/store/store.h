@@ -78,7 +78,9 @@ typedef struct {
 
 /* A message stored for a checkpointed job (a checkpoint's sends,
  * sx__store_message): until a checkpoint of that job says it consumed
- * it, or the job ends. Its bytes are copied by the call. seq is the
+ * it, or the job ends. One whose addressee is no stored job when its
+ * record is committed (it finished meanwhile) is not kept; the record is
+ * answered as usual. Its bytes are copied by the call. seq is the
  * store's, written by the call that queues it, under the store's lock:
  * seqs rise in the order records are queued, which is the order they
  * are committed and answered, so a job's stored messages reach its

@@ -39,14 +39,28 @@
  *    (a map with SX_ENOMEM and the handle; the handle is then gone,
  *    ticker-stop SX_ENOTFOUND), rather than stop without a word and leave
  *    the owner idling on its ticks waiting for ever.
+ *  - checkpoint_record: a checkpointed job whose checkpoint record cannot
+ *    be made (SX__FAULT_STORE_REC) ends SX_ENOMEM, "checkpoint: out of
+ *    memory", and one whose checkpoint cannot be committed (the database
+ *    at state_max_bytes) ends SX_ESTORAGE, "checkpoint: no space left
+ *    ...", both after their first step (its sleep never dispatched);
+ *    other jobs run on.
  *
- * Each case checks that its fault site failed at least once, so that a
- * build where the site is not reached cannot pass it. Negative controls,
- * each run once by hand on a scratch copy of engine/timer/sleep.c:
+ * Each case checks that its fault site failed at least once (the
+ * commit-failure half of checkpoint_record, which has none, checks the
+ * store's store_failed), so that a build where the site is not reached
+ * cannot pass it. Negative controls, each run once by hand on a scratch
+ * copy of engine/timer/sleep.c (F1, F2) or engine/core/checkpoint.c (F3 to
+ * F5):
  *  F1. fail_all drops its list instead of answering: no_room times out
  *      (the sleeper never hears back).
  *  F2. the put-back skips the failed entries (put_back not incremented):
  *      put_back times out on the first sleeper.
+ *  F3. sx__ckpt_park returns 0 (dispatch as usual) when the record cannot
+ *      be queued: checkpoint_record fails (the job ends 0, unstored).
+ *  F4. ckpt_done ignores a failed commit: checkpoint_record fails (0).
+ *  F5. ckpt_done ends the job without its error: checkpoint_record fails
+ *      (SX_ETERMINATED).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -930,6 +944,197 @@ static void test_store_in_engine(void)
     CHECK(tx_rm_tree(dir) == 0);
 }
 
+/* ---- checkpointed jobs whose checkpoint cannot be stored ---- */
+
+/* "ck" and "ck_big": checkpointed types whose first step yields a 2 ms
+ * sleep and waits, and whose second finishes with its step count (2).
+ * ck_big's state is CK_BIG_STATE bytes: its checkpoint cannot fit in a
+ * database of CK_STORE_BYTES however few pages the schema takes (9 of its
+ * 16), while a small checkpoint, a plain job and outcomes do. ck_steps
+ * counts the steps of both. */
+#define CK_BIG_STATE (64 * 1024)
+#define CK_STORE_BYTES (64 * 1024)
+
+typedef struct {
+    uint32_t k;
+} ck_state;
+
+typedef struct {
+    uint32_t k;
+    uint8_t fill[CK_BIG_STATE - sizeof(uint32_t)];
+} ck_big_state;
+
+static _Atomic int ck_steps;
+
+static int ck_init(void *st, const sx_init_ctx *c, const char *m,
+                   const sx_payload *in, size_t n)
+{
+    (void)st, (void)c, (void)m, (void)in, (void)n;
+    return 0;
+}
+
+static int ck_big_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)c, (void)m, (void)in, (void)n;
+    ck_big_state *s = st;
+    memset(s->fill, 0xa5, sizeof s->fill);
+    return 0;
+}
+
+static int ck_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    uint32_t *k = st; /* both states begin with the step count */
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    /* relaxed: a count the case reads after the job's outcome, which its
+     * wait orders after every step. */
+    atomic_fetch_add_explicit(&ck_steps, 1, memory_order_relaxed);
+    if ((*k)++ == 0) {
+        sx_yield(out, SX_CMD_SLEEP, 1, sx_payload_int(b, 2));
+        sx_wait(out);
+        return 0;
+    }
+    FAILIF(out, n != 1 || ev[0].tag != 1 || ev[0].error != 0,
+           "sleep answer: n=%zu error=%d", n, n ? ev[0].error : 0);
+    sx_done(out, sx_payload_int(b, *k));
+    return 0;
+}
+
+static const sx_process_type ck_types[] = {
+    { .name = "gate", .init = gate_init, .step = gate_step },
+    { .name = "ck",
+      .state_size = sizeof(ck_state),
+      .init = ck_init,
+      .step = ck_step,
+      .flags = SX_TYPE_CHECKPOINTED },
+    { .name = "ck_big",
+      .state_size = sizeof(ck_big_state),
+      .init = ck_big_init,
+      .step = ck_step,
+      .flags = SX_TYPE_CHECKPOINTED },
+};
+
+/* Submits a job of type; the engine answers 0. */
+static sx_pid ck_submit(sx_engine *e, const char *type)
+{
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, type, "run", NULL, 0, &pid), 0);
+    return pid;
+}
+
+/* What recover finds of job `want` (its checkpoint flag) and of the
+ * outcomes (job `want`'s error). */
+typedef struct {
+    uint64_t want, jobs;
+    bool found, checkpointed;
+    int out_error;
+    bool out_found;
+} ck_seen;
+
+static int ck_seen_job(void *user, const sx__store_job *j)
+{
+    ck_seen *s = user;
+    s->jobs++;
+    if (j->id == s->want) {
+        s->found = true;
+        s->checkpointed = j->checkpointed;
+    }
+    return 0;
+}
+
+static int ck_seen_outcome(void *user, const sx__store_outcome *o)
+{
+    ck_seen *s = user;
+    if (o->id == s->want) {
+        s->out_found = true;
+        s->out_error = o->error;
+    }
+    return 0;
+}
+
+/* Opens the store in dir (no engine on it) and reports job id. */
+static ck_seen ck_stored(const char *dir, uint64_t id)
+{
+    sx__store_config cfg = { .dir = dir };
+    sx__store *s = NULL;
+    char msg[256];
+    CHECK_RC(sx__store_open(&cfg, &s, msg, sizeof msg), 0);
+    ck_seen seen = { .want = id };
+    CHECK_RC(sx__store_recover(s, ck_seen_job, ck_seen_outcome, &seen), 0);
+    sx__store_close(s);
+    return seen;
+}
+
+/* A checkpointed job whose checkpoint cannot be stored ends with an error
+ * after its first step instead of running on unstored: its sleep never
+ * goes out (no second step).
+ *  - No room for the checkpoint's record (SX__FAULT_STORE_REC; the
+ *    submit's record passes): SX_ENOMEM, "checkpoint: out of memory";
+ *    nothing of the checkpoint is stored (the job, whose finish could not
+ *    be queued either, is stored without one).
+ *  - The record queued, its commit failing (the database at
+ *    state_max_bytes, a state bigger than that): SX_ESTORAGE, "checkpoint:
+ *    no space left ...", counted in store_failed; the outcome is stored.
+ * Either way the engine goes on: a checkpointed job with a small state and
+ * a plain stored job run to their end afterwards. */
+static void test_checkpoint_record(void)
+{
+    char dir[256];
+    tx_mkdtemp(dir, sizeof dir, "stepx-fault-ckpt-");
+    sx_engine_config cfg = { .workers = 1, .state_dir = dir };
+    sx_engine *e = tx_engine_up(&cfg, ck_types, 3);
+    uint64_t before = sx__fault_hits(SX__FAULT_STORE_REC);
+    /* relaxed: no job runs yet; the submit's hand-off to the workers
+     * orders it before their steps. */
+    atomic_store_explicit(&ck_steps, 0, memory_order_relaxed);
+    sx__fault_arm_after(SX__FAULT_STORE_REC, 1);
+    sx_pid pid = ck_submit(e, "ck");
+    char msg[256];
+    int err = outcome_error(e, pid, msg, sizeof msg);
+    sx__fault_arm(0);
+    CHECK_RC(err, SX_ENOMEM);
+    CHECK_STR(msg, "checkpoint: out of memory");
+    CHECK(sx__fault_hits(SX__FAULT_STORE_REC) > before);
+    /* relaxed: read after the job's wait, which orders its steps before
+     * (ck_step). No second step: its sleep never went out. */
+    CHECK_EQ_INT(atomic_load_explicit(&ck_steps, memory_order_relaxed), 1);
+    CHECK_EQ_INT(tx_wait_int(e, ck_submit(e, "ck"), 10000), 2);
+    tx_engine_down(e);
+    ck_seen seen = ck_stored(dir, pid.id);
+    CHECK(seen.found);
+    CHECK(!seen.checkpointed);
+    CHECK_EQ_U64(seen.jobs, 1); /* the second job finished, stored */
+    CHECK(tx_rm_tree(dir) == 0);
+
+    tx_mkdtemp(dir, sizeof dir, "stepx-fault-ckpt-");
+    cfg.state_max_bytes = CK_STORE_BYTES;
+    e = tx_engine_up(&cfg, ck_types, 3);
+    /* relaxed: as above. */
+    atomic_store_explicit(&ck_steps, 0, memory_order_relaxed);
+    uint64_t failed0 = tx_engine_stats(e).store_failed;
+    pid = ck_submit(e, "ck_big");
+    err = outcome_error(e, pid, msg, sizeof msg);
+    CHECK_RC(err, SX_ESTORAGE);
+    if (strncmp(msg, "checkpoint: ", 12) != 0 ||
+        strstr(msg, "no space left") == NULL)
+        SX_FAILF("message: %s", msg);
+    /* relaxed: as above. */
+    CHECK_EQ_INT(atomic_load_explicit(&ck_steps, memory_order_relaxed), 1);
+    CHECK(tx_engine_stats(e).store_failed > failed0);
+    CHECK_EQ_INT(tx_wait_int(e, ck_submit(e, "ck"), 10000), 2);
+    sx_pid gate = ck_submit(e, "gate");
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, gate, "go", sx_payload_int(b, 7)),
+             0);
+    CHECK_EQ_INT(tx_wait_int(e, gate, 10000), 7);
+    tx_engine_down(e);
+    seen = ck_stored(dir, pid.id);
+    CHECK_EQ_U64(seen.jobs, 0);
+    CHECK(seen.out_found);
+    CHECK_RC(seen.out_error, SX_ESTORAGE);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 static const sx_test_case cases[] = {
     { "store_in_engine", test_store_in_engine },
     { "no_room", test_no_room },
@@ -945,6 +1150,7 @@ static const sx_test_case cases[] = {
     { "ticker_stop", test_ticker_stop },
     { "store_open", test_store_open },
     { "store_record", test_store_record },
+    { "checkpoint_record", test_checkpoint_record },
 };
 
 SX_TEST_MAIN(cases)

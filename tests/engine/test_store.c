@@ -1,7 +1,9 @@
 /* tests/engine/test_store.c — the durable store (engine/store/store.h) on
  * its SQLite backend, in a temporary directory per case: what is
  * acknowledged is there after a reopen, group commit batches, idempotency
- * keys, outcome retention, and every refusal at open (a second opener,
+ * keys, outcome retention, checkpoints and stored messages (what recover
+ * and sx__store_messages give back, what a later checkpoint, a finish and
+ * a restart delete), and every refusal at open (a second opener,
  * garbage, another program's database, a damaged page, a newer schema, a
  * read-only file) and on a request (the database full) with its code,
  * its message, and the file left as it was.
@@ -542,7 +544,406 @@ static void t_full(void)
     drop_dir();
 }
 
-/* Bad arguments: clear codes, nothing queued. */
+/* ---- checkpoints and stored messages (schema 4) ---- */
+
+/* A job as recover reported it, with copies of its checkpoint's bytes. */
+typedef struct {
+    uint64_t id;
+    uint32_t attempt;
+    bool checkpointed;
+    uint64_t steps;
+    int want;
+    uint8_t state[64], inflight[64];
+    size_t state_len, inflight_len;
+} seen_job;
+
+typedef struct {
+    size_t n;
+    seen_job jobs[8];
+} seen_jobs;
+
+static int on_job_ck(void *user, const sx__store_job *j)
+{
+    seen_jobs *f = user;
+    CHECK(f->n < 8);
+    CHECK(j->state.len <= 64 && j->inflight.len <= 64);
+    seen_job *x = &f->jobs[f->n++];
+    memset(x, 0, sizeof(*x));
+    x->id = j->id;
+    x->attempt = j->attempt;
+    x->checkpointed = j->checkpointed;
+    x->steps = j->steps;
+    x->want = j->want;
+    x->state_len = j->state.len;
+    x->inflight_len = j->inflight.len;
+    if (j->state.len > 0)
+        memcpy(x->state, j->state.data, j->state.len);
+    if (j->inflight.len > 0)
+        memcpy(x->inflight, j->inflight.data, j->inflight.len);
+    return 0;
+}
+
+/* The jobs recover hands over (the attempts it counts included). */
+static seen_jobs recover_ck(sx__store *s)
+{
+    seen_jobs f;
+    memset(&f, 0, sizeof f);
+    CHECK_RC(sx__store_recover(s, on_job_ck, NULL, &f), 0);
+    return f;
+}
+
+/* Job id in f; fails the case when recover did not report it. */
+static const seen_job *seen(const seen_jobs *f, uint64_t id)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (f->jobs[i].id == id)
+            return &f->jobs[i];
+    SX_FAILF("job %llu not recovered", (unsigned long long)id);
+}
+
+/* The checkpoint of job x is steps, want, state and inflight (bytes). */
+static void check_ckpt(const seen_job *x, uint64_t steps, int want,
+                       sx_payload state, sx_payload inflight)
+{
+    CHECK(x->checkpointed);
+    CHECK_EQ_U64(x->steps, steps);
+    CHECK_EQ_INT(x->want, want);
+    CHECK_EQ_U64(x->state_len, state.len);
+    CHECK(state.len == 0 || memcmp(x->state, state.data, state.len) == 0);
+    CHECK_EQ_U64(x->inflight_len, inflight.len);
+    CHECK(inflight.len == 0 ||
+          memcmp(x->inflight, inflight.data, inflight.len) == 0);
+}
+
+/* A stored message as sx__store_messages handed it over, copied. */
+typedef struct {
+    uint64_t seq, to;
+    sx_pid from;
+    char topic[256];
+    size_t topic_len;
+    uint8_t data[64];
+    size_t data_len;
+} seen_msg;
+
+typedef struct {
+    size_t n;
+    seen_msg m[16];
+} seen_msgs;
+
+static int on_msg(void *user, const sx__store_msg *m)
+{
+    seen_msgs *f = user;
+    CHECK(f->n < 16);
+    CHECK(m->topic_len < 256 && m->data.len <= 64);
+    seen_msg *x = &f->m[f->n++];
+    x->seq = m->seq;
+    x->to = m->to;
+    x->from = m->from;
+    x->topic_len = m->topic_len;
+    memcpy(x->topic, m->topic, m->topic_len);
+    x->data_len = m->data.len;
+    if (m->data.len > 0)
+        memcpy(x->data, m->data.data, m->data.len);
+    return 0;
+}
+
+static seen_msgs messages_of(sx__store *s)
+{
+    seen_msgs f;
+    memset(&f, 0, sizeof f);
+    CHECK_RC(sx__store_messages(s, on_msg, &f), 0);
+    return f;
+}
+
+/* The stored x is m as queued, seq included. */
+static void check_msg(const seen_msg *x, const sx__store_msg *m)
+{
+    CHECK_EQ_U64(x->seq, m->seq);
+    CHECK_EQ_U64(x->to, m->to);
+    CHECK(sx_pid_eq(x->from, m->from));
+    CHECK_EQ_U64(x->topic_len, m->topic_len);
+    CHECK(memcmp(x->topic, m->topic, m->topic_len) == 0);
+    CHECK_EQ_U64(x->data_len, m->data.len);
+    CHECK(m->data.len == 0 || memcmp(x->data, m->data.data, m->data.len) == 0);
+}
+
+/* Submits jobs 1..n (attempt 1) and waits for their answers. */
+static void submit_jobs(sx__store *s, uint64_t n)
+{
+    answers a;
+    answers_init(&a);
+    for (uint64_t id = 1; id <= n; id++) {
+        sx__store_job j = job_of(id, NULL);
+        CHECK_RC(sx__store_submit(s, &j, on_done, &a), 0);
+    }
+    answers_wait(&a, n);
+    CHECK_EQ_U64(a.ok, n);
+}
+
+/* Queues ck and waits for its answer, 0. */
+static void checkpoint_ok(sx__store *s, sx__store_ckpt *ck)
+{
+    answers a;
+    answers_init(&a);
+    CHECK_RC(sx__store_checkpoint(s, ck, on_done, &a), 0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+}
+
+/* A checkpoint is stored whole: after a reopen recover reports its step
+ * count, wait kind, state and in-flight bytes, and does not count a new
+ * attempt for its job (it resumes), while a job without one in the same
+ * store gets one; its messages come back in seq order (the seqs written
+ * into the caller's array, rising), each with its addressee, sender,
+ * topic and data. The next checkpoint replaces it, and its `consumed`
+ * deletes that job's messages up to that seq: not the job's later one,
+ * not another job's earlier one. */
+static void t_checkpoint(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    submit_jobs(s, 2);
+    static const uint8_t state[] = { 's', 't', 0, 0xff, 0x80, 7 };
+    static const uint8_t inflight[] = { 0x91, 0x95, 1, 2, 3, 4, 0xc4, 0 };
+    static const uint8_t d0[] = { 0xa1, 'x' }, d2[] = { 1, 2, 3, 0 };
+    /* Job 2's message first: consuming job 1's first message below must
+     * leave it, though its seq is lower. */
+    sx__store_msg m[3] = {
+        { .to = 2,
+          .from = { 5, 6, UINT64_MAX - 1 },
+          .topic = "to-two",
+          .topic_len = 6,
+          .data = { d0, sizeof d0 } },
+        { .to = 1,
+          .from = { 1, 2, 100 },
+          .topic = "a\0b",
+          .topic_len = 3,
+          .data = { d2, sizeof d2 } },
+        { .to = 1, .from = { 3, 4, 101 }, .topic = "empty", .topic_len = 5 },
+    };
+    sx__store_ckpt ck = { .id = 1,
+                          .steps = 3,
+                          .want = 2,
+                          .state = { state, sizeof state },
+                          .inflight = { inflight, sizeof inflight },
+                          .msgs = m,
+                          .n_msgs = 3 };
+    checkpoint_ok(s, &ck);
+    CHECK(m[0].seq > 0);
+    CHECK(m[1].seq > m[0].seq);
+    CHECK(m[2].seq > m[1].seq);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    seen_jobs f = recover_ck(s);
+    CHECK_EQ_U64(f.n, 2);
+    const seen_job *x = seen(&f, 1);
+    check_ckpt(x, 3, 2, ck.state, ck.inflight);
+    CHECK_EQ_INT(x->attempt, 1); /* resumes: not a new attempt */
+    x = seen(&f, 2);
+    CHECK(!x->checkpointed);
+    CHECK_EQ_INT(x->attempt, 2);
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 3);
+    for (size_t i = 0; i < 3; i++)
+        check_msg(&g.m[i], &m[i]);
+
+    /* The next checkpoint: job 1 consumed its first message. */
+    static const uint8_t state2[] = { 9, 8, 7, 6, 5, 4 };
+    sx__store_ckpt ck2 = { .id = 1,
+                           .steps = 5,
+                           .want = 1,
+                           .state = { state2, sizeof state2 },
+                           .consumed = m[1].seq };
+    checkpoint_ok(s, &ck2);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    f = recover_ck(s);
+    CHECK_EQ_U64(f.n, 2); /* one checkpoint row: replaced, not added */
+    x = seen(&f, 1);
+    check_ckpt(x, 5, 1, ck2.state, ck2.inflight);
+    CHECK_EQ_INT(x->attempt, 1);
+    CHECK_EQ_INT(seen(&f, 2)->attempt, 3);
+    g = messages_of(s);
+    CHECK_EQ_U64(g.n, 2);
+    check_msg(&g.m[0], &m[0]);
+    check_msg(&g.m[1], &m[2]);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* Messages stored one a record (sx__store_message) are there after a
+ * reopen, in seq order, the seqs rising in the order they were queued,
+ * whether queued together or one at a time; after a reopen new seqs go on
+ * above the stored ones (a seq handed out again would collide with a
+ * stored row: its record failed). */
+static void t_message(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    submit_jobs(s, 2);
+    static const uint8_t d[] = { 0x93, 1, 2, 3 };
+    static const char topics[] = "t0t1t2t3t4";
+    sx__store_msg m[5];
+    for (int i = 0; i < 5; i++)
+        m[i] = (sx__store_msg){ .to = 1 + (uint64_t)(i % 2),
+                                .from = { 0, 9, 1000 + (uint64_t)i },
+                                .topic = &topics[2 * i],
+                                .topic_len = 2,
+                                .data = { d, (size_t)i } };
+    answers a;
+    answers_init(&a);
+    /* Three queued together (one commit or several), then waited for. */
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(sx__store_message(s, &m[i], on_done, &a), 0);
+    answers_wait(&a, 3);
+    CHECK_EQ_U64(a.ok, 3);
+    CHECK(m[0].seq > 0);
+    CHECK(m[1].seq > m[0].seq);
+    CHECK(m[2].seq > m[1].seq);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    recover_ck(s);
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 3);
+    for (size_t i = 0; i < 3; i++)
+        check_msg(&g.m[i], &m[i]);
+    answers_init(&a);
+    for (int i = 3; i < 5; i++) {
+        CHECK_RC(sx__store_message(s, &m[i], on_done, &a), 0);
+        answers_wait(&a, (uint64_t)i - 2); /* one at a time */
+    }
+    CHECK_EQ_U64(a.ok, 2);
+    CHECK(m[3].seq > m[2].seq);
+    CHECK(m[4].seq > m[3].seq);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    recover_ck(s);
+    g = messages_of(s);
+    CHECK_EQ_U64(g.n, 5);
+    for (size_t i = 0; i < 5; i++)
+        check_msg(&g.m[i], &m[i]);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* A finish deletes the job's checkpoint and stored messages with the job,
+ * and a restart (which keeps the job) deletes them too; another job's
+ * checkpoint and messages stay, those it got from the finished job's
+ * checkpoint included. */
+static void t_finish_drops_checkpoint(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    submit_jobs(s, 3);
+    static const uint8_t state[] = { 1, 2, 3 };
+    sx__store_msg m1[2] = {
+        { .to = 1, .from = { 0, 1, 7 }, .topic = "self", .topic_len = 4 },
+        { .to = 2, .from = { 0, 1, 1 }, .topic = "peer", .topic_len = 4 },
+    };
+    sx__store_msg m2 = {
+        .to = 2, .from = { 0, 1, 2 }, .topic = "own", .topic_len = 3
+    };
+    sx__store_msg m3 = {
+        .to = 3, .from = { 0, 1, 2 }, .topic = "three", .topic_len = 5
+    };
+    sx__store_ckpt ck[3] = {
+        { .id = 1,
+          .steps = 1,
+          .want = 2,
+          .state = { state, 3 },
+          .msgs = m1,
+          .n_msgs = 2 },
+        { .id = 2,
+          .steps = 2,
+          .want = 3,
+          .state = { state, 3 },
+          .msgs = &m2,
+          .n_msgs = 1 },
+        { .id = 3,
+          .steps = 4,
+          .want = 2,
+          .state = { state, 3 },
+          .msgs = &m3,
+          .n_msgs = 1 },
+    };
+    for (int i = 0; i < 3; i++)
+        checkpoint_ok(s, &ck[i]);
+    answers a;
+    answers_init(&a);
+    CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 0 }, 2, 1,
+                              on_done, &a),
+             0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+    /* Job 3 ended its attempt 1 and runs again now (restart_at 0). */
+    CHECK_RC(sx__store_restart(s, 3, 1, 0, (sx_payload){ NULL, 0 }), 0);
+    sx__store_close(s); /* commits the restart (it has no answer) */
+
+    s = open_ok(0, 0);
+    seen_jobs f = recover_ck(s);
+    CHECK_EQ_U64(f.n, 2);
+    const seen_job *x = seen(&f, 2);
+    check_ckpt(x, 2, 3, ck[1].state, ck[1].inflight);
+    CHECK_EQ_INT(x->attempt, 1);
+    x = seen(&f, 3);
+    CHECK(!x->checkpointed);
+    CHECK_EQ_INT(x->attempt, 2); /* no checkpoint left: a new attempt */
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 2);
+    check_msg(&g.m[0], &m1[1]);
+    check_msg(&g.m[1], &m2);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* A message whose record is committed after its addressee's finish is
+ * not kept: no checkpoint or finish of that job would ever delete it, and
+ * every open would read it back. (The engine queues one when a step sends
+ * to a checkpointed job whose finish is being stored, or when that job
+ * finishes between a send's check of its addressee and the record.) The
+ * record is answered 0 all the same, and the messages to stored jobs in it
+ * are kept. */
+static void t_message_to_ended_job(void)
+{
+    fresh_dir();
+    sx__store *s = open_ok(0, 0);
+    submit_jobs(s, 2);
+    answers a;
+    answers_init(&a);
+    CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 0 }, 1, 1,
+                              on_done, &a),
+             0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+    sx__store_msg m[2] = {
+        { .to = 1, .from = { 0, 1, 2 }, .topic = "late", .topic_len = 4 },
+        { .to = 2, .from = { 0, 1, 2 }, .topic = "kept", .topic_len = 4 },
+    };
+    sx__store_ckpt ck = {
+        .id = 2, .steps = 1, .want = 2, .msgs = m, .n_msgs = 2
+    };
+    checkpoint_ok(s, &ck);
+    sx__store_msg late = { .to = 1, .topic = "late", .topic_len = 4 };
+    sx__store_msg never = { .to = 9, .topic = "never", .topic_len = 5 };
+    CHECK_RC(sx__store_message(s, &late, on_done, &a), 0);
+    CHECK_RC(sx__store_message(s, &never, on_done, &a), 0);
+    answers_wait(&a, 3);
+    CHECK_EQ_U64(a.ok, 3);
+    sx__store_close(s);
+
+    s = open_ok(0, 0);
+    recover_ck(s);
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 1);
+    check_msg(&g.m[0], &m[1]);
+    sx__store_close(s);
+    drop_dir();
+}
+
 /* The engine's numbers (meta) are kept across a reopen; a schema-1
  * database (no meta table) is migrated forward at open, its jobs kept;
  * each recovery counts a new attempt for the jobs without an outcome. */
@@ -614,6 +1015,8 @@ static void t_meta_and_migration(void)
     drop_dir();
 }
 
+/* Bad arguments: clear codes, nothing queued (no answer comes, no
+ * message is stored); after shutdown, SX_ESTATE. */
 static void t_misuse(void)
 {
     sx__store *s = NULL;
@@ -630,6 +1033,61 @@ static void t_misuse(void)
     CHECK_RC(sx__store_finish(s, 1, 0, NULL, (sx_payload){ NULL, 3 }, 0, 0,
                               NULL, NULL),
              SX_EINVAL);
+
+    submit_jobs(s, 1); /* the addressee of the messages below */
+    answers a;
+    answers_init(&a);
+    static char topic[257];
+    memset(topic, 't', sizeof topic - 1);
+    sx__store_msg m[2] = {
+        { .to = 1, .topic = "ok", .topic_len = 2 },
+        { .to = 1, .topic = "ok", .topic_len = 2 },
+    };
+    sx__store_ckpt ck = { .id = 1, .steps = 1, .msgs = m, .n_msgs = 2 };
+    CHECK_RC(sx__store_checkpoint(NULL, &ck, on_done, &a), SX_EINVAL);
+    CHECK_RC(sx__store_checkpoint(s, NULL, on_done, &a), SX_EINVAL);
+    CHECK_RC(sx__store_message(NULL, &m[0], on_done, &a), SX_EINVAL);
+    CHECK_RC(sx__store_message(s, NULL, on_done, &a), SX_EINVAL);
+    /* Each bad message, alone and as a checkpoint's second. */
+    sx__store_msg bad[3] = {
+        { .to = 1, .topic = NULL, .topic_len = 0 },
+        { .to = 1, .topic = topic, .topic_len = 256 },
+        { .to = 1, .topic = "ok", .topic_len = 2, .data = { NULL, 1 } },
+    };
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(sx__store_message(s, &bad[i], on_done, &a), SX_EINVAL);
+        m[1] = bad[i];
+        CHECK_RC(sx__store_checkpoint(s, &ck, on_done, &a), SX_EINVAL);
+    }
+    ck.n_msgs = 0;
+    ck.state = (sx_payload){ NULL, 4 };
+    CHECK_RC(sx__store_checkpoint(s, &ck, on_done, &a), SX_EINVAL);
+    ck.state = (sx_payload){ NULL, 0 };
+    ck.inflight = (sx_payload){ NULL, 4 };
+    CHECK_RC(sx__store_checkpoint(s, &ck, on_done, &a), SX_EINVAL);
+    ck.inflight = (sx_payload){ NULL, 0 };
+    ck.msgs = NULL;
+    ck.n_msgs = 1;
+    CHECK_RC(sx__store_checkpoint(s, &ck, on_done, &a), SX_EINVAL);
+    /* 255 bytes is the longest topic: stored. */
+    sx__store_msg longest = { .to = 1, .topic = topic, .topic_len = 255 };
+    CHECK_RC(sx__store_message(s, &longest, on_done, &a), 0);
+    answers_wait(&a, 1);
+    CHECK_EQ_INT(a.last_rc, 0);
+
+    sx__store_shutdown(s);
+    m[0].seq = 0;
+    ck = (sx__store_ckpt){ .id = 1, .steps = 1, .msgs = m, .n_msgs = 1 };
+    CHECK_RC(sx__store_checkpoint(s, &ck, on_done, &a), SX_ESTATE);
+    CHECK_RC(sx__store_message(s, &m[0], on_done, &a), SX_ESTATE);
+    CHECK_EQ_U64(m[0].seq, 0);
+    sx__store_close(s);
+    CHECK_EQ_U64(a.n, 1); /* only the 255-byte topic's answer */
+
+    s = open_ok(0, 0);
+    seen_msgs g = messages_of(s);
+    CHECK_EQ_U64(g.n, 1);
+    check_msg(&g.m[0], &longest);
     sx__store_close(s);
     drop_dir();
 }
@@ -647,6 +1105,10 @@ static const sx_test_case cases[] = {
     { "read_only", t_read_only },
     { "full", t_full },
     { "meta_and_migration", t_meta_and_migration },
+    { "checkpoint", t_checkpoint },
+    { "message", t_message },
+    { "finish_drops_checkpoint", t_finish_drops_checkpoint },
+    { "message_to_ended_job", t_message_to_ended_job },
     { "misuse", t_misuse },
 };
 
