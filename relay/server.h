@@ -454,6 +454,16 @@ void sx__relay_reply_bad_field(sx__relay_conn *c, uint64_t id, const char *key,
 /* Packs "error": {code, message} (a key and its value) into pk, the
  * message as valid UTF-8. [any thread] */
 void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
+
+/* relay/stored.c [loop]: a submit answered once its job is stored (0:
+ * the store's answer replies; else sx_engine_submit_async's error, and
+ * the caller replies), and a send, answered at once or, to a checkpointed
+ * job, once its message is stored. */
+int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
+                            const char *method, const sx_payload *in, size_t n,
+                            const sx_submit_opts *o);
+void sx__relay_send(sx__relay_conn *c, uint64_t id, sx_pid to,
+                    const char *topic, sx_payload data);
 /* Packs a name the server did not choose (a type's or a method's): a str
  * when it is valid UTF-8, else a bin of the same bytes; NULL packs nil. */
 void sx__relay_pack_name(sx_pack *pk, const char *name);

@@ -1,0 +1,209 @@
+/* relay/stored.c — requests that a daemon's state store answers (docs/
+ * DURABILITY.md): a submit acknowledged once its job is stored, and a
+ * send to a checkpointed job acknowledged once its message is stored.
+ * The store answers on its own thread; the reply reaches the connection
+ * through the hub (an SX__RELAY_OUT_ANSWER item), never dropped while
+ * the connection lives. relay/ops.c reads and checks the requests.
+ *
+ * Threads: sx__relay_submit_stored and sx__relay_send [the server's loop
+ * thread]; the answers [the store's thread, or the loop thread when the
+ * engine answers at once].
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/server.h"
+
+/* A submit the state store answers later [its thread]: the reply goes to
+ * the connection through the hub. */
+typedef struct {
+    sx__relay_conn *c;  /* a reference */
+    sx__relay_hub *hub; /* a reference */
+    uint64_t id;
+} stored_submit;
+
+/* [any thread] Posts the reply in pk to connection c through the hub,
+ * and lets go of both references and of pk. */
+static void post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
+{
+    sx__relay_out *o =
+        pk->err == 0
+            ? sx__relay_out_new(SX__RELAY_OUT_ANSWER, SX_WIRE_HEADER + pk->len)
+            : NULL;
+    if (o != NULL) {
+        memcpy(o->data + SX_WIRE_HEADER, pk->data, pk->len);
+        sx__relay_out_seal(o, pk->len);
+        o->conn = c; /* the item takes the reference */
+        if (sx__relay_hub_post(hub, o) != 0) {
+            sx__relay_out_free(o); /* the server has stopped */
+            sx__relay_conn_unref(c);
+        }
+    } else {
+        /* Out of memory: the client's request stays unanswered, as for
+         * a connection lost. */
+        sx__relay_conn_unref(c);
+    }
+    sx_pack_fini(pk);
+    sx__relay_hub_unref(hub);
+}
+
+static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
+                          const char *msg)
+{
+    stored_submit *ss = user;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, rc == 0 && existing ? 4 : 3);
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, ss->id);
+    sx_pack_str(&pk, "ok");
+    sx_pack_bool(&pk, rc == 0);
+    if (rc == 0) {
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(pid, txt, sizeof(txt));
+        sx_pack_str(&pk, "pid");
+        sx_pack_str(&pk, txt);
+        if (existing) {
+            sx_pack_str(&pk, "existing");
+            sx_pack_bool(&pk, true);
+        }
+    } else {
+        sx__relay_pack_error(&pk, sx_wire_code(rc),
+                             msg != NULL ? msg : sx_strerror(rc));
+    }
+    post_answer(ss->c, ss->hub, &pk);
+    free(ss);
+}
+
+int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
+                            const char *method, const sx_payload *in, size_t n,
+                            const sx_submit_opts *o)
+{
+    sx_server *s = c->srv;
+    stored_submit *ss = malloc(sizeof(*ss));
+    if (ss == NULL)
+        return SX_ENOMEM;
+    *ss = (stored_submit){ c, s->hub, id };
+    sx__relay_conn_ref(c);
+    sx__relay_hub_ref(s->hub);
+    int rc = sx_engine_submit_async(s->engine, type, method, in, n, o,
+                                    stored_answer, ss);
+    if (rc != 0) {
+        sx__relay_conn_unref(c);
+        sx__relay_hub_unref(s->hub);
+        free(ss);
+    }
+    return rc;
+}
+
+/* A failed send's message: what went wrong with the message to `to`. */
+static void send_error_msg(int rc, sx_pid to, char *msg, size_t cap)
+{
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(to, txt, sizeof txt);
+    if (rc == SX_ESTORAGE)
+        snprintf(msg, cap,
+                 "%s: the message could not be stored (the state store "
+                 "failed); it was not delivered",
+                 txt);
+    else if (rc == SX_ENOTFOUND)
+        snprintf(msg, cap, "no process %s", txt);
+    else
+        snprintf(msg, cap, "%s: %s", txt, sx_strerror(rc));
+}
+
+static void send_reply(sx__relay_conn *c, uint64_t id, int rc, sx_pid to)
+{
+    if (rc == 0) {
+        sx__relay_reply_ok(c, id);
+        return;
+    }
+    char msg[192];
+    send_error_msg(rc, to, msg, sizeof msg);
+    sx__relay_reply_error(c, id, sx_wire_code(rc), msg);
+}
+
+/* A send on a daemon with a state store (op_send). phase: 0 while op_send
+ * is in sx_engine_send_async, 1 once the answer came during that call
+ * (rc set; op_send replies), 2 once op_send has let go (the answer
+ * replies through the hub). */
+typedef struct {
+    sx__relay_conn *c;
+    sx__relay_hub *hub;
+    uint64_t id;
+    sx_pid to;
+    int rc;
+    _Atomic int phase;
+} stored_send;
+
+static void stored_sent(void *user, int rc)
+{
+    stored_send *ss = user;
+    ss->rc = rc;
+    int calling = 0;
+    /* acq_rel: success publishes rc to op_send (its failed CAS acquires);
+     * failure means op_send let go (phase 2), acquire to own ss. */
+    if (atomic_compare_exchange_strong_explicit(&ss->phase, &calling, 1,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    if (rc == 0) {
+        sx_pack_map(&pk, 2);
+        sx_pack_str(&pk, "id");
+        sx_pack_uint(&pk, ss->id);
+        sx_pack_str(&pk, "ok");
+        sx_pack_bool(&pk, true);
+    } else {
+        char msg[192];
+        send_error_msg(rc, ss->to, msg, sizeof msg);
+        sx_pack_map(&pk, 3);
+        sx_pack_str(&pk, "id");
+        sx_pack_uint(&pk, ss->id);
+        sx_pack_str(&pk, "ok");
+        sx_pack_bool(&pk, false);
+        sx__relay_pack_error(&pk, sx_wire_code(rc), msg);
+    }
+    post_answer(ss->c, ss->hub, &pk);
+    free(ss);
+}
+
+void sx__relay_send(sx__relay_conn *c, uint64_t id, sx_pid to,
+                    const char *topic, sx_payload data)
+{
+    int rc;
+    if (!c->srv->stored) {
+        rc = sx_engine_send(c->srv->engine, c->mailbox, to, topic, data);
+        send_reply(c, id, rc, to);
+        return;
+    }
+    /* A daemon with a state store: a message to a checkpointed job is
+     * acknowledged once stored (stored_sent answers from the store's
+     * thread); any other is answered here, at once. */
+    stored_send *ss = malloc(sizeof(*ss));
+    if (ss == NULL) {
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+        return;
+    }
+    *ss = (stored_send){ .c = c, .hub = c->srv->hub, .id = id, .to = to };
+    atomic_init(&ss->phase, 0);
+    sx__relay_conn_ref(c);
+    sx__relay_hub_ref(c->srv->hub);
+    rc = sx_engine_send_async(c->srv->engine, c->mailbox, to, topic, data,
+                              stored_sent, ss);
+    int calling = 0;
+    /* acq_rel: on failure (the answer came first) acquire its rc; on
+     * success release nothing but the hand-over: the answer, when it
+     * comes, posts the reply itself. */
+    if (rc == 0 && atomic_compare_exchange_strong_explicit(
+                       &ss->phase, &calling, 2, memory_order_acq_rel,
+                       memory_order_acquire))
+        return;
+    send_reply(c, id, rc != 0 ? rc : ss->rc, to);
+    sx__relay_conn_unref(c);
+    sx__relay_hub_unref(ss->hub);
+    free(ss);
+}
