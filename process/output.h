@@ -81,7 +81,10 @@ struct sx_step_output {
     uint8_t *arena;    /* owned; kept across steps */
     size_t arena_len, arena_cap;
     const sx__send_hooks *hooks; /* NULL: sends go through the arena */
-    unsigned bundle_max;         /* messages per bundle (hooks->merge) */
+    /* Commands a checkpointed job had in flight, dispatched again as it
+     * resumes (sx_completer_resumed); never set on a worker's output. */
+    bool resumed;
+    unsigned bundle_max; /* messages per bundle (hooks->merge) */
 };
 
 void sx__output_init(sx_step_output *out);

@@ -482,7 +482,8 @@ static int deliver_msg(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
 
 /* One command, dispatched as a step's yield would be. */
 static int dispatch_one(sx_engine *e, sx__proc *p, uint32_t cmd, uint64_t tag,
-                        const uint8_t *args, size_t len, int64_t timeout_ms)
+                        const uint8_t *args, size_t len, int64_t timeout_ms,
+                        bool resumed)
 {
     sx__yield y = {
         .cmd = cmd, .tag = tag, .off = 0, .len = len, .timeout_ms = timeout_ms
@@ -494,6 +495,7 @@ static int dispatch_one(sx_engine *e, sx__proc *p, uint32_t cmd, uint64_t tag,
     out.cap_yields = 1;
     out.arena = (uint8_t *)args;
     out.arena_len = len;
+    out.resumed = resumed;
     return sx__dispatch_job(e, p, &out);
 }
 
@@ -556,7 +558,7 @@ static void ckpt_done(void *user, int rc, uint64_t id)
             continue;
         }
         if (dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off, it->len,
-                         it->timeout_ms) != 0) {
+                         it->timeout_ms, false) != 0) {
             ck->err = SX_ENOMEM;
             snprintf(ck->err_msg, sizeof ck->err_msg,
                      "dispatch: out of memory");
@@ -674,7 +676,7 @@ void sx__ckpt_rearm(sx_engine *e, sx__proc *p)
         if (c->timeout_wall != 0)
             tmo = c->timeout_wall > now ? c->timeout_wall - now : 1;
         if (dispatch_one(e, p, cmd, c->tag, a.len > 0 ? a.data : NULL, a.len,
-                         tmo) != 0) {
+                         tmo, true) != 0) {
             ck->err = SX_ENOMEM;
             snprintf(ck->err_msg, sizeof ck->err_msg,
                      "resume: out of memory for its commands");

@@ -73,6 +73,11 @@ int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
 
 /* ---- completion ---- */
 
+bool sx_completer_resumed(const sx_completer *done)
+{
+    return done != NULL && done->ev.watch == SX__WATCH_RESUMED;
+}
+
 void sx_complete(sx_completer *done, sx_payload result, int error,
                  const char *error_msg)
 {
@@ -276,10 +281,11 @@ void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
     sends_from(e, sx__proc_pid(e, p), out, 0);
 }
 
-/* sx__dispatch for p, whose PID is pid and generation gen. */
+/* sx__dispatch for p, whose PID is pid and generation gen; job: p is a
+ * job (a constant in each copy). */
 static inline __attribute__((always_inline)) int
 dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
-            uint32_t gen)
+            uint32_t gen, bool job)
 {
     sx__worker *w = sx__current_worker(e);
     for (size_t i = 0; i < out->n_yields; i++) {
@@ -303,6 +309,8 @@ dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
         ev->to = p;
         ev->to_gen = gen;
         ev->engine = e;
+        if (job && out->resumed)
+            ev->watch = SX__WATCH_RESUMED;
         if (w != NULL && (++w->lat_sample & 63) == 0)
             ev->t0 = sx__now_ns(); /* one yield in 64 is timed */
         sx_completer *done = (sx_completer *)ev;
@@ -332,7 +340,7 @@ dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
 static __attribute__((cold, noinline)) int
 dispatch_job(sx_engine *e, sx__proc *p, const sx_step_output *out, uint32_t gen)
 {
-    return dispatch_as(e, p, out, sx__proc_pid(e, p), gen);
+    return dispatch_as(e, p, out, sx__proc_pid(e, p), gen, true);
 }
 
 int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
@@ -342,7 +350,7 @@ int sx__dispatch(sx_engine *e, sx__proc *p, const sx_step_output *out)
     /* Not a job (the turn sends jobs to sx__dispatch_job): its PID is
      * its slot's. */
     sx_pid pid = { e->cfg.node, e->cfg.host, ((uint64_t)gen << 32) | p->index };
-    return dispatch_as(e, p, out, pid, gen);
+    return dispatch_as(e, p, out, pid, gen, false);
 }
 
 int sx__dispatch_job(sx_engine *e, sx__proc *p, const sx_step_output *out)

@@ -133,7 +133,11 @@ enum {
     SX__WATCH_SLEEP = 5,
     /* Not a watcher: marks a message stored for a checkpointed job, its
      * seq in t0 (a large node; engine/core/checkpoint.c). */
-    SX__WATCH_STORED = 6
+    SX__WATCH_STORED = 6,
+    /* Not a watcher: marks the completer of a command a checkpointed job
+     * had in flight, dispatched again as it resumes
+     * (sx_completer_resumed). */
+    SX__WATCH_RESUMED = 7
 };
 
 /* An outside mailbox (sx_engine_mailbox_new) is a process slot in this

@@ -451,6 +451,14 @@ typedef int (*sx_command_fn)(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
 int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
                                sx_command_fn fn, void *user);
 
+/* Whether this command runs again because its process resumed from a
+ * checkpoint after a crash or a stop (SX_TYPE_CHECKPOINTED; docs/
+ * DURABILITY.md): it was in flight then, so it may have run, in whole or
+ * in part, before. A handler whose effect must not happen twice checks
+ * what it did (an idempotency key in its arguments, say) when this is
+ * true. Valid until sx_complete. */
+bool sx_completer_resumed(const sx_completer *done);
+
 /* Completes a yield: result is copied, error_msg (NULL for none) copied.
  * A completion for a process that finished is a silent no-op. */
 void sx_complete(sx_completer *done, sx_payload result, int error,

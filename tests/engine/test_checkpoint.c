@@ -4,7 +4,8 @@
  * run again, its state and step count go on), its sleeps keep their
  * deadlines (one due during the downtime fires at the start), messages
  * between checkpointed jobs and acknowledged messages from outside arrive
- * exactly once and in order, and a stop leaves them to resume at the next
+ * exactly once and in order, a command in flight at the crash runs again
+ * and its handler can tell, and a stop leaves them to resume at the next
  * start.
  *
  * A crash is a child process killed with SIGKILL (tests/support/crash.h).
@@ -230,7 +231,65 @@ static int feeder_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* "effector": yields the test's command EFFECT once and finishes with
+ * its answer. The command's handler keeps its completer (the command
+ * stays in flight) in a crashing child; in the parent it answers at once
+ * with whether it runs again after a resume (sx_completer_resumed). */
+enum { EFFECT = 300 };
+static _Atomic int g_effect_calls, g_effect_resumed;
+static _Atomic bool g_effect_hold;
+
+static int effect_cmd(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                      sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    atomic_fetch_add(&g_effect_calls, 1);
+    bool resumed = sx_completer_resumed(done);
+    if (resumed)
+        atomic_fetch_add(&g_effect_resumed, 1);
+    if (atomic_load(&g_effect_hold))
+        return 0; /* in flight until the crash */
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_complete(done, int_of(b, resumed ? 1 : 0), 0, NULL);
+    return 0;
+}
+
+typedef struct {
+    uint32_t yielded;
+} effector_state;
+
+static int effector_init(void *st, const sx_init_ctx *ctx, const char *method,
+                         const sx_payload *in, size_t n)
+{
+    (void)st, (void)ctx, (void)method, (void)in, (void)n;
+    return 0;
+}
+
+static int effector_step(void *st, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    effector_state *s = st;
+    if (!s->yielded) {
+        s->yielded = 1;
+        sx_yield(out, EFFECT, 5, (sx_payload){ NULL, 0 });
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 5) {
+            sx_done(out, ev[i].data);
+            return 0;
+        }
+    sx_wait(out);
+    return 0;
+}
+
 static const sx_process_type types[] = {
+    { .name = "effector",
+      .state_size = sizeof(effector_state),
+      .init = effector_init,
+      .step = effector_step,
+      .flags = SX_TYPE_CHECKPOINTED },
     { .name = "counter",
       .state_size = sizeof(counter_state),
       .init = counter_init,
@@ -258,6 +317,7 @@ static sx_engine *up(void)
     sx_engine_config cfg = { .workers = 2, .state_dir = dir };
     sx_engine *e = tx_engine_new(&cfg);
     tx_engine_register(e, types, sizeof types / sizeof types[0]);
+    tx_engine_command(e, EFFECT, "effect", effect_cmd, NULL);
     int rc = sx_engine_start(e);
     if (rc != 0)
         SX_FAILF("start: %s: %s", sx_errname(rc), sx_engine_state_error(e));
@@ -489,6 +549,49 @@ static void t_messages(void)
     }
 }
 
+/* ---- a command in flight runs again ---- */
+
+typedef struct {
+    sx_pid pid;
+    int calls, resumed; /* in the child */
+} effected;
+
+static void effect_child(int fd, void *arg)
+{
+    (void)arg;
+    atomic_store(&g_effect_hold, true);
+    sx_engine *e = up();
+    effected x;
+    if (sx_engine_submit(e, "effector", "run", NULL, 0, &x.pid) != 0)
+        _exit(2);
+    while (atomic_load(&g_effect_calls) == 0)
+        tx_sleep_ms(1);
+    x.calls = atomic_load(&g_effect_calls);
+    x.resumed = atomic_load(&g_effect_resumed);
+    write_all(fd, &x, sizeof x);
+}
+
+/* The command the effector had in flight at the crash (it runs only once
+ * its step's checkpoint is stored) runs again as it resumes, and its
+ * handler can tell (sx_completer_resumed): false the first time, true the
+ * second. */
+static void t_command_again(void)
+{
+    tx_mkdtemp(dir, sizeof dir, "stepx-ckpt.");
+    effected x;
+    CHECK(tx_crash_child(effect_child, NULL, &x, sizeof x) == sizeof x);
+    CHECK_EQ_INT(x.calls, 1);
+    CHECK_EQ_INT(x.resumed, 0);
+    atomic_store(&g_effect_hold, false);
+    atomic_store(&g_effect_calls, 0);
+    sx_engine *e = up();
+    CHECK_EQ_U64((uint64_t)tx_wait_int(e, x.pid, 10000), 1);
+    CHECK_EQ_INT(atomic_load(&g_effect_calls), 1);
+    CHECK_EQ_INT(atomic_load(&g_effect_resumed), 1);
+    sx_engine_free(e);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 /* ---- stop ---- */
 
 /* A stop in the middle ends the counter for this run only: at the next
@@ -522,7 +625,7 @@ static void t_stop_resumes(void)
 static void t_no_store(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e = tx_engine_up(&cfg, types, 1);
+    sx_engine *e = tx_engine_up(&cfg, &types[1], 1);
     sx_pid pid;
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_payload in = int_of(b, 20);
@@ -532,8 +635,11 @@ static void t_no_store(void)
 }
 
 static const sx_test_case cases[] = {
-    { "resume", t_resume },     { "timers", t_timers },
-    { "messages", t_messages }, { "stop_resumes", t_stop_resumes },
+    { "resume", t_resume },
+    { "timers", t_timers },
+    { "messages", t_messages },
+    { "command_again", t_command_again },
+    { "stop_resumes", t_stop_resumes },
     { "no_store", t_no_store },
 };
 
