@@ -45,6 +45,8 @@ FIGURES = {
     "recover": ("secs", "s", "lower", "{:.3f}",
                 "seconds from sx_engine_start until every stored job is "
                 "spawned again"),
+    "checkpoint": ("added_p50_us", "µs", "lower", "{:.0f}",
+                   "µs a checkpoint adds to a step, p50, 64 jobs at once"),
 }
 # Relative targets: stepx / best peer (ratio of the figure).
 RELATIVE = {
@@ -64,6 +66,7 @@ ABSOLUTE = {
     "relay": (">=", 200.0, "≥ 200 k jobs per second"),
     "relay1": (">=", 200.0, "≥ 200 k jobs per second"),
     "relay-durable": (">=", 100.0, "≥ 100 k durable jobs per second"),
+    "checkpoint": ("<=", 1000.0, "p50 ≤ 1 ms under load"),
 }
 # Workloads measured without a target: what the summary's target cell says.
 NO_TARGET = {
@@ -82,7 +85,7 @@ SECOND = {
 SPAWNIDLE_BYTES = 256
 ORDER = ["skynet", "pingpong", "ring", "fanin", "spawnidle", "submit", "yield",
          "wake", "idle", "timers", "relay", "relay1", "relay-durable",
-         "recover"]
+         "recover", "checkpoint"]
 RUNTIMES = ["stepx", "go", "erlang", "caf"]
 RUNTIME_NAMES = {"stepx": "stepx", "go": "Go", "erlang": "Erlang", "caf": "CAF"}
 SIZES = {
@@ -101,13 +104,15 @@ SIZES = {
     "relay-durable": "jobs (8 connections, 64 jobs in flight on each; a "
                      "state store)",
     "recover": "stored jobs without an outcome",
+    "checkpoint": "steps of checkpointed jobs (64 jobs at once, a no-op "
+                  "yield per step; a state store)",
 }
 # The suite's nominal sizes; a run with another n says so.
 NOMINAL_N = {"skynet": 1000000, "pingpong": 2000000, "ring": 10000000,
              "fanin": 10000000, "spawnidle": 1000000, "submit": 1000000,
              "yield": 10000000, "wake": 10000, "idle": 5, "timers": 100000,
              "relay": 100000, "relay1": 100000, "relay-durable": 100000,
-             "recover": 1000000}
+             "recover": 1000000, "checkpoint": 64000}
 # Why a workload runs below its nominal size (bench/run.sh, WORKLOADS).
 SIZE_WHY = {
     "spawnidle": "At the nominal size the Go and Erlang programs grow to "
@@ -199,6 +204,16 @@ HOW = {
                      "writer thread). The in-memory relay row of the same run "
                      "is its baseline (the summary's ratio: durable over "
                      "in-memory). No peer.",
+    "checkpoint": "On an engine with a state store, 64 jobs at once step "
+                  "n/64 times each, a no-op yield per step: first of a plain "
+                  "type, then of the same type checkpointed "
+                  "(SX_TYPE_CHECKPOINTED, docs/DURABILITY.md), whose no-op "
+                  "goes out, and whose next step comes, once its checkpoint "
+                  "is committed. Each job times the gap between the end of a "
+                  "step and the start of the next; the figure is the "
+                  "checkpointed gaps' median minus the plain gaps' median: "
+                  "the time a checkpoint adds to a step under that load. "
+                  "No peer.",
     "recover": "A child process stores n jobs (a type whose processes stay "
                "IDLE, no inputs) through `sx_engine_submit_async` and exits "
                "once every submit is answered, with the jobs still running: "
@@ -684,6 +699,8 @@ def section_workloads(p, run, missing):
         if w == "recover":
             extra_hdr = (" first steps done, s median | filling, k jobs/s "
                          "median (not timed) |")
+        if w == "checkpoint":
+            extra_hdr = (" added p99 µs median | plain gap p50 µs median |")
         p("| runtime | runs ok | {} median (min–max) | peak RSS median, MiB | "
           "stepx / this |{}".format(FIGURES[w][1], extra_hdr))
         p("|---|---|---|---|---|" + ("---|" * extra_hdr.count("|")))
@@ -722,6 +739,12 @@ def section_workloads(p, run, missing):
                 row += " {} | {} |".format(
                     "{:.0f}".format(rpc) if rpc is not None else "—",
                     fmt("relay", statistics.median(mem)) if mem else "—")
+            if w == "checkpoint":
+                a99 = run.key_median(w, rt, "added_p99_us")
+                b50 = run.key_median(w, rt, "base_p50_us")
+                row += " {} | {} |".format(
+                    "{:.0f}".format(a99) if a99 is not None else "—",
+                    "{:.1f}".format(b50) if b50 is not None else "—")
             if w == "recover":
                 fs = run.key_median(w, rt, "first_step_secs")
                 fr = run.key_median(w, rt, "fill_jobs_per_sec")

@@ -149,7 +149,8 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 # "Known gaps". relay-durable is relay on an engine with a state store in
 # a temporary directory; recover times a start on a state store of n
 # stored jobs (a run also fills that store first, untimed: about twice the
-# figure in all).
+# figure in all); checkpoint times the gap a checkpoint adds between two
+# steps of 64 jobs stepping at once on a state store.
 WORKLOADS=(
     "skynet|1000000|100000|stepx go erlang caf"
     "pingpong|2000000|200000|stepx go erlang caf"
@@ -165,6 +166,7 @@ WORKLOADS=(
     "relay1|100000|5000|stepx"
     "relay-durable|100000|20000|stepx"
     "recover|1000000|100000|stepx"
+    "checkpoint|64000|16000|stepx"
 )
 
 cmd_for() { # runtime workload n

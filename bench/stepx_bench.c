@@ -10,7 +10,8 @@
  * result. Workloads: yield, ring, pingpong, skynet, fanin, spawnidle,
  * submit, wake, idle, timers, relay, relay-durable (relay on an engine
  * with a state store), store (the durable store alone), recover (a start
- * on a state store of n stored jobs).
+ * on a state store of n stored jobs), checkpoint (the time a checkpoint
+ * adds to a step of a checkpointed job).
  *
  * Each workload has the same program shape as its peers in bench/peers/
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
@@ -1095,6 +1096,126 @@ static void store_figures(sx_engine *e, char *extra, size_t cap)
              (double)st.store_records / (double)st.store_commits);
 }
 
+/* ---- checkpoint: the time a checkpoint adds to a step ----
+ *
+ * On an engine with a state store, CK_PROCS jobs at once step n /
+ * CK_PROCS times each, yielding a no-op command per step, first of a
+ * plain type, then of the same type checkpointed (SX_TYPE_CHECKPOINTED):
+ * a checkpointed job's no-op goes out, and its next step comes, only once
+ * its checkpoint is committed (docs/DURABILITY.md). Each job times the
+ * gap from the end of one step to the start of the next into a histogram
+ * of CK_US-wide buckets; the figure is the checkpointed gaps' median
+ * minus the plain gaps' median (the time a checkpoint adds to a step
+ * under this load), with both medians and the checkpointed p99 beside
+ * it. */
+#define CK_PROCS 64
+#define CK_US 5
+#define CK_BUCKETS 40000 /* 200 ms */
+
+static _Atomic uint64_t ck_hist[2][CK_BUCKETS];
+
+typedef struct {
+    int64_t left, last_ns, which;
+} ck_state;
+
+static int ck_init(void *st, const sx_init_ctx *c, const char *m,
+                   const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    ck_state *s = st;
+    if (n != 2 || sx_payload_get_int(in[0], &s->left) != 0 ||
+        sx_payload_get_int(in[1], &s->which) != 0)
+        return SX_EINVAL;
+    return 0;
+}
+
+static int ck_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    (void)ev, (void)n;
+    ck_state *s = st;
+    if (s->last_ns != 0) {
+        int64_t b = (now_ns() - s->last_ns) / (CK_US * 1000);
+        /* relaxed: a histogram, read once every job has finished. */
+        atomic_fetch_add_explicit(
+            &ck_hist[s->which][b < CK_BUCKETS ? b : CK_BUCKETS - 1], 1,
+            memory_order_relaxed);
+    }
+    if (s->left-- <= 0) {
+        sx_done(out, (sx_payload){ NULL, 0 });
+        return 0;
+    }
+    sx_yield(out, SX_CMD_NOOP, 1, (sx_payload){ NULL, 0 });
+    s->last_ns = now_ns();
+    return 0;
+}
+
+static const sx_process_type ck_types[2] = {
+    { .name = "ck-plain",
+      .state_size = sizeof(ck_state),
+      .init = ck_init,
+      .step = ck_step },
+    { .name = "ck-checkpointed",
+      .state_size = sizeof(ck_state),
+      .init = ck_init,
+      .step = ck_step,
+      .flags = SX_TYPE_CHECKPOINTED },
+};
+
+/* The q-quantile of histogram h, in µs (a bucket's middle). */
+static double ck_quantile(int which, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (size_t i = 0; i < CK_BUCKETS; i++)
+        total += atomic_load_explicit(&ck_hist[which][i], memory_order_relaxed);
+    for (size_t i = 0; i < CK_BUCKETS; i++) {
+        seen += atomic_load_explicit(&ck_hist[which][i], memory_order_relaxed);
+        if (total > 0 && (double)seen >= q * (double)total)
+            return ((double)i + 0.5) * CK_US;
+    }
+    return -1;
+}
+
+static int checkpoint_bench(sx_engine *e, int64_t n, char *extra, size_t cap,
+                            double *figure)
+{
+    int64_t per = n / CK_PROCS > 0 ? n / CK_PROCS : 1;
+    int ok = 1;
+    double secs[2];
+    for (int which = 0; which < 2 && ok; which++) {
+        sx_pid pids[CK_PROCS];
+        double t0 = now_s();
+        for (int i = 0; i < CK_PROCS && ok; i++) {
+            uint8_t b0[SX_PAYLOAD_INT_MAX], b1[SX_PAYLOAD_INT_MAX];
+            sx_payload in[2] = { sx_payload_int(b0, per),
+                                 sx_payload_int(b1, which) };
+            ok = sx_engine_submit(e, ck_types[which].name, "run", in, 2,
+                                  &pids[i]) == 0;
+        }
+        for (int i = 0; i < CK_PROCS && ok; i++) {
+            sx_result r;
+            ok = sx_engine_wait(e, pids[i], -1, &r) == 0 && r.error == 0 &&
+                 r.steps == (uint64_t)per + 1;
+            sx_result_free(&r);
+        }
+        secs[which] = now_s() - t0;
+    }
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, NULL, 0);
+    double base = ck_quantile(0, 0.5), p50 = ck_quantile(1, 0.5),
+           p99 = ck_quantile(1, 0.99);
+    *figure = (p50 - base) * 1000.0; /* ns */
+    snprintf(extra, cap,
+             " added_p50_us=%.1f added_p99_us=%.1f p50_us=%.1f p99_us=%.1f"
+             " base_p50_us=%.1f base_p99_us=%.1f procs=%d steps_each=%lld"
+             " plain_secs=%.3f checkpointed_secs=%.3f store_commits=%llu"
+             " store_records=%llu",
+             p50 - base, p99 - base, p50, p99, base, ck_quantile(0, 0.99),
+             CK_PROCS, (long long)per, secs[0], secs[1],
+             (unsigned long long)st.store_commits,
+             (unsigned long long)st.store_records);
+    return ok && p50 >= 0 && base >= 0;
+}
+
 /* ---- recover: an engine starting on a state store of n stored jobs ----
  *
  * A child process (forked before this process has any thread) starts an
@@ -1293,10 +1414,11 @@ static int recover(int64_t n, unsigned workers, char *extra, size_t cap,
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
-                        "spawnidle|submit|wake|idle|timers|relay|"
-                        "relay-durable|store|recover> <n> [--workers K] "
-                        "[--window W (relay, relay-durable, store)]\n");
+        fprintf(stderr,
+                "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
+                "spawnidle|submit|wake|idle|timers|relay|"
+                "relay-durable|store|recover|checkpoint> <n> [--workers K] "
+                "[--window W (relay, relay-durable, store)]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -1312,11 +1434,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "stepx-bench: n must be positive\n");
         return 2;
     }
-    static const char *const known[] = { "yield",  "ring",   "pingpong",
-                                         "skynet", "fanin",  "spawnidle",
-                                         "submit", "wake",   "idle",
-                                         "timers", "relay",  "relay-durable",
-                                         "store",  "recover" };
+    static const char *const known[] = { "yield",  "ring",    "pingpong",
+                                         "skynet", "fanin",   "spawnidle",
+                                         "submit", "wake",    "idle",
+                                         "timers", "relay",   "relay-durable",
+                                         "store",  "recover", "checkpoint" };
     int found = 0;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         found |= strcmp(name, known[i]) == 0;
@@ -1339,7 +1461,8 @@ int main(int argc, char **argv)
     }
     /* relay-durable: the relay workload on an engine with a state store in
      * a fresh temporary directory, removed after. */
-    int durable = strcmp(name, "relay-durable") == 0;
+    int checkpoint = strcmp(name, "checkpoint") == 0;
+    int durable = strcmp(name, "relay-durable") == 0 || checkpoint;
     char state_dir[] = "/tmp/stepx-bench-state-XXXXXX";
     if (durable && mkdtemp(state_dir) == NULL)
         return 1;
@@ -1353,8 +1476,11 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         sx_engine_register(e, &types[i]);
-    if ((strcmp(name, "relay") == 0 || durable) &&
+    if ((strcmp(name, "relay") == 0 || (durable && !checkpoint)) &&
         sx_types_register_builtin(e) != 0)
+        return 1;
+    if (checkpoint && (sx_engine_register(e, &ck_types[0]) != 0 ||
+                       sx_engine_register(e, &ck_types[1]) != 0))
         return 1;
     sx_engine_register_command(e, 256, "complete-now", complete_now, NULL);
     if (sx_engine_start(e) != 0) {
@@ -1398,6 +1524,8 @@ int main(int argc, char **argv)
         ok = wake(e, n, extra, sizeof(extra), &figure);
     } else if (strcmp(name, "timers") == 0) {
         ok = timers(e, n, extra, sizeof(extra), &secs_own);
+    } else if (checkpoint) {
+        ok = checkpoint_bench(e, n, extra, sizeof(extra), &figure);
     } else if (strcmp(name, "relay") == 0 || durable) {
         relay_threads = durable;
         ok = relay(e, n, extra, sizeof(extra), &secs_own);
