@@ -7,19 +7,19 @@
  * directory is refused.
  *
  * A crash is a child process (fork, before any engine of the parent's
- * exists) that sets up jobs and kills itself with SIGKILL: nothing of the
- * engine is shut down, as when stepxd is killed -9.
+ * exists) that sets up jobs and is killed with SIGKILL: nothing of the
+ * engine is shut down, as when stepxd is killed -9 (tests/support/
+ * crash.h).
  */
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stepx/engine.h>
 
+#include "tests/support/crash.h"
 #include "tests/support/engine.h"
 #include "tests/support/harness.h"
 #include "tests/support/threads.h"
@@ -126,9 +126,10 @@ typedef struct {
     uint32_t host;
 } handed;
 
-/* Runs in the child: jobs, then SIGKILL. */
-static void child_crash(int fd)
+/* Runs in the child: jobs, then (tx_crash_child) SIGKILL. */
+static void child_crash(int fd, void *arg)
 {
+    (void)arg;
     sx_engine *e = up(3);
     handed h;
     uint8_t b[1];
@@ -145,30 +146,13 @@ static void child_crash(int fd)
     h.host = c.host;
     if (write(fd, &h, sizeof h) != (ssize_t)sizeof h)
         _exit(4);
-    raise(SIGKILL);
-    _exit(5);
 }
 
 static handed crash(void)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        close(fds[0]);
-        child_crash(fds[1]);
-    }
-    close(fds[1]);
     handed h;
-    ssize_t got = read(fds[0], &h, sizeof h);
-    close(fds[0]);
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    if (got != (ssize_t)sizeof h)
-        SX_FAILF("the child did not report its jobs (status %d)", status);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (tx_crash_child(child_crash, NULL, &h, sizeof h) != sizeof h)
+        SX_FAILF("the child did not report its jobs");
     return h;
 }
 
@@ -369,48 +353,37 @@ static sx_process_info listed(sx_engine *e, sx_pid pid)
  * engine it still waits (its backoff goes on, it does not run at once),
  * then runs, and the restart it had already used counts against its
  * limit (max_restarts 1: its next failure is SX_ERESTART_LIMIT). */
+static void backoff_child(int fd, void *arg)
+{
+    (void)arg;
+    sx_engine *e = up(4);
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .max_restarts = 1,
+                              .backoff_min_ms = 1500,
+                              .backoff_max_ms = 1500 };
+    sx_submit_opts o = { .restart = &pol };
+    answer a;
+    memset(&a, 0, sizeof a);
+    if (sx_engine_submit_async(e, "doomed", "run", NULL, 0, &o, on_submit,
+                               &a) != 0)
+        _exit(2);
+    while (!atomic_load_explicit(&a.done, memory_order_acquire))
+        tx_sleep_ms(1);
+    /* Waiting for its restart, and that is stored: a commit follows the
+     * restart's record within a group commit's time. */
+    for (int i = 0; i < 5000 && listed(e, a.pid).state != SX_PSTATE_RESTARTING;
+         i++)
+        tx_sleep_ms(1);
+    tx_sleep_ms(200);
+    if (write(fd, &a.pid, sizeof a.pid) != (ssize_t)sizeof a.pid)
+        _exit(4);
+}
+
 static void t_crash_in_backoff(void)
 {
     tx_mkdtemp(dir, sizeof dir, "stepx-durable.");
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        close(fds[0]);
-        sx_engine *e = up(4);
-        sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
-                                  .max_restarts = 1,
-                                  .backoff_min_ms = 1500,
-                                  .backoff_max_ms = 1500 };
-        sx_submit_opts o = { .restart = &pol };
-        answer a;
-        memset(&a, 0, sizeof a);
-        if (sx_engine_submit_async(e, "doomed", "run", NULL, 0, &o, on_submit,
-                                   &a) != 0)
-            _exit(2);
-        while (!atomic_load_explicit(&a.done, memory_order_acquire))
-            tx_sleep_ms(1);
-        /* Waiting for its restart, and that is stored: a commit follows
-         * the restart's record within a group commit's time. */
-        for (int i = 0;
-             i < 5000 && listed(e, a.pid).state != SX_PSTATE_RESTARTING; i++)
-            tx_sleep_ms(1);
-        tx_sleep_ms(200);
-        if (write(fds[1], &a.pid, sizeof a.pid) != (ssize_t)sizeof a.pid)
-            _exit(4);
-        raise(SIGKILL);
-        _exit(5);
-    }
-    close(fds[1]);
     sx_pid pid;
-    ssize_t got = read(fds[0], &pid, sizeof pid);
-    close(fds[0]);
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child);
-    CHECK(got == (ssize_t)sizeof pid);
-    CHECK(WIFSIGNALED(status));
+    CHECK(tx_crash_child(backoff_child, NULL, &pid, sizeof pid) == sizeof pid);
 
     double t0 = sx_test_now_ms();
     sx_engine *e = up(4);
