@@ -313,9 +313,19 @@ static int enqueue(sx__store *s, rec *r)
 }
 
 /* A record with room for n bytes of strings and blob after it. */
-static rec *rec_new(size_t n)
+/* A record of kind for job id, answered through done, with room for n
+ * bytes of strings and blobs after it. */
+static rec *rec_new(int kind, uint64_t id, size_t n, sx__store_done_fn done,
+                    void *user)
 {
-    return SX__FAULT(SX__FAULT_STORE_REC) ? NULL : calloc(1, sizeof(rec) + n);
+    rec *r = SX__FAULT(SX__FAULT_STORE_REC) ? NULL : calloc(1, sizeof(rec) + n);
+    if (r != NULL) {
+        r->kind = kind;
+        r->id = id;
+        r->done = done;
+        r->user = user;
+    }
+    return r;
 }
 
 static char *put(char **p, const void *src, size_t n, bool nul)
@@ -339,14 +349,12 @@ int sx__store_submit(sx__store *s, const sx__store_job *job,
         return SX_EINVAL;
     size_t tl = strlen(job->type), ml = strlen(job->method);
     rec *r =
-        rec_new(job->key_len + tl + ml + 2 + job->input.len + job->policy.len);
+        rec_new(REC_JOB, job->id,
+                job->key_len + tl + ml + 2 + job->input.len + job->policy.len,
+                done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
-    r->kind = REC_JOB;
-    r->done = done;
-    r->user = user;
-    r->id = job->id;
     r->attempt = job->attempt;
     if (job->key != NULL) {
         r->key = put(&p, job->key, job->key_len, false);
@@ -370,12 +378,10 @@ int sx__store_restart(sx__store *s, uint64_t id, uint32_t attempt,
     if (s == NULL || restarts.len > 65536 ||
         (restarts.len > 0 && restarts.data == NULL))
         return SX_EINVAL;
-    rec *r = rec_new(restarts.len);
+    rec *r = rec_new(REC_RESTART, id, restarts.len, NULL, NULL);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
-    r->kind = REC_RESTART;
-    r->id = id;
     r->attempt = attempt;
     r->restart_at = restart_at;
     r->blob = (const uint8_t *)put(&p, restarts.data, restarts.len, false);
@@ -391,14 +397,10 @@ int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
         value.len > INT32_MAX)
         return SX_EINVAL;
     size_t ml = msg != NULL ? strlen(msg) : 0;
-    rec *r = rec_new(ml + 1 + value.len);
+    rec *r = rec_new(REC_FINISH, id, ml + 1 + value.len, done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
-    r->kind = REC_FINISH;
-    r->done = done;
-    r->user = user;
-    r->id = id;
     r->error = error;
     r->steps = steps;
     r->attempt = attempts;
@@ -454,15 +456,13 @@ int sx__store_checkpoint(sx__store *s, sx__store_ckpt *ck,
         (ck->inflight.len > 0 && ck->inflight.data == NULL) ||
         (ck->n_msgs > 0 && ck->msgs == NULL) || !msgs_ok(ck->msgs, ck->n_msgs))
         return SX_EINVAL;
-    rec *r = rec_new(ck->state.len + ck->inflight.len + 8 +
-                     msgs_size(ck->msgs, ck->n_msgs));
+    rec *r = rec_new(REC_CKPT, ck->id,
+                     ck->state.len + ck->inflight.len + 8 +
+                         msgs_size(ck->msgs, ck->n_msgs),
+                     done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
-    r->kind = REC_CKPT;
-    r->done = done;
-    r->user = user;
-    r->id = ck->id;
     r->steps = ck->steps;
     r->want = ck->want;
     r->consumed = ck->consumed;
@@ -483,14 +483,10 @@ int sx__store_message(sx__store *s, sx__store_msg *m, sx__store_done_fn done,
 {
     if (s == NULL || m == NULL || !msgs_ok(m, 1))
         return SX_EINVAL;
-    rec *r = rec_new(msgs_size(m, 1) + 8);
+    rec *r = rec_new(REC_MSG, m->to, msgs_size(m, 1) + 8, done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
-    r->kind = REC_MSG;
-    r->done = done;
-    r->user = user;
-    r->id = m->to;
     msgs_put(r, &p, m, 1);
     r->seq_out = m;
     return enqueue(s, r);
