@@ -135,7 +135,7 @@ void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 38);
+    sx_pack_map(pk, 40);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
@@ -162,6 +162,8 @@ void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
     kv(pk, "store_records", st.store_records);
     kv(pk, "store_failed", st.store_failed);
     kv(pk, "restarting", st.restarting);
+    kv(pk, "checkpoints", st.checkpoints);
+    kv(pk, "checkpoint_us", st.checkpoint_us);
     kv(pk, "relay_connections", ss.connections);
     kv(pk, "relay_accepted", ss.accepted);
     kv(pk, "relay_requests", ss.requests);

@@ -66,6 +66,11 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         out->store_failed = ss.failed;
     }
     out->restarting = sx__sup_waiting(e);
+    /* relaxed: figures (checkpoint.c). */
+    out->checkpoints =
+        atomic_load_explicit(&e->checkpoints, memory_order_relaxed);
+    out->checkpoint_us =
+        atomic_load_explicit(&e->checkpoint_ns, memory_order_relaxed) / 1000u;
     for (unsigned k = 0; k < SX_LATENCY_BUCKETS; k++)
         out->latency_us[k] =
             atomic_load_explicit(&e->latency[k], memory_order_relaxed);

@@ -329,6 +329,9 @@ typedef struct {
     uint64_t store_commits, store_records, store_failed;
     /* Jobs waiting for a restart now (supervision). */
     uint64_t restarting;
+    /* Checkpoints of checkpointed jobs answered by the state store, and
+     * the time from their steps' ends to the answers, in all (µs). */
+    uint64_t checkpoints, checkpoint_us;
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.

@@ -389,8 +389,11 @@ static void t_resume(void)
     if (first + 1 < (int64_t)c.steps || first > (int64_t)c.steps + 30)
         SX_FAILF("resumed at count %lld; the crash came at step %llu",
                  (long long)first, (unsigned long long)c.steps);
+    /* Each step after the resume but the last was checkpointed. */
     sx_engine_stats st = tx_engine_stats(e);
     CHECK(st.store_failed == 0);
+    CHECK_EQ_U64(st.checkpoints, (uint64_t)(150 - first - 1));
+    CHECK(st.checkpoint_us > 0);
     sx_engine_free(e);
     CHECK(tx_rm_tree(dir) == 0);
 }
@@ -621,7 +624,7 @@ static void t_stop_resumes(void)
 }
 
 /* Without a store the flag changes nothing: the counter runs as any
- * process, and a figure of checkpoints stays 0. */
+ * process, and the checkpoints figure stays 0. */
 static void t_no_store(void)
 {
     sx_engine_config cfg = { .workers = 2 };
@@ -631,6 +634,7 @@ static void t_no_store(void)
     sx_payload in = int_of(b, 20);
     CHECK_RC(sx_engine_submit(e, "counter", "run", &in, 1, &pid), 0);
     CHECK_EQ_U64((uint64_t)tx_wait_int(e, pid, 5000), 20);
+    CHECK_EQ_U64(tx_engine_stats(e).checkpoints, 0);
     tx_engine_down(e);
 }
 
