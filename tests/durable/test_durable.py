@@ -32,6 +32,11 @@ stops them at the end, failed or not, and removes the directory
   outcomes-survive  finished jobs answer `wait` with their outcome after a
                   clean restart and after a kill -9; --keep-outcomes N
                   keeps the last N across a restart.
+  checkpoint-resume  a tally [200, 5] killed -9 after 60 steps and 20
+                  stored "add" messages resumes from its checkpoint: ps
+                  right after the restart shows its steps (not 0), it
+                  finishes with [200, init_ms of its first run, 465] (adds
+                  1..30, 21..30 sent after the restart), attempts 1.
   pid-stays       jobs running at a kill -9 run again from init under the
                   same PID: `wait` on the old PID answers (attempts 2),
                   `send` and `cancel` on it work.
@@ -847,6 +852,98 @@ def case_outcomes_survive(case, exe):
     c.close()
 
 
+# ------------------------------------------------------- checkpoint resume
+
+def case_checkpoint_resume(case, exe):
+    """A tally [200, 5] (about a second: 200 steps of a 5 ms sleep, a
+    checkpoint after each) killed -9 after 60 steps and 20 "add" messages,
+    each answered ok once stored, resumes from its last checkpoint: ps
+    right after the restart shows it no more than a step behind where ps
+    saw it before the kill, and it finishes with [200, init_ms, 465]
+    (1 + ... + 30: the adds 21..30 go after the restart) with the init_ms
+    of its first run and attempts 1."""
+    n, ms, at = 200, 5, 60
+    tmp = case.tmpdir()
+    d = case.state_daemon(exe, tmp)
+    c = d.connect()
+    t_submit = time.time()
+    r = c.call("submit", type="tally", method="run", input=[n, ms])
+    t_acked = time.time()
+    pid = r.get("pid")
+    case.check("submit tally [%d, %d]: ok, a PID" % (n, ms),
+               r.get("ok") and isinstance(pid, str), repr(r))
+    if not isinstance(pid, str):
+        return
+
+    def entry(conn):
+        for p in conn.call("ps", limit=100).get("processes", []):
+            if p.get("pid") == pid:
+                return p
+        return None
+
+    e = None
+    deadline = time.monotonic() + PROFILE.t(10)
+    while time.monotonic() < deadline:
+        e = entry(c)
+        if e is None or e.get("steps", 0) >= at:
+            break
+        time.sleep(0.005)
+    case.check("ps shows the tally running with %d steps or more" % at,
+               e is not None and e.get("steps", 0) >= at, repr(e))
+    before = [c.call("send", to=pid, topic="add", data=v)
+              for v in range(1, 21)]
+    case.check("\"add\" 1 to 20 before the kill, one at a time: each "
+               "answered ok (once stored)",
+               all(m.get("ok") for m in before),
+               "" if all(m.get("ok") for m in before) else
+               repr([m for m in before if not m.get("ok")][:3]))
+    e = entry(c)
+    rc = d.crash()
+    t_kill = time.time()
+    c.close()
+    s0 = e.get("steps") if e else None
+    case.figure("ps right before the kill -9", repr(e))
+    case.figure("kill -9", "exit status %s" % rc)
+    case.check("ps right before the kill still lists the tally (it was "
+               "running at the kill)", isinstance(s0, int), repr(e))
+    if not isinstance(s0, int):
+        return
+    d.start()
+    t_restart = time.monotonic()
+    c = d.connect()
+    e = entry(c)
+    case.figure("ps right after the restart", repr(e))
+    case.check("ps right after the restart: the tally under its PID with "
+               "%d steps or more (%d before the kill, less one whose "
+               "checkpoint the kill may have cut): it resumed, not from 0"
+               % (s0 - 1, s0), e is not None
+               and e.get("steps", -1) >= s0 - 1, repr(e))
+    case.check("ps right after the restart: attempts 1",
+               e is not None and e.get("attempts") == 1, repr(e))
+    after = [c.call("send", to=pid, topic="add", data=v)
+             for v in range(21, 31)]
+    case.check("\"add\" 21 to 30 after the restart: each answered ok",
+               all(m.get("ok") for m in after),
+               "" if all(m.get("ok") for m in after) else
+               repr([m for m in after if not m.get("ok")][:3]))
+    w = c.call("wait", pid=pid, timeout_ms=WAIT_MS)
+    case.figure("wait", "%r, %.2f s after the restart"
+                % (w, time.monotonic() - t_restart))
+    res = w.get("result")
+    good = w.get("ok") and isinstance(res, list) and len(res) == 3
+    case.check("wait: [%d, init_ms, 465], every add (1..30) counted once"
+               % n, good and res[0] == n and res[2] == 465, repr(w))
+    init_ms = res[1] if good else None
+    lo, hi = int(t_submit * 1000), t_acked * 1000
+    case.check("init_ms is its first run's: between the submit and its "
+               "answer (%d to %.0f), before the kill (%.0f)"
+               % (lo, hi, t_kill * 1000), isinstance(init_ms, int)
+               and lo <= init_ms <= hi, "init_ms %r" % (init_ms,))
+    case.check("wait: attempts 1 (init did not run again)",
+               w.get("attempts") == 1, repr(w))
+    c.close()
+
+
 # ------------------------------------------------------- pid stays
 
 def case_pid_stays(case, exe):
@@ -1215,6 +1312,7 @@ CASES = collections.OrderedDict([
     ("crash-rounds", case_crash_rounds),
     ("idempotent-key", case_idempotent_key),
     ("outcomes-survive", case_outcomes_survive),
+    ("checkpoint-resume", case_checkpoint_resume),
     ("pid-stays", case_pid_stays),
     ("restart-policy", case_restart_policy),
     ("locked", case_locked),
