@@ -12,7 +12,8 @@ daemon with a store needs:
   directories removed at the end (kept with STEPX_DURABLE_KEEP=1), and a
   skipped outcome (exit 77) for a case that cannot run here;
 - `Job`: one job of a shipped type with its idempotency key and the
-  outcome it must reach, and `random_job` to draw one;
+  outcome it must reach (for a `tally`, the "add" messages sent to it),
+  and `random_job` to draw one;
 - `start_refused`: starts stepxd on a state directory that the store must
   refuse, and checks the refusal (exit status 1, a `stepxd: ` line on
   stderr with the store's words) and that the files are unchanged;
@@ -203,8 +204,11 @@ def answer_kind(reply):
 class Job:
     """One job: its key, what it runs, and the outcome it must reach.
 
-    want is ("ok", value), ("failed", message) or ("exec", stdout bytes):
-    exec's result is a map, of which status 0 and stdout are checked."""
+    want is ("ok", value), ("failed", message), ("exec", stdout bytes)
+    or ("tally", n): exec's result is a map, of which status 0 and stdout
+    are checked; tally's is [n, init_ms, sum], of which n is checked and
+    that init_ms and sum are ints (what sum must be depends on the "add"
+    messages sent to it: `adds`)."""
 
     def __init__(self, key, type_, method, input_, want):
         self.key = key
@@ -213,11 +217,21 @@ class Job:
         self.input = input_
         self.want = want
         self.sends = 0         # submits sent with its key
+        self.sent_rounds = []  # the rounds they were sent in
         self.pid = None        # once a submit with its key was answered
         self.acked_round = None
         self.seen = None       # (outcome, attempts) a wait answered
         self.seen_round = None
         self.final = None      # (outcome, attempts) at the end
+        self.acked_new = False  # its first answered submit made it (no
+                                # "existing"): it was made in acked_round;
+                                # else in one of sent_rounds before that
+        # A tally: the "add" messages sent to it, [value, round, answer]
+        # (answer "ok", an error code, or None: no reply, the kill cut
+        # it), and the rounds in which it was seen running (a wait answered
+        # timeout, or an "add" was answered ok).
+        self.adds = []
+        self.alive = set()
 
     def submit_fields(self):
         return dict(type=self.type, method=self.method, input=self.input,
@@ -232,6 +246,14 @@ class Job:
         else what is wrong with it."""
         got = outcome_of(reply)
         kind, value = self.want
+        if kind == "tally":
+            r = got[1] if got[0] == "ok" else None
+            if not isinstance(r, list) or len(r) != 3 or r[0] != value or \
+                    not all(isinstance(x, int) and not isinstance(x, bool)
+                            for x in r):
+                return "want ok, [%d, init_ms, sum] (ints); got %r" % (value,
+                                                                      got)
+            return None
         if kind == "exec":
             r = got[1] if got[0] == "ok" else None
             if not isinstance(r, dict) or r.get("status") != 0 or \
@@ -246,27 +268,33 @@ class Job:
 def random_job(rng, key):
     """A job of one of the shipped types, small enough that a round of
     them finishes in well under a second; a few run long enough (up to
-    ~300 ms) to be cut by a kill."""
+    ~300 ms) to be cut by a kill, and the tallies (12 %: n from 5 to 80
+    steps of a 1 to 8 ms sleep, a checkpoint after each: about 10 to 800
+    ms) often are."""
     k = rng.random()
-    if k < 0.28:
+    if k < 0.25:
         n = rng.choice([0, 1, 7, 100, rng.randint(0, 5000),
                         rng.randint(50000, 300000)])
         return Job(key, "counter", "run", [n], ("ok", n))
-    if k < 0.43:
+    if k < 0.38:
         ms = rng.randint(0, 300)
         return Job(key, "sleeper", "run", [ms], ("ok", ms))
-    if k < 0.53:
+    if k < 0.47:
         msg = "no luck for " + key
         return Job(key, "fail", "run", [msg], ("failed", msg))
-    if k < 0.68:
+    if k < 0.60:
         if rng.random() < 0.5:
             return Job(key, "exec", "run", [["/bin/true"]], ("exec", b""))
         return Job(key, "exec", "run", [["/bin/echo", key]],
                    ("exec", (key + "\n").encode()))
-    if k < 0.85:
+    if k < 0.75:
         n, m = rng.randint(0, 4), rng.randint(0, 20)
         return Job(key, "fanout", "run", [n, "counter", "run", [m]],
                    ("ok", [m] * n))
+    if k < 0.87:
+        n = rng.randint(5, 80)
+        return Job(key, "tally", "run", [n, rng.randint(1, 8)],
+                   ("tally", n))
     # Cancelled by the test: an echo that echoed nothing finishes with 0.
     return Job(key, "echo", "serve", [], ("ok", 0))
 

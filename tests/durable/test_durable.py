@@ -18,13 +18,25 @@ stops them at the end, failed or not, and removes the directory
                   unacknowledged submit sent again with its key. At the
                   end, without a crash, every acknowledged PID answers
                   `wait` with exactly one outcome, the right one; a key
-                  always answers the same PID; no job is lost.
+                  always answers the same PID; no job is lost. Tally
+                  jobs (checkpointed) get "add" messages each round:
+                  each one's sum counts every acknowledged add once and
+                  none answered with an error; one whose init ran before
+                  a crash ends with attempts 1 (it resumed from a
+                  checkpoint), one run again from init with one attempt
+                  more per start before its first checkpoint; over 10
+                  rounds or more, some tally resumes across a crash.
   idempotent-key  the same key twice: the same PID and "existing": true,
                   also racing on two connections, after a clean restart
                   and after a kill -9.
   outcomes-survive  finished jobs answer `wait` with their outcome after a
                   clean restart and after a kill -9; --keep-outcomes N
                   keeps the last N across a restart.
+  checkpoint-resume  a tally [200, 5] killed -9 after 60 steps and 20
+                  stored "add" messages resumes from its checkpoint: ps
+                  right after the restart shows its steps (not 0), it
+                  finishes with [200, init_ms of its first run, 465] (adds
+                  1..30, 21..30 sent after the restart), attempts 1.
   pid-stays       jobs running at a kill -9 run again from init under the
                   same PID: `wait` on the old PID answers (attempts 2),
                   `send` and `cancel` on it work.
@@ -155,6 +167,9 @@ CHUNKS = 4        # new jobs go in this many writes per round...
 GAP_S = 0.05      # ...this far apart
 KILL_MAX_S = 0.45  # the kill comes 0 to this many seconds into a round
 RESUBMIT_SAMPLE = 5  # acknowledged keys sent again each round
+ADDS_MAX = 40     # "add" messages to one tally job at most: its k-th
+                  # (from 0) adds 2 ** k, so that its sum says which of
+                  # them it counted
 
 
 def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
@@ -162,6 +177,7 @@ def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
     """One round: start, submit (and wait, cancel, resubmit), kill -9 at a
     random moment, record what was answered."""
     t_start = time.monotonic()
+    tally["start_wall"].append(time.time())
     try:
         d.start()
     except DaemonStartError as e:
@@ -184,6 +200,7 @@ def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
     for j in order:
         if j.pid is None and j.sends > 0:
             j.sends += 1
+            j.sent_rounds.append(r)
             first.append(add("submit", j, "again", **j.submit_fields()))
     for j in open_:
         if j.type == "echo":
@@ -191,17 +208,33 @@ def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
                              reason="the test is done with it"))
     for j in rng_pick.sample(acked, min(RESUBMIT_SAMPLE, len(acked))):
         first.append(add("submit", j, "check", **j.submit_fields()))
+    # 1 to 3 "add" messages to each open tally job: the first in the
+    # first write, the others in writes drawn among all (a kill may cut
+    # those of the later ones before their answer, or before they are
+    # written); a job's adds go out in the order of their values.
+    later = [[] for _ in range(CHUNKS)]
+    for j in open_:
+        if j.type != "tally":
+            continue
+        n = min(rng_pick.randint(1, 3), ADDS_MAX - len(j.adds))
+        for k in sorted([0] + [rng_pick.randint(0, CHUNKS)
+                               for _ in range(n - 1)])[:n]:
+            j.adds.append([1 << len(j.adds), r, None])
+            (later[k - 1] if k else first).append(
+                add("send", j, len(j.adds) - 1, to=j.pid, topic="add",
+                    data=j.adds[-1][0]))
     for j in open_:
         first.append(add("wait", j, "wait", pid=j.pid, timeout_ms=1))
     chunks = [b"".join(first)]
     for k in range(CHUNKS):
-        part = []
+        part = later[k]
         for _ in range(rng_jobs.randint(4, 16)):
             key = "r%03d-%03d" % (r, len(order))
             j = random_job(rng_jobs, key)
             jobs[key] = j
             order.append(j)
             j.sends = 1
+            j.sent_rounds.append(r)
             part.append(add("submit", j, "new", **j.submit_fields()))
         chunks.append(b"".join(part))
 
@@ -252,6 +285,8 @@ def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
             _submitted(j, what, m, r, probs, tally)
         elif op == "cancel":
             tally["cancel:" + (error_code(m) or "ok")] += 1
+        elif op == "send":
+            _added(j, what, m, r, probs, tally)
         elif op == "wait":
             kind = answer_kind(m)
             if kind == FINAL:
@@ -262,7 +297,9 @@ def _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick, probs,
                     probs.add("every acknowledged job reaches its right "
                               "outcome", "%s (%s): %s (round %d)"
                               % (j.describe(), j.pid, bad, r))
-            elif kind != "timeout":
+            elif kind == "timeout":
+                j.alive.add(r)
+            else:
                 probs.add("wait on an acknowledged PID answers (its outcome "
                           "or timeout) in every round",
                           "%s (%s), round %d: %r" % (j.describe(), j.pid, r,
@@ -291,6 +328,7 @@ def _submitted(j, what, m, r, probs, tally):
         tally["pids"][pid] = j
         j.pid = pid
         j.acked_round = r
+        j.acked_new = not existing
         if existing:
             tally["committed_unacked"] += 1
         return
@@ -300,6 +338,39 @@ def _submitted(j, what, m, r, probs, tally):
     elif not existing:
         probs.add("a key sent again answers \"existing\": true",
                   "%s (round %s): %r" % (j.key, r, m))
+
+
+ADD_ANSWERED = ("a send (\"add\") to a tally job is answered ok, or "
+                "not_found / closed once it has finished (and never ok "
+                "after that)")
+TALLY_SUM = ("a tally's sum counts every \"add\" answered ok, once; none "
+             "answered with an error; of the unanswered ones some")
+TALLY_INIT = ("a tally's init_ms falls in the daemon run that made it, or "
+              "a later one")
+TALLY_RESUMED = ("a tally whose init ran before the crash that ended the "
+                 "round that made it ends with attempts 1 (it resumed from "
+                 "a checkpoint, or had finished)")
+TALLY_RERUN = ("a tally run again from init (init_ms after a later start) "
+               "ends with attempts 2 or more: 1 and one per start that "
+               "found no checkpoint of it")
+
+
+def _added(j, i, m, r, probs, tally):
+    """Records the reply to j's i-th "add" (a send to a tally job)."""
+    code = "ok" if m.get("ok") else error_code(m)
+    j.adds[i][2] = code
+    tally["add:" + str(code)] += 1
+    gone = [a for a in j.adds[:i] if a[2] in ("not_found", "closed")]
+    if code == "ok":
+        j.alive.add(r)
+        if gone:
+            probs.add(ADD_ANSWERED, "%s (%s): add %d answered ok in round %d "
+                      "after add %d was answered %s in round %d"
+                      % (j.describe(), j.pid, j.adds[i][0], r, gone[0][0],
+                         gone[0][2], gone[0][1]))
+    elif code not in ("not_found", "closed"):
+        probs.add(ADD_ANSWERED, "%s (%s), round %d: %r"
+                  % (j.describe(), j.pid, r, m))
 
 
 CHECKS = (
@@ -318,13 +389,21 @@ CHECKS = (
     "attempts",
     "an outcome answered before a crash is the one answered at the end",
     "a job whose outcome was answered does not run again after a crash "
-    "(attempts unchanged)")
+    "(attempts unchanged)",
+    ADD_ANSWERED,
+    TALLY_SUM,
+    TALLY_INIT,
+    TALLY_RESUMED,
+    TALLY_RERUN)
+TALLY_CHECKS = (ADD_ANSWERED, TALLY_SUM, TALLY_INIT, TALLY_RESUMED,
+                TALLY_RERUN)
 
 
-def _report(case, probs, n):
+def _report(case, probs, n, n_tally):
     """One check for each kind of failure crash-rounds looks for."""
     for what in CHECKS:
-        probs.check(case, what, " (%d jobs)" % n)
+        probs.check(case, what, " (%d tally jobs)" % n_tally
+                    if what in TALLY_CHECKS else " (%d jobs)" % n)
     for what in probs.by:
         if what not in CHECKS:
             probs.check(case, what)
@@ -344,12 +423,15 @@ def case_crash_rounds(case, exe):
     probs = Problems()
     tally = collections.defaultdict(int)
     tally["delays"], tally["round_s"], tally["start_s"] = [], [], []
+    tally["start_wall"] = []  # time.time() as each run's stepxd started
     tally["pids"] = {}
     t0 = time.monotonic()
     for r in range(rounds):
         if not _round(case, d, r, jobs, order, rng_jobs, rng_kill, rng_pick,
                       probs, tally):
-            _report(case, probs, sum(j.pid is not None for j in order))
+            _report(case, probs, sum(j.pid is not None for j in order),
+                    sum(j.pid is not None and j.type == "tally"
+                        for j in order))
             return
     t_rounds = time.monotonic() - t0
     case.figure("rounds took", "%.1f s (per round: median %.2f s, worst "
@@ -363,9 +445,12 @@ def case_crash_rounds(case, exe):
                    statistics.median(tally["delays"])))
 
     # The end: one more start, no crash.
+    tally["start_wall"].append(time.time())
     d.start()
     c = d.connect(timeout=PROFILE.t(60))
     late = [j for j in order if j.pid is None]
+    for j in late:
+        j.sent_rounds.append(rounds)
     for j, m in zip(late, submit_all(c, [j.submit_fields() for j in late])):
         _submitted(j, "again", m, rounds, probs, tally)
     case.check("every job is acknowledged in the end (the ones the kills "
@@ -429,7 +514,17 @@ def case_crash_rounds(case, exe):
                not live, "%d live after %.0f s, e.g. %r"
                % (len(live), PROFILE.t(10), live[:3]) if live else "")
 
-    _report(case, probs, len(acked))
+    tallied = _tally_ends(acked, tally["start_wall"], probs)
+    _report(case, probs, len(acked), tallied["jobs"])
+    if rounds >= 10:
+        case.check("a tally job resumed from its checkpoint across a crash "
+                   "(init before the kill, attempts 1, seen running after "
+                   "the restart) at least once in %d rounds" % rounds,
+                   tallied["resumed"] >= 1, "" if tallied["resumed"] else
+                   "none of %d tally jobs" % tallied["jobs"])
+    else:
+        case.note("under 10 rounds: no tally job has to resume across a "
+                  "crash (%d did)" % tallied["resumed"])
 
     reran = [j for j in acked if j.final and isinstance(j.final[1], int)
              and j.final[1] > 1]
@@ -449,6 +544,18 @@ def case_crash_rounds(case, exe):
     case.figure("outcomes seen during the rounds",
                 "%d (then a crash came)" % sum(j.seen is not None
                                                for j in acked))
+    case.figure("tally jobs", "%d: %d crossed a crash and resumed from a "
+                "checkpoint (init before the crash, attempts 1, seen running "
+                "after the restart), %d ran again from init (attempts > 1), "
+                "%d made in a round not known (their key went out in more "
+                "than one before it answered \"existing\"): attempts not "
+                "checked" % (tallied["jobs"], tallied["resumed"],
+                             tallied["rerun"], tallied["unknown"]))
+    case.figure("\"add\" sends to tally jobs", "%s; of the %d unanswered, "
+                "%d counted in a sum" % (", ".join(
+                    "%s %d" % (k[4:], v) for k, v in sorted(tally.items())
+                    if k.startswith("add:")) or "none",
+                    tallied["cut"], tallied["cut_counted"]))
     case.figure("cancels of echo jobs", ", ".join(
         "%s %d" % (k[7:], v) for k, v in sorted(tally.items())
         if k.startswith("cancel:")))
@@ -458,6 +565,88 @@ def case_crash_rounds(case, exe):
     rc = d.stop()
     case.check("stepxd stops cleanly at the end (exit status 0)", rc == 0,
                "" if rc == 0 else "exit status %s" % rc)
+
+
+def _run_of(ms, starts):
+    """The daemon run (an index of starts, time.time() as each run's stepxd
+    started) in which a wall-clock time in whole ms (floored) falls; -1
+    before the first. An init of run q is at or after starts[q] (its
+    daemon takes well over a ms from there to any init); one of run q - 1
+    came before the kill, before starts[q]."""
+    q = -1
+    for i, t in enumerate(starts):
+        if t * 1000.0 <= ms:
+            q = i
+    return q
+
+
+def _tally_ends(acked, starts, probs):
+    """What crash-rounds checks of each tally job's end: its sum against
+    the "add" messages sent to it, and its init_ms and attempts against
+    the run that made it. Returns figures."""
+    out = collections.Counter()
+    for j in acked:
+        if j.type != "tally":
+            continue
+        out["jobs"] += 1
+        out["cut"] += sum(a[2] is None for a in j.adds)
+        if j.final is None or j.final[0][0] != "ok" or \
+                j.wrong({"ok": True, "result": j.final[0][1]}):
+            continue  # "every acknowledged job reaches its right outcome"
+        (_n, init_ms, got), a = j.final[0][1], j.final[1]
+        acked_bits = sum(v for v, _r, ans in j.adds if ans == "ok")
+        cut_bits = sum(v for v, _r, ans in j.adds if ans is None)
+        out["cut_counted"] += bin(max(got, 0) & cut_bits).count("1")
+        if got < 0 or got & acked_bits != acked_bits or \
+                got & ~(acked_bits | cut_bits):
+            probs.add(TALLY_SUM, "%s (%s): sum %d; answered ok %s (sum %d), "
+                      "unanswered %s (sum %d), answered an error %s; acked "
+                      "and not counted: %s; counted and not acked nor "
+                      "unanswered: %s"
+                      % (j.describe(), j.pid, got,
+                         [(v, r) for v, r, ans in j.adds if ans == "ok"],
+                         acked_bits,
+                         [(v, r) for v, r, ans in j.adds if ans is None],
+                         cut_bits,
+                         [(v, r, ans) for v, r, ans in j.adds
+                          if ans not in ("ok", None)],
+                         [v for v, _r, ans in j.adds
+                          if ans == "ok" and not got & v],
+                         "0x%x" % (max(got, 0) & ~(acked_bits | cut_bits))))
+        if not isinstance(a, int) or isinstance(a, bool):
+            continue  # "wait answers attempts, an int >= 1"
+        if a > 1:
+            out["rerun"] += 1
+        # The round that made it: its first answered submit's, or, when
+        # that answered "existing", the one round before it in which its
+        # key went out (a kill cut that one's answer after it was stored).
+        made = [j.acked_round] if j.acked_new else sorted(
+            {x for x in j.sent_rounds if x < j.acked_round})
+        if len(made) != 1:
+            out["unknown"] += 1
+            continue
+        r = made[0]
+        q = _run_of(init_ms, starts)
+        if q < r:
+            probs.add(TALLY_INIT, "%s (%s): init_ms %d; the run that made "
+                      "it (round %s) started at %.0f"
+                      % (j.describe(), j.pid, init_ms, r, starts[r] * 1000))
+        elif q == r:
+            if a != 1:
+                probs.add(TALLY_RESUMED, "%s (%s): init_ms %d, before the "
+                          "start after the round that made it, %d (%.0f); "
+                          "attempts %d" % (j.describe(), j.pid, init_ms, r,
+                                           starts[r + 1] * 1000
+                                           if r + 1 < len(starts) else -1,
+                                           a))
+            elif any(p > r for p in j.alive):
+                out["resumed"] += 1
+        elif a != q - r + 1:
+            probs.add(TALLY_RERUN, "%s (%s): made in round %d, init_ms "
+                      "%d in the run started at %.0f (run %d): attempts "
+                      "%d, not %d" % (j.describe(), j.pid, r, init_ms,
+                                      starts[q] * 1000, q, a, q - r + 1))
+    return out
 
 
 # ------------------------------------------------------- idempotent key
@@ -660,6 +849,98 @@ def case_outcomes_survive(case, exe):
             case.check("--keep-outcomes 5, after a restart: job %d of 8 "
                        "is no longer kept (not_found)" % (n + 1),
                        error_code(w[p]) == "not_found", repr(w[p]))
+    c.close()
+
+
+# ------------------------------------------------------- checkpoint resume
+
+def case_checkpoint_resume(case, exe):
+    """A tally [200, 5] (about a second: 200 steps of a 5 ms sleep, a
+    checkpoint after each) killed -9 after 60 steps and 20 "add" messages,
+    each answered ok once stored, resumes from its last checkpoint: ps
+    right after the restart shows it no more than a step behind where ps
+    saw it before the kill, and it finishes with [200, init_ms, 465]
+    (1 + ... + 30: the adds 21..30 go after the restart) with the init_ms
+    of its first run and attempts 1."""
+    n, ms, at = 200, 5, 60
+    tmp = case.tmpdir()
+    d = case.state_daemon(exe, tmp)
+    c = d.connect()
+    t_submit = time.time()
+    r = c.call("submit", type="tally", method="run", input=[n, ms])
+    t_acked = time.time()
+    pid = r.get("pid")
+    case.check("submit tally [%d, %d]: ok, a PID" % (n, ms),
+               r.get("ok") and isinstance(pid, str), repr(r))
+    if not isinstance(pid, str):
+        return
+
+    def entry(conn):
+        for p in conn.call("ps", limit=100).get("processes", []):
+            if p.get("pid") == pid:
+                return p
+        return None
+
+    e = None
+    deadline = time.monotonic() + PROFILE.t(10)
+    while time.monotonic() < deadline:
+        e = entry(c)
+        if e is None or e.get("steps", 0) >= at:
+            break
+        time.sleep(0.005)
+    case.check("ps shows the tally running with %d steps or more" % at,
+               e is not None and e.get("steps", 0) >= at, repr(e))
+    before = [c.call("send", to=pid, topic="add", data=v)
+              for v in range(1, 21)]
+    case.check("\"add\" 1 to 20 before the kill, one at a time: each "
+               "answered ok (once stored)",
+               all(m.get("ok") for m in before),
+               "" if all(m.get("ok") for m in before) else
+               repr([m for m in before if not m.get("ok")][:3]))
+    e = entry(c)
+    rc = d.crash()
+    t_kill = time.time()
+    c.close()
+    s0 = e.get("steps") if e else None
+    case.figure("ps right before the kill -9", repr(e))
+    case.figure("kill -9", "exit status %s" % rc)
+    case.check("ps right before the kill still lists the tally (it was "
+               "running at the kill)", isinstance(s0, int), repr(e))
+    if not isinstance(s0, int):
+        return
+    d.start()
+    t_restart = time.monotonic()
+    c = d.connect()
+    e = entry(c)
+    case.figure("ps right after the restart", repr(e))
+    case.check("ps right after the restart: the tally under its PID with "
+               "%d steps or more (%d before the kill, less one whose "
+               "checkpoint the kill may have cut): it resumed, not from 0"
+               % (s0 - 1, s0), e is not None
+               and e.get("steps", -1) >= s0 - 1, repr(e))
+    case.check("ps right after the restart: attempts 1",
+               e is not None and e.get("attempts") == 1, repr(e))
+    after = [c.call("send", to=pid, topic="add", data=v)
+             for v in range(21, 31)]
+    case.check("\"add\" 21 to 30 after the restart: each answered ok",
+               all(m.get("ok") for m in after),
+               "" if all(m.get("ok") for m in after) else
+               repr([m for m in after if not m.get("ok")][:3]))
+    w = c.call("wait", pid=pid, timeout_ms=WAIT_MS)
+    case.figure("wait", "%r, %.2f s after the restart"
+                % (w, time.monotonic() - t_restart))
+    res = w.get("result")
+    good = w.get("ok") and isinstance(res, list) and len(res) == 3
+    case.check("wait: [%d, init_ms, 465], every add (1..30) counted once"
+               % n, good and res[0] == n and res[2] == 465, repr(w))
+    init_ms = res[1] if good else None
+    lo, hi = int(t_submit * 1000), t_acked * 1000
+    case.check("init_ms is its first run's: between the submit and its "
+               "answer (%d to %.0f), before the kill (%.0f)"
+               % (lo, hi, t_kill * 1000), isinstance(init_ms, int)
+               and lo <= init_ms <= hi, "init_ms %r" % (init_ms,))
+    case.check("wait: attempts 1 (init did not run again)",
+               w.get("attempts") == 1, repr(w))
     c.close()
 
 
@@ -1031,6 +1312,7 @@ CASES = collections.OrderedDict([
     ("crash-rounds", case_crash_rounds),
     ("idempotent-key", case_idempotent_key),
     ("outcomes-survive", case_outcomes_survive),
+    ("checkpoint-resume", case_checkpoint_resume),
     ("pid-stays", case_pid_stays),
     ("restart-policy", case_restart_policy),
     ("locked", case_locked),
