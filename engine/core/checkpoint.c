@@ -55,11 +55,22 @@ typedef struct {
     size_t len;
 } ck_cmd;
 
+typedef struct ck_pending ck_pending;
+
 struct sx__ckpt {
     ck_cmd *fl; /* in flight */
     size_t n, cap;
-    uint64_t consumed; /* the highest stored-message seq consumed */
-    int err;           /* a checkpoint failed: the process ends with it */
+    /* Seqs of the stored messages consumed since the last checkpoint. */
+    uint64_t *eaten;
+    size_t n_eaten, cap_eaten;
+    /* A stored checkpoint's step output, for the worker that takes the
+     * process back to send (sx__ckpt_resume); set by the store's answer
+     * before its hand-back publishes the process. */
+    ck_pending *pending;
+    /* Resumed at a start: its commands in flight go out again when a
+     * worker first takes it (sx__ckpt_resume). */
+    bool rearm;
+    int err; /* a checkpoint failed: the process ends with it */
     char err_msg[160];
 };
 
@@ -75,7 +86,7 @@ typedef struct {
     size_t data_off, dlen; /* send: the data */
 } ck_item;
 
-typedef struct {
+struct ck_pending {
     sx_engine *e;
     sx__proc *p;
     uint64_t t0; /* when the step ended (ns): the checkpoint's latency */
@@ -87,12 +98,15 @@ typedef struct {
      * it queues the record (under its lock), before ckpt_done can run. */
     sx__store_msg *msgs;
     size_t n_msgs;
-} ck_pending;
+};
 
 static int64_t wall_ms(void)
 {
     return (int64_t)sx__mono_ms() + sx__wall_offset_ms();
 }
+
+static void pending_free(ck_pending *k);
+static bool grow(void **p, size_t *cap, size_t need, size_t size);
 
 void sx__ckpt_free(sx__ckpt *ck)
 {
@@ -101,6 +115,9 @@ void sx__ckpt_free(sx__ckpt *ck)
     for (size_t i = 0; i < ck->n; i++)
         free(ck->fl[i].args);
     free(ck->fl);
+    free(ck->eaten);
+    if (ck->pending != NULL)
+        pending_free(ck->pending);
     free(ck);
 }
 
@@ -111,6 +128,8 @@ void sx__ckpt_reset(sx__ckpt *ck)
     for (size_t i = 0; i < ck->n; i++)
         free(ck->fl[i].args);
     ck->n = 0;
+    ck->n_eaten = 0;
+    ck->rearm = false;
     ck->err = 0;
 }
 
@@ -130,12 +149,6 @@ static sx__ckpt *ck_of(sx_engine *e, sx__proc *p, sx__job **jp)
     return j->ck;
 }
 
-bool sx__ckpt_is(sx_engine *e, sx__proc *p)
-{
-    sx__job *j;
-    return p->job && ck_of(e, p, &j) != NULL;
-}
-
 /* ---- the worker's side ----------------------------------------------------
  */
 
@@ -148,8 +161,12 @@ void sx__ckpt_consumed(sx_engine *e, sx__proc *p, sx__ev *const *nodes,
         return;
     for (size_t i = 0; i < n_nodes; i++) {
         const sx__ev *ev = nodes[i];
-        if (ev->watch == SX__WATCH_STORED && ev->t0 > ck->consumed)
-            ck->consumed = ev->t0;
+        if (ev->watch == SX__WATCH_STORED &&
+            grow((void **)&ck->eaten, &ck->cap_eaten, ck->n_eaten + 1,
+                 sizeof(uint64_t)))
+            /* Out of memory: its row stays, and a crash would deliver it
+             * again; nothing is lost. */
+            ck->eaten[ck->n_eaten++] = ev->t0;
         if (ev->kind != SX__EV_COMPLETION)
             continue;
         /* Its command is answered: no longer in flight (the first with
@@ -265,7 +282,7 @@ static bool take_output(ck_pending *k, const sx_step_output *out)
 }
 
 /* Whether `to` is a checkpointed job (its messages are stored). */
-static bool stored_target(sx_engine *e, sx_pid to)
+bool sx__ckpt_stored_target(sx_engine *e, sx_pid to)
 {
     sx__proc *q = sx__ptable_get(e, to);
     if (q == NULL)
@@ -279,6 +296,15 @@ static bool stored_target(sx_engine *e, sx_pid to)
         j != NULL && j->stored && (q->type->flags & SX_TYPE_CHECKPOINTED) != 0;
     sx__proc_release(e, q);
     return yes;
+}
+
+/* now + ms, ms clamped to [0, 2^40] (the clock commands' bound, about 35
+ * years: a deadline past it is as good as none, and the sum cannot
+ * overflow). */
+static int64_t after(int64_t now, int64_t ms)
+{
+    const int64_t max = (int64_t)1 << 40;
+    return now + (ms < 0 ? 0 : ms > max ? max : ms);
 }
 
 /* Adds the step's answered commands to what is in flight. */
@@ -304,18 +330,17 @@ static bool track(sx__ckpt *ck, const ck_pending *k)
         if (it->cmd == SX_CMD_SLEEP) {
             int64_t ms = 0;
             if (sx_payload_get_int(a, &ms) == 0)
-                c->due_wall = now + (ms > 0 ? ms : 0);
+                c->due_wall = after(now, ms);
         } else if (it->cmd == SX_CMD_SLEEP_UNTIL) {
             sx_unpack u;
             uint64_t at = 0;
             sx_unpack_init(&u, a);
             if (sx_unpack_uint(&u, &at) == 0)
-                c->due_wall =
-                    now +
-                    (at > now_ns ? (int64_t)((at - now_ns) / 1000000u) : 0);
+                c->due_wall = after(
+                    now, at > now_ns ? (int64_t)((at - now_ns) / 1000000u) : 0);
         }
         if (it->timeout_ms > 0)
-            c->timeout_wall = now + it->timeout_ms;
+            c->timeout_wall = after(now, it->timeout_ms);
         c->len = it->len;
         c->args = malloc(it->len + 1);
         if (c->args == NULL)
@@ -409,7 +434,7 @@ int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
     size_t n_msgs = 0;
     for (size_t i = 0; i < k->n; i++) {
         ck_item *it = &k->items[i];
-        if (it->send && (it->stored = stored_target(e, it->to)))
+        if (it->send && (it->stored = sx__ckpt_stored_target(e, it->to)))
             n_msgs++;
     }
     if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
@@ -429,6 +454,10 @@ int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
         };
     }
     p->wait_kind = want;
+    /* The record copies the consumed seqs; forgotten here before it is
+     * queued, since from then on another worker may run p. */
+    size_t n_eaten = ck->n_eaten;
+    ck->n_eaten = 0;
     sx__store_ckpt c = {
         .id = j->id,
         /* relaxed: this worker wrote it, during this step. */
@@ -436,7 +465,8 @@ int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
         .want = want,
         .state = { p->user_state, p->type->state_size },
         .inflight = { fl, fl_len },
-        .consumed = ck->consumed,
+        .consumed = ck->eaten,
+        .n_consumed = n_eaten,
         .msgs = k->msgs,
         .n_msgs = n_msgs,
     };
@@ -500,20 +530,21 @@ static int dispatch_one(sx_engine *e, sx__proc *p, uint32_t cmd, uint64_t tag,
 }
 
 /* Hands p (RUNNING, no worker on it, ours) back to the workers, as a
- * wake-up does; with fail, marked to end (sx__ckpt_failed) rather than
- * step. */
+ * wake-up does: READY and queued, with SX__F_CKPT (its step's output is
+ * to go: sx__ckpt_resume) or, with fail, SX__F_TERM (it ends:
+ * sx__ckpt_failed). */
 static void hand_back(sx_engine *e, sx__proc *p, bool fail)
 {
     /* relaxed: the CAS below checks it. */
     uint32_t s = atomic_load_explicit(&p->state, memory_order_relaxed);
     for (;;) {
-        uint32_t to =
-            SX_PSTATE_READY | (s & SX__F_TERM) | (fail ? SX__F_TERM : 0);
+        uint32_t to = SX_PSTATE_READY | (s & SX__F_TERM) |
+                      (fail ? SX__F_TERM : SX__F_CKPT);
         /* release: the worker whose CAS READY -> RUNNING acquires the
-         * process gets it with what this thread wrote (its wait kind, the
-         * events the dispatch queued). The flags producers set meanwhile
-         * go: their events are in the mailbox, which that worker reads.
-         * Failure (relaxed): a producer flipped a flag; try again. */
+         * process gets it with what this thread wrote (the pending output,
+         * an error). The flags producers set meanwhile go: their events
+         * are in the mailbox, which that worker looks at. Failure
+         * (relaxed): a producer flipped a flag; try again. */
         if (atomic_compare_exchange_weak_explicit(
                 &p->state, &s, to, memory_order_release, memory_order_relaxed))
             break;
@@ -521,6 +552,9 @@ static void hand_back(sx_engine *e, sx__proc *p, bool fail)
     sx__enqueue(e, p);
 }
 
+/* [the store's answering thread] The checkpoint is stored (rc 0) or not.
+ * No user code runs here: the step's output goes out on the worker that
+ * takes the process back. */
 static void ckpt_done(void *user, int rc, uint64_t id)
 {
     (void)id;
@@ -542,10 +576,20 @@ static void ckpt_done(void *user, int rc, uint64_t id)
         hand_back(e, p, true);
         return;
     }
+    ck->pending = k;
+    hand_back(e, p, false);
+}
+
+/* [the worker] Sends a pending checkpoint's output, in the order the step
+ * wrote it: its messages (those to checkpointed jobs with their seqs) and
+ * its commands. A command that cannot be dispatched (out of memory) does
+ * not stop the messages after it; the process then ends SX_ENOMEM. */
+static int send_pending(sx_engine *e, sx__proc *p, ck_pending *k)
+{
     sx_pid self = sx__proc_pid(e, p);
-    bool fail = false;
+    int rc = 0;
     uint64_t lost = 0;
-    for (size_t i = 0, m = 0; i < k->n && !fail; i++) {
+    for (size_t i = 0, m = 0; i < k->n; i++) {
         const ck_item *it = &k->items[i];
         if (it->send) {
             uint64_t seq = it->stored ? k->msgs[m++].seq : 0;
@@ -557,19 +601,37 @@ static void ckpt_done(void *user, int rc, uint64_t id)
                     seq) != 0;
             continue;
         }
-        if (dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off, it->len,
-                         it->timeout_ms, false) != 0) {
-            ck->err = SX_ENOMEM;
-            snprintf(ck->err_msg, sizeof ck->err_msg,
-                     "dispatch: out of memory");
-            fail = true;
-        }
+        if (rc == 0 && dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off,
+                                    it->len, it->timeout_ms, false) != 0)
+            rc = SX_ENOMEM;
     }
     if (lost > 0)
         /* relaxed: a figure. */
         atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
-    pending_free(k);
-    hand_back(e, p, fail);
+    return rc;
+}
+
+static int rearm(sx_engine *e, sx__proc *p, sx__ckpt *ck);
+
+int sx__ckpt_resume(sx_engine *e, sx__proc *p)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return 0;
+    int rc = 0;
+    if (ck->pending != NULL) {
+        ck_pending *k = ck->pending;
+        ck->pending = NULL;
+        rc = send_pending(e, p, k);
+        pending_free(k);
+    }
+    if (ck->rearm) {
+        ck->rearm = false;
+        if (rc == 0)
+            rc = rearm(e, p, ck);
+    }
+    return rc;
 }
 
 bool sx__ckpt_failed(sx_engine *e, sx__proc *p, int *err, const char **msg)
@@ -654,12 +716,10 @@ nomem:
     return SX_ENOMEM;
 }
 
-void sx__ckpt_rearm(sx_engine *e, sx__proc *p)
+/* The commands a resumed job's checkpoint had in flight, dispatched
+ * again (sleeps due when they were). */
+static int rearm(sx_engine *e, sx__proc *p, sx__ckpt *ck)
 {
-    sx__job *j;
-    sx__ckpt *ck = ck_of(e, p, &j);
-    if (ck == NULL)
-        return;
     int64_t now = wall_ms();
     for (size_t i = 0; i < ck->n; i++) {
         const ck_cmd *c = &ck->fl[i];
@@ -676,16 +736,25 @@ void sx__ckpt_rearm(sx_engine *e, sx__proc *p)
         if (c->timeout_wall != 0)
             tmo = c->timeout_wall > now ? c->timeout_wall - now : 1;
         if (dispatch_one(e, p, cmd, c->tag, a.len > 0 ? a.data : NULL, a.len,
-                         tmo, true) != 0) {
-            ck->err = SX_ENOMEM;
-            snprintf(ck->err_msg, sizeof ck->err_msg,
-                     "resume: out of memory for its commands");
-            /* acq_rel: as any terminate; its queueing follows. */
-            atomic_fetch_or_explicit(&p->state, SX__F_TERM,
-                                     memory_order_acq_rel);
-            return;
-        }
+                         tmo, true) != 0)
+            return SX_ENOMEM;
     }
+    return 0;
+}
+
+void sx__ckpt_rearm(sx_engine *e, sx__proc *p)
+{
+    sx__job *j;
+    /* relaxed (steps): nothing runs p yet. 0: not resumed (init ran). */
+    if (!p->job || atomic_load_explicit(&p->steps, memory_order_relaxed) == 0)
+        return;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return;
+    ck->rearm = true;
+    /* relaxed: nothing runs p yet; its queueing publishes it. The first
+     * worker to take it sees SX__F_CKPT and calls sx__ckpt_resume. */
+    atomic_fetch_or_explicit(&p->state, SX__F_CKPT, memory_order_relaxed);
 }
 
 int sx__ckpt_deliver_stored(sx_engine *e, const sx__store_msg *m)
@@ -720,7 +789,7 @@ int sx__ckpt_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
                   sx_payload data, void (*fn)(void *user, int rc), void *user)
 {
     if (e->store == NULL || to.node != e->cfg.node || to.host != e->cfg.host ||
-        !stored_target(e, to))
+        !sx__ckpt_stored_target(e, to))
         return 0;
     size_t tl = strlen(topic);
     out_send *o = malloc(sizeof(*o) + tl + data.len + 1);
@@ -745,4 +814,104 @@ int sx__ckpt_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
         return rc == SX_ESTATE ? SX_ESTOPPING : rc;
     }
     return 1;
+}
+
+/* ---- a checkpointed job's last step ----------------------------------------
+ *
+ * The messages of the step that ends a checkpointed job go with its
+ * outcome: those to checkpointed jobs are stored in the finish's
+ * transaction (sx__store_finish_msgs), and all of them are delivered
+ * once it is committed, before the outcome is visible (durable.c,
+ * finish_done). Sent at once instead, a message could outlive a crash
+ * that the sender's outcome does not (the sender's last step runs again:
+ * twice), or be lost with the receiver's mailbox. */
+
+bool sx__ckpt_final(sx_engine *e, sx__proc *p, const sx_step_output *out)
+{
+    sx__job *j;
+    sx__ckpt *ck = ck_of(e, p, &j);
+    if (ck == NULL)
+        return false;
+    ck_pending *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return false;
+    k->e = e;
+    k->p = p;
+    size_t n_msgs = 0;
+    if (!take_output(k, out))
+        goto fail;
+    for (size_t i = 0; i < k->n; i++) {
+        ck_item *it = &k->items[i];
+        if (it->send && (it->stored = sx__ckpt_stored_target(e, it->to)))
+            n_msgs++;
+    }
+    if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
+        goto fail;
+    k->n_msgs = n_msgs;
+    sx_pid self = sx__proc_pid(e, p);
+    for (size_t i = 0, m = 0; i < k->n; i++) {
+        const ck_item *it = &k->items[i];
+        if (it->stored)
+            k->msgs[m++] = (sx__store_msg){
+                .to = it->to.id,
+                .from = self,
+                .topic = (const char *)k->bytes + it->off,
+                .topic_len = it->len,
+                .data = { k->bytes + it->data_off, it->dlen },
+            };
+    }
+    if (ck->pending != NULL)
+        pending_free(ck->pending);
+    ck->pending = k; /* the finish takes it (sx__ckpt_final_take) */
+    return true;
+fail:
+    pending_free(k);
+    return false; /* out of memory: the messages go at once */
+}
+
+sx__ckpt_sends *sx__ckpt_final_take(sx_engine *e, sx__proc *p,
+                                    sx__store_msg **msgs, size_t *n_msgs)
+{
+    /* relaxed: the finishing worker's own job. */
+    sx__job *j =
+        atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
+    *msgs = NULL;
+    *n_msgs = 0;
+    if (j == NULL || j->ck == NULL || j->ck->pending == NULL)
+        return NULL;
+    ck_pending *k = j->ck->pending;
+    j->ck->pending = NULL;
+    *msgs = k->msgs;
+    *n_msgs = k->n_msgs;
+    return (sx__ckpt_sends *)k;
+}
+
+void sx__ckpt_final_send(sx_engine *e, sx_pid from, sx__ckpt_sends *sends,
+                         bool stored)
+{
+    ck_pending *k = (ck_pending *)sends;
+    if (k == NULL)
+        return;
+    uint64_t lost = 0;
+    for (size_t i = 0, m = 0; i < k->n; i++) {
+        const ck_item *it = &k->items[i];
+        if (!it->send)
+            continue; /* a last step's commands are dropped */
+        uint64_t seq = it->stored ? k->msgs[m++].seq : 0;
+        lost += deliver_msg(
+                    e, from, it->to, (const char *)k->bytes + it->off, it->len,
+                    (sx_payload){ it->dlen > 0 ? k->bytes + it->data_off : NULL,
+                                  it->dlen },
+                    stored ? seq : 0) != 0;
+    }
+    if (lost > 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
+    pending_free(k);
+}
+
+void sx__ckpt_final_drop(sx__ckpt_sends *sends)
+{
+    if (sends != NULL)
+        pending_free((ck_pending *)sends);
 }

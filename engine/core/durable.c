@@ -362,9 +362,10 @@ static int resumes(sx_engine *e, const sx__rjob *j, char *msg, size_t cap)
 
 void sx__durable_resume(sx_engine *e)
 {
-    /* Jobs resumed from a checkpoint are held until the messages stored
-     * for them are in their mailboxes, ahead of anything sent to them
-     * from now on. */
+    /* Every job read back is spawned held, then the messages stored for
+     * checkpointed ones are delivered (every addressee is in the table by
+     * then, and nothing has run yet, so they are ahead of anything sent
+     * from now on), then they are all queued. */
     sx__proc **held =
         e->n_recovered > 0 ? calloc(e->n_recovered, sizeof(*held)) : NULL;
     size_t n_held = 0;
@@ -430,8 +431,10 @@ void sx__durable_resume(sx_engine *e)
                                ((int64_t)sx__mono_ms() + sx__wall_offset_ms());
                 job->due_ms = sx__mono_ms() + (left > 0 ? (uint64_t)left : 0);
                 sx__sup_add(e, job);
+            } else if (held != NULL) {
+                held[n_held++] = p; /* queued below */
             } else {
-                sx__enqueue_new(e, p); /* p may run and finish from here on */
+                sx__enqueue_new(e, p); /* out of memory for the list */
             }
         } else {
             sx__job_free(job);
@@ -463,7 +466,7 @@ void sx__durable_resume(sx_engine *e)
         sx__ckpt_deliver_stored(e, &m->m);
     rmsgs_free(e);
     for (size_t i = 0; i < n_held; i++) {
-        sx__ckpt_rearm(e, held[i]);
+        sx__ckpt_rearm(e, held[i]);  /* a resumed one's commands in flight */
         sx__enqueue_new(e, held[i]); /* may run and finish from here on */
     }
     free(held);
@@ -501,8 +504,9 @@ typedef struct {
     int error;
     uint32_t attempts;
     uint64_t steps;
-    char *msg;        /* in the same allocation, or NULL */
-    sx_payload value; /* in the same allocation */
+    char *msg;             /* in the same allocation, or NULL */
+    sx_payload value;      /* in the same allocation */
+    sx__ckpt_sends *sends; /* a checkpointed job's last messages, or NULL */
 } pending_finish;
 
 /* [the store's thread, or the finishing worker when the store could not
@@ -511,9 +515,12 @@ typedef struct {
  * and runs again at the next start (docs/DURABILITY.md). */
 static void finish_done(void *user, int rc, uint64_t id)
 {
-    (void)rc;
     (void)id;
     pending_finish *f = user;
+    /* Before the outcome is visible: whoever waits for the outcome and
+     * then for a message the job sent last finds it there. Stored with
+     * the outcome (rc 0): with their seqs. */
+    sx__ckpt_final_send(f->e, f->pid, f->sends, rc == 0);
     sx__finish_tail(f->e, f->p, f->pid, f->error, f->msg, f->value, f->steps,
                     f->attempts);
     free(f);
@@ -524,7 +531,8 @@ static void finish_done(void *user, int rc, uint64_t id)
  * stored and runs again at the next start; its watchers learn that. */
 static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
                         int error, const char *msg, sx_payload value,
-                        uint64_t steps)
+                        uint64_t steps, sx__ckpt_sends *sends,
+                        sx__store_msg *msgs, size_t n_msgs)
 {
     uint32_t attempts = j->attempt;
     /* relaxed: stop set it long before it cancelled this process; a
@@ -534,6 +542,8 @@ static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
         /* release: look-ups of the job's PID miss from here on. */
         atomic_store_explicit(&sx__ptable_pext(e, p)->alias_gen, 0,
                               memory_order_release);
+        /* Its last step runs again at the next start, and sends again. */
+        sx__ckpt_final_drop(sends);
         sx__outcomes_retire(e, sx__current_worker(e), p, pid.id);
         if (p->sleeps > 0) /* release: as in finish_tail (proc.c) */
             atomic_fetch_add_explicit(&e->tm_dead, p->sleeps,
@@ -546,6 +556,7 @@ static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
         return;
     }
     if (!j->stored) {
+        sx__ckpt_final_send(e, pid, sends, false);
         sx__finish_tail(e, p, pid, error, msg, value, steps, attempts);
         return;
     }
@@ -553,6 +564,7 @@ static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
     pending_finish *f = malloc(sizeof(*f) + ml + value.len);
     if (f == NULL) {
         /* Not stored: waiters still get it (as for a failed write). */
+        sx__ckpt_final_send(e, pid, sends, false);
         sx__finish_tail(e, p, pid, error, msg, value, steps, attempts);
         return;
     }
@@ -561,7 +573,8 @@ static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
                            .pid = pid,
                            .error = error,
                            .attempts = attempts,
-                           .steps = steps };
+                           .steps = steps,
+                           .sends = sends };
     uint8_t *b = (uint8_t *)(f + 1);
     if (value.len > 0)
         memcpy(b, value.data, value.len);
@@ -570,8 +583,8 @@ static void job_outcome(sx_engine *e, sx__proc *p, sx__job *j, sx_pid pid,
         f->msg = (char *)b + value.len;
         memcpy(f->msg, msg, ml);
     }
-    if (sx__store_finish(e->store, pid.id, error, msg, value, steps, attempts,
-                         finish_done, f) != 0)
+    if (sx__store_finish_msgs(e->store, pid.id, error, msg, value, steps,
+                              attempts, msgs, n_msgs, finish_done, f) != 0)
         finish_done(f, SX_ENOMEM, pid.id);
 }
 
@@ -582,12 +595,19 @@ void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
     sx__job *j =
         atomic_load_explicit(&sx__ptable_pext(e, p)->job, memory_order_relaxed);
     char buf[256];
+    sx__store_msg *msgs;
+    size_t n_msgs;
+    sx__ckpt_sends *sends = sx__ckpt_final_take(e, p, &msgs, &n_msgs);
     /* Not once stop has begun (relaxed: as in job_outcome). */
     if (!atomic_load_explicit(&e->stopping, memory_order_relaxed) &&
-        sx__job_restart_maybe(e, p, j, &error, &msg, buf, sizeof buf))
-        return; /* still live: the supervisor runs it again */
+        sx__job_restart_maybe(e, p, j, &error, &msg, buf, sizeof buf)) {
+        /* Still live: the supervisor runs it again from init. Its last
+         * messages go as a step's do (not stored). */
+        sx__ckpt_final_send(e, pid, sends, false);
+        return;
+    }
     sx__live_died(e, sx__current_worker(e));
-    job_outcome(e, p, j, pid, error, msg, value, steps);
+    job_outcome(e, p, j, pid, error, msg, value, steps, sends, msgs, n_msgs);
 }
 
 void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg)
@@ -599,5 +619,6 @@ void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg)
     /* relaxed: a figure. */
     uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
     sx__live_died(e, sx__current_worker(e));
-    job_outcome(e, p, j, pid, error, msg, (sx_payload){ NULL, 0 }, steps);
+    job_outcome(e, p, j, pid, error, msg, (sx_payload){ NULL, 0 }, steps, NULL,
+                NULL, 0);
 }

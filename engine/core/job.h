@@ -135,8 +135,6 @@ const char *sx__storage_msg(int rc);
 void sx__ckpt_free(sx__ckpt *ck);
 /* Forgets what was in flight (a restart runs init again). */
 void sx__ckpt_reset(sx__ckpt *ck);
-/* Whether p is a checkpointed job. */
-bool sx__ckpt_is(sx_engine *e, sx__proc *p);
 /* [the worker, after p's step, before its nodes are freed] Notes what the
  * step consumed (the nodes of its batch): its stored messages and its
  * commands' answers. */
@@ -158,11 +156,37 @@ bool sx__ckpt_failed(sx_engine *e, sx__proc *p, int *err, const char **msg);
 int sx__ckpt_restore(sx_engine *e, sx__proc *p, uint64_t steps, int want,
                      sx_payload state, sx_payload inflight, char *msg,
                      size_t cap);
-/* [start's caller, before p is queued] Dispatches again the commands p's
- * checkpoint had in flight (sleeps due when they were). */
+/* [start's caller, before p is queued] When p resumed from a checkpoint
+ * (sx__ckpt_restore), marks it to dispatch again, when a worker first
+ * takes it, the commands its checkpoint had in flight (sleeps due when
+ * they were); any other p is left as it is. */
 void sx__ckpt_rearm(sx_engine *e, sx__proc *p);
-/* [start's caller] Delivers a message read back from the store. */
+/* [the worker that took p with SX__F_CKPT] Sends the output of p's stored
+ * checkpoint, or dispatches again what a resumed p had in flight. 0, or
+ * SX_ENOMEM (p then ends so). */
+int sx__ckpt_resume(sx_engine *e, sx__proc *p);
 struct sx__store_msg;
+/* A checkpointed job's last step's messages, held for its finish. */
+typedef struct sx__ckpt_sends sx__ckpt_sends;
+/* [the worker, after p's step that ended it (DONE or FAIL)] When p is a
+ * checkpointed job, holds the step's messages for its finish and returns
+ * true (the caller does not send them); false: send them as usual. */
+bool sx__ckpt_final(sx_engine *e, sx__proc *p, const sx_step_output *out);
+/* [the finishing worker] Takes what sx__ckpt_final held (NULL: nothing),
+ * with the messages to store with the outcome (their seqs written by the
+ * store). */
+sx__ckpt_sends *sx__ckpt_final_take(sx_engine *e, sx__proc *p,
+                                    struct sx__store_msg **msgs,
+                                    size_t *n_msgs);
+/* Delivers them (from `from`; stored: with their seqs) and frees them. */
+void sx__ckpt_final_send(sx_engine *e, sx_pid from, sx__ckpt_sends *sends,
+                         bool stored);
+/* Frees them undelivered (the job runs its last step again later). */
+void sx__ckpt_final_drop(sx__ckpt_sends *sends);
+/* [any thread] Whether `to` is a checkpointed job of e (messages to it are
+ * stored). */
+bool sx__ckpt_stored_target(sx_engine *e, sx_pid to);
+/* [start's caller] Delivers a message read back from the store. */
 int sx__ckpt_deliver_stored(sx_engine *e, const struct sx__store_msg *m);
 /* [any thread] A message from outside to `to`: when it is a checkpointed
  * job, stored first, then delivered, then fn(user, rc) on the store's

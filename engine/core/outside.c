@@ -14,15 +14,16 @@
  * Threads: [any thread] unless a function says otherwise.
  */
 #include <errno.h>
-#include <sched.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "engine/core/core.h"
-#include "engine/core/job.h" /* sx__ckpt_send */
-#include "process/utf8.h"     /* sx__topic_len */
+#include "engine/core/job.h"    /* sx__ckpt_send */
+#include "engine/store/store.h" /* sx__store_on_thread */
+#include "process/utf8.h"       /* sx__topic_len */
 
 typedef struct {
     sx_mailbox_fn fn;
@@ -302,6 +303,8 @@ int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
         return SX_EINVAL;
     if (__builtin_expect(e->store != NULL, 0) && tl <= 255 &&
         (data.data != NULL || data.len == 0)) {
+        if (sx__store_on_thread() && sx__ckpt_stored_target(e, to))
+            return SX_ESTATE; /* it would wait for itself: see engine.h */
         send_wait w = { .done = false, .rc = 0 };
         pthread_mutex_init(&w.mu, NULL);
         pthread_cond_init(&w.cv, NULL);

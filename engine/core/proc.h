@@ -40,6 +40,11 @@ typedef struct sx__worker sx__worker;
 #define SX__F_WAKE 0x8u
 #define SX__F_MSG 0x10u
 #define SX__F_TERM 0x20u
+/* With READY (and RUNNING once a worker took it): a checkpointed job whose
+ * checkpoint is stored, or that resumed at a start; the worker that takes
+ * it sends its step's output first (engine/core/checkpoint.c,
+ * sx__ckpt_resume). Only the store's answer and a start set it. */
+#define SX__F_CKPT 0x40u
 #define SX__F_WAKES (SX__F_WAKE | SX__F_MSG)
 
 /* ---- events ------------------------------------------------------------ */

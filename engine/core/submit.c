@@ -227,6 +227,9 @@ int sx__durable_submit(sx_engine *e, const char *type, const char *method,
             *out_pid = w.pid;
         return rc;
     }
+    if (sx__store_on_thread())
+        return SX_ESTATE; /* a callback of the store's: it would wait for
+                           * itself (sx_engine_submit_async does not) */
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     int rc = sx_engine_submit_async(e, type, method, input, n_input, NULL,

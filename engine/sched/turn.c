@@ -248,9 +248,16 @@ job_tail(sx_engine *e, sx__proc *p, const sx_step_output *out)
     if (ck == 1)
         return 0;
     if (ck < 0) {
-        sx__finish(e, p, ck,
-                   ck == SX_ENOMEM ? "checkpoint: out of memory"
-                                   : "checkpoint: the engine is stopping",
+        /* Nothing of the step went out. Out of memory and a stop say so;
+         * a record the store refuses (a state or message too large for
+         * it) is a storage failure. */
+        sx__finish(e, p,
+                   ck == SX_ENOMEM || ck == SX_ESTOPPING ? ck : SX_ESTORAGE,
+                   ck == SX_ENOMEM      ? "checkpoint: out of memory"
+                   : ck == SX_ESTOPPING ? "checkpoint: the engine is stopping"
+                                        : "checkpoint: too large for the state "
+                                          "store (a row holds at most "
+                                          "900,000,000 bytes)",
                    (sx_payload){ NULL, 0 });
         return 0;
     }
@@ -291,7 +298,7 @@ step_end(sx_engine *e, sx__worker *w, sx__proc *p, int rc, bool job)
         return 0;
     }
     if ((out->status == SX__ST_DONE || out->status == SX__ST_FAIL) &&
-        out->n_yields > 0)
+        out->n_yields > 0 && !(job && sx__ckpt_final(e, p, out)))
         sx__dispatch_sends(e, p, out); /* messages go; yields are dropped */
     if (out->status == SX__ST_DONE && out->too_large > 0) {
         /* sx_done refused a result over max_result (engine.h). */
@@ -392,28 +399,40 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
          * the wake flags here is safe: the events behind them are drained
          * below, after this CAS. */
     } while (!atomic_compare_exchange_weak_explicit(
-        &p->state, &s, SX_PSTATE_RUNNING | (s & SX__F_TERM),
+        &p->state, &s, SX_PSTATE_RUNNING | (s & (SX__F_TERM | SX__F_CKPT)),
         memory_order_acquire, memory_order_acquire));
 
     unsigned turns = 0;
     for (;;) {
-        if (s & SX__F_TERM) {
-            sx__finish_terminated(e, p);
-            return;
-        }
-        size_t n = collect(e, w, p);
         uint8_t want;
-        /* relaxed (steps): only this worker writes it now; 0 until the
-         * first step ran. */
-        if (n > 0 ||
-            atomic_load_explicit(&p->steps, memory_order_relaxed) == 0 ||
-            p->wait_kind == SX_PSTATE_READY) {
-            want = step_once(e, w, p, n);
-            if (want == 0)
+        if (__builtin_expect(s & (SX__F_TERM | SX__F_CKPT), 0)) {
+            if (s & SX__F_TERM) {
+                sx__finish_terminated(e, p);
                 return;
-            p->wait_kind = want;
+            }
+            /* A checkpointed job whose checkpoint is stored (or that
+             * resumed at a start): its step's output goes now, then it
+             * waits as that step said (engine/core/checkpoint.c). */
+            if (sx__ckpt_resume(e, p) != 0) {
+                sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
+                           (sx_payload){ NULL, 0 });
+                return;
+            }
+            want = p->wait_kind;
         } else {
-            want = p->wait_kind; /* woken, but nothing to deliver yet */
+            size_t n = collect(e, w, p);
+            /* relaxed (steps): only this worker writes it now; 0 until the
+             * first step ran. */
+            if (n > 0 ||
+                atomic_load_explicit(&p->steps, memory_order_relaxed) == 0 ||
+                p->wait_kind == SX_PSTATE_READY) {
+                want = step_once(e, w, p, n);
+                if (want == 0)
+                    return;
+                p->wait_kind = want;
+            } else {
+                want = p->wait_kind; /* woken, but nothing to deliver yet */
+            }
         }
         bool more = backlog(p, want);
 

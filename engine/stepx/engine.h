@@ -210,7 +210,12 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
  * copied. Errors: SX_EINVAL (topic NULL, longer than 255 bytes or not
  * valid UTF-8, data over SX_MESSAGE_MAX),
  * SX_ENOTFOUND (no such live process), SX_ECLOSED (it is finishing),
- * SX_ENOMEM. */
+ * SX_ENOMEM. To a checkpointed job (with a state store) it waits until the
+ * message is stored (SX_ESTORAGE: it could not be); called from a
+ * callback the state store's thread runs (an sx_engine_watch callback of
+ * a stored job, a submit's answer), where that wait would never end, it
+ * is SX_ESTATE: use sx_engine_send_async there. sx_engine_submit on an
+ * engine with a state store is SX_ESTATE there too. */
 int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
                    sx_payload data);
 

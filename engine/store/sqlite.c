@@ -15,6 +15,13 @@
 #include "engine/store/sqlite.h"
 #include "process/fault.h"
 
+/* The most bytes a record puts in one row: SQLite's own limit on a row
+ * is 1,000,000,000 bytes (SQLITE_MAX_LENGTH), past which the insert fails
+ * and with it the whole group commit, every other record of the batch
+ * included. So a record that could pass it is refused when it is queued
+ * (SX_EINVAL), alone. */
+#define ROW_MAX ((size_t)900000000)
+
 /* Runs st once (bindings already made) and resets it. */
 static int run(sqlite3_stmt *st)
 {
@@ -63,9 +70,9 @@ static int write_ckpt(sx__store *s, rec *r)
                       (int)r->inflight_len, SQLITE_STATIC);
     if ((rc = run(s->ck_put)) != SQLITE_OK)
         return rc;
-    if (r->consumed > 0) {
+    for (size_t i = 0; i < r->n_consumed; i++) {
         sqlite3_bind_int64(s->inbox_eat, 1, (sqlite3_int64)r->id);
-        sqlite3_bind_int64(s->inbox_eat, 2, (sqlite3_int64)r->consumed);
+        sqlite3_bind_int64(s->inbox_eat, 2, (sqlite3_int64)r->consumed[i]);
         if ((rc = run(s->inbox_eat)) != SQLITE_OK)
             return rc;
     }
@@ -141,7 +148,12 @@ static int write_rec(sx__store *s, rec *r)
                       (int)r->blob_len, SQLITE_STATIC);
     sqlite3_bind_int64(s->out_ins, 5, (sqlite3_int64)r->steps);
     sqlite3_bind_int64(s->out_ins, 6, r->attempt);
-    return run(s->out_ins);
+    if ((rc = run(s->out_ins)) != SQLITE_OK)
+        return rc;
+    for (size_t i = 0; i < r->n_msgs; i++) /* its last step's messages */
+        if ((rc = put_msg(s, &r->msgs[i])) != SQLITE_OK)
+            return rc;
+    return SQLITE_OK;
 }
 
 /* Calls each record's done and frees it. */
@@ -214,9 +226,19 @@ static void commit_batch(sx__store *s, rec *batch)
  * next batch: run on the writer, they took about a quarter of its time
  * between two commits (bench/FINDINGS.md, relay-durable). */
 
+/* Set on the store's own threads: a call that would wait for the store
+ * there would wait for itself (sx__store_on_thread). */
+static _Thread_local bool on_store_thread;
+
+bool sx__store_on_thread(void)
+{
+    return on_store_thread;
+}
+
 static void *answerer_main(void *arg)
 {
     sx__store *s = arg;
+    on_store_thread = true;
     pthread_mutex_lock(&s->ans_mu);
     for (;;) {
         while (s->ans_head == NULL && !s->ans_closing)
@@ -240,6 +262,7 @@ static void *answerer_main(void *arg);
 void *sx__sq_writer_main(void *arg)
 {
     sx__store *s = arg;
+    on_store_thread = true;
     s->ans_head = NULL;
     s->ans_tail = &s->ans_head;
     s->ans_closing = false;
@@ -344,7 +367,7 @@ int sx__store_submit(sx__store *s, const sx__store_job *job,
 {
     if (s == NULL || job == NULL || job->type == NULL || job->method == NULL ||
         (job->input.len > 0 && job->input.data == NULL) ||
-        job->input.len > INT32_MAX || job->key_len > INT32_MAX ||
+        job->input.len > ROW_MAX || job->key_len > ROW_MAX ||
         job->policy.len > 256 || (job->policy.len > 0 && !job->policy.data))
         return SX_EINVAL;
     size_t tl = strlen(job->type), ml = strlen(job->method);
@@ -389,18 +412,38 @@ int sx__store_restart(sx__store *s, uint64_t id, uint32_t attempt,
     return enqueue(s, r);
 }
 
+static size_t msgs_size(const sx__store_msg *m, size_t n);
+static bool msgs_ok(const sx__store_msg *m, size_t n);
+static void msgs_put(rec *r, char **p, const sx__store_msg *m, size_t n);
+
 int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
                      sx_payload value, uint64_t steps, uint32_t attempts,
                      sx__store_done_fn done, void *user)
 {
+    return sx__store_finish_msgs(s, id, error, msg, value, steps, attempts,
+                                 NULL, 0, done, user);
+}
+
+int sx__store_finish_msgs(sx__store *s, uint64_t id, int error,
+                          const char *msg, sx_payload value, uint64_t steps,
+                          uint32_t attempts, sx__store_msg *msgs,
+                          size_t n_msgs, sx__store_done_fn done, void *user)
+{
     if (s == NULL || (value.len > 0 && value.data == NULL) ||
-        value.len > INT32_MAX)
+        value.len > ROW_MAX || (n_msgs > 0 && msgs == NULL) ||
+        !msgs_ok(msgs, n_msgs))
         return SX_EINVAL;
     size_t ml = msg != NULL ? strlen(msg) : 0;
-    rec *r = rec_new(REC_FINISH, id, ml + 1 + value.len, done, user);
+    rec *r = rec_new(REC_FINISH, id,
+                     msgs_size(msgs, n_msgs) + ml + 1 + value.len, done,
+                     user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
+    if (n_msgs > 0) { /* first: aligned */
+        msgs_put(r, &p, msgs, n_msgs);
+        r->seq_out = msgs;
+    }
     r->error = error;
     r->steps = steps;
     r->attempt = attempts;
@@ -425,7 +468,7 @@ static bool msgs_ok(const sx__store_msg *m, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (m[i].topic == NULL || m[i].topic_len > 255 ||
-            m[i].data.len > INT32_MAX ||
+            m[i].data.len > ROW_MAX ||
             (m[i].data.len > 0 && m[i].data.data == NULL))
             return false;
     return true;
@@ -450,22 +493,28 @@ static void msgs_put(rec *r, char **p, const sx__store_msg *m, size_t n)
 int sx__store_checkpoint(sx__store *s, sx__store_ckpt *ck,
                          sx__store_done_fn done, void *user)
 {
-    if (s == NULL || ck == NULL || ck->state.len > INT32_MAX ||
-        ck->inflight.len > INT32_MAX ||
+    if (s == NULL || ck == NULL || ck->state.len > ROW_MAX ||
+        ck->inflight.len > ROW_MAX - ck->state.len ||
+        (ck->n_consumed > 0 && ck->consumed == NULL) ||
         (ck->state.len > 0 && ck->state.data == NULL) ||
         (ck->inflight.len > 0 && ck->inflight.data == NULL) ||
         (ck->n_msgs > 0 && ck->msgs == NULL) || !msgs_ok(ck->msgs, ck->n_msgs))
         return SX_EINVAL;
     rec *r = rec_new(REC_CKPT, ck->id,
-                     ck->state.len + ck->inflight.len + 8 +
-                         msgs_size(ck->msgs, ck->n_msgs),
+                     ck->n_consumed * sizeof(uint64_t) +
+                         msgs_size(ck->msgs, ck->n_msgs) + ck->state.len +
+                         ck->inflight.len + 8,
                      done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);
+    if (ck->n_consumed > 0) { /* first: aligned */
+        r->consumed = (const uint64_t *)put(
+            &p, ck->consumed, ck->n_consumed * sizeof(uint64_t), false);
+        r->n_consumed = ck->n_consumed;
+    }
     r->steps = ck->steps;
     r->want = ck->want;
-    r->consumed = ck->consumed;
     if (ck->n_msgs > 0) {
         msgs_put(r, &p, ck->msgs, ck->n_msgs);
         r->seq_out = ck->msgs;

@@ -45,11 +45,12 @@ typedef struct rec {
     int error;
     uint64_t steps;
     int rc; /* the answer, set by the writer */
-    /* REC_CKPT: the wait kind, the consumed inbox rows (seq <= consumed)
-     * and the in-flight commands (blob: the state); REC_CKPT and REC_MSG:
-     * the messages to store. */
+    /* REC_CKPT: the wait kind, the consumed inbox rows' seqs (in the
+     * allocation) and the in-flight commands (blob: the state); REC_CKPT
+     * and REC_MSG: the messages to store. */
     int want;
-    uint64_t consumed;
+    const uint64_t *consumed;
+    size_t n_consumed;
     const uint8_t *inflight;
     size_t inflight_len;
     rec_msg *msgs;

@@ -227,7 +227,7 @@ static int prepare(sx__store *s)
           "data) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 "
           "FROM jobs WHERE id = ?2)" },
         { offsetof(sx__store, inbox_eat),
-          "DELETE FROM inbox WHERE job = ? AND seq <= ?" },
+          "DELETE FROM inbox WHERE job = ? AND seq = ?" },
         { offsetof(sx__store, inbox_del), "DELETE FROM inbox WHERE job = ?" },
     };
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {

@@ -78,13 +78,12 @@ typedef struct {
 
 /* A message stored for a checkpointed job (a checkpoint's sends,
  * sx__store_message): until a checkpoint of that job says it consumed
- * it, or the job ends. One whose addressee is no stored job when its
- * record is committed (it finished meanwhile) is not kept; the record is
- * answered as usual. Its bytes are copied by the call. seq is the
+ * it, or the job ends. Its bytes are copied by the call. seq is the
  * store's, written by the call that queues it, under the store's lock:
- * seqs rise in the order records are queued, which is the order they
- * are committed and answered, so a job's stored messages reach its
- * mailbox in seq order when each answer delivers its own. */
+ * seqs rise in the order records are queued, so a sender's messages to
+ * one job have rising seqs, and the messages read back at a start come
+ * in seq order. A message to a job whose row is gone (it ended while the
+ * message was on its way) is not kept; its record is still answered 0. */
 typedef struct sx__store_msg {
     uint64_t to; /* the addressee job's id */
     sx_pid from;
@@ -96,14 +95,15 @@ typedef struct sx__store_msg {
 
 /* A checkpoint: everything about a job after one of its steps, written in
  * one transaction: its state, step count and wait kind, the commands in
- * flight (packed by the engine), that its stored messages up to
- * `consumed` (a seq; 0: none) were consumed, and the messages the step
- * sent to checkpointed jobs. */
+ * flight (packed by the engine), the seqs of the stored messages it
+ * consumed since its last checkpoint (their rows go), and the messages
+ * the step sent to checkpointed jobs. */
 typedef struct {
     uint64_t id, steps;
     int want;
     sx_payload state, inflight;
-    uint64_t consumed;
+    const uint64_t *consumed; /* n_consumed seqs */
+    size_t n_consumed;
     sx__store_msg *msgs; /* seqs written by sx__store_checkpoint */
     size_t n_msgs;
 } sx__store_ckpt;
@@ -169,6 +169,14 @@ int sx__store_checkpoint(sx__store *s, sx__store_ckpt *ck,
 int sx__store_message(sx__store *s, sx__store_msg *m, sx__store_done_fn done,
                       void *user);
 
+/* sx__store_finish with, in the same transaction, the messages the job's
+ * last step sent to checkpointed jobs (seqs written as by
+ * sx__store_checkpoint). */
+int sx__store_finish_msgs(sx__store *s, uint64_t id, int error,
+                          const char *msg, sx_payload value, uint64_t steps,
+                          uint32_t attempts, sx__store_msg *msgs,
+                          size_t n_msgs, sx__store_done_fn done, void *user);
+
 /* [caller, before any submit] Counts a new attempt for every stored job
  * that has no outcome (they are about to run again; committed first),
  * but one waiting for its restart (its next attempt is counted when it
@@ -204,6 +212,11 @@ int sx__store_restart(sx__store *s, uint64_t id, uint32_t attempt,
  * the store's codes (-ENOSPC, SX_ECORRUPT, -EIO, ...). */
 int sx__store_meta_get(sx__store *s, const char *name, int64_t *value);
 int sx__store_meta_set(sx__store *s, const char *name, int64_t value);
+
+/* Whether the calling thread is one of a store's own (the writer, the
+ * answering thread, where the answers' callbacks run): a call that waits
+ * for a store's answer must not be made there. */
+bool sx__store_on_thread(void);
 
 typedef struct {
     uint64_t commits; /* transactions committed */

@@ -284,6 +284,29 @@ static int effector_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* "parting": sends "f" 1 to its addressee in its only step, which
+ * finishes it. Input: [to]. */
+static int parting_init(void *st, const sx_init_ctx *ctx, const char *method,
+                        const sx_payload *in, size_t n)
+{
+    (void)ctx, (void)method;
+    sx_unpack u;
+    if (n != 1)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    return sx_unpack_pid(&u, (sx_pid *)st) == 0 ? 0 : SX_EINVAL;
+}
+
+static int parting_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_send(out, *(const sx_pid *)st, "f", int_of(b, 1));
+    sx_done(out, (sx_payload){ NULL, 0 });
+    return 0;
+}
+
 static const sx_process_type types[] = {
     { .name = "effector",
       .state_size = sizeof(effector_state),
@@ -304,6 +327,11 @@ static const sx_process_type types[] = {
       .state_size = sizeof(acc_state),
       .init = acc_init,
       .step = acc_step,
+      .flags = SX_TYPE_CHECKPOINTED },
+    { .name = "parting",
+      .state_size = sizeof(sx_pid),
+      .init = parting_init,
+      .step = parting_step,
       .flags = SX_TYPE_CHECKPOINTED },
     { .name = "feeder",
       .state_size = sizeof(feeder_state),
@@ -595,6 +623,66 @@ static void t_command_again(void)
     CHECK(tx_rm_tree(dir) == 0);
 }
 
+/* ---- a last step's message ---- */
+
+typedef struct {
+    sx_pid acc;
+} parted;
+
+static void parting_child(int fd, void *arg)
+{
+    (void)arg;
+    sx_engine *e = up();
+    parted x;
+    sx_pid sender;
+    if (sx_engine_submit(e, "acc", "run", NULL, 0, &x.acc) != 0)
+        _exit(2);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_pid(&pk, x.acc);
+    sx_payload in = sx_pack_payload(&pk);
+    if (sx_engine_submit(e, "parting", "run", &in, 1, &sender) != 0)
+        _exit(3);
+    sx_pack_fini(&pk);
+    sx_result r;
+    /* Its outcome is stored; the crash comes before the accumulator (4 ms
+     * a step) has checkpointed taking the message. */
+    if (sx_engine_wait(e, sender, 5000, &r) != 0 || r.error != 0)
+        _exit(4);
+    write_all(fd, &x, sizeof x);
+}
+
+/* The message a job sends in the step that finishes it is stored with
+ * its outcome: after a crash right after that outcome, the receiver gets
+ * it exactly once (not lost with its mailbox, not sent twice). */
+static void t_last_send(void)
+{
+    for (int round = 0; round < 3; round++) {
+        tx_mkdtemp(dir, sizeof dir, "stepx-ckpt.");
+        parted x;
+        CHECK(tx_crash_child(parting_child, NULL, &x, sizeof x) == sizeof x);
+        sx_engine *e = up();
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, x.acc, "end",
+                                (sx_payload){ NULL, 0 }),
+                 0);
+        sx_result r;
+        CHECK_RC(sx_engine_wait(e, x.acc, 20000, &r), 0);
+        CHECK_EQ_INT(r.error, 0);
+        sx_unpack u;
+        uint32_t len;
+        uint64_t nf;
+        sx_unpack_init(&u, r.value);
+        CHECK_RC(sx_unpack_array(&u, &len), 0);
+        CHECK_RC(sx_unpack_uint(&u, &nf), 0);
+        sx_result_free(&r);
+        if (nf != 1)
+            SX_FAILF("round %d: the accumulator got %llu messages, not 1",
+                     round, (unsigned long long)nf);
+        sx_engine_free(e);
+        CHECK(tx_rm_tree(dir) == 0);
+    }
+}
+
 /* ---- stop ---- */
 
 /* A stop in the middle ends the counter for this run only: at the next
@@ -628,7 +716,7 @@ static void t_stop_resumes(void)
 static void t_no_store(void)
 {
     sx_engine_config cfg = { .workers = 2 };
-    sx_engine *e = tx_engine_up(&cfg, &types[1], 1);
+    sx_engine *e = tx_engine_up(&cfg, &types[1], 1); /* the counter */
     sx_pid pid;
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_payload in = int_of(b, 20);
@@ -639,11 +727,9 @@ static void t_no_store(void)
 }
 
 static const sx_test_case cases[] = {
-    { "resume", t_resume },
-    { "timers", t_timers },
-    { "messages", t_messages },
-    { "command_again", t_command_again },
-    { "stop_resumes", t_stop_resumes },
+    { "resume", t_resume },       { "timers", t_timers },
+    { "messages", t_messages },   { "command_again", t_command_again },
+    { "last_send", t_last_send }, { "stop_resumes", t_stop_resumes },
     { "no_store", t_no_store },
 };
 

@@ -696,8 +696,8 @@ static void checkpoint_ok(sx__store *s, sx__store_ckpt *ck)
  * store gets one; its messages come back in seq order (the seqs written
  * into the caller's array, rising), each with its addressee, sender,
  * topic and data. The next checkpoint replaces it, and its `consumed`
- * deletes that job's messages up to that seq: not the job's later one,
- * not another job's earlier one. */
+ * deletes that job's message with that seq: not the job's later one, not
+ * another job's earlier one. */
 static void t_checkpoint(void)
 {
     fresh_dir();
@@ -754,7 +754,8 @@ static void t_checkpoint(void)
                            .steps = 5,
                            .want = 1,
                            .state = { state2, sizeof state2 },
-                           .consumed = m[1].seq };
+                           .consumed = &m[1].seq,
+                           .n_consumed = 1 };
     checkpoint_ok(s, &ck2);
     sx__store_close(s);
 
