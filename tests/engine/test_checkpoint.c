@@ -683,6 +683,80 @@ static void t_last_send(void)
     }
 }
 
+/* ---- the store's own thread ---- */
+
+typedef struct {
+    sx_engine *e;
+    sx_pid acc;
+    _Atomic int send_rc, submit_rc, async_rc;
+    _Atomic bool called, async_done;
+} watcher;
+
+static void async_sent(void *user, int rc)
+{
+    watcher *w = user;
+    atomic_store(&w->async_rc, rc);
+    atomic_store(&w->async_done, true);
+}
+
+/* Runs on the store's answering thread (the outcome of a stored job is
+ * made visible there): a blocking send to a checkpointed job or a
+ * blocking submit would wait for that very thread. */
+static void on_stored_end(void *user, sx_pid target, const sx_result *r)
+{
+    (void)target, (void)r;
+    watcher *w = user;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_pid pid;
+    atomic_store(&w->send_rc,
+                 sx_engine_send(w->e, SX_PID_NONE, w->acc, "o", int_of(b, 1)));
+    atomic_store(&w->submit_rc,
+                 sx_engine_submit(w->e, "acc", "run", NULL, 0, &pid));
+    if (sx_engine_send_async(w->e, SX_PID_NONE, w->acc, "o", int_of(b, 1),
+                             async_sent, w) != 0)
+        atomic_store(&w->async_done, true);
+    atomic_store(&w->called, true);
+}
+
+/* In a callback the store's thread runs, sx_engine_send to a checkpointed
+ * job and sx_engine_submit answer SX_ESTATE at once instead of waiting
+ * for themselves; sx_engine_send_async works (its answer comes later on
+ * the same thread), and the engine goes on. */
+static void t_store_thread(void)
+{
+    tx_mkdtemp(dir, sizeof dir, "stepx-ckpt.");
+    sx_engine *e = up();
+    watcher w = { .e = e };
+    CHECK_RC(sx_engine_submit(e, "acc", "run", NULL, 0, &w.acc), 0);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = int_of(b, 2);
+    sx_pid c;
+    CHECK_RC(sx_engine_submit(e, "counter", "run", &in, 1, &c), 0);
+    CHECK_RC(sx_engine_watch(e, c, on_stored_end, &w), 0);
+    TX_WAIT_UNTIL(atomic_load(&w.called) && atomic_load(&w.async_done), 10000,
+                  100);
+    CHECK_RC(atomic_load(&w.send_rc), SX_ESTATE);
+    CHECK_RC(atomic_load(&w.submit_rc), SX_ESTATE);
+    CHECK_RC(atomic_load(&w.async_rc), 0);
+    /* The engine goes on: the stored message reached the accumulator. */
+    CHECK_RC(
+        sx_engine_send(e, SX_PID_NONE, w.acc, "end", (sx_payload){ NULL, 0 }),
+        0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, w.acc, 10000, &r), 0);
+    sx_unpack u;
+    uint32_t len;
+    uint64_t nf, no;
+    sx_unpack_init(&u, r.value);
+    CHECK_RC(sx_unpack_array(&u, &len), 0);
+    CHECK_RC(sx_unpack_uint(&u, &nf), 0);
+    CHECK_RC(sx_unpack_uint(&u, &no), 0);
+    CHECK_EQ_U64(no, 1);
+    sx_result_free(&r);
+    sx_engine_free(e);
+    CHECK(tx_rm_tree(dir) == 0);
+}
+
 /* ---- stop ---- */
 
 /* A stop in the middle ends the counter for this run only: at the next
@@ -727,9 +801,13 @@ static void t_no_store(void)
 }
 
 static const sx_test_case cases[] = {
-    { "resume", t_resume },       { "timers", t_timers },
-    { "messages", t_messages },   { "command_again", t_command_again },
-    { "last_send", t_last_send }, { "stop_resumes", t_stop_resumes },
+    { "resume", t_resume },
+    { "timers", t_timers },
+    { "messages", t_messages },
+    { "command_again", t_command_again },
+    { "last_send", t_last_send },
+    { "store_thread", t_store_thread },
+    { "stop_resumes", t_stop_resumes },
     { "no_store", t_no_store },
 };
 
