@@ -399,6 +399,35 @@ static int encode_inflight(const sx__ckpt *ck, uint8_t **buf, size_t *len)
     return 0;
 }
 
+/* Marks k's sends to checkpointed jobs stored and lists them in k->msgs
+ * (from p), for the store to write and give seqs. false when out of
+ * memory. */
+static bool stored_msgs(sx_engine *e, sx__proc *p, ck_pending *k)
+{
+    size_t n_msgs = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        ck_item *it = &k->items[i];
+        if (it->send && (it->stored = sx__ckpt_stored_target(e, it->to)))
+            n_msgs++;
+    }
+    if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
+        return false;
+    k->n_msgs = n_msgs;
+    sx_pid self = sx__proc_pid(e, p);
+    for (size_t i = 0, m = 0; i < k->n; i++) {
+        const ck_item *it = &k->items[i];
+        if (it->stored)
+            k->msgs[m++] = (sx__store_msg){
+                .to = it->to.id,
+                .from = self,
+                .topic = (const char *)k->bytes + it->off,
+                .topic_len = it->len,
+                .data = { k->bytes + it->data_off, it->dlen },
+            };
+    }
+    return true;
+}
+
 static void pending_free(ck_pending *k)
 {
     free(k->msgs);
@@ -429,30 +458,8 @@ int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
     size_t fl_len = 0;
     int rc = SX_ENOMEM;
     if (!take_output(k, out) || !track(ck, k) ||
-        encode_inflight(ck, &fl, &fl_len) != 0)
+        encode_inflight(ck, &fl, &fl_len) != 0 || !stored_msgs(e, p, k))
         goto fail;
-    size_t n_msgs = 0;
-    for (size_t i = 0; i < k->n; i++) {
-        ck_item *it = &k->items[i];
-        if (it->send && (it->stored = sx__ckpt_stored_target(e, it->to)))
-            n_msgs++;
-    }
-    if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
-        goto fail;
-    k->n_msgs = n_msgs;
-    sx_pid self = sx__proc_pid(e, p);
-    for (size_t i = 0, m = 0; i < k->n; i++) {
-        const ck_item *it = &k->items[i];
-        if (!it->stored)
-            continue;
-        k->msgs[m++] = (sx__store_msg){
-            .to = it->to.id,
-            .from = self,
-            .topic = (const char *)k->bytes + it->off,
-            .topic_len = it->len,
-            .data = { k->bytes + it->data_off, it->dlen },
-        };
-    }
     p->wait_kind = want;
     /* The record copies the consumed seqs; forgotten here before it is
      * queued, since from then on another worker may run p. */
@@ -468,7 +475,7 @@ int sx__ckpt_park(sx_engine *e, sx__proc *p, const sx_step_output *out,
         .consumed = ck->eaten,
         .n_consumed = n_eaten,
         .msgs = k->msgs,
-        .n_msgs = n_msgs,
+        .n_msgs = k->n_msgs,
     };
     /* From here on the process is the store's answer's (ckpt_done): this
      * worker touches it no more. */
@@ -580,13 +587,14 @@ static void ckpt_done(void *user, int rc, uint64_t id)
     hand_back(e, p, false);
 }
 
-/* [the worker] Sends a pending checkpoint's output, in the order the step
- * wrote it: its messages (those to checkpointed jobs with their seqs) and
- * its commands. A command that cannot be dispatched (out of memory) does
- * not stop the messages after it; the process then ends SX_ENOMEM. */
-static int send_pending(sx_engine *e, sx__proc *p, ck_pending *k)
+/* Sends k's items from `from`, in the order the step wrote them: its
+ * messages (stored: those to checkpointed jobs with their seqs) and, with
+ * p (the worker's process), its commands; without p (a last step) they
+ * are dropped. A command that cannot be dispatched (out of memory) does
+ * not stop the messages after it; SX_ENOMEM then (p ends so). */
+static int send_items(sx_engine *e, sx__proc *p, sx_pid from, ck_pending *k,
+                      bool stored)
 {
-    sx_pid self = sx__proc_pid(e, p);
     int rc = 0;
     uint64_t lost = 0;
     for (size_t i = 0, m = 0; i < k->n; i++) {
@@ -595,14 +603,15 @@ static int send_pending(sx_engine *e, sx__proc *p, ck_pending *k)
             uint64_t seq = it->stored ? k->msgs[m++].seq : 0;
             lost +=
                 deliver_msg(
-                    e, self, it->to, (const char *)k->bytes + it->off, it->len,
+                    e, from, it->to, (const char *)k->bytes + it->off, it->len,
                     (sx_payload){ it->dlen > 0 ? k->bytes + it->data_off : NULL,
                                   it->dlen },
-                    seq) != 0;
+                    stored ? seq : 0) != 0;
             continue;
         }
-        if (rc == 0 && dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off,
-                                    it->len, it->timeout_ms, false) != 0)
+        if (p != NULL && rc == 0 &&
+            dispatch_one(e, p, it->cmd, it->tag, k->bytes + it->off, it->len,
+                         it->timeout_ms, false) != 0)
             rc = SX_ENOMEM;
     }
     if (lost > 0)
@@ -623,7 +632,7 @@ int sx__ckpt_resume(sx_engine *e, sx__proc *p)
     if (ck->pending != NULL) {
         ck_pending *k = ck->pending;
         ck->pending = NULL;
-        rc = send_pending(e, p, k);
+        rc = send_items(e, p, sx__proc_pid(e, p), k, true);
         pending_free(k);
     }
     if (ck->rearm) {
@@ -837,29 +846,8 @@ bool sx__ckpt_final(sx_engine *e, sx__proc *p, const sx_step_output *out)
         return false;
     k->e = e;
     k->p = p;
-    size_t n_msgs = 0;
-    if (!take_output(k, out))
+    if (!take_output(k, out) || !stored_msgs(e, p, k))
         goto fail;
-    for (size_t i = 0; i < k->n; i++) {
-        ck_item *it = &k->items[i];
-        if (it->send && (it->stored = sx__ckpt_stored_target(e, it->to)))
-            n_msgs++;
-    }
-    if (n_msgs > 0 && (k->msgs = calloc(n_msgs, sizeof(*k->msgs))) == NULL)
-        goto fail;
-    k->n_msgs = n_msgs;
-    sx_pid self = sx__proc_pid(e, p);
-    for (size_t i = 0, m = 0; i < k->n; i++) {
-        const ck_item *it = &k->items[i];
-        if (it->stored)
-            k->msgs[m++] = (sx__store_msg){
-                .to = it->to.id,
-                .from = self,
-                .topic = (const char *)k->bytes + it->off,
-                .topic_len = it->len,
-                .data = { k->bytes + it->data_off, it->dlen },
-            };
-    }
     if (ck->pending != NULL)
         pending_free(ck->pending);
     ck->pending = k; /* the finish takes it (sx__ckpt_final_take) */
@@ -892,21 +880,7 @@ void sx__ckpt_final_send(sx_engine *e, sx_pid from, sx__ckpt_sends *sends,
     ck_pending *k = (ck_pending *)sends;
     if (k == NULL)
         return;
-    uint64_t lost = 0;
-    for (size_t i = 0, m = 0; i < k->n; i++) {
-        const ck_item *it = &k->items[i];
-        if (!it->send)
-            continue; /* a last step's commands are dropped */
-        uint64_t seq = it->stored ? k->msgs[m++].seq : 0;
-        lost += deliver_msg(
-                    e, from, it->to, (const char *)k->bytes + it->off, it->len,
-                    (sx_payload){ it->dlen > 0 ? k->bytes + it->data_off : NULL,
-                                  it->dlen },
-                    stored ? seq : 0) != 0;
-    }
-    if (lost > 0)
-        /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&e->dead_letters, lost, memory_order_relaxed);
+    send_items(e, NULL, from, k, stored);
     pending_free(k);
 }
 

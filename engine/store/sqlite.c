@@ -424,10 +424,10 @@ int sx__store_finish(sx__store *s, uint64_t id, int error, const char *msg,
                                  NULL, 0, done, user);
 }
 
-int sx__store_finish_msgs(sx__store *s, uint64_t id, int error,
-                          const char *msg, sx_payload value, uint64_t steps,
-                          uint32_t attempts, sx__store_msg *msgs,
-                          size_t n_msgs, sx__store_done_fn done, void *user)
+int sx__store_finish_msgs(sx__store *s, uint64_t id, int error, const char *msg,
+                          sx_payload value, uint64_t steps, uint32_t attempts,
+                          sx__store_msg *msgs, size_t n_msgs,
+                          sx__store_done_fn done, void *user)
 {
     if (s == NULL || (value.len > 0 && value.data == NULL) ||
         value.len > ROW_MAX || (n_msgs > 0 && msgs == NULL) ||
@@ -435,8 +435,7 @@ int sx__store_finish_msgs(sx__store *s, uint64_t id, int error,
         return SX_EINVAL;
     size_t ml = msg != NULL ? strlen(msg) : 0;
     rec *r = rec_new(REC_FINISH, id,
-                     msgs_size(msgs, n_msgs) + ml + 1 + value.len, done,
-                     user);
+                     msgs_size(msgs, n_msgs) + ml + 1 + value.len, done, user);
     if (r == NULL)
         return SX_ENOMEM;
     char *p = (char *)(r + 1);

@@ -172,10 +172,10 @@ int sx__store_message(sx__store *s, sx__store_msg *m, sx__store_done_fn done,
 /* sx__store_finish with, in the same transaction, the messages the job's
  * last step sent to checkpointed jobs (seqs written as by
  * sx__store_checkpoint). */
-int sx__store_finish_msgs(sx__store *s, uint64_t id, int error,
-                          const char *msg, sx_payload value, uint64_t steps,
-                          uint32_t attempts, sx__store_msg *msgs,
-                          size_t n_msgs, sx__store_done_fn done, void *user);
+int sx__store_finish_msgs(sx__store *s, uint64_t id, int error, const char *msg,
+                          sx_payload value, uint64_t steps, uint32_t attempts,
+                          sx__store_msg *msgs, size_t n_msgs,
+                          sx__store_done_fn done, void *user);
 
 /* [caller, before any submit] Counts a new attempt for every stored job
  * that has no outcome (they are about to run again; committed first),
