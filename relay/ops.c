@@ -403,7 +403,9 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     } else if (s->stored || has_policy) {
         /* Answered once the job is stored (relay/stored.c; at once
          * without a store). */
-        sx_submit_opts o = { key, kl, has_policy ? &policy : NULL };
+        sx_submit_opts o = { .key = key,
+                             .key_len = kl,
+                             .restart = has_policy ? &policy : NULL };
         rc = sx__relay_submit_stored(c, id, t->name, method, in, n, &o);
         later = rc == 0;
     } else {
@@ -418,8 +420,13 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
             snprintf(msg, sizeof(msg), "type %s has no method \"%s\"", qt,
                      quoted(q, mn, ml, 64));
         else if (strcmp(code, "init_failed") == 0)
+            /* init ran on this thread: its own message, when it gave one
+             * (sx_init_error), says which input was wrong. */
             snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", qt,
-                     quoted(q, mn, ml, 64), sx_strerror(rc), sx_errname(rc));
+                     quoted(q, mn, ml, 64),
+                     sx_engine_init_error()[0] != '\0' ? sx_engine_init_error()
+                                                       : sx_strerror(rc),
+                     sx_errname(rc));
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
         free(method);

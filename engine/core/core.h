@@ -171,6 +171,11 @@ struct sx_engine {
     bool sup_running, sup_stop;
 };
 
+/* engine/core/proc.c */
+/* [cold] init refused with code: the message it gave with sx_init_error
+ * ("" when none), kept for sx_engine_init_error on this thread. */
+const char *sx__init_refused(const sx_init_ctx *ctx, int code);
+
 /* engine/core/engine.c */
 int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
               const sx_payload *input, size_t n_input, sx__ev *watcher,

@@ -6,6 +6,7 @@
  * runs on the worker that ran the process's last step.
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,50 @@ void *sx_init_user(const sx_init_ctx *ctx)
 sx_pid sx_init_parent(const sx_init_ctx *ctx)
 {
     return ctx != NULL ? ctx->parent : SX_PID_NONE;
+}
+
+/* init's message (sx_init_error), per thread: init runs on the thread
+ * that submits or spawns, and the failed spawn reads it there. ctx and
+ * code tie it to the init that gave it: a failed init whose ctx or code
+ * differ gave none. */
+static _Thread_local struct {
+    const sx_init_ctx *ctx;
+    int code;
+    char msg[SX_INIT_ERROR_MAX];
+} init_msg;
+/* The message of the last init refused on this thread (sx_engine_init_error).
+ */
+static _Thread_local char init_last[SX_INIT_ERROR_MAX];
+
+int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
+{
+    if (code >= 0)
+        code = SX_EFAILED;
+    if (ctx == NULL || fmt == NULL)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(init_msg.msg, sizeof init_msg.msg, fmt, ap);
+    va_end(ap);
+    init_msg.ctx = ctx;
+    init_msg.code = code;
+    return code;
+}
+
+const char *sx_engine_init_error(void)
+{
+    return init_last;
+}
+
+const char *sx__init_refused(const sx_init_ctx *ctx, int code)
+{
+    if (init_msg.ctx == ctx && init_msg.code == code) {
+        memcpy(init_last, init_msg.msg, sizeof init_last);
+        init_msg.ctx = NULL;
+    } else {
+        init_last[0] = '\0';
+    }
+    return init_last;
 }
 
 /* Type names hash into an open-addressed table of indices + 1 (0 =
@@ -233,6 +278,17 @@ static void spawn_undo(sx_engine *e, sx__worker *w, sx__proc *p, int rc,
     sx__live_died(e, w);
 }
 
+/* init refused p with rc: the slot undone, its watchers told init's own
+ * message when it gave one. Apart: the spawn paths inline spawn_in. */
+static __attribute__((cold, noinline)) int
+init_refused(sx_engine *e, sx__worker *w, sx__proc *p, const sx_init_ctx *ctx,
+             int rc)
+{
+    const char *why = sx__init_refused(ctx, rc);
+    spawn_undo(e, w, p, rc, why[0] != '\0' ? why : "init failed");
+    return rc;
+}
+
 /* The rest of a spawn once slot p is taken: birth, state, init, the
  * watcher; then p is queued (queue) or left for the caller to queue or
  * undo (sx__spawn_held; the table's reference is then the caller's). On
@@ -282,7 +338,7 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
     if (rc != 0) {
         if (rc > 0)
             rc = SX_EFAILED;
-        goto fail_slot;
+        return init_refused(e, w, p, &ctx, rc);
     }
     if (watcher != NULL) {
         /* Pushed, not stored: p's PID resolved while init ran, so a
@@ -346,8 +402,11 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
     const sx_process_type *t = p->type;
     sx_init_ctx ctx = { self, SX_PID_NONE, e, t->user };
     int rc = t->init(p->user_state, &ctx, method, input, n_input);
-    if (rc != 0)
-        return rc > 0 ? SX_EFAILED : rc;
+    if (rc != 0) {
+        rc = rc > 0 ? SX_EFAILED : rc;
+        sx__init_refused(&ctx, rc);
+        return rc;
+    }
     /* release: producers that see READY push and leave the queueing to
      * us; a worker that takes it sees the reset state. */
     atomic_store_explicit(&p->state, SX_PSTATE_READY, memory_order_release);

@@ -129,6 +129,11 @@ const char *sx_engine_state_error(const sx_engine *e);
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
 
+/* The message init gave with its error (sx_init_error) in the last
+ * submit on this thread that init refused, or "" when it gave none.
+ * Valid until the next submit on this thread. */
+const char *sx_engine_init_error(void);
+
 /* ---- supervision ------------------------------------------------------ */
 
 /* When a job is started again after it ends (docs/DURABILITY.md,
@@ -179,6 +184,16 @@ typedef struct {
     /* The job's restart policy; NULL = its type's (sx_engine_set_restart),
      * or none. */
     const sx_restart_policy *restart;
+    /* The job's deadline: when it has not ended deadline_ms after it
+     * starts (each run: a restart or a re-run after a crash starts the
+     * clock again), it ends with SX_ETIMEDOUT ("deadline of N ms
+     * passed"), as a terminate ends a process. 0 = its type's
+     * (sx_process_type.deadline_ms), or none. */
+    int64_t deadline_ms;
+    /* Where the message of an init error goes (sx_init_error), with a
+     * NUL; NULL: nowhere (sx_engine_init_error has it too). */
+    char *init_error;
+    size_t init_error_cap;
 } sx_submit_opts;
 
 /* Sets type's default restart policy (copied; NULL: none), for submits
@@ -337,6 +352,13 @@ typedef struct {
     /* Checkpoints of checkpointed jobs answered by the state store, and
      * the time from their steps' ends to the answers, in all (µs). */
     uint64_t checkpoints, checkpoint_us;
+    /* Finished SX_ECANCELLED (sx_cancelled, a cancel of a job waiting
+     * for its restart): counted here, not in failed. */
+    uint64_t cancelled;
+    /* Finished SX_ETIMEDOUT by their deadline (sx_submit_opts,
+     * sx_spawn_opts, sx_process_type.deadline_ms): counted in failed
+     * too. */
+    uint64_t deadlines;
 } sx_engine_stats;
 
 /* Fills *out and, when workers is not NULL, up to cap per-worker figures.
@@ -484,6 +506,9 @@ enum {
     SX_CMD_MONITOR = 7,    /* [pid] -> nil; later an @exit message          */
     SX_CMD_LINK = 8,       /* [pid] -> nil; a failure of either ends both  */
     SX_CMD_TRAP_EXIT = 9,  /* bool -> nil; link exits become @exit messages */
+    /* {children: [[type, method, [input...], opts?]...], opts...} ->
+     * [outcome...] in child order, every child's value or error */
+    SX_CMD_SPAWN_ALL = 10,
     /* clock: on the libuv loops (a plain sleep: on the worker's own timer
      * set, docs/COMMANDS.md); deadlines are absolute and monotonic,
      * fixed when the yield is dispatched, and never fire early. */
@@ -512,6 +537,84 @@ enum {
     SX_CMD_NET_HTTP = 60,    /* {method, url, headers, body} -> response  */
     SX_CMD_USER_MIN = 256
 };
+
+/* ---- authoring helpers for commands ---------------------------------- */
+
+/* What becomes of a child when its parent ends (Temporal's parent close
+ * policy; Erlang's link without trap_exit is the harsh one). */
+typedef enum {
+    SX_SCOPE_NONE = 0,      /* it runs on to its own end                  */
+    SX_SCOPE_CANCEL = 1,    /* it gets a @cancel, "parent ended"          */
+    SX_SCOPE_TERMINATE = 2  /* it is terminated                           */
+} sx_scope;
+
+/* Options of spawn, spawn-wait and spawn-all (the opts map of their args,
+ * docs/COMMANDS.md). Zero is the default of each. */
+typedef struct {
+    /* The child's deadline (0: its type's deadline_ms, or none). */
+    int64_t deadline_ms;
+    int scope; /* sx_scope */
+    /* spawn-wait: the parent gets a @spawned message with the child's PID
+     * as soon as it runs (SX_TOPIC_SPAWNED), so it can cancel it. */
+    bool notify;
+    /* spawn-wait and spawn-all: a child that ends in error is spawned
+     * again (init included) after a backoff, up to retry->max_restarts
+     * more times (the restart policy's fields; mode SX_RESTART_NEVER: no
+     * retry). NULL: none. */
+    const sx_restart_policy *retry;
+} sx_spawn_opts;
+
+/* Yields spawn (SX_CMD_SPAWN) or spawn-wait (SX_CMD_SPAWN_WAIT) of type
+ * and method, its inputs packed from fmt (each top-level value one
+ * input: "s,i" gives two; NULL or "" none) and opts (NULL: none).
+ * Errors: SX_EINVAL (cmd not one of the two, type or method NULL, fmt
+ * bad), those of sx_yield. */
+int sx_yield_spawn(sx_step_output *out, uint16_t cmd, uint64_t tag,
+                   const sx_spawn_opts *opts, const char *type,
+                   const char *method, const char *fmt, ...);
+
+/* Spawn-all's arguments, built in a pack: begin with the children's
+ * count and the options every child shares, then write each child with
+ * sx_spawn_all_child, then yield sx_pack_payload(pk) as SX_CMD_SPAWN_ALL.
+ * Errors: pk's sticky error, SX_EINVAL. */
+int sx_spawn_all_begin(sx_pack *pk, uint32_t n_children,
+                       const sx_spawn_opts *opts);
+int sx_spawn_all_child(sx_pack *pk, const char *type, const char *method,
+                       const char *fmt, ...);
+
+/* Options of any yield (sx_yield_with). */
+typedef struct {
+    /* Per attempt, as sx_yield_timeout's (0: none). */
+    int64_t timeout_ms;
+    /* A command that answers an error is run again after a backoff, up to
+     * retry->max_restarts more times; the answer is the first success, or
+     * the last error with "after N attempts: " before its message. Errors
+     * that no retry mends are answered at once: SX_EINVAL,
+     * SX_EUNKNOWN_COMMAND, SX_ECANCELLED, SX_ETERMINATED. NULL, or mode
+     * SX_RESTART_NEVER: no retry. The attempts run in a helper process
+     * of type "@retry", a child of this one ended with it (docs/
+     * COMMANDS.md, "Retries"). */
+    const sx_restart_policy *retry;
+} sx_yield_opts;
+
+/* As sx_yield with opts (NULL: as sx_yield). Errors: those of sx_yield,
+ * SX_EINVAL for a retry policy sx_restart_policy_check refuses. */
+int sx_yield_with(sx_step_output *out, uint16_t cmd, uint64_t tag,
+                  sx_payload args, const sx_yield_opts *opts);
+
+/* Exec's answer (docs/COMMANDS.md, exec) read into a struct. */
+typedef struct {
+    bool exited;      /* true: status is the exit code; false: signal    */
+    int status;       /* the exit code when exited                       */
+    int signal;       /* the signal that ended it when !exited           */
+    sx_str out, err;  /* stdout and stderr (pointing into the answer)    */
+    bool truncated;   /* with truncate: either stream lost bytes         */
+    uint64_t out_total, err_total; /* with truncate: bytes written       */
+} sx_exec_result;
+
+/* Reads exec's answer (a completion's data). 0, or SX_EPROTO when it is
+ * not one (r zeroed). */
+int sx_exec_result_get(sx_payload answer, sx_exec_result *r);
 
 /* The monotonic clock the clock commands use, in ns (CLOCK_MONOTONIC). */
 uint64_t sx_clock_now_ns(void);

@@ -12,6 +12,7 @@
 #define STEPX_PROCESS_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,6 +100,9 @@ typedef struct {
 /* Topics the engine itself uses for messages. */
 #define SX_TOPIC_CANCEL "@cancel" /* soft cancel; data = reason (string)  */
 #define SX_TOPIC_EXIT "@exit"     /* monitor: a watched process finished  */
+/* spawn-wait with notify: the child's PID, {"tag": the yield's tag, "pid":
+ * the child} (docs/COMMANDS.md). */
+#define SX_TOPIC_SPAWNED "@spawned"
 
 /* ---- what a step writes ----------------------------------------------- */
 
@@ -123,6 +127,11 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args);
  * args.len > 0), SX_ENOMEM. */
 int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
                      sx_payload args, int64_t timeout_ms);
+/* As sx_yield, with the arguments packed from fmt as sx_pack_fmt does
+ * (one value: "{s:s, s:i}", "[s,i]", "i"); a step writes a yield in one
+ * call. Errors: those of sx_yield and of sx_pack_fmt. */
+int sx_yieldf(sx_step_output *out, uint16_t cmd, uint64_t tag,
+              const char *fmt, ...);
 /* Sends a message {from: this process, topic, data} to `to` once the step
  * returns, like yielding SX_CMD_SEND with tag SX_TAG_NONE but without
  * packing arguments (beyond the core contract of docs/API.md; the fast path
@@ -141,11 +150,20 @@ void sx_wait(sx_step_output *out);                      /* yields / messages */
 void sx_idle(sx_step_output *out);                      /* a message only    */
 void sx_done(sx_step_output *out, sx_payload result);   /* result copied     */
 void sx_fail(sx_step_output *out, const char *message); /* message copied  */
+/* As sx_done, with the result packed from fmt as sx_pack_fmt does. Returns
+ * 0, or sx_pack_fmt's error (the status is then FAIL with its message). */
+int sx_donef(sx_step_output *out, const char *fmt, ...);
 /* As sx_fail, finishing with code instead of SX_EFAILED (beyond the core
  * contract of docs/API.md): a negative SX_E* or -errno code; 0 or a
  * positive one is SX_EFAILED. E.g. a process that passes on a child's
  * SX_ETOOLARGE. */
 void sx_fail_code(sx_step_output *out, int code, const char *message);
+/* Ends the process as cancelled: SX_ECANCELLED with reason as its message
+ * (NULL: "cancelled"). The engine counts it apart from failures
+ * (sx_engine_stats.cancelled). sx_cancelled_by takes the reason from a
+ * @cancel event (sx_batch_next's SX_EV_CANCEL). */
+void sx_cancelled(sx_step_output *out, const char *reason);
+void sx_cancelled_by(sx_step_output *out, const sx_event *cancel);
 
 /* ---- a process type --------------------------------------------------- */
 
@@ -156,6 +174,16 @@ sx_pid sx_init_pid(const sx_init_ctx *ctx);
 sx_engine *sx_init_engine(const sx_init_ctx *ctx);
 void *sx_init_user(const sx_init_ctx *ctx);    /* the type's user pointer  */
 sx_pid sx_init_parent(const sx_init_ctx *ctx); /* spawner, or SX_PID_NONE */
+/* Gives init's error a message that says what was wrong, and returns
+ * code, so that init ends with
+ *     return sx_init_error(ctx, SX_EINVAL, "input 2 (amount) must be an int");
+ * The message (printf format; cut at SX_INIT_ERROR_MAX - 1 bytes) goes
+ * where the error goes: the spawn command's error message, the relay's
+ * init_failed, and sx_engine_init_error on the thread whose submit failed.
+ * A code of 0 or above is SX_EFAILED. Only inside init. */
+#define SX_INIT_ERROR_MAX 256
+int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 typedef struct {
     const char *name;  /* unique type name, e.g. "order-workflow"           */
@@ -174,6 +202,11 @@ typedef struct {
                                    before init runs. */
     void *user;                 /* handed to init via sx_init_user        */
     unsigned flags;             /* SX_TYPE_* below; 0: none               */
+    /* A deadline for every process of the type, in ms from its start:
+     * when it has not ended by then it ends with SX_ETIMEDOUT, as a
+     * terminate ends a process (no more steps; close runs). 0: none. A
+     * submit's or spawn's own deadline overrides it. */
+    int64_t deadline_ms;
 } sx_process_type;
 
 /* The type's state is position-independent: its state_size bytes are
@@ -221,6 +254,24 @@ int sx_pack_pid(sx_pack *pk, sx_pid pid);   /* as [node, host, id] */
 int sx_pack_raw(sx_pack *pk, sx_payload v);
 /* The bytes written so far; owned by pk and valid until it changes. */
 sx_payload sx_pack_payload(const sx_pack *pk);
+
+/* Packs the values fmt describes, in order, from the arguments that
+ * follow. One letter per value:
+ *   n nil              b bool (int)          i int        I int64_t
+ *   u unsigned         U uint64_t            d double
+ *   s const char * (NUL-terminated; NULL packs nil)
+ *   S const char *, size_t (a string of that many bytes)
+ *   y const void *, size_t (a binary)        p sx_pid ([node, host, id])
+ *   v sx_payload (an encoded value, verbatim; empty packs nil)
+ *   [ ... ] an array of the values inside      { ... } a map of the pairs
+ *   inside (key, value, key, value, ...; keys are usually s)
+ * Spaces, ',' and ':' are ignored, so "{s:i, s:[s,s]}" reads as written.
+ * Errors: SX_EINVAL (fmt NULL, an unknown letter, unbalanced brackets, a
+ * map with an odd count; nothing more is written), or pk's sticky error.
+ * Arguments are read with the types above: pass an int for i, an int64_t
+ * for I (a literal 5 for I is undefined behaviour in C varargs). */
+int sx_pack_fmt(sx_pack *pk, const char *fmt, ...);
+int sx_pack_vfmt(sx_pack *pk, const char *fmt, va_list ap);
 
 /* One-value payloads into caller storage (no allocation). */
 #define SX_PAYLOAD_INT_MAX 9
@@ -291,6 +342,95 @@ int sx_payload_get_str(sx_payload pl, char *buf, size_t cap);
  * SX_EPROTO (map does not start with a map, or a pair read is malformed),
  * SX_EINVAL (key NULL). */
 int sx_map_get(sx_payload map, const char *key, sx_payload *value);
+
+/* ---- payload helpers: reading by path ---------------------------------- */
+
+/* A string or a binary inside a payload (not NUL-terminated); ptr NULL
+ * when there is none. */
+typedef struct {
+    const char *ptr;
+    size_t len;
+} sx_str;
+
+/* The value at path inside pl. A path is keys and array indexes joined by
+ * '.': "user.emails.0" is the first element of the array under "emails"
+ * in the map under "user". A digits-only segment indexes an array, and is
+ * a key in a map; NULL or "" is pl itself. Keys holding '.' cannot be
+ * named (use sx_map_get). Returns 0 and *out (may be NULL; it points into
+ * pl), SX_ENOTFOUND (a key or index that is not there, or a segment that
+ * reaches a value that is neither a map nor an array), SX_EPROTO
+ * (malformed data on the way). */
+int sx_get(sx_payload pl, const char *path, sx_payload *out);
+/* Typed getters: the value at path, or def when it is missing or of
+ * another type (sx_get_int: an integer that fits int64_t; sx_get_double:
+ * a float or an integer). */
+int64_t sx_get_int(sx_payload pl, const char *path, int64_t def);
+double sx_get_double(sx_payload pl, const char *path, double def);
+bool sx_get_bool(sx_payload pl, const char *path, bool def);
+/* A string or binary at path; {NULL, 0} when missing or of another type. */
+sx_str sx_get_str(sx_payload pl, const char *path);
+/* Copies the string or binary at path with a NUL into buf. 0,
+ * SX_ENOTFOUND (missing), SX_EPROTO (another type, or a NUL inside),
+ * SX_ELIMIT (len + 1 > cap; buf then holds ""), SX_EINVAL (buf NULL or
+ * cap 0). */
+int sx_get_strcpy(sx_payload pl, const char *path, char *buf, size_t cap);
+/* The number of elements of the array (or pairs of the map) at path; 0
+ * when it is missing or neither. */
+size_t sx_get_len(sx_payload pl, const char *path);
+
+/* ---- answers: value or error ------------------------------------------ */
+
+/* What a yield, a child or a spawn-all element ended with: error 0 and
+ * value, or an error code and its message. */
+typedef struct {
+    int error;
+    sx_str message; /* error's message (NULL ptr when error is 0) */
+    sx_payload value;
+} sx_outcome;
+
+/* A completion event as an outcome; returns o->error. An event that is not
+ * a completion is SX_EINVAL (o zeroed). */
+int sx_outcome_of(const sx_event *ev, sx_outcome *o);
+/* Element i of a spawn-all answer (docs/COMMANDS.md, spawn-all): 0 and
+ * *o, SX_ENOTFOUND (no element i), SX_EPROTO (not such an answer). The
+ * outcome's own error is o->error. */
+int sx_outcome_at(sx_payload all, size_t i, sx_outcome *o);
+
+/* ---- a step's events, walked ------------------------------------------- */
+
+/* What sx_batch_next hands out. */
+typedef enum {
+    SX_EV_END = 0,  /* no more events                                     */
+    SX_EV_CANCEL,   /* a @cancel; sx_cancelled_by ends with its reason    */
+    SX_EV_START,    /* the process's first step (no event: *ev is NULL)   */
+    SX_EV_COMPLETE, /* a yield's answer: ev->tag, ev->error, ev->data     */
+    SX_EV_EXIT,     /* @exit: a monitored or linked process ended         */
+    SX_EV_SPAWNED,  /* @spawned: a child a spawn-wait started (notify)    */
+    SX_EV_MESSAGE   /* any other message: ev->topic, ev->from, ev->data   */
+} sx_event_kind;
+
+/* A walk over one step's events. Every event comes out exactly once, in
+ * this order: @cancel messages first (wherever they sit in the batch),
+ * then SX_EV_START when *started is false (sx_batch_init's flag, kept in
+ * the process's state; the walk sets it), then the rest in the order they
+ * arrived. So a cancel that arrives before the first step is seen before
+ * the start, and a batch with several answers gives each one: write the
+ * step as one loop over sx_batch_next with a case per kind, and leave the
+ * loop early only to end the process. */
+typedef struct {
+    const sx_event *events;
+    size_t n, i;
+    int phase; /* 0 cancels, 1 start, 2 the rest */
+    bool *started;
+} sx_batch;
+
+void sx_batch_init(sx_batch *b, const sx_event *events, size_t n,
+                   bool *started);
+/* The next event's kind, and the event in *ev (NULL for SX_EV_START and
+ * SX_EV_END). */
+sx_event_kind sx_batch_next(sx_batch *b, const sx_event **ev);
+/* The kind of one event, as sx_batch_next would give it. */
+sx_event_kind sx_event_kind_of(const sx_event *ev);
 
 #ifdef __cplusplus
 }
