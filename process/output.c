@@ -1,4 +1,5 @@
-/* process/output.c — the step output: status, yields, result (see
+/* process/output.c — the step output: status, yields, result, and the
+ * ends (sx_fail_code, sx_cancelled, sx_cancelled_by) (see
  * output.h). [owner] only. */
 #include "process/output.h"
 #include "process/utf8.h"
@@ -251,4 +252,43 @@ void sx_fail_code(sx_step_output *out, int code, const char *message)
     }
     out->result_off = off;
     out->result_len = n;
+}
+
+void sx_cancelled(sx_step_output *out, const char *reason)
+{
+    sx_fail_code(out, SX_ECANCELLED, reason != NULL ? reason : "cancelled");
+}
+
+/* The most bytes of a cancel's reason kept as the message (its NUL
+ * included). */
+#define CANCEL_REASON_MAX 1024
+
+/* The reason is the event's data when that is a string that is not
+ * empty, else "cancelled". It need not end in a NUL and may be of any
+ * length: at most CANCEL_REASON_MAX - 1 bytes are kept, cut before a
+ * UTF-8 sequence that would not fit whole, with the bytes that start no
+ * valid sequence replaced by U+FFFD (the message reaches clients as a
+ * msgpack str); a NUL inside ends it. */
+void sx_cancelled_by(sx_step_output *out, const sx_event *cancel)
+{
+    char reason[CANCEL_REASON_MAX];
+    const char *s;
+    size_t n;
+    sx_unpack u;
+
+    if (out == NULL)
+        return;
+    if (cancel == NULL) {
+        sx_cancelled(out, NULL);
+        return;
+    }
+    sx_unpack_init(&u, cancel->data);
+    if (sx_unpack_str(&u, &s, &n) != 0 || n == 0) {
+        sx_cancelled(out, NULL);
+        return;
+    }
+    n = sx__utf8_replace((const unsigned char *)s, n, reason,
+                         sizeof(reason) - 1);
+    reason[n] = '\0';
+    sx_cancelled(out, reason[0] != '\0' ? reason : NULL);
 }
