@@ -112,6 +112,13 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
             st.completed);
     counter(&t, "stepx_processes_failed_total", "Processes that failed.",
             st.failed);
+    counter(&t, "stepx_processes_cancelled_total",
+            "Processes that ended cancelled (with the reason they were "
+            "given).",
+            st.cancelled);
+    counter(&t, "stepx_processes_deadline_total",
+            "Processes ended by their deadline (also counted as failed).",
+            st.deadlines);
     counter(&t, "stepx_processes_terminated_total",
             "Processes terminated (terminate, stop, a linked failure).",
             st.terminated);

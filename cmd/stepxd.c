@@ -336,9 +336,10 @@ int main(int argc, char **argv)
     sx_metrics_stop(m);
     sx_server_stop(srv);
     sx_engine_stats_get(e, &st, NULL, 0);
-    printf("stepxd: stopped: %llu completed, %llu failed, %llu terminated\n",
+    printf("stepxd: stopped: %llu completed, %llu failed, %llu cancelled, "
+           "%llu terminated\n",
            (unsigned long long)st.completed, (unsigned long long)st.failed,
-           (unsigned long long)st.terminated);
+           (unsigned long long)st.cancelled, (unsigned long long)st.terminated);
     sx_engine_free(e);
     return rc == 0 ? 0 : 1;
 }

@@ -135,12 +135,14 @@ void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req)
     sx_server_stats_get(s, &ss);
     sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
     sx_pack_str(pk, "stats");
-    sx_pack_map(pk, 40);
+    sx_pack_map(pk, 42);
     kv(pk, "live", st.live);
     kv(pk, "submitted", st.submitted);
     kv(pk, "completed", st.completed);
     kv(pk, "failed", st.failed);
     kv(pk, "terminated", st.terminated);
+    kv(pk, "cancelled", st.cancelled);
+    kv(pk, "deadlines", st.deadlines);
     kv(pk, "steps", steps);
     kv(pk, "messages", st.messages);
     kv(pk, "dead_letters", st.dead_letters);

@@ -18,6 +18,31 @@ void sx__cmd_clock_register(sx_engine *e);   /* commands/clock.c */
 void sx__cmd_exec_register(sx_engine *e);    /* commands/exec.c */
 void sx__cmd_fs_register(sx_engine *e);      /* commands/fs.c */
 void sx__cmd_net_register(sx_engine *e);     /* commands/net.c */
+/* The "@retry" and "@all" process types (commands/helpers.c). */
+void sx__helpers_register(sx_engine *e);
+
+/* commands/helpers.c: the options map of spawn, spawn-wait and spawn-all
+ * into x (deadline_ms -1 when not given) and *retry (*has_retry: one was
+ * given). SX_EINVAL with why (cap bytes) saying what is wrong. */
+int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
+                          sx_restart_policy *retry, bool *has_retry, char *why,
+                          size_t cap);
+/* Packs x's options (not retry) as a map. */
+void sx__spawn_opts_pack(sx_pack *pk, const sx__spawnx *x);
+/* Spawns an "@retry" child of parent that runs command cmd with inner
+ * args under policy p (timeout_ms per attempt; 0 none); its outcome
+ * answers done (a watcher). tag: the parent's yield's, for @spawned. */
+int sx__retry_spawn(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                    sx_payload inner, const sx_restart_policy *p,
+                    int64_t timeout_ms, sx_completer *done);
+/* A command whose args map has a "retry" key (exec): the map less it, run
+ * by an "@retry" child; name prefixes error messages. Answers done. */
+int sx__retry_args(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                   sx_payload args, const char *name, sx_completer *done);
+/* spawn-all's args: *children (pointing into args) and the other keys
+ * repacked into opts as one map (nothing written when there are none). */
+int sx__spawn_all_split(sx_payload args, sx_payload *children, sx_pack *opts,
+                        char *why, size_t cap);
 
 /* The absolute deadline (sx__now_ns's clock) ms milliseconds from now;
  * UINT64_MAX when that is past what the clock can count. ms >= 0. */

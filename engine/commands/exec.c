@@ -89,6 +89,7 @@ typedef struct {
     size_t in_len;
     size_t max_output;
     bool truncate;        /* past max_output: drop the rest, not kill */
+    bool check;           /* a non-zero exit or a signal is an error */
     uint64_t deadline_ns; /* the op's own timeout, absolute; 0 = none */
     int64_t timeout_ms;
     int64_t grace_ms;
@@ -240,6 +241,30 @@ static void pack_out(sx_pack *pk, const char *key, const exec_out *o)
     sx_pack_bin(pk, o->buf != NULL ? (const void *)o->buf : "", o->len);
 }
 
+/* With check: a child that exited non-zero or was killed is an error,
+ * SX_EFAILED, its message the exit and the last line of its stderr. */
+static int check_failed(exec_op *x)
+{
+    const exec_out *o = &x->out[1];
+    size_t end = o->len;
+    while (end > 0 && (o->buf[end - 1] == '\n' || o->buf[end - 1] == '\r'))
+        end--;
+    size_t start = end;
+    while (start > 0 && o->buf[start - 1] != '\n')
+        start--;
+    if (end - start > 160)
+        start = end - 160;
+    int n = x->term_signal != 0
+                ? snprintf(x->msg, sizeof x->msg, "exec: killed by signal %d",
+                           x->term_signal)
+                : snprintf(x->msg, sizeof x->msg, "exec: exit status %d",
+                           (int)x->status);
+    if (end > start && n > 0 && (size_t)n < sizeof x->msg)
+        snprintf(x->msg + n, sizeof x->msg - (size_t)n, ": %.*s",
+                 (int)(end - start), (const char *)o->buf + start);
+    return SX_EFAILED;
+}
+
 /* Releases the op and answers (sx__io_finish: the result and message
  * are copied out of the op first). */
 static void finish(exec_op *x)
@@ -251,6 +276,8 @@ static void finish(exec_op *x)
         snprintf(x->msg, sizeof x->msg, "exec: cancelled");
     }
     sx__io_timer_del(&x->op, &x->timer);
+    if (error == 0 && x->check && (x->term_signal != 0 || x->status != 0))
+        error = check_failed(x);
     if (error != 0) {
         memcpy(msg, x->msg, sizeof msg);
         sx__io_finish(&x->op, nil, error, msg);
@@ -552,10 +579,14 @@ static const sx__ioop_vt exec_vt = { "exec", exec_start, exec_cancel,
 static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                     sx_payload args, sx_completer *done)
 {
-    (void)user, (void)e, (void)pid, (void)tag;
+    (void)user;
     sx__exec_args a;
     char msg[192];
     memset(&a, 0, sizeof a);
+    /* With a retry policy, an "@retry" child runs the exec (the map less
+     * "retry") until it succeeds or runs out (commands/helpers.c). */
+    if (sx_map_get(args, "retry", NULL) == 0)
+        return sx__retry_args(e, pid, tag, SX_CMD_EXEC, args, "exec", done);
     int rc = sx__exec_parse(args, &a, msg, sizeof msg);
     if (rc != 0) {
         sx__exec_args_free(&a);
@@ -578,6 +609,7 @@ static int cmd_exec(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     x->in_len = a.in_len;
     x->max_output = (size_t)a.max_output;
     x->truncate = a.truncate;
+    x->check = a.check;
     x->timeout_ms = a.timeout_ms;
     x->deadline_ns = a.timeout_ms > 0 ? sx__after_ms(a.timeout_ms) : 0;
     x->grace_ms = a.grace_ms;

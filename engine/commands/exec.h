@@ -25,6 +25,7 @@ typedef struct {
     size_t in_len;
     int64_t max_output, timeout_ms, grace_ms;
     bool truncate;
+    bool check; /* a non-zero exit or a signal is an error */
 } sx__exec_args;
 
 /* Parses args (zeroed *a) into a. Returns 0; SX_EINVAL with msg (cap

@@ -179,6 +179,15 @@ static int parse_one(sx_unpack *u, const char *k, size_t kn, sx__exec_args *a,
         snprintf(msg, cap, "exec: truncate must be a bool, or nil");
         return SX_EINVAL;
     }
+    if (key_is(k, kn, "check")) {
+        int t = sx_unpack_type(u);
+        if (t == SX_MP_NIL)
+            return sx_unpack_nil(u) == 0 ? 0 : SX_EPROTO;
+        if (t == SX_MP_BOOL && sx_unpack_bool(u, &a->check) == 0)
+            return 0;
+        snprintf(msg, cap, "exec: check must be a bool, or nil");
+        return SX_EINVAL;
+    }
     if (key_is(k, kn, "timeout_ms")) {
         if (take_int(u, &a->timeout_ms, 0, MAX_MS))
             return 0;
@@ -202,7 +211,7 @@ int sx__exec_parse(sx_payload args, sx__exec_args *a, char *msg, size_t cap)
 {
     static const char *const keys[] = { "argv",       "env",        "cwd",
                                         "stdin",      "max_output", "truncate",
-                                        "timeout_ms", "grace_ms" };
+                                        "timeout_ms", "grace_ms",   "check" };
     unsigned seen = 0;
     a->max_output = MAX_OUTPUT_DEFAULT;
     a->grace_ms = GRACE_DEFAULT_MS;
@@ -249,6 +258,6 @@ int sx__exec_parse(sx_payload args, sx__exec_args *a, char *msg, size_t cap)
 not_map:
     snprintf(msg, cap,
              "exec: args must be one map {argv, env, cwd, stdin, "
-             "max_output, truncate, timeout_ms, grace_ms}");
+             "max_output, truncate, timeout_ms, grace_ms, check, retry}");
     return SX_EINVAL;
 }

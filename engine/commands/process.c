@@ -60,6 +60,7 @@ typedef struct {
     char type[256], method[256];
     sx_payload input[SPAWN_MAX_INPUT];
     size_t n_input;
+    sx_payload opts; /* the options map; data NULL: none */
 } spawn_args;
 
 static int copy_str(sx_unpack *u, char *buf, size_t cap)
@@ -87,16 +88,19 @@ static int spawn_decode(sx_payload args, spawn_args *a)
     sx_unpack u;
     sx_unpack_init(&u, args);
     uint32_t n, m = 0;
-    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 3 ||
+    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 4 ||
         copy_str(&u, a->type, sizeof(a->type)) != 0 ||
         copy_str(&u, a->method, sizeof(a->method)) != 0)
         return SX_EINVAL;
-    if (n == 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
+    if (n >= 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
         return SX_EINVAL;
     for (uint32_t i = 0; i < m; i++)
         if (sx_unpack_raw(&u, &a->input[i]) != 0)
             return SX_EINVAL;
     a->n_input = m;
+    a->opts.data = NULL;
+    if (n == 4 && sx_unpack_raw(&u, &a->opts) != 0)
+        return SX_EINVAL;
     return 0;
 }
 
@@ -114,6 +118,60 @@ static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
     return 0;
 }
 
+/* Answers a spawn that init refused, with init's message when it gave
+ * one (sx_init_error). */
+static __attribute__((cold, noinline)) int spawn_refused(sx_completer *done,
+                                                         int rc)
+{
+    const char *m = sx_engine_init_error();
+    sx_complete(done, nil, rc, m[0] != '\0' ? m : NULL);
+    return 0;
+}
+
+/* A spawn, spawn-wait or spawn-all with an options map: decoded into x
+ * (and *retry when it has one, *has_retry then true). Answers done with
+ * the reason and returns SX_EINVAL when the map is bad. */
+static __attribute__((cold, noinline)) int
+spawn_opts(sx_payload opts, const char *cmd, sx__spawnx *x,
+           sx_restart_policy *retry, bool *has_retry, sx_completer *done)
+{
+    char why[200];
+    int rc = sx__spawn_opts_decode(opts, x, retry, has_retry, why, sizeof why);
+    if (rc != 0) {
+        char msg[260];
+        snprintf(msg, sizeof msg, "%s: %s", cmd, why);
+        sx_complete(done, nil, rc, msg);
+    }
+    return rc;
+}
+
+/* spawn with options: cold, apart from the plain spawn's path. */
+static __attribute__((cold, noinline)) int
+spawn_opt(sx_engine *e, sx_pid pid, const spawn_args *a, sx_completer *done)
+{
+    sx__spawnx x;
+    sx_restart_policy retry;
+    bool has_retry;
+    if (spawn_opts(a->opts, "spawn", &x, &retry, &has_retry, done) != 0)
+        return 0;
+    if (has_retry || x.notify) {
+        sx_complete(done, nil, SX_EINVAL,
+                    "spawn: retry and notify are options of spawn-wait");
+        return 0;
+    }
+    sx_pid child;
+    int rc = sx__spawn_opt(e, pid, a->type, a->method, a->input, a->n_input,
+                           NULL, &child, &x);
+    if (rc != 0)
+        return spawn_refused(done, rc);
+    uint8_t buf[32];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_pid(&pk, child);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
 static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                      sx_payload args, sx_completer *done)
 {
@@ -122,15 +180,58 @@ static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     int rc = spawn_decode(args, &a);
     if (rc != 0)
         return spawn_bad_args(done, "spawn");
+    if (a.opts.data != NULL)
+        return spawn_opt(e, pid, &a, done);
     sx_pid child;
     rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
     if (rc != 0)
-        return rc;
+        return spawn_refused(done, rc);
     uint8_t buf[32];
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof(buf));
     sx_pack_pid(&pk, child);
     sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
+/* spawn-wait with options: cold, apart from the plain path. With a
+ * retry, an "@retry" child (engine/commands/helpers.c) runs the
+ * spawn-wait, options less retry, until it succeeds or runs out. */
+static __attribute__((cold, noinline)) int
+spawn_wait_opt(sx_engine *e, sx_pid pid, uint64_t tag, const spawn_args *a,
+               sx_completer *done)
+{
+    sx__spawnx x;
+    sx_restart_policy retry;
+    bool has_retry;
+    if (spawn_opts(a->opts, "spawn-wait", &x, &retry, &has_retry, done) != 0)
+        return 0;
+    int rc;
+    if (has_retry) {
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_array(&pk, 4);
+        sx_pack_str(&pk, a->type);
+        sx_pack_str(&pk, a->method);
+        sx_pack_array(&pk, (uint32_t)a->n_input);
+        for (size_t i = 0; i < a->n_input; i++)
+            sx_pack_raw(&pk, a->input[i]);
+        sx__spawn_opts_pack(&pk, &x);
+        rc = pk.err;
+        if (rc == 0)
+            rc = sx__retry_spawn(e, pid, tag, SX_CMD_SPAWN_WAIT,
+                                 sx_pack_payload(&pk), &retry, 0, done);
+        sx_pack_fini(&pk);
+        return rc != 0 ? spawn_refused(done, rc) : 0;
+    }
+    x.notify_tag = tag;
+    done->ev.watch = SX__WATCH_RESULT;
+    rc = sx__spawn_opt(e, pid, a->type, a->method, a->input, a->n_input,
+                       &done->ev, NULL, &x);
+    if (rc != 0) {
+        done->ev.watch = 0;
+        return spawn_refused(done, rc);
+    }
     return 0;
 }
 
@@ -142,13 +243,61 @@ static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     int rc = spawn_decode(args, &a);
     if (rc != 0)
         return spawn_bad_args(done, "spawn-wait");
+    if (a.opts.data != NULL)
+        return spawn_wait_opt(e, pid, tag, &a, done);
     /* The completer waits on the child: its finish completes it. */
     done->ev.watch = SX__WATCH_RESULT;
     rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, &done->ev,
                    NULL);
-    if (rc != 0)
+    if (rc != 0) {
         done->ev.watch = 0;
-    return rc;
+        return spawn_refused(done, rc);
+    }
+    return 0;
+}
+
+/* spawn-all: {"children": [...], options...}: an "@all" child
+ * (engine/commands/helpers.c) spawns and waits for them; its outcome is
+ * the answer. */
+static int cmd_spawn_all(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag;
+    sx_payload children;
+    sx_pack opts;
+    char why[200];
+    sx_pack_init(&opts);
+    int rc = sx__spawn_all_split(args, &children, &opts, why, sizeof why);
+    if (rc != 0) {
+        sx_pack_fini(&opts);
+        if (rc != SX_EINVAL)
+            return rc;
+        char msg[260];
+        snprintf(msg, sizeof msg, "spawn-all: %s", why);
+        sx_complete(done, nil, rc, msg);
+        return 0;
+    }
+    if (opts.len > 0) { /* checked now, not once per child */
+        sx__spawnx x;
+        sx_restart_policy retry;
+        bool has_retry;
+        if (spawn_opts(sx_pack_payload(&opts), "spawn-all", &x, &retry,
+                       &has_retry, done) != 0) {
+            sx_pack_fini(&opts);
+            return 0;
+        }
+    }
+    /* nil when no options: an empty payload reads as nil. */
+    sx_payload in[2] = { children, sx_pack_payload(&opts) };
+    sx__spawnx x = { .deadline_ms = -1, .scope = SX_SCOPE_TERMINATE };
+    done->ev.watch = SX__WATCH_RESULT;
+    rc = sx__spawn_opt(e, pid, "@all", "run", in, 2, &done->ev, NULL, &x);
+    sx_pack_fini(&opts);
+    if (rc != 0) {
+        done->ev.watch = 0;
+        return spawn_refused(done, rc);
+    }
+    return 0;
 }
 
 static int one_pid(sx_payload args, sx_pid *out, sx_unpack *u, uint32_t *n)
@@ -322,6 +471,8 @@ void sx__cmd_process_register(sx_engine *e)
     e->cmds[SX_CMD_SPAWN] = (sx__cmd){ cmd_spawn, NULL, "spawn", false };
     e->cmds[SX_CMD_SPAWN_WAIT] =
         (sx__cmd){ cmd_spawn_wait, NULL, "spawn-wait", false };
+    e->cmds[SX_CMD_SPAWN_ALL] =
+        (sx__cmd){ cmd_spawn_all, NULL, "spawn-all", false };
     e->cmds[SX_CMD_TERMINATE] =
         (sx__cmd){ cmd_terminate, NULL, "terminate", false };
     e->cmds[SX_CMD_CANCEL] = (sx__cmd){ cmd_cancel, NULL, "cancel", false };

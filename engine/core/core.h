@@ -100,6 +100,10 @@ struct sx_engine {
      * submits from outside; finishes there (none today: every finish runs
      * on a worker, which counts in its own sx__wstats). */
     alignas(64) _Atomic uint64_t submitted, completed, failed, terminated;
+    _Atomic uint64_t cancelled;
+    /* Processes ended by their deadline (engine/io/expire.c; relaxed: a
+     * figure). */
+    _Atomic uint64_t deadlines;
     _Atomic uint64_t dead_letters, ext_messages;
     /* Checkpoints answered by the store, and the time from their steps'
      * ends to the answers, in ns (engine/core/checkpoint.c). */
@@ -171,10 +175,45 @@ struct sx_engine {
     bool sup_running, sup_stop;
 };
 
+/* What init gets (engine/core/control.c reads it; proc.c fills it). */
+struct sx_init_ctx {
+    sx_pid pid;
+    sx_pid parent;
+    sx_engine *engine;
+    void *user;
+};
+
 /* engine/core/proc.c */
+/* sx_engine_register without its refusal of names that begin with '@'
+ * (the engine's own types, engine/commands/helpers.c). */
+int sx__type_add(sx_engine *e, const sx_process_type *type);
 /* [cold] init refused with code: the message it gave with sx_init_error
  * ("" when none), kept for sx_engine_init_error on this thread. */
 const char *sx__init_refused(const sx_init_ctx *ctx, int code);
+
+/* engine/io/expire.c */
+/* [creator, p not queued yet] Arms p's deadline, ms from now (ms <= 0:
+ * none): p is terminated then with SX_ETIMEDOUT unless it has ended. 0 or
+ * SX_ENOMEM. */
+int sx__expire_arm(sx_engine *e, sx__proc *p, int64_t ms);
+
+/* What sx__spawn_opt takes besides a spawn's own. */
+typedef struct {
+    int64_t deadline_ms; /* < 0: the type's; 0: none */
+    int scope;           /* sx_scope: what the parent's end does to it */
+    /* Not NULL: the process is left unqueued, as sx__spawn_held leaves
+     * it (no scope then). */
+    struct sx__proc **held;
+    /* The parent gets @spawned {"tag": notify_tag, "pid": child} before
+     * the child first runs. */
+    bool notify;
+    uint64_t notify_tag;
+} sx__spawnx;
+
+/* sx__spawn with options (cold: submits and spawns that have any). */
+int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
+                  const char *method, const sx_payload *input, size_t n_input,
+                  sx__ev *watcher, sx_pid *out_pid, const sx__spawnx *x);
 
 /* engine/core/engine.c */
 int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,

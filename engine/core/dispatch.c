@@ -367,4 +367,5 @@ void sx__commands_builtin(sx_engine *e)
     sx__cmd_exec_register(e);
     sx__cmd_fs_register(e);
     sx__cmd_net_register(e);
+    sx__helpers_register(e);
 }

@@ -41,6 +41,9 @@ typedef struct sx__job {
     uint32_t n_times, head;
     uint64_t started_ms; /* when the current attempt started */
     uint32_t backoff_ms; /* the last backoff, 0 before the first */
+    /* The submit's deadline, armed again at each restart (0: the type's;
+     * not stored: a run after a crash has the type's). */
+    int64_t deadline_ms;
     /* A cancel or terminate reached it: its end is final. relaxed: a flag
      * read by its own finish, which a cancel reaches only through the
      * process's state word (release/acquire) anyway. */

@@ -20,77 +20,6 @@
 #include "process/fault.h"
 #include "process/utf8.h"
 
-struct sx_init_ctx {
-    sx_pid pid;
-    sx_pid parent;
-    sx_engine *engine;
-    void *user;
-};
-
-sx_pid sx_init_pid(const sx_init_ctx *ctx)
-{
-    return ctx != NULL ? ctx->pid : SX_PID_NONE;
-}
-
-sx_engine *sx_init_engine(const sx_init_ctx *ctx)
-{
-    return ctx != NULL ? ctx->engine : NULL;
-}
-
-void *sx_init_user(const sx_init_ctx *ctx)
-{
-    return ctx != NULL ? ctx->user : NULL;
-}
-
-sx_pid sx_init_parent(const sx_init_ctx *ctx)
-{
-    return ctx != NULL ? ctx->parent : SX_PID_NONE;
-}
-
-/* init's message (sx_init_error), per thread: init runs on the thread
- * that submits or spawns, and the failed spawn reads it there. ctx and
- * code tie it to the init that gave it: a failed init whose ctx or code
- * differ gave none. */
-static _Thread_local struct {
-    const sx_init_ctx *ctx;
-    int code;
-    char msg[SX_INIT_ERROR_MAX];
-} init_msg;
-/* The message of the last init refused on this thread (sx_engine_init_error).
- */
-static _Thread_local char init_last[SX_INIT_ERROR_MAX];
-
-int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
-{
-    if (code >= 0)
-        code = SX_EFAILED;
-    if (ctx == NULL || fmt == NULL)
-        return code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(init_msg.msg, sizeof init_msg.msg, fmt, ap);
-    va_end(ap);
-    init_msg.ctx = ctx;
-    init_msg.code = code;
-    return code;
-}
-
-const char *sx_engine_init_error(void)
-{
-    return init_last;
-}
-
-const char *sx__init_refused(const sx_init_ctx *ctx, int code)
-{
-    if (init_msg.ctx == ctx && init_msg.code == code) {
-        memcpy(init_last, init_msg.msg, sizeof init_last);
-        init_msg.ctx = NULL;
-    } else {
-        init_last[0] = '\0';
-    }
-    return init_last;
-}
-
 /* Type names hash into an open-addressed table of indices + 1 (0 =
  * empty), at most half full, rebuilt by register (before start; read-only
  * after): a submit costs one hash and one strcmp, not one strcmp per type
@@ -148,8 +77,16 @@ static int type_hash_build(sx_engine *e)
 
 int sx_engine_register(sx_engine *e, const sx_process_type *type)
 {
+    /* Names that begin with '@' are the engine's own types'. */
+    if (type != NULL && type->name != NULL && type->name[0] == '@')
+        return SX_EINVAL;
+    return sx__type_add(e, type);
+}
+
+int sx__type_add(sx_engine *e, const sx_process_type *type)
+{
     if (e == NULL || type == NULL || type->name == NULL || type->name[0] == 0 ||
-        type->init == NULL || type->step == NULL)
+        type->init == NULL || type->step == NULL || type->deadline_ms < 0)
         return SX_EINVAL;
     /* A state no allocation can give (each process gets its own, zeroed
      * at spawn): refused here, once, rather than SX_ENOMEM at every
@@ -191,9 +128,12 @@ static void mark_complete(sx_engine *e, sx__proc *p)
 {
     uint32_t old = atomic_exchange_explicit(&p->state, SX_PSTATE_COMPLETE,
                                             memory_order_acq_rel);
-    if (old & SX__F_TERM)
+    if (old & SX__F_TERM) {
         atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
                               memory_order_relaxed);
+        atomic_store_explicit(&sx__ptable_pext(e, p)->expired_ms, 0,
+                              memory_order_relaxed);
+    }
 }
 
 /* Checks method against t's list; *idx is its place + 1 there (0: t has
@@ -269,6 +209,10 @@ static void spawn_undo(sx_engine *e, sx__worker *w, sx__proc *p, int rc,
                        const char *msg)
 {
     mark_complete(e, p);
+    /* A deadline armed for it (a held job the store refused) goes. relaxed
+     * gen: the slot is ours. */
+    sx__io_proc_finished(e, p,
+                         atomic_load_explicit(&p->gen, memory_order_relaxed));
     sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
     /* Retired under a shard lock, and its waiters (sx_engine_wait on the
      * PID, which resolved) woken: no outcome will come for them. */
@@ -293,11 +237,22 @@ init_refused(sx_engine *e, sx__worker *w, sx__proc *p, const sx_init_ctx *ctx,
  * watcher; then p is queued (queue) or left for the caller to queue or
  * undo (sx__spawn_held; the table's reference is then the caller's). On
  * error the slot is undone (sx__live_died gives the admission back). */
+/* A deadline for p (init ran) could not be armed: p is dropped, close
+ * run, and the spawn fails SX_ENOMEM. */
+static __attribute__((cold, noinline)) int
+deadline_refused(sx_engine *e, sx__worker *w, sx__proc *p)
+{
+    if (p->type->close != NULL)
+        p->type->close(p->user_state);
+    spawn_undo(e, w, p, SX_ENOMEM, "no memory for the deadline");
+    return SX_ENOMEM;
+}
+
 static inline __attribute__((always_inline)) int
 spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
          sx_pid parent, const char *method, const sx_payload *input,
          size_t n_input, sx__ev *watcher, sx_pid *out_pid, bool queue,
-         bool init)
+         bool init, int64_t deadline_ms)
 {
     int rc;
     /* The birth is counted after the slot is in the table and before
@@ -359,6 +314,13 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
             &p->watchers, &old, watcher, memory_order_release,
             memory_order_relaxed));
     }
+    /* deadline_ms < 0: the type's (a constant in the spawn paths that
+     * have no options, where this is one test of t->deadline_ms). */
+    if (deadline_ms < 0)
+        deadline_ms = t->deadline_ms;
+    if (__builtin_expect(deadline_ms > 0, 0) &&
+        sx__expire_arm(e, p, deadline_ms) != 0)
+        return deadline_refused(e, w, p);
     if (w != NULL)
         sx__wstat_add(&w->st.spawned, 1);
     else
@@ -393,7 +355,80 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
         return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
     }
     return spawn_in(e, w, p, t, parent, method, input, n_input, watcher,
-                    out_pid, true, true);
+                    out_pid, true, true, -1);
+}
+
+int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
+                  const char *method, const sx_payload *input, size_t n_input,
+                  sx__ev *watcher, sx_pid *out_pid, const sx__spawnx *x)
+{
+    const sx_process_type *t;
+    uint16_t interned;
+    int rc = spawn_check(e, type, method, input, n_input, &t, &interned);
+    if (rc != 0)
+        return rc;
+    sx__ev *scope = NULL;
+    if (x->scope != SX_SCOPE_NONE) {
+        if (sx_pid_eq(parent, SX_PID_NONE))
+            return SX_EINVAL;
+        if ((scope = sx__ev_alloc()) == NULL)
+            return SX_ENOMEM;
+    }
+    sx__worker *w = sx__current_worker(e);
+    if (!admit(e)) {
+        sx__ev_free(scope);
+        return SX_ELIMIT;
+    }
+    sx__proc *p =
+        SX__FAULT(SX__FAULT_SPAWN) ? NULL : sx__ptable_alloc(e, t, interned);
+    if (p == NULL) {
+        unadmit(e);
+        sx__ev_free(scope);
+        return sx__ptable_full(e) ? SX_ELIMIT : SX_ENOMEM;
+    }
+    sx_pid child;
+    rc = spawn_in(e, w, p, t, parent, method, input, n_input, watcher, &child,
+                  false, true, x->deadline_ms);
+    if (rc != 0) {
+        sx__ev_free(scope);
+        return rc;
+    }
+    if (out_pid != NULL)
+        *out_pid = child;
+    if (x->held != NULL) {
+        *x->held = p;
+        sx__ev_free(scope);
+        return 0;
+    }
+    if (scope != NULL) {
+        /* The parent's end reaches the child: a watcher on the parent,
+         * addressed to the child (watch.c fires it as a cancel or a
+         * terminate). A parent that has ended already fires it at once. */
+        scope->watch = SX__WATCH_SCOPE;
+        scope->engine = e;
+        scope->to = p;
+        /* relaxed: p is ours until queued. */
+        scope->to_gen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+        scope->from = child;
+        scope->tag = (uint64_t)x->scope;
+        sx__watch(e, parent, scope);
+    }
+    if (x->notify) {
+        /* Pushed before the child is queued: the parent's mailbox has it
+         * before any answer of the child's. */
+        uint8_t buf[96];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_map(&pk, 2);
+        sx_pack_str(&pk, "tag");
+        sx_pack_uint(&pk, x->notify_tag);
+        sx_pack_str(&pk, "pid");
+        sx_pack_pid(&pk, child);
+        sx__send(e, child, parent, SX_TOPIC_SPAWNED,
+                 sizeof(SX_TOPIC_SPAWNED) - 1, sx_pack_payload(&pk), false);
+    }
+    sx__enqueue_new(e, p); /* p may run and finish from here on */
+    return 0;
 }
 
 int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
@@ -406,6 +441,13 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
         rc = rc > 0 ? SX_EFAILED : rc;
         sx__init_refused(&ctx, rc);
         return rc;
+    }
+    /* Each attempt has the whole deadline (job.h). */
+    int64_t dl = p->job ? sx__job_of(e, p)->deadline_ms : 0;
+    if (sx__expire_arm(e, p, dl > 0 ? dl : t->deadline_ms) != 0) {
+        if (t->close != NULL)
+            t->close(p->user_state);
+        return SX_ENOMEM;
     }
     /* release: producers that see READY push and leave the queueing to
      * us; a worker that takes it sees the reset state. */
@@ -470,7 +512,7 @@ static int spawn_held(sx_engine *e, const char *type, const char *method,
                                     : SX_ENOMEM;
     }
     rc = spawn_in(e, w, p, t, SX_PID_NONE, method, input, n_input, NULL,
-                  out_pid, false, init);
+                  out_pid, false, init, -1);
     if (rc == 0)
         *held = p;
     return rc;
@@ -578,95 +620,6 @@ int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
     return send_ev(e, to, ev);
 }
 
-int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
-{
-    if (e == NULL)
-        return SX_EINVAL;
-    /* A job's cancel is final; one waiting for its restart ends now. */
-    if (sx__job_request_end(e, pid, SX_ECANCELLED,
-                            reason != NULL ? reason : "cancelled"))
-        return 0;
-    sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_str(&pk, reason != NULL ? reason : "cancelled");
-    if (pk.err != 0) {
-        sx_pack_fini(&pk);
-        return pk.err;
-    }
-    int rc = sx__send(e, SX_PID_NONE, pid, SX_TOPIC_CANCEL,
-                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
-    sx_pack_fini(&pk);
-    return rc;
-}
-
-int sx__terminate(sx_engine *e, sx__proc *p)
-{
-    if (p->type == NULL)
-        return SX_ENOTFOUND; /* a mailbox, not a process */
-    /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
-    uint32_t old =
-        atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
-    uint32_t st = old & SX__S_MASK;
-    if (st == SX_PSTATE_COMPLETE)
-        return SX_ENOTFOUND;
-    uint32_t cur = old | SX__F_TERM;
-    for (;;) {
-        st = cur & SX__S_MASK;
-        if (st != SX_PSTATE_BLOCKED && st != SX_PSTATE_IDLE)
-            break;
-        /* acq_rel: as in sx__deliver. */
-        if (atomic_compare_exchange_weak_explicit(
-                &p->state, &cur, SX_PSTATE_READY | SX__F_TERM,
-                memory_order_acq_rel, memory_order_acquire)) {
-            sx__enqueue(e, p);
-            break;
-        }
-    }
-    return 0;
-}
-
-int sx_engine_terminate(sx_engine *e, sx_pid pid)
-{
-    if (e == NULL)
-        return SX_EINVAL;
-    /* As in sx_engine_cancel. */
-    if (sx__job_request_end(e, pid, SX_ETERMINATED, "terminated"))
-        return 0;
-    sx__proc *p = sx__ptable_get(e, pid);
-    if (p == NULL)
-        return SX_ENOTFOUND;
-    int rc = sx__terminate(e, p);
-    sx__proc_release(e, p);
-    return rc;
-}
-
-void sx__finish_terminated(sx_engine *e, sx__proc *p)
-{
-    int ck_err;
-    const char *ck_msg;
-    if (p->job && sx__ckpt_failed(e, p, &ck_err, &ck_msg)) {
-        /* Its checkpoint could not be stored (checkpoint.c). */
-        sx__finish(e, p, ck_err, ck_msg, (sx_payload){ NULL, 0 });
-        return;
-    }
-    /* relaxed: published by the TERM flag's release, which the worker's
-     * acquire load of the state word saw. */
-    uint64_t by = atomic_load_explicit(&sx__ptable_pext(e, p)->link_failed,
-                                       memory_order_relaxed);
-    /* Past stop's deadline every process left is terminated (API.md
-     * meaning 9): one a linked partner's termination reached first is no
-     * different. acquire: pairs with the release in sx_engine_stop. */
-    if (by == 0 ||
-        atomic_load_explicit(&e->stop_killing, memory_order_acquire)) {
-        sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
-        return;
-    }
-    char pid[64], msg[128];
-    sx_pid_format((sx_pid){ e->cfg.node, e->cfg.host, by }, pid, sizeof pid);
-    snprintf(msg, sizeof msg, "linked process %s failed", pid);
-    sx__finish(e, p, SX_EFAILED, msg, (sx_payload){ NULL, 0 });
-}
-
 /* ---- finishing ---- */
 
 /* The outcome, the sleeps' count, the watchers and the table's reference
@@ -715,11 +668,13 @@ void sx__finish(sx_engine *e, sx__proc *p, int error, const char *msg,
     if (self != NULL) {
         sx__wstat_add(error == 0                ? &self->st.completed
                       : error == SX_ETERMINATED ? &self->st.terminated
+                      : error == SX_ECANCELLED  ? &self->st.cancelled
                                                 : &self->st.failed,
                       1);
     } else {
         atomic_fetch_add_explicit(error == 0                ? &e->completed
                                   : error == SX_ETERMINATED ? &e->terminated
+                                  : error == SX_ECANCELLED  ? &e->cancelled
                                                             : &e->failed,
                                   1, memory_order_relaxed);
     }

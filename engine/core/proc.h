@@ -142,7 +142,11 @@ enum {
     /* Not a watcher: marks the completer of a command a checkpointed job
      * had in flight, dispatched again as it resumes
      * (sx_completer_resumed). */
-    SX__WATCH_RESUMED = 7
+    SX__WATCH_RESUMED = 7,
+    /* On a parent, for a child spawned with a scope (sx_spawn_opts):
+     * to/to_gen and from name the child, tag is its sx_scope. The
+     * parent's end cancels or terminates it (watch.c). */
+    SX__WATCH_SCOPE = 8
 };
 
 /* An outside mailbox (sx_engine_mailbox_new) is a process slot in this
@@ -265,6 +269,11 @@ typedef struct {
      * none. Written (release) by the restart, reset by the final finish;
      * read (acquire) by look-ups. */
     _Atomic uint32_t alias_gen;
+    /* Its deadline passed (engine/io/expire.c): the deadline in ms
+     * (saturated; UINT32_MAX: it could not be armed), written before the
+     * TERM flag is raised, reset as link_failed is. 0: none. Fills the
+     * padding after alias_gen. */
+    _Atomic uint32_t expired_ms;
 } sx__pext;
 
 _Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");

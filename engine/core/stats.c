@@ -41,6 +41,8 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
     out->failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
     out->terminated =
         atomic_load_explicit(&e->terminated, memory_order_relaxed);
+    out->cancelled = atomic_load_explicit(&e->cancelled, memory_order_relaxed);
+    out->deadlines = atomic_load_explicit(&e->deadlines, memory_order_relaxed);
     out->dead_letters =
         atomic_load_explicit(&e->dead_letters, memory_order_relaxed);
     out->messages =
@@ -89,6 +91,8 @@ int sx_engine_stats_get(sx_engine *e, sx_engine_stats *out,
         out->failed += atomic_load_explicit(&s->failed, memory_order_relaxed);
         out->terminated +=
             atomic_load_explicit(&s->terminated, memory_order_relaxed);
+        out->cancelled +=
+            atomic_load_explicit(&s->cancelled, memory_order_relaxed);
         if (workers == NULL || i >= cap)
             continue;
         sx_worker_stats *o = &workers[i];
@@ -196,7 +200,15 @@ size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap)
         return 0;
     if (out == NULL) /* count only (it wrote through NULL when cap > 0) */
         cap = 0;
-    for (size_t i = 0; i < e->n_types && i < cap; i++)
-        out[i] = e->types[i];
-    return e->n_types;
+    /* The engine's own types ("@retry", "@all": names a user's cannot
+     * take) are left out. */
+    size_t n = 0;
+    for (size_t i = 0; i < e->n_types; i++) {
+        if (e->types[i]->name[0] == '@')
+            continue;
+        if (n < cap)
+            out[n] = e->types[i];
+        n++;
+    }
+    return n;
 }

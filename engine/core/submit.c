@@ -90,14 +90,39 @@ static void submit_done(void *user, int rc, uint64_t id)
     free(ps);
 }
 
+static int submit_async(sx_engine *e, const char *type, const char *method,
+                        const sx_payload *input, size_t n_input,
+                        const sx_submit_opts *opts, sx_submit_fn fn,
+                        void *user);
+
 int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
                            const sx_payload *input, size_t n_input,
                            const sx_submit_opts *opts, sx_submit_fn fn,
                            void *user)
 {
+    int rc = submit_async(e, type, method, input, n_input, opts, fn, user);
+    if (rc != 0 && opts != NULL && opts->init_error != NULL &&
+        opts->init_error_cap > 0) {
+        /* init's own message when it refused (sx_init_error), else "". */
+        const char *m = sx_engine_init_error();
+        size_t n = strlen(m);
+        if (n >= opts->init_error_cap)
+            n = opts->init_error_cap - 1;
+        memcpy(opts->init_error, m, n);
+        opts->init_error[n] = '\0';
+    }
+    return rc;
+}
+
+static int submit_async(sx_engine *e, const char *type, const char *method,
+                        const sx_payload *input, size_t n_input,
+                        const sx_submit_opts *opts, sx_submit_fn fn, void *user)
+{
     if (e == NULL || fn == NULL || (input == NULL && n_input > 0) ||
-        n_input > UINT32_MAX || method == NULL)
+        n_input > UINT32_MAX || method == NULL ||
+        (opts != NULL && opts->deadline_ms < 0))
         return SX_EINVAL;
+    int64_t deadline = opts != NULL ? opts->deadline_ms : 0;
     const void *key = opts != NULL ? opts->key : NULL;
     size_t key_len = opts != NULL ? opts->key_len : 0;
     if (key != NULL && (key_len == 0 || e->store == NULL))
@@ -114,15 +139,20 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
     }
     if (e->store == NULL && policy == NULL) {
         sx_pid pid;
-        int rc =
-            sx__spawn(e, SX_PID_NONE, type, method, input, n_input, NULL, &pid);
+        sx__spawnx x = { .deadline_ms = deadline > 0 ? deadline : -1 };
+        int rc = deadline > 0 ? sx__spawn_opt(e, SX_PID_NONE, type, method,
+                                              input, n_input, NULL, &pid, &x)
+                              : sx__spawn(e, SX_PID_NONE, type, method, input,
+                                          n_input, NULL, &pid);
         if (rc == 0)
             fn(user, 0, pid, false, NULL);
         return rc;
     }
     sx__proc *p;
     sx_pid pid;
-    int rc = sx__spawn_held(e, type, method, input, n_input, 0, &p, &pid);
+    sx__spawnx x = { .deadline_ms = deadline > 0 ? deadline : -1, .held = &p };
+    int rc = sx__spawn_opt(e, SX_PID_NONE, type, method, input, n_input, NULL,
+                           &pid, &x);
     if (rc != 0)
         return rc;
     /* The inputs as the store and a restart keep them: one msgpack
@@ -140,6 +170,7 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
         sx__spawn_drop(e, p, SX_ENOMEM, "out of memory");
         return SX_ENOMEM;
     }
+    job->deadline_ms = deadline;
     if (e->store == NULL) {
         sx_pack_fini(&pk);
         sx__job_attach(e, p, job, false);

@@ -277,6 +277,8 @@ void sx__proc_reset(sx_engine *e, sx__proc *p)
     atomic_store_explicit(&p->trap_exit, 0, memory_order_relaxed);
     atomic_store_explicit(&sx__ptable_pext(e, p)->link_failed, 0,
                           memory_order_relaxed);
+    atomic_store_explicit(&sx__ptable_pext(e, p)->expired_ms, 0,
+                          memory_order_relaxed);
     p->wait_kind = 0;
     if (p->job) /* its checkpoints go with the attempt (store.h) */
         sx__ckpt_reset(sx__job_of(e, p)->ck);

@@ -93,6 +93,35 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
     return 0;
 }
 
+/* A scoped child's parent ended (with error): the child gets a @cancel
+ * saying so, or is terminated (sx_spawn_opts.scope). A child that has
+ * ended already is not there to reach: nothing happens. */
+static __attribute__((cold, noinline)) void scope_fire(sx_engine *e, sx__ev *w,
+                                                       int error)
+{
+    sx_pid child = w->from;
+    int scope = (int)w->tag;
+    sx__ev_free(w);
+    if (scope == SX_SCOPE_TERMINATE) {
+        sx__proc *p = sx__ptable_get(e, child);
+        if (p != NULL) {
+            sx__terminate(e, p);
+            sx__proc_release(e, p);
+        }
+        return;
+    }
+    uint8_t buf[64];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_str(&pk, error == 0                ? "parent ended"
+                     : error == SX_ECANCELLED  ? "parent ended: cancelled"
+                     : error == SX_ETIMEDOUT   ? "parent ended: timed out"
+                     : error == SX_ETERMINATED ? "parent ended: terminated"
+                                               : "parent ended: failed");
+    sx__send(e, SX_PID_NONE, child, SX_TOPIC_CANCEL,
+             sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+}
+
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                     const char *msg, sx_payload value, uint64_t steps,
                     uint32_t attempts)
@@ -103,6 +132,10 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
     }
     if (w->watch == SX__WATCH_RESULT) {
         sx_complete((sx_completer *)w, value, error, msg);
+        return;
+    }
+    if (w->watch == SX__WATCH_SCOPE) {
+        scope_fire(e, w, error);
         return;
     }
     if (w->watch == SX__WATCH_LINK) {

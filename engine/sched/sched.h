@@ -41,7 +41,7 @@ typedef struct {
     /* Processes this worker spawned (sx_spawn in its steps) and finished:
      * per worker so that a submit and a finish on two cores touch no
      * shared counter line (stats sums them with the engine's). */
-    _Atomic uint64_t spawned, completed, failed, terminated;
+    _Atomic uint64_t spawned, completed, failed, terminated, cancelled;
     /* The live count's share of this worker (engine/core/live.h): processes
      * it began to spawn, and processes it finished or failed to spawn.
      * Single writer, seq_cst stores: the stop handshake. */

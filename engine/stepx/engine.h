@@ -494,6 +494,9 @@ bool sx_completer_resumed(const sx_completer *done);
 void sx_complete(sx_completer *done, sx_payload result, int error,
                  const char *error_msg);
 
+/* The most children one spawn-all starts. */
+#define SX_SPAWN_ALL_MAX 100000
+
 /* Built-in commands, ids below 256. Argument and result payloads are in
  * docs/COMMANDS.md; PIDs are [node, host, id] arrays or text. */
 enum {
@@ -543,9 +546,9 @@ enum {
 /* What becomes of a child when its parent ends (Temporal's parent close
  * policy; Erlang's link without trap_exit is the harsh one). */
 typedef enum {
-    SX_SCOPE_NONE = 0,      /* it runs on to its own end                  */
-    SX_SCOPE_CANCEL = 1,    /* it gets a @cancel, "parent ended"          */
-    SX_SCOPE_TERMINATE = 2  /* it is terminated                           */
+    SX_SCOPE_NONE = 0,     /* it runs on to its own end                  */
+    SX_SCOPE_CANCEL = 1,   /* it gets a @cancel, "parent ended"          */
+    SX_SCOPE_TERMINATE = 2 /* it is terminated                           */
 } sx_scope;
 
 /* Options of spawn, spawn-wait and spawn-all (the opts map of their args,
@@ -604,11 +607,11 @@ int sx_yield_with(sx_step_output *out, uint16_t cmd, uint64_t tag,
 
 /* Exec's answer (docs/COMMANDS.md, exec) read into a struct. */
 typedef struct {
-    bool exited;      /* true: status is the exit code; false: signal    */
-    int status;       /* the exit code when exited                       */
-    int signal;       /* the signal that ended it when !exited           */
-    sx_str out, err;  /* stdout and stderr (pointing into the answer)    */
-    bool truncated;   /* with truncate: either stream lost bytes         */
+    bool exited;     /* true: status is the exit code; false: signal    */
+    int status;      /* the exit code when exited                       */
+    int signal;      /* the signal that ended it when !exited           */
+    sx_str out, err; /* stdout and stderr (pointing into the answer)    */
+    bool truncated;  /* with truncate: either stream lost bytes         */
     uint64_t out_total, err_total; /* with truncate: bytes written       */
 } sx_exec_result;
 

@@ -130,8 +130,8 @@ int sx_yield_timeout(sx_step_output *out, uint16_t cmd, uint64_t tag,
 /* As sx_yield, with the arguments packed from fmt as sx_pack_fmt does
  * (one value: "{s:s, s:i}", "[s,i]", "i"); a step writes a yield in one
  * call. Errors: those of sx_yield and of sx_pack_fmt. */
-int sx_yieldf(sx_step_output *out, uint16_t cmd, uint64_t tag,
-              const char *fmt, ...);
+int sx_yieldf(sx_step_output *out, uint16_t cmd, uint64_t tag, const char *fmt,
+              ...);
 /* Sends a message {from: this process, topic, data} to `to` once the step
  * returns, like yielding SX_CMD_SEND with tag SX_TAG_NONE but without
  * packing arguments (beyond the core contract of docs/API.md; the fast path

@@ -878,7 +878,7 @@ OUT=$(cat "$TMP/wait_long")
 ERR=
 json "SIGTERM: the sleeper was terminated at the deadline (its waiter got that outcome)" \
     "d['ok'] is False and d['error']['code'] == 'terminated'" 1
-if grep -qE "stopped: [0-9]+ completed, [0-9]+ failed, [1-9][0-9]* terminated" "$TMP/stepxd.log" &&
+if grep -qE "stopped: [0-9]+ completed, [0-9]+ failed, [0-9]+ cancelled, [1-9][0-9]* terminated" "$TMP/stepxd.log" &&
     ! grep -qE "Sanitizer|runtime error" "$TMP/stepxd.log"; then
     ok "stepxd log: clean stop"
 else

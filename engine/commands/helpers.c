@@ -1,0 +1,682 @@
+/* engine/commands/helpers.c — the engine's own process types behind two
+ * commands that take more than one answer to make theirs (docs/
+ * COMMANDS.md, "Retries" and spawn-all):
+ *
+ * - "@retry" runs one command (a spawn-wait, an exec, any other) again
+ *   after a backoff while it answers an error, up to a restart policy's
+ *   max_restarts more times; it finishes with the first success, or with
+ *   the last error ("after N attempts: ..."). A yield with a retry policy
+ *   (sx_yield_with, the "retry" option of spawn-wait and exec) is a
+ *   spawn-wait of one of these.
+ * - "@all" spawns every child of a spawn-all with spawn-wait, collects
+ *   each one's outcome and finishes with all of them, in child order.
+ *
+ * Both are children of the process that yielded, terminated when it ends
+ * (SX_SCOPE_TERMINATE), so that nothing they started outlives it unasked.
+ * They are plain processes: listings show them, stats count them.
+ *
+ * Threads: init on the spawning thread, step on a worker (as any type).
+ */
+#define _DEFAULT_SOURCE /* random() */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/commands/commands.h"
+
+/* ---- @retry ---------------------------------------------------------- */
+
+enum { TAG_RUN = 1, TAG_BACKOFF = 2 };
+
+typedef struct {
+    uint8_t *args; /* the command's arguments (owned) */
+    size_t args_len;
+    uint16_t cmd;
+    bool started;
+    uint32_t max_restarts, backoff_min_ms, backoff_max_ms;
+    uint32_t attempt; /* 1 while the first runs */
+    uint32_t backoff_ms;
+    int64_t timeout_ms;
+    sx_pid parent;
+    uint64_t user_tag; /* the tag of the parent's yield, for @spawned */
+} retry_state;
+
+/* [cmd, args, [max_restarts, backoff_min_ms, backoff_max_ms], timeout_ms,
+ * user_tag] */
+static int retry_init(void *st, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *in, size_t n)
+{
+    (void)method;
+    retry_state *r = st;
+    int64_t cmd, timeout;
+    uint64_t tag;
+    sx_unpack u;
+    uint32_t m;
+    uint64_t a, b, c;
+    if (n != 5 || sx_payload_get_int(in[0], &cmd) != 0 || cmd < 1 ||
+        cmd > UINT16_MAX || sx_payload_get_int(in[3], &timeout) != 0 ||
+        timeout < 0)
+        return sx_init_error(ctx, SX_EINVAL, "@retry: bad input");
+    sx_unpack_init(&u, in[2]);
+    if (sx_unpack_array(&u, &m) != 0 || m != 3 || sx_unpack_uint(&u, &a) != 0 ||
+        sx_unpack_uint(&u, &b) != 0 || sx_unpack_uint(&u, &c) != 0 ||
+        a > 1000000 || b > UINT32_MAX || c > UINT32_MAX || b > c)
+        return sx_init_error(ctx, SX_EINVAL, "@retry: bad policy");
+    sx_unpack_init(&u, in[4]);
+    if (sx_unpack_uint(&u, &tag) != 0)
+        return sx_init_error(ctx, SX_EINVAL, "@retry: bad tag");
+    r->args = malloc(in[1].len > 0 ? in[1].len : 1);
+    if (r->args == NULL)
+        return SX_ENOMEM;
+    if (in[1].len > 0)
+        memcpy(r->args, in[1].data, in[1].len);
+    r->args_len = in[1].len;
+    r->cmd = (uint16_t)cmd;
+    r->max_restarts = (uint32_t)a;
+    r->backoff_min_ms = (uint32_t)b;
+    r->backoff_max_ms = (uint32_t)c;
+    r->timeout_ms = timeout;
+    r->parent = sx_init_parent(ctx);
+    r->user_tag = tag;
+    return 0;
+}
+
+static void retry_close(void *st)
+{
+    free(((retry_state *)st)->args);
+}
+
+static int retry_run(retry_state *r, sx_step_output *out)
+{
+    r->attempt++;
+    return sx_yield_timeout(
+        out, r->cmd, TAG_RUN,
+        (sx_payload){ r->args_len ? r->args : NULL, r->args_len },
+        r->timeout_ms);
+}
+
+/* Errors that another attempt would answer the same way, or that say the
+ * command was stopped on purpose. */
+static bool retryable(int error)
+{
+    return error != SX_EINVAL && error != SX_EUNKNOWN_COMMAND &&
+           error != SX_EUNKNOWN_TYPE && error != SX_EUNKNOWN_METHOD &&
+           error != SX_ECANCELLED && error != SX_ETERMINATED &&
+           error != SX_ESTOPPING;
+}
+
+/* min * 2^(attempt - 1), at most max, plus up to a quarter at random (as
+ * supervision's restarts, engine/core/supervise.c). */
+static uint32_t next_backoff(retry_state *r)
+{
+    uint64_t b =
+        r->backoff_ms == 0 ? r->backoff_min_ms : (uint64_t)r->backoff_ms * 2;
+    if (b > r->backoff_max_ms)
+        b = r->backoff_max_ms;
+    r->backoff_ms = (uint32_t)b;
+    /* random(): a jitter needs no quality. */
+    uint64_t jitter = b / 4 > 0 ? (uint64_t)random() % (b / 4 + 1) : 0;
+    return (uint32_t)(b + jitter);
+}
+
+static void retry_answer(retry_state *r, const sx_event *ev,
+                         sx_step_output *out)
+{
+    if (ev->error == 0) {
+        sx_done(out, ev->data);
+        return;
+    }
+    if (!retryable(ev->error) || r->attempt > r->max_restarts) {
+        char msg[512];
+        if (r->attempt > 1)
+            snprintf(msg, sizeof msg, "after %u attempts: %s", r->attempt,
+                     ev->error_msg != NULL ? ev->error_msg
+                                           : sx_strerror(ev->error));
+        else
+            snprintf(msg, sizeof msg, "%s",
+                     ev->error_msg != NULL ? ev->error_msg
+                                           : sx_strerror(ev->error));
+        sx_fail_code(out, ev->error, msg);
+        return;
+    }
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (sx_yield(out, SX_CMD_SLEEP, TAG_BACKOFF,
+                 sx_payload_int(buf, next_backoff(r))) != 0)
+        sx_fail_code(out, SX_ENOMEM, "@retry: out of memory");
+}
+
+static int retry_step(void *st, const sx_event *events, size_t n,
+                      sx_step_output *out)
+{
+    retry_state *r = st;
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *ev = &events[i];
+        if (ev->type == SX_EVENT_MESSAGE &&
+            strcmp(ev->topic, SX_TOPIC_CANCEL) == 0) {
+            sx_cancelled_by(out, ev);
+            return 0;
+        }
+    }
+    if (!r->started) {
+        r->started = true;
+        return retry_run(r, out);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *ev = &events[i];
+        if (ev->type == SX_EVENT_MESSAGE) {
+            /* A child of the command (spawn-wait with notify) started:
+             * the parent hears of it, with its own yield's tag. */
+            if (strcmp(ev->topic, SX_TOPIC_SPAWNED) == 0) {
+                uint8_t buf[96];
+                sx_pack pk;
+                sx_pack_init_fixed(&pk, buf, sizeof buf);
+                sx_pack_map(&pk, 2);
+                sx_pack_str(&pk, "tag");
+                sx_pack_uint(&pk, r->user_tag);
+                sx_pack_str(&pk, "pid");
+                sx_pack_pid(&pk, ev->from);
+                sx_send(out, r->parent, SX_TOPIC_SPAWNED, sx_pack_payload(&pk));
+            }
+            continue;
+        }
+        if (ev->tag == TAG_RUN)
+            retry_answer(r, ev, out);
+        else if (ev->tag == TAG_BACKOFF && retry_run(r, out) != 0)
+            sx_fail_code(out, SX_ENOMEM, "@retry: out of memory");
+    }
+    sx_wait(out);
+    return 0;
+}
+
+static const sx_process_type retry_type = {
+    .name = "@retry",
+    .state_size = sizeof(retry_state),
+    .init = retry_init,
+    .step = retry_step,
+    .close = retry_close,
+};
+
+/* ---- @all ------------------------------------------------------------ */
+
+typedef struct {
+    int error;
+    uint8_t *bytes; /* the value, or the error's message (owned) */
+    size_t len;
+    bool answered;
+} all_child;
+
+typedef struct {
+    uint8_t *children; /* the children array as given (owned) */
+    size_t children_len;
+    uint8_t *opts; /* the shared options map, or NULL (owned) */
+    size_t opts_len;
+    uint32_t n, left;
+    bool started;
+    all_child *out;
+} all_state;
+
+static uint8_t *dup_bytes(sx_payload p)
+{
+    uint8_t *b = malloc(p.len > 0 ? p.len : 1);
+    if (b != NULL && p.len > 0)
+        memcpy(b, p.data, p.len);
+    return b;
+}
+
+/* [children, opts-or-nil]; children an array of [type, method,
+ * [input...], opts?] (checked by spawn-wait as each child starts). */
+static int all_init(void *st, const sx_init_ctx *ctx, const char *method,
+                    const sx_payload *in, size_t n)
+{
+    (void)method;
+    all_state *a = st;
+    sx_unpack u;
+    uint32_t m;
+    if (n != 2)
+        return sx_init_error(ctx, SX_EINVAL, "@all: bad input");
+    sx_unpack_init(&u, in[0]);
+    if (sx_unpack_array(&u, &m) != 0 || m > SX_SPAWN_ALL_MAX)
+        return sx_init_error(ctx, SX_EINVAL,
+                             "spawn-all: children must be an array of at "
+                             "most %u children",
+                             (unsigned)SX_SPAWN_ALL_MAX);
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t k;
+        sx_unpack c = u;
+        if (sx_unpack_array(&c, &k) != 0 || k < 2 || k > 4 ||
+            sx_unpack_skip(&u) != 0)
+            return sx_init_error(ctx, SX_EINVAL,
+                                 "spawn-all: child %u must be [type, "
+                                 "method, [input...], opts]",
+                                 (unsigned)i);
+    }
+    a->n = a->left = m;
+    a->out = calloc(m > 0 ? m : 1, sizeof(*a->out));
+    a->children = dup_bytes(in[0]);
+    a->children_len = in[0].len;
+    sx_unpack_init(&u, in[1]);
+    if (sx_unpack_nil(&u) != 0) { /* a map (spawn-wait checks it) */
+        a->opts = dup_bytes(in[1]);
+        a->opts_len = in[1].len;
+        if (a->opts == NULL)
+            return SX_ENOMEM;
+    }
+    if (a->out == NULL || a->children == NULL)
+        return SX_ENOMEM;
+    return 0;
+}
+
+static void all_close(void *st)
+{
+    all_state *a = st;
+    for (uint32_t i = 0; a->out != NULL && i < a->n; i++)
+        free(a->out[i].bytes);
+    free(a->out);
+    free(a->children);
+    free(a->opts);
+}
+
+/* Yields a spawn-wait per child: the child's own options when it has
+ * them, else the shared ones; scope is the shared one's in both. */
+static int all_start(all_state *a, sx_step_output *out)
+{
+    sx_unpack u;
+    uint32_t m;
+    sx_unpack_init(&u, (sx_payload){ a->children, a->children_len });
+    if (sx_unpack_array(&u, &m) != 0)
+        return SX_EPROTO;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t k;
+        sx_payload part[4];
+        if (sx_unpack_array(&u, &k) != 0)
+            break;
+        for (uint32_t j = 0; j < k; j++)
+            if (sx_unpack_raw(&u, &part[j]) != 0)
+                k = 0;
+        sx_pack_reset(&pk);
+        bool own = k == 4;
+        bool shared = !own && a->opts != NULL;
+        sx_pack_array(&pk, k == 2 ? (shared ? 4 : 2) : (shared ? 4 : k));
+        for (uint32_t j = 0; j < k && j < 3; j++)
+            sx_pack_raw(&pk, part[j]);
+        if (k == 2 && shared)
+            sx_pack_array(&pk, 0);
+        if (own)
+            sx_pack_raw(&pk, part[3]);
+        else if (shared)
+            sx_pack_raw(&pk, (sx_payload){ a->opts, a->opts_len });
+        int rc = pk.err;
+        if (rc == 0)
+            rc = sx_yield(out, SX_CMD_SPAWN_WAIT, i, sx_pack_payload(&pk));
+        if (rc != 0) {
+            sx_pack_fini(&pk);
+            return rc;
+        }
+    }
+    sx_pack_fini(&pk);
+    return 0;
+}
+
+static void all_finish(all_state *a, sx_step_output *out)
+{
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_array(&pk, a->n);
+    for (uint32_t i = 0; i < a->n; i++) {
+        all_child *c = &a->out[i];
+        sx_payload b = { c->bytes, c->len };
+        if (c->error == 0) {
+            sx_pack_map(&pk, 1);
+            sx_pack_str(&pk, "value");
+            sx_pack_raw(&pk, b);
+        } else {
+            sx_pack_map(&pk, 2);
+            sx_pack_str(&pk, "error");
+            sx_pack_int(&pk, c->error);
+            sx_pack_str(&pk, "message");
+            sx_pack_strn(&pk, (const char *)c->bytes, c->len);
+        }
+    }
+    if (pk.err != 0)
+        sx_fail_code(out, pk.err, "spawn-all: out of memory");
+    else
+        sx_done(out, sx_pack_payload(&pk));
+    sx_pack_fini(&pk);
+}
+
+static int all_step(void *st, const sx_event *events, size_t n,
+                    sx_step_output *out)
+{
+    all_state *a = st;
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *ev = &events[i];
+        if (ev->type == SX_EVENT_MESSAGE &&
+            strcmp(ev->topic, SX_TOPIC_CANCEL) == 0) {
+            sx_cancelled_by(out, ev);
+            return 0;
+        }
+    }
+    if (!a->started) {
+        a->started = true;
+        if (a->n == 0) {
+            all_finish(a, out);
+            return 0;
+        }
+        int rc = all_start(a, out);
+        if (rc != 0) {
+            sx_fail_code(out, rc, "spawn-all: out of memory");
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *ev = &events[i];
+        if (ev->type != SX_EVENT_YIELD_COMPLETE || ev->tag >= a->n ||
+            a->out[ev->tag].answered)
+            continue;
+        all_child *c = &a->out[ev->tag];
+        c->answered = true;
+        c->error = ev->error;
+        sx_payload b = ev->data;
+        if (ev->error != 0) {
+            const char *m =
+                ev->error_msg != NULL ? ev->error_msg : sx_strerror(ev->error);
+            b = (sx_payload){ (const uint8_t *)m, strlen(m) };
+        }
+        c->bytes = dup_bytes(b);
+        c->len = b.len;
+        if (c->bytes == NULL) {
+            sx_fail_code(out, SX_ENOMEM, "spawn-all: out of memory");
+            return 0;
+        }
+        a->left--;
+    }
+    if (a->left == 0)
+        all_finish(a, out);
+    else
+        sx_wait(out);
+    return 0;
+}
+
+static const sx_process_type all_type = {
+    .name = "@all",
+    .state_size = sizeof(all_state),
+    .init = all_init,
+    .step = all_step,
+    .close = all_close,
+};
+
+void sx__helpers_register(sx_engine *e)
+{
+    sx__type_add(e, &retry_type);
+    sx__type_add(e, &all_type);
+}
+
+/* ---- options of the spawn commands ------------------------------------ */
+
+static bool key_is(const char *k, size_t kn, const char *want)
+{
+    return strlen(want) == kn && memcmp(k, want, kn) == 0;
+}
+
+/* A retry policy as a map {max_restarts, backoff_min_ms, backoff_max_ms}
+ * (each optional, 1 to 4,294,967,295), or nil for none. */
+static int retry_decode(sx_unpack *u, sx_restart_policy *p, bool *has,
+                        char *why, size_t cap)
+{
+    *has = false;
+    if (sx_unpack_nil(u) == 0)
+        return 0;
+    uint32_t n;
+    memset(p, 0, sizeof *p);
+    p->mode = SX_RESTART_ON_FAILURE;
+    if (sx_unpack_map(u, &n) != 0)
+        goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        uint64_t v;
+        if (sx_unpack_str(u, &k, &kn) != 0 || sx_unpack_uint(u, &v) != 0 ||
+            v == 0 || v > UINT32_MAX)
+            goto bad;
+        if (key_is(k, kn, "max_restarts"))
+            p->max_restarts = (uint32_t)v;
+        else if (key_is(k, kn, "backoff_min_ms"))
+            p->backoff_min_ms = (uint32_t)v;
+        else if (key_is(k, kn, "backoff_max_ms"))
+            p->backoff_max_ms = (uint32_t)v;
+        else
+            goto bad;
+    }
+    if (sx_restart_policy_check(p) != 0)
+        goto bad;
+    *has = true;
+    return 0;
+bad:
+    snprintf(why, cap,
+             "retry must be nil or a map {max_restarts, backoff_min_ms, "
+             "backoff_max_ms} of integers from 1 to 4294967295 "
+             "(max_restarts at most 1000000, backoff_min_ms not over "
+             "backoff_max_ms)");
+    return SX_EINVAL;
+}
+
+int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
+                          sx_restart_policy *retry, bool *has_retry, char *why,
+                          size_t cap)
+{
+    memset(x, 0, sizeof *x);
+    x->deadline_ms = -1;
+    *has_retry = false;
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, opts);
+    if (sx_unpack_nil(&u) == 0)
+        return sx_unpack_done(&u) ? 0 : SX_EINVAL;
+    if (sx_unpack_map(&u, &n) != 0) {
+        snprintf(why, cap,
+                 "options must be a map {deadline_ms, scope, notify, retry}");
+        return SX_EINVAL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k, *s;
+        size_t kn, sn;
+        int64_t v;
+        bool b;
+        if (sx_unpack_str(&u, &k, &kn) != 0) {
+            snprintf(why, cap, "option names must be strings");
+            return SX_EINVAL;
+        }
+        if (key_is(k, kn, "deadline_ms")) {
+            if (sx_unpack_int(&u, &v) != 0 || v < 0 || v > ((int64_t)1 << 40)) {
+                snprintf(why, cap,
+                         "deadline_ms must be an integer from 0 to 2^40 "
+                         "(0: the type's)");
+                return SX_EINVAL;
+            }
+            x->deadline_ms = v > 0 ? v : -1;
+        } else if (key_is(k, kn, "scope")) {
+            if (sx_unpack_str(&u, &s, &sn) == 0 && key_is(s, sn, "none"))
+                x->scope = SX_SCOPE_NONE;
+            else if (key_is(s, sn, "cancel"))
+                x->scope = SX_SCOPE_CANCEL;
+            else if (key_is(s, sn, "terminate"))
+                x->scope = SX_SCOPE_TERMINATE;
+            else {
+                snprintf(why, cap,
+                         "scope must be \"none\", \"cancel\" or "
+                         "\"terminate\"");
+                return SX_EINVAL;
+            }
+        } else if (key_is(k, kn, "notify")) {
+            if (sx_unpack_bool(&u, &b) != 0) {
+                snprintf(why, cap, "notify must be a bool");
+                return SX_EINVAL;
+            }
+            x->notify = b;
+        } else if (key_is(k, kn, "retry")) {
+            int rc = retry_decode(&u, retry, has_retry, why, cap);
+            if (rc != 0)
+                return rc;
+        } else {
+            snprintf(why, cap, "unknown option \"%.*s\"",
+                     (int)(kn > 64 ? 64 : kn), k);
+            return SX_EINVAL;
+        }
+    }
+    if (!sx_unpack_done(&u)) {
+        snprintf(why, cap, "options must be one map");
+        return SX_EINVAL;
+    }
+    return 0;
+}
+
+void sx__spawn_opts_pack(sx_pack *pk, const sx__spawnx *x)
+{
+    uint32_t n = (x->deadline_ms > 0) + (x->scope != SX_SCOPE_NONE) +
+                 (x->notify ? 1u : 0u);
+    sx_pack_map(pk, n);
+    if (x->deadline_ms > 0) {
+        sx_pack_str(pk, "deadline_ms");
+        sx_pack_int(pk, x->deadline_ms);
+    }
+    if (x->scope != SX_SCOPE_NONE) {
+        sx_pack_str(pk, "scope");
+        sx_pack_str(pk, x->scope == SX_SCOPE_CANCEL ? "cancel" : "terminate");
+    }
+    if (x->notify) {
+        sx_pack_str(pk, "notify");
+        sx_pack_bool(pk, true);
+    }
+}
+
+int sx__retry_spawn(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                    sx_payload inner, const sx_restart_policy *p,
+                    int64_t timeout_ms, sx_completer *done)
+{
+    uint8_t cbuf[SX_PAYLOAD_INT_MAX], tbuf[SX_PAYLOAD_INT_MAX];
+    uint8_t gbuf[16], pbuf[32];
+    sx_pack tg, pol;
+    sx_pack_init_fixed(&tg, gbuf, sizeof gbuf);
+    sx_pack_uint(&tg, tag);
+    sx_pack_init_fixed(&pol, pbuf, sizeof pbuf);
+    sx_pack_array(&pol, 3);
+    sx_pack_uint(&pol, p->max_restarts);
+    sx_pack_uint(&pol, p->backoff_min_ms);
+    sx_pack_uint(&pol, p->backoff_max_ms);
+    sx_payload in[5] = { sx_payload_int(cbuf, cmd), inner,
+                         sx_pack_payload(&pol),
+                         sx_payload_int(tbuf, timeout_ms),
+                         sx_pack_payload(&tg) };
+    sx__spawnx x = { .deadline_ms = -1, .scope = SX_SCOPE_TERMINATE };
+    done->ev.watch = SX__WATCH_RESULT;
+    int rc =
+        sx__spawn_opt(e, parent, "@retry", "run", in, 5, &done->ev, NULL, &x);
+    if (rc != 0)
+        done->ev.watch = 0;
+    return rc;
+}
+
+int sx__retry_args(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                   sx_payload args, const char *name, sx_completer *done)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_pack pk;
+    sx_restart_policy p;
+    bool has = false;
+    char why[200], msg[260];
+    sx_pack_init(&pk);
+    sx_unpack_init(&u, args);
+    int rc = sx_unpack_map(&u, &n) != 0 ? SX_EINVAL : 0;
+    if (rc == 0) {
+        sx_pack_map(&pk, n - 1); /* retry is there (the caller looked) */
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+            const char *k;
+            size_t kn;
+            sx_payload v;
+            if (sx_unpack_str(&u, &k, &kn) != 0) {
+                rc = SX_EINVAL;
+            } else if (key_is(k, kn, "retry")) {
+                rc = retry_decode(&u, &p, &has, why, sizeof why);
+                if (rc != 0) {
+                    snprintf(msg, sizeof msg, "%s: %s", name, why);
+                    sx_pack_fini(&pk);
+                    sx_complete(done, (sx_payload){ NULL, 0 }, rc, msg);
+                    return 0;
+                }
+            } else if (sx_unpack_raw(&u, &v) != 0) {
+                rc = SX_EINVAL;
+            } else {
+                sx_pack_strn(&pk, k, kn);
+                sx_pack_raw(&pk, v);
+            }
+        }
+    }
+    if (rc == 0 && pk.err != 0)
+        rc = pk.err;
+    if (rc == 0 && !has) {
+        /* retry: nil, so no retry: the command as if it had none. */
+        const sx__cmd *c = &e->cmds[cmd];
+        rc = c->fn(c->user, e, parent, tag, sx_pack_payload(&pk), done);
+        sx_pack_fini(&pk);
+        return rc;
+    }
+    if (rc == 0)
+        rc = sx__retry_spawn(e, parent, tag, cmd, sx_pack_payload(&pk), &p, 0,
+                             done);
+    sx_pack_fini(&pk);
+    if (rc == SX_EINVAL) {
+        snprintf(msg, sizeof msg, "%s: args must be one map", name);
+        sx_complete(done, (sx_payload){ NULL, 0 }, rc, msg);
+        return 0;
+    }
+    return rc;
+}
+
+int sx__spawn_all_split(sx_payload args, sx_payload *children, sx_pack *opts,
+                        char *why, size_t cap)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, args);
+    children->data = NULL;
+    children->len = 0;
+    if (sx_unpack_map(&u, &n) != 0)
+        goto bad;
+    uint32_t others = 0;
+    sx_unpack again = u;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        if (sx_unpack_str(&again, &k, &kn) != 0 || sx_unpack_skip(&again) != 0)
+            goto bad;
+        others += !key_is(k, kn, "children");
+    }
+    if (!sx_unpack_done(&again))
+        goto bad;
+    if (others > 0)
+        sx_pack_map(opts, others);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        sx_payload v;
+        sx_unpack_str(&u, &k, &kn);
+        sx_unpack_raw(&u, &v);
+        if (key_is(k, kn, "children")) {
+            *children = v;
+        } else {
+            sx_pack_strn(opts, k, kn);
+            sx_pack_raw(opts, v);
+        }
+    }
+    if (children->data == NULL)
+        goto bad;
+    return opts->err;
+bad:
+    snprintf(why, cap,
+             "args must be one map {children: [[type, method, [input...], "
+             "opts]...], options...}");
+    return SX_EINVAL;
+}

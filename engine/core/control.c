@@ -1,0 +1,186 @@
+/* engine/core/control.c — what a process is told from outside its steps:
+ * the context its init reads (PID, parent, engine, the type's user
+ * pointer) and the message init may give with its error; a cancel and a
+ * terminate, and the error a terminated process finishes with (by
+ * terminate, a linked partner's failure, its deadline). Spawning and
+ * finishing are engine/core/proc.c.
+ *
+ * Threads: the init functions inside init (on the submitting or spawning
+ * thread); cancel and terminate [any thread]; sx__finish_terminated on
+ * the worker that finishes the process.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/core/core.h"
+#include "engine/core/job.h"
+
+sx_pid sx_init_pid(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->pid : SX_PID_NONE;
+}
+
+sx_engine *sx_init_engine(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->engine : NULL;
+}
+
+void *sx_init_user(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->user : NULL;
+}
+
+sx_pid sx_init_parent(const sx_init_ctx *ctx)
+{
+    return ctx != NULL ? ctx->parent : SX_PID_NONE;
+}
+
+/* init's message (sx_init_error), per thread: init runs on the thread
+ * that submits or spawns, and the failed spawn reads it there. ctx and
+ * code tie it to the init that gave it: a failed init whose ctx or code
+ * differ gave none. */
+static _Thread_local struct {
+    const sx_init_ctx *ctx;
+    int code;
+    char msg[SX_INIT_ERROR_MAX];
+} init_msg;
+/* The message of the last init refused on this thread (sx_engine_init_error).
+ */
+static _Thread_local char init_last[SX_INIT_ERROR_MAX];
+
+int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
+{
+    if (code >= 0)
+        code = SX_EFAILED;
+    if (ctx == NULL || fmt == NULL)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(init_msg.msg, sizeof init_msg.msg, fmt, ap);
+    va_end(ap);
+    init_msg.ctx = ctx;
+    init_msg.code = code;
+    return code;
+}
+
+const char *sx_engine_init_error(void)
+{
+    return init_last;
+}
+
+const char *sx__init_refused(const sx_init_ctx *ctx, int code)
+{
+    if (init_msg.ctx == ctx && init_msg.code == code) {
+        memcpy(init_last, init_msg.msg, sizeof init_last);
+        init_msg.ctx = NULL;
+    } else {
+        init_last[0] = '\0';
+    }
+    return init_last;
+}
+
+int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    /* A job's cancel is final; one waiting for its restart ends now. */
+    if (sx__job_request_end(e, pid, SX_ECANCELLED,
+                            reason != NULL ? reason : "cancelled"))
+        return 0;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_str(&pk, reason != NULL ? reason : "cancelled");
+    if (pk.err != 0) {
+        sx_pack_fini(&pk);
+        return pk.err;
+    }
+    int rc = sx__send(e, SX_PID_NONE, pid, SX_TOPIC_CANCEL,
+                      sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+    sx_pack_fini(&pk);
+    return rc;
+}
+
+int sx__terminate(sx_engine *e, sx__proc *p)
+{
+    if (p->type == NULL)
+        return SX_ENOTFOUND; /* a mailbox, not a process */
+    /* acq_rel: as in sx__deliver; the worker sees TERM at its next CAS. */
+    uint32_t old =
+        atomic_fetch_or_explicit(&p->state, SX__F_TERM, memory_order_acq_rel);
+    uint32_t st = old & SX__S_MASK;
+    if (st == SX_PSTATE_COMPLETE)
+        return SX_ENOTFOUND;
+    uint32_t cur = old | SX__F_TERM;
+    for (;;) {
+        st = cur & SX__S_MASK;
+        if (st != SX_PSTATE_BLOCKED && st != SX_PSTATE_IDLE)
+            break;
+        /* acq_rel: as in sx__deliver. */
+        if (atomic_compare_exchange_weak_explicit(
+                &p->state, &cur, SX_PSTATE_READY | SX__F_TERM,
+                memory_order_acq_rel, memory_order_acquire)) {
+            sx__enqueue(e, p);
+            break;
+        }
+    }
+    return 0;
+}
+
+int sx_engine_terminate(sx_engine *e, sx_pid pid)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    /* As in sx_engine_cancel. */
+    if (sx__job_request_end(e, pid, SX_ETERMINATED, "terminated"))
+        return 0;
+    sx__proc *p = sx__ptable_get(e, pid);
+    if (p == NULL)
+        return SX_ENOTFOUND;
+    int rc = sx__terminate(e, p);
+    sx__proc_release(e, p);
+    return rc;
+}
+
+void sx__finish_terminated(sx_engine *e, sx__proc *p)
+{
+    int ck_err;
+    const char *ck_msg;
+    if (p->job && sx__ckpt_failed(e, p, &ck_err, &ck_msg)) {
+        /* Its checkpoint could not be stored (checkpoint.c). */
+        sx__finish(e, p, ck_err, ck_msg, (sx_payload){ NULL, 0 });
+        return;
+    }
+    /* relaxed (both): published by the TERM flag's release, which the
+     * worker's acquire load of the state word saw. */
+    uint32_t ms = atomic_load_explicit(&sx__ptable_pext(e, p)->expired_ms,
+                                       memory_order_relaxed);
+    if (ms != 0 &&
+        /* acquire: as below. */
+        !atomic_load_explicit(&e->stop_killing, memory_order_acquire)) {
+        char msg[96];
+        if (ms == UINT32_MAX)
+            snprintf(msg, sizeof msg, "no memory to keep the deadline");
+        else
+            snprintf(msg, sizeof msg, "deadline of %u ms passed", ms);
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->deadlines, 1, memory_order_relaxed);
+        sx__finish(e, p, ms == UINT32_MAX ? SX_ENOMEM : SX_ETIMEDOUT, msg,
+                   (sx_payload){ NULL, 0 });
+        return;
+    }
+    uint64_t by = atomic_load_explicit(&sx__ptable_pext(e, p)->link_failed,
+                                       memory_order_relaxed);
+    /* Past stop's deadline every process left is terminated (API.md
+     * meaning 9): one a linked partner's termination reached first is no
+     * different. acquire: pairs with the release in sx_engine_stop. */
+    if (by == 0 ||
+        atomic_load_explicit(&e->stop_killing, memory_order_acquire)) {
+        sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
+        return;
+    }
+    char pid[64], msg[128];
+    sx_pid_format((sx_pid){ e->cfg.node, e->cfg.host, by }, pid, sizeof pid);
+    snprintf(msg, sizeof msg, "linked process %s failed", pid);
+    sx__finish(e, p, SX_EFAILED, msg, (sx_payload){ NULL, 0 });
+}
