@@ -36,6 +36,7 @@
  * metrics' threads, which start with the signals blocked.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -55,6 +56,145 @@
 #include "cmd/types/types.h"
 #include "process/hostport.h"
 
+/* The ELF machine (e_machine) of the file at path, or -1 when it is not
+ * an ELF file or cannot be read. */
+static int elf_machine(const char *path)
+{
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n != sizeof h || memcmp(h, ELFMAG, SELFMAG) != 0)
+        return -1;
+    return h[EI_DATA] == ELFDATA2MSB ? (h[18] << 8) | h[19]
+                                     : h[18] | (h[19] << 8);
+}
+
+static const char *machine_name(int m)
+{
+    switch (m) {
+    case EM_386:
+        return "i386";
+    case EM_ARM:
+        return "32-bit ARM";
+    case EM_X86_64:
+        return "x86-64";
+    case EM_AARCH64:
+        return "AArch64";
+    case EM_PPC64:
+        return "PowerPC64";
+    case EM_S390:
+        return "s390x";
+    case EM_RISCV:
+        return "RISC-V";
+    default:
+        return NULL;
+    }
+}
+
+/* After dlopen's own message (err), a second line that says what to do,
+ * told from err's text and from the file at path: the file is not there
+ * (and how dlopen looks a name up), a library the plugin needs is not
+ * found, a symbol neither stepxd nor the plugin's libraries define, or a
+ * file that is no shared object of this machine. Nothing when err is
+ * none of these (a file that cannot be read says so itself). */
+static void load_advice(const char *path, const char *err)
+{
+    static const char cannot_open[] = ": cannot open shared object file";
+    static const char undefined[] = ": undefined symbol: ";
+    const char *at;
+    if ((at = strstr(err, cannot_open)) != NULL &&
+        ((size_t)(at - err) != strlen(path) ||
+         strncmp(err, path, (size_t)(at - err)) != 0)) {
+        /* dlopen names the library it did not find: not the plugin. */
+        int len = (int)(at - err);
+        fprintf(stderr,
+                "stepxd: --load %s: it needs %.*s, which the dynamic loader "
+                "did not find: set LD_LIBRARY_PATH to the folder that holds "
+                "%.*s, or build the plugin with -Wl,-rpath,FOLDER (ldd %s "
+                "lists what it needs)\n",
+                path, len, err, len, err, path);
+    } else if (at != NULL) {
+        bool named = strchr(path, '/') == NULL;
+        bool exists = access(path, F_OK) == 0;
+        int machine = exists ? elf_machine(path) : -1;
+        int own = elf_machine("/proc/self/exe");
+        if (named && exists) {
+            /* dlopen looks a name without a '/' up in the library path
+             * only, never in the current directory. */
+            fprintf(stderr,
+                    "stepxd: --load %s: a name without a '/' is looked up in "
+                    "the library path, not in the current directory: say "
+                    "./%s\n",
+                    path, path);
+        } else if (named) {
+            fprintf(stderr,
+                    "stepxd: --load %s: a name without a '/' is looked up "
+                    "only in the library path (LD_LIBRARY_PATH, then the "
+                    "system's library folders): for a file in the current "
+                    "directory say ./%s\n",
+                    path, path);
+        } else if (!exists) {
+            char cwd[PATH_MAX];
+            bool relative = path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL;
+            fprintf(stderr,
+                    "stepxd: --load %s: there is no file %s%s%s: give the "
+                    "path of the plugin's .so file\n",
+                    path, path,
+                    relative ? " in stepxd's current directory " : "",
+                    relative ? cwd : "");
+        } else if (machine >= 0 && own >= 0 && machine != own) {
+            const char *theirs = machine_name(machine);
+            const char *ours = machine_name(own);
+            char a[32], b[32];
+            snprintf(a, sizeof a, "machine %d", machine);
+            snprintf(b, sizeof b, "machine %d", own);
+            fprintf(stderr,
+                    "stepxd: --load %s: it is built for %s and this stepxd "
+                    "for %s: build the plugin with this machine's compiler\n",
+                    path, theirs != NULL ? theirs : a, ours != NULL ? ours : b);
+        }
+    } else if ((at = strstr(err, undefined)) != NULL) {
+        const char *sym = at + strlen(undefined);
+        const char *version = strstr(sym, ", version ");
+        if (version != NULL)
+            fprintf(stderr,
+                    "stepxd: --load %s: the plugin needs %s of a library, "
+                    "and this machine's is older: build the plugin on this "
+                    "machine\n",
+                    path, version + 2);
+        else if (strncmp(sym, "sx_", 3) == 0)
+            fprintf(stderr,
+                    "stepxd: --load %s: this stepxd has no %s: the plugin "
+                    "was built with the headers of another stepx version; "
+                    "build it with this one's (pkg-config --cflags stepx)\n",
+                    path, sym);
+        else
+            fprintf(stderr,
+                    "stepxd: --load %s: neither stepxd nor a library the "
+                    "plugin links defines %s: link the plugin with the "
+                    "library that does (-lNAME)\n",
+                    path, sym);
+    } else if (strstr(err, ": invalid ELF header") != NULL ||
+               strstr(err, ": file too short") != NULL) {
+        fprintf(stderr,
+                "stepxd: --load %s: it is not a shared object: build the "
+                "plugin with cc -shared -fPIC\n",
+                path);
+    } else if ((at = strstr(err, ": wrong ELF class: ")) != NULL) {
+        const char *cls = at + strlen(": wrong ELF class: ");
+        const char *bits = strcmp(cls, "ELFCLASS32") == 0   ? "32-bit"
+                           : strcmp(cls, "ELFCLASS64") == 0 ? "64-bit"
+                                                            : cls;
+        fprintf(stderr,
+                "stepxd: --load %s: it is %s and this stepxd %d-bit: build "
+                "the plugin for this stepxd's machine (no -m32 or -m64)\n",
+                path, bits, (int)sizeof(void *) * CHAR_BIT);
+    }
+}
+
 static int load_plugins(sx_engine *e, const options *o)
 {
     for (size_t i = 0; i < o->n_loads; i++) {
@@ -62,18 +202,11 @@ static int load_plugins(sx_engine *e, const options *o)
          * code and tables live in it. */
         void *h = dlopen(o->loads[i], RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) {
-            /* dlopen looks a name without a '/' up in the library path
-             * only, never in the current directory: "No such file" for a
-             * file that is right here needs saying why. */
-            bool here = strchr(o->loads[i], '/') == NULL &&
-                        access(o->loads[i], F_OK) == 0;
-            fprintf(stderr, "stepxd: --load %s: %s%s%s%s\n", o->loads[i],
-                    dlerror(),
-                    here ? " (a name without a '/' is looked up in the "
-                           "library path, not in the current directory: "
-                           "say ./"
-                         : "",
-                    here ? o->loads[i] : "", here ? ")" : "");
+            char err[1024];
+            const char *why = dlerror();
+            snprintf(err, sizeof err, "%s", why != NULL ? why : "not loaded");
+            fprintf(stderr, "stepxd: --load %s: %s\n", o->loads[i], err);
+            load_advice(o->loads[i], err);
             return 1;
         }
         plugin_fn fn;

@@ -10,8 +10,9 @@
  *                          on the submitter's thread (stepxd: the relay
  *                          server's, so every client waits).
  *
- * The engine's symbols come from stepxd itself (linked with
- * export_dynamic), so the plugin links no libstepx of its own. The type
+ * The engine's symbols come from stepxd itself (it holds the whole
+ * library and exports it: link_whole and export_dynamic in
+ * cmd/meson.build), so the plugin links no libstepx of its own. The type
  * table is static: it must outlive the engine, and the daemon never
  * unloads a plugin. Threads: engine rules (init on the submitter, steps
  * on workers).
