@@ -9,6 +9,7 @@
  * Threads: [any thread] (no shared state); a walk belongs to the step
  * that reads it, and its events are valid only during that step.
  */
+#include "process/output.h"
 #include "process/stepx/process.h"
 
 #include <stdbool.h>
@@ -16,6 +17,21 @@
 #include <string.h>
 
 enum { PHASE_CANCELS = 0, PHASE_START = 1, PHASE_REST = 2 };
+
+/* The step has ended the process (DONE or FAIL written). */
+static bool ended(const sx_step_output *out)
+{
+    return out != NULL &&
+           (out->status == SX__ST_DONE || out->status == SX__ST_FAIL);
+}
+
+int sx_batch_wait(sx_batch *b)
+{
+    if (b != NULL && b->out != NULL && !ended(b->out) &&
+        b->out->status != SX__ST_IDLE)
+        sx_wait(b->out);
+    return 0;
+}
 
 sx_event_kind sx_event_kind_of(const sx_event *ev)
 {
@@ -36,10 +52,12 @@ sx_event_kind sx_event_kind_of(const sx_event *ev)
 
 /* events may be NULL only with n 0; started NULL means this walk never
  * gives a start. */
-void sx_batch_init(sx_batch *b, const sx_event *events, size_t n, bool *started)
+void sx_batch_init(sx_batch *b, const sx_event *events, size_t n, bool *started,
+                   sx_step_output *out)
 {
     if (b == NULL)
         return;
+    b->out = out;
     b->events = events;
     b->n = events != NULL ? n : 0;
     b->i = 0;
@@ -54,7 +72,7 @@ sx_event_kind sx_batch_next(sx_batch *b, const sx_event **ev)
 
     if (ev != NULL)
         *ev = NULL;
-    if (b == NULL)
+    if (b == NULL || ended(b->out))
         return SX_EV_END;
     if (b->phase == PHASE_CANCELS) {
         while (b->i < b->n) {

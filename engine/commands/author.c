@@ -51,9 +51,9 @@ static void pack_policy(sx_pack *pk, const sx_restart_policy *r)
     sx_pack_uint(pk, p.backoff_max_ms);
 }
 
-static void pack_opts(sx_pack *pk, const sx_spawn_opts *o)
+/* The options' key, value pairs (opts_count of them). */
+static void pack_pairs(sx_pack *pk, const sx_spawn_opts *o)
 {
-    sx_pack_map(pk, opts_count(o));
     if (o->deadline_ms > 0) {
         sx_pack_str(pk, "deadline_ms");
         sx_pack_int(pk, o->deadline_ms);
@@ -70,6 +70,12 @@ static void pack_opts(sx_pack *pk, const sx_spawn_opts *o)
         sx_pack_str(pk, "retry");
         pack_policy(pk, o->retry);
     }
+}
+
+static void pack_opts(sx_pack *pk, const sx_spawn_opts *o)
+{
+    sx_pack_map(pk, opts_count(o));
+    pack_pairs(pk, o);
 }
 
 /* [type, method, [inputs from fmt...]] and the options when there are
@@ -128,26 +134,8 @@ int sx_spawn_all_begin(sx_pack *pk, uint32_t n_children,
         return SX_EINVAL;
     uint32_t k = opts_count(opts);
     sx_pack_map(pk, k + 1);
-    if (k > 0) {
-        /* The options' pairs, then children last. */
-        sx_pack tmp;
-        sx_pack_init(&tmp);
-        pack_opts(&tmp, opts);
-        sx_unpack u;
-        uint32_t m;
-        sx_unpack_init(&u, sx_pack_payload(&tmp));
-        sx_payload pairs = { NULL, 0 };
-        if (tmp.err == 0 && sx_unpack_map(&u, &m) == 0) {
-            pairs.data = u.p;
-            pairs.len = (size_t)(u.end - u.p);
-        }
-        if (tmp.err != 0)
-            pk->err = pk->err != 0 ? pk->err : tmp.err;
-        else if (pk->err == 0) /* raw bytes of k pairs after the header */
-            for (size_t i = 0; i < pairs.len && pk->err == 0; i++)
-                sx_pack_raw(pk, (sx_payload){ pairs.data + i, 1 });
-        sx_pack_fini(&tmp);
-    }
+    if (k > 0) /* the options' pairs, then children last */
+        pack_pairs(pk, opts);
     sx_pack_str(pk, "children");
     sx_pack_array(pk, n_children);
     return pk->err;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/commands/commands.h"
+#include "process/output.h"
 
 /* ---- @retry ---------------------------------------------------------- */
 
@@ -179,10 +180,14 @@ static int retry_step(void *st, const sx_event *events, size_t n,
             }
             continue;
         }
-        if (ev->tag == TAG_RUN)
+        if (ev->tag == TAG_RUN) {
             retry_answer(r, ev, out);
-        else if (ev->tag == TAG_BACKOFF && retry_run(r, out) != 0)
+            if (out->status == SX__ST_DONE || out->status == SX__ST_FAIL)
+                return 0; /* it ended: no WAIT over it */
+        } else if (ev->tag == TAG_BACKOFF && retry_run(r, out) != 0) {
             sx_fail_code(out, SX_ENOMEM, "@retry: out of memory");
+            return 0;
+        }
     }
     sx_wait(out);
     return 0;

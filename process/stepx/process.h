@@ -413,22 +413,39 @@ typedef enum {
  * this order: @cancel messages first (wherever they sit in the batch),
  * then SX_EV_START when *started is false (sx_batch_init's flag, kept in
  * the process's state; the walk sets it), then the rest in the order they
- * arrived. So a cancel that arrives before the first step is seen before
- * the start, and a batch with several answers gives each one: write the
- * step as one loop over sx_batch_next with a case per kind, and leave the
- * loop early only to end the process. */
+ * arrived. The walk ends early once the step has ended the process
+ * (sx_done, sx_fail, sx_cancelled, ... on out): the events left are
+ * dropped on purpose, as the process is over. So a cancel that arrives
+ * before the first step is seen before the start, and a batch with
+ * several answers gives each one. A step is one loop with a case per
+ * kind, and no return inside it:
+ *
+ *     sx_batch b;
+ *     const sx_event *e;
+ *     sx_batch_init(&b, events, n, &st->started, out);
+ *     for (sx_event_kind k; (k = sx_batch_next(&b, &e)) != SX_EV_END;)
+ *         if (k == SX_EV_CANCEL) sx_cancelled_by(out, e);
+ *         else if (k == SX_EV_START) ... yields ...
+ *         else if (k == SX_EV_COMPLETE) ... e->tag, e->error, e->data ...
+ *     return sx_batch_wait(&b);
+ */
 typedef struct {
     const sx_event *events;
     size_t n, i;
     int phase; /* 0 cancels, 1 start, 2 the rest */
     bool *started;
+    sx_step_output *out; /* NULL: the walk never ends early */
 } sx_batch;
 
-void sx_batch_init(sx_batch *b, const sx_event *events, size_t n,
-                   bool *started);
+void sx_batch_init(sx_batch *b, const sx_event *events, size_t n, bool *started,
+                   sx_step_output *out);
 /* The next event's kind, and the event in *ev (NULL for SX_EV_START and
  * SX_EV_END). */
 sx_event_kind sx_batch_next(sx_batch *b, const sx_event **ev);
+/* Ends the step: its status becomes WAIT (for yields or messages) unless
+ * the step ended the process or chose idle; returns 0, the step's return
+ * value. */
+int sx_batch_wait(sx_batch *b);
 /* The kind of one event, as sx_batch_next would give it. */
 sx_event_kind sx_event_kind_of(const sx_event *ev);
 

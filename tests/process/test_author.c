@@ -784,7 +784,7 @@ static void expect_walk(const sx_event *evs, size_t n, bool *started,
 {
     sx_batch b;
     const sx_event *ev;
-    sx_batch_init(&b, evs, n, started);
+    sx_batch_init(&b, evs, n, started, NULL);
     for (size_t k = 0; k < nw; k++) {
         CHECK_EQ_INT(sx_batch_next(&b, &ev), want[k]);
         if (at[k] < 0)
