@@ -1,462 +1,224 @@
-/* examples/order.c — stepx-order: an order workflow to copy from.
+/* examples/order.c — stepx-order: an order workflow to copy from, written
+ * with the authoring helpers (docs/WORKFLOW.md walks through it; the same
+ * workflow on the bare contract is examples/order_raw.c).
  *
  * Two process types:
- *   "order"   — the workflow. It charges the customer by spawning a "payment"
- *               child and waiting for it (SX_CMD_SPAWN_WAIT, with a per-yield
- *               timeout), retries a failed payment after a sleep that doubles
- *               each time (SX_CMD_SLEEP: 10, 20, 40 ms), gives up when a
- *               payment does not answer in time, runs a subprocess that
- *               prints a receipt (SX_CMD_EXEC), and finishes with a result
- *               map {order, status, attempts, receipt, reason}.
- *   "payment" — a stand-in for a payment gateway: it waits a few ms (the
- *               "network"), then succeeds or fails as its test card says.
+ *   "order"   — the workflow: charges the customer through a "payment"
+ *               child, retried with backoff while the gateway fails, gives
+ *               up when the payment does not answer in time, runs a
+ *               subprocess that prints a receipt, and finishes with a map
+ *               {order, status, receipt, reason}.
+ *   "payment" — a stand-in for a payment gateway that succeeds or fails as
+ *               its test card says.
  *
- * main() runs one order per path (paid at once, paid after retries, failed
- * after the last retry, timed out, cancelled by the caller), prints a line
- * per order and checks each outcome: it exits 1 if one is not what its
- * scenario expects, so the tests run it as a test. docs/WORKFLOW.md walks
- * through it step by step.
+ * main() runs one order per path and checks each outcome; it exits 1 if one
+ * is not what its scenario expects, so the tests run it as a test.
  *
- * Threads: init and step run on the engine's workers, one step at a time per
- * process; main runs on the program's main thread and only uses the engine
- * API. */
+ * Threads: init and step run on the engine's workers; main runs on the
+ * program's main thread and uses the engine API only. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include <stepx/stepx.h>
 
-/* ---- the knobs of the workflow ------------------------------------------ */
-
 enum {
-    MAX_ATTEMPTS = 4,          /* payment tries before the order fails     */
-    BACKOFF_FIRST_MS = 10,     /* sleep after the 1st failure; then x2     */
-    PAYMENT_TIMEOUT_MS = 1000, /* one attempt's deadline (per-yield timeout) */
-    GATEWAY_MS = 5,            /* how long the simulated gateway takes     */
-    HUNG_GATEWAY_MS = 600000,  /* the "hung" card: an answer that never comes */
-    RECEIPT_TIMEOUT_MS = 5000, /* the receipt subprocess's own deadline    */
-    FLAKY_FAILURES = 2         /* the "flaky" card fails this many times   */
+    RETRIES = 3,               /* payment attempts after the first        */
+    PAYMENT_TIMEOUT_MS = 1000, /* the whole payment, retries included     */
+    GATEWAY_MS = 5,            /* how long the simulated gateway takes    */
+    HUNG_GATEWAY_MS = 600000,  /* the "hung" card: no answer in time      */
+    FLAKY_FAILURES = 2         /* the "flaky" card fails this many times  */
 };
+enum { TAG_PAYMENT = 1, TAG_RECEIPT, TAG_GATEWAY };
 
-/* The tag of a yield is ours to choose; the answer carries it back. An order
- * has at most one yield in flight, so one tag per kind of yield is enough to
- * tell the answers apart. */
-enum { TAG_PAYMENT = 1, TAG_BACKOFF = 2, TAG_RECEIPT = 3, TAG_GATEWAY = 4 };
+/* ---- the gateway's memory: charges asked per order ---------------------- */
 
-/* Packs text (NUL-terminated) as a msgpack string, or nil when it is "". */
-static void pack_text(sx_pack *pk, const char *text)
-{
-    if (text[0] != '\0')
-        sx_pack_str(pk, text);
-    else
-        sx_pack_nil(pk);
-}
-
-/* Copies a msgpack string into buf (NUL-terminated). Returns 0, or
- * SX_EPROTO (not a string) / SX_ELIMIT (too long for buf). */
-static int unpack_text(sx_unpack *u, char *buf, size_t cap)
-{
-    const char *s;
-    size_t n;
-    int rc = sx_unpack_str(u, &s, &n);
-    if (rc != 0)
-        return rc;
-    if (n >= cap)
-        return SX_ELIMIT;
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    return 0;
-}
-
-/* ======================================================================== */
-/* The "payment" process: charge(order id, card, attempt)                   */
-/* ======================================================================== */
-
-/* Test cards, like a payment provider's sandbox:
- *   "good"  — approved;
- *   "flaky" — the gateway errors on the first FLAKY_FAILURES attempts;
- *   "down"  — the gateway errors on every attempt;
- *   "hung"  — the gateway never answers. */
-typedef struct {
+static pthread_mutex_t gw_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
     char order[32];
-    char card[16];
-    int64_t attempt;
-    sx_pid parent; /* the order that spawned us (SX_PID_NONE if none) */
-    int started;
-} payment_state;
+    int calls;
+} gw[16];
+
+/* Counts one more charge of order (add 1) or reads the count (add 0). */
+static int gateway_calls(const char *order, int add)
+{
+    pthread_mutex_lock(&gw_mu);
+    int i = 0;
+    while (i < 15 && gw[i].order[0] && strcmp(gw[i].order, order) != 0)
+        i++;
+    snprintf(gw[i].order, sizeof gw[i].order, "%s", order);
+    int n = gw[i].calls += add;
+    pthread_mutex_unlock(&gw_mu);
+    return n;
+}
+
+/* ---- payment: charge(order id, card) ------------------------------------ */
+
+typedef struct {
+    char order[32], card[16];
+    bool started;
+} payment;
 
 static int payment_init(void *st, const sx_init_ctx *ctx, const char *method,
-                        const sx_payload *in, size_t n_in)
+                        const sx_payload *in, size_t n)
 {
-    (void)method; /* "charge", the only method (see payment_methods) */
-    payment_state *s = st;
-    /* Inputs are positional msgpack values. A bad input is init's error,
-     * which is the spawn's error: the order sees it as a failed attempt. */
-    if (n_in != 3 || sx_payload_get_str(in[0], s->order, sizeof(s->order)) ||
-        sx_payload_get_str(in[1], s->card, sizeof(s->card)) ||
-        sx_payload_get_int(in[2], &s->attempt))
-        return SX_EINVAL;
-    if (strcmp(s->card, "good") != 0 && strcmp(s->card, "flaky") != 0 &&
-        strcmp(s->card, "down") != 0 && strcmp(s->card, "hung") != 0)
-        return SX_EINVAL;
-    s->parent = sx_init_parent(ctx);
+    payment *p = st;
+    if (n != 2 || sx_payload_get_str(in[0], p->order, sizeof p->order) ||
+        sx_payload_get_str(in[1], p->card, sizeof p->card) ||
+        (strcmp(p->card, "good") != 0 && strcmp(p->card, "flaky") != 0 &&
+         strcmp(p->card, "down") != 0 && strcmp(p->card, "hung") != 0))
+        return sx_init_error(ctx, SX_EINVAL,
+                             "payment.%s: want an order id and a card (good, "
+                             "flaky, down or hung)",
+                             method);
     return 0;
 }
 
-static int payment_step(void *st, const sx_event *ev, size_t n_ev,
+static int payment_step(void *st, const sx_event *ev, size_t n,
                         sx_step_output *out)
 {
-    payment_state *s = st;
-    uint8_t buf[96];
-    sx_pack pk;
-
-    if (!s->started) {
-        /* First step: call the "gateway" (a sleep here; a real one would
-         * make an HTTP request with SX_CMD_NET_HTTP). */
-        s->started = 1;
-        /* Watch the order that waits for us. A spawn-and-wait whose
-         * timeout passed does not stop its child: if our order gives up
-         * (or is cancelled or terminated), this monitor sends us an @exit
-         * message and we stop too, instead of hanging on forever. Fire
-         * and forget (SX_TAG_NONE): we need no answer to the monitor. */
-        if (!sx_pid_eq(s->parent, SX_PID_NONE)) {
-            sx_pack_init_fixed(&pk, buf, sizeof(buf));
-            sx_pack_array(&pk, 1);
-            sx_pack_pid(&pk, s->parent);
-            int rc = sx_yield(out, SX_CMD_MONITOR, SX_TAG_NONE,
-                              sx_pack_payload(&pk));
-            if (rc != 0)
-                return rc;
-        }
-        int64_t ms =
-            strcmp(s->card, "hung") == 0 ? HUNG_GATEWAY_MS : GATEWAY_MS;
-        sx_wait(out);
-        return sx_yield(out, SX_CMD_SLEEP, TAG_GATEWAY,
-                        sx_payload_int(buf, ms));
-    }
-
-    for (size_t i = 0; i < n_ev; i++) {
-        if (ev[i].type == SX_EVENT_MESSAGE) {
-            /* @exit from our order, or @cancel (the engine is stopping):
-             * nobody waits for this payment any more. Finishing cancels
-             * the gateway call still in flight. */
-            if (strcmp(ev[i].topic, SX_TOPIC_EXIT) == 0 ||
-                strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
-                sx_fail(out, "payment abandoned: nobody waits for it");
-                return 0;
-            }
-            continue; /* a message we do not know: ignore it */
-        }
-        if (ev[i].tag != TAG_GATEWAY)
-            continue;
-        if (ev[i].error != 0)
-            return ev[i].error; /* the sleep itself failed: fail with it */
-        /* The gateway answered. FAIL with a message: the order's
-         * spawn-and-wait gets SX_EFAILED and this message. */
-        if (strcmp(s->card, "down") == 0 ||
-            (strcmp(s->card, "flaky") == 0 && s->attempt <= FLAKY_FAILURES)) {
+    payment *p = st;
+    sx_batch b;
+    const sx_event *e;
+    sx_batch_init(&b, ev, n, &p->started, out);
+    for (sx_event_kind k; (k = sx_batch_next(&b, &e)) != SX_EV_END;) {
+        if (k == SX_EV_CANCEL) {
+            sx_cancelled_by(out, e);
+        } else if (k == SX_EV_START) { /* call the "gateway" */
+            int calls = gateway_calls(p->order, 1);
+            bool hung = strcmp(p->card, "hung") == 0;
+            bool fail =
+                strcmp(p->card, "down") == 0 ||
+                (strcmp(p->card, "flaky") == 0 && calls <= FLAKY_FAILURES);
+            sx_yieldf(out, SX_CMD_SLEEP, fail ? 0 : TAG_GATEWAY, "i",
+                      hung ? HUNG_GATEWAY_MS : GATEWAY_MS);
+        } else if (k == SX_EV_COMPLETE && e->tag == 0) {
             sx_fail(out, "gateway unavailable");
-            return 0;
+        } else if (k == SX_EV_COMPLETE) { /* approved: a transaction id */
+            char txn[64];
+            snprintf(txn, sizeof txn, "txn-%s-%d", p->order,
+                     gateway_calls(p->order, 0));
+            sx_donef(out, "s", txn);
         }
-        /* Approved: DONE with a transaction id (a string), which becomes
-         * the result of the order's spawn-and-wait. */
-        char txn[64];
-        snprintf(txn, sizeof(txn), "txn-%s-%" PRId64, s->order, s->attempt);
-        sx_pack_init_fixed(&pk, buf, sizeof(buf));
-        sx_pack_str(&pk, txn);
-        sx_done(out, sx_pack_payload(&pk));
-        return 0;
     }
-    sx_wait(out); /* nothing for us yet: keep waiting for the gateway */
+    return sx_batch_wait(&b);
+}
+
+/* ---- order: run(order id, amount in cents, card) ------------------------ */
+
+typedef struct {
+    char id[32], amount[24], card[16];
+    char txn[64], receipt[128];
+    bool started;
+} order;
+
+static int order_init(void *st, const sx_init_ctx *ctx, const char *method,
+                      const sx_payload *in, size_t n)
+{
+    order *o = st;
+    int64_t cents;
+    if (n != 3 || sx_payload_get_str(in[0], o->id, sizeof o->id) ||
+        sx_payload_get_int(in[1], &cents) || cents <= 0 ||
+        sx_payload_get_str(in[2], o->card, sizeof o->card))
+        return sx_init_error(ctx, SX_EINVAL,
+                             "order.%s: want an order id, an amount in cents "
+                             "(> 0) and a card",
+                             method);
+    snprintf(o->amount, sizeof o->amount, "%" PRId64 ".%02" PRId64, cents / 100,
+             cents % 100);
     return 0;
+}
+
+/* DONE with {order, status, receipt, reason} (nil when empty). */
+static void order_finish(order *o, sx_step_output *out, const char *status,
+                         const char *reason)
+{
+    sx_donef(out, "{s:s, s:s, s:s, s:s}", "order", o->id, "status", status,
+             "receipt", o->receipt[0] ? o->receipt : NULL, "reason", reason);
+}
+
+/* The payment: a child retried with backoff (10, 20, 40 ms) while it
+ * fails, within PAYMENT_TIMEOUT_MS in all; the order's end ends it. */
+static void order_pay(order *o, sx_step_output *out)
+{
+    uint8_t buf[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_fmt(&pk, "[s, s, [s, s], {s:s, s:{s:i, s:i, s:i}}]", "payment",
+                "charge", o->id, o->card, "scope", "terminate", "retry",
+                "max_restarts", RETRIES, "backoff_min_ms", 10, "backoff_max_ms",
+                40);
+    sx_yield_timeout(out, SX_CMD_SPAWN_WAIT, TAG_PAYMENT, sx_pack_payload(&pk),
+                     PAYMENT_TIMEOUT_MS);
+}
+
+/* The receipt: a subprocess; argv goes to the program as is, "$1".."$3"
+ * in the script. check: a non-zero exit is an error. */
+static void order_receipt(order *o, sx_step_output *out)
+{
+    sx_yieldf(out, SX_CMD_EXEC, TAG_RECEIPT, "{s:[s,s,s,s,s,s,s], s:b, s:i}",
+              "argv", "/bin/sh", "-c",
+              "printf 'receipt %s %s %s' \"$1\" \"$2\" \"$3\"", "sh", o->id,
+              o->amount, o->txn, "check", 1, "max_output", 127);
+}
+
+static int order_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    order *o = st;
+    sx_batch b;
+    const sx_event *e;
+    sx_exec_result r;
+    char why[160];
+    sx_batch_init(&b, ev, n, &o->started, out);
+    for (sx_event_kind k; (k = sx_batch_next(&b, &e)) != SX_EV_END;) {
+        if (k == SX_EV_CANCEL) {
+            sx_str s = sx_get_str(e->data, NULL);
+            snprintf(why, sizeof why, "%.*s", (int)s.len, s.ptr ? s.ptr : "");
+            order_finish(o, out, "cancelled", why);
+        } else if (k == SX_EV_START) {
+            order_pay(o, out);
+        } else if (k != SX_EV_COMPLETE) {
+            continue; /* a message that is not for us */
+        } else if (e->tag == TAG_PAYMENT && e->error == SX_ETIMEDOUT) {
+            /* Charged or not? Unknown: no retry, a person looks. */
+            snprintf(why, sizeof why, "no answer from payment in %d ms",
+                     PAYMENT_TIMEOUT_MS);
+            order_finish(o, out, "timed out", why);
+        } else if (e->error != 0) {
+            order_finish(o, out, "failed", e->error_msg);
+        } else if (e->tag == TAG_PAYMENT) {
+            sx_get_strcpy(e->data, NULL, o->txn, sizeof o->txn);
+            order_receipt(o, out);
+        } else if (sx_exec_result_get(e->data, &r) == 0) {
+            snprintf(o->receipt, sizeof o->receipt, "%.*s", (int)r.out.len,
+                     r.out.ptr);
+            order_finish(o, out, "paid", NULL);
+        }
+    }
+    return sx_batch_wait(&b);
 }
 
 static const char *const payment_methods[] = { "charge", NULL };
+static const char *const order_methods[] = { "run", NULL };
 static const sx_process_type payment_type = {
     .name = "payment",
-    .state_size = sizeof(payment_state),
+    .state_size = sizeof(payment),
     .init = payment_init,
     .step = payment_step,
-    .methods = payment_methods /* any other method: SX_EUNKNOWN_METHOD */
+    .methods = payment_methods,
+};
+static const sx_process_type order_type = {
+    .name = "order",
+    .state_size = sizeof(order),
+    .init = order_init,
+    .step = order_step,
+    .methods = order_methods,
 };
 
-/* ======================================================================== */
-/* The "order" process: run(order id, amount in cents, card)                */
-/* ======================================================================== */
-
-/* Where the workflow stands: each phase but START waits for the answer to
- * exactly one yield.
- *
- *   START --spawn-wait payment--> PAYING --ok--> RECEIPT --exec ok--> done
- *                                   |  ^ retry                 "paid"
- *                          failed,  |  | sleep answered
- *                   attempts left   v  |
- *                                 BACKOFF
- *   PAYING: failed, no attempts left -> done "failed"
- *           SX_ETIMEDOUT             -> done "timed out"
- *   any phase: @cancel message       -> done "cancelled"
- */
-typedef enum {
-    ORDER_START = 0, /* zeroed state starts here */
-    ORDER_PAYING,    /* waiting for TAG_PAYMENT (spawn-and-wait)  */
-    ORDER_BACKOFF,   /* waiting for TAG_BACKOFF (sleep)           */
-    ORDER_RECEIPT    /* waiting for TAG_RECEIPT (exec)            */
-} order_phase;
-
-/* The engine gives each process state_size zeroed bytes and keeps them
- * until close. Everything lives inline: no close hook is needed. */
-typedef struct {
-    order_phase phase;
-    char id[32];
-    char amount[24]; /* "25.00": formatted once, used in the receipt */
-    char card[16];
-    int64_t attempts;
-    char txn[64];      /* the payment's transaction id, once paid */
-    char reason[128];  /* why the last attempt failed, if it did  */
-    char receipt[128]; /* what the receipt subprocess printed     */
-} order_state;
-
-static int order_init(void *st, const sx_init_ctx *ctx, const char *method,
-                      const sx_payload *in, size_t n_in)
-{
-    (void)ctx, (void)method; /* "run", the only method */
-    order_state *s = st;
-    int64_t cents;
-    /* Init runs inside submit: an error here is submit's error. */
-    if (n_in != 3 || sx_payload_get_str(in[0], s->id, sizeof(s->id)) ||
-        sx_payload_get_int(in[1], &cents) || cents <= 0 ||
-        sx_payload_get_str(in[2], s->card, sizeof(s->card)))
-        return SX_EINVAL;
-    snprintf(s->amount, sizeof(s->amount), "%" PRId64 ".%02" PRId64,
-             cents / 100, cents % 100);
-    return 0;
-}
-
-/* The last step: DONE with {order, status, attempts, receipt, reason}.
- * receipt and reason are nil when empty. Any yield still in flight is
- * cancelled by the engine when the process finishes. */
-static int order_finish(order_state *s, sx_step_output *out, const char *status)
-{
-    uint8_t buf[512];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_map(&pk, 5);
-    sx_pack_str(&pk, "order");
-    sx_pack_str(&pk, s->id);
-    sx_pack_str(&pk, "status");
-    sx_pack_str(&pk, status);
-    sx_pack_str(&pk, "attempts");
-    sx_pack_int(&pk, s->attempts);
-    sx_pack_str(&pk, "receipt");
-    pack_text(&pk, s->receipt);
-    sx_pack_str(&pk, "reason");
-    pack_text(&pk, s->reason);
-    if (pk.err != 0)
-        return pk.err; /* cannot happen with these sizes; fail if it does */
-    sx_done(out, sx_pack_payload(&pk));
-    return 0;
-}
-
-/* The first step, and each retry: spawn a payment child and wait for its
- * result, for at most PAYMENT_TIMEOUT_MS. */
-static int order_pay(order_state *s, sx_step_output *out)
-{
-    uint8_t buf[128];
-    sx_pack pk;
-    s->attempts++;
-    /* spawn-wait's args: [type, method, [input...]]. */
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_array(&pk, 3);
-    sx_pack_str(&pk, "payment");
-    sx_pack_str(&pk, "charge");
-    sx_pack_array(&pk, 3);
-    sx_pack_str(&pk, s->id);
-    sx_pack_str(&pk, s->card);
-    sx_pack_int(&pk, s->attempts);
-    if (pk.err != 0)
-        return pk.err;
-    /* The answer comes in a later step with TAG_PAYMENT: the child's result
-     * (DONE), its error (SX_EFAILED and its message), or SX_ETIMEDOUT if
-     * PAYMENT_TIMEOUT_MS pass first — exactly one of them. */
-    s->phase = ORDER_PAYING;
-    sx_wait(out);
-    return sx_yield_timeout(out, SX_CMD_SPAWN_WAIT, TAG_PAYMENT,
-                            sx_pack_payload(&pk), PAYMENT_TIMEOUT_MS);
-}
-
-/* After the payment: run a subprocess that prints the receipt. argv goes
- * to the program as is (our data is never parsed by the shell): in the
- * script, "$1", "$2" and "$3" are the order id, the amount and the
- * transaction id; "sh" fills $0. */
-static int order_receipt(order_state *s, sx_step_output *out)
-{
-    uint8_t buf[512];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_map(&pk, 3);
-    sx_pack_str(&pk, "argv");
-    sx_pack_array(&pk, 7);
-    sx_pack_str(&pk, "/bin/sh");
-    sx_pack_str(&pk, "-c");
-    sx_pack_str(&pk, "printf 'receipt %s %s %s' \"$1\" \"$2\" \"$3\"");
-    sx_pack_str(&pk, "sh");
-    sx_pack_str(&pk, s->id);
-    sx_pack_str(&pk, s->amount);
-    sx_pack_str(&pk, s->txn);
-    sx_pack_str(&pk, "max_output"); /* bytes of stdout (and of stderr) */
-    sx_pack_int(&pk, (int64_t)sizeof(s->receipt) - 1);
-    sx_pack_str(&pk, "timeout_ms"); /* the child is killed past this */
-    sx_pack_int(&pk, RECEIPT_TIMEOUT_MS);
-    if (pk.err != 0)
-        return pk.err;
-    s->phase = ORDER_RECEIPT;
-    sx_wait(out);
-    return sx_yield(out, SX_CMD_EXEC, TAG_RECEIPT, sx_pack_payload(&pk));
-}
-
-/* The payment's answer: go on to the receipt, retry after a backoff, or
- * give up. */
-static int order_on_payment(order_state *s, const sx_event *ev,
-                            sx_step_output *out)
-{
-    if (ev->error == 0) {
-        /* Paid: the child's result is its transaction id. */
-        sx_unpack u;
-        sx_unpack_init(&u, ev->data);
-        if (unpack_text(&u, s->txn, sizeof(s->txn)) != 0) {
-            sx_fail(out, "payment: the result is not a transaction id");
-            return 0;
-        }
-        s->reason[0] = '\0';
-        return order_receipt(s, out);
-    }
-    /* Remember why, for the result and for the log. error_msg is only
-     * valid during this step: copy it. */
-    snprintf(s->reason, sizeof(s->reason), "%s",
-             ev->error_msg != NULL ? ev->error_msg : sx_strerror(ev->error));
-    if (ev->error == SX_ETIMEDOUT) {
-        /* The per-yield timeout: the payment did not answer in time. We
-         * cannot tell whether the customer was charged, so retrying could
-         * charge twice: give up and let a person look. */
-        snprintf(s->reason, sizeof(s->reason),
-                 "no answer from payment in %d ms", PAYMENT_TIMEOUT_MS);
-        return order_finish(s, out, "timed out");
-    }
-    if (s->attempts >= MAX_ATTEMPTS)
-        return order_finish(s, out, "failed");
-    /* Back off before the next try: 10, 20, 40 ms ... */
-    uint8_t buf[SX_PAYLOAD_INT_MAX];
-    int64_t ms = (int64_t)BACKOFF_FIRST_MS << (s->attempts - 1);
-    s->phase = ORDER_BACKOFF;
-    sx_wait(out);
-    return sx_yield(out, SX_CMD_SLEEP, TAG_BACKOFF, sx_payload_int(buf, ms));
-}
-
-/* The receipt subprocess's answer: {"status", "signal", "stdout",
- * "stderr"}. A non-zero exit is not an error of the command: check it. */
-static int order_on_receipt(order_state *s, const sx_event *ev,
-                            sx_step_output *out)
-{
-    char msg[160];
-    if (ev->error != 0) {
-        /* Could not start /bin/sh, output too long, timeout_ms passed... */
-        snprintf(msg, sizeof(msg), "receipt: %s",
-                 ev->error_msg != NULL ? ev->error_msg
-                                       : sx_strerror(ev->error));
-        sx_fail(out, msg);
-        return 0;
-    }
-    int64_t status = -1;
-    const void *text = NULL;
-    size_t len = 0;
-    sx_unpack u;
-    uint32_t n = 0;
-    sx_unpack_init(&u, ev->data);
-    if (sx_unpack_map(&u, &n) != 0)
-        n = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        char key[16];
-        if (unpack_text(&u, key, sizeof(key)) != 0)
-            break;
-        if (strcmp(key, "status") == 0 &&
-            sx_unpack_type(&u) == SX_MP_INT) /* nil when killed by a signal */
-            sx_unpack_int(&u, &status);
-        else if (strcmp(key, "stdout") == 0)
-            sx_unpack_bin(&u, &text, &len);
-        else
-            sx_unpack_skip(&u);
-    }
-    if (status != 0 || text == NULL || len >= sizeof(s->receipt)) {
-        sx_fail(out, "receipt: the subprocess did not exit 0 with a receipt");
-        return 0;
-    }
-    memcpy(s->receipt, text, len);
-    s->receipt[len] = '\0';
-    return order_finish(s, out, "paid");
-}
-
-/* Every step: look at the batch of events (answers and messages), then act
- * on the phase. */
-static int order_step(void *st, const sx_event *ev, size_t n_ev,
-                      sx_step_output *out)
-{
-    order_state *s = st;
-    const sx_event *answer = NULL;
-    for (size_t i = 0; i < n_ev; i++) {
-        if (ev[i].type == SX_EVENT_YIELD_COMPLETE) {
-            answer = &ev[i]; /* our single yield in flight answered */
-        } else if (strcmp(ev[i].topic, SX_TOPIC_CANCEL) == 0) {
-            /* Soft cancel (sx_engine_cancel, or sx_engine_stop): finish
-             * now. The engine cancels what we were waiting for (a sleep,
-             * the receipt subprocess); a payment child sees us exit. */
-            const char *why = "";
-            size_t len = 0;
-            sx_unpack u;
-            sx_unpack_init(&u, ev[i].data); /* the reason: a string */
-            sx_unpack_str(&u, &why, &len);
-            snprintf(s->reason, sizeof(s->reason), "%.*s", (int)len, why);
-            return order_finish(s, out, "cancelled");
-        }
-        /* Any other message: not for us; ignore it. */
-    }
-
-    switch (s->phase) {
-    case ORDER_START:
-        return order_pay(s, out); /* first step: no events yet */
-    case ORDER_PAYING:
-        if (answer != NULL && answer->tag == TAG_PAYMENT)
-            return order_on_payment(s, answer, out);
-        break;
-    case ORDER_BACKOFF:
-        if (answer != NULL && answer->tag == TAG_BACKOFF) {
-            if (answer->error != 0)
-                return answer->error; /* a sleep does not fail; fail if so */
-            return order_pay(s, out); /* the next attempt */
-        }
-        break;
-    case ORDER_RECEIPT:
-        if (answer != NULL && answer->tag == TAG_RECEIPT)
-            return order_on_receipt(s, answer, out);
-        break;
-    }
-    /* Woken by something else (an ignored message): our yield is still in
-     * flight, so wait for it. Without sx_wait the status would be
-     * CONTINUE, and a step that writes no yield runs again at once. */
-    sx_wait(out);
-    return 0;
-}
-
-static const char *const order_methods[] = { "run", NULL };
-static const sx_process_type order_type = { .name = "order",
-                                            .state_size = sizeof(order_state),
-                                            .init = order_init,
-                                            .step = order_step,
-                                            .methods = order_methods };
-
-/* ======================================================================== */
-/* main: submit one order per path, wait for each, check the outcomes       */
-/* ======================================================================== */
+/* ---- main: one order per path, each outcome checked ------------------- */
 
 typedef struct {
     const char *id;
@@ -470,7 +232,7 @@ typedef struct {
 static const scenario scenarios[] = {
     { "A-1001", 2500, "good", 0, "paid", 1 },
     { "A-1002", 1999, "flaky", 0, "paid", FLAKY_FAILURES + 1 },
-    { "A-1003", 4200, "down", 0, "failed", MAX_ATTEMPTS },
+    { "A-1003", 4200, "down", 0, "failed", RETRIES + 1 },
     { "A-1004", 999, "hung", 0, "timed out", 1 },
     /* Cancelled while its payment hangs: 1 attempt (0 on a machine so
      * busy that the cancel overtakes the order's first step). */
@@ -481,40 +243,19 @@ enum { N_ORDERS = sizeof(scenarios) / sizeof(scenarios[0]) };
 /* The order's result map, read back into C. */
 typedef struct {
     char order[32], status[16], receipt[128], reason[128];
-    int64_t attempts;
+    int64_t attempts; /* the gateway's count of charges for the order */
 } outcome;
 
 static int read_outcome(sx_payload v, outcome *o)
 {
-    sx_unpack u;
-    uint32_t n;
     memset(o, 0, sizeof(*o));
-    o->attempts = -1;
-    sx_unpack_init(&u, v);
-    if (sx_unpack_map(&u, &n) != 0)
+    if (sx_get_strcpy(v, "order", o->order, sizeof o->order) != 0 ||
+        sx_get_strcpy(v, "status", o->status, sizeof o->status) != 0)
         return SX_EPROTO;
-    for (uint32_t i = 0; i < n; i++) {
-        char key[16];
-        int rc = unpack_text(&u, key, sizeof(key));
-        if (rc != 0)
-            return rc;
-        if (sx_unpack_type(&u) == SX_MP_NIL)
-            rc = sx_unpack_nil(&u); /* receipt or reason left "" */
-        else if (strcmp(key, "order") == 0)
-            rc = unpack_text(&u, o->order, sizeof(o->order));
-        else if (strcmp(key, "status") == 0)
-            rc = unpack_text(&u, o->status, sizeof(o->status));
-        else if (strcmp(key, "attempts") == 0)
-            rc = sx_unpack_int(&u, &o->attempts);
-        else if (strcmp(key, "receipt") == 0)
-            rc = unpack_text(&u, o->receipt, sizeof(o->receipt));
-        else if (strcmp(key, "reason") == 0)
-            rc = unpack_text(&u, o->reason, sizeof(o->reason));
-        else
-            rc = sx_unpack_skip(&u);
-        if (rc != 0)
-            return rc;
-    }
+    /* nil (absent) leaves them "" */
+    sx_get_strcpy(v, "receipt", o->receipt, sizeof o->receipt);
+    sx_get_strcpy(v, "reason", o->reason, sizeof o->reason);
+    o->attempts = gateway_calls(o->order, 0);
     return 0;
 }
 
@@ -557,8 +298,8 @@ static int check_order(const scenario *sc, sx_pid pid, const sx_result *r)
     return ok ? 0 : 1;
 }
 
-/* Waits until no process is left (the payments of the hung orders stop
- * when they see their order exit). Returns 0, or 1 after timeout_ms. */
+/* Waits until no process is left (the payments of the hung orders end
+ * with their orders). Returns 0, or 1 after timeout_ms. */
 static int wait_all_finished(sx_engine *e, int timeout_ms)
 {
     for (int waited = 0; waited <= timeout_ms; waited++) {
@@ -643,7 +384,7 @@ int main(void)
         sx_result_free(&r); /* the result's value and message are ours */
     }
 
-    /* 5. No payment is left hanging: each one watched its order. */
+    /* 5. No payment is left hanging: the order's end ended it. */
     if (wait_all_finished(e, 5000) != 0) {
         printf("a payment process is still running after its order ended\n");
         bad++;
