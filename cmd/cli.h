@@ -57,6 +57,7 @@ typedef struct {
     /* submit --max-restarts, --restart-window, --backoff-min,
      * --backoff-max (0: not given) */
     int64_t max_restarts, window_ms, backoff_min_ms, backoff_max_ms;
+    int64_t deadline_ms;                 /* submit --deadline; 0: none */
     const char *sends[CLI_MAX_SENDS][2]; /* watch --send TOPIC JSON    */
     int n_sends;
 } cli_args;

@@ -196,7 +196,8 @@ static int pack_submit(cli *c, sx_pack *pk)
                             "backoff_max_ms" };
     int64_t nums[] = { a->max_restarts, a->window_ms, a->backoff_min_ms,
                        a->backoff_max_ms };
-    uint32_t extra = (a->key != NULL) + (a->restart != NULL);
+    uint32_t extra =
+        (a->key != NULL) + (a->restart != NULL) + (a->deadline_ms != 0);
     for (int i = 0; i < 4; i++)
         extra += nums[i] != 0;
     sx_pack_map(pk, 4 + extra);
@@ -207,6 +208,10 @@ static int pack_submit(cli *c, sx_pack *pk)
     if (a->restart != NULL) {
         sx_pack_str(pk, "restart");
         sx_pack_str(pk, a->restart);
+    }
+    if (a->deadline_ms != 0) {
+        sx_pack_str(pk, "deadline_ms");
+        sx_pack_uint(pk, (uint64_t)a->deadline_ms);
     }
     for (int i = 0; i < 4; i++)
         if (nums[i] != 0) {

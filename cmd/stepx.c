@@ -48,6 +48,7 @@ static void usage(FILE *f)
         "      --backoff-max MS        largest backoff (10000); up to a "
         "quarter\n"
         "                              more at random, never past it\n"
+        "      --deadline MS           end it (timeout) if it runs longer\n"
         "  send PID TOPIC JSON         send a message (from this connection)\n"
         "  wait PID                    wait for a process; print its result\n"
         "  cancel PID [REASON]         soft cancel (also --reason TEXT)\n"
@@ -278,6 +279,11 @@ static int option_value(cli_args *a, const char *name, const char *v,
             goto bad;
         a->restart = v;
         *used |= OPT_SUBMIT;
+    } else if (strcmp(name, "--deadline") == 0) {
+        if (!parse_i64(v, 1, (int64_t)1 << 40, &n))
+            goto bad;
+        a->deadline_ms = n;
+        *used |= OPT_SUBMIT;
     } else if (strcmp(name, "--max-restarts") == 0 ||
                strcmp(name, "--restart-window") == 0 ||
                strcmp(name, "--backoff-min") == 0 ||
@@ -309,6 +315,7 @@ static bool takes_value(const char *o)
         "--count",        "--limit",          "--interval",    "-n",
         "--iterations",   "--reason",         "--key",         "--restart",
         "--max-restarts", "--restart-window", "--backoff-min", "--backoff-max",
+        "--deadline",
     };
     for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
         if (strcmp(o, with[i]) == 0)

@@ -372,6 +372,16 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     bool has_policy;
     if (submit_restart(c, id, req, &policy, &has_policy) != 0)
         return;
+    uint64_t deadline = 0;
+    rc = sx__relay_field_uint(req, "deadline_ms", &deadline);
+    if (rc == 1) {
+        deadline = 0;
+    } else if (rc != 0 || deadline == 0 || deadline > ((uint64_t)1 << 40)) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"deadline_ms\": want an integer from 1 "
+                              "to 2^40 (milliseconds)");
+        return;
+    }
     sx_payload *in;
     size_t n;
     if (submit_inputs(c, id, req, &in, &n) != 0)
@@ -400,12 +410,13 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     bool later = false;
     if (memchr(mn, '\0', ml) != NULL) {
         rc = SX_EUNKNOWN_METHOD;
-    } else if (s->stored || has_policy) {
+    } else if (s->stored || has_policy || deadline > 0) {
         /* Answered once the job is stored (relay/stored.c; at once
          * without a store). */
         sx_submit_opts o = { .key = key,
                              .key_len = kl,
-                             .restart = has_policy ? &policy : NULL };
+                             .restart = has_policy ? &policy : NULL,
+                             .deadline_ms = (int64_t)deadline };
         rc = sx__relay_submit_stored(c, id, t->name, method, in, n, &o);
         later = rc == 0;
     } else {

@@ -51,10 +51,10 @@ typedef struct {
 static int counter_init(void *st, const sx_init_ctx *c, const char *m,
                         const sx_payload *in, size_t n)
 {
-    (void)c, (void)m;
     counter_st *s = st;
     if (n != 1 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0)
-        return SX_EINVAL;
+        return sx_init_error(c, SX_EINVAL,
+                             "counter.%s takes [n]: one integer, 0 or more", m);
     s->left = s->n;
     return 0;
 }
@@ -83,11 +83,13 @@ typedef struct {
 static int tally_init(void *st, const sx_init_ctx *c, const char *m,
                       const sx_payload *in, size_t n)
 {
-    (void)c, (void)m;
     tally_st *s = st;
     if (n != 2 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0 ||
         sx_payload_get_int(in[1], &s->ms) != 0 || s->ms < 0 || s->ms > 3600000)
-        return SX_EINVAL;
+        return sx_init_error(c, SX_EINVAL,
+                             "tally.%s takes [n, ms]: n an integer, 0 or "
+                             "more; ms from 0 to 3600000",
+                             m);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     s->init_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -150,11 +152,13 @@ typedef struct {
 static int sleeper_init(void *st, const sx_init_ctx *c, const char *m,
                         const sx_payload *in, size_t n)
 {
-    (void)c, (void)m;
     sleeper_st *s = st;
     if (n != 1 || sx_payload_get_int(in[0], &s->ms) != 0 ||
         s->ms > SLEEPER_MAX_MS)
-        return SX_EINVAL;
+        return sx_init_error(c, SX_EINVAL,
+                             "sleeper.%s takes [ms]: one integer up to "
+                             "2^40",
+                             m);
     return 0;
 }
 

@@ -652,6 +652,18 @@ run submit --max-restarts 2 counter run '[1]'
 expect "restart numbers without --restart: exit 2" 2 "need --restart"
 run submit --restart sometimes counter run '[1]'
 expect "--restart of another mode: exit 2" 2 "bad value"
+# A deadline at submit ends the process with timeout; init's own message
+# says which input was wrong.
+run --json submit --wait --deadline 200 sleeper run '[30000]'
+json "submit --deadline 200 on a 30 s sleeper: failed, the deadline's message" \
+    "d['ok'] is False and d['error']['code'] == 'failed' and d['error']['message'] == 'deadline of 200 ms passed'" 1
+run submit --deadline 0 sleeper run '[1]'
+expect "--deadline 0: exit 2" 2 "bad value"
+run submit --wait --deadline 5000 sleeper run '[10]'
+expect "submit --deadline longer than the run: the result" 0 "10"
+run submit sleeper run '["ten"]'
+expect "init_failed carries init's own message" 4 \
+    "sleeper.run takes \[ms\]: one integer up to 2\^40"
 run submit --key k1 counter run '[1]'
 expect "--key on an --ephemeral daemon: exit 4, bad_request" 4 \
     "keys need a state store"
