@@ -209,10 +209,14 @@ static void spawn_undo(sx_engine *e, sx__worker *w, sx__proc *p, int rc,
                        const char *msg)
 {
     mark_complete(e, p);
-    /* A deadline armed for it (a held job the store refused) goes. relaxed
-     * gen: the slot is ours. */
-    sx__io_proc_finished(e, p,
-                         atomic_load_explicit(&p->gen, memory_order_relaxed));
+    /* A deadline armed for it (a held job the store refused) goes. Only
+     * then: a spawn refused because stop has begun must not read the
+     * loops, which stop takes down meanwhile (p->io is 0 for a slot no
+     * deadline or command has used; a live process holds stop back).
+     * relaxed gen: the slot is ours. */
+    if (p->io)
+        sx__io_proc_finished(
+            e, p, atomic_load_explicit(&p->gen, memory_order_relaxed));
     sx_pid self = sx__proc_pid(e, p); /* before retire moves gen on */
     /* Retired under a shard lock, and its waiters (sx_engine_wait on the
      * PID, which resolved) woken: no outcome will come for them. */
