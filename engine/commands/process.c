@@ -123,8 +123,7 @@ static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
 static __attribute__((cold, noinline)) int spawn_refused(sx_completer *done,
                                                          int rc)
 {
-    const char *m = sx_engine_init_error();
-    sx_complete(done, nil, rc, m[0] != '\0' ? m : NULL);
+    sx_complete(done, nil, rc, sx__init_take(rc));
     return 0;
 }
 
@@ -284,6 +283,12 @@ static int cmd_spawn_all(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         if (spawn_opts(sx_pack_payload(&opts), "spawn-all", &x, &retry,
                        &has_retry, done) != 0) {
             sx_pack_fini(&opts);
+            return 0;
+        }
+        if (x.notify) { /* the children's PIDs come in the answer's order */
+            sx_pack_fini(&opts);
+            sx_complete(done, nil, SX_EINVAL,
+                        "spawn-all: notify is an option of spawn-wait");
             return 0;
         }
     }

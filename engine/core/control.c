@@ -45,9 +45,11 @@ static _Thread_local struct {
     int code;
     char msg[SX_INIT_ERROR_MAX];
 } init_msg;
-/* The message of the last init refused on this thread (sx_engine_init_error).
- */
+/* The message of the last init refused on this thread
+ * (sx_engine_init_error), and that refusal's code until a caller takes it
+ * (sx__init_take; 0: taken, or none). */
 static _Thread_local char init_last[SX_INIT_ERROR_MAX];
+static _Thread_local int init_last_code;
 
 int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
 {
@@ -71,12 +73,26 @@ const char *sx_engine_init_error(void)
 
 const char *sx__init_refused(const sx_init_ctx *ctx, int code)
 {
-    if (init_msg.ctx == ctx && init_msg.code == code) {
+    if (init_msg.ctx == ctx && init_msg.code == code)
         memcpy(init_last, init_msg.msg, sizeof init_last);
-        init_msg.ctx = NULL;
-    } else {
+    else
         init_last[0] = '\0';
-    }
+    init_msg.ctx = NULL; /* used, or not this init's: never again */
+    init_last_code = code;
+    return init_last;
+}
+
+void sx__init_forget(void)
+{
+    init_last[0] = '\0';
+    init_last_code = 0;
+}
+
+const char *sx__init_take(int code)
+{
+    if (code == 0 || init_last_code != code || init_last[0] == '\0')
+        return NULL;
+    init_last_code = 0;
     return init_last;
 }
 
@@ -161,10 +177,14 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
         char msg[96];
         if (ms == UINT32_MAX)
             snprintf(msg, sizeof msg, "no memory to keep the deadline");
+        else if (ms & 0x80000000u)
+            snprintf(msg, sizeof msg, "deadline of %u s passed",
+                     ms & 0x7fffffffu);
         else
             snprintf(msg, sizeof msg, "deadline of %u ms passed", ms);
-        /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&e->deadlines, 1, memory_order_relaxed);
+        if (ms != UINT32_MAX)
+            /* relaxed: a figure. */
+            atomic_fetch_add_explicit(&e->deadlines, 1, memory_order_relaxed);
         sx__finish(e, p, ms == UINT32_MAX ? SX_ENOMEM : SX_ETIMEDOUT, msg,
                    (sx_payload){ NULL, 0 });
         return;

@@ -190,6 +190,12 @@ int sx__type_add(sx_engine *e, const sx_process_type *type);
 /* [cold] init refused with code: the message it gave with sx_init_error
  * ("" when none), kept for sx_engine_init_error on this thread. */
 const char *sx__init_refused(const sx_init_ctx *ctx, int code);
+/* A submit begins: sx_engine_init_error says "" until init refuses one. */
+void sx__init_forget(void);
+/* [cold] A spawn failed with code: init's message when it was init that
+ * refused it with code and no one took the message yet (then taken), else
+ * NULL. */
+const char *sx__init_take(int code);
 
 /* engine/io/expire.c */
 /* [creator, p not queued yet] Arms p's deadline, ms from now (ms <= 0:
@@ -294,6 +300,15 @@ void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
                     const char *msg, sx_payload value, uint64_t steps);
 
 /* engine/core/watch.c */
+/* [the worker that runs p] Frees spent scope watchers among the newest
+ * on p's list (children that ended), a few at a time: a parent that
+ * spawns scoped children one after another holds a watcher only for
+ * those still running. */
+void sx__scope_prune(sx_engine *e, sx__proc *p);
+/* [the worker that ends p's attempt] A job's attempt ended (error) and it
+ * restarts: its scoped children get what its end gives them now, and
+ * their watchers go inert (the list stays open for the next attempt). */
+void sx__scope_end(sx_engine *e, sx__proc *p, int error);
 int sx__watch(sx_engine *e, sx_pid target, sx__ev *watcher);
 /* [finishing worker] Closes p's watcher list and fires every watcher on
  * it with the outcome. */

@@ -602,8 +602,10 @@ void sx__job_finish(sx_engine *e, sx__proc *p, sx_pid pid, int error,
     if (!atomic_load_explicit(&e->stopping, memory_order_relaxed) &&
         sx__job_restart_maybe(e, p, j, &error, &msg, buf, sizeof buf)) {
         /* Still live: the supervisor runs it again from init. Its last
-         * messages go as a step's do (not stored). */
+         * messages go as a step's do (not stored); its scoped children
+         * get this attempt's end, as they would the job's. */
         sx__ckpt_final_send(e, pid, sends, false);
+        sx__scope_end(e, p, error);
         return;
     }
     sx__live_died(e, sx__current_worker(e));
@@ -618,6 +620,12 @@ void sx__job_end(sx_engine *e, sx__proc *p, int error, const char *msg)
     sx_pid pid = { e->cfg.node, e->cfg.host, j->id };
     /* relaxed: a figure. */
     uint64_t steps = atomic_load_explicit(&p->steps, memory_order_relaxed);
+    /* A cancel of a job waiting for its restart is counted as a cancelled
+     * end (engine.h); its attempt's own end was counted when it came, and
+     * other ends here (a restart that could not be made) follow one.
+     * relaxed: a figure. */
+    if (error == SX_ECANCELLED)
+        atomic_fetch_add_explicit(&e->cancelled, 1, memory_order_relaxed);
     sx__live_died(e, sx__current_worker(e));
     job_outcome(e, p, j, pid, error, msg, (sx_payload){ NULL, 0 }, steps, NULL,
                 NULL, 0);

@@ -1,6 +1,11 @@
 /* engine/core/proc.c — a process's life: the registered types, submit
- * and spawn, messages, cancel and terminate, finishing (its watchers are
- * engine/core/watch.c).
+ * and spawn (with options too), messages, finishing (its watchers are
+ * engine/core/watch.c; cancel and terminate engine/core/control.c).
+ *
+ * It is one piece: every spawn path (sx__spawn, sx__spawn_opt, spawn_held) has
+ * spawn_in inlined, and the type look-up and admission with it, so that
+ * the hot one (a spawn without options: skynet) is compiled as one
+ * function; split across files, they would share it through calls.
  *
  * Threads: submit, send, cancel and terminate [any thread]; sx__finish
  * runs on the worker that ran the process's last step.
@@ -299,6 +304,16 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
             rc = SX_EFAILED;
         return init_refused(e, w, p, &ctx, rc);
     }
+    /* deadline_ms < 0: the type's (a constant in the spawn paths that
+     * have no options, where this is one test of t->deadline_ms). Armed
+     * before the caller's watcher is pushed: if it cannot be, the undo
+     * answers only the watchers others registered, and the caller answers
+     * its own (a spawn-wait's completer) once, from the error. */
+    if (deadline_ms < 0)
+        deadline_ms = t->deadline_ms;
+    if (__builtin_expect(deadline_ms > 0, 0) &&
+        sx__expire_arm(e, p, deadline_ms) != 0)
+        return deadline_refused(e, w, p);
     if (watcher != NULL) {
         /* Pushed, not stored: p's PID resolved while init ran, so a
          * monitor, link or sx_engine_watch may have registered watchers
@@ -318,13 +333,6 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
             &p->watchers, &old, watcher, memory_order_release,
             memory_order_relaxed));
     }
-    /* deadline_ms < 0: the type's (a constant in the spawn paths that
-     * have no options, where this is one test of t->deadline_ms). */
-    if (deadline_ms < 0)
-        deadline_ms = t->deadline_ms;
-    if (__builtin_expect(deadline_ms > 0, 0) &&
-        sx__expire_arm(e, p, deadline_ms) != 0)
-        return deadline_refused(e, w, p);
     if (w != NULL)
         sx__wstat_add(&w->st.spawned, 1);
     else
@@ -407,7 +415,16 @@ int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
     if (scope != NULL) {
         /* The parent's end reaches the child: a watcher on the parent,
          * addressed to the child (watch.c fires it as a cancel or a
-         * terminate). A parent that has ended already fires it at once. */
+         * terminate). A parent that has ended already fires it at once.
+         * Scoped spawns come from the parent's own commands, on the
+         * worker that runs it: the spent watchers of its children that
+         * ended go first (sx__scope_prune), so that a parent holds one
+         * per child still running, not one per child it ever had. */
+        sx__proc *pp = sx__ptable_get(e, parent);
+        if (pp != NULL) {
+            sx__scope_prune(e, pp);
+            sx__proc_release(e, pp);
+        }
         scope->watch = SX__WATCH_SCOPE;
         scope->engine = e;
         scope->to = p;
@@ -463,20 +480,23 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
 static int spawn_held(sx_engine *e, const char *type, const char *method,
                       const sx_payload *input, size_t n_input,
                       uint64_t claim_id, sx__proc **held, sx_pid *out_pid,
-                      bool init);
+                      bool init, int64_t deadline_ms);
 
 int sx__spawn_held(sx_engine *e, const char *type, const char *method,
                    const sx_payload *input, size_t n_input, uint64_t claim_id,
                    sx__proc **held, sx_pid *out_pid)
 {
     return spawn_held(e, type, method, input, n_input, claim_id, held, out_pid,
-                      true);
+                      true, -1);
 }
 
 int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
                       uint64_t claim_id, sx__proc **held)
 {
-    int rc = spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false);
+    /* No deadline: it is not running; its restart arms one
+     * (sx__proc_reinit). */
+    int rc =
+        spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false, 0);
     if (rc == 0) /* as a finish leaves it: refuses messages (supervise.c) */
         atomic_store_explicit(&(*held)->state, SX_PSTATE_COMPLETE,
                               memory_order_release);
@@ -486,13 +506,14 @@ int sx__spawn_waiting(sx_engine *e, const char *type, const char *method,
 int sx__spawn_restored(sx_engine *e, const char *type, const char *method,
                        uint64_t claim_id, sx__proc **held)
 {
-    return spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false);
+    return spawn_held(e, type, method, NULL, 0, claim_id, held, NULL, false,
+                      -1);
 }
 
 static int spawn_held(sx_engine *e, const char *type, const char *method,
                       const sx_payload *input, size_t n_input,
                       uint64_t claim_id, sx__proc **held, sx_pid *out_pid,
-                      bool init)
+                      bool init, int64_t deadline_ms)
 {
     const sx_process_type *t;
     uint16_t interned;
@@ -516,7 +537,7 @@ static int spawn_held(sx_engine *e, const char *type, const char *method,
                                     : SX_ENOMEM;
     }
     rc = spawn_in(e, w, p, t, SX_PID_NONE, method, input, n_input, NULL,
-                  out_pid, false, init, -1);
+                  out_pid, false, init, deadline_ms);
     if (rc == 0)
         *held = p;
     return rc;
@@ -533,6 +554,7 @@ void sx__spawn_drop(sx_engine *e, sx__proc *p, int rc, const char *msg)
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid)
 {
+    sx__init_forget(); /* sx_engine_init_error: this submit's, or "" */
     if (e == NULL)
         return SX_EINVAL;
     if (e->jobs) /* stored or supervised (durable.c) */

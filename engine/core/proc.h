@@ -269,8 +269,9 @@ typedef struct {
      * none. Written (release) by the restart, reset by the final finish;
      * read (acquire) by look-ups. */
     _Atomic uint32_t alias_gen;
-    /* Its deadline passed (engine/io/expire.c): the deadline in ms
-     * (saturated; UINT32_MAX: it could not be armed), written before the
+    /* Its deadline passed (engine/io/expire.c): the deadline in ms below
+     * 2^31, else 2^31 | whole seconds (UINT32_MAX: it could not be
+     * armed), written before the
      * TERM flag is raised, reset as link_failed is. 0: none. Fills the
      * padding after alias_gen. */
     _Atomic uint32_t expired_ms;

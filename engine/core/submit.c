@@ -100,6 +100,7 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
                            const sx_submit_opts *opts, sx_submit_fn fn,
                            void *user)
 {
+    sx__init_forget();
     int rc = submit_async(e, type, method, input, n_input, opts, fn, user);
     if (rc != 0 && opts != NULL && opts->init_error != NULL &&
         opts->init_error_cap > 0) {

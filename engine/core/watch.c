@@ -95,13 +95,15 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
 
 /* A scoped child's parent ended (with error): the child gets a @cancel
  * saying so, or is terminated (sx_spawn_opts.scope). A child that has
- * ended already is not there to reach: nothing happens. */
-static __attribute__((cold, noinline)) void scope_fire(sx_engine *e, sx__ev *w,
-                                                       int error)
+ * ended already is not there to reach: nothing happens. A watcher whose
+ * scope is SX_SCOPE_NONE has done this already (an attempt of a job
+ * ended, sx__scope_end) and is inert. */
+static void scope_act(sx_engine *e, const sx__ev *w, int error)
 {
     sx_pid child = w->from;
     int scope = (int)w->tag;
-    sx__ev_free(w);
+    if (scope == SX_SCOPE_NONE)
+        return;
     if (scope == SX_SCOPE_TERMINATE) {
         sx__proc *p = sx__ptable_get(e, child);
         if (p != NULL) {
@@ -120,6 +122,74 @@ static __attribute__((cold, noinline)) void scope_fire(sx_engine *e, sx__ev *w,
                                                : "parent ended: failed");
     sx__send(e, SX_PID_NONE, child, SX_TOPIC_CANCEL,
              sizeof(SX_TOPIC_CANCEL) - 1, sx_pack_payload(&pk), true);
+}
+
+static __attribute__((cold, noinline)) void scope_fire(sx_engine *e, sx__ev *w,
+                                                       int error)
+{
+    scope_act(e, w, error);
+    sx__ev_free(w);
+}
+
+/* Whether scope watcher w is spent: inert, or its child has ended (its
+ * slot's generation moved on; acquire: pairs with the release store of
+ * gen in retire, so the child's end is seen whole). */
+static bool scope_spent(const sx__ev *w)
+{
+    return w->tag == SX_SCOPE_NONE ||
+           atomic_load_explicit(&w->to->gen, memory_order_acquire) != w->to_gen;
+}
+
+/* The scope watchers of p after its head (see sx__scope_prune): spent ones
+ * unlinked and freed when prune, else each live one acted on and made
+ * inert. At most `most` nodes visited (0: all). The head stays: another
+ * thread's push may have read it as its next (sx__watch). Node links:
+ * relaxed, as only the thread that runs p changes or frees a node past
+ * the head. */
+static void scope_walk(sx_engine *e, sx__proc *p, bool prune, int error,
+                       size_t most)
+{
+    /* acquire: pairs with the release CAS of each push (sx__watch): the
+     * nodes seen through the head have their fields set. */
+    sx__ev *prev = atomic_load_explicit(&p->watchers, memory_order_acquire);
+    if (prev == NULL || prev == SX__WATCH_CLOSED)
+        return;
+    if (!prune && prev->watch == SX__WATCH_SCOPE) {
+        scope_act(e, prev, error);
+        prev->tag = SX_SCOPE_NONE;
+    }
+    size_t seen = 0;
+    for (;;) {
+        sx__ev *w = (sx__ev *)atomic_load_explicit(&prev->node.next,
+                                                   memory_order_relaxed);
+        if (w == NULL || (most != 0 && seen++ >= most))
+            return;
+        if (w->watch != SX__WATCH_SCOPE) {
+            prev = w;
+        } else if (!prune) {
+            scope_act(e, w, error);
+            w->tag = SX_SCOPE_NONE;
+            prev = w;
+        } else if (scope_spent(w)) {
+            atomic_store_explicit(
+                &prev->node.next,
+                atomic_load_explicit(&w->node.next, memory_order_relaxed),
+                memory_order_relaxed);
+            sx__ev_free(w);
+        } else {
+            prev = w;
+        }
+    }
+}
+
+void sx__scope_prune(sx_engine *e, sx__proc *p)
+{
+    scope_walk(e, p, true, 0, 16);
+}
+
+void sx__scope_end(sx_engine *e, sx__proc *p, int error)
+{
+    scope_walk(e, p, false, error, 0);
 }
 
 void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,

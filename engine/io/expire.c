@@ -19,7 +19,7 @@ typedef struct {
     sx__ioop op; /* first; op.done == NULL */
     sx__iotimer timer;
     uint64_t due_ns;
-    uint32_t ms; /* the deadline, saturated, for the message */
+    uint32_t ms; /* the deadline as expired_ms notes it (core.h) */
 } expire_op;
 
 static expire_op *of_timer(sx__iotimer *t)
@@ -94,7 +94,18 @@ int sx__expire_arm(sx_engine *e, sx__proc *p, int64_t ms)
     x->due_ns = (uint64_t)ms > (UINT64_MAX - now) / 1000000u
                     ? UINT64_MAX
                     : now + (uint64_t)ms * 1000000u;
-    x->ms = (uint64_t)ms >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)ms;
+    /* Below 2^31 ms as it is; longer in whole seconds with the top bit
+     * set (sx__finish_terminated's message says which); UINT32_MAX is
+     * kept for "could not be armed". */
+    if ((uint64_t)ms < ((uint64_t)1 << 31)) {
+        x->ms = (uint32_t)ms;
+    } else {
+        uint64_t sec = (uint64_t)ms / 1000u;
+        x->ms =
+            (uint32_t)(((uint64_t)1 << 31) | (sec < ((uint64_t)1 << 31) - 2
+                                                  ? sec
+                                                  : ((uint64_t)1 << 31) - 2));
+    }
     /* Its finish will look for ops (as sx__io_submit's owner does): p is
      * not queued yet, and the queueing publishes this. */
     p->io = 1;

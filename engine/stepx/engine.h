@@ -129,9 +129,10 @@ const char *sx_engine_state_error(const sx_engine *e);
 int sx_engine_submit(sx_engine *e, const char *type, const char *method,
                      const sx_payload *input, size_t n_input, sx_pid *out_pid);
 
-/* The message init gave with its error (sx_init_error) in the last
- * submit on this thread that init refused, or "" when it gave none.
- * Valid until the next submit on this thread. */
+/* The message init gave with its error (sx_init_error) when init refused
+ * the last submit on this thread; "" when it gave none, when that submit
+ * failed for another reason, or succeeded. Valid until the next submit
+ * on this thread. */
 const char *sx_engine_init_error(void);
 
 /* ---- supervision ------------------------------------------------------ */
@@ -185,10 +186,11 @@ typedef struct {
      * or none. */
     const sx_restart_policy *restart;
     /* The job's deadline: when it has not ended deadline_ms after it
-     * starts (each run: a restart or a re-run after a crash starts the
-     * clock again), it ends with SX_ETIMEDOUT ("deadline of N ms
-     * passed"), as a terminate ends a process. 0 = its type's
-     * (sx_process_type.deadline_ms), or none. */
+     * starts (each attempt: a restart starts the clock again), it ends
+     * with SX_ETIMEDOUT ("deadline of N ms passed"), as a terminate ends
+     * a process. 0 = its type's (sx_process_type.deadline_ms), or none.
+     * Not stored: a run after a crash has its type's (docs/
+     * DURABILITY.md, "Known gaps"). */
     int64_t deadline_ms;
     /* Where the message of an init error goes (sx_init_error), with a
      * NUL; NULL: nowhere (sx_engine_init_error has it too). */

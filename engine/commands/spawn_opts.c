@@ -1,0 +1,299 @@
+/* engine/commands/spawn_opts.c — the options of the spawn commands
+ * (docs/COMMANDS.md, "Spawn options"): the options map read into a
+ * sx__spawnx and a retry policy, and written back; a command run by an
+ * "@retry" child (engine/commands/helpers.c) with its retry policy; exec's
+ * args less their "retry" key; spawn-all's args split into its children
+ * and the options they share.
+ *
+ * Threads: [worker] (the command handlers that call them).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/commands/commands.h"
+
+static bool key_is(const char *k, size_t kn, const char *want)
+{
+    return strlen(want) == kn && memcmp(k, want, kn) == 0;
+}
+
+/* A retry policy as a map {max_restarts, backoff_min_ms, backoff_max_ms}
+ * (each optional, 1 to 4,294,967,295), or nil for none. */
+static int retry_decode(sx_unpack *u, sx_restart_policy *p, bool *has,
+                        char *why, size_t cap)
+{
+    *has = false;
+    if (sx_unpack_nil(u) == 0)
+        return 0;
+    uint32_t n;
+    memset(p, 0, sizeof *p);
+    p->mode = SX_RESTART_ON_FAILURE;
+    if (sx_unpack_map(u, &n) != 0)
+        goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        uint64_t v;
+        if (sx_unpack_str(u, &k, &kn) != 0 || sx_unpack_uint(u, &v) != 0 ||
+            v == 0 || v > UINT32_MAX)
+            goto bad;
+        if (key_is(k, kn, "max_restarts"))
+            p->max_restarts = (uint32_t)v;
+        else if (key_is(k, kn, "backoff_min_ms"))
+            p->backoff_min_ms = (uint32_t)v;
+        else if (key_is(k, kn, "backoff_max_ms"))
+            p->backoff_max_ms = (uint32_t)v;
+        else
+            goto bad;
+    }
+    if (sx_restart_policy_check(p) != 0)
+        goto bad;
+    *has = true;
+    return 0;
+bad:
+    snprintf(why, cap,
+             "retry must be nil or a map {max_restarts, backoff_min_ms, "
+             "backoff_max_ms} of integers from 1 to 4294967295 "
+             "(max_restarts at most 1000000, backoff_min_ms not over "
+             "backoff_max_ms)");
+    return SX_EINVAL;
+}
+
+int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
+                          sx_restart_policy *retry, bool *has_retry, char *why,
+                          size_t cap)
+{
+    memset(x, 0, sizeof *x);
+    x->deadline_ms = -1;
+    *has_retry = false;
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, opts);
+    if (sx_unpack_nil(&u) == 0)
+        return sx_unpack_done(&u) ? 0 : SX_EINVAL;
+    if (sx_unpack_map(&u, &n) != 0) {
+        snprintf(why, cap,
+                 "options must be a map {deadline_ms, scope, notify, retry}");
+        return SX_EINVAL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k, *s;
+        size_t kn, sn;
+        int64_t v;
+        bool b;
+        if (sx_unpack_str(&u, &k, &kn) != 0) {
+            snprintf(why, cap, "option names must be strings");
+            return SX_EINVAL;
+        }
+        if (key_is(k, kn, "deadline_ms")) {
+            if (sx_unpack_int(&u, &v) != 0 || v < 0 || v > ((int64_t)1 << 40)) {
+                snprintf(why, cap,
+                         "deadline_ms must be an integer from 0 to 2^40 "
+                         "(0: the type's)");
+                return SX_EINVAL;
+            }
+            x->deadline_ms = v > 0 ? v : -1;
+        } else if (key_is(k, kn, "scope")) {
+            bool str = sx_unpack_str(&u, &s, &sn) == 0;
+            if (str && key_is(s, sn, "none"))
+                x->scope = SX_SCOPE_NONE;
+            else if (str && key_is(s, sn, "cancel"))
+                x->scope = SX_SCOPE_CANCEL;
+            else if (str && key_is(s, sn, "terminate"))
+                x->scope = SX_SCOPE_TERMINATE;
+            else {
+                snprintf(why, cap,
+                         "scope must be \"none\", \"cancel\" or "
+                         "\"terminate\"");
+                return SX_EINVAL;
+            }
+        } else if (key_is(k, kn, "notify")) {
+            if (sx_unpack_bool(&u, &b) != 0) {
+                snprintf(why, cap, "notify must be a bool");
+                return SX_EINVAL;
+            }
+            x->notify = b;
+        } else if (key_is(k, kn, "retry")) {
+            int rc = retry_decode(&u, retry, has_retry, why, cap);
+            if (rc != 0)
+                return rc;
+        } else {
+            snprintf(why, cap, "unknown option \"%.*s\"",
+                     (int)(kn > 64 ? 64 : kn), k);
+            return SX_EINVAL;
+        }
+    }
+    if (!sx_unpack_done(&u)) {
+        snprintf(why, cap, "options must be one map");
+        return SX_EINVAL;
+    }
+    return 0;
+}
+
+void sx__spawn_opts_pack(sx_pack *pk, const sx__spawnx *x)
+{
+    uint32_t n = (x->deadline_ms > 0) + (x->scope != SX_SCOPE_NONE) +
+                 (x->notify ? 1u : 0u);
+    sx_pack_map(pk, n);
+    if (x->deadline_ms > 0) {
+        sx_pack_str(pk, "deadline_ms");
+        sx_pack_int(pk, x->deadline_ms);
+    }
+    if (x->scope != SX_SCOPE_NONE) {
+        sx_pack_str(pk, "scope");
+        sx_pack_str(pk, x->scope == SX_SCOPE_CANCEL ? "cancel" : "terminate");
+    }
+    if (x->notify) {
+        sx_pack_str(pk, "notify");
+        sx_pack_bool(pk, true);
+    }
+}
+
+int sx__retry_spawn(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                    sx_payload inner, const sx_restart_policy *p,
+                    int64_t timeout_ms, sx_completer *done)
+{
+    uint8_t cbuf[SX_PAYLOAD_INT_MAX], tbuf[SX_PAYLOAD_INT_MAX];
+    uint8_t gbuf[16], pbuf[32];
+    sx_pack tg, pol;
+    sx_pack_init_fixed(&tg, gbuf, sizeof gbuf);
+    sx_pack_uint(&tg, tag);
+    sx_pack_init_fixed(&pol, pbuf, sizeof pbuf);
+    sx_pack_array(&pol, 3);
+    sx_pack_uint(&pol, p->max_restarts);
+    sx_pack_uint(&pol, p->backoff_min_ms);
+    sx_pack_uint(&pol, p->backoff_max_ms);
+    sx_payload in[5] = { sx_payload_int(cbuf, cmd), inner,
+                         sx_pack_payload(&pol),
+                         sx_payload_int(tbuf, timeout_ms),
+                         sx_pack_payload(&tg) };
+    sx__spawnx x = { .deadline_ms = -1, .scope = SX_SCOPE_TERMINATE };
+    done->ev.watch = SX__WATCH_RESULT;
+    int rc =
+        sx__spawn_opt(e, parent, "@retry", "run", in, 5, &done->ev, NULL, &x);
+    if (rc != 0)
+        done->ev.watch = 0;
+    return rc;
+}
+
+int sx__retry_args(sx_engine *e, sx_pid parent, uint64_t tag, uint16_t cmd,
+                   sx_payload args, const char *name, sx_completer *done)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_pack pk;
+    sx_restart_policy p;
+    bool has = false;
+    char why[200], msg[260];
+    sx_pack_init(&pk);
+    sx_unpack_init(&u, args);
+    int rc = sx_unpack_map(&u, &n) != 0 ? SX_EINVAL : 0;
+    /* The pairs kept: all but "retry", which must come once. */
+    uint32_t retries = 0;
+    sx_unpack again = u;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        const char *k;
+        size_t kn;
+        if (sx_unpack_str(&again, &k, &kn) != 0 || sx_unpack_skip(&again) != 0)
+            rc = SX_EINVAL;
+        else
+            retries += key_is(k, kn, "retry");
+    }
+    if (rc == 0 && (!sx_unpack_done(&again) || retries != 1)) {
+        snprintf(msg, sizeof msg, "%s: %s", name,
+                 retries > 1 ? "argument \"retry\" given twice"
+                             : "args must be one map");
+        sx_pack_fini(&pk);
+        sx_complete(done, (sx_payload){ NULL, 0 }, SX_EINVAL, msg);
+        return 0;
+    }
+    if (rc == 0) {
+        sx_pack_map(&pk, n - 1);
+        for (uint32_t i = 0; i < n && rc == 0; i++) {
+            const char *k;
+            size_t kn;
+            sx_payload v;
+            if (sx_unpack_str(&u, &k, &kn) != 0) {
+                rc = SX_EINVAL;
+            } else if (key_is(k, kn, "retry")) {
+                rc = retry_decode(&u, &p, &has, why, sizeof why);
+                if (rc != 0) {
+                    snprintf(msg, sizeof msg, "%s: %s", name, why);
+                    sx_pack_fini(&pk);
+                    sx_complete(done, (sx_payload){ NULL, 0 }, rc, msg);
+                    return 0;
+                }
+            } else if (sx_unpack_raw(&u, &v) != 0) {
+                rc = SX_EINVAL;
+            } else {
+                sx_pack_strn(&pk, k, kn);
+                sx_pack_raw(&pk, v);
+            }
+        }
+    }
+    if (rc == 0 && pk.err != 0)
+        rc = pk.err;
+    if (rc == 0 && !has) {
+        /* retry: nil, so no retry: the command as if it had none. */
+        const sx__cmd *c = &e->cmds[cmd];
+        rc = c->fn(c->user, e, parent, tag, sx_pack_payload(&pk), done);
+        sx_pack_fini(&pk);
+        return rc;
+    }
+    if (rc == 0)
+        rc = sx__retry_spawn(e, parent, tag, cmd, sx_pack_payload(&pk), &p, 0,
+                             done);
+    sx_pack_fini(&pk);
+    if (rc == SX_EINVAL) {
+        snprintf(msg, sizeof msg, "%s: args must be one map", name);
+        sx_complete(done, (sx_payload){ NULL, 0 }, rc, msg);
+        return 0;
+    }
+    return rc;
+}
+
+int sx__spawn_all_split(sx_payload args, sx_payload *children, sx_pack *opts,
+                        char *why, size_t cap)
+{
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, args);
+    children->data = NULL;
+    children->len = 0;
+    if (sx_unpack_map(&u, &n) != 0)
+        goto bad;
+    uint32_t others = 0;
+    sx_unpack again = u;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        if (sx_unpack_str(&again, &k, &kn) != 0 || sx_unpack_skip(&again) != 0)
+            goto bad;
+        others += !key_is(k, kn, "children");
+    }
+    if (!sx_unpack_done(&again))
+        goto bad;
+    if (others > 0)
+        sx_pack_map(opts, others);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k;
+        size_t kn;
+        sx_payload v;
+        sx_unpack_str(&u, &k, &kn);
+        sx_unpack_raw(&u, &v);
+        if (key_is(k, kn, "children")) {
+            *children = v;
+        } else {
+            sx_pack_strn(opts, k, kn);
+            sx_pack_raw(opts, v);
+        }
+    }
+    if (children->data == NULL)
+        goto bad;
+    return opts->err;
+bad:
+    snprintf(why, cap,
+             "args must be one map {children: [[type, method, [input...], "
+             "opts]...], options...}");
+    return SX_EINVAL;
+}
