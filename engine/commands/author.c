@@ -130,7 +130,8 @@ int sx_yield_spawn(sx_step_output *out, uint16_t cmd, uint64_t tag,
 int sx_spawn_all_begin(sx_pack *pk, uint32_t n_children,
                        const sx_spawn_opts *opts)
 {
-    if (pk == NULL || n_children > SX_SPAWN_ALL_MAX || opts_check(opts) != 0)
+    if (pk == NULL || n_children > SX_SPAWN_ALL_MAX || opts_check(opts) != 0 ||
+        (opts != NULL && opts->notify))
         return SX_EINVAL;
     uint32_t k = opts_count(opts);
     sx_pack_map(pk, k + 1);

@@ -37,11 +37,10 @@ sx_pid sx_init_parent(const sx_init_ctx *ctx)
 }
 
 /* init's message (sx_init_error), per thread: init runs on the thread
- * that submits or spawns, and the failed spawn reads it there. ctx and
- * code tie it to the init that gave it: a failed init whose ctx or code
- * differ gave none. */
+ * that submits or spawns, and the failed spawn reads it there. The ctx's
+ * said flag and the code tie it to the init that gave it: a failed init
+ * that did not call sx_init_error, or returned another code, gave none. */
 static _Thread_local struct {
-    const sx_init_ctx *ctx;
     int code;
     char msg[SX_INIT_ERROR_MAX];
 } init_msg;
@@ -61,8 +60,10 @@ int sx_init_error(const sx_init_ctx *ctx, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(init_msg.msg, sizeof init_msg.msg, fmt, ap);
     va_end(ap);
-    init_msg.ctx = ctx;
     init_msg.code = code;
+    /* Every ctx is one of the engine's own (proc.c), never a const
+     * object: the flag may be written through the const pointer. */
+    ((sx_init_ctx *)ctx)->said = true;
     return code;
 }
 
@@ -73,11 +74,10 @@ const char *sx_engine_init_error(void)
 
 const char *sx__init_refused(const sx_init_ctx *ctx, int code)
 {
-    if (init_msg.ctx == ctx && init_msg.code == code)
+    if (ctx->said && init_msg.code == code)
         memcpy(init_last, init_msg.msg, sizeof init_last);
     else
         init_last[0] = '\0';
-    init_msg.ctx = NULL; /* used, or not this init's: never again */
     init_last_code = code;
     return init_last;
 }

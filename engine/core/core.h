@@ -181,6 +181,7 @@ struct sx_init_ctx {
     sx_pid parent;
     sx_engine *engine;
     void *user;
+    bool said; /* this init called sx_init_error (control.c) */
 };
 
 /* engine/core/proc.c */

@@ -297,7 +297,7 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
         rc = SX_ENOMEM;
         goto fail_slot;
     }
-    sx_init_ctx ctx = { sx__proc_pid(e, p), parent, e, t->user };
+    sx_init_ctx ctx = { sx__proc_pid(e, p), parent, e, t->user, false };
     rc = init ? t->init(p->user_state, &ctx, method, input, n_input) : 0;
     if (rc != 0) {
         if (rc > 0)
@@ -456,7 +456,7 @@ int sx__proc_reinit(sx_engine *e, sx__proc *p, sx_pid self, const char *method,
                     const sx_payload *input, size_t n_input)
 {
     const sx_process_type *t = p->type;
-    sx_init_ctx ctx = { self, SX_PID_NONE, e, t->user };
+    sx_init_ctx ctx = { self, SX_PID_NONE, e, t->user, false };
     int rc = t->init(p->user_state, &ctx, method, input, n_input);
     if (rc != 0) {
         rc = rc > 0 ? SX_EFAILED : rc;

@@ -581,7 +581,8 @@ int sx_yield_spawn(sx_step_output *out, uint16_t cmd, uint64_t tag,
 /* Spawn-all's arguments, built in a pack: begin with the children's
  * count and the options every child shares, then write each child with
  * sx_spawn_all_child, then yield sx_pack_payload(pk) as SX_CMD_SPAWN_ALL.
- * Errors: pk's sticky error, SX_EINVAL. */
+ * Errors: pk's sticky error, SX_EINVAL (also for notify: spawn-all's
+ * answer gives the children's outcomes in order instead). */
 int sx_spawn_all_begin(sx_pack *pk, uint32_t n_children,
                        const sx_spawn_opts *opts);
 int sx_spawn_all_child(sx_pack *pk, const char *type, const char *method,
