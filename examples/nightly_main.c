@@ -107,13 +107,19 @@ int main(void)
     sx_result_free(&r);
     for (int i = 0; i < 100; i++) { /* the sections end as they are told */
         sx_engine_stats_get(e, &after, NULL, 0);
-        if (after.live == 0)
-            break;
+        if (after.live == 0 && after.io_inflight == 0)
+            break; /* the subprocesses are reaped a moment after */
         sleep_ms(20);
     }
     check(after.live == 0 && after.cancelled - before.cancelled == 6 &&
               after.io_inflight == 0,
           "report 2: its 5 sections cancelled too, no subprocess left");
+    if (after.live != 0 || after.cancelled - before.cancelled != 6 ||
+        after.io_inflight != 0)
+        printf("  live %llu, cancelled %llu, io_inflight %llu\n",
+               (unsigned long long)after.live,
+               (unsigned long long)(after.cancelled - before.cancelled),
+               (unsigned long long)after.io_inflight);
     sx_engine_free(e);
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
