@@ -417,6 +417,8 @@ static void parent_answer(parent_state *s, const sx_event *ev,
     atomic_fetch_add(&kids_answered, 1);
     if (++s->answered == s->n && s->end == 1)
         sx_donef(out, "i", s->n);
+    else if (s->answered == s->n && s->end == 2)
+        sx_fail(out, "parent: failing");
 }
 
 static int parent_step(void *st, const sx_event *events, size_t n,
@@ -1182,6 +1184,8 @@ static void t_deadline_negative(void)
 
 /* ---- 4. scopes ----------------------------------------------------------- */
 
+static void t_scope_restart(void);
+
 /* A "parent" with end and the scopes; returns its PID once every child
  * is answered. */
 static sx_pid parent_with(sx_engine *e, int end, const int *scopes, int n)
@@ -1196,6 +1200,45 @@ static sx_pid parent_with(sx_engine *e, int end, const int *scopes, int n)
     CHECK_RC(sx_engine_submit(e, "parent", "run", in, (size_t)n + 1, &p), 0);
     TX_WAIT_UNTIL(atomic_load(&kids_answered) == n, WAIT_MS, 1000);
     return p;
+}
+
+/* A supervised job whose attempt fails: its scoped children get that
+ * attempt's end at once (terminated, or "parent ended: failed"), not
+ * only at the job's last end, a backoff later. */
+static void t_scope_restart(void)
+{
+    sx_engine *e = up(2);
+    uint8_t b[3][SX_PAYLOAD_INT_MAX];
+    sx_payload in[3] = { sx_payload_int(b[0], 2),
+                         sx_payload_int(b[1], SX_SCOPE_TERMINATE),
+                         sx_payload_int(b[2], SX_SCOPE_CANCEL) };
+    sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
+                              .max_restarts = 1,
+                              .backoff_min_ms = 3000,
+                              .backoff_max_ms = 3000 };
+    sx_submit_opts o = { .restart = &pol };
+    sx_pid pid = SX_PID_NONE;
+    atomic_store(&kids_answered, 0);
+    CHECK_RC(
+        sx_engine_submit_async(e, "parent", "run", in, 3, &o, on_answer, &pid),
+        0);
+    TX_WAIT_UNTIL(atomic_load(&kids_answered) == 2, WAIT_MS, 1000);
+    sx_pid k0 = kid(0), k1 = kid(1);
+    /* Within the 3 s backoff: the first attempt's children have ended. */
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, k0, 2000, &r), 0);
+    CHECK_RC(r.error, SX_ETERMINATED);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_wait(e, k1, 2000, &r), 0);
+    CHECK_RC(r.error, SX_ECANCELLED);
+    CHECK_STR(r.error_msg, "parent ended: failed");
+    sx_result_free(&r);
+    /* The second attempt fails too: the job's end, its children's. */
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_RC(r.error, SX_ERESTART_LIMIT);
+    sx_result_free(&r);
+    TX_WAIT_UNTIL(tx_engine_stats(e).live == 0, WAIT_MS, 1000);
+    tx_engine_down(e);
 }
 
 static void t_scope(void)
@@ -2122,6 +2165,7 @@ static const sx_test_case cases[] = {
     { "deadline_children", t_deadline_children },
     { "deadline_negative", t_deadline_negative },
     { "scope", t_scope },
+    { "scope_restart", t_scope_restart },
     { "notify", t_notify },
     { "spawn_all", t_spawn_all },
     { "spawn_all_bad", t_spawn_all_bad },
