@@ -201,6 +201,7 @@ int cli_cmd_kill(cli *c);
 int cli_cmd_ps(cli *c);
 int cli_cmd_stats(cli *c);
 int cli_cmd_types(cli *c);
+int cli_cmd_nodes(cli *c);
 int cli_cmd_watch(cli *c);
 int cli_cmd_top(cli *c);
 

@@ -632,3 +632,43 @@ int cli_cmd_types(cli *c)
     json_decref(types);
     return CLI_OK;
 }
+
+/* nodes: the cluster's members (docs/CLUSTER.md), as a table; --json:
+ * the whole reply (cluster, membership figures, nodes). */
+int cli_cmd_nodes(cli *c)
+{
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_fmt(&pk, "{s:s}", "op", "nodes");
+    sx_reply r;
+    int rc = run(c, "nodes", &pk, cli_request_timeout(c), NULL, &r);
+    if (rc != 0)
+        return rc;
+    json_t *nodes = cli_get_json(r.body, "nodes");
+    if (nodes == NULL) {
+        sx_reply_free(&r);
+        return cli_fail(CLI_INTERNAL, "nodes: the reply has no readable "
+                                      "'nodes'");
+    }
+    if (c->a->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "ok", json_true());
+        json_t *cl = cli_get_json(r.body, "cluster");
+        json_t *mb = cli_get_json(r.body, "membership");
+        json_object_set_new(o, "cluster", cl != NULL ? cl : json_null());
+        json_object_set_new(o, "membership", mb != NULL ? mb : json_null());
+        json_object_set_new(o, "nodes", nodes);
+        sx_reply_free(&r);
+        cli_json_print(o);
+        json_decref(o);
+        return CLI_OK;
+    }
+    sx_reply_free(&r);
+    static const char *const keys[] = { "node",    "incarnation",
+                                        "address", "processes",
+                                        "load",    "last_heard_ms",
+                                        "self" };
+    cli_print_table(stdout, nodes, keys, 7);
+    json_decref(nodes);
+    return CLI_OK;
+}

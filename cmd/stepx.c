@@ -55,6 +55,7 @@ static void usage(FILE *f)
         "  kill PID                    terminate a process at once\n"
         "  ps [--limit N]              list live processes\n"
         "  stats                       the engine's figures\n"
+        "  nodes                       the cluster's nodes (docs/CLUSTER.md)\n"
         "  types                       process types and their methods\n"
         "  watch PID [--send TOPIC JSON]...\n"
         "                              send the messages, then stream the\n"
@@ -216,6 +217,7 @@ static const command commands[] = {
     { "kill", cli_cmd_kill, 1, 1, 0, "PID" },
     { "ps", cli_cmd_ps, 0, 0, OPT_LIMIT, "[--limit N]" },
     { "stats", cli_cmd_stats, 0, 0, 0, "" },
+    { "nodes", cli_cmd_nodes, 0, 0, 0, "" },
     { "types", cli_cmd_types, 0, 0, 0, "" },
     { "watch", cli_cmd_watch, 1, 1, OPT_SEND, "PID [--send TOPIC JSON]..." },
     { "top", cli_cmd_top, 0, 0, OPT_INTERVAL | OPT_ITER,

@@ -227,6 +227,14 @@ static int load_plugins(sx_engine *e, const options *o)
     return 0;
 }
 
+/* The cluster's joins and downs, one line each on stdout. */
+static void cluster_log(void *user, const char *line)
+{
+    (void)user;
+    printf("stepxd: cluster: %s\n", line);
+    fflush(stdout);
+}
+
 /* A nonzero random 32-bit number for the run's incarnation, or 0 when
  * the kernel gives none (getrandom blocks only until its pool is first
  * seeded, early in boot). Two runs draw the same one with probability
@@ -371,6 +379,26 @@ int main(int argc, char **argv)
     }
     /* With a state store the host part is the store's. */
     sx_engine_config_get(e, &cfg);
+    sx_cluster *cl = NULL;
+    if (o.nats_url != NULL) {
+        char err[256];
+        sx_cluster_config ccfg = { .log = cluster_log,
+                                   .url = o.nats_url,
+                                   .name = o.cluster,
+                                   .node = o.node,
+                                   .address = o.listen,
+                                   .heartbeat_ms = o.heartbeat_ms,
+                                   .down_after_ms = o.down_after_ms,
+                                   .token = o.nats_token,
+                                   .credentials = o.nats_creds };
+        if ((rc = sx_cluster_start(e, &ccfg, &cl, err, sizeof err)) != 0) {
+            fprintf(stderr, "stepxd: --nats %s: %s\n", o.nats_url,
+                    err[0] != '\0' ? err : sx_strerror(rc));
+            sx_engine_stop(e, 0);
+            sx_engine_free(e);
+            return 1;
+        }
+    }
     sx_server_config scfg = { .socket_path = o.socket_path,
                               .listen = o.listen,
                               .token = o.token,
@@ -379,7 +407,8 @@ int main(int argc, char **argv)
                               .max_connections = o.max_connections,
                               .max_waits = o.max_waits,
                               .max_unauthenticated = o.max_unauth,
-                              .auth_timeout_ms = o.auth_timeout_ms };
+                              .auth_timeout_ms = o.auth_timeout_ms,
+                              .cluster = cl };
     sx_server *srv;
     if ((rc = sx_server_start(e, &scfg, &srv)) != 0) {
         /* SX_EINVAL is a listening address the server refuses: say which
@@ -398,6 +427,7 @@ int main(int argc, char **argv)
                       "not loopback (127.0.0.0/8, ::1) needs --token; "
                       "--socket may not be empty without --listen"
                     : "");
+        sx_cluster_stop(cl);
         sx_engine_stop(e, 0);
         sx_engine_free(e);
         return 1;
@@ -412,6 +442,7 @@ int main(int argc, char **argv)
                 rc == SX_EINVAL ? " (the host does not resolve to an address)"
                                 : "");
         sx_server_stop(srv);
+        sx_cluster_stop(cl);
         sx_engine_stop(e, 0);
         sx_engine_free(e);
         return 1;
@@ -428,6 +459,13 @@ int main(int argc, char **argv)
                sx_metrics_port(m));
     printf("stepxd: incarnation %u: PIDs are {%u@%u|id}\n", cfg.host, o.node,
            cfg.host);
+    if (cl != NULL) {
+        sx_cluster_stats cs;
+        sx_cluster_stats_get(cl, &cs);
+        printf("stepxd: node %u of cluster %s on %s (membership incarnation "
+               "%llu)\n",
+               o.node, cs.name, o.nats_url, (unsigned long long)cs.incarnation);
+    }
     if (o.state_dir != NULL)
         printf("stepxd: jobs are kept in %s/stepx.db (--state-dir; sync "
                "%s)\n",
@@ -468,6 +506,7 @@ int main(int argc, char **argv)
     }
     sx_metrics_stop(m);
     sx_server_stop(srv);
+    sx_cluster_stop(cl);
     sx_engine_stats_get(e, &st, NULL, 0);
     printf("stepxd: stopped: %llu completed, %llu failed, %llu cancelled, "
            "%llu terminated\n",

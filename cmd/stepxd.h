@@ -49,6 +49,10 @@ typedef struct {
     const char *state_dir; /* NULL: --ephemeral */
     bool ephemeral, sync_full;
     uint64_t state_max_bytes;
+    /* The cluster (docs/CLUSTER.md): NULL nats_url: none. */
+    const char *nats_url, *cluster, *nats_token, *nats_creds;
+    uint32_t heartbeat_ms, down_after_ms; /* 0: defaults */
+    bool node_set;
 } options;
 
 /* Parses argv into o (zeroed by the caller), saying what is wrong on

@@ -57,6 +57,16 @@ static void usage(FILE *f)
                "(exports " PLUGIN_SYMBOL "(sx_engine *)); repeatable\n"
                "  --metrics HOST:PORT  serve Prometheus metrics at "
                "http://HOST:PORT/metrics\n"
+               "  --nats URL           join a cluster through this NATS "
+               "server (docs/CLUSTER.md);\n"
+               "                       needs --node N, unique in the "
+               "cluster\n"
+               "  --cluster NAME       the cluster's name (default stepx)\n"
+               "  --heartbeat MS       how often this node says it is alive "
+               "(default 500)\n"
+               "  --down-after MS      a node silent this long is down "
+               "(default 4 heartbeats)\n"
+               "  --nats-token T, --nats-creds FILE  NATS credentials\n"
                "  --max-frame BYTES    largest frame accepted and sent "
                "(default 16 MiB,\n"
                "                       at least 4096)\n"
@@ -189,6 +199,9 @@ int sx__stepxd_args(int argc, char **argv, options *o)
             "--max-result",    "--max-slots",
             "--incarnation",   "--state-dir",
             "--sync",          "--state-max-bytes",
+            "--nats",          "--cluster",
+            "--heartbeat",     "--down-after",
+            "--nats-token",    "--nats-creds",
         };
         bool is_known = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -231,6 +244,20 @@ int sx__stepxd_args(int argc, char **argv, options *o)
         } else if (strcmp(a, "--state-max-bytes") == 0 &&
                    parse_u64(v, 65536, UINT64_MAX / 2, &n)) {
             o->state_max_bytes = n;
+        } else if (strcmp(a, "--nats") == 0) {
+            o->nats_url = v;
+        } else if (strcmp(a, "--cluster") == 0) {
+            o->cluster = v;
+        } else if (strcmp(a, "--nats-token") == 0) {
+            o->nats_token = v;
+        } else if (strcmp(a, "--nats-creds") == 0) {
+            o->nats_creds = v;
+        } else if (strcmp(a, "--heartbeat") == 0 &&
+                   parse_u64(v, 10, 60000, &n)) {
+            o->heartbeat_ms = (uint32_t)n;
+        } else if (strcmp(a, "--down-after") == 0 &&
+                   parse_u64(v, 20, 1200000, &n)) {
+            o->down_after_ms = (uint32_t)n;
         } else if (strcmp(a, "--metrics") == 0) {
             if (!address_ok(a, v))
                 return 2;
@@ -276,10 +303,11 @@ int sx__stepxd_args(int argc, char **argv, options *o)
         else if (strcmp(a, "--stop-deadline") == 0 &&
                  parse_u64(v, 0, 3600000, &n))
             o->stop_deadline_ms = (int64_t)n;
-        else if (strcmp(a, "--node") == 0 && parse_u64(v, 0, UINT32_MAX, &n))
+        else if (strcmp(a, "--node") == 0 && parse_u64(v, 0, UINT32_MAX, &n)) {
             o->node = (uint32_t)n;
-        else if (strcmp(a, "--max-output") == 0 &&
-                 parse_u64(v, 4096, (uint64_t)1 << 40, &n))
+            o->node_set = true;
+        } else if (strcmp(a, "--max-output") == 0 &&
+                   parse_u64(v, 4096, (uint64_t)1 << 40, &n))
             o->max_output = (size_t)n;
         else if (strcmp(a, "--max-connections") == 0 &&
                  parse_u64(v, 1, 1000000, &n))
@@ -327,6 +355,22 @@ int sx__stepxd_args(int argc, char **argv, options *o)
     }
     if (o->keep_outcome_bytes == 0)
         o->keep_outcome_bytes = KEEP_OUTCOME_BYTES_DEFAULT;
+    if ((o->cluster != NULL || o->heartbeat_ms != 0 || o->down_after_ms != 0 ||
+         o->nats_token != NULL || o->nats_creds != NULL) &&
+        o->nats_url == NULL) {
+        fprintf(stderr, "stepxd: --cluster, --heartbeat, --down-after, "
+                        "--nats-token and --nats-creds need --nats URL\n");
+        return 2;
+    }
+    if (o->nats_url != NULL && (!o->node_set || o->node == 0)) {
+        fprintf(stderr,
+                "stepxd: --nats needs --node N (1 to 4294967295): the "
+                "node's number, unique in its cluster, is in every PID it "
+                "makes\n");
+        return 2;
+    }
+    if (o->nats_url != NULL && o->cluster == NULL)
+        o->cluster = "stepx";
     if (o->socket_path != NULL && o->socket_path[0] == 0)
         o->socket_path = NULL; /* --socket "": TCP only */
     /* Said here: the server answers a path too long for sun_path with

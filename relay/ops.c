@@ -581,6 +581,7 @@ static const struct {
     { "terminate", op_terminate },
     { "ps", sx__relay_op_ps },       /* relay/ops_info.c */
     { "stats", sx__relay_op_stats }, /* relay/ops_info.c */
+    { "nodes", sx__relay_op_nodes }, /* relay/ops_info.c */
     { "subscribe", op_subscribe },
     { "types", sx__relay_op_types }, /* relay/ops_info.c */
 };

@@ -8,6 +8,7 @@
  */
 #include "relay/server.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Packs the ps reply for the first n entries of info into srv->pk;
@@ -213,5 +214,73 @@ void sx__relay_op_types(sx__relay_conn *c, uint64_t id, sx_payload req)
         for (uint32_t j = 0; j < nm; j++)
             sx__relay_pack_name(pk, t->methods[j]);
     }
+    sx__relay_conn_reply(c);
+}
+
+/* nodes: the cluster's members (docs/CLUSTER.md), this node first; a
+ * daemon in no cluster answers itself alone, with "cluster" nil. */
+void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
+{
+    (void)req;
+    sx_server *s = c->srv;
+    sx_cluster_member one, *m = &one;
+    size_t n = 1;
+    sx_cluster_stats cs;
+    sx_cluster_stats_get(s->cluster, &cs);
+    if (s->cluster != NULL) {
+        size_t cap = 64;
+        for (;;) {
+            m = malloc(cap * sizeof *m);
+            if (m == NULL) {
+                sx__relay_reply_error(c, id, "internal", "out of memory");
+                return;
+            }
+            n = sx_cluster_members(s->cluster, m, cap);
+            if (n <= cap)
+                break;
+            free(m);
+            cap = n + 16;
+        }
+    } else {
+        sx_engine_config cfg;
+        sx_engine_config_get(s->engine, &cfg);
+        sx_engine_stats st;
+        sx_engine_stats_get(s->engine, &st, NULL, 0);
+        one = (sx_cluster_member){ .node = cfg.node,
+                                   .incarnation = cfg.host,
+                                   .processes = st.live,
+                                   .load = st.workers > 0
+                                               ? (double)st.live / st.workers
+                                               : 0.0,
+                                   .self = true };
+    }
+    sx_pack *pk = sx__relay_reply_begin(c, id, true, 3);
+    sx_pack_str(pk, "cluster");
+    if (s->cluster != NULL)
+        sx_pack_str(pk, cs.name);
+    else
+        sx_pack_nil(pk);
+    sx_pack_str(pk, "membership");
+    if (s->cluster != NULL)
+        sx_pack_fmt(pk, "{s:b, s:U, s:U, s:U, s:U, s:U}", "connected",
+                    (int)cs.connected, "heartbeats_sent", cs.heartbeats_sent,
+                    "heartbeats_received", cs.heartbeats_received,
+                    "bad_messages", cs.bad_messages, "downs", cs.downs,
+                    "reconnects", cs.reconnects);
+    else
+        sx_pack_nil(pk);
+    sx_pack_str(pk, "nodes");
+    sx_pack_array(pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        char inc[24];
+        snprintf(inc, sizeof inc, "%llu", (unsigned long long)m[i].incarnation);
+        sx_pack_fmt(pk, "{s:U, s:s, s:s, s:U, s:d, s:U, s:b}", "node",
+                    (uint64_t)m[i].node, "incarnation", inc, "address",
+                    m[i].address, "processes", m[i].processes, "load",
+                    m[i].load, "last_heard_ms", m[i].last_heard_ms, "self",
+                    (int)m[i].self);
+    }
+    if (m != &one)
+        free(m);
     sx__relay_conn_reply(c);
 }

@@ -567,6 +567,7 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     if (s == NULL)
         return SX_ENOMEM;
     s->engine = e;
+    s->cluster = cfg->cluster;
     s->lock_fd = -1;
     sx_pack_init(&s->pk);
     if ((rc = config_copy(s, cfg)) != 0 || (rc = hub_new(s)) != 0)

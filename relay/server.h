@@ -269,6 +269,7 @@ void sx__relay_conn_unref(sx__relay_conn *c);
 
 struct sx_server {
     sx_engine *engine;
+    sx_cluster *cluster; /* cfg.cluster: `nodes` (ops_info.c); or NULL */
     /* The engine has a state store: a submit is answered once the job is
      * stored (relay/ops.c, stored_answer), and takes a key. */
     bool stored;
@@ -490,6 +491,7 @@ int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out);
 /* The ops ps, stats and types: request id's reply, from req's fields. */
 void sx__relay_op_ps(sx__relay_conn *c, uint64_t id, sx_payload req);
 void sx__relay_op_stats(sx__relay_conn *c, uint64_t id, sx_payload req);
+void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req);
 void sx__relay_op_types(sx__relay_conn *c, uint64_t id, sx_payload req);
 
 /* ---- relay/pending.c ---- */

@@ -21,6 +21,8 @@ PACKAGES=(
     spin
     python3-msgpack
     libsqlite3-dev
+    libnats-dev
+    nats-server
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

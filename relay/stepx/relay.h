@@ -104,6 +104,70 @@ void sx_router_set_transport(sx_router *r, sx_route_fn fn, void *user);
 int sx_router_send(sx_router *r, sx_pid from, sx_pid to, const char *topic,
                    sx_payload data);
 
+/* ---- the cluster (docs/CLUSTER.md) ----------------------------------- */
+
+/* Membership over NATS: a node announces itself, hears the others and
+ * declares a silent one down. */
+typedef struct sx_cluster sx_cluster;
+
+#define SX_CLUSTER_NAME_MAX 64
+
+typedef struct {
+    const char *url;        /* the NATS server, e.g. "nats://127.0.0.1:4222" */
+    const char *name;       /* the cluster: 1 to SX_CLUSTER_NAME_MAX bytes of
+                               [A-Za-z0-9_-]; subjects begin stepx.<name>.  */
+    uint32_t node;          /* this node's number, from 1, unique in it       */
+    const char *address;    /* what peers are told to reach us at (the relay's
+                               listen address), or NULL                    */
+    uint32_t heartbeat_ms;  /* 0 = 500; 10 to 60000                     */
+    uint32_t down_after_ms; /* silent this long: down; 0 = 4 heartbeats;
+                               at least 2 heartbeats                    */
+    const char *token;      /* NATS token, or NULL                     */
+    const char *credentials; /* NATS credentials file, or NULL          */
+    /* Told of each member that joins or goes down, one line of text
+     * ("node 3 (incarnation N) down: silent for 1180 ms"); NULL: nobody.
+     * Called on nats.c's or the heartbeat thread with the member table's
+     * lock held: it must not call sx_cluster_* and should be quick. */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+} sx_cluster_config;
+
+typedef struct {
+    uint32_t node;
+    uint64_t incarnation; /* drawn at each start of the node */
+    char address[128];
+    uint64_t processes;     /* live, at its last heartbeat */
+    double load;            /* live processes per worker, then */
+    uint64_t last_heard_ms; /* ms since its last heartbeat */
+    bool self;
+} sx_cluster_member;
+
+typedef struct {
+    char name[SX_CLUSTER_NAME_MAX + 1];
+    uint32_t node;
+    uint64_t incarnation;
+    bool connected; /* to NATS, now */
+    uint64_t heartbeats_sent, heartbeats_received;
+    uint64_t bad_messages; /* dropped: not a heartbeat, another cluster's,
+                              or another node with our number          */
+    uint64_t downs;        /* members declared down (silent, bye, or a
+                              new incarnation)                         */
+    uint64_t reconnects;   /* to NATS */
+} sx_cluster_stats;
+
+/* Connects to NATS and joins the cluster (engine e: its figures go into
+ * the heartbeats). Errors: SX_EINVAL (cfg), SX_ENOMEM, -ECONNREFUSED (no
+ * NATS server answers; err says so), -EIO; err (cap bytes) says why. */
+int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
+                     sx_cluster **out, char *err, size_t cap);
+/* The members now, this node first: fills up to cap, returns how many
+ * there are. Any thread. */
+size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap);
+void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out);
+/* Says goodbye (the peers declare this node down at once) and leaves.
+ * NULL is a no-op. */
+void sx_cluster_stop(sx_cluster *c);
+
 /* ---- the server ------------------------------------------------------ */
 
 typedef struct {
@@ -136,6 +200,9 @@ typedef struct {
     uint64_t auth_timeout_ms;
     const char *server_name; /* `hello`'s "server" (UTF-8); NULL =
                                 "stepxd/<ver>"                             */
+    /* The cluster this node is in (outliving the server), for `nodes`;
+     * NULL: none. */
+    sx_cluster *cluster;
 } sx_server_config;
 
 /* The largest frame body a connection may send before hello with the

@@ -1,0 +1,502 @@
+/* relay/cluster.c — cluster membership over NATS (docs/CLUSTER.md): a
+ * node connects to the NATS server, publishes a heartbeat every period
+ * on stepx.<cluster>.hb ({cluster, node, inc, addr, procs, load,
+ * period_ms}), keeps the table of the members it hears, and declares a
+ * member down when it has not been heard from for down_after_ms; a clean
+ * stop publishes stepx.<cluster>.bye. A message that is not such a map,
+ * or names another cluster, is dropped and counted.
+ *
+ * Threads: nats.c's own (its reader delivers the subscriptions'
+ * messages: hb_msg); one heartbeat thread of ours (beat); any thread for
+ * sx_cluster_members and the stats. The member table is under mu.
+ */
+#define _DEFAULT_SOURCE /* random() */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <nats/nats.h>
+
+#include "relay/stepx/relay.h"
+
+#define MAX_MEMBERS 1024
+
+typedef struct {
+    sx_cluster_member m;
+    uint64_t heard_ms; /* monotonic, when last heard */
+} member;
+
+struct sx_cluster {
+    sx_engine *engine;
+    char name[SX_CLUSTER_NAME_MAX + 1];
+    uint32_t node;
+    uint64_t inc;
+    char address[128];
+    uint32_t period_ms, down_after_ms;
+    char subj_hb[96], subj_bye[96];
+    void (*log)(void *user, const char *line);
+    void *log_user;
+
+    natsOptions *opts;
+    natsConnection *nc;
+    natsSubscription *sub_hb, *sub_bye;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; signalled by stop */
+    bool stopping;     /* under mu */
+    member *members;   /* under mu; members[0] is this node */
+    size_t n_members;
+
+    /* Figures (relaxed; each has one writer or is a counter). */
+    _Atomic uint64_t hb_sent, hb_received, bad_messages, downs, reconnects;
+    _Atomic bool connected;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+/* A heartbeat (or a bye: only cluster, node, inc) read; 0 or SX_EPROTO. */
+static int hb_read(sx_payload p, char *cluster, size_t ccap,
+                   sx_cluster_member *m, uint32_t *period_ms)
+{
+    memset(m, 0, sizeof *m);
+    *period_ms = 0;
+    if (sx_get_strcpy(p, "cluster", cluster, ccap) != 0)
+        return SX_EPROTO;
+    sx_payload v;
+    uint64_t u;
+    sx_unpack un;
+    if (sx_get(p, "node", &v) != 0)
+        return SX_EPROTO;
+    sx_unpack_init(&un, v);
+    if (sx_unpack_uint(&un, &u) != 0 || u == 0 || u > UINT32_MAX)
+        return SX_EPROTO;
+    m->node = (uint32_t)u;
+    if (sx_get(p, "inc", &v) != 0)
+        return SX_EPROTO;
+    sx_unpack_init(&un, v);
+    if (sx_unpack_uint(&un, &m->incarnation) != 0 || m->incarnation == 0)
+        return SX_EPROTO;
+    sx_get_strcpy(p, "addr", m->address, sizeof m->address);
+    int64_t procs = sx_get_int(p, "procs", 0);
+    m->processes = procs > 0 ? (uint64_t)procs : 0;
+    m->load = sx_get_double(p, "load", 0.0);
+    int64_t per = sx_get_int(p, "period_ms", 0);
+    *period_ms = per > 0 && per <= UINT32_MAX ? (uint32_t)per : 0;
+    return 0;
+}
+
+static int hb_pack(sx_cluster *c, sx_pack *pk, bool bye)
+{
+    sx_engine_stats st;
+    sx_engine_stats_get(c->engine, &st, NULL, 0);
+    double load = st.workers > 0 ? (double)st.live / st.workers : 0.0;
+    if (bye)
+        return sx_pack_fmt(pk, "{s:s, s:u, s:U}", "cluster", c->name, "node",
+                           c->node, "inc", (uint64_t)c->inc);
+    return sx_pack_fmt(pk, "{s:s, s:u, s:U, s:s, s:U, s:d, s:u}", "cluster",
+                       c->name, "node", c->node, "inc", (uint64_t)c->inc,
+                       "addr", c->address, "procs", (uint64_t)st.live, "load",
+                       load, "period_ms", c->period_ms);
+}
+
+/* ---- the member table [mu] ------------------------------------------- */
+
+static member *find(sx_cluster *c, uint32_t node)
+{
+    for (size_t i = 0; i < c->n_members; i++)
+        if (c->members[i].m.node == node)
+            return &c->members[i];
+    return NULL;
+}
+
+/* Member i is down (why: "silent for N ms", "said goodbye", "came back
+ * as a new incarnation"): told, counted, dropped. */
+static void down_at(sx_cluster *c, size_t i, const char *why)
+{
+    if (c->log != NULL) {
+        char line[192];
+        snprintf(line, sizeof line, "node %u (incarnation %llu) down: %s",
+                 c->members[i].m.node,
+                 (unsigned long long)c->members[i].m.incarnation, why);
+        c->log(c->log_user, line);
+    }
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->downs, 1, memory_order_relaxed);
+    c->members[i] = c->members[--c->n_members];
+}
+
+/* A heartbeat of m heard now: a new member, the same one heard again, or
+ * a new incarnation of a node (its earlier one is down first). */
+static void heard(sx_cluster *c, const sx_cluster_member *m)
+{
+    member *x = find(c, m->node);
+    if (x != NULL && x->m.self)
+        return; /* our own, echoed; another node with our number is
+                   ignored too (a misconfiguration, counted as bad) */
+    if (x != NULL && x->m.incarnation != m->incarnation) {
+        down_at(c, (size_t)(x - c->members), "came back as a new incarnation");
+        x = NULL;
+    }
+    if (x == NULL) {
+        if (c->n_members == MAX_MEMBERS)
+            return;
+        x = &c->members[c->n_members++];
+        if (c->log != NULL) {
+            char line[192];
+            snprintf(line, sizeof line, "node %u (incarnation %llu) up%s%s",
+                     m->node, (unsigned long long)m->incarnation,
+                     m->address[0] != '\0' ? " at " : "", m->address);
+            c->log(c->log_user, line);
+        }
+    }
+    x->m = *m;
+    x->m.self = false;
+    x->heard_ms = mono_ms();
+}
+
+/* Members silent for down_after_ms are down. */
+static void sweep(sx_cluster *c, uint64_t now)
+{
+    for (size_t i = 1; i < c->n_members;) {
+        if (now - c->members[i].heard_ms > c->down_after_ms) {
+            char why[64];
+            snprintf(why, sizeof why, "silent for %llu ms",
+                     (unsigned long long)(now - c->members[i].heard_ms));
+            down_at(c, i, why);
+        } else {
+            i++;
+        }
+    }
+}
+
+/* ---- nats.c callbacks (its threads) ------------------------------------ */
+
+/* A heartbeat or (bye) a goodbye. Two callbacks, not one that compares
+ * sub: the first heartbeats may come before the second subscription's
+ * handle is stored. */
+static void on_msg(sx_cluster *c, natsMsg *msg, bool bye)
+{
+    sx_payload p = { (const uint8_t *)natsMsg_GetData(msg),
+                     (size_t)natsMsg_GetDataLength(msg) };
+    char cluster[SX_CLUSTER_NAME_MAX + 1];
+    sx_cluster_member m;
+    uint32_t period;
+    if (p.len == 0 || hb_read(p, cluster, sizeof cluster, &m, &period) != 0 ||
+        strcmp(cluster, c->name) != 0) {
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->bad_messages, 1, memory_order_relaxed);
+        natsMsg_Destroy(msg);
+        return;
+    }
+    natsMsg_Destroy(msg);
+    pthread_mutex_lock(&c->mu);
+    if (bye) {
+        member *x = find(c, m.node);
+        if (x != NULL && !x->m.self && x->m.incarnation == m.incarnation)
+            down_at(c, (size_t)(x - c->members), "said goodbye");
+    } else {
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->hb_received, 1, memory_order_relaxed);
+        if (m.node == c->node && m.incarnation != c->inc)
+            /* relaxed: a figure: another node took our number. */
+            atomic_fetch_add_explicit(&c->bad_messages, 1,
+                                      memory_order_relaxed);
+        else
+            heard(c, &m);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_hb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+                  void *closure)
+{
+    (void)nc, (void)sub;
+    on_msg(closure, msg, false);
+}
+
+static void on_bye(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+                   void *closure)
+{
+    (void)nc, (void)sub;
+    on_msg(closure, msg, true);
+}
+
+static void on_disconnected(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    sx_cluster *c = closure;
+    /* relaxed: a figure. */
+    atomic_store_explicit(&c->connected, false, memory_order_relaxed);
+}
+
+static void on_reconnected(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    sx_cluster *c = closure;
+    /* relaxed: figures. */
+    atomic_store_explicit(&c->connected, true, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->reconnects, 1, memory_order_relaxed);
+}
+
+/* ---- the heartbeat thread ---------------------------------------------- */
+
+static void publish(sx_cluster *c, const char *subject, bool bye)
+{
+    uint8_t buf[512];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    if (hb_pack(c, &pk, bye) != 0)
+        return;
+    if (natsConnection_Publish(c->nc, subject, pk.data, (int)pk.len) == NATS_OK)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->hb_sent, 1, memory_order_relaxed);
+}
+
+static void *beat(void *arg)
+{
+    sx_cluster *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stopping) {
+        pthread_mutex_unlock(&c->mu);
+        publish(c, c->subj_hb, false);
+        pthread_mutex_lock(&c->mu);
+        uint64_t now = mono_ms();
+        sweep(c, now);
+        /* our own row: fresh figures */
+        sx_engine_stats st;
+        sx_engine_stats_get(c->engine, &st, NULL, 0);
+        c->members[0].m.processes = st.live;
+        c->members[0].m.load =
+            st.workers > 0 ? (double)st.live / st.workers : 0.0;
+        c->members[0].heard_ms = now;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)c->period_ms * 1000000u;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        while (!c->stopping &&
+               pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- start, stop, reads ------------------------------------------------- */
+
+static bool name_ok(const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n == 0 || n > SX_CLUSTER_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '-' || ch == '_'))
+            return false;
+    }
+    return true;
+}
+
+static void cluster_free(sx_cluster *c)
+{
+    if (c->sub_hb != NULL)
+        natsSubscription_Destroy(c->sub_hb);
+    if (c->sub_bye != NULL)
+        natsSubscription_Destroy(c->sub_bye);
+    if (c->nc != NULL)
+        natsConnection_Destroy(c->nc);
+    if (c->opts != NULL)
+        natsOptions_Destroy(c->opts);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c->members);
+    free(c);
+}
+
+int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
+                     sx_cluster **out, char *err, size_t cap)
+{
+    if (err != NULL && cap > 0)
+        err[0] = '\0';
+    if (e == NULL || cfg == NULL || out == NULL || cfg->url == NULL ||
+        cfg->node == 0 || !name_ok(cfg->name) ||
+        (cfg->heartbeat_ms != 0 &&
+         (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 60000)) ||
+        (cfg->down_after_ms != 0 &&
+         cfg->down_after_ms < 2 * cfg->heartbeat_ms)) {
+        if (err != NULL)
+            snprintf(err, cap,
+                     "cluster: want a NATS URL, a node number from 1, a "
+                     "cluster name of 1 to %d letters, digits, '-' or '_', "
+                     "a heartbeat from 10 to 60000 ms and a down-after of "
+                     "at least two heartbeats",
+                     SX_CLUSTER_NAME_MAX);
+        return SX_EINVAL;
+    }
+    sx_cluster *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return SX_ENOMEM;
+    c->engine = e;
+    snprintf(c->name, sizeof c->name, "%s", cfg->name);
+    c->node = cfg->node;
+    c->log = cfg->log;
+    c->log_user = cfg->log_user;
+    c->period_ms = cfg->heartbeat_ms != 0 ? cfg->heartbeat_ms : 500;
+    c->down_after_ms =
+        cfg->down_after_ms != 0 ? cfg->down_after_ms : 4 * c->period_ms;
+    snprintf(c->address, sizeof c->address, "%s",
+             cfg->address != NULL ? cfg->address : "");
+    snprintf(c->subj_hb, sizeof c->subj_hb, "stepx.%s.hb", c->name);
+    snprintf(c->subj_bye, sizeof c->subj_bye, "stepx.%s.bye", c->name);
+    if (getrandom(&c->inc, sizeof c->inc, 0) != (ssize_t)sizeof c->inc)
+        c->inc = ((uint64_t)random() << 32) ^ (uint64_t)random() ^ mono_ms();
+    if (c->inc == 0)
+        c->inc = 1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->members = calloc(MAX_MEMBERS, sizeof *c->members);
+    if (c->members == NULL) {
+        cluster_free(c);
+        return SX_ENOMEM;
+    }
+    c->n_members = 1;
+    c->members[0].m = (sx_cluster_member){ .node = c->node,
+                                           .incarnation = c->inc,
+                                           .self = true };
+    snprintf(c->members[0].m.address, sizeof c->members[0].m.address, "%s",
+             c->address);
+    c->members[0].heard_ms = mono_ms();
+
+    char cname[96];
+    snprintf(cname, sizeof cname, "stepxd %s/%u", c->name, c->node);
+    natsStatus s = natsOptions_Create(&c->opts);
+    if (s == NATS_OK)
+        s = natsOptions_SetURL(c->opts, cfg->url);
+    if (s == NATS_OK)
+        s = natsOptions_SetName(c->opts, cname);
+    if (s == NATS_OK && cfg->token != NULL)
+        s = natsOptions_SetToken(c->opts, cfg->token);
+    if (s == NATS_OK && cfg->credentials != NULL)
+        s = natsOptions_SetUserCredentialsFromFiles(c->opts, cfg->credentials,
+                                                    NULL);
+    /* Reconnect for ever, soon: a NATS restart is a pause, not an end. */
+    /* Our own heartbeats are not delivered back to us. */
+    if (s == NATS_OK)
+        s = natsOptions_SetNoEcho(c->opts, true);
+    if (s == NATS_OK)
+        s = natsOptions_SetMaxReconnect(c->opts, -1);
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectWait(c->opts, 100);
+    if (s == NATS_OK)
+        s = natsOptions_SetTimeout(c->opts, 2000);
+    if (s == NATS_OK)
+        s = natsOptions_SetDisconnectedCB(c->opts, on_disconnected, c);
+    if (s == NATS_OK)
+        s = natsOptions_SetReconnectedCB(c->opts, on_reconnected, c);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&c->nc, c->opts);
+    if (s != NATS_OK) {
+        if (err != NULL)
+            snprintf(err, cap, "cluster: cannot connect to NATS at %s: %s",
+                     cfg->url, natsStatus_GetText(s));
+        cluster_free(c);
+        return s == NATS_NO_MEMORY ? SX_ENOMEM : -ECONNREFUSED;
+    }
+    /* relaxed: a figure. */
+    atomic_store_explicit(&c->connected, true, memory_order_relaxed);
+    s = natsConnection_Subscribe(&c->sub_hb, c->nc, c->subj_hb, on_hb, c);
+    if (s == NATS_OK)
+        s = natsConnection_Subscribe(&c->sub_bye, c->nc, c->subj_bye, on_bye,
+                                     c);
+    if (s == NATS_OK)
+        s = natsConnection_Flush(c->nc);
+    if (s != NATS_OK) {
+        if (err != NULL)
+            snprintf(err, cap, "cluster: cannot subscribe: %s",
+                     natsStatus_GetText(s));
+        cluster_free(c);
+        return -EIO;
+    }
+    if (pthread_create(&c->thread, NULL, beat, c) != 0) {
+        cluster_free(c);
+        return SX_ENOMEM;
+    }
+    c->thread_started = true;
+    *out = c;
+    return 0;
+}
+
+void sx_cluster_stop(sx_cluster *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->thread_started)
+        pthread_join(c->thread, NULL);
+    /* A clean stop: the peers declare us down at once. */
+    publish(c, c->subj_bye, true);
+    natsConnection_FlushTimeout(c->nc, 500);
+    /* Unsubscribed before the connection goes: no callback runs after. */
+    natsSubscription_Unsubscribe(c->sub_hb);
+    natsSubscription_Unsubscribe(c->sub_bye);
+    natsConnection_Close(c->nc);
+    cluster_free(c);
+}
+
+size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap)
+{
+    if (c == NULL)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    uint64_t now = mono_ms();
+    size_t n = c->n_members;
+    for (size_t i = 0; i < n && i < cap; i++) {
+        out[i] = c->members[i].m;
+        out[i].last_heard_ms = now - c->members[i].heard_ms;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c == NULL)
+        return;
+    /* relaxed: figures. */
+    out->heartbeats_sent =
+        atomic_load_explicit(&c->hb_sent, memory_order_relaxed);
+    out->heartbeats_received =
+        atomic_load_explicit(&c->hb_received, memory_order_relaxed);
+    out->bad_messages =
+        atomic_load_explicit(&c->bad_messages, memory_order_relaxed);
+    out->downs = atomic_load_explicit(&c->downs, memory_order_relaxed);
+    out->reconnects =
+        atomic_load_explicit(&c->reconnects, memory_order_relaxed);
+    out->connected = atomic_load_explicit(&c->connected, memory_order_relaxed);
+    out->node = c->node;
+    out->incarnation = c->inc;
+    snprintf(out->name, sizeof out->name, "%s", c->name);
+}
