@@ -53,6 +53,11 @@ struct sx_cluster {
     bool stopping;     /* under mu */
     member *members;   /* under mu; members[0] is this node */
     size_t n_members;
+    /* Under mu: nats.c's last calls into us are over: the subscriptions
+     * whose handlers have returned for good, and the connection closed
+     * (its callbacks done). stop waits for them before freeing. */
+    int subs_done;
+    bool closed;
 
     /* Figures (relaxed; each has one writer or is a counter). */
     _Atomic uint64_t hb_sent, hb_received, bad_messages, downs, reconnects;
@@ -235,6 +240,25 @@ static void on_bye(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     on_msg(closure, msg, true);
 }
 
+static void on_sub_done(void *closure)
+{
+    sx_cluster *c = closure;
+    pthread_mutex_lock(&c->mu);
+    c->subs_done++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_closed(natsConnection *nc, void *closure)
+{
+    (void)nc;
+    sx_cluster *c = closure;
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void on_disconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
@@ -413,6 +437,8 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
     if (s == NATS_OK)
         s = natsOptions_SetReconnectedCB(c->opts, on_reconnected, c);
     if (s == NATS_OK)
+        s = natsOptions_SetClosedCB(c->opts, on_closed, c);
+    if (s == NATS_OK)
         s = natsConnection_Connect(&c->nc, c->opts);
     if (s != NATS_OK) {
         if (err != NULL)
@@ -427,6 +453,10 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
     if (s == NATS_OK)
         s = natsConnection_Subscribe(&c->sub_bye, c->nc, c->subj_bye, on_bye,
                                      c);
+    if (s == NATS_OK)
+        s = natsSubscription_SetOnCompleteCB(c->sub_hb, on_sub_done, c);
+    if (s == NATS_OK)
+        s = natsSubscription_SetOnCompleteCB(c->sub_bye, on_sub_done, c);
     if (s == NATS_OK)
         s = natsConnection_Flush(c->nc);
     if (s != NATS_OK) {
@@ -458,11 +488,26 @@ void sx_cluster_stop(sx_cluster *c)
     /* A clean stop: the peers declare us down at once. */
     publish(c, c->subj_bye, true);
     natsConnection_FlushTimeout(c->nc, 500);
-    /* Unsubscribed before the connection goes: no callback runs after. */
+    /* nats.c may still be in a handler or a connection callback of ours
+     * when these return: c is freed only once it says it is done with
+     * both subscriptions (on_sub_done) and the connection (on_closed). */
     natsSubscription_Unsubscribe(c->sub_hb);
     natsSubscription_Unsubscribe(c->sub_bye);
     natsConnection_Close(c->nc);
-    cluster_free(c);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += 5;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    while ((c->subs_done < 2 || !c->closed) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    bool done = c->subs_done >= 2 && c->closed;
+    pthread_mutex_unlock(&c->mu);
+    if (done)
+        cluster_free(c);
+    /* else: nats.c never said so in 5 s; c is left allocated rather than
+     * freed under a callback that may still come (a leak at exit, never
+     * a use after free). */
 }
 
 size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap)
