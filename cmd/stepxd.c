@@ -368,17 +368,8 @@ int main(int argc, char **argv)
         sx_engine_free(e);
         return 1;
     }
-    if ((rc = sx_engine_start(e)) != 0) {
-        const char *why = sx_engine_state_error(e);
-        if (why[0] != '\0')
-            fprintf(stderr, "stepxd: cannot open the state store: %s\n", why);
-        else
-            fprintf(stderr, "stepxd: start: %s\n", sx_strerror(rc));
-        sx_engine_free(e);
-        return 1;
-    }
-    /* With a state store the host part is the store's. */
-    sx_engine_config_get(e, &cfg);
+    /* The cluster first: the engine's remote route is set before it
+     * starts. Heartbeats say 0 processes until it has. */
     sx_cluster *cl = NULL;
     if (o.nats_url != NULL) {
         char err[256];
@@ -394,11 +385,25 @@ int main(int argc, char **argv)
         if ((rc = sx_cluster_start(e, &ccfg, &cl, err, sizeof err)) != 0) {
             fprintf(stderr, "stepxd: --nats %s: %s\n", o.nats_url,
                     err[0] != '\0' ? err : sx_strerror(rc));
-            sx_engine_stop(e, 0);
             sx_engine_free(e);
             return 1;
         }
+        /* Messages for processes of other nodes go through the cluster
+         * (set before the engine starts). */
+        sx_engine_set_remote(e, sx_cluster_route, cl);
     }
+    if ((rc = sx_engine_start(e)) != 0) {
+        const char *why = sx_engine_state_error(e);
+        if (why[0] != '\0')
+            fprintf(stderr, "stepxd: cannot open the state store: %s\n", why);
+        else
+            fprintf(stderr, "stepxd: start: %s\n", sx_strerror(rc));
+        sx_cluster_stop(cl);
+        sx_engine_free(e);
+        return 1;
+    }
+    /* With a state store the host part is the store's. */
+    sx_engine_config_get(e, &cfg);
     sx_server_config scfg = { .socket_path = o.socket_path,
                               .listen = o.listen,
                               .token = o.token,

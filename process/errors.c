@@ -48,6 +48,8 @@ static const err_entry err_table[] = {
     { SX_ESTORAGE, "SX_ESTORAGE", "the state store could not record it" },
     { SX_ERESTART_LIMIT, "SX_ERESTART_LIMIT",
       "the job ended past its restart limit" },
+    { SX_ENOCONNECTION, "SX_ENOCONNECTION",
+      "no connection to that process's node (down or unknown)" },
 
     { -EPERM, "EPERM", "operation not permitted" },
     { -ENOENT, "ENOENT", "no such file or directory" },

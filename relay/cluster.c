@@ -38,13 +38,13 @@ struct sx_cluster {
     uint64_t inc;
     char address[128];
     uint32_t period_ms, down_after_ms;
-    char subj_hb[96], subj_bye[96];
+    char subj_hb[96], subj_bye[96], subj_msg[112];
     void (*log)(void *user, const char *line);
     void *log_user;
 
     natsOptions *opts;
     natsConnection *nc;
-    natsSubscription *sub_hb, *sub_bye;
+    natsSubscription *sub_hb, *sub_bye, *sub_msg;
 
     pthread_t thread;
     bool thread_started;
@@ -58,9 +58,16 @@ struct sx_cluster {
      * (its callbacks done). stop waits for them before freeing. */
     int subs_done;
     bool closed;
+    /* Under mu: a member we did not know joined; the heartbeat thread
+     * answers with ours at once, so that a newcomer knows every member
+     * within a round trip rather than a heartbeat period. */
+    bool announce;
 
     /* Figures (relaxed; each has one writer or is a counter). */
     _Atomic uint64_t hb_sent, hb_received, bad_messages, downs, reconnects;
+    /* Messages for processes: sent to other nodes, received for ours, and
+     * received ones the engine refused (no such process, ...). */
+    _Atomic uint64_t msgs_out, msgs_in, msgs_undelivered;
     _Atomic bool connected;
 };
 
@@ -160,6 +167,8 @@ static void heard(sx_cluster *c, const sx_cluster_member *m)
         if (c->n_members == MAX_MEMBERS)
             return;
         x = &c->members[c->n_members++];
+        c->announce = true;
+        pthread_cond_signal(&c->cv);
         if (c->log != NULL) {
             char line[192];
             snprintf(line, sizeof line, "node %u (incarnation %llu) up%s%s",
@@ -259,6 +268,86 @@ static void on_closed(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* ---- messages for processes ------------------------------------------- */
+
+/* The remote route (sx_engine_set_remote): a message for a process of
+ * node to.node goes to that node's subject, if the node is a member now;
+ * else SX_ENOCONNECTION at once. One subject per destination and one
+ * connection: a sender's messages keep their order. */
+int sx_cluster_route(void *user, const sx_message *m)
+{
+    sx_cluster *c = user;
+    pthread_mutex_lock(&c->mu);
+    member *x = find(c, m->to.node);
+    bool up = x != NULL && !x->m.self;
+    pthread_mutex_unlock(&c->mu);
+    /* relaxed: a hint; a send racing a disconnect is buffered by nats.c
+     * (its reconnect buffer) and sent after the reconnect. */
+    if (!up || !atomic_load_explicit(&c->connected, memory_order_relaxed))
+        return SX_ENOCONNECTION;
+    char subject[112];
+    snprintf(subject, sizeof subject, "stepx.%s.n.%u.msg", c->name, m->to.node);
+    uint8_t buf[512];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    for (int pass = 0; pass < 2; pass++) {
+        sx_pack_fmt(&pk, "{s:s, s:p, s:p, s:s, s:v}", "c", c->name, "f",
+                    m->from, "t", m->to, "s", m->topic, "d", m->data);
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* too big for the stack: the heap */
+    }
+    int rc = pk.err;
+    if (rc == 0 &&
+        natsConnection_Publish(c->nc, subject, pk.data, (int)pk.len) != NATS_OK)
+        rc = SX_ENOCONNECTION;
+    sx_pack_fini(&pk);
+    if (rc == 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->msgs_out, 1, memory_order_relaxed);
+    return rc;
+}
+
+/* A message for one of our processes, from another node: handed to the
+ * engine as an outside send, in the order it came. */
+static void on_app(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+                   void *closure)
+{
+    (void)nc, (void)sub;
+    sx_cluster *c = closure;
+    sx_payload p = { (const uint8_t *)natsMsg_GetData(msg),
+                     (size_t)natsMsg_GetDataLength(msg) };
+    char cluster[SX_CLUSTER_NAME_MAX + 1], topic[256];
+    sx_pid from, to;
+    sx_payload f, t, d;
+    sx_unpack u;
+    bool ok = p.len > 0 &&
+              sx_get_strcpy(p, "c", cluster, sizeof cluster) == 0 &&
+              strcmp(cluster, c->name) == 0 &&
+              sx_get_strcpy(p, "s", topic, sizeof topic) == 0 &&
+              sx_get(p, "f", &f) == 0 && sx_get(p, "t", &t) == 0 &&
+              sx_get(p, "d", &d) == 0;
+    if (ok) {
+        sx_unpack_init(&u, f);
+        ok = sx_unpack_pid(&u, &from) == 0;
+    }
+    if (ok) {
+        sx_unpack_init(&u, t);
+        ok = sx_unpack_pid(&u, &to) == 0 && to.node == c->node;
+    }
+    if (!ok) {
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->bad_messages, 1, memory_order_relaxed);
+    } else {
+        /* relaxed: figures. */
+        atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
+        if (sx_engine_send(c->engine, from, to, topic, d) != 0)
+            atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
+                                      memory_order_relaxed);
+    }
+    natsMsg_Destroy(msg);
+}
+
 static void on_disconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
@@ -312,9 +401,10 @@ static void *beat(void *arg)
         uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)c->period_ms * 1000000u;
         ts.tv_sec += (time_t)(ns / 1000000000u);
         ts.tv_nsec = (long)(ns % 1000000000u);
-        while (!c->stopping &&
+        while (!c->stopping && !c->announce &&
                pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
             ;
+        c->announce = false;
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -342,6 +432,8 @@ static void cluster_free(sx_cluster *c)
         natsSubscription_Destroy(c->sub_hb);
     if (c->sub_bye != NULL)
         natsSubscription_Destroy(c->sub_bye);
+    if (c->sub_msg != NULL)
+        natsSubscription_Destroy(c->sub_msg);
     if (c->nc != NULL)
         natsConnection_Destroy(c->nc);
     if (c->opts != NULL)
@@ -387,6 +479,8 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
              cfg->address != NULL ? cfg->address : "");
     snprintf(c->subj_hb, sizeof c->subj_hb, "stepx.%s.hb", c->name);
     snprintf(c->subj_bye, sizeof c->subj_bye, "stepx.%s.bye", c->name);
+    snprintf(c->subj_msg, sizeof c->subj_msg, "stepx.%s.n.%u.msg", c->name,
+             c->node);
     if (getrandom(&c->inc, sizeof c->inc, 0) != (ssize_t)sizeof c->inc)
         c->inc = ((uint64_t)random() << 32) ^ (uint64_t)random() ^ mono_ms();
     if (c->inc == 0)
@@ -458,6 +552,11 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
     if (s == NATS_OK)
         s = natsSubscription_SetOnCompleteCB(c->sub_bye, on_sub_done, c);
     if (s == NATS_OK)
+        s = natsConnection_Subscribe(&c->sub_msg, c->nc, c->subj_msg, on_app,
+                                     c);
+    if (s == NATS_OK)
+        s = natsSubscription_SetOnCompleteCB(c->sub_msg, on_sub_done, c);
+    if (s == NATS_OK)
         s = natsConnection_Flush(c->nc);
     if (s != NATS_OK) {
         if (err != NULL)
@@ -493,15 +592,16 @@ void sx_cluster_stop(sx_cluster *c)
      * both subscriptions (on_sub_done) and the connection (on_closed). */
     natsSubscription_Unsubscribe(c->sub_hb);
     natsSubscription_Unsubscribe(c->sub_bye);
+    natsSubscription_Unsubscribe(c->sub_msg);
     natsConnection_Close(c->nc);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += 5;
     pthread_mutex_lock(&c->mu);
     int rc = 0;
-    while ((c->subs_done < 2 || !c->closed) && rc != ETIMEDOUT)
+    while ((c->subs_done < 3 || !c->closed) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    bool done = c->subs_done >= 2 && c->closed;
+    bool done = c->subs_done >= 3 && c->closed;
     pthread_mutex_unlock(&c->mu);
     if (done)
         cluster_free(c);
@@ -540,6 +640,11 @@ void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out)
     out->downs = atomic_load_explicit(&c->downs, memory_order_relaxed);
     out->reconnects =
         atomic_load_explicit(&c->reconnects, memory_order_relaxed);
+    out->messages_out =
+        atomic_load_explicit(&c->msgs_out, memory_order_relaxed);
+    out->messages_in = atomic_load_explicit(&c->msgs_in, memory_order_relaxed);
+    out->messages_undelivered =
+        atomic_load_explicit(&c->msgs_undelivered, memory_order_relaxed);
     out->connected = atomic_load_explicit(&c->connected, memory_order_relaxed);
     out->node = c->node;
     out->incarnation = c->inc;

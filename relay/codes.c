@@ -42,6 +42,7 @@ static const code_entry code_table[] = {
     CODE(SX_ETOOLARGE, "too_large"),
     CODE(SX_ESTORAGE, "storage"),
     CODE(SX_ERESTART_LIMIT, "restart_limit"),
+    CODE(SX_ENOCONNECTION, "noconnection"),
 };
 
 /* Strings only (no SX_E* code maps to them; the server picks them):

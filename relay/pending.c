@@ -67,6 +67,8 @@ static const char *outcome_code(int error)
         return "too_large";
     case SX_ERESTART_LIMIT:
         return "restart_limit";
+    case SX_ENOCONNECTION:
+        return "noconnection";
     case SX_ESTOPPING: /* a stored job that runs again at the next start */
         return "stopping";
     case SX_EUNKNOWN_TYPE: /* a stored job whose type is gone */

@@ -2,8 +2,9 @@
  * the context its init reads (PID, parent, engine, the type's user
  * pointer) and the message init may give with its error; a cancel and a
  * terminate, and the error a terminated process finishes with (by
- * terminate, a linked partner's failure, its deadline). Spawning and
- * finishing are engine/core/proc.c.
+ * terminate, a linked partner's failure, its deadline); messages for PIDs
+ * of other nodes, handed to the remote route. Spawning and finishing are
+ * engine/core/proc.c.
  *
  * Threads: the init functions inside init (on the submitting or spawning
  * thread); cancel and terminate [any thread]; sx__finish_terminated on
@@ -15,6 +16,7 @@
 
 #include "engine/core/core.h"
 #include "engine/core/job.h"
+#include "engine/core/live.h"
 
 sx_pid sx_init_pid(const sx_init_ctx *ctx)
 {
@@ -203,4 +205,46 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
     sx_pid_format((sx_pid){ e->cfg.node, e->cfg.host, by }, pid, sizeof pid);
     snprintf(msg, sizeof msg, "linked process %s failed", pid);
     sx__finish(e, p, SX_EFAILED, msg, (sx_payload){ NULL, 0 });
+}
+
+/* Messages first.. (a chain through node.next, each one message or a
+ * bundle) for to, a PID of another node: handed to the remote route one
+ * by one, in order, and freed. The first error is the send's. */
+int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first)
+{
+    int rc = 0;
+    for (sx__ev *ev = first, *next; ev != NULL; ev = next) {
+        /* relaxed: the chain is ours. */
+        next = (sx__ev *)atomic_load_explicit(&ev->node.next,
+                                              memory_order_relaxed);
+        sx_message m = { ev->from, to, NULL, { NULL, 0 } };
+        if (ev->nmsg > 0) {
+            size_t off = 0;
+            for (unsigned i = 0; i < ev->nmsg; i++) {
+                sx__ev_bundle_next(ev, &off, &m.topic, &m.data);
+                int r = e->remote(e->remote_user, &m);
+                rc = rc != 0 ? rc : r;
+            }
+        } else {
+            m.topic = sx__ev_topic(ev);
+            m.data = sx__ev_data(ev);
+            if (m.topic == NULL)
+                m.topic = "";
+            int r = e->remote(e->remote_user, &m);
+            rc = rc != 0 ? rc : r;
+        }
+        sx__ev_free(ev);
+    }
+    return rc;
+}
+
+int sx_engine_set_remote(sx_engine *e, sx_remote_fn fn, void *user)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    if (sx__started(e))
+        return SX_ESTATE;
+    e->remote = fn;
+    e->remote_user = user;
+    return 0;
 }

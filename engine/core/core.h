@@ -173,6 +173,10 @@ struct sx_engine {
     struct sx__job *sup_list;
     pthread_t sup_thread;
     bool sup_running, sup_stop;
+    /* Messages for PIDs of other nodes (sx_engine_set_remote; set before
+     * start, read-only after), or NULL. */
+    sx_remote_fn remote;
+    void *remote_user;
 };
 
 /* What init gets (engine/core/control.c reads it; proc.c fills it). */
@@ -191,6 +195,10 @@ int sx__type_add(sx_engine *e, const sx_process_type *type);
 /* [cold] init refused with code: the message it gave with sx_init_error
  * ("" when none), kept for sx_engine_init_error on this thread. */
 const char *sx__init_refused(const sx_init_ctx *ctx, int code);
+/* [cold] Messages first.. (a chain) for to, a PID of another node, handed
+ * to the remote route (sx_engine_set_remote) in order and freed; the
+ * first error. */
+int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first);
 /* A submit begins: sx_engine_init_error says "" until init refuses one. */
 void sx__init_forget(void);
 /* [cold] A spawn failed with code: init's message when it was init that

@@ -423,6 +423,20 @@ typedef struct {
     sx_payload data;
 } sx_message;
 
+/* A message for a PID of another node (its node part is not this
+ * engine's), handed over instead of failing SX_ENOTFOUND: a cluster
+ * (docs/CLUSTER.md) carries it there. Called on the sending thread (a
+ * worker, a loop, a caller), in send order per sender; it must not block
+ * and must copy what it keeps (msg is valid only during the call).
+ * Returns 0 (taken: on its way, which is all a send's success then
+ * means) or a negative code, the send's error (SX_ENOCONNECTION for a
+ * node that is down or unknown). */
+typedef int (*sx_remote_fn)(void *user, const sx_message *msg);
+
+/* Sets the remote route (NULL: none, the default: such a PID is
+ * SX_ENOTFOUND); before start only. Errors: SX_EINVAL, SX_ESTATE. */
+int sx_engine_set_remote(sx_engine *e, sx_remote_fn fn, void *user);
+
 /* Called on the sending thread (a worker, a loop, a caller) for every
  * message sent to the mailbox, in order per sender. It must not block and
  * must not call sx_engine_mailbox_free on its own mailbox, nor on another

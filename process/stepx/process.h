@@ -46,6 +46,7 @@ extern "C" {
 #define SX_EVERSION (-5014)       /* a state store written by a newer stepx */
 #define SX_ESTORAGE (-5015)       /* the state store could not record it */
 #define SX_ERESTART_LIMIT (-5016) /* a job ended past its restart limit */
+#define SX_ENOCONNECTION (-5017)  /* a PID of a node that is down or unknown */
 
 /* A static message for code (never allocates, never NULL). Any thread. */
 const char *sx_strerror(int code);

@@ -153,6 +153,9 @@ typedef struct {
     uint64_t downs;        /* members declared down (silent, bye, or a
                               new incarnation)                         */
     uint64_t reconnects;   /* to NATS */
+    /* Messages for processes: sent to other nodes, received for ours,
+     * and received ones the engine refused (no such process, ...). */
+    uint64_t messages_out, messages_in, messages_undelivered;
 } sx_cluster_stats;
 
 /* Connects to NATS and joins the cluster (engine e: its figures go into
@@ -164,6 +167,11 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
  * there are. Any thread. */
 size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap);
 void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out);
+/* The engine's remote route (sx_engine_set_remote(e, sx_cluster_route,
+ * c), before the engine starts): messages for processes of other nodes
+ * travel over NATS; SX_ENOCONNECTION for a node that is not a member now
+ * (down, or never seen). */
+int sx_cluster_route(void *user, const sx_message *msg);
 /* Says goodbye (the peers declare this node down at once) and leaves.
  * NULL is a no-op. */
 void sx_cluster_stop(sx_cluster *c);

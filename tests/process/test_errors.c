@@ -33,6 +33,7 @@ static const struct {
     { SX_EVERSION, "SX_EVERSION" },
     { SX_ESTORAGE, "SX_ESTORAGE" },
     { SX_ERESTART_LIMIT, "SX_ERESTART_LIMIT" },
+    { SX_ENOCONNECTION, "SX_ENOCONNECTION" },
 };
 
 #define ERRNO(e)                                                               \
@@ -102,7 +103,7 @@ static void test_errno_codes(void)
 static void test_unknown_codes(void)
 {
     static const int unknown[] = { 1,       EINVAL,  5001,       -5000,
-                                   -5017,   -4999,   -9999,      -3000,
+                                   -5018,   -4999,   -9999,      -3000,
                                    INT_MIN, INT_MAX, INT_MIN + 1 };
     CHECK_STR(sx_strerror(0), "success");
     CHECK_STR(sx_errname(0), "OK");
