@@ -341,7 +341,24 @@ static void on_app(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     } else {
         /* relaxed: figures. */
         atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
-        if (sx_engine_send(c->engine, from, to, topic, d) != 0)
+        int rc;
+        if (strcmp(topic, SX_TOPIC_CANCEL) == 0) {
+            /* A cancel from the other node (sx_engine_cancel, the cancel
+             * command, the relay's cancel of a PID of ours): a cancel
+             * here too, which overtakes queued messages and ends a job
+             * waiting for its restart. */
+            char reason[1024] = "cancelled";
+            sx_str r = sx_get_str(d, NULL);
+            if (r.ptr != NULL)
+                snprintf(
+                    reason, sizeof reason, "%.*s",
+                    (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
+                    r.ptr);
+            rc = sx_engine_cancel(c->engine, to, reason);
+        } else {
+            rc = sx_engine_send(c->engine, from, to, topic, d);
+        }
+        if (rc != 0)
             atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
                                       memory_order_relaxed);
     }

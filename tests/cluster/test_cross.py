@@ -141,6 +141,16 @@ try:
           "%d messages to node 2's echo: every echo back on node 1, in order"
           % n, "got %d, first %r, errors %r" % (len(got), got[:5], errors[:3]))
 
+    # a cancel from node 1 of a process of node 2: a cancel there (the echo
+    # finishes with the count of what it echoed, 0)
+    r = c2.call("submit", type="echo", method="serve", input=[])
+    pid2b = r.get("pid", "")
+    r = c1.call("cancel", pid=pid2b, reason="from node 1")
+    w = c2.call("wait", pid=pid2b, timeout_ms=5000)
+    check(r.get("ok") and w.get("ok") and w.get("result") == 0,
+          "cancel from node 1 of a process of node 2: it ends as cancelled "
+          "there", (r, w))
+
     far = "{9@1|4294967297}"
     t0 = time.monotonic()
     r = c1.call("send", to=far, topic="t", data=1)
