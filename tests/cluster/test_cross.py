@@ -195,6 +195,18 @@ try:
     r = c3.call("send", to=far, topic="t", data=1)
     check(not r.get("ok") and r["error"]["code"] == "not_found",
           "without --nats, another node's PID is not_found", r)
+    for p in procs[1:]:
+        if p.poll() is None:
+            p.terminate()
+            p.wait()
+    reports = []
+    for name in sorted(os.listdir(tmp)):
+        if name.endswith(".log"):
+            text = open(os.path.join(tmp, name), errors="replace").read()
+            if ("Sanitizer" in text or "runtime error" in text):
+                reports.append(name + ": " + text[:2000])
+    check(not reports, "no sanitizer report in the nodes' logs",
+          "\n".join(reports))
 finally:
     for p in procs:
         try:
