@@ -87,6 +87,54 @@ static void gauge(text *t, const char *name, const char *help, uint64_t v)
         (unsigned long long)v);
 }
 
+/* The cluster's membership figures, and one line per peer: how long ago
+ * it was last heard from, its processes and its load (docs/CLUSTER.md). */
+static void cluster_metrics(text *t, sx_cluster *cl)
+{
+    sx_cluster_stats cs;
+    sx_cluster_stats_get(cl, &cs);
+    gauge(t, "stepx_cluster_connected", "1 while connected to NATS.",
+          cs.connected ? 1 : 0);
+    counter(t, "stepx_cluster_heartbeats_sent_total",
+            "Heartbeats this node published.", cs.heartbeats_sent);
+    counter(t, "stepx_cluster_heartbeats_received_total",
+            "Heartbeats heard from other nodes.", cs.heartbeats_received);
+    counter(t, "stepx_cluster_bad_messages_total",
+            "Messages on the cluster's subjects dropped (malformed, "
+            "another cluster's, a conflicting node number).",
+            cs.bad_messages);
+    counter(t, "stepx_cluster_downs_total",
+            "Nodes declared down (silent, goodbye, new incarnation).",
+            cs.downs);
+    counter(t, "stepx_cluster_reconnects_total", "Reconnects to NATS.",
+            cs.reconnects);
+    counter(t, "stepx_cluster_messages_out_total",
+            "Messages sent to processes of other nodes.", cs.messages_out);
+    counter(t, "stepx_cluster_messages_in_total",
+            "Messages received for processes of this node.", cs.messages_in);
+    counter(t, "stepx_cluster_messages_undelivered_total",
+            "Received messages the engine refused (no such process, ...).",
+            cs.messages_undelivered);
+    sx_cluster_member m[256];
+    size_t n = sx_cluster_members(cl, m, 256);
+    if (n > 256)
+        n = 256;
+    put(t, "# HELP stepx_cluster_peer_last_heard_seconds Time since a "
+           "member's last heartbeat.\n"
+           "# TYPE stepx_cluster_peer_last_heard_seconds gauge\n");
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].self)
+            put(t, "stepx_cluster_peer_last_heard_seconds{node=\"%u\"} %.3f\n",
+                m[i].node, (double)m[i].last_heard_ms / 1000.0);
+    put(t, "# HELP stepx_cluster_peer_processes A member's live processes "
+           "at its last heartbeat.\n"
+           "# TYPE stepx_cluster_peer_processes gauge\n");
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].self)
+            put(t, "stepx_cluster_peer_processes{node=\"%u\"} %llu\n",
+                m[i].node, (unsigned long long)m[i].processes);
+}
+
 char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
 {
     text t = { malloc(4096), 0, 4096, false };
@@ -229,6 +277,9 @@ char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)
                 "Connections closed before hello with the token (evicted "
                 "or past the deadline).",
                 ss.auth_closed);
+        sx_cluster *cl = sx_server_cluster(srv);
+        if (cl != NULL)
+            cluster_metrics(&t, cl);
     }
     if (t.oom) {
         free(t.buf);

@@ -633,6 +633,11 @@ fail_alloc:
     return rc;
 }
 
+sx_cluster *sx_server_cluster(const sx_server *s)
+{
+    return s != NULL ? s->cluster : NULL;
+}
+
 int sx_server_port(const sx_server *s)
 {
     return s != NULL ? s->port : 0;

@@ -230,6 +230,8 @@ typedef struct sx_server sx_server;
 int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out);
 /* The TCP port actually bound (useful with port 0), or 0. */
 int sx_server_port(const sx_server *s);
+/* The cluster given in its config (sx_server_config.cluster), or NULL. */
+sx_cluster *sx_server_cluster(const sx_server *s);
 typedef struct {
     uint64_t connections; /* open now                     */
     uint64_t accepted;    /* since start                  */

@@ -63,9 +63,10 @@ start_nats()
 start_node()
 {
     local n=$1
+    shift
     "$STEPXD" --ephemeral --socket "$TMP/n$n.sock" --nats "$URL" \
         --cluster t1 --node "$n" --heartbeat $HB --down-after $DOWN \
-        --workers 1 >>"$TMP/n$n.log" 2>&1 &
+        --workers 1 "$@" >>"$TMP/n$n.log" 2>&1 &
     NODE_PID[$n]=$!
 }
 # The members node $1 sees, as "node:incarnation" words, sorted.
@@ -130,11 +131,21 @@ else bad "no NATS server answers: exit 1, says so" "rc $rc: $(cat "$TMP/x.log")"
 
 # ---- three nodes -------------------------------------------------------------
 start_nats || { bad "nats-server starts" "$(cat "$TMP/nats.log")"; echo "$PASS passed, $FAIL failed"; exit 1; }
-for n in 1 2 3; do start_node $n; done
+start_node 1 --metrics 127.0.0.1:0
+for n in 2 3; do start_node $n; done
 if t=$(wait_nodes 1 "1 2 3" 10000) && wait_nodes 2 "1 2 3" 5000 >/dev/null &&
     wait_nodes 3 "1 2 3" 5000 >/dev/null; then
     ok "three nodes see each other (node 1 after $t ms)"
 else bad "three nodes see each other" "1: $(members 1) 2: $(members 2) 3: $(members 3)"; fi
+# Per-node and per-peer figures in node 1's /metrics.
+MPORT=$(grep -o "metrics on http://[^ ]* (port [0-9]*)" "$TMP/n1.log" | grep -o "port [0-9]*" | cut -d' ' -f2)
+METRICS=$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$MPORT/metrics', timeout=5).read().decode())" 2>&1)
+if printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_peer_last_heard_seconds{node="2"} ' &&
+    printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_peer_processes{node="3"} ' &&
+    printf '%s\n' "$METRICS" | grep -qE '^stepx_cluster_heartbeats_received_total [1-9]' &&
+    printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_connected 1'; then
+    ok "/metrics: the cluster's figures and one line per peer"
+else bad "/metrics: the cluster's figures and one line per peer" "$(printf '%s\n' "$METRICS" | grep cluster | head -20)"; fi
 
 # ---- kill -9 ----------------------------------------------------------------
 inc3=$(members 1 | tr ' ' '\n' | grep '^3:')
