@@ -156,15 +156,17 @@ if t=$(wait_nodes 1 "1 2" $((DOWN + HB + 1500))) && wait_nodes 2 "1 2" 1500 >/de
 else bad "kill -9: node 3 declared down" "1: $(members 1) 2: $(members 2)"; fi
 # The time to notice, as node 1 logged it: how long node 3 had been
 # silent when it was declared down (from its last heartbeat, so at least
-# the time since the kill): at most the down-after time plus one
-# heartbeat (the table is swept once a heartbeat), with 100 ms for a
-# busy host's timers.
+# the time since the kill). By design it is at most the down-after time
+# plus one heartbeat (the table is swept once a heartbeat); this test
+# runs beside others on a busy host, so it only bounds it loosely (a
+# second of slack) and prints the figure.
 silent=$(grep -o "node 3 (incarnation ${inc3#3:}) down: silent for [0-9]* ms" "$TMP/n1.log" |
     grep -o '[0-9]* ms' | cut -d' ' -f1)
-if [ -n "$silent" ] && [ "$silent" -le $((DOWN + HB + 100)) ]; then
+if [ -n "$silent" ] && [ "$silent" -ge "$DOWN" ] &&
+    [ "$silent" -le $((DOWN + HB + 1000)) ]; then
     echo "#     kill -9 noticed: node 3 silent for $silent ms when declared down (down-after $DOWN, heartbeat $HB)"
-    ok "kill -9 noticed within the down-after time + one heartbeat ($silent <= $((DOWN + HB)) ms, +100)"
-else bad "kill -9 noticed within the down-after time + one heartbeat" "silent '$silent'; $(grep cluster: "$TMP/n1.log")"; fi
+    ok "kill -9 noticed after the down-after time, about a heartbeat past it ($silent ms)"
+else bad "kill -9 noticed after the down-after time" "silent '$silent'; $(grep cluster: "$TMP/n1.log")"; fi
 
 # ---- a node back: a new incarnation -------------------------------------------
 start_node 3
@@ -215,9 +217,11 @@ else bad "nats-server restarted: the nodes reconnected" "1: $(members 1) 3: $(me
 
 # ---- a clean stop: bye ----------------------------------------------------------
 kill -TERM "${NODE_PID[2]}"
-if t=$(wait_nodes 1 "1 3" $((DOWN - 300))); then
-    ok "SIGTERM: node 2 said goodbye, dropped at once (after $t ms)"
-else bad "SIGTERM: node 2 dropped at once" "$(members 1)"; fi
+# Dropped for its goodbye, not for its silence (node 1's log says which).
+if wait_nodes 1 "1 3" 5000 >/dev/null &&
+    grep -q "node 2 (incarnation ${inc2#2:}) down: said goodbye" "$TMP/n1.log"; then
+    ok "SIGTERM: node 2 said goodbye and was dropped for it"
+else bad "SIGTERM: node 2 dropped for its goodbye" "$(members 1); $(grep cluster: "$TMP/n1.log")"; fi
 wait "${NODE_PID[2]}" 2>/dev/null
 rc=$?
 [ $rc -eq 0 ] && ok "node 2 stopped cleanly (exit 0)" || bad "node 2 stopped cleanly" "rc $rc: $(tail -3 "$TMP/n2.log")"
