@@ -98,11 +98,13 @@ def members(c):
 
 def wait_members(c, want, ms):
     t0 = time.monotonic()
-    while time.monotonic() - t0 < ms / 1000.0:
+    while True:
+        late = time.monotonic() - t0 > ms / 1000.0
         if members(c) == want:
             return True
+        if late:  # one more look after the deadline: a busy host is slow
+            return False
         time.sleep(0.02)
-    return False
 
 
 try:
@@ -173,8 +175,11 @@ try:
     while b"PONG" not in buf:
         buf += s.recv(4096)
     s.close()
-    time.sleep(0.3)
-    b1 = c1.call("nodes")["membership"]["bad_messages"]
+    for _ in range(100):
+        b1 = c1.call("nodes")["membership"]["bad_messages"]
+        if b1 - b0 >= 3:
+            break
+        time.sleep(0.05)
     check(b1 - b0 >= 3 and members(c1) == [1, 2],
           "malformed messages on node 1's subject dropped and counted "
           "(%d -> %d)" % (b0, b1))
@@ -182,7 +187,7 @@ try:
     # kill -9 node 2: once it is down, sends to its processes fail at once
     p2.kill()
     p2.wait()
-    check(wait_members(c1, [1], 3000), "node 2 declared down after kill -9")
+    check(wait_members(c1, [1], 10000), "node 2 declared down after kill -9")
     t0 = time.monotonic()
     r = c1.call("send", to=pid2, topic="t", data=1)
     dt = (time.monotonic() - t0) * 1000

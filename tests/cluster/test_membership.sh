@@ -94,9 +94,13 @@ wait_nodes()
     local t0 now
     t0=$(date +%s%3N)
     while :; do
-        [ "$(nodes_of "$1")" = "$2" ] && { now=$(date +%s%3N); echo $((now - t0)); return 0; }
         now=$(date +%s%3N)
-        [ $((now - t0)) -gt "$3" ] && return 1
+        local late=$((now - t0 > $3))
+        [ "$(nodes_of "$1")" = "$2" ] && { now=$(date +%s%3N); echo $((now - t0)); return 0; }
+        # One more look after the deadline passed: a look can take long
+        # on a busy host, and only the state matters here (the time to
+        # notice is taken from the node's own log).
+        [ "$late" = 1 ] && return 1
         sleep 0.02
     done
 }
@@ -151,7 +155,7 @@ else bad "/metrics: the cluster's figures and one line per peer" "$(printf '%s\n
 inc3=$(members 1 | tr ' ' '\n' | grep '^3:')
 kill -9 "${NODE_PID[3]}"
 wait "${NODE_PID[3]}" 2>/dev/null
-if t=$(wait_nodes 1 "1 2" $((DOWN + HB + 1500))) && wait_nodes 2 "1 2" 1500 >/dev/null; then
+if t=$(wait_nodes 1 "1 2" 10000) && wait_nodes 2 "1 2" 5000 >/dev/null; then
     ok "kill -9: node 3 declared down by the others (seen by this script $t ms after the kill)"
 else bad "kill -9: node 3 declared down" "1: $(members 1) 2: $(members 2)"; fi
 # The time to notice, as node 1 logged it: how long node 3 had been
@@ -180,7 +184,7 @@ else bad "node 3 restarted: seen again" "$(members 1)"; fi
 # ---- SIGSTOP / SIGCONT --------------------------------------------------------
 inc2=$(members 1 | tr ' ' '\n' | grep '^2:')
 kill -STOP "${NODE_PID[2]}"
-if t=$(wait_nodes 1 "1 3" $((DOWN + HB + 1500))); then
+if t=$(wait_nodes 1 "1 3" 10000); then
     ok "SIGSTOP: node 2 declared down (after $t ms)"
 else bad "SIGSTOP: node 2 declared down" "$(members 1)"; fi
 kill -CONT "${NODE_PID[2]}"
@@ -198,8 +202,11 @@ nats_pub stepx.t1.hb "b'\\x83\\xa7cluster\\xa2t2\\xa4node\\x07\\xa3inc\\x05'"
 # another node claiming node 1's number with another incarnation
 nats_pub stepx.t1.hb "b'\\x83\\xa7cluster\\xa2t1\\xa4node\\x01\\xa3inc\\x05'"
 nats_pub stepx.t1.bye "b'\\x90'"
-sleep 0.5
-b1=$(membership 1 bad_messages)
+for _ in $(seq 100); do
+    b1=$(membership 1 bad_messages)
+    [ -n "$b1" ] && [ -n "$b0" ] && [ $((b1 - b0)) -ge 5 ] && break
+    sleep 0.05
+done
 if [ -n "$b0" ] && [ -n "$b1" ] && [ $((b1 - b0)) -ge 5 ] &&
     [ "$(nodes_of 1)" = "1 2 3" ] && [ "$(nodes_of 2)" = "1 2 3" ]; then
     ok "hostile messages dropped and counted ($b0 -> $b1), nodes unharmed"
