@@ -82,7 +82,7 @@ def start_node(n, extra=()):
     args = [STEPXD, "--ephemeral", "--socket", sock, "--workers", "1"]
     if n is not None:
         args += ["--nats", url, "--cluster", "x1", "--node", str(n),
-                 "--heartbeat", "200", "--down-after", "1000"]
+                 "--heartbeat", "250", "--down-after", "3000"]
     p = subprocess.Popen(args + list(extra), stdout=log, stderr=log)
     procs.append(p)
     for _ in range(200):

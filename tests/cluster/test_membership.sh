@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/cluster/test_membership.sh STEPXD STEPX — cluster membership over
 # NATS (docs/CLUSTER.md), end to end: starts its own nats-server on a
-# loopback port and three stepxd nodes (--heartbeat 200, --down-after
-# 1000), and checks that
+# loopback port and three stepxd nodes (--heartbeat 250, --down-after
+# 2000), and checks that
 #   - the three see each other (`stepx nodes`);
 #   - a node killed with SIGKILL is declared down by the others within
 #     the down-after time plus a heartbeat (plus slack for a busy host),
@@ -48,7 +48,7 @@ bad() { echo "FAIL  $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 URL=nats://127.0.0.1:$PORT
-HB=200 DOWN=1000
+HB=250 DOWN=2000
 
 start_nats()
 {
@@ -211,7 +211,7 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 if [ -n "$b0" ] && [ -n "$b1" ] && [ $((b1 - b0)) -ge 5 ] &&
-    [ "$(nodes_of 1)" = "1 2 3" ] && [ "$(nodes_of 2)" = "1 2 3" ]; then
+    wait_nodes 1 "1 2 3" 5000 >/dev/null && wait_nodes 2 "1 2 3" 5000 >/dev/null; then
     ok "hostile messages dropped and counted ($b0 -> $b1), nodes unharmed"
 else bad "hostile messages dropped and counted" "$b0 -> $b1; $(members 1)"; fi
 
