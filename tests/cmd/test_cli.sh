@@ -1029,13 +1029,15 @@ json "SIGHUP, then SIGINT: the sleeper's waiter got its outcome (terminated)" \
 
 SOCK4=$TMP/stepxd4.sock
 # start4 ARGS...: stepxd on SOCK4 (one worker, a short stop deadline),
-# waited for until it has said its startup lines.
+# waited for until it has said its startup lines (up to 30 s: under a
+# sanitizer on a host busy with the suite's other builds a start can take
+# seconds).
 start4()
 {
     "$STEPXD" --socket "$SOCK4" --workers 1 --stop-deadline 200 "$@" \
         >"$TMP/stepxd4.log" 2>&1 &
     DPID=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do
         grep -q "SIGTERM stops it" "$TMP/stepxd4.log" && break
         kill -0 "$DPID" 2>/dev/null || break
         sleep 0.1
