@@ -25,6 +25,20 @@
 #include "engine/commands/commands.h"
 #include "process/output.h"
 
+/* A @cancel anywhere in the batch ends the helper as cancelled, with its
+ * reason, before anything else in it is looked at (both helpers'
+ * steps begin so). */
+static bool ended_by_cancel(const sx_event *events, size_t n,
+                            sx_step_output *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (sx_event_kind_of(&events[i]) == SX_EV_CANCEL) {
+            sx_cancelled_by(out, &events[i]);
+            return true;
+        }
+    return false;
+}
+
 /* ---- @retry ---------------------------------------------------------- */
 
 enum { TAG_RUN = 1, TAG_BACKOFF = 2 };
@@ -152,14 +166,8 @@ static int retry_step(void *st, const sx_event *events, size_t n,
                       sx_step_output *out)
 {
     retry_state *r = st;
-    for (size_t i = 0; i < n; i++) {
-        const sx_event *ev = &events[i];
-        if (ev->type == SX_EVENT_MESSAGE &&
-            strcmp(ev->topic, SX_TOPIC_CANCEL) == 0) {
-            sx_cancelled_by(out, ev);
-            return 0;
-        }
-    }
+    if (ended_by_cancel(events, n, out))
+        return 0;
     if (!r->started) {
         r->started = true;
         return retry_run(r, out);
@@ -361,14 +369,8 @@ static int all_step(void *st, const sx_event *events, size_t n,
                     sx_step_output *out)
 {
     all_state *a = st;
-    for (size_t i = 0; i < n; i++) {
-        const sx_event *ev = &events[i];
-        if (ev->type == SX_EVENT_MESSAGE &&
-            strcmp(ev->topic, SX_TOPIC_CANCEL) == 0) {
-            sx_cancelled_by(out, ev);
-            return 0;
-        }
-    }
+    if (ended_by_cancel(events, n, out))
+        return 0;
     if (!a->started) {
         a->started = true;
         if (a->n == 0) {
