@@ -388,9 +388,6 @@ int main(int argc, char **argv)
             sx_engine_free(e);
             return 1;
         }
-        /* Messages for processes of other nodes go through the cluster
-         * (set before the engine starts). */
-        sx_engine_set_remote(e, sx_cluster_route, cl);
     }
     if ((rc = sx_engine_start(e)) != 0) {
         const char *why = sx_engine_state_error(e);

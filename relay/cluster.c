@@ -12,71 +12,16 @@
  */
 #define _DEFAULT_SOURCE /* random() */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
-#include <nats/nats.h>
+#include "relay/cluster.h"
 
-#include "relay/stepx/relay.h"
-
-#define MAX_MEMBERS 1024
-
-typedef struct {
-    sx_cluster_member m;
-    uint64_t heard_ms; /* monotonic, when last heard */
-} member;
-
-struct sx_cluster {
-    sx_engine *engine;
-    char name[SX_CLUSTER_NAME_MAX + 1];
-    uint32_t node;
-    uint64_t inc;
-    char address[128];
-    uint32_t period_ms, down_after_ms;
-    char subj_hb[96], subj_bye[96], subj_msg[112];
-    void (*log)(void *user, const char *line);
-    void *log_user;
-
-    natsOptions *opts;
-    natsConnection *nc;
-    natsSubscription *sub_hb, *sub_bye, *sub_msg;
-
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC; signalled by stop */
-    bool stopping;     /* under mu */
-    member *members;   /* under mu; members[0] is this node */
-    size_t n_members;
-    /* Under mu: nats.c's last calls into us are over: the subscriptions
-     * whose handlers have returned for good, and the connection closed
-     * (its callbacks done). stop waits for them before freeing. */
-    int subs_done;
-    bool closed;
-    /* Under mu: a member we did not know joined; the heartbeat thread
-     * answers with ours at once, so that a newcomer knows every member
-     * within a round trip rather than a heartbeat period. */
-    bool announce;
-
-    /* Figures (relaxed; each has one writer or is a counter). */
-    _Atomic uint64_t hb_sent, hb_received, bad_messages, downs, reconnects;
-    /* Messages for processes: sent to other nodes, received for ours, and
-     * received ones the engine refused (no such process, ...). */
-    _Atomic uint64_t msgs_out, msgs_in, msgs_undelivered;
-    _Atomic bool connected;
-};
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+#define MAX_MEMBERS SX__CLUSTER_MAX_MEMBERS
+typedef sx__member member;
+#define mono_ms sx__cluster_mono_ms
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -127,7 +72,7 @@ static int hb_pack(sx_cluster *c, sx_pack *pk, bool bye)
 
 /* ---- the member table [mu] ------------------------------------------- */
 
-static member *find(sx_cluster *c, uint32_t node)
+member *sx__cluster_find(sx_cluster *c, uint32_t node)
 {
     for (size_t i = 0; i < c->n_members; i++)
         if (c->members[i].m.node == node)
@@ -136,9 +81,12 @@ static member *find(sx_cluster *c, uint32_t node)
 }
 
 /* Member i is down (why: "silent for N ms", "said goodbye", "came back
- * as a new incarnation"): told, counted, dropped. */
+ * as a new incarnation"): told, counted, dropped; the watches of its
+ * processes are taken out, to be answered noconnection once mu is let go
+ * (sx__cluster_fire). */
 static void down_at(sx_cluster *c, size_t i, const char *why)
 {
+    sx__cluster_lose(c, c->members[i].m.node, SX__LOST_DOWN);
     if (c->log != NULL) {
         char line[192];
         snprintf(line, sizeof line, "node %u (incarnation %llu) down: %s",
@@ -155,7 +103,7 @@ static void down_at(sx_cluster *c, size_t i, const char *why)
  * a new incarnation of a node (its earlier one is down first). */
 static void heard(sx_cluster *c, const sx_cluster_member *m)
 {
-    member *x = find(c, m->node);
+    member *x = sx__cluster_find(c, m->node);
     if (x != NULL && x->m.self)
         return; /* our own, echoed; another node with our number is
                    ignored too (a misconfiguration, counted as bad) */
@@ -219,7 +167,7 @@ static void on_msg(sx_cluster *c, natsMsg *msg, bool bye)
     natsMsg_Destroy(msg);
     pthread_mutex_lock(&c->mu);
     if (bye) {
-        member *x = find(c, m.node);
+        member *x = sx__cluster_find(c, m.node);
         if (x != NULL && !x->m.self && x->m.incarnation == m.incarnation)
             down_at(c, (size_t)(x - c->members), "said goodbye");
     } else {
@@ -233,6 +181,7 @@ static void on_msg(sx_cluster *c, natsMsg *msg, bool bye)
             heard(c, &m);
     }
     pthread_mutex_unlock(&c->mu);
+    sx__cluster_fire(c);
 }
 
 static void on_hb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
@@ -268,109 +217,19 @@ static void on_closed(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- messages for processes ------------------------------------------- */
-
-/* The remote route (sx_engine_set_remote): a message for a process of
- * node to.node goes to that node's subject, if the node is a member now;
- * else SX_ENOCONNECTION at once. One subject per destination and one
- * connection: a sender's messages keep their order. */
-int sx_cluster_route(void *user, const sx_message *m)
-{
-    sx_cluster *c = user;
-    pthread_mutex_lock(&c->mu);
-    member *x = find(c, m->to.node);
-    bool up = x != NULL && !x->m.self;
-    pthread_mutex_unlock(&c->mu);
-    /* relaxed: a hint; a send racing a disconnect is buffered by nats.c
-     * (its reconnect buffer) and sent after the reconnect. */
-    if (!up || !atomic_load_explicit(&c->connected, memory_order_relaxed))
-        return SX_ENOCONNECTION;
-    char subject[112];
-    snprintf(subject, sizeof subject, "stepx.%s.n.%u.msg", c->name, m->to.node);
-    uint8_t buf[512];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof buf);
-    for (int pass = 0; pass < 2; pass++) {
-        sx_pack_fmt(&pk, "{s:s, s:p, s:p, s:s, s:v}", "c", c->name, "f",
-                    m->from, "t", m->to, "s", m->topic, "d", m->data);
-        if (pk.err == 0 || pass == 1)
-            break;
-        sx_pack_init(&pk); /* too big for the stack: the heap */
-    }
-    int rc = pk.err;
-    if (rc == 0 &&
-        natsConnection_Publish(c->nc, subject, pk.data, (int)pk.len) != NATS_OK)
-        rc = SX_ENOCONNECTION;
-    sx_pack_fini(&pk);
-    if (rc == 0)
-        /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&c->msgs_out, 1, memory_order_relaxed);
-    return rc;
-}
-
-/* A message for one of our processes, from another node: handed to the
- * engine as an outside send, in the order it came. */
-static void on_app(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
-                   void *closure)
-{
-    (void)nc, (void)sub;
-    sx_cluster *c = closure;
-    sx_payload p = { (const uint8_t *)natsMsg_GetData(msg),
-                     (size_t)natsMsg_GetDataLength(msg) };
-    char cluster[SX_CLUSTER_NAME_MAX + 1], topic[256];
-    sx_pid from, to;
-    sx_payload f, t, d;
-    sx_unpack u;
-    bool ok = p.len > 0 &&
-              sx_get_strcpy(p, "c", cluster, sizeof cluster) == 0 &&
-              strcmp(cluster, c->name) == 0 &&
-              sx_get_strcpy(p, "s", topic, sizeof topic) == 0 &&
-              sx_get(p, "f", &f) == 0 && sx_get(p, "t", &t) == 0 &&
-              sx_get(p, "d", &d) == 0;
-    if (ok) {
-        sx_unpack_init(&u, f);
-        ok = sx_unpack_pid(&u, &from) == 0;
-    }
-    if (ok) {
-        sx_unpack_init(&u, t);
-        ok = sx_unpack_pid(&u, &to) == 0 && to.node == c->node;
-    }
-    if (!ok) {
-        /* relaxed: a figure. */
-        atomic_fetch_add_explicit(&c->bad_messages, 1, memory_order_relaxed);
-    } else {
-        /* relaxed: figures. */
-        atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
-        int rc;
-        if (strcmp(topic, SX_TOPIC_CANCEL) == 0) {
-            /* A cancel from the other node (sx_engine_cancel, the cancel
-             * command, the relay's cancel of a PID of ours): a cancel
-             * here too, which overtakes queued messages and ends a job
-             * waiting for its restart. */
-            char reason[1024] = "cancelled";
-            sx_str r = sx_get_str(d, NULL);
-            if (r.ptr != NULL)
-                snprintf(
-                    reason, sizeof reason, "%.*s",
-                    (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
-                    r.ptr);
-            rc = sx_engine_cancel(c->engine, to, reason);
-        } else {
-            rc = sx_engine_send(c->engine, from, to, topic, d);
-        }
-        if (rc != 0)
-            atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
-                                      memory_order_relaxed);
-    }
-    natsMsg_Destroy(msg);
-}
-
 static void on_disconnected(natsConnection *nc, void *closure)
 {
     (void)nc;
     sx_cluster *c = closure;
     /* relaxed: a figure. */
     atomic_store_explicit(&c->connected, false, memory_order_relaxed);
+    /* An answer published to us meanwhile is lost (core NATS delivers to
+     * the subscribers connected at that moment): the watches waiting for
+     * one fail now rather than wait for ever. */
+    pthread_mutex_lock(&c->mu);
+    sx__cluster_lose(c, 0, SX__LOST_NATS);
+    pthread_mutex_unlock(&c->mu);
+    sx__cluster_fire(c);
 }
 
 static void on_reconnected(natsConnection *nc, void *closure)
@@ -406,6 +265,11 @@ static void *beat(void *arg)
         pthread_mutex_lock(&c->mu);
         uint64_t now = mono_ms();
         sweep(c, now);
+        if (c->rw_fire != NULL) {
+            pthread_mutex_unlock(&c->mu);
+            sx__cluster_fire(c);
+            pthread_mutex_lock(&c->mu);
+        }
         /* our own row: fresh figures */
         sx_engine_stats st;
         sx_engine_stats_get(c->engine, &st, NULL, 0);
@@ -457,8 +321,16 @@ static void cluster_free(sx_cluster *c)
         natsOptions_Destroy(c->opts);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    sx__cluster_remote_free(c);
     free(c->members);
     free(c);
+}
+
+void sx__cluster_unref(sx_cluster *c)
+{
+    /* acq_rel: the last one sees every other holder's writes. */
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        cluster_free(c);
 }
 
 int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
@@ -485,6 +357,7 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
     if (c == NULL)
         return SX_ENOMEM;
     c->engine = e;
+    atomic_init(&c->refs, 1);
     snprintf(c->name, sizeof c->name, "%s", cfg->name);
     c->node = cfg->node;
     c->log = cfg->log;
@@ -569,8 +442,8 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
     if (s == NATS_OK)
         s = natsSubscription_SetOnCompleteCB(c->sub_bye, on_sub_done, c);
     if (s == NATS_OK)
-        s = natsConnection_Subscribe(&c->sub_msg, c->nc, c->subj_msg, on_app,
-                                     c);
+        s = natsConnection_Subscribe(&c->sub_msg, c->nc, c->subj_msg,
+                                     sx__cluster_on_node, c);
     if (s == NATS_OK)
         s = natsSubscription_SetOnCompleteCB(c->sub_msg, on_sub_done, c);
     if (s == NATS_OK)
@@ -582,7 +455,18 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
         cluster_free(c);
         return -EIO;
     }
+    /* Whatever the engine has for other nodes comes to us. */
+    int rc = sx_engine_set_remote(e, &sx__cluster_ops, c);
+    if (rc != 0) {
+        if (err != NULL)
+            snprintf(err, cap,
+                     "cluster: the engine has started already "
+                     "(a cluster joins before sx_engine_start)");
+        cluster_free(c);
+        return rc;
+    }
     if (pthread_create(&c->thread, NULL, beat, c) != 0) {
+        sx_engine_set_remote(e, NULL, NULL);
         cluster_free(c);
         return SX_ENOMEM;
     }
@@ -619,9 +503,13 @@ void sx_cluster_stop(sx_cluster *c)
     while ((c->subs_done < 3 || !c->closed) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     bool done = c->subs_done >= 3 && c->closed;
+    /* Nothing more comes from other nodes: every watch still waiting for
+     * one is answered now. */
+    sx__cluster_lose(c, 0, SX__LOST_CLOSED);
     pthread_mutex_unlock(&c->mu);
+    sx__cluster_fire(c);
     if (done)
-        cluster_free(c);
+        sx__cluster_unref(c);
     /* else: nats.c never said so in 5 s; c is left allocated rather than
      * freed under a callback that may still come (a leak at exit, never
      * a use after free). */
@@ -662,6 +550,18 @@ void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out)
     out->messages_in = atomic_load_explicit(&c->msgs_in, memory_order_relaxed);
     out->messages_undelivered =
         atomic_load_explicit(&c->msgs_undelivered, memory_order_relaxed);
+    out->batches_out =
+        atomic_load_explicit(&c->batches_out, memory_order_relaxed);
+    out->batches_in =
+        atomic_load_explicit(&c->batches_in, memory_order_relaxed);
+    out->watches_out =
+        atomic_load_explicit(&c->watches_out, memory_order_relaxed);
+    out->watches_answered =
+        atomic_load_explicit(&c->watches_answered, memory_order_relaxed);
+    out->watches_lost =
+        atomic_load_explicit(&c->watches_lost, memory_order_relaxed);
+    out->watches_in =
+        atomic_load_explicit(&c->watches_in, memory_order_relaxed);
     out->connected = atomic_load_explicit(&c->connected, memory_order_relaxed);
     out->node = c->node;
     out->incarnation = c->inc;

@@ -27,6 +27,14 @@
  *                              their results in child order; fails
  *                              SX_ETOOLARGE as soon as they add up to
  *                              more than the engine's max_result
+ *   watcher.monitor [pid]      monitors pid (of any node); DONE with the
+ *                              @exit message's data ({ok, result} or
+ *                              {ok: false, error, code, message})
+ *   watcher.link    [pid]      links to pid and stays IDLE: pid's failure
+ *                              (or its node's loss: noconnection) ends
+ *                              it; "stop": DONE nil
+ *   watcher.trap    [pid]      traps exits, links to pid; DONE with the
+ *                              @exit message's data
  *
  * Threads: init on the submitting thread, steps on workers (engine rules).
  */
@@ -527,6 +535,72 @@ static int fanout_step(void *st, const sx_event *ev, size_t n,
     return rc;
 }
 
+/* ---- watcher ---- */
+
+typedef struct {
+    sx_pid target;
+    char method[8];
+    int phase; /* 0: start; 1: set up */
+} watcher_st;
+
+static const char *const watcher_methods[] = { "monitor", "link", "trap",
+                                               NULL };
+
+static int watcher_init(void *st, const sx_init_ctx *c, const char *m,
+                        const sx_payload *in, size_t n)
+{
+    watcher_st *s = st;
+    sx_unpack u;
+    if (n == 1)
+        sx_unpack_init(&u, in[0]);
+    if (n != 1 || sx_unpack_pid(&u, &s->target) != 0)
+        return sx_init_error(c, SX_EINVAL,
+                             "watcher.%s takes [pid]: a PID, as text or "
+                             "[node, host, id]",
+                             m);
+    snprintf(s->method, sizeof s->method, "%s", m);
+    return 0;
+}
+
+static int watcher_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    watcher_st *s = st;
+    bool link = strcmp(s->method, "monitor") != 0;
+    bool trap = strcmp(s->method, "trap") == 0;
+    if (s->phase == 0) {
+        s->phase = 1;
+        if (trap) {
+            int rc = sx_yieldf(out, SX_CMD_TRAP_EXIT, 1, "[b]", true);
+            if (rc != 0)
+                return rc;
+        }
+        return sx_yieldf(out, link ? SX_CMD_LINK : SX_CMD_MONITOR, 2, "[p]",
+                         s->target);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sx_event *v = &ev[i];
+        if (v->type == SX_EVENT_YIELD_COMPLETE && v->error != 0) {
+            sx_fail(out, v->error_msg != NULL ? v->error_msg
+                                              : sx_strerror(v->error));
+            return 0;
+        }
+        if (v->type != SX_EVENT_MESSAGE)
+            continue;
+        if (strcmp(v->topic, SX_TOPIC_EXIT) == 0) {
+            sx_done(out, v->data);
+            return 0;
+        }
+        if (strcmp(v->topic, "stop") == 0 ||
+            strcmp(v->topic, SX_TOPIC_CANCEL) == 0) {
+            sx_done(out, nil);
+            return 0;
+        }
+    }
+    sx_idle(out);
+    return 0;
+}
+
 static const sx_process_type types[] = {
     { .name = "counter",
       .state_size = sizeof(counter_st),
@@ -566,6 +640,11 @@ static const sx_process_type types[] = {
       .step = fanout_step,
       .close = fanout_close,
       .methods = run_methods },
+    { .name = "watcher",
+      .state_size = sizeof(watcher_st),
+      .init = watcher_init,
+      .step = watcher_step,
+      .methods = watcher_methods },
 };
 
 int sx_types_register_builtin(sx_engine *e)

@@ -400,6 +400,36 @@ static bool linked_already(sx__proc *p, const sx__proc *t, uint32_t gen)
     return false;
 }
 
+/* A link with a process of another node: the caller watches target
+ * there (a link watcher, answered by the remote route), and target's node
+ * is asked for the other half (sx_engine_link_from). A target that is not
+ * there ends the link as its failure would (SX_ENOTFOUND); a node that is
+ * down or unknown refuses the link (SX_ENOCONNECTION). */
+static __attribute__((cold, noinline)) int
+link_remote(sx_engine *e, sx_pid pid, sx_pid target, sx_completer *done)
+{
+    sx__ev *mine = sx__ev_alloc();
+    if (mine == NULL)
+        return SX_ENOMEM;
+    int rc = sx__remote_link(e, target, pid);
+    if (rc != 0) {
+        sx__ev_free(mine);
+        sx_complete(done, nil, rc,
+                    rc == SX_ENOCONNECTION
+                        ? "link: its node is down or not in the cluster"
+                        : "link: no such process");
+        return 0;
+    }
+    mine->watch = SX__WATCH_LINK;
+    mine->engine = e;
+    mine->to = done->ev.to;
+    mine->to_gen = done->ev.to_gen;
+    /* Acknowledge first so the ack precedes an immediate @exit. */
+    sx_complete(done, nil, 0, NULL);
+    sx__watch(e, target, mine);
+    return 0;
+}
+
 /* [pid]: links the caller and pid both ways (see docs/COMMANDS.md); a
  * second link of the same two processes, by either, is the same link. */
 static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
@@ -418,6 +448,8 @@ static int cmd_link(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
         return 0;
     }
     sx__proc *t = sx__ptable_get(e, target);
+    if (t == NULL && target.node != e->cfg.node)
+        return link_remote(e, pid, target, done);
     if (t == NULL) {
         sx_complete(done, nil, SX_ENOTFOUND, "link: no such process");
         return 0;

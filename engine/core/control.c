@@ -98,6 +98,12 @@ const char *sx__init_take(int code)
     return init_last;
 }
 
+/* Whether pid names another node (the remote route's business). */
+static bool remote_pid(const sx_engine *e, sx_pid pid)
+{
+    return pid.node != e->cfg.node;
+}
+
 int sx_engine_cancel(sx_engine *e, sx_pid pid, const char *reason)
 {
     if (e == NULL)
@@ -154,7 +160,9 @@ int sx_engine_terminate(sx_engine *e, sx_pid pid)
         return 0;
     sx__proc *p = sx__ptable_get(e, pid);
     if (p == NULL)
-        return SX_ENOTFOUND;
+        return e->remote.terminate != NULL && remote_pid(e, pid)
+                   ? e->remote.terminate(e->remote_user, pid)
+                   : SX_ENOTFOUND;
     int rc = sx__terminate(e, p);
     sx__proc_release(e, p);
     return rc;
@@ -201,6 +209,18 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
         sx__finish(e, p, SX_ETERMINATED, "terminated", (sx_payload){ NULL, 0 });
         return;
     }
+    if (by == SX__LINK_NOCONN) {
+        sx__finish(e, p, SX_ENOCONNECTION,
+                   "the node of a linked process went down or could not be "
+                   "reached",
+                   (sx_payload){ NULL, 0 });
+        return;
+    }
+    if (by == SX__LINK_REMOTE) {
+        sx__finish(e, p, SX_EFAILED, "a linked process of another node failed",
+                   (sx_payload){ NULL, 0 });
+        return;
+    }
     char pid[64], msg[128];
     sx_pid_format((sx_pid){ e->cfg.node, e->cfg.host, by }, pid, sizeof pid);
     snprintf(msg, sizeof msg, "linked process %s failed", pid);
@@ -208,43 +228,116 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
 }
 
 /* Messages first.. (a chain through node.next, each one message or a
- * bundle) for to, a PID of another node: handed to the remote route one
- * by one, in order, and freed. The first error is the send's. */
+ * bundle) for to, a PID of another node: handed to the remote route in
+ * order, up to REMOTE_BATCH per call (a step's sends to one PID are one
+ * bundle: one call, one batch on the wire), then freed. The first error
+ * is the send's. */
+#define REMOTE_BATCH 64
 int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first)
 {
     int rc = 0;
+    sx_message m[REMOTE_BATCH];
+    size_t k = 0;
+    sx__ev *held = first; /* the nodes whose bytes m[] points into */
     for (sx__ev *ev = first, *next; ev != NULL; ev = next) {
         /* relaxed: the chain is ours. */
         next = (sx__ev *)atomic_load_explicit(&ev->node.next,
                                               memory_order_relaxed);
-        sx_message m = { ev->from, to, NULL, { NULL, 0 } };
-        if (ev->nmsg > 0) {
-            size_t off = 0;
-            for (unsigned i = 0; i < ev->nmsg; i++) {
-                sx__ev_bundle_next(ev, &off, &m.topic, &m.data);
-                int r = e->remote(e->remote_user, &m);
-                rc = rc != 0 ? rc : r;
+        size_t off = 0;
+        unsigned n = ev->nmsg > 0 ? ev->nmsg : 1;
+        for (unsigned i = 0; i < n; i++) {
+            m[k] = (sx_message){ ev->from, to, NULL, { NULL, 0 } };
+            if (ev->nmsg > 0) {
+                sx__ev_bundle_next(ev, &off, &m[k].topic, &m[k].data);
+            } else {
+                m[k].topic = sx__ev_topic(ev);
+                m[k].data = sx__ev_data(ev);
             }
-        } else {
-            m.topic = sx__ev_topic(ev);
-            m.data = sx__ev_data(ev);
-            if (m.topic == NULL)
-                m.topic = "";
-            int r = e->remote(e->remote_user, &m);
-            rc = rc != 0 ? rc : r;
+            if (m[k].topic == NULL)
+                m[k].topic = "";
+            if (++k == REMOTE_BATCH) {
+                int r = e->remote.send(e->remote_user, m, k);
+                rc = rc != 0 ? rc : r;
+                k = 0;
+            }
         }
-        sx__ev_free(ev);
+        if (k == 0) {
+            /* Everything up to ev is handed over: free it. */
+            for (sx__ev *x = held, *xn; x != next; x = xn) {
+                xn = (sx__ev *)atomic_load_explicit(&x->node.next,
+                                                    memory_order_relaxed);
+                sx__ev_free(x);
+            }
+            held = next;
+        }
+    }
+    if (k > 0) {
+        int r = e->remote.send(e->remote_user, m, k);
+        rc = rc != 0 ? rc : r;
+    }
+    for (sx__ev *x = held, *xn; x != NULL; x = xn) {
+        xn =
+            (sx__ev *)atomic_load_explicit(&x->node.next, memory_order_relaxed);
+        sx__ev_free(x);
     }
     return rc;
 }
 
-int sx_engine_set_remote(sx_engine *e, sx_remote_fn fn, void *user)
+int sx_engine_set_remote(sx_engine *e, const sx_remote_ops *ops, void *user)
 {
     if (e == NULL)
         return SX_EINVAL;
     if (sx__started(e))
         return SX_ESTATE;
-    e->remote = fn;
+    if (ops != NULL)
+        e->remote = *ops;
+    else
+        e->remote = (sx_remote_ops){ 0 };
     e->remote_user = user;
+    return 0;
+}
+
+void sx_engine_remote_fire(sx_engine *e, sx_remote_watch *w, sx_pid target,
+                           const sx_result *r)
+{
+    if (e == NULL || w == NULL || r == NULL)
+        return;
+    sx__watch_fire(e, (sx__ev *)w, target, r->error, r->error_msg, r->value,
+                   r->steps, r->attempts);
+}
+
+int sx__remote_watch(sx_engine *e, sx_pid target, sx__ev *w)
+{
+    if (e->remote.watch == NULL || !remote_pid(e, target))
+        return SX_ENOTFOUND;
+    return e->remote.watch(e->remote_user, target, (sx_remote_watch *)w);
+}
+
+int sx__remote_link(sx_engine *e, sx_pid target, sx_pid partner)
+{
+    if (e->remote.link == NULL || e->remote.watch == NULL ||
+        !remote_pid(e, target))
+        return SX_ENOTFOUND;
+    return e->remote.link(e->remote_user, target, partner);
+}
+
+int sx_engine_link_from(sx_engine *e, sx_pid local, sx_pid partner)
+{
+    if (e == NULL || local.node != e->cfg.node || !remote_pid(e, partner))
+        return SX_EINVAL;
+    sx__proc *p = sx__ptable_get(e, local);
+    if (p == NULL)
+        return SX_ENOTFOUND;
+    sx__ev *w = sx__ev_alloc();
+    if (w == NULL) {
+        sx__proc_release(e, p);
+        return SX_ENOMEM;
+    }
+    w->watch = SX__WATCH_LINK;
+    w->engine = e;
+    w->to = p;
+    w->to_gen = (uint32_t)(local.id >> 32);
+    sx__proc_release(e, p);
+    sx__watch(e, partner, w);
     return 0;
 }

@@ -173,9 +173,9 @@ struct sx_engine {
     struct sx__job *sup_list;
     pthread_t sup_thread;
     bool sup_running, sup_stop;
-    /* Messages for PIDs of other nodes (sx_engine_set_remote; set before
-     * start, read-only after), or NULL. */
-    sx_remote_fn remote;
+    /* What to do with PIDs of other nodes (sx_engine_set_remote; set
+     * before start, read-only after); all NULL: nothing. */
+    sx_remote_ops remote;
     void *remote_user;
 };
 
@@ -199,6 +199,18 @@ const char *sx__init_refused(const sx_init_ctx *ctx, int code);
  * to the remote route (sx_engine_set_remote) in order and freed; the
  * first error. */
 int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first);
+/* [cold] w (a watcher) on target, a PID of another node, handed to the
+ * remote route: 0, or the error to answer w with (SX_ENOTFOUND: no route
+ * for it). */
+int sx__remote_watch(sx_engine *e, sx_pid target, sx__ev *w);
+/* [cold] Asks target's node for the other half of partner's link with it
+ * (sx_remote_ops.link): 0, or the error (SX_ENOTFOUND: no route). */
+int sx__remote_link(sx_engine *e, sx_pid target, sx_pid partner);
+/* link_failed (proc.h) for a partner of another node: its failure, or its
+ * node lost (SX_ENOCONNECTION). No local PID id takes these values (slot
+ * numbers stay far below 2^32 - 1). */
+#define SX__LINK_REMOTE UINT64_MAX
+#define SX__LINK_NOCONN (UINT64_MAX - 1)
 /* A submit begins: sx_engine_init_error says "" until init refuses one. */
 void sx__init_forget(void);
 /* [cold] A spawn failed with code: init's message when it was init that

@@ -249,6 +249,21 @@ int sx_engine_watch(sx_engine *e, sx_pid target, sx_watch_fn fn, void *user)
     if (e == NULL || fn == NULL)
         return SX_EINVAL;
     sx__proc *p = sx__ptable_get(e, target);
+    if (p == NULL && target.node != e->cfg.node) {
+        /* A process of another node: the remote route watches it (and
+         * calls fn once), or says why not (fn is then never called). */
+        sx__ev *w = sx__ev_alloc();
+        if (w == NULL)
+            return SX_ENOMEM;
+        w->watch = SX__WATCH_FN;
+        w->engine = e;
+        watch_hook h = { fn, user };
+        memcpy(sx__ev_inl(w), &h, sizeof(h));
+        int rc = sx__remote_watch(e, target, w);
+        if (rc != 0)
+            sx__ev_free(w);
+        return rc;
+    }
     if (p == NULL) {
         /* Finished (or never known): answer from the kept outcome. */
         sx_result r;

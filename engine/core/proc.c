@@ -585,7 +585,7 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
 {
     sx__proc *p = sx__ptable_get(e, to);
     if (p == NULL) {
-        if (e->remote != NULL && to.node != e->cfg.node) {
+        if (e->remote.send != NULL && to.node != e->cfg.node) {
             /* relaxed: the chain is ours. */
             atomic_store_explicit(&ev->node.next, NULL, memory_order_relaxed);
             return sx__remote_send(e, to, ev);
@@ -617,7 +617,7 @@ int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
 {
     sx__proc *p = sx__ptable_get(e, to);
     if (p == NULL) {
-        if (e->remote != NULL && to.node != e->cfg.node)
+        if (e->remote.send != NULL && to.node != e->cfg.node)
             return sx__remote_send(e, to, first);
         sx__ev_free_chain(first);
         return SX_ENOTFOUND;

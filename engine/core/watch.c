@@ -77,6 +77,19 @@ int sx__watch(sx_engine *e, sx_pid target, sx__ev *w)
         }
         sx__proc_release(e, p);
     }
+    if (target.node != e->cfg.node) {
+        /* A process of another node: the remote route watches it, or
+         * answers why it cannot (SX_ENOTFOUND without a route). */
+        int rc = sx__remote_watch(e, target, w);
+        if (rc != 0)
+            sx__watch_fire(e, w, target, rc,
+                           rc == SX_ENOCONNECTION
+                               ? "its node is down or not in the cluster"
+                           : rc == SX_ENOTFOUND ? "no such process"
+                                                : NULL,
+                           (sx_payload){ NULL, 0 }, 0, 0);
+        return 0;
+    }
     /* Finished (or never known): answer from the kept outcome. The node
      * and host first: a PID of another engine with the id of a kept local
      * outcome is not that process, and the copy would be left behind. */
@@ -222,11 +235,14 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
             if (error != 0) {
                 uint64_t none = 0;
                 _Atomic uint64_t *why = &sx__ptable_pext(e, p)->link_failed;
+                /* A partner of another node has no local id to name. */
+                uint64_t by = target.node == e->cfg.node  ? target.id
+                              : error == SX_ENOCONNECTION ? SX__LINK_NOCONN
+                                                          : SX__LINK_REMOTE;
                 /* relaxed: the first failure names the reason; the TERM
                  * flag's release (sx__terminate) publishes it. */
                 bool named = atomic_compare_exchange_strong_explicit(
-                    why, &none, target.id, memory_order_relaxed,
-                    memory_order_relaxed);
+                    why, &none, by, memory_order_relaxed, memory_order_relaxed);
                 /* Finished already (its finish took no TERM from us, and
                  * did not reset the reason): reset it here, before our
                  * reference lets the slot go to another process (see

@@ -423,19 +423,51 @@ typedef struct {
     sx_payload data;
 } sx_message;
 
-/* A message for a PID of another node (its node part is not this
- * engine's), handed over instead of failing SX_ENOTFOUND: a cluster
- * (docs/CLUSTER.md) carries it there. Called on the sending thread (a
- * worker, a loop, a caller), in send order per sender; it must not block
- * and must copy what it keeps (msg is valid only during the call).
- * Returns 0 (taken: on its way, which is all a send's success then
- * means) or a negative code, the send's error (SX_ENOCONNECTION for a
- * node that is down or unknown). */
-typedef int (*sx_remote_fn)(void *user, const sx_message *msg);
+/* A watcher of a process of another node (a monitor, a link, a wait, an
+ * sx_engine_watch), handed to the remote route's watch: the route answers
+ * it exactly once with sx_engine_remote_fire. Opaque. */
+typedef struct sx_remote_watch sx_remote_watch;
 
-/* Sets the remote route (NULL: none, the default: such a PID is
- * SX_ENOTFOUND); before start only. Errors: SX_EINVAL, SX_ESTATE. */
-int sx_engine_set_remote(sx_engine *e, sx_remote_fn fn, void *user);
+/* The remote route: what the engine does with a PID whose node part is
+ * not its own, instead of answering SX_ENOTFOUND. A cluster
+ * (docs/CLUSTER.md) carries these to the node. Every function is called
+ * on the calling thread (a worker, a loop, an outside caller), must not
+ * block, and copies what it keeps. Each returns 0 (taken: on its way) or
+ * a negative code, the operation's error (SX_ENOCONNECTION for a node
+ * that is down or unknown). A NULL function: that operation on such a
+ * PID is SX_ENOTFOUND, as without a route. */
+typedef struct {
+    /* n messages, all from one sender to one PID, in send order (a step's
+     * sends to one PID come as one call: a batch to carry as one). */
+    int (*send)(void *user, const sx_message *msgs, size_t n);
+    /* Watch target; on 0 the route calls sx_engine_remote_fire(w) exactly
+     * once: with the outcome, or an error (SX_ENOCONNECTION: the node went
+     * down or the link to it was lost). On an error the engine answers w
+     * itself. */
+    int (*watch)(void *user, sx_pid target, sx_remote_watch *w);
+    /* sx_engine_terminate of target. 0 says it was handed over. */
+    int (*terminate)(void *user, sx_pid target);
+    /* The other half of a link that the local process `partner` made with
+     * target: target's node calls sx_engine_link_from(target, partner). */
+    int (*link)(void *user, sx_pid target, sx_pid partner);
+} sx_remote_ops;
+
+/* Sets the remote route (ops copied; NULL: none, the default: such a PID
+ * is SX_ENOTFOUND); before start only. Errors: SX_EINVAL, SX_ESTATE. */
+int sx_engine_set_remote(sx_engine *e, const sx_remote_ops *ops, void *user);
+
+/* Answers a remote watch with target's outcome r (or an error in
+ * r->error, with r->error_msg saying why): monitors get @exit, links act,
+ * waits answer, as for a local process. Any thread; w is gone after. */
+void sx_engine_remote_fire(sx_engine *e, sx_remote_watch *w, sx_pid target,
+                           const sx_result *r);
+
+/* The half of a cross-node link that lives here: local (a process of this
+ * engine) is linked to partner (a process of another node that linked to
+ * it): when partner fails (or its node goes down, SX_ENOCONNECTION) local
+ * is terminated, or gets @exit when it traps exits. Errors: SX_EINVAL,
+ * SX_ENOTFOUND (no such local process), SX_ENOMEM. */
+int sx_engine_link_from(sx_engine *e, sx_pid local, sx_pid partner);
 
 /* Called on the sending thread (a worker, a loop, a caller) for every
  * message sent to the mailbox, in order per sender. It must not block and

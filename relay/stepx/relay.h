@@ -156,24 +156,34 @@ typedef struct {
     /* Messages for processes: sent to other nodes, received for ours,
      * and received ones the engine refused (no such process, ...). */
     uint64_t messages_out, messages_in, messages_undelivered;
+    /* The NATS messages that carried them (a step's sends to one process
+     * travel as one). */
+    uint64_t batches_out, batches_in;
+    /* Watches (waits, monitors, links) of processes of other nodes: set,
+     * answered by their node, answered noconnection (node down, NATS
+     * lost); and set by other nodes on ours. */
+    uint64_t watches_out, watches_answered, watches_lost, watches_in;
 } sx_cluster_stats;
 
-/* Connects to NATS and joins the cluster (engine e: its figures go into
- * the heartbeats). Errors: SX_EINVAL (cfg), SX_ENOMEM, -ECONNREFUSED (no
- * NATS server answers; err says so), -EIO; err (cap bytes) says why. */
+/* Connects to NATS and joins the cluster with engine e, before
+ * sx_engine_start: its figures go into the heartbeats, and it becomes e's
+ * remote route (sx_engine_set_remote), so that sends, cancels,
+ * terminates, waits, monitors and links of processes of other nodes go
+ * over NATS. Errors: SX_EINVAL (cfg), SX_ESTATE (e has started),
+ * SX_ENOMEM, -ECONNREFUSED (no NATS server answers; err says so), -EIO;
+ * err (cap bytes) says why. */
 int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
                      sx_cluster **out, char *err, size_t cap);
 /* The members now, this node first: fills up to cap, returns how many
  * there are. Any thread. */
 size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap);
 void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out);
-/* The engine's remote route (sx_engine_set_remote(e, sx_cluster_route,
- * c), before the engine starts): messages for processes of other nodes
- * travel over NATS; SX_ENOCONNECTION for a node that is not a member now
- * (down, or never seen). */
-int sx_cluster_route(void *user, const sx_message *msg);
-/* Says goodbye (the peers declare this node down at once) and leaves.
- * NULL is a no-op. */
+
+/* Says goodbye (the peers declare this node down at once) and leaves:
+ * watches still waiting for another node are answered noconnection. Call
+ * it after sx_engine_stop, so that the outcomes of our processes that
+ * other nodes watch still reach them; the memory lives on until the last
+ * such answer is out. NULL is a no-op. */
 void sx_cluster_stop(sx_cluster *c);
 
 /* ---- the server ------------------------------------------------------ */

@@ -1,0 +1,537 @@
+/* relay/cluster_remote.c — what crosses nodes (docs/CLUSTER.md): the
+ * engine's remote route (sx__cluster_ops) and the handler of our node's
+ * subject, stepx.<cluster>.n.<node>.msg (sx__cluster_on_node).
+ *
+ * Every frame on a node subject is a msgpack map with the cluster's name
+ * ("c") and a kind ("k"):
+ *
+ *   m  messages   {f: from, t: to, m: [topic, data, topic, data, ...]}
+ *                 one sender's messages for one process, in send order
+ *   w  watch      {i: id, r: our node, ri: our incarnation, t: target}
+ *                 answer once with an outcome, when target finishes
+ *   o  outcome    {i, ri, t, e: code, x: message, v: value, s: steps,
+ *                  a: attempts}                  the answer to a watch
+ *   x  terminate  {t}
+ *   l  link       {t: a process of the receiver, f: its partner here}
+ *
+ * One publisher, one subject per destination node: what one thread sends
+ * to one node arrives in the order sent (NATS keeps a publisher's order
+ * on a subject). A frame that is not one of these, names another cluster
+ * or addresses a process of another node is dropped and counted
+ * (bad_messages).
+ *
+ * Watches of processes of other nodes wait in a table by id (under mu)
+ * for their outcome frame. A node declared down, a lost NATS connection
+ * or a stop takes its waiting watches out (sx__cluster_lose, under mu),
+ * and sx__cluster_fire answers them SX_ENOCONNECTION once mu is let go:
+ * firing runs user-visible effects (a monitor's @exit, a link's
+ * termination, a relay wait's answer) that may come back into the route.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/cluster.h"
+
+/* ---- frames ------------------------------------------------------------- */
+
+static void bad(sx_cluster *c)
+{
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->bad_messages, 1, memory_order_relaxed);
+}
+
+/* Whether node is a member now (not us) and NATS is connected. */
+static bool reachable(sx_cluster *c, uint32_t node)
+{
+    pthread_mutex_lock(&c->mu);
+    sx__member *x = sx__cluster_find(c, node);
+    bool up = x != NULL && !x->m.self;
+    pthread_mutex_unlock(&c->mu);
+    /* relaxed: a hint; a publish racing a disconnect is buffered by nats.c
+     * (its reconnect buffer) and sent after the reconnect. */
+    return up && atomic_load_explicit(&c->connected, memory_order_relaxed);
+}
+
+/* Publishes pk (a frame) to node's subject: 0 or SX_ENOCONNECTION. */
+static int publish_to(sx_cluster *c, uint32_t node, const sx_pack *pk)
+{
+    if (pk->err != 0)
+        return pk->err;
+    char subject[112];
+    snprintf(subject, sizeof subject, "stepx.%s.n.%u.msg", c->name, node);
+    return natsConnection_Publish(c->nc, subject, pk->data, (int)pk->len) ==
+                   NATS_OK
+               ? 0
+               : SX_ENOCONNECTION;
+}
+
+static int get_u64(sx_payload p, const char *key, uint64_t *out)
+{
+    sx_payload v;
+    sx_unpack u;
+    if (sx_get(p, key, &v) != 0)
+        return SX_EPROTO;
+    sx_unpack_init(&u, v);
+    return sx_unpack_uint(&u, out) == 0 ? 0 : SX_EPROTO;
+}
+
+static int get_pid(sx_payload p, const char *key, sx_pid *out)
+{
+    sx_payload v;
+    sx_unpack u;
+    if (sx_get(p, key, &v) != 0)
+        return SX_EPROTO;
+    sx_unpack_init(&u, v);
+    return sx_unpack_pid(&u, out) == 0 ? 0 : SX_EPROTO;
+}
+
+/* ---- the remote route (engine threads) ---------------------------------- */
+
+static int r_send(void *user, const sx_message *msgs, size_t n)
+{
+    sx_cluster *c = user;
+    uint32_t node = msgs[0].to.node;
+    if (!reachable(c, node))
+        return SX_ENOCONNECTION;
+    uint8_t buf[2048];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    for (int pass = 0; pass < 2; pass++) {
+        sx_pack_map(&pk, 5);
+        sx_pack_str(&pk, "c");
+        sx_pack_str(&pk, c->name);
+        sx_pack_str(&pk, "k");
+        sx_pack_str(&pk, "m");
+        sx_pack_str(&pk, "f");
+        sx_pack_pid(&pk, msgs[0].from);
+        sx_pack_str(&pk, "t");
+        sx_pack_pid(&pk, msgs[0].to);
+        sx_pack_str(&pk, "m");
+        sx_pack_array(&pk, (uint32_t)(2 * n));
+        for (size_t i = 0; i < n; i++) {
+            sx_pack_str(&pk, msgs[i].topic);
+            sx_pack_raw(&pk, msgs[i].data);
+        }
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* too big for the stack: the heap */
+    }
+    int rc = publish_to(c, node, &pk);
+    sx_pack_fini(&pk);
+    if (rc == 0) {
+        /* relaxed: figures. */
+        atomic_fetch_add_explicit(&c->msgs_out, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->batches_out, 1, memory_order_relaxed);
+    }
+    return rc;
+}
+
+static size_t bucket(const sx_cluster *c, uint64_t id)
+{
+    return (size_t)(id * 0x9e3779b97f4a7c15ull >> 20) & (c->rw_nb - 1);
+}
+
+/* [mu] Adds x; false when out of memory. */
+static bool rw_put(sx_cluster *c, sx__rwatch *x)
+{
+    if (c->rw_count + 1 > 2 * c->rw_nb) {
+        size_t nb = c->rw_nb == 0 ? 256 : 2 * c->rw_nb;
+        sx__rwatch **b = calloc(nb, sizeof *b);
+        if (b == NULL && c->rw_nb == 0)
+            return false;
+        if (b != NULL) {
+            sx__rwatch **old = c->rw_buckets;
+            size_t onb = c->rw_nb;
+            c->rw_buckets = b;
+            c->rw_nb = nb;
+            for (size_t i = 0; i < onb; i++)
+                for (sx__rwatch *y = old[i], *next; y != NULL; y = next) {
+                    next = y->next;
+                    size_t k = bucket(c, y->id);
+                    y->next = b[k];
+                    b[k] = y;
+                }
+            free(old);
+        }
+    }
+    size_t k = bucket(c, x->id);
+    x->next = c->rw_buckets[k];
+    c->rw_buckets[k] = x;
+    c->rw_count++;
+    return true;
+}
+
+/* [mu] Takes out the watch with this id, or NULL. */
+static sx__rwatch *rw_take(sx_cluster *c, uint64_t id)
+{
+    if (c->rw_nb == 0)
+        return NULL;
+    for (sx__rwatch **at = &c->rw_buckets[bucket(c, id)]; *at != NULL;
+         at = &(*at)->next)
+        if ((*at)->id == id) {
+            sx__rwatch *x = *at;
+            *at = x->next;
+            c->rw_count--;
+            return x;
+        }
+    return NULL;
+}
+
+static int r_watch(void *user, sx_pid target, sx_remote_watch *w)
+{
+    sx_cluster *c = user;
+    sx__rwatch *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return SX_ENOMEM;
+    x->node = target.node;
+    x->target = target;
+    x->w = w;
+    pthread_mutex_lock(&c->mu);
+    sx__member *m = sx__cluster_find(c, target.node);
+    /* Checked and added under one lock: a down after this takes it out. */
+    /* relaxed: as in reachable. */
+    if (m == NULL || m->m.self ||
+        !atomic_load_explicit(&c->connected, memory_order_relaxed)) {
+        pthread_mutex_unlock(&c->mu);
+        free(x);
+        return SX_ENOCONNECTION;
+    }
+    x->id = ++c->rw_next_id;
+    if (!rw_put(c, x)) {
+        pthread_mutex_unlock(&c->mu);
+        free(x);
+        return SX_ENOMEM;
+    }
+    uint64_t id = x->id;
+    pthread_mutex_unlock(&c->mu);
+    uint8_t buf[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:u, s:U, s:p}", "c", c->name, "k", "w",
+                "i", id, "r", c->node, "ri", c->inc, "t", target);
+    int rc = publish_to(c, target.node, &pk);
+    if (rc != 0) {
+        pthread_mutex_lock(&c->mu);
+        x = rw_take(c, id);
+        pthread_mutex_unlock(&c->mu);
+        if (x == NULL)
+            return 0; /* taken out meanwhile: it is answered from there */
+        free(x);
+        return rc;
+    }
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->watches_out, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* A one-PID (or two) frame: terminate, link. */
+static int r_pids(sx_cluster *c, const char *kind, sx_pid t, const sx_pid *f)
+{
+    if (!reachable(c, t.node))
+        return SX_ENOCONNECTION;
+    uint8_t buf[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    if (f != NULL)
+        sx_pack_fmt(&pk, "{s:s, s:s, s:p, s:p}", "c", c->name, "k", kind, "t",
+                    t, "f", *f);
+    else
+        sx_pack_fmt(&pk, "{s:s, s:s, s:p}", "c", c->name, "k", kind, "t", t);
+    return publish_to(c, t.node, &pk);
+}
+
+static int r_terminate(void *user, sx_pid target)
+{
+    return r_pids(user, "x", target, NULL);
+}
+
+static int r_link(void *user, sx_pid target, sx_pid partner)
+{
+    return r_pids(user, "l", target, &partner);
+}
+
+const sx_remote_ops sx__cluster_ops = {
+    .send = r_send,
+    .watch = r_watch,
+    .terminate = r_terminate,
+    .link = r_link,
+};
+
+/* ---- losing watches ------------------------------------------------------ */
+
+void sx__cluster_lose(sx_cluster *c, uint32_t node, int reason)
+{
+    for (size_t i = 0; i < c->rw_nb; i++)
+        for (sx__rwatch **at = &c->rw_buckets[i]; *at != NULL;) {
+            sx__rwatch *x = *at;
+            if (node != 0 && x->node != node) {
+                at = &x->next;
+                continue;
+            }
+            *at = x->next;
+            c->rw_count--;
+            x->id = (uint64_t)reason; /* out of the table: why */
+            x->next = c->rw_fire;
+            c->rw_fire = x;
+        }
+}
+
+void sx__cluster_fire(sx_cluster *c)
+{
+    pthread_mutex_lock(&c->mu);
+    sx__rwatch *x = c->rw_fire;
+    c->rw_fire = NULL;
+    pthread_mutex_unlock(&c->mu);
+    for (sx__rwatch *next; x != NULL; x = next) {
+        next = x->next;
+        char msg[96];
+        if (x->id == SX__LOST_DOWN)
+            snprintf(msg, sizeof msg, "node %u is down", x->node);
+        else if (x->id == SX__LOST_NATS)
+            snprintf(msg, sizeof msg,
+                     "the connection to NATS was lost while waiting for "
+                     "node %u",
+                     x->node);
+        else
+            snprintf(msg, sizeof msg, "this node left the cluster");
+        sx_result r = { .error = SX_ENOCONNECTION, .error_msg = msg };
+        sx_engine_remote_fire(c->engine, x->w, x->target, &r);
+        free(x);
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->watches_lost, 1, memory_order_relaxed);
+    }
+}
+
+void sx__cluster_remote_free(sx_cluster *c)
+{
+    for (size_t i = 0; i < c->rw_nb; i++)
+        for (sx__rwatch *x = c->rw_buckets[i], *next; x != NULL; x = next) {
+            next = x->next;
+            free(x);
+        }
+    free(c->rw_buckets);
+    c->rw_buckets = NULL;
+    c->rw_nb = c->rw_count = 0;
+}
+
+/* ---- watches of our processes for other nodes -----------------------------
+ */
+
+typedef struct {
+    sx_cluster *c;
+    uint64_t id, inc;
+    uint32_t node;
+} watched;
+
+/* The outcome frame for a watch: to its node. */
+static void answer(sx_cluster *c, const watched *wd, sx_pid target,
+                   const sx_result *r)
+{
+    uint8_t buf[1024];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    for (int pass = 0; pass < 2; pass++) {
+        sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:p, s:I, s:s, s:v, s:U, s:u}",
+                    "c", c->name, "k", "o", "i", wd->id, "ri", wd->inc, "t",
+                    target, "e", (int64_t)r->error, "x",
+                    r->error_msg != NULL ? r->error_msg : "", "v",
+                    r->error == 0 ? r->value : (sx_payload){ NULL, 0 }, "s",
+                    r->steps, "a", r->attempts);
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk);
+    }
+    if (pk.err == SX_ETOOLARGE || pk.err == SX_ENOMEM) {
+        /* The value cannot travel: the watcher learns why. */
+        sx_pack_fini(&pk);
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:p, s:I, s:s, s:v, s:U, s:u}",
+                    "c", c->name, "k", "o", "i", wd->id, "ri", wd->inc, "t",
+                    target, "e", (int64_t)SX_ENOMEM, "x",
+                    "the outcome could not be packed for its watcher", "v",
+                    (sx_payload){ NULL, 0 }, "s", r->steps, "a", r->attempts);
+    }
+    publish_to(c, wd->node, &pk);
+    sx_pack_fini(&pk);
+}
+
+/* sx_engine_watch's callback: once, on the thread that finished target. */
+static void on_watched(void *user, sx_pid target, const sx_result *r)
+{
+    watched *wd = user;
+    sx_cluster *c = wd->c;
+    answer(c, wd, target, r);
+    free(wd);
+    sx__cluster_unref(c);
+}
+
+static void watch_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, node, inc;
+    sx_pid t;
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "r", &node) != 0 ||
+        get_u64(p, "ri", &inc) != 0 || get_pid(p, "t", &t) != 0 || node == 0 ||
+        node > UINT32_MAX || node == c->node || t.node != c->node) {
+        bad(c);
+        return;
+    }
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->watches_in, 1, memory_order_relaxed);
+    watched *wd = malloc(sizeof *wd);
+    watched stack = { c, id, inc, (uint32_t)node };
+    if (wd == NULL) {
+        sx_result r = { .error = SX_ENOMEM, .error_msg = "out of memory" };
+        answer(c, &stack, t, &r);
+        return;
+    }
+    *wd = stack;
+    /* relaxed: the owner's reference keeps c alive while we add one; the
+     * decrement's acq_rel orders the uses. */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    int rc = sx_engine_watch(c->engine, t, on_watched, wd);
+    if (rc != 0) {
+        sx_result r = { .error = rc,
+                        .error_msg =
+                            rc == SX_ENOTFOUND ? "no such process" : NULL };
+        answer(c, wd, t, &r);
+        free(wd);
+        sx__cluster_unref(c);
+    }
+}
+
+static void outcome_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, inc, steps = 0, attempts = 0;
+    int64_t code = sx_get_int(p, "e", 1);
+    sx_pid t;
+    sx_payload v = { NULL, 0 };
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "ri", &inc) != 0 ||
+        get_pid(p, "t", &t) != 0 || code > 0 || code < INT32_MIN) {
+        bad(c);
+        return;
+    }
+    if (inc != c->inc)
+        return; /* for an earlier run of this node: nobody waits for it */
+    sx_get(p, "v", &v);
+    get_u64(p, "s", &steps);
+    get_u64(p, "a", &attempts);
+    pthread_mutex_lock(&c->mu);
+    sx__rwatch *x = rw_take(c, id);
+    pthread_mutex_unlock(&c->mu);
+    if (x == NULL)
+        return; /* answered noconnection already (its node was down) */
+    if (!sx_pid_eq(x->target, t)) {
+        /* Not the process this id watches: answered as lost rather than
+         * with another process's outcome. */
+        bad(c);
+        t = x->target;
+        code = SX_EPROTO;
+    }
+    char msg[1024] = "";
+    sx_get_strcpy(p, "x", msg, sizeof msg);
+    if (code == SX_EPROTO && msg[0] == '\0')
+        snprintf(msg, sizeof msg, "node %u answered for another process",
+                 x->node);
+    sx_result r = { .error = (int)code,
+                    .error_msg = code != 0 && msg[0] != '\0' ? msg : NULL,
+                    .value = code == 0 ? v : (sx_payload){ NULL, 0 },
+                    .steps = steps,
+                    .attempts = attempts > UINT32_MAX ? UINT32_MAX
+                                                      : (uint32_t)attempts };
+    sx_engine_remote_fire(c->engine, x->w, t, &r);
+    free(x);
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->watches_answered, 1, memory_order_relaxed);
+}
+
+/* ---- frames for our node (nats.c's thread) ------------------------------ */
+
+static void messages_in(sx_cluster *c, sx_payload p)
+{
+    sx_pid from, to;
+    sx_payload list;
+    sx_unpack u;
+    uint32_t n;
+    if (get_pid(p, "f", &from) != 0 || get_pid(p, "t", &to) != 0 ||
+        to.node != c->node || sx_get(p, "m", &list) != 0) {
+        bad(c);
+        return;
+    }
+    sx_unpack_init(&u, list);
+    if (sx_unpack_array(&u, &n) != 0 || n % 2 != 0) {
+        bad(c);
+        return;
+    }
+    /* relaxed: figures. */
+    atomic_fetch_add_explicit(&c->batches_in, 1, memory_order_relaxed);
+    for (uint32_t i = 0; i < n / 2; i++) {
+        const char *s;
+        size_t sl;
+        char topic[256];
+        sx_payload d;
+        if (sx_unpack_str(&u, &s, &sl) != 0 || sl >= sizeof topic ||
+            memchr(s, '\0', sl) != NULL || sx_unpack_raw(&u, &d) != 0) {
+            bad(c);
+            return; /* the rest of the batch cannot be read in order */
+        }
+        memcpy(topic, s, sl);
+        topic[sl] = '\0';
+        atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
+        int rc;
+        if (strcmp(topic, SX_TOPIC_CANCEL) == 0) {
+            /* A cancel from the other node (sx_engine_cancel, the cancel
+             * command, the relay's cancel of a PID of ours): a cancel
+             * here too, which overtakes queued messages and ends a job
+             * waiting for its restart. */
+            char reason[1024] = "cancelled";
+            sx_str r = sx_get_str(d, NULL);
+            if (r.ptr != NULL)
+                snprintf(
+                    reason, sizeof reason, "%.*s",
+                    (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
+                    r.ptr);
+            rc = sx_engine_cancel(c->engine, to, reason);
+        } else {
+            rc = sx_engine_send(c->engine, from, to, topic, d);
+        }
+        if (rc != 0)
+            atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
+                                      memory_order_relaxed);
+    }
+}
+
+void sx__cluster_on_node(natsConnection *nc, natsSubscription *sub,
+                         natsMsg *msg, void *closure)
+{
+    (void)nc, (void)sub;
+    sx_cluster *c = closure;
+    sx_payload p = { (const uint8_t *)natsMsg_GetData(msg),
+                     (size_t)natsMsg_GetDataLength(msg) };
+    char cluster[SX_CLUSTER_NAME_MAX + 1], kind[2];
+    sx_pid t, f;
+    if (p.len == 0 || sx_get_strcpy(p, "c", cluster, sizeof cluster) != 0 ||
+        strcmp(cluster, c->name) != 0 ||
+        sx_get_strcpy(p, "k", kind, sizeof kind) != 0) {
+        bad(c);
+    } else if (kind[0] == 'm') {
+        messages_in(c, p);
+    } else if (kind[0] == 'w') {
+        watch_in(c, p);
+    } else if (kind[0] == 'o') {
+        outcome_in(c, p);
+    } else if ((kind[0] == 'x' || kind[0] == 'l') && get_pid(p, "t", &t) == 0 &&
+               t.node == c->node) {
+        if (kind[0] == 'x')
+            sx_engine_terminate(c->engine, t);
+        else if (get_pid(p, "f", &f) == 0 && f.node != c->node)
+            /* No such process here: the partner's watch of it answers
+             * not_found, which ends the link there. */
+            sx_engine_link_from(c->engine, t, f);
+        else
+            bad(c);
+    } else {
+        bad(c);
+    }
+    natsMsg_Destroy(msg);
+}

@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""tests/cluster/test_remote.py STEPXD — operations on processes of other
+nodes (docs/CLUSTER.md), end to end: its own nats-server on a loopback
+port and three stepxd nodes (heartbeat 250 ms, down after 3 s). Checks
+that, through a client of node 1,
+
+- `wait` of a process of node 2 answers its outcome (and `not_found` for
+  an id node 2 never gave), `subscribe` pushes its `exit`, `terminate`
+  ends it there;
+- a process of node 1 monitors one of node 2 (the shipped `watcher` type)
+  and gets its `@exit`; links cross nodes both ways: a failure on node 2
+  ends the linked process of node 1, a failure on node 1 ends the linked
+  process of node 2, and a trapping process gets `@exit` instead;
+- after node 3 is killed (kill -9): the monitors, links and waits of its
+  processes held on node 1 answer `noconnection`, within the down-after
+  time plus a margin for the busy host (the figure is printed); node 2
+  keeps serving;
+- node 3 restarted is a new incarnation: a PID of its earlier run is
+  `not_found`, never a process of the new one;
+- hostile frames of the new kinds (a watch naming another node's process,
+  an outcome nobody asked for) are dropped and counted.
+
+Run through tests/cluster/run_py.sh (a python3 with msgpack). Skipped (77)
+without nats-server.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import msgpack
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hostile"))
+import hostile  # noqa: E402
+
+STEPXD = sys.argv[1]
+NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+if not os.path.exists(NATS):
+    print("SKIP: nats-server is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+HEARTBEAT, DOWN_AFTER = 250, 3000
+passed = failed = 0
+
+
+def check(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok    " + what)
+    else:
+        failed += 1
+        print("FAIL  " + what + (("\n      | " + str(detail)) if detail else ""))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+tmp = tempfile.mkdtemp(prefix="stepx-remote.")
+port = free_port()
+url = "nats://127.0.0.1:%d" % port
+procs = []
+
+
+def start_nats():
+    p = subprocess.Popen([NATS, "-a", "127.0.0.1", "-p", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(p)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return p
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError("nats-server did not start")
+
+
+def start_node(n, run=0):
+    sock = os.path.join(tmp, "n%d.%d.sock" % (n, run))
+    log = open(os.path.join(tmp, "n%d.%d.log" % (n, run)), "ab")
+    args = [STEPXD, "--ephemeral", "--socket", sock, "--workers", "1",
+            "--nats", url, "--cluster", "rm", "--node", str(n),
+            "--heartbeat", str(HEARTBEAT), "--down-after", str(DOWN_AFTER)]
+    p = subprocess.Popen(args, stdout=log, stderr=log)
+    procs.append(p)
+    for _ in range(500):
+        if os.path.exists(sock):
+            return p, sock
+        time.sleep(0.02)
+    raise RuntimeError("stepxd node %d did not start" % n)
+
+
+def members(c):
+    return sorted(m["node"] for m in c.call("nodes")["nodes"])
+
+
+def wait_members(c, want, ms):
+    t0 = time.monotonic()
+    while True:
+        late = time.monotonic() - t0 > ms / 1000.0
+        if members(c) == want:
+            return True
+        if late:  # one more look after the deadline: a busy host is slow
+            return False
+        time.sleep(0.02)
+
+
+def submit(c, typ, method, inp):
+    r = c.call("submit", type=typ, method=method, input=inp)
+    return r.get("pid", ""), r
+
+
+def wait(c, pid, ms=10000):
+    return c.call("wait", pid=pid, timeout_ms=ms)
+
+
+def code(r):
+    return (r.get("error") or {}).get("code")
+
+
+try:
+    start_nats()
+    p1, s1 = start_node(1)
+    p2, s2 = start_node(2)
+    p3, s3 = start_node(3)
+    c1, c2, c3 = hostile.Conn(s1), hostile.Conn(s2), hostile.Conn(s3)
+    check(wait_members(c1, [1, 2, 3], 15000) and
+          wait_members(c2, [1, 2, 3], 5000) and
+          wait_members(c3, [1, 2, 3], 5000), "three nodes see each other")
+
+    # ---- wait, subscribe, terminate from node 1 ----
+    pid, r = submit(c2, "counter", "run", [5])
+    w = wait(c1, pid)
+    check(w.get("ok") and w.get("result") == 5 and w.get("steps", 0) >= 5,
+          "wait on node 1 for a process of node 2: its outcome", w)
+    bogus = pid[:pid.rindex("|") + 1] + "4294967999}"
+    w = wait(c1, bogus)
+    check(not w.get("ok") and code(w) == "not_found",
+          "wait on node 1 for an id node 2 never gave: not_found", w)
+
+    echo, _ = submit(c2, "echo", "serve", [])
+    r = c1.call("subscribe", pid=echo)
+    r2 = c1.call("terminate", pid=echo)
+    push = None
+    deadline = time.monotonic() + 10
+    while push is None and time.monotonic() < deadline:
+        try:
+            f = c1.recv_frame(timeout=5)
+        except hostile.ReadTimeout:
+            break
+        if f.get("push") == "exit":
+            push = f
+    w = wait(c2, echo)
+    check(r.get("ok") and r2.get("ok") and push is not None and
+          code(w) == "terminated" and
+          (push.get("error") or {}).get("code") == "terminated",
+          "subscribe and terminate from node 1 of a process of node 2: "
+          "terminated there, the exit pushed to node 1", (r, r2, push, w))
+
+    # ---- monitor across nodes ----
+    echo, _ = submit(c2, "echo", "serve", [])
+    mon, r = submit(c1, "watcher", "monitor", [echo])
+    time.sleep(0.2)  # the monitor is set before the echo stops
+    c1.call("send", to=echo, topic="stop", data=None)
+    w = wait(c1, mon)
+    res = w.get("result") or {}
+    check(w.get("ok") and res.get("ok") is True and res.get("result") == 0,
+          "a monitor on node 1 of a process of node 2: @exit with its "
+          "result", (r, w))
+    mon, r = submit(c1, "watcher", "monitor", [bogus])
+    w = wait(c1, mon)
+    res = w.get("result") or {}
+    check(w.get("ok") and res.get("error") == "SX_ENOTFOUND",
+          "a monitor of an unknown process of node 2: @exit not_found", w)
+
+    # ---- links across nodes ----
+    echo, _ = submit(c2, "echo", "serve", [])
+    lk, _ = submit(c1, "watcher", "link", [echo])
+    time.sleep(0.2)
+    c1.call("terminate", pid=echo)  # a failure on node 2 ...
+    w = wait(c1, lk)
+    check(code(w) == "failed" and "another node" in
+          (w.get("error") or {}).get("message", ""),
+          "link: a failure on node 2 ends the linked process on node 1", w)
+
+    echo, _ = submit(c2, "echo", "serve", [])
+    lk, _ = submit(c1, "watcher", "link", [echo])
+    time.sleep(0.2)
+    c1.call("terminate", pid=lk)  # ... and a failure on node 1
+    w = wait(c2, echo)
+    check(code(w) == "failed",
+          "link: a failure on node 1 ends the linked process on node 2", w)
+
+    echo, _ = submit(c2, "echo", "serve", [])
+    tr, _ = submit(c1, "watcher", "trap", [echo])
+    time.sleep(0.2)
+    c2.call("terminate", pid=echo)
+    w = wait(c1, tr)
+    res = w.get("result") or {}
+    check(w.get("ok") and res.get("error") == "SX_ETERMINATED",
+          "link with trap_exit: @exit from node 2 instead of an end", w)
+
+    # ---- kill -9 node 3: what hangs on it answers noconnection ----
+    far, _ = submit(c3, "echo", "serve", [])
+    far2, _ = submit(c3, "echo", "serve", [])
+    mon, _ = submit(c1, "watcher", "monitor", [far])
+    lk, _ = submit(c1, "watcher", "link", [far2])
+    time.sleep(0.3)
+    c1.send("wait", pid=far)  # an open wait on node 1 (id 1 of its own)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    p3.kill()
+    p3.wait()
+    f = None
+    while time.monotonic() - t0 < 20:
+        try:
+            f = c1.recv_frame(timeout=20)
+        except hostile.ReadTimeout:
+            break
+        if "id" in f and "push" not in f:
+            break
+    dt = (time.monotonic() - t0) * 1000
+    check(f is not None and code(f) == "noconnection" and
+          "node 3" in (f.get("error") or {}).get("message", "") and
+          dt < DOWN_AFTER + 3000,
+          "an open wait on a process of the killed node 3: noconnection "
+          "after %.0f ms (down after %d ms)" % (dt, DOWN_AFTER), f)
+    w = wait(c1, mon)
+    res = w.get("result") or {}
+    check(w.get("ok") and res.get("error") == "SX_ENOCONNECTION",
+          "a monitor on node 1 of node 3's process: @exit noconnection", w)
+    w = wait(c1, lk)
+    check(code(w) == "noconnection",
+          "a link on node 1 with node 3's process: ended noconnection", w)
+    t0 = time.monotonic()
+    w = wait(c1, far)
+    dt = (time.monotonic() - t0) * 1000
+    check(code(w) == "noconnection" and dt < 2000,
+          "a wait for node 3's process once it is down: noconnection at "
+          "once (%.1f ms)" % dt, w)
+    pid, _ = submit(c2, "counter", "run", [3])
+    check(wait(c1, pid).get("result") == 3,
+          "node 2 keeps serving node 1 after node 3's death")
+
+    # ---- node 3 comes back: a new incarnation ----
+    p3, s3 = start_node(3, run=1)
+    c3 = hostile.Conn(s3)
+    check(wait_members(c1, [1, 2, 3], 15000), "node 3 back as a member")
+    new, _ = submit(c3, "echo", "serve", [])
+    w = wait(c1, far, 5000)
+    check(code(w) == "not_found" and new != far,
+          "a PID of node 3's earlier run is not_found on its new run "
+          "(%s, now %s)" % (far, new), w)
+    r = c1.call("send", to=far, topic="t", data=1)
+    check(code(r) == "not_found" or r.get("ok"),
+          "a send to it does not reach the new run's process", r)
+    c3.call("send", to=new, topic="stop", data=None)
+    w = wait(c1, new)
+    check(w.get("ok") and w.get("result") == 0,
+          "the new run's echo got no message meant for the earlier one", w)
+
+    # ---- hostile frames of the new kinds on node 1's subject ----
+    b0 = c1.call("nodes")["membership"]["bad_messages"]
+    frames = [
+        {"c": "rm", "k": "w", "i": 1, "r": 2, "ri": 1,
+         "t": [2, 1, 4294967297]},                      # not node 1's process
+        {"c": "rm", "k": "w", "i": 1, "r": 1, "ri": 1,
+         "t": [1, 1, 4294967297]},                      # "from" node 1 itself
+        {"c": "rm", "k": "o", "i": 5, "ri": 1},         # no target
+        {"c": "rm", "k": "zz"},                         # unknown kind
+        {"c": "rm", "k": "m", "f": [2, 1, 1], "t": [1, 1, 1], "m": [1]},
+        {"c": "rm", "k": "x", "t": "not a pid"},
+    ]
+    s = socket.create_connection(("127.0.0.1", port), 2)
+    s.recv(4096)
+    s.sendall(b"CONNECT {\"verbose\":false}\r\n")
+    for fr in frames:
+        body = msgpack.packb(fr)
+        s.sendall(b"PUB stepx.rm.n.1.msg %d\r\n" % len(body) + body + b"\r\n")
+    # an outcome for a watch id nobody waits for, of a wrong incarnation:
+    # ignored (not counted: a late answer after a down is normal)
+    body = msgpack.packb({"c": "rm", "k": "o", "i": 77, "ri": 5,
+                          "t": [2, 1, 1], "e": 0, "x": "", "v": 1,
+                          "s": 1, "a": 1})
+    s.sendall(b"PUB stepx.rm.n.1.msg %d\r\n" % len(body) + body + b"\r\n")
+    s.sendall(b"PING\r\n")
+    buf = b""
+    while b"PONG" not in buf:
+        buf += s.recv(4096)
+    s.close()
+    for _ in range(100):
+        b1 = c1.call("nodes")["membership"]["bad_messages"]
+        if b1 - b0 >= len(frames):
+            break
+        time.sleep(0.05)
+    check(b1 - b0 == len(frames) and members(c1) == [1, 2, 3],
+          "hostile frames of every kind dropped and counted (%d -> %d)"
+          % (b0, b1))
+    pid, _ = submit(c2, "counter", "run", [2])
+    check(wait(c1, pid).get("result") == 2, "node 1 still serves after them")
+
+    for p in procs[1:]:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait()
+    reports = []
+    for name in sorted(os.listdir(tmp)):
+        if name.endswith(".log"):
+            text = open(os.path.join(tmp, name), errors="replace").read()
+            if ("Sanitizer" in text or "runtime error" in text):
+                reports.append(name + ": " + text[:2000])
+    check(not reports, "no sanitizer report in the nodes' logs",
+          "\n".join(reports))
+finally:
+    for p in procs:
+        try:
+            p.kill()
+        except OSError:
+            pass
+        p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
