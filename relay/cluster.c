@@ -64,10 +64,100 @@ static int hb_pack(sx_cluster *c, sx_pack *pk, bool bye)
     if (bye)
         return sx_pack_fmt(pk, "{s:s, s:u, s:U}", "cluster", c->name, "node",
                            c->node, "inc", (uint64_t)c->inc);
-    return sx_pack_fmt(pk, "{s:s, s:u, s:U, s:s, s:U, s:d, s:u}", "cluster",
-                       c->name, "node", c->node, "inc", (uint64_t)c->inc,
-                       "addr", c->address, "procs", (uint64_t)st.live, "load",
-                       load, "period_ms", c->period_ms);
+    const sx_process_type *types[SX__CLUSTER_MAX_TYPES];
+    size_t nt = sx_engine_types(c->engine, types, SX__CLUSTER_MAX_TYPES);
+    if (nt > SX__CLUSTER_MAX_TYPES)
+        nt = SX__CLUSTER_MAX_TYPES;
+    sx_pack_map(pk, 9);
+    sx_pack_str(pk, "cluster");
+    sx_pack_str(pk, c->name);
+    sx_pack_str(pk, "node");
+    sx_pack_uint(pk, c->node);
+    sx_pack_str(pk, "inc");
+    sx_pack_uint(pk, c->inc);
+    sx_pack_str(pk, "addr");
+    sx_pack_str(pk, c->address);
+    sx_pack_str(pk, "procs");
+    sx_pack_uint(pk, st.live);
+    sx_pack_str(pk, "load");
+    sx_pack_double(pk, load);
+    sx_pack_str(pk, "period_ms");
+    sx_pack_uint(pk, c->period_ms);
+    sx_pack_str(pk, "workers");
+    sx_pack_uint(pk, st.workers);
+    sx_pack_str(pk, "types");
+    sx_pack_array(pk, (uint32_t)nt);
+    for (size_t i = 0; i < nt; i++)
+        sx_pack_str(pk, types[i]->name);
+    return pk->err;
+}
+
+uint64_t sx__cluster_type_hash(const char *name, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The types and workers a heartbeat names, into x (its old ones go). */
+static void hb_types(sx__member *x, sx_payload p)
+{
+    free(x->types);
+    x->types = NULL;
+    x->n_types = 0;
+    int64_t w = sx_get_int(p, "workers", 1);
+    x->workers = w > 0 && w <= 65536 ? (uint32_t)w : 1;
+    sx_payload v;
+    sx_unpack u;
+    uint32_t n;
+    if (sx_get(p, "types", &v) != 0)
+        return;
+    sx_unpack_init(&u, v);
+    if (sx_unpack_array(&u, &n) != 0 || n == 0)
+        return;
+    if (n > SX__CLUSTER_MAX_TYPES)
+        n = SX__CLUSTER_MAX_TYPES;
+    x->types = malloc(n * sizeof *x->types);
+    if (x->types == NULL)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (sx_unpack_str(&u, &s, &len) != 0)
+            break;
+        x->types[x->n_types++] = sx__cluster_type_hash(s, len);
+    }
+}
+
+static bool has_type(const sx__member *x, uint64_t h)
+{
+    for (uint32_t i = 0; i < x->n_types; i++)
+        if (x->types[i] == h)
+            return true;
+    return false;
+}
+
+sx__member *sx__cluster_pick(sx_cluster *c, const char *type, int place)
+{
+    uint64_t h = sx__cluster_type_hash(type, strlen(type));
+    size_t n = c->n_members, start = (size_t)(c->rr++ % (n > 0 ? n : 1));
+    sx__member *best = NULL;
+    double best_load = 0;
+    for (size_t k = 0; k < n; k++) {
+        sx__member *x = &c->members[(start + k) % n];
+        if (!has_type(x, h))
+            continue;
+        if (place == SX_PLACE_ANY)
+            return x; /* the first in turn */
+        double load = ((double)x->m.processes + (double)x->placed) /
+                      (x->workers > 0 ? x->workers : 1);
+        if (best == NULL || load < best_load) {
+            best = x;
+            best_load = load;
+        }
+    }
+    return best;
 }
 
 /* ---- the member table [mu] ------------------------------------------- */
@@ -96,12 +186,13 @@ static void down_at(sx_cluster *c, size_t i, const char *why)
     }
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->downs, 1, memory_order_relaxed);
+    free(c->members[i].types);
     c->members[i] = c->members[--c->n_members];
 }
 
 /* A heartbeat of m heard now: a new member, the same one heard again, or
  * a new incarnation of a node (its earlier one is down first). */
-static void heard(sx_cluster *c, const sx_cluster_member *m)
+static void heard(sx_cluster *c, const sx_cluster_member *m, sx_payload p)
 {
     member *x = sx__cluster_find(c, m->node);
     if (x != NULL && x->m.self)
@@ -115,6 +206,7 @@ static void heard(sx_cluster *c, const sx_cluster_member *m)
         if (c->n_members == MAX_MEMBERS)
             return;
         x = &c->members[c->n_members++];
+        *x = (sx__member){ 0 }; /* its types pointer was moved, not owned */
         c->announce = true;
         pthread_cond_signal(&c->cv);
         if (c->log != NULL) {
@@ -128,6 +220,8 @@ static void heard(sx_cluster *c, const sx_cluster_member *m)
     x->m = *m;
     x->m.self = false;
     x->heard_ms = mono_ms();
+    x->placed = 0;
+    hb_types(x, p);
 }
 
 /* Members silent for down_after_ms are down. */
@@ -164,7 +258,6 @@ static void on_msg(sx_cluster *c, natsMsg *msg, bool bye)
         natsMsg_Destroy(msg);
         return;
     }
-    natsMsg_Destroy(msg);
     pthread_mutex_lock(&c->mu);
     if (bye) {
         member *x = sx__cluster_find(c, m.node);
@@ -178,9 +271,10 @@ static void on_msg(sx_cluster *c, natsMsg *msg, bool bye)
             atomic_fetch_add_explicit(&c->bad_messages, 1,
                                       memory_order_relaxed);
         else
-            heard(c, &m);
+            heard(c, &m, p);
     }
     pthread_mutex_unlock(&c->mu);
+    natsMsg_Destroy(msg);
     sx__cluster_fire(c);
 }
 
@@ -277,6 +371,7 @@ static void *beat(void *arg)
         c->members[0].m.load =
             st.workers > 0 ? (double)st.live / st.workers : 0.0;
         c->members[0].heard_ms = now;
+        c->members[0].placed = 0;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)c->period_ms * 1000000u;
@@ -322,6 +417,8 @@ static void cluster_free(sx_cluster *c)
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     sx__cluster_remote_free(c);
+    for (size_t i = 0; c->members != NULL && i < c->n_members; i++)
+        free(c->members[i].types);
     free(c->members);
     free(c);
 }
@@ -392,6 +489,20 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
                                            .self = true };
     snprintf(c->members[0].m.address, sizeof c->members[0].m.address, "%s",
              c->address);
+    /* Our own types (registered before the cluster joins), for placement. */
+    {
+        const sx_process_type *types[SX__CLUSTER_MAX_TYPES];
+        size_t nt = sx_engine_types(e, types, SX__CLUSTER_MAX_TYPES);
+        nt = nt < SX__CLUSTER_MAX_TYPES ? nt : SX__CLUSTER_MAX_TYPES;
+        c->members[0].types = calloc(nt + 1, sizeof(uint64_t));
+        for (size_t i = 0; c->members[0].types != NULL && i < nt; i++)
+            c->members[0].types[c->members[0].n_types++] =
+                sx__cluster_type_hash(types[i]->name, strlen(types[i]->name));
+        sx_engine_config ec;
+        c->members[0].workers =
+            sx_engine_config_get(e, &ec) == 0 && ec.workers > 0 ? ec.workers
+                                                                : 1;
+    }
     c->members[0].heard_ms = mono_ms();
 
     char cname[96];

@@ -24,9 +24,18 @@
 
 #define SX__CLUSTER_MAX_MEMBERS 1024
 
+/* The most type names a heartbeat carries (placement looks them up). */
+#define SX__CLUSTER_MAX_TYPES 256
+
 typedef struct {
     sx_cluster_member m;
     uint64_t heard_ms; /* monotonic, when last heard */
+    /* Its types (hashes of their names, sx__cluster_type_hash), its
+     * workers, and the submits we placed on it since its last heartbeat
+     * (so that a burst of least-loaded placements spreads). Owned. */
+    uint64_t *types;
+    uint32_t n_types, workers;
+    uint64_t placed;
 } sx__member;
 
 /* A watch of a process of another node, waiting for that node's answer
@@ -35,7 +44,12 @@ typedef struct sx__rwatch {
     uint64_t id;
     uint32_t node;
     sx_pid target;
-    sx_remote_watch *w;
+    sx_remote_watch *w; /* or NULL: a submit with no watch */
+    /* A submit waiting for its node's answer: fn (may be NULL) gets it;
+     * then, with w, the entry stays as the watch of the new process. */
+    bool submitting;
+    sx_submit_fn fn;
+    void *fn_user;
     struct sx__rwatch *next; /* bucket chain, or the list to fire */
 } sx__rwatch;
 
@@ -77,6 +91,7 @@ struct sx_cluster {
     sx__rwatch **rw_buckets;
     size_t rw_nb, rw_count;
     uint64_t rw_next_id;
+    uint64_t rr;         /* [mu] SX_PLACE_ANY's turn */
     sx__rwatch *rw_fire; /* its ids say why (SX__LOST_*) */
 
     /* References: 1 for the owner (sx_cluster_stop lets it go), 1 per
@@ -107,6 +122,13 @@ static inline uint64_t sx__cluster_mono_ms(void)
 
 /* [mu] The member with this number, or NULL. */
 sx__member *sx__cluster_find(sx_cluster *c, uint32_t node);
+/* A type name's hash, as members' types are kept. */
+uint64_t sx__cluster_type_hash(const char *name, size_t len);
+/* [mu] The member to run type on for place (SX_PLACE_ANY: the next of
+ * those that have it, in turn; SX_PLACE_LEAST_LOADED: the one with the
+ * fewest live processes per worker, counting our placements since its
+ * last heartbeat), this node included; NULL when none has it. */
+sx__member *sx__cluster_pick(sx_cluster *c, const char *type, int place);
 
 /* cluster_remote.c */
 extern const sx_remote_ops sx__cluster_ops;

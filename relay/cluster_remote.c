@@ -13,6 +13,10 @@
  *                  a: attempts}                  the answer to a watch
  *   x  terminate  {t}
  *   l  link       {t: a process of the receiver, f: its partner here}
+ *   s  submit     {i, r, ri, y: type, me: method, in: [input...],
+ *                  dl: deadline_ms, w: watch it too}
+ *   a  answer     {i, ri, n: the node, e: code, x: message, p: pid,
+ *                  ex: existing}                 the answer to a submit
  *
  * One publisher, one subject per destination node: what one thread sends
  * to one node arrives in the order sent (NATS keeps a publisher's order
@@ -26,6 +30,10 @@
  * and sx__cluster_fire answers them SX_ENOCONNECTION once mu is let go:
  * firing runs user-visible effects (a monitor's @exit, a link's
  * termination, a relay wait's answer) that may come back into the route.
+ *
+ * One piece: the frame kinds pair up (a watch and its outcome, a submit
+ * and its answer) around one table and one codec, and each side of a pair
+ * reads as the other's inverse when the two sit together.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,11 +259,102 @@ static int r_link(void *user, sx_pid target, sx_pid partner)
     return r_pids(user, "l", target, &partner);
 }
 
+static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
+                    const char *method, const sx_payload *input, size_t n_input,
+                    sx_submit_fn fn, void *fn_user, sx_remote_watch *w)
+{
+    sx_cluster *c = user;
+    if (strlen(type) > 255 || strlen(method) > 255)
+        return SX_EINVAL;
+    sx__rwatch *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return SX_ENOMEM;
+    pthread_mutex_lock(&c->mu);
+    sx__member *m;
+    if (opts->place != SX_PLACE_HERE) {
+        m = sx__cluster_pick(c, type, opts->place);
+        if (m == NULL || m->m.self) {
+            pthread_mutex_unlock(&c->mu);
+            free(x);
+            /* No member has it: here, which says so (unknown_type). */
+            return 1;
+        }
+        m->placed++;
+    } else {
+        m = sx__cluster_find(c, opts->node);
+    }
+    /* relaxed: as in reachable. */
+    if (m == NULL || m->m.self ||
+        !atomic_load_explicit(&c->connected, memory_order_relaxed)) {
+        pthread_mutex_unlock(&c->mu);
+        free(x);
+        return SX_ENOCONNECTION;
+    }
+    x->node = m->m.node;
+    x->w = w;
+    x->submitting = true;
+    x->fn = fn;
+    x->fn_user = fn_user;
+    x->id = ++c->rw_next_id;
+    if (!rw_put(c, x)) {
+        pthread_mutex_unlock(&c->mu);
+        free(x);
+        return SX_ENOMEM;
+    }
+    uint64_t id = x->id;
+    uint32_t node = x->node;
+    pthread_mutex_unlock(&c->mu);
+    uint8_t buf[1024];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    for (int pass = 0; pass < 2; pass++) {
+        sx_pack_map(&pk, 10);
+        sx_pack_str(&pk, "c");
+        sx_pack_str(&pk, c->name);
+        sx_pack_str(&pk, "k");
+        sx_pack_str(&pk, "s");
+        sx_pack_str(&pk, "i");
+        sx_pack_uint(&pk, id);
+        sx_pack_str(&pk, "r");
+        sx_pack_uint(&pk, c->node);
+        sx_pack_str(&pk, "ri");
+        sx_pack_uint(&pk, c->inc);
+        sx_pack_str(&pk, "y");
+        sx_pack_str(&pk, type);
+        sx_pack_str(&pk, "me");
+        sx_pack_str(&pk, method);
+        sx_pack_str(&pk, "dl");
+        sx_pack_int(&pk, opts->deadline_ms);
+        sx_pack_str(&pk, "w");
+        sx_pack_bool(&pk, w != NULL);
+        sx_pack_str(&pk, "in");
+        sx_pack_array(&pk, (uint32_t)n_input);
+        for (size_t i = 0; i < n_input; i++)
+            sx_pack_raw(&pk, input[i]);
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk);
+    }
+    int rc = publish_to(c, node, &pk);
+    sx_pack_fini(&pk);
+    if (rc != 0) {
+        pthread_mutex_lock(&c->mu);
+        x = rw_take(c, id);
+        pthread_mutex_unlock(&c->mu);
+        if (x == NULL)
+            return 0; /* taken out meanwhile: answered from there */
+        free(x);
+        return rc;
+    }
+    return 0;
+}
+
 const sx_remote_ops sx__cluster_ops = {
     .send = r_send,
     .watch = r_watch,
     .terminate = r_terminate,
     .link = r_link,
+    .submit = r_submit,
 };
 
 /* ---- losing watches ------------------------------------------------------ */
@@ -296,7 +395,10 @@ void sx__cluster_fire(sx_cluster *c)
         else
             snprintf(msg, sizeof msg, "this node left the cluster");
         sx_result r = { .error = SX_ENOCONNECTION, .error_msg = msg };
-        sx_engine_remote_fire(c->engine, x->w, x->target, &r);
+        if (x->submitting && x->fn != NULL)
+            x->fn(x->fn_user, SX_ENOCONNECTION, SX_PID_NONE, false, msg);
+        if (x->w != NULL)
+            sx_engine_remote_fire(c->engine, x->w, x->target, &r);
         free(x);
         /* relaxed: a figure. */
         atomic_fetch_add_explicit(&c->watches_lost, 1, memory_order_relaxed);
@@ -418,6 +520,11 @@ static void outcome_in(sx_cluster *c, sx_payload p)
     get_u64(p, "a", &attempts);
     pthread_mutex_lock(&c->mu);
     sx__rwatch *x = rw_take(c, id);
+    if (x != NULL && x->submitting) {
+        rw_put(c, x); /* an outcome before the submit's answer: bad */
+        x = NULL;
+        bad(c);
+    }
     pthread_mutex_unlock(&c->mu);
     if (x == NULL)
         return; /* answered noconnection already (its node was down) */
@@ -443,6 +550,187 @@ static void outcome_in(sx_cluster *c, sx_payload p)
     free(x);
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->watches_answered, 1, memory_order_relaxed);
+}
+
+/* ---- submits from other nodes -------------------------------------------- */
+
+typedef struct {
+    watched wd;
+    bool watch;
+} submitted;
+
+static void answer_submit(sx_cluster *c, const watched *wd, int rc, sx_pid pid,
+                          bool existing, const char *msg)
+{
+    uint8_t buf[1024];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:u, s:I, s:s, s:p, s:b}", "c",
+                c->name, "k", "a", "i", wd->id, "ri", wd->inc, "n", c->node,
+                "e", (int64_t)rc, "x", msg != NULL ? msg : "", "p", pid, "ex",
+                existing);
+    publish_to(c, wd->node, &pk);
+    sx_pack_fini(&pk);
+}
+
+/* A watch of the process a submit started, for the submitter: its
+ * outcome goes as the watch's (the same id). */
+static void watch_new(sx_cluster *c, const watched *from, sx_pid pid)
+{
+    watched *wd = malloc(sizeof *wd);
+    if (wd == NULL) {
+        sx_result r = { .error = SX_ENOMEM, .error_msg = "out of memory" };
+        answer(c, from, pid, &r);
+        return;
+    }
+    *wd = *from;
+    /* relaxed: as in watch_in. */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    int rc = sx_engine_watch(c->engine, pid, on_watched, wd);
+    if (rc != 0) {
+        sx_result r = { .error = rc };
+        answer(c, wd, pid, &r);
+        free(wd);
+        sx__cluster_unref(c);
+    }
+}
+
+static void on_submitted(void *user, int rc, sx_pid pid, bool existing,
+                         const char *msg)
+{
+    submitted *sb = user;
+    sx_cluster *c = sb->wd.c;
+    answer_submit(c, &sb->wd, rc, pid, existing, msg);
+    if (rc == 0 && sb->watch)
+        watch_new(c, &sb->wd, pid);
+    free(sb);
+    sx__cluster_unref(c);
+}
+
+static void submit_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, node, inc;
+    char type[256], method[256];
+    sx_payload list;
+    sx_unpack u;
+    uint32_t n;
+    int64_t dl = sx_get_int(p, "dl", 0);
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "r", &node) != 0 ||
+        get_u64(p, "ri", &inc) != 0 || node == 0 || node > UINT32_MAX ||
+        node == c->node || sx_get_strcpy(p, "y", type, sizeof type) != 0 ||
+        sx_get_strcpy(p, "me", method, sizeof method) != 0 ||
+        sx_get(p, "in", &list) != 0 || dl < 0) {
+        bad(c);
+        return;
+    }
+    sx_unpack_init(&u, list);
+    if (sx_unpack_array(&u, &n) != 0 || n > 65536) {
+        bad(c);
+        return;
+    }
+    watched wd = { c, id, inc, (uint32_t)node };
+    sx_payload *in = calloc(n > 0 ? n : 1, sizeof *in);
+    submitted *sb = malloc(sizeof *sb);
+    if (in == NULL || sb == NULL) {
+        free(in);
+        free(sb);
+        answer_submit(c, &wd, SX_ENOMEM, SX_PID_NONE, false, "out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (sx_unpack_raw(&u, &in[i]) != 0) {
+            free(in);
+            free(sb);
+            bad(c);
+            return;
+        }
+    sx_payload wv;
+    bool watch = false;
+    if (sx_get(p, "w", &wv) == 0) {
+        sx_unpack_init(&u, wv);
+        sx_unpack_bool(&u, &watch);
+    }
+    *sb = (submitted){ wd, watch };
+    char why[512] = "";
+    sx_submit_opts o = { .deadline_ms = dl,
+                         .init_error = why,
+                         .init_error_cap = sizeof why };
+    /* relaxed: as in watch_in. */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    int rc = sx_engine_submit_async(c->engine, type, method, in, n, &o,
+                                    on_submitted, sb);
+    free(in);
+    if (rc != 0) {
+        char msg[600];
+        if (rc == SX_EUNKNOWN_TYPE)
+            snprintf(msg, sizeof msg, "node %u has no process type \"%s\"",
+                     c->node, type);
+        else if (rc == SX_EUNKNOWN_METHOD)
+            snprintf(msg, sizeof msg, "type \"%s\" has no method \"%s\"", type,
+                     method);
+        else
+            snprintf(msg, sizeof msg, "%s.%s on node %u: %s", type, method,
+                     c->node, why[0] != '\0' ? why : sx_strerror(rc));
+        answer_submit(c, &wd, rc, SX_PID_NONE, false, msg);
+        free(sb);
+        sx__cluster_unref(c);
+    }
+}
+
+static void answer_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, inc, node;
+    int64_t rc = sx_get_int(p, "e", 1);
+    sx_pid pid = SX_PID_NONE;
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "ri", &inc) != 0 ||
+        get_u64(p, "n", &node) != 0 || rc > 0 || rc < INT32_MIN ||
+        (rc == 0 && (get_pid(p, "p", &pid) != 0 || pid.node != node))) {
+        bad(c);
+        return;
+    }
+    if (inc != c->inc)
+        return; /* for an earlier run of this node */
+    bool existing = false;
+    sx_payload v;
+    sx_unpack u;
+    if (sx_get(p, "ex", &v) == 0) {
+        sx_unpack_init(&u, v);
+        sx_unpack_bool(&u, &existing);
+    }
+    char msg[1024] = "";
+    sx_get_strcpy(p, "x", msg, sizeof msg);
+    pthread_mutex_lock(&c->mu);
+    sx__rwatch *x = rw_take(c, id);
+    if (x != NULL && (!x->submitting || x->node != node)) {
+        rw_put(c, x); /* not a submit of that node's: not ours to end */
+        pthread_mutex_unlock(&c->mu);
+        bad(c);
+        return;
+    }
+    bool keep = x != NULL && rc == 0 && x->w != NULL;
+    /* Read now: once x is back in the table a down may take and free it. */
+    sx_submit_fn fn = x != NULL ? x->fn : NULL;
+    void *fn_user = x != NULL ? x->fn_user : NULL;
+    if (keep) {
+        /* Now the watch of the new process, under the same id. */
+        x->submitting = false;
+        x->target = pid;
+        rw_put(c, x);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (x == NULL)
+        return; /* answered noconnection already */
+    if (fn != NULL)
+        fn(fn_user, (int)rc, pid, existing,
+           rc != 0 && msg[0] != '\0' ? msg : NULL);
+    if (keep)
+        return;
+    if (x->w != NULL) {
+        sx_result r = { .error = (int)rc,
+                        .error_msg = msg[0] != '\0' ? msg : NULL };
+        sx_engine_remote_fire(c->engine, x->w, pid, &r);
+    }
+    free(x);
 }
 
 /* ---- frames for our node (nats.c's thread) ------------------------------ */
@@ -520,6 +808,10 @@ void sx__cluster_on_node(natsConnection *nc, natsSubscription *sub,
         watch_in(c, p);
     } else if (kind[0] == 'o') {
         outcome_in(c, p);
+    } else if (kind[0] == 's') {
+        submit_in(c, p);
+    } else if (kind[0] == 'a') {
+        answer_in(c, p);
     } else if ((kind[0] == 'x' || kind[0] == 'l') && get_pid(p, "t", &t) == 0 &&
                t.node == c->node) {
         if (kind[0] == 'x')

@@ -259,9 +259,11 @@ static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
 
 /* The protocol code for a submit error: the engine's own refusals keep
  * theirs; anything else came from the type's init. */
-static const char *submit_code(int rc)
+const char *sx__relay_submit_code(int rc)
 {
     switch (rc) {
+    case SX_ENOCONNECTION:
+    case SX_ESTORAGE:
     case SX_ESTOPPING:
     case SX_ELIMIT:
     case SX_EUNKNOWN_TYPE:
@@ -339,6 +341,47 @@ static int submit_restart(sx__relay_conn *c, uint64_t id, sx_payload req,
     return 0;
 }
 
+/* submit's placement (docs/PROTOCOL.md, submit): "node" (a node number)
+ * or "place" ("here", "any", "least_loaded"). 0, or -1 when answered. */
+static int submit_place(sx__relay_conn *c, uint64_t id, sx_payload req,
+                        uint32_t *node, int *place)
+{
+    uint64_t v;
+    int rc = sx__relay_field_uint(req, "node", &v);
+    if (rc == 0 && v >= 1 && v <= UINT32_MAX) {
+        *node = (uint32_t)v;
+    } else if (rc != 1) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"node\": want a node number from 1 "
+                              "to 4294967295");
+        return -1;
+    }
+    const char *p;
+    size_t pl;
+    rc = field_str(req, "place", &p, &pl);
+    if (rc == 1)
+        return 0;
+    if (rc == 0 && pl == 4 && memcmp(p, "here", 4) == 0)
+        *place = SX_PLACE_HERE;
+    else if (rc == 0 && pl == 3 && memcmp(p, "any", 3) == 0)
+        *place = SX_PLACE_ANY;
+    else if (rc == 0 && pl == 12 && memcmp(p, "least_loaded", 12) == 0)
+        *place = SX_PLACE_LEAST_LOADED;
+    else {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"place\": want \"here\", \"any\" "
+                              "or \"least_loaded\"");
+        return -1;
+    }
+    if (*node != 0 && *place != SX_PLACE_HERE) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "\"node\" names the node: \"place\" then "
+                              "has nothing to choose");
+        return -1;
+    }
+    return 0;
+}
+
 static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
 {
     sx_server *s = c->srv;
@@ -382,6 +425,20 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                               "to 2^40 (milliseconds)");
         return;
     }
+    uint32_t node = 0;
+    int place = SX_PLACE_HERE;
+    if (submit_place(c, id, req, &node, &place) != 0)
+        return;
+    /* Placed on another node: the type is that node's business (this one
+     * may not have it), and what is kept only here does not travel. */
+    bool away = place != SX_PLACE_HERE || (node != 0 && node != s->node);
+    if (away && (key != NULL || has_policy)) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "\"key\" and \"restart\" stay on the node "
+                              "that stores the job: they do not go with "
+                              "\"node\" or \"place\"");
+        return;
+    }
     sx_payload *in;
     size_t n;
     if (submit_inputs(c, id, req, &in, &n) != 0)
@@ -390,6 +447,15 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
      * long too: a --load'ed type's). */
     char msg[2 * (4 * 64) + 160];
     const sx_process_type *t = find_type(s, tn, tl);
+    if (away && t == NULL) {
+        /* This node lacks the type: the node it goes to answers. */
+        sx_submit_opts o = { .deadline_ms = (int64_t)deadline,
+                             .node = node,
+                             .place = place };
+        sx__relay_submit_away(c, id, tn, tl, mn, ml, in, n, &o);
+        free(in);
+        return;
+    }
     if (t == NULL) {
         char q[4 * 64 + 1];
         snprintf(msg, sizeof(msg), "no process type \"%s\"",
@@ -410,13 +476,15 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     bool later = false;
     if (memchr(mn, '\0', ml) != NULL) {
         rc = SX_EUNKNOWN_METHOD;
-    } else if (s->stored || has_policy || deadline > 0) {
+    } else if (s->stored || has_policy || deadline > 0 || away) {
         /* Answered once the job is stored (relay/stored.c; at once
-         * without a store). */
+         * without a store), or by the node it was placed on. */
         sx_submit_opts o = { .key = key,
                              .key_len = kl,
                              .restart = has_policy ? &policy : NULL,
-                             .deadline_ms = (int64_t)deadline };
+                             .deadline_ms = (int64_t)deadline,
+                             .node = node,
+                             .place = place };
         rc = sx__relay_submit_stored(c, id, t->name, method, in, n, &o);
         later = rc == 0;
     } else {
@@ -424,7 +492,7 @@ static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     }
     free(in);
     if (rc != 0) {
-        const char *code = submit_code(rc);
+        const char *code = sx__relay_submit_code(rc);
         char q[4 * 64 + 1], qt[4 * 64 + 1];
         quoted(qt, t->name, strlen(t->name), 64);
         if (rc == SX_EUNKNOWN_METHOD)

@@ -491,6 +491,7 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
     sx_engine_config ec;
     s->stored =
         sx_engine_config_get(s->engine, &ec) == 0 && ec.state_dir != NULL;
+    s->node = ec.node;
     s->max_frame =
         cfg->max_frame != 0 ? cfg->max_frame : SX_WIRE_MAX_FRAME_DEFAULT;
     s->max_output =

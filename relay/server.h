@@ -273,6 +273,7 @@ struct sx_server {
     /* The engine has a state store: a submit is answered once the job is
      * stored (relay/ops.c, stored_answer), and takes a key. */
     bool stored;
+    uint32_t node;      /* the engine's node number */
     sx__relay_hub *hub; /* one reference */
     uv_loop_t loop;
     uv_async_t bell;      /* the hub's doorbell */
@@ -460,6 +461,16 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
  * the store's answer replies; else sx_engine_submit_async's error, and
  * the caller replies), and a send, answered at once or, to a checkpointed
  * job, once its message is stored. */
+/* relay/stored.c: a submit placed on another node (o->node or
+ * o->place) whose type this node lacks: answered by that node, or now
+ * with the error. */
+void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
+                           size_t tl, const char *mn, size_t ml,
+                           const sx_payload *in, size_t n,
+                           const sx_submit_opts *o);
+/* relay/ops.c: the wire code of a submit's error (init's refusals, of
+ * whatever code, are init_failed). */
+const char *sx__relay_submit_code(int rc);
 int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
                             const char *method, const sx_payload *in, size_t n,
                             const sx_submit_opts *o);

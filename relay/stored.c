@@ -70,7 +70,7 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
             sx_pack_bool(&pk, true);
         }
     } else {
-        sx__relay_pack_error(&pk, sx_wire_code(rc),
+        sx__relay_pack_error(&pk, sx__relay_submit_code(rc),
                              msg != NULL ? msg : sx_strerror(rc));
     }
     post_answer(ss->c, ss->hub, &pk);
@@ -96,6 +96,38 @@ int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
         free(ss);
     }
     return rc;
+}
+
+void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
+                           size_t tl, const char *mn, size_t ml,
+                           const sx_payload *in, size_t n,
+                           const sx_submit_opts *o)
+{
+    char type[256], method[256], msg[320];
+    if (tl >= sizeof type || ml >= sizeof method ||
+        memchr(tn, '\0', tl) != NULL || memchr(mn, '\0', ml) != NULL) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "a type or method placed on another node: at "
+                              "most 255 bytes, without NUL");
+        return;
+    }
+    memcpy(type, tn, tl);
+    type[tl] = '\0';
+    memcpy(method, mn, ml);
+    method[ml] = '\0';
+    int rc = sx__relay_submit_stored(c, id, type, method, in, n, o);
+    if (rc == 0)
+        return; /* stored_answer replies */
+    if (rc == SX_EUNKNOWN_TYPE)
+        snprintf(msg, sizeof msg,
+                 "no node of the cluster has process type \"%.64s\"", type);
+    else if (rc == SX_ENOCONNECTION)
+        snprintf(msg, sizeof msg,
+                 "node %u is not in the cluster (down, or never seen)",
+                 o->node);
+    else
+        snprintf(msg, sizeof msg, "%s", sx_strerror(rc));
+    sx__relay_reply_error(c, id, sx__relay_submit_code(rc), msg);
 }
 
 /* A failed send's message: what went wrong with the message to `to`. */

@@ -321,6 +321,22 @@ int sx__remote_link(sx_engine *e, sx_pid target, sx_pid partner)
     return e->remote.link(e->remote_user, target, partner);
 }
 
+int sx__remote_submit(sx_engine *e, const char *type, const char *method,
+                      const sx_payload *input, size_t n_input,
+                      const sx_submit_opts *opts, sx_submit_fn fn, void *user,
+                      sx__ev *w)
+{
+    bool named = opts->node != 0 && opts->node != e->cfg.node;
+    if (opts->place < SX_PLACE_HERE || opts->place > SX_PLACE_LEAST_LOADED ||
+        (named && opts->place != SX_PLACE_HERE) || opts->key != NULL ||
+        opts->restart != NULL || type == NULL)
+        return SX_EINVAL;
+    if (e->remote.submit == NULL)
+        return named ? SX_ENOCONNECTION : 1;
+    return e->remote.submit(e->remote_user, opts, type, method, input, n_input,
+                            fn, user, (sx_remote_watch *)w);
+}
+
 int sx_engine_link_from(sx_engine *e, sx_pid local, sx_pid partner)
 {
     if (e == NULL || local.node != e->cfg.node || !remote_pid(e, partner))

@@ -206,6 +206,13 @@ int sx__remote_watch(sx_engine *e, sx_pid target, sx__ev *w);
 /* [cold] Asks target's node for the other half of partner's link with it
  * (sx_remote_ops.link): 0, or the error (SX_ENOTFOUND: no route). */
 int sx__remote_link(sx_engine *e, sx_pid target, sx_pid partner);
+/* [cold] A submit placed by opts (node, place) on another node, handed
+ * to the remote route (with w: watched there too): 0, an error, or 1 when
+ * it runs here after all (no route and a placement that allows it). */
+int sx__remote_submit(sx_engine *e, const char *type, const char *method,
+                      const sx_payload *input, size_t n_input,
+                      const sx_submit_opts *opts, sx_submit_fn fn, void *user,
+                      sx__ev *w);
 /* link_failed (proc.h) for a partner of another node: its failure, or its
  * node lost (SX_ENOCONNECTION). No local PID id takes these values (slot
  * numbers stay far below 2^32 - 1). */

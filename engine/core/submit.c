@@ -123,6 +123,13 @@ static int submit_async(sx_engine *e, const char *type, const char *method,
         n_input > UINT32_MAX || method == NULL ||
         (opts != NULL && opts->deadline_ms < 0))
         return SX_EINVAL;
+    if (opts != NULL && (opts->place != SX_PLACE_HERE ||
+                         (opts->node != 0 && opts->node != e->cfg.node))) {
+        int rc = sx__remote_submit(e, type, method, input, n_input, opts, fn,
+                                   user, NULL);
+        if (rc != 1)
+            return rc; /* 1: the placement picked this engine */
+    }
     int64_t deadline = opts != NULL ? opts->deadline_ms : 0;
     const void *key = opts != NULL ? opts->key : NULL;
     size_t key_len = opts != NULL ? opts->key_len : 0;

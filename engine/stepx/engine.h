@@ -196,7 +196,21 @@ typedef struct {
      * NUL; NULL: nowhere (sx_engine_init_error has it too). */
     char *init_error;
     size_t init_error_cap;
+    /* Where it runs (docs/CLUSTER.md, "Placement"): node 0 or this
+     * engine's own number with SX_PLACE_HERE: here. Another node's
+     * number: there, through the remote route (SX_ENOCONNECTION when that
+     * node is not in the cluster, or there is no route). SX_PLACE_ANY:
+     * any node of the cluster that has the type; SX_PLACE_LEAST_LOADED:
+     * the member with the type and the fewest live processes per worker
+     * at its last heartbeat (this node included). Without a remote route
+     * both run here. Elsewhere the answer comes from that node (its
+     * unknown type, its init's refusal), and key and restart do not
+     * travel (SX_EINVAL). */
+    uint32_t node;
+    int place; /* SX_PLACE_* */
 } sx_submit_opts;
+
+enum { SX_PLACE_HERE = 0, SX_PLACE_ANY = 1, SX_PLACE_LEAST_LOADED = 2 };
 
 /* Sets type's default restart policy (copied; NULL: none), for submits
  * that give none; before start only. Errors: SX_EINVAL (unknown type, a
@@ -450,6 +464,14 @@ typedef struct {
     /* The other half of a link that the local process `partner` made with
      * target: target's node calls sx_engine_link_from(target, partner). */
     int (*link)(void *user, sx_pid target, sx_pid partner);
+    /* A submit placed elsewhere (sx_submit_opts.node/place, a spawn's
+     * node option): run type.method(input) on that node; answer fn once
+     * (its pid, or the error; fn may be NULL), and when w is not NULL
+     * watch the new process as for watch (or answer w with the submit's
+     * error). A placement that picks this node submits here. */
+    int (*submit)(void *user, const sx_submit_opts *opts, const char *type,
+                  const char *method, const sx_payload *input, size_t n_input,
+                  sx_submit_fn fn, void *fn_user, sx_remote_watch *w);
 } sx_remote_ops;
 
 /* Sets the remote route (ops copied; NULL: none, the default: such a PID

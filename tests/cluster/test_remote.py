@@ -209,6 +209,41 @@ try:
     check(w.get("ok") and res.get("error") == "SX_ETERMINATED",
           "link with trap_exit: @exit from node 2 instead of an end", w)
 
+    # ---- placement of submits ----
+    r = c1.call("submit", type="counter", method="run", input=[4], node=2)
+    w = wait(c1, r.get("pid", ""))
+    check(r.get("pid", "").startswith("{2@") and w.get("result") == 4,
+          "submit on node 1 with node 2: runs on node 2, waited from node 1",
+          (r, w))
+    r = c1.call("submit", type="nosuch", method="run", input=[], node=2)
+    check(code(r) == "unknown_type" and "node 2" in r["error"]["message"],
+          "submit with node 2 of a type node 2 lacks: unknown_type, said by "
+          "node 2", r)
+    r = c1.call("submit", type="counter", method="run", input=[4], node=9)
+    check(code(r) == "noconnection",
+          "submit with a node not in the cluster: noconnection", r)
+    r = c1.call("submit", type="counter", method="run", input=[4],
+                place="anywhere")
+    check(code(r) == "bad_request", "an unknown place: bad_request", r)
+    nodes = set()
+    for _ in range(9):
+        r = c1.call("submit", type="counter", method="run", input=[1],
+                    place="any")
+        nodes.add(r.get("pid", "?")[1:2])
+        wait(c1, r.get("pid", ""))
+    check(nodes == {"1", "2", "3"},
+          "place any: nine submits spread over the nodes that have the "
+          "type (%s)" % sorted(nodes))
+    busy = [submit(c, "echo", "serve", [])[0]
+            for c in (c1, c2) for _ in range(20)]
+    time.sleep(3 * HEARTBEAT / 1000.0)  # their counts reach the others
+    r = c1.call("submit", type="counter", method="run", input=[1],
+                place="least_loaded")
+    check(r.get("pid", "").startswith("{3@"),
+          "place least_loaded: node 3, the one with no load", r)
+    for pid in busy:
+        c1.call("send", to=pid, topic="stop", data=None)
+
     # ---- kill -9 node 3: what hangs on it answers noconnection ----
     far, _ = submit(c3, "echo", "serve", [])
     far2, _ = submit(c3, "echo", "serve", [])
