@@ -31,7 +31,7 @@
  * firing runs user-visible effects (a monitor's @exit, a link's
  * termination, a relay wait's answer) that may come back into the route.
  *
- * One piece: the frame kinds pair up (a watch and its outcome, a submit
+ * It is one piece: the frame kinds pair up (a watch and its outcome, a submit
  * and its answer) around one table and one codec, and each side of a pair
  * reads as the other's inverse when the two sit together.
  */
