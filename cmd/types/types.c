@@ -21,9 +21,11 @@
  *                              on a daemon with a store it resumes from
  *                              its last step after a crash, so init_ms
  *                              stays that of its first run
- *   fanout.run  [n, type, method, input]
+ *   fanout.run  [n, type, method, input, opts?]
  *                              spawn-and-waits n children of type.method
- *                              with input (an array of values); DONE with
+ *                              with input (an array of values) and the
+ *                              spawn options opts (docs/COMMANDS.md: node,
+ *                              place, deadline_ms, ...); DONE with
  *                              their results in child order; fails
  *                              SX_ETOOLARGE as soon as they add up to
  *                              more than the engine's max_result
@@ -408,8 +410,8 @@ static int fanout_init(void *st, const sx_init_ctx *c, const char *m,
 {
     (void)m;
     fanout_st *s = st;
-    if (n != 4 || sx_payload_get_int(in[0], &s->n) != 0 || s->n < 0 ||
-        s->n > FANOUT_MAX)
+    if ((n != 4 && n != 5) || sx_payload_get_int(in[0], &s->n) != 0 ||
+        s->n < 0 || s->n > FANOUT_MAX)
         return SX_EINVAL;
     sx_engine_config cfg;
     if (sx_engine_config_get(sx_init_engine(c), &cfg) != 0)
@@ -433,10 +435,12 @@ static int fanout_init(void *st, const sx_init_ctx *c, const char *m,
         return SX_EINVAL;
     sx_pack pk;
     sx_pack_init(&pk);
-    sx_pack_array(&pk, 3);
+    sx_pack_array(&pk, (uint32_t)(n - 1));
     sx_pack_raw(&pk, in[1]);
     sx_pack_raw(&pk, in[2]);
     sx_pack_raw(&pk, in[3]);
+    if (n == 5)
+        sx_pack_raw(&pk, in[4]); /* the spawn options: checked per spawn */
     if (pk.err != 0) {
         int rc = pk.err;
         sx_pack_fini(&pk);

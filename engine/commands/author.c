@@ -20,7 +20,8 @@ static uint32_t opts_count(const sx_spawn_opts *o)
         return 0;
     return (o->deadline_ms > 0) + (o->scope != SX_SCOPE_NONE) +
            (o->notify ? 1u : 0u) +
-           (o->retry != NULL && o->retry->mode != SX_RESTART_NEVER ? 1u : 0u);
+           (o->retry != NULL && o->retry->mode != SX_RESTART_NEVER ? 1u : 0u) +
+           (o->node != 0 ? 1u : 0u) + (o->place != SX_PLACE_HERE ? 1u : 0u);
 }
 
 static int opts_check(const sx_spawn_opts *o)
@@ -28,7 +29,9 @@ static int opts_check(const sx_spawn_opts *o)
     if (o == NULL)
         return 0;
     if (o->deadline_ms < 0 || o->scope < SX_SCOPE_NONE ||
-        o->scope > SX_SCOPE_TERMINATE)
+        o->scope > SX_SCOPE_TERMINATE || o->place < SX_PLACE_HERE ||
+        o->place > SX_PLACE_LEAST_LOADED ||
+        (o->node != 0 && o->place != SX_PLACE_HERE))
         return SX_EINVAL;
     if (o->retry != NULL) {
         sx_restart_policy p = *o->retry;
@@ -69,6 +72,14 @@ static void pack_pairs(sx_pack *pk, const sx_spawn_opts *o)
     if (o->retry != NULL && o->retry->mode != SX_RESTART_NEVER) {
         sx_pack_str(pk, "retry");
         pack_policy(pk, o->retry);
+    }
+    if (o->node != 0) {
+        sx_pack_str(pk, "node");
+        sx_pack_uint(pk, o->node);
+    }
+    if (o->place != SX_PLACE_HERE) {
+        sx_pack_str(pk, "place");
+        sx_pack_str(pk, o->place == SX_PLACE_ANY ? "any" : "least_loaded");
     }
 }
 

@@ -144,6 +144,107 @@ spawn_opts(sx_payload opts, const char *cmd, sx__spawnx *x,
     return rc;
 }
 
+/* A spawn placed on another node, waiting for that node's answer. */
+typedef struct {
+    sx_engine *e;
+    sx_completer *done;
+    sx_pid parent;
+    int scope;
+    bool wait, notify;
+    uint64_t tag;
+} away_ctx;
+
+/* The placed child's PID (or why there is none), on whichever thread
+ * the remote route answers on: its scope watcher on the parent, its
+ * @spawned notice, and a plain spawn's answer. spawn-wait's answer is the
+ * child's outcome, through the watcher the route holds. */
+static void away_answered(void *user, int rc, sx_pid child, bool existing,
+                          const char *msg)
+{
+    (void)existing;
+    away_ctx *a = user;
+    if (rc == 0 && a->scope != SX_SCOPE_NONE) {
+        sx__ev *w = sx__ev_alloc();
+        if (w != NULL) {
+            /* No local slot to look at: kept until the parent ends. */
+            w->watch = SX__WATCH_SCOPE;
+            w->engine = a->e;
+            w->to = NULL;
+            w->from = child;
+            w->tag = (uint64_t)a->scope;
+            sx__watch(a->e, a->parent, w);
+        } else {
+            /* Cannot keep the scope's promise: the child does not run on
+             * unbound. */
+            sx_engine_terminate(a->e, child);
+            rc = SX_ENOMEM;
+            msg = "out of memory for the child's scope";
+        }
+    }
+    if (rc == 0 && a->notify) {
+        uint8_t buf[96];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof buf);
+        sx_pack_map(&pk, 2);
+        sx_pack_str(&pk, "tag");
+        sx_pack_uint(&pk, a->tag);
+        sx_pack_str(&pk, "pid");
+        sx_pack_pid(&pk, child);
+        sx__send(a->e, child, a->parent, SX_TOPIC_SPAWNED,
+                 sizeof(SX_TOPIC_SPAWNED) - 1, sx_pack_payload(&pk), false);
+    }
+    if (!a->wait) {
+        uint8_t buf[32];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, buf, sizeof(buf));
+        sx_pack_pid(&pk, child);
+        sx_complete(a->done, rc == 0 ? sx_pack_payload(&pk) : nil, rc,
+                    rc != 0 ? msg : NULL);
+    }
+    free(a);
+}
+
+/* A spawn or spawn-wait whose options place the child on another node
+ * (x->node, x->place). Returns 1 when the placement picked this node
+ * (the caller spawns here), else 0 with done answered or on its way. */
+static __attribute__((cold, noinline)) int
+spawn_away(sx_engine *e, sx_pid pid, uint64_t tag, const spawn_args *a,
+           const sx__spawnx *x, bool wait, sx_completer *done)
+{
+    away_ctx *ctx = malloc(sizeof *ctx);
+    if (ctx == NULL) {
+        sx_complete(done, nil, SX_ENOMEM, "out of memory");
+        return 0;
+    }
+    *ctx = (away_ctx){ e, done, pid, x->scope, wait, x->notify, tag };
+    sx_submit_opts so = { .deadline_ms =
+                              x->deadline_ms > 0 ? x->deadline_ms : 0,
+                          .node = x->node,
+                          .place = x->place };
+    if (wait)
+        done->ev.watch = SX__WATCH_RESULT;
+    int rc = sx__remote_submit(e, a->type, a->method, a->input, a->n_input, &so,
+                               away_answered, ctx, wait ? &done->ev : NULL);
+    if (rc == 0)
+        return 0;
+    done->ev.watch = 0;
+    free(ctx);
+    if (rc == 1)
+        return 1;
+    sx_complete(done, nil, rc,
+                rc == SX_ENOCONNECTION
+                    ? "spawn: that node is not in the cluster (down, or "
+                      "never seen)"
+                    : NULL);
+    return 0;
+}
+
+static bool placed_away(const sx_engine *e, const sx__spawnx *x)
+{
+    return x->place != SX_PLACE_HERE ||
+           (x->node != 0 && x->node != e->cfg.node);
+}
+
 /* spawn with options: cold, apart from the plain spawn's path. */
 static __attribute__((cold, noinline)) int
 spawn_opt(sx_engine *e, sx_pid pid, const spawn_args *a, sx_completer *done)
@@ -158,6 +259,8 @@ spawn_opt(sx_engine *e, sx_pid pid, const spawn_args *a, sx_completer *done)
                     "spawn: retry and notify are options of spawn-wait");
         return 0;
     }
+    if (placed_away(e, &x) && spawn_away(e, pid, 0, a, &x, false, done) == 0)
+        return 0;
     sx_pid child;
     int rc = sx__spawn_opt(e, pid, a->type, a->method, a->input, a->n_input,
                            NULL, &child, &x);
@@ -224,6 +327,8 @@ spawn_wait_opt(sx_engine *e, sx_pid pid, uint64_t tag, const spawn_args *a,
         return rc != 0 ? spawn_refused(done, rc) : 0;
     }
     x.notify_tag = tag;
+    if (placed_away(e, &x) && spawn_away(e, pid, tag, a, &x, true, done) == 0)
+        return 0;
     done->ev.watch = SX__WATCH_RESULT;
     rc = sx__spawn_opt(e, pid, a->type, a->method, a->input, a->n_input,
                        &done->ev, NULL, &x);

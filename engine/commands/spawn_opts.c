@@ -73,7 +73,8 @@ int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
         return sx_unpack_done(&u) ? 0 : SX_EINVAL;
     if (sx_unpack_map(&u, &n) != 0) {
         snprintf(why, cap,
-                 "options must be a map {deadline_ms, scope, notify, retry}");
+                 "options must be a map {deadline_ms, scope, notify, retry, "
+                 "node, place}");
         return SX_EINVAL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -117,6 +118,28 @@ int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
             int rc = retry_decode(&u, retry, has_retry, why, cap);
             if (rc != 0)
                 return rc;
+        } else if (key_is(k, kn, "node")) {
+            uint64_t nv;
+            if (sx_unpack_uint(&u, &nv) != 0 || nv == 0 || nv > UINT32_MAX) {
+                snprintf(why, cap,
+                         "node must be a node number from 1 to 4294967295");
+                return SX_EINVAL;
+            }
+            x->node = (uint32_t)nv;
+        } else if (key_is(k, kn, "place")) {
+            bool str = sx_unpack_str(&u, &s, &sn) == 0;
+            if (str && key_is(s, sn, "here"))
+                x->place = SX_PLACE_HERE;
+            else if (str && key_is(s, sn, "any"))
+                x->place = SX_PLACE_ANY;
+            else if (str && key_is(s, sn, "least_loaded"))
+                x->place = SX_PLACE_LEAST_LOADED;
+            else {
+                snprintf(why, cap,
+                         "place must be \"here\", \"any\" or "
+                         "\"least_loaded\"");
+                return SX_EINVAL;
+            }
         } else {
             snprintf(why, cap, "unknown option \"%.*s\"",
                      (int)(kn > 64 ? 64 : kn), k);
@@ -127,13 +150,18 @@ int sx__spawn_opts_decode(sx_payload opts, sx__spawnx *x,
         snprintf(why, cap, "options must be one map");
         return SX_EINVAL;
     }
+    if (x->node != 0 && x->place != SX_PLACE_HERE) {
+        snprintf(why, cap, "node names the node: place has nothing to choose");
+        return SX_EINVAL;
+    }
     return 0;
 }
 
 void sx__spawn_opts_pack(sx_pack *pk, const sx__spawnx *x)
 {
     uint32_t n = (x->deadline_ms > 0) + (x->scope != SX_SCOPE_NONE) +
-                 (x->notify ? 1u : 0u);
+                 (x->notify ? 1u : 0u) + (x->node != 0 ? 1u : 0u) +
+                 (x->place != SX_PLACE_HERE ? 1u : 0u);
     sx_pack_map(pk, n);
     if (x->deadline_ms > 0) {
         sx_pack_str(pk, "deadline_ms");
@@ -146,6 +174,14 @@ void sx__spawn_opts_pack(sx_pack *pk, const sx__spawnx *x)
     if (x->notify) {
         sx_pack_str(pk, "notify");
         sx_pack_bool(pk, true);
+    }
+    if (x->node != 0) {
+        sx_pack_str(pk, "node");
+        sx_pack_uint(pk, x->node);
+    }
+    if (x->place != SX_PLACE_HERE) {
+        sx_pack_str(pk, "place");
+        sx_pack_str(pk, x->place == SX_PLACE_ANY ? "any" : "least_loaded");
     }
 }
 

@@ -242,6 +242,9 @@ typedef struct {
      * the child first runs. */
     bool notify;
     uint64_t notify_tag;
+    /* Placement (sx_spawn_opts.node, .place): spawn commands only. */
+    uint32_t node;
+    int place;
 } sx__spawnx;
 
 /* sx__spawn with options (cold: submits and spawns that have any). */

@@ -122,6 +122,8 @@ static void scope_act(sx_engine *e, const sx__ev *w, int error)
         if (p != NULL) {
             sx__terminate(e, p);
             sx__proc_release(e, p);
+        } else if (child.node != e->cfg.node) {
+            sx_engine_terminate(e, child); /* a child of another node */
         }
         return;
     }
@@ -144,13 +146,17 @@ static __attribute__((cold, noinline)) void scope_fire(sx_engine *e, sx__ev *w,
     sx__ev_free(w);
 }
 
-/* Whether scope watcher w is spent: inert, or its child has ended (its
+/* Whether scope watcher w is spent: inert, or its child here has ended (its
  * slot's generation moved on; acquire: pairs with the release store of
  * gen in retire, so the child's end is seen whole). */
 static bool scope_spent(const sx__ev *w)
 {
+    /* A child of another node (to NULL) has no slot here to tell its end:
+     * its watcher stays until the parent ends. */
     return w->tag == SX_SCOPE_NONE ||
-           atomic_load_explicit(&w->to->gen, memory_order_acquire) != w->to_gen;
+           (w->to != NULL &&
+            atomic_load_explicit(&w->to->gen, memory_order_acquire) !=
+                w->to_gen);
 }
 
 /* The scope watchers of p after its head (see sx__scope_prune): spent ones

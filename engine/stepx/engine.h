@@ -635,6 +635,12 @@ typedef struct {
      * more times (the restart policy's fields; mode SX_RESTART_NEVER: no
      * retry). NULL: none. */
     const sx_restart_policy *retry;
+    /* Where the child runs, as sx_submit_opts.node and .place say (docs/
+     * CLUSTER.md, "Placement"): 0 and SX_PLACE_HERE, here. A child on
+     * another node is a process of that node: its parent's end reaches it
+     * by scope as here; its outcome answers spawn-wait. */
+    uint32_t node;
+    int place;
 } sx_spawn_opts;
 
 /* Yields spawn (SX_CMD_SPAWN) or spawn-wait (SX_CMD_SPAWN_WAIT) of type

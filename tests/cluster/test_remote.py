@@ -244,6 +244,44 @@ try:
     for pid in busy:
         c1.call("send", to=pid, topic="stop", data=None)
 
+    # ---- processes that spawn on other nodes ----
+    r = c1.call("submit", type="fanout", method="run",
+                input=[3, "counter", "run", [2], {"node": 2}])
+    w = wait(c1, r.get("pid", ""))
+    check(w.get("ok") and w.get("result") == [2, 2, 2],
+          "a process of node 1 spawn-and-waits three children on node 2",
+          (r, w))
+    r = c1.call("submit", type="fanout", method="run",
+                input=[6, "counter", "run", [1], {"place": "any"}])
+    w = wait(c1, r.get("pid", ""))
+    check(w.get("ok") and w.get("result") == [1] * 6,
+          "spawn-and-wait with place any", (r, w))
+    r = c1.call("submit", type="fanout", method="run",
+                input=[1, "fail", "run", ["boom"], {"node": 2}])
+    w = wait(c1, r.get("pid", ""))
+    check(code(w) == "failed" and "boom" in w["error"]["message"],
+          "a child failing on node 2: its parent on node 1 fails with its "
+          "message", w)
+    r = c1.call("submit", type="fanout", method="run",
+                input=[1, "counter", "run", [1], {"node": 9}])
+    w = wait(c1, r.get("pid", ""))
+    check(code(w) == "failed" and "not in the cluster" in
+          w["error"]["message"],
+          "spawn-and-wait on a node not in the cluster: its error at once", w)
+    # scope across nodes: the parent's end cancels its child on node 2
+    r = c1.call("submit", type="fanout", method="run",
+                input=[1, "sleeper", "run", [60000],
+                       {"node": 2, "scope": "terminate"}])
+    par = r.get("pid", "")
+    time.sleep(0.5)
+    kids = [x for x in c2.call("ps").get("processes", [])
+            if x["type"] == "sleeper"]
+    c1.call("terminate", pid=par)
+    w = wait(c2, kids[0]["pid"]) if kids else {}
+    check(len(kids) == 1 and code(w) == "terminated",
+          "scope terminate: the parent's end on node 1 terminates its child "
+          "on node 2", (kids, w))
+
     # ---- kill -9 node 3: what hangs on it answers noconnection ----
     far, _ = submit(c3, "echo", "serve", [])
     far2, _ = submit(c3, "echo", "serve", [])
