@@ -57,7 +57,10 @@ typedef struct {
     /* submit --max-restarts, --restart-window, --backoff-min,
      * --backoff-max (0: not given) */
     int64_t max_restarts, window_ms, backoff_min_ms, backoff_max_ms;
-    int64_t deadline_ms;                 /* submit --deadline; 0: none */
+    int64_t deadline_ms; /* submit --deadline; 0: none */
+    int64_t node;        /* submit / ps --node N; 0: none               */
+    const char *place;   /* submit --place any|least_loaded             */
+    bool cluster;        /* ps --cluster: every node's                   */
     const char *sends[CLI_MAX_SENDS][2]; /* watch --send TOPIC JSON    */
     int n_sends;
 } cli_args;
@@ -192,6 +195,8 @@ void cli_print_tree(FILE *f, const json_t *v, int indent);
  * as JSON: 0 or an exit code (printed). */
 int cli_fetch_stats(cli *c, json_t **out);
 int cli_fetch_ps(cli *c, int64_t limit, json_t **out);
+/* As cli_fetch_ps, of node (0: the connected daemon's own). */
+int cli_fetch_ps_node(cli *c, int64_t limit, int64_t node, json_t **out);
 
 int cli_cmd_submit(cli *c);
 int cli_cmd_send(cli *c);

@@ -196,8 +196,9 @@ static int pack_submit(cli *c, sx_pack *pk)
                             "backoff_max_ms" };
     int64_t nums[] = { a->max_restarts, a->window_ms, a->backoff_min_ms,
                        a->backoff_max_ms };
-    uint32_t extra =
-        (a->key != NULL) + (a->restart != NULL) + (a->deadline_ms != 0);
+    uint32_t extra = (a->key != NULL) + (a->restart != NULL) +
+                     (a->deadline_ms != 0) + (a->node != 0) +
+                     (a->place != NULL);
     for (int i = 0; i < 4; i++)
         extra += nums[i] != 0;
     sx_pack_map(pk, 4 + extra);
@@ -212,6 +213,14 @@ static int pack_submit(cli *c, sx_pack *pk)
     if (a->deadline_ms != 0) {
         sx_pack_str(pk, "deadline_ms");
         sx_pack_uint(pk, (uint64_t)a->deadline_ms);
+    }
+    if (a->node != 0) {
+        sx_pack_str(pk, "node");
+        sx_pack_uint(pk, (uint64_t)a->node);
+    }
+    if (a->place != NULL) {
+        sx_pack_str(pk, "place");
+        sx_pack_str(pk, a->place);
     }
     for (int i = 0; i < 4; i++)
         if (nums[i] != 0) {
@@ -511,19 +520,23 @@ int cli_cmd_kill(cli *c)
 
 /* ---- ps, stats, types ---- */
 
-/* A request with only an op (and maybe a limit); the reply's `key` as
- * JSON into *out. */
-static int fetch(cli *c, const char *op, int64_t limit, const char *key,
-                 json_t **out)
+/* A request with only an op (and maybe a limit and a node); the reply's
+ * `key` as JSON into *out. */
+static int fetch_node(cli *c, const char *op, int64_t limit, int64_t node,
+                      const char *key, json_t **out)
 {
     sx_pack pk;
     sx_pack_init(&pk);
-    sx_pack_map(&pk, limit >= 0 ? 2 : 1);
+    sx_pack_map(&pk, 1 + (limit >= 0) + (node > 0));
     sx_pack_str(&pk, "op");
     sx_pack_str(&pk, op);
     if (limit >= 0) {
         sx_pack_str(&pk, "limit");
         sx_pack_int(&pk, limit);
+    }
+    if (node > 0) {
+        sx_pack_str(&pk, "node");
+        sx_pack_int(&pk, node);
     }
     sx_reply r;
     int rc = run(c, op, &pk, cli_request_timeout(c), NULL, &r);
@@ -537,6 +550,12 @@ static int fetch(cli *c, const char *op, int64_t limit, const char *key,
     return 0;
 }
 
+static int fetch(cli *c, const char *op, int64_t limit, const char *key,
+                 json_t **out)
+{
+    return fetch_node(c, op, limit, 0, key, out);
+}
+
 int cli_fetch_stats(cli *c, json_t **out)
 {
     return fetch(c, "stats", -1, "stats", out);
@@ -545,6 +564,49 @@ int cli_fetch_stats(cli *c, json_t **out)
 int cli_fetch_ps(cli *c, int64_t limit, json_t **out)
 {
     return fetch(c, "ps", limit, "processes", out);
+}
+
+int cli_fetch_ps_node(cli *c, int64_t limit, int64_t node, json_t **out)
+{
+    return fetch_node(c, "ps", limit, node, "processes", out);
+}
+
+/* ps --cluster: every member's processes, each entry with its "node"; a
+ * node that cannot answer is named on stderr and skipped. */
+static int fetch_ps_cluster(cli *c, int64_t limit, json_t **out)
+{
+    json_t *nodes;
+    int rc = fetch(c, "nodes", -1, "nodes", &nodes);
+    if (rc != 0)
+        return rc;
+    json_t *all = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(nodes, i, m)
+    {
+        json_int_t node = json_integer_value(json_object_get(m, "node"));
+        bool self = json_is_true(json_object_get(m, "self"));
+        json_t *procs;
+        if (fetch_node(c, "ps", limit, self ? 0 : node, "processes", &procs) !=
+            0) {
+            fprintf(stderr,
+                    "stepx: ps --cluster: node %lld did not answer; "
+                    "its processes are not listed\n",
+                    (long long)node);
+            continue;
+        }
+        size_t k;
+        json_t *p;
+        json_array_foreach(procs, k, p)
+        {
+            json_object_set_new(p, "node", json_integer(node));
+            json_array_append(all, p);
+        }
+        json_decref(procs);
+    }
+    json_decref(nodes);
+    *out = all;
+    return 0;
 }
 
 /* {"ok": true, key: v} (takes v): every --json document has "ok". */
@@ -561,7 +623,12 @@ static int print_doc(const char *key, json_t *v)
 int cli_cmd_ps(cli *c)
 {
     json_t *procs;
-    int rc = cli_fetch_ps(c, c->a->limit, &procs);
+    if (c->a->cluster && c->a->node != 0)
+        return cli_fail(CLI_USAGE, "ps: --node names one node, --cluster "
+                                   "all of them: one or the other");
+    int rc = c->a->cluster
+                 ? fetch_ps_cluster(c, c->a->limit, &procs)
+                 : cli_fetch_ps_node(c, c->a->limit, c->a->node, &procs);
     if (rc != 0)
         return rc;
     if (c->a->json)
@@ -570,6 +637,10 @@ int cli_cmd_ps(cli *c)
                                         "method",        "state",
                                         "steps",         "attempts",
                                         "restart_in_ms", "last_error" };
+    static const char *const ckeys[] = {
+        "node",  "pid",      "type",          "method",    "state",
+        "steps", "attempts", "restart_in_ms", "last_error"
+    };
     /* The job columns when a listed process is a job (stored or
      * supervised). */
     size_t n_keys = 5;
@@ -577,7 +648,8 @@ int cli_cmd_ps(cli *c)
         if (json_object_get(json_array_get(procs, i), "attempts") != NULL)
             n_keys = 8;
     if (json_array_size(procs) > 0)
-        cli_print_table(stdout, procs, keys, n_keys);
+        cli_print_table(stdout, procs, c->a->cluster ? ckeys : keys,
+                        n_keys + (c->a->cluster ? 1 : 0));
     printf("%zu live process%s%s\n", json_array_size(procs),
            json_array_size(procs) == 1 ? "" : "es",
            c->a->limit >= 0 && json_array_size(procs) >= (size_t)c->a->limit

@@ -49,11 +49,18 @@ static void usage(FILE *f)
         "quarter\n"
         "                              more at random, never past it\n"
         "      --deadline MS           end it (timeout) if it runs longer\n"
+        "      --node N                run it on node N of the cluster\n"
+        "      --place any|least_loaded  on any node that has the type, or "
+        "the\n"
+        "                              one with the least load\n"
         "  send PID TOPIC JSON         send a message (from this connection)\n"
         "  wait PID                    wait for a process; print its result\n"
         "  cancel PID [REASON]         soft cancel (also --reason TEXT)\n"
         "  kill PID                    terminate a process at once\n"
-        "  ps [--limit N]              list live processes\n"
+        "  ps [--limit N] [--node N | --cluster]\n"
+        "                              list live processes (of node N, or "
+        "of\n"
+        "                              every node of the cluster)\n"
         "  stats                       the engine's figures\n"
         "  nodes                       the cluster's nodes (docs/CLUSTER.md)\n"
         "  types                       process types and their methods\n"
@@ -198,6 +205,7 @@ enum {
     OPT_REASON = 1 << 5,
     OPT_SEND = 1 << 6,
     OPT_SUBMIT = 1 << 7, /* --key and the restart options */
+    OPT_NODE = 1 << 8,   /* --node (submit, ps), --place, --cluster */
 };
 
 typedef struct {
@@ -209,13 +217,14 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    { "submit", cli_cmd_submit, 2, 3, OPT_COUNT | OPT_WAIT | OPT_SUBMIT,
-      "TYPE METHOD [ARGS]" },
+    { "submit", cli_cmd_submit, 2, 3,
+      OPT_COUNT | OPT_WAIT | OPT_SUBMIT | OPT_NODE, "TYPE METHOD [ARGS]" },
     { "send", cli_cmd_send, 3, 3, 0, "PID TOPIC JSON" },
     { "wait", cli_cmd_wait, 1, 1, 0, "PID" },
     { "cancel", cli_cmd_cancel, 1, 2, OPT_REASON, "PID [REASON]" },
     { "kill", cli_cmd_kill, 1, 1, 0, "PID" },
-    { "ps", cli_cmd_ps, 0, 0, OPT_LIMIT, "[--limit N]" },
+    { "ps", cli_cmd_ps, 0, 0, OPT_LIMIT | OPT_NODE,
+      "[--limit N] [--node N | --cluster]" },
     { "stats", cli_cmd_stats, 0, 0, 0, "" },
     { "nodes", cli_cmd_nodes, 0, 0, 0, "" },
     { "types", cli_cmd_types, 0, 0, 0, "" },
@@ -286,6 +295,17 @@ static int option_value(cli_args *a, const char *name, const char *v,
             goto bad;
         a->deadline_ms = n;
         *used |= OPT_SUBMIT;
+    } else if (strcmp(name, "--node") == 0) {
+        if (!parse_i64(v, 1, UINT32_MAX, &n))
+            goto bad;
+        a->node = n;
+        *used |= OPT_NODE;
+    } else if (strcmp(name, "--place") == 0) {
+        if (strcmp(v, "here") != 0 && strcmp(v, "any") != 0 &&
+            strcmp(v, "least_loaded") != 0)
+            goto bad;
+        a->place = v;
+        *used |= OPT_NODE;
     } else if (strcmp(name, "--max-restarts") == 0 ||
                strcmp(name, "--restart-window") == 0 ||
                strcmp(name, "--backoff-min") == 0 ||
@@ -317,7 +337,7 @@ static bool takes_value(const char *o)
         "--count",        "--limit",          "--interval",    "-n",
         "--iterations",   "--reason",         "--key",         "--restart",
         "--max-restarts", "--restart-window", "--backoff-min", "--backoff-max",
-        "--deadline",
+        "--deadline",     "--node",           "--place",
     };
     for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
         if (strcmp(o, with[i]) == 0)
@@ -354,6 +374,9 @@ static int parse_args(int argc, char **argv, cli_args *a, unsigned *used)
             a->json = true;
         } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
             a->quiet = true;
+        } else if (strcmp(arg, "--cluster") == 0) {
+            a->cluster = true;
+            *used |= OPT_NODE;
         } else if (strcmp(arg, "--wait") == 0) {
             a->wait = true;
             *used |= OPT_WAIT;

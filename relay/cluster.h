@@ -50,6 +50,8 @@ typedef struct sx__rwatch {
     bool submitting;
     sx_submit_fn fn;
     void *fn_user;
+    /* A ps of that node waiting for its answer (no w then). */
+    sx_cluster_ps_fn ps_fn;
     struct sx__rwatch *next; /* bucket chain, or the list to fire */
 } sx__rwatch;
 

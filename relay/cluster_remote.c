@@ -17,6 +17,9 @@
  *                  dl: deadline_ms, w: watch it too}
  *   a  answer     {i, ri, n: the node, e: code, x: message, p: pid,
  *                  ex: existing}                 the answer to a submit
+ *   q  ps         {i, r, ri, lim}
+ *   r  listing    {i, ri, n, ps: [[pid, type, method, state, steps,
+ *                  attempts, restart_in_ms, last_error], ...]}
  *
  * One publisher, one subject per destination node: what one thread sends
  * to one node arrives in the order sent (NATS keeps a publisher's order
@@ -397,6 +400,8 @@ void sx__cluster_fire(sx_cluster *c)
         sx_result r = { .error = SX_ENOCONNECTION, .error_msg = msg };
         if (x->submitting && x->fn != NULL)
             x->fn(x->fn_user, SX_ENOCONNECTION, SX_PID_NONE, false, msg);
+        if (x->ps_fn != NULL)
+            x->ps_fn(x->fn_user, SX_ENOCONNECTION, NULL, 0, msg);
         if (x->w != NULL)
             sx_engine_remote_fire(c->engine, x->w, x->target, &r);
         free(x);
@@ -520,8 +525,8 @@ static void outcome_in(sx_cluster *c, sx_payload p)
     get_u64(p, "a", &attempts);
     pthread_mutex_lock(&c->mu);
     sx__rwatch *x = rw_take(c, id);
-    if (x != NULL && x->submitting) {
-        rw_put(c, x); /* an outcome before the submit's answer: bad */
+    if (x != NULL && (x->submitting || x->ps_fn != NULL)) {
+        rw_put(c, x); /* an outcome for a submit or a ps: bad */
         x = NULL;
         bad(c);
     }
@@ -733,6 +738,227 @@ static void answer_in(sx_cluster *c, sx_payload p)
     free(x);
 }
 
+/* ---- ps of another node -------------------------------------------------- */
+
+/* The most bytes of a listing frame: under NATS's default max_payload
+ * (1 MiB) with room for the frame around it. */
+#define PS_FRAME_MAX (900 * 1024)
+#define PS_MAX 100000
+
+/* This node's processes, up to limit: a malloc'd array, *n of them. */
+static sx_process_info *list_here(sx_cluster *c, uint64_t limit, size_t *n)
+{
+    size_t cap = limit < PS_MAX ? (size_t)limit : PS_MAX;
+    sx_process_info *info = malloc((cap > 0 ? cap : 1) * sizeof *info);
+    int k = info != NULL ? sx_engine_list(c->engine, info, cap) : 0;
+    *n = k > 0 ? ((size_t)k < cap ? (size_t)k : cap) : 0;
+    return info;
+}
+
+int sx_cluster_ps(sx_cluster *c, uint32_t node, uint64_t limit,
+                  sx_cluster_ps_fn fn, void *user)
+{
+    if (c == NULL || fn == NULL)
+        return SX_EINVAL;
+    if (node == c->node) {
+        size_t n;
+        sx_process_info *info = list_here(c, limit, &n);
+        if (info == NULL)
+            return SX_ENOMEM;
+        fn(user, 0, info, n, NULL);
+        free(info);
+        return 0;
+    }
+    sx__rwatch *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return SX_ENOMEM;
+    x->node = node;
+    x->ps_fn = fn;
+    x->fn_user = user;
+    pthread_mutex_lock(&c->mu);
+    sx__member *m = sx__cluster_find(c, node);
+    /* relaxed: as in reachable. */
+    bool up = m != NULL && !m->m.self &&
+              atomic_load_explicit(&c->connected, memory_order_relaxed);
+    if (up) {
+        x->id = ++c->rw_next_id;
+        up = rw_put(c, x);
+    }
+    uint64_t id = x->id;
+    pthread_mutex_unlock(&c->mu);
+    if (!up) {
+        free(x);
+        char msg[96];
+        snprintf(msg, sizeof msg,
+                 "node %u is not in the cluster (down, or never seen)", node);
+        fn(user, SX_ENOCONNECTION, NULL, 0, msg);
+        return 0;
+    }
+    uint8_t buf[256];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:u, s:U, s:U}", "c", c->name, "k", "q",
+                "i", id, "r", c->node, "ri", c->inc, "lim", limit);
+    if (publish_to(c, node, &pk) != 0) {
+        pthread_mutex_lock(&c->mu);
+        x = rw_take(c, id);
+        pthread_mutex_unlock(&c->mu);
+        if (x != NULL) {
+            free(x);
+            fn(user, SX_ENOCONNECTION, NULL, 0,
+               "the connection to NATS is down");
+        }
+    }
+    return 0;
+}
+
+static void query_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, node, inc, limit;
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "r", &node) != 0 ||
+        get_u64(p, "ri", &inc) != 0 || get_u64(p, "lim", &limit) != 0 ||
+        node == 0 || node > UINT32_MAX || node == c->node) {
+        bad(c);
+        return;
+    }
+    size_t n;
+    sx_process_info *info = list_here(c, limit, &n);
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 6);
+    sx_pack_str(&pk, "c");
+    sx_pack_str(&pk, c->name);
+    sx_pack_str(&pk, "k");
+    sx_pack_str(&pk, "r");
+    sx_pack_str(&pk, "i");
+    sx_pack_uint(&pk, id);
+    sx_pack_str(&pk, "ri");
+    sx_pack_uint(&pk, inc);
+    sx_pack_str(&pk, "n");
+    sx_pack_uint(&pk, c->node);
+    sx_pack_str(&pk, "ps");
+    /* Entries until the frame would pass PS_FRAME_MAX: counted first. */
+    size_t fit = 0, bytes = pk.len + 5;
+    for (; info != NULL && fit < n; fit++) {
+        bytes += 64 + strlen(info[fit].type) +
+                 (info[fit].method != NULL ? strlen(info[fit].method) : 0) +
+                 strlen(info[fit].last_error);
+        if (bytes > PS_FRAME_MAX)
+            break;
+    }
+    sx_pack_array(&pk, (uint32_t)fit);
+    for (size_t i = 0; i < fit; i++) {
+        sx_pack_array(&pk, 8);
+        sx_pack_pid(&pk, info[i].pid);
+        sx_pack_str(&pk, info[i].type);
+        if (info[i].method != NULL)
+            sx_pack_str(&pk, info[i].method);
+        else
+            sx_pack_nil(&pk);
+        sx_pack_int(&pk, info[i].state);
+        sx_pack_uint(&pk, info[i].steps);
+        sx_pack_uint(&pk, info[i].attempts);
+        sx_pack_int(&pk, info[i].restart_in_ms);
+        sx_pack_str(&pk, info[i].last_error);
+    }
+    free(info);
+    publish_to(c, (uint32_t)node, &pk);
+    sx_pack_fini(&pk);
+}
+
+static void listing_in(sx_cluster *c, sx_payload p)
+{
+    uint64_t id, inc, node;
+    sx_payload list;
+    sx_unpack u;
+    uint32_t n;
+    if (get_u64(p, "i", &id) != 0 || get_u64(p, "ri", &inc) != 0 ||
+        get_u64(p, "n", &node) != 0 || sx_get(p, "ps", &list) != 0) {
+        bad(c);
+        return;
+    }
+    sx_unpack_init(&u, list);
+    if (inc != c->inc || sx_unpack_array(&u, &n) != 0 || n > PS_MAX) {
+        if (inc == c->inc)
+            bad(c);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    sx__rwatch *x = rw_take(c, id);
+    if (x != NULL && (x->ps_fn == NULL || x->node != node)) {
+        rw_put(c, x);
+        x = NULL;
+        bad(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (x == NULL)
+        return;
+    /* The names, each with a NUL, in one block beside the entries. */
+    sx_process_info *info = calloc(n > 0 ? n : 1, sizeof *info);
+    char *names = malloc((size_t)n * 2 * 256 + 1);
+    size_t k = 0, used = 0;
+    int rc = info != NULL && names != NULL ? 0 : SX_ENOMEM;
+    for (; rc == 0 && k < n; k++) {
+        sx_process_info *e = &info[k];
+        uint32_t m;
+        const char *s[2];
+        size_t sl[2];
+        int64_t st, rin;
+        uint64_t steps, att;
+        const char *le;
+        size_t lel;
+        bool nil_method = false;
+        if (sx_unpack_array(&u, &m) != 0 || m != 8 ||
+            sx_unpack_pid(&u, &e->pid) != 0 ||
+            sx_unpack_str(&u, &s[0], &sl[0]) != 0 || sl[0] > 255) {
+            rc = SX_EPROTO;
+            break;
+        }
+        if (sx_unpack_nil(&u) == 0)
+            nil_method = true;
+        else if (sx_unpack_str(&u, &s[1], &sl[1]) != 0 || sl[1] > 255) {
+            rc = SX_EPROTO;
+            break;
+        }
+        if (sx_unpack_int(&u, &st) != 0 || st < 0 ||
+            st > SX_PSTATE_COMPLETE + 1 || sx_unpack_uint(&u, &steps) != 0 ||
+            sx_unpack_uint(&u, &att) != 0 || att > UINT32_MAX ||
+            sx_unpack_int(&u, &rin) != 0 || sx_unpack_str(&u, &le, &lel) != 0) {
+            rc = SX_EPROTO;
+            break;
+        }
+        for (int j = 0; j < (nil_method ? 1 : 2); j++) {
+            memcpy(names + used, s[j], sl[j]);
+            names[used + sl[j]] = '\0';
+            if (j == 0)
+                e->type = names + used;
+            else
+                e->method = names + used;
+            used += sl[j] + 1;
+        }
+        e->state = (int)st;
+        e->steps = steps;
+        e->attempts = (uint32_t)att;
+        e->restart_in_ms = rin;
+        snprintf(
+            e->last_error, sizeof e->last_error, "%.*s",
+            (int)(lel < sizeof e->last_error ? lel : sizeof e->last_error - 1),
+            le);
+    }
+    if (rc == SX_EPROTO)
+        bad(c);
+    char msg[96];
+    snprintf(msg, sizeof msg, "node %u sent a listing that cannot be read",
+             x->node);
+    x->ps_fn(x->fn_user, rc, rc == 0 ? info : NULL, rc == 0 ? k : 0,
+             rc == 0           ? NULL
+             : rc == SX_ENOMEM ? "out of memory"
+                               : msg);
+    free(names);
+    free(info);
+    free(x);
+}
+
 /* ---- frames for our node (nats.c's thread) ------------------------------ */
 
 static void messages_in(sx_cluster *c, sx_payload p)
@@ -810,6 +1036,10 @@ void sx__cluster_on_node(natsConnection *nc, natsSubscription *sub,
         outcome_in(c, p);
     } else if (kind[0] == 's') {
         submit_in(c, p);
+    } else if (kind[0] == 'q') {
+        query_in(c, p);
+    } else if (kind[0] == 'r') {
+        listing_in(c, p);
     } else if (kind[0] == 'a') {
         answer_in(c, p);
     } else if ((kind[0] == 'x' || kind[0] == 'l') && get_pid(p, "t", &t) == 0 &&

@@ -11,13 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Packs the ps reply for the first n entries of info into srv->pk;
- * ends (when not NULL) gets the body's length after each entry. */
-static sx_pack *ps_pack(sx__relay_conn *c, uint64_t id,
-                        const sx_process_info *info, int n, size_t *ends)
+/* Packs the array of ps entries for the first n of info; ends (when not
+ * NULL) gets the body's length after each entry. */
+static void ps_entries(sx_pack *pk, const sx_process_info *info, int n,
+                       size_t *ends)
 {
-    sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "processes");
     sx_pack_array(pk, (uint32_t)n);
     for (int i = 0; i < n; i++) {
         char txt[SX_PID_TEXT_MAX];
@@ -53,7 +51,81 @@ static sx_pack *ps_pack(sx__relay_conn *c, uint64_t id,
         if (ends != NULL)
             ends[i] = pk->len;
     }
+}
+
+/* Packs the ps reply for the first n entries of info into srv->pk. */
+static sx_pack *ps_pack(sx__relay_conn *c, uint64_t id,
+                        const sx_process_info *info, int n, size_t *ends)
+{
+    sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
+    sx_pack_str(pk, "processes");
+    ps_entries(pk, info, n, ends);
     return pk;
+}
+
+/* A ps of another node (field "node"), answered when it answers. */
+typedef struct {
+    sx__relay_conn *c;  /* a reference */
+    sx__relay_hub *hub; /* a reference */
+    uint64_t id;
+    size_t max_frame;
+} remote_ps;
+
+/* [a nats.c thread, or the loop] The other node's listing, or why there
+ * is none: the reply goes through the hub. */
+static void remote_ps_answer(void *user, int rc, const sx_process_info *info,
+                             size_t n, const char *msg)
+{
+    remote_ps *rp = user;
+    sx_pack pk;
+    sx_pack_init(&pk);
+    for (;;) {
+        sx_pack_map(&pk, 3);
+        sx_pack_str(&pk, "id");
+        sx_pack_uint(&pk, rp->id);
+        sx_pack_str(&pk, "ok");
+        sx_pack_bool(&pk, rc == 0);
+        if (rc != 0) {
+            sx__relay_pack_error(&pk, sx_wire_code(rc),
+                                 msg != NULL ? msg : sx_strerror(rc));
+            break;
+        }
+        sx_pack_str(&pk, "processes");
+        ps_entries(&pk, info, (int)n, NULL);
+        if (pk.err != 0 || pk.len <= rp->max_frame || n == 0)
+            break;
+        n = n / 2; /* as a local ps: cut to what fits in a frame */
+        sx_pack_reset(&pk);
+    }
+    sx__relay_post_answer(rp->c, rp->hub, &pk);
+    free(rp);
+}
+
+/* ps with "node": that node's processes, through the cluster. */
+static void ps_remote(sx__relay_conn *c, uint64_t id, uint64_t node,
+                      uint64_t limit)
+{
+    sx_server *s = c->srv;
+    if (s->cluster == NULL) {
+        sx__relay_reply_error(c, id, "noconnection",
+                              "this daemon is in no cluster (stepxd --nats)");
+        return;
+    }
+    remote_ps *rp = malloc(sizeof *rp);
+    if (rp == NULL) {
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+        return;
+    }
+    *rp = (remote_ps){ c, s->hub, id, s->max_frame };
+    sx__relay_conn_ref(c);
+    sx__relay_hub_ref(s->hub);
+    if (sx_cluster_ps(s->cluster, (uint32_t)node, limit, remote_ps_answer,
+                      rp) != 0) {
+        sx__relay_conn_unref(c);
+        sx__relay_hub_unref(s->hub);
+        free(rp);
+        sx__relay_reply_error(c, id, "internal", "out of memory");
+    }
 }
 
 void sx__relay_op_ps(sx__relay_conn *c, uint64_t id, sx_payload req)
@@ -62,6 +134,22 @@ void sx__relay_op_ps(sx__relay_conn *c, uint64_t id, sx_payload req)
     int rc = sx__relay_field_uint(req, "limit", &limit);
     if (rc == SX_EPROTO) {
         sx__relay_reply_bad_field(c, id, "limit", 2, "a non-negative integer");
+        return;
+    }
+    uint64_t node;
+    rc = sx__relay_field_uint(req, "node", &node);
+    if (rc == 0 && (node == 0 || node > UINT32_MAX)) {
+        sx__relay_reply_error(c, id, "bad_request",
+                              "field \"node\": want a node number from 1 "
+                              "to 4294967295");
+        return;
+    }
+    if (rc == SX_EPROTO) {
+        sx__relay_reply_bad_field(c, id, "node", 2, "a node number");
+        return;
+    }
+    if (rc == 0 && node != c->srv->node) {
+        ps_remote(c, id, node, limit);
         return;
     }
     /* Grows the buffer until the listing fits or reaches limit. */

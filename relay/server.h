@@ -461,6 +461,9 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
  * the store's answer replies; else sx_engine_submit_async's error, and
  * the caller replies), and a send, answered at once or, to a checkpointed
  * job, once its message is stored. */
+/* relay/stored.c: [any thread] Posts the reply in pk to connection c
+ * through the hub, and lets go of both references and of pk. */
+void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk);
 /* relay/stored.c: a submit placed on another node (o->node or
  * o->place) whose type this node lacks: answered by that node, or now
  * with the error. */

@@ -24,9 +24,7 @@ typedef struct {
     uint64_t id;
 } stored_submit;
 
-/* [any thread] Posts the reply in pk to connection c through the hub,
- * and lets go of both references and of pk. */
-static void post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
+void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
 {
     sx__relay_out *o =
         pk->err == 0
@@ -73,7 +71,7 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
         sx__relay_pack_error(&pk, sx__relay_submit_code(rc),
                              msg != NULL ? msg : sx_strerror(rc));
     }
-    post_answer(ss->c, ss->hub, &pk);
+    sx__relay_post_answer(ss->c, ss->hub, &pk);
     free(ss);
 }
 
@@ -199,7 +197,7 @@ static void stored_sent(void *user, int rc)
         sx_pack_bool(&pk, false);
         sx__relay_pack_error(&pk, sx_wire_code(rc), msg);
     }
-    post_answer(ss->c, ss->hub, &pk);
+    sx__relay_post_answer(ss->c, ss->hub, &pk);
     free(ss);
 }
 

@@ -179,6 +179,18 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
 size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap);
 void sx_cluster_stats_get(sx_cluster *c, sx_cluster_stats *out);
 
+/* The live processes of node (a member; this node's own too), as ps
+ * lists them: fn is called once, on a nats.c thread (or this one), with
+ * up to limit entries (fewer when they would not fit in one NATS
+ * message), or with rc SX_ENOCONNECTION (msg says why) when the node is
+ * not a member or goes down before it answers. info and its strings are
+ * valid only during the call. Returns 0 (fn will be called) or SX_ENOMEM. */
+typedef void (*sx_cluster_ps_fn)(void *user, int rc,
+                                 const sx_process_info *info, size_t n,
+                                 const char *msg);
+int sx_cluster_ps(sx_cluster *c, uint32_t node, uint64_t limit,
+                  sx_cluster_ps_fn fn, void *user);
+
 /* Says goodbye (the peers declare this node down at once) and leaves:
  * watches still waiting for another node are answered noconnection. Call
  * it after sx_engine_stop, so that the outcomes of our processes that

@@ -244,6 +244,36 @@ try:
     for pid in busy:
         c1.call("send", to=pid, topic="stop", data=None)
 
+    # ---- ps of another node, and of the whole cluster (the CLI) ----
+    e2, _ = submit(c2, "echo", "serve", [])
+    e3, _ = submit(c3, "echo", "serve", [])
+    r = c1.call("ps", node=2)
+    pids = [x["pid"] for x in r.get("processes", [])]
+    check(r.get("ok") and e2 in pids and all(p.startswith("{2@") for p in pids),
+          "ps with node 2 through node 1: node 2's processes", r)
+    r = c1.call("ps", node=9)
+    check(code(r) == "noconnection", "ps of a node not in the cluster: "
+          "noconnection", r)
+    cli = os.path.join(os.path.dirname(STEPXD), "stepx")
+    out = subprocess.run([cli, "--socket", s1, "ps", "--cluster", "--json"],
+                         capture_output=True, text=True, timeout=30)
+    try:
+        doc = __import__("json").loads(out.stdout)
+    except ValueError:
+        doc = {}
+    got = {(x.get("node"), x.get("pid")) for x in doc.get("processes", [])}
+    check(out.returncode == 0 and (2, e2) in got and (3, e3) in got,
+          "stepx ps --cluster lists every node's processes with their node",
+          out.stdout[:500] + out.stderr[:500])
+    out = subprocess.run([cli, "--socket", s1, "submit", "--node", "3",
+                          "counter", "run", "[2]", "--wait"],
+                         capture_output=True, text=True, timeout=30)
+    check(out.returncode == 0 and "{3@" in out.stdout,
+          "stepx submit --node 3 --wait runs it on node 3",
+          out.stdout + out.stderr)
+    for p in (e2, e3):
+        c1.call("send", to=p, topic="stop", data=None)
+
     # ---- processes that spawn on other nodes ----
     r = c1.call("submit", type="fanout", method="run",
                 input=[3, "counter", "run", [2], {"node": 2}])
