@@ -115,6 +115,22 @@ static void cluster_metrics(text *t, sx_cluster *cl)
     counter(t, "stepx_cluster_messages_undelivered_total",
             "Received messages the engine refused (no such process, ...).",
             cs.messages_undelivered);
+    counter(t, "stepx_cluster_batches_out_total",
+            "NATS messages that carried messages to other nodes.",
+            cs.batches_out);
+    counter(t, "stepx_cluster_batches_in_total",
+            "NATS messages that carried messages to this node.", cs.batches_in);
+    counter(t, "stepx_cluster_watches_out_total",
+            "Waits, monitors and links set on processes of other nodes.",
+            cs.watches_out);
+    counter(t, "stepx_cluster_watches_answered_total",
+            "Of those, answered by their node.", cs.watches_answered);
+    counter(t, "stepx_cluster_watches_lost_total",
+            "Of those, answered noconnection (node down, NATS lost).",
+            cs.watches_lost);
+    counter(t, "stepx_cluster_watches_in_total",
+            "Watches other nodes set on processes of this node.",
+            cs.watches_in);
     sx_cluster_member m[256];
     size_t n = sx_cluster_members(cl, m, 256);
     if (n > 256)
@@ -133,6 +149,18 @@ static void cluster_metrics(text *t, sx_cluster *cl)
         if (!m[i].self)
             put(t, "stepx_cluster_peer_processes{node=\"%u\"} %llu\n",
                 m[i].node, (unsigned long long)m[i].processes);
+    put(t, "# HELP stepx_cluster_peer_messages_total Messages for processes "
+           "on the link with a member since it joined, by direction.\n"
+           "# TYPE stepx_cluster_peer_messages_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].self)
+            put(t,
+                "stepx_cluster_peer_messages_total{node=\"%u\",dir=\"out\"} "
+                "%llu\n"
+                "stepx_cluster_peer_messages_total{node=\"%u\",dir=\"in\"} "
+                "%llu\n",
+                m[i].node, (unsigned long long)m[i].messages_out, m[i].node,
+                (unsigned long long)m[i].messages_in);
 }
 
 char *sx_metrics_render(sx_engine *e, sx_server *srv, size_t *len)

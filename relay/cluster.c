@@ -217,7 +217,10 @@ static void heard(sx_cluster *c, const sx_cluster_member *m, sx_payload p)
             c->log(c->log_user, line);
         }
     }
+    uint64_t out = x->m.messages_out, in = x->m.messages_in;
     x->m = *m;
+    x->m.messages_out = out; /* the link's, kept across heartbeats */
+    x->m.messages_in = in;
     x->m.self = false;
     x->heard_ms = mono_ms();
     x->placed = 0;

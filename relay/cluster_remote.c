@@ -52,16 +52,35 @@ static void bad(sx_cluster *c)
     atomic_fetch_add_explicit(&c->bad_messages, 1, memory_order_relaxed);
 }
 
-/* Whether node is a member now (not us) and NATS is connected. */
-static bool reachable(sx_cluster *c, uint32_t node)
+/* Whether the NATS connection is up. The flag follows nats.c's
+ * disconnect and reconnect callbacks, which run on a thread of their own
+ * and can come after the first messages of a new connection: when it
+ * says down, the connection itself is asked. */
+static bool nats_up(sx_cluster *c)
+{
+    /* relaxed: a hint, checked against the connection when it says no. */
+    return atomic_load_explicit(&c->connected, memory_order_relaxed) ||
+           natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED;
+}
+
+/* Whether node is a member now (not us) and NATS is connected; counts n
+ * messages for it on its link when it is. */
+static bool reachable_n(sx_cluster *c, uint32_t node, size_t n)
 {
     pthread_mutex_lock(&c->mu);
     sx__member *x = sx__cluster_find(c, node);
     bool up = x != NULL && !x->m.self;
+    if (up)
+        x->m.messages_out += n;
     pthread_mutex_unlock(&c->mu);
-    /* relaxed: a hint; a publish racing a disconnect is buffered by nats.c
-     * (its reconnect buffer) and sent after the reconnect. */
-    return up && atomic_load_explicit(&c->connected, memory_order_relaxed);
+    /* A publish racing a disconnect is buffered by nats.c (its reconnect
+     * buffer) and sent after the reconnect. */
+    return up && nats_up(c);
+}
+
+static bool reachable(sx_cluster *c, uint32_t node)
+{
+    return reachable_n(c, node, 0);
 }
 
 /* Publishes pk (a frame) to node's subject: 0 or SX_ENOCONNECTION. */
@@ -103,7 +122,7 @@ static int r_send(void *user, const sx_message *msgs, size_t n)
 {
     sx_cluster *c = user;
     uint32_t node = msgs[0].to.node;
-    if (!reachable(c, node))
+    if (!reachable_n(c, node, n))
         return SX_ENOCONNECTION;
     uint8_t buf[2048];
     sx_pack pk;
@@ -198,12 +217,11 @@ static int r_watch(void *user, sx_pid target, sx_remote_watch *w)
     x->node = target.node;
     x->target = target;
     x->w = w;
+    bool nats = nats_up(c); /* asked before mu: nats.c takes its own lock */
     pthread_mutex_lock(&c->mu);
     sx__member *m = sx__cluster_find(c, target.node);
     /* Checked and added under one lock: a down after this takes it out. */
-    /* relaxed: as in reachable. */
-    if (m == NULL || m->m.self ||
-        !atomic_load_explicit(&c->connected, memory_order_relaxed)) {
+    if (m == NULL || m->m.self || !nats) {
         pthread_mutex_unlock(&c->mu);
         free(x);
         return SX_ENOCONNECTION;
@@ -272,6 +290,7 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     sx__rwatch *x = calloc(1, sizeof *x);
     if (x == NULL)
         return SX_ENOMEM;
+    bool nats = nats_up(c); /* asked before mu: nats.c takes its own lock */
     pthread_mutex_lock(&c->mu);
     sx__member *m;
     if (opts->place != SX_PLACE_HERE) {
@@ -286,9 +305,7 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     } else {
         m = sx__cluster_find(c, opts->node);
     }
-    /* relaxed: as in reachable. */
-    if (m == NULL || m->m.self ||
-        !atomic_load_explicit(&c->connected, memory_order_relaxed)) {
+    if (m == NULL || m->m.self || !nats) {
         pthread_mutex_unlock(&c->mu);
         free(x);
         return SX_ENOCONNECTION;
@@ -775,11 +792,10 @@ int sx_cluster_ps(sx_cluster *c, uint32_t node, uint64_t limit,
     x->node = node;
     x->ps_fn = fn;
     x->fn_user = user;
+    bool nats = nats_up(c); /* asked before mu: nats.c takes its own lock */
     pthread_mutex_lock(&c->mu);
     sx__member *m = sx__cluster_find(c, node);
-    /* relaxed: as in reachable. */
-    bool up = m != NULL && !m->m.self &&
-              atomic_load_explicit(&c->connected, memory_order_relaxed);
+    bool up = m != NULL && !m->m.self && nats;
     if (up) {
         x->id = ++c->rw_next_id;
         up = rw_put(c, x);
@@ -977,6 +993,11 @@ static void messages_in(sx_cluster *c, sx_payload p)
         bad(c);
         return;
     }
+    pthread_mutex_lock(&c->mu);
+    sx__member *x = sx__cluster_find(c, from.node);
+    if (x != NULL && !x->m.self)
+        x->m.messages_in += n / 2;
+    pthread_mutex_unlock(&c->mu);
     /* relaxed: figures. */
     atomic_fetch_add_explicit(&c->batches_in, 1, memory_order_relaxed);
     for (uint32_t i = 0; i < n / 2; i++) {

@@ -350,13 +350,19 @@ void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
         sx_pack_nil(pk);
     sx_pack_str(pk, "membership");
     if (s->cluster != NULL)
-        sx_pack_fmt(
-            pk, "{s:b, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U}", "connected",
-            (int)cs.connected, "heartbeats_sent", cs.heartbeats_sent,
-            "heartbeats_received", cs.heartbeats_received, "bad_messages",
-            cs.bad_messages, "downs", cs.downs, "reconnects", cs.reconnects,
-            "messages_out", cs.messages_out, "messages_in", cs.messages_in,
-            "messages_undelivered", cs.messages_undelivered);
+        sx_pack_fmt(pk,
+                    "{s:b, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, "
+                    "s:U, s:U, s:U, s:U}",
+                    "connected", (int)cs.connected, "heartbeats_sent",
+                    cs.heartbeats_sent, "heartbeats_received",
+                    cs.heartbeats_received, "bad_messages", cs.bad_messages,
+                    "downs", cs.downs, "reconnects", cs.reconnects,
+                    "messages_out", cs.messages_out, "messages_in",
+                    cs.messages_in, "messages_undelivered",
+                    cs.messages_undelivered, "batches_out", cs.batches_out,
+                    "batches_in", cs.batches_in, "watches_out", cs.watches_out,
+                    "watches_answered", cs.watches_answered, "watches_lost",
+                    cs.watches_lost, "watches_in", cs.watches_in);
     else
         sx_pack_nil(pk);
     sx_pack_str(pk, "nodes");
@@ -364,11 +370,12 @@ void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
     for (size_t i = 0; i < n; i++) {
         char inc[24];
         snprintf(inc, sizeof inc, "%llu", (unsigned long long)m[i].incarnation);
-        sx_pack_fmt(pk, "{s:U, s:s, s:s, s:U, s:d, s:U, s:b}", "node",
+        sx_pack_fmt(pk, "{s:U, s:s, s:s, s:U, s:d, s:U, s:U, s:U, s:b}", "node",
                     (uint64_t)m[i].node, "incarnation", inc, "address",
                     m[i].address, "processes", m[i].processes, "load",
-                    m[i].load, "last_heard_ms", m[i].last_heard_ms, "self",
-                    (int)m[i].self);
+                    m[i].load, "last_heard_ms", m[i].last_heard_ms,
+                    "messages_out", m[i].messages_out, "messages_in",
+                    m[i].messages_in, "self", (int)m[i].self);
     }
     if (m != &one)
         free(m);

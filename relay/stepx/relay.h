@@ -139,6 +139,9 @@ typedef struct {
     uint64_t processes;     /* live, at its last heartbeat */
     double load;            /* live processes per worker, then */
     uint64_t last_heard_ms; /* ms since its last heartbeat */
+    /* The link with it, since it joined: messages for processes sent to
+     * it, and received from its processes. */
+    uint64_t messages_out, messages_in;
     bool self;
 } sx_cluster_member;
 

@@ -7,6 +7,11 @@ that, through a client of node 1,
 - `wait` of a process of node 2 answers its outcome (and `not_found` for
   an id node 2 never gave), `subscribe` pushes its `exit`, `terminate`
   ends it there;
+- ps of node 2 through node 1; `stepx ps --cluster`; `stepx submit
+  --node 3`; submits placed on node 2, on any node, on the least loaded;
+- processes of node 1 spawn and spawn-and-wait children on node 2 (fanout
+  with spawn options node/place), a child's failure reaches its parent,
+  and scope terminate reaches a child on node 2;
 - a process of node 1 monitors one of node 2 (the shipped `watcher` type)
   and gets its `@exit`; links cross nodes both ways: a failure on node 2
   ends the linked process of node 1, a failure on node 1 ends the linked
@@ -18,7 +23,11 @@ that, through a client of node 1,
 - node 3 restarted is a new incarnation: a PID of its earlier run is
   `not_found`, never a process of the new one;
 - hostile frames of the new kinds (a watch naming another node's process,
-  an outcome nobody asked for) are dropped and counted.
+  an outcome nobody asked for) are dropped and counted;
+- SIGSTOP of node 2 fails node 1's monitors of its processes
+  (noconnection); after SIGCONT it serves again;
+- a nats-server restart fails a wait in flight (noconnection, naming
+  NATS), and once the nodes have reconnected everything works again.
 
 Run through tests/cluster/run_py.sh (a python3 with msgpack). Skipped (77)
 without nats-server.
@@ -410,6 +419,66 @@ try:
           % (b0, b1))
     pid, _ = submit(c2, "counter", "run", [2])
     check(wait(c1, pid).get("result") == 2, "node 1 still serves after them")
+
+    # ---- SIGSTOP of node 2: its watchers on node 1 fail, it comes back ----
+    e2, _ = submit(c2, "echo", "serve", [])
+    mon, _ = submit(c1, "watcher", "monitor", [e2])
+    time.sleep(0.3)
+    p2.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    w = wait(c1, mon, 20000)
+    dt = (time.monotonic() - t0) * 1000
+    res = w.get("result") or {}
+    check(res.get("error") == "SX_ENOCONNECTION" and "node 2" in
+          res.get("message", ""),
+          "SIGSTOP of node 2: a monitor of its process fires noconnection "
+          "after %.0f ms" % dt, w)
+    p2.send_signal(signal.SIGCONT)
+    check(wait_members(c1, [1, 2, 3], 15000), "node 2 back after SIGCONT")
+    pid, _ = submit(c2, "counter", "run", [2])
+    check(wait(c1, pid).get("result") == 2,
+          "a wait from node 1 on node 2 works again after SIGCONT")
+    c2.call("send", to=e2, topic="stop", data=None)
+
+    # ---- a nats-server restart: a wait in flight fails, then all works ----
+    e2, _ = submit(c2, "echo", "serve", [])
+    c1.send("wait", pid=e2)
+    time.sleep(0.3)
+    procs[0].kill()
+    procs[0].wait()
+    f = None
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 20:
+        try:
+            f = c1.recv_frame(timeout=20)
+        except hostile.ReadTimeout:
+            break
+        if "id" in f and "push" not in f:
+            break
+    check(f is not None and code(f) == "noconnection" and
+          "NATS" in (f.get("error") or {}).get("message", ""),
+          "nats-server killed: a wait in flight on node 1 for node 2's "
+          "process answers noconnection", f)
+    rec = [c.call("nodes")["membership"]["reconnects"] for c in (c1, c2)]
+    procs[0] = start_nats()
+
+    def reconnected(c, before):
+        for _ in range(400):
+            mb = c.call("nodes")["membership"]
+            if mb["connected"] and mb["reconnects"] > before:
+                return True
+            time.sleep(0.05)
+        return False
+    check(reconnected(c1, rec[0]) and reconnected(c2, rec[1]) and
+          wait_members(c1, [1, 2, 3], 20000),
+          "after the nats-server restart the nodes reconnect by themselves "
+          "and see each other")
+    r = c1.call("submit", type="counter", method="run", input=[3], node=2)
+    w = wait(c1, r.get("pid", ""))
+    check(w.get("result") == 3,
+          "after the restart: a submit on node 2 from node 1 and its wait",
+          (r, w))
+    c2.call("send", to=e2, topic="stop", data=None)
 
     for p in procs[1:]:
         if p.poll() is None:
