@@ -47,6 +47,12 @@ FIGURES = {
                 "spawned again"),
     "checkpoint": ("added_p50_us", "µs", "lower", "{:.0f}",
                    "µs a checkpoint adds to a step, p50, 64 jobs at once"),
+    "xpingpong": ("p50_us", "µs", "lower", "{:.1f}",
+                  "p50 µs per round trip"),
+    "xfanin": ("ops_per_sec", "M/s", "higher", "{:.3f}",
+               "M messages per second into one sink"),
+    "xdetect": ("detect_ms", "ms", "lower", "{:.0f}",
+                "ms from the kill -9 of a node to the other's down line"),
 }
 # Relative targets: stepx / best peer (ratio of the figure).
 RELATIVE = {
@@ -55,6 +61,7 @@ RELATIVE = {
     "ring": ("<=", 0.5),
     "fanin": (">=", 2.0),
     "spawnidle": ("<=", 0.5),
+    "xpingpong": ("<=", 2.0),
 }
 # Absolute targets on the stepx figure (in the unit above).
 ABSOLUTE = {
@@ -67,6 +74,16 @@ ABSOLUTE = {
     "relay1": (">=", 200.0, "≥ 200 k jobs per second"),
     "relay-durable": (">=", 100.0, "≥ 100 k durable jobs per second"),
     "checkpoint": ("<=", 1000.0, "p50 ≤ 1 ms under load"),
+    "xfanin": (">=", 1.0, "≥ 1 M per second (batching per destination "
+               "node)"),
+    "xdetect": ("<=", 2500.0, "≤ down-after + 1 heartbeat (2,500 ms)"),
+}
+# The cluster's rows compare with one named runtime rather than the best
+# peer: workload -> runtime (the summary's "best peer" cell and ratio, and
+# for a RELATIVE target the ratio it is checked on).
+AGAINST = {
+    "xpingpong": "nats",
+    "xfanin": "nats",
 }
 # Workloads measured without a target: what the summary's target cell says.
 NO_TARGET = {
@@ -85,9 +102,21 @@ SECOND = {
 SPAWNIDLE_BYTES = 256
 ORDER = ["skynet", "pingpong", "ring", "fanin", "spawnidle", "submit", "yield",
          "wake", "idle", "timers", "relay", "relay1", "relay-durable",
-         "recover", "checkpoint"]
-RUNTIMES = ["stepx", "go", "erlang", "caf"]
-RUNTIME_NAMES = {"stepx": "stepx", "go": "Go", "erlang": "Erlang", "caf": "CAF"}
+         "recover", "checkpoint", "xpingpong", "xfanin", "xdetect"]
+# stepx-1node and nats run only the cluster's rows (bench/cluster.sh):
+# there "stepx" is the program across nodes, stepx-1node the same program
+# in one engine, nats plain nats.c between OS processes.
+RUNTIMES = ["stepx", "go", "erlang", "caf", "stepx-1node", "nats"]
+RUNTIME_NAMES = {"stepx": "stepx", "go": "Go", "erlang": "Erlang", "caf": "CAF",
+                 "stepx-1node": "stepx, one node", "nats": "plain NATS"}
+# The cluster's rows: their stepx runs are across nodes.
+CLUSTER = ("xpingpong", "xfanin", "xdetect")
+
+
+def runtime_name(w, rt):
+    if rt == "stepx" and w in CLUSTER:
+        return "stepx, across nodes"
+    return RUNTIME_NAMES[rt]
 SIZES = {
     "skynet": "leaves (a 10-ary tree of n·10/9 processes)",
     "pingpong": "messages",
@@ -106,13 +135,17 @@ SIZES = {
     "recover": "stored jobs without an outcome",
     "checkpoint": "steps of checkpointed jobs (64 jobs at once, a no-op "
                   "yield per step; a state store)",
+    "xpingpong": "round trips (after n/10 untimed)",
+    "xfanin": "messages (2 producers × n/2 → 1 sink)",
+    "xdetect": "killed node",
 }
 # The suite's nominal sizes; a run with another n says so.
 NOMINAL_N = {"skynet": 1000000, "pingpong": 2000000, "ring": 10000000,
              "fanin": 10000000, "spawnidle": 1000000, "submit": 1000000,
              "yield": 10000000, "wake": 10000, "idle": 5, "timers": 100000,
              "relay": 100000, "relay1": 100000, "relay-durable": 100000,
-             "recover": 1000000, "checkpoint": 64000}
+             "recover": 1000000, "checkpoint": 64000, "xpingpong": 5000,
+             "xfanin": 1000000, "xdetect": 1}
 # Why a workload runs below its nominal size (bench/run.sh, WORKLOADS).
 SIZE_WHY = {
     "spawnidle": "At the nominal size the Go and Erlang programs grow to "
@@ -224,6 +257,45 @@ HOW = {
                "spawn each again (its init runs) and queue it; the clock "
                "stops when the engine counts n live processes. The filling "
                "is not timed. No peer, no target.",
+    "xpingpong": "bench/cluster.sh, stepx-xnode (bench/xnode_bench.c): a "
+                 "pinger process sends a sequence number with `sx_send` to "
+                 "a pong process, which sends it back to its sender; the "
+                 "pinger times each round trip (CLOCK_MONOTONIC, from the "
+                 "step that sends to the step that receives) and checks the "
+                 "number. Across nodes: the pong on node 1 and the pinger "
+                 "on node 2, each an OS process with one worker, joined "
+                 "over a nats-server of the run's own on loopback "
+                 "(`sx_cluster_start`, `sx_cluster_route`): each way is "
+                 "one NATS publish. One node: both in one engine (a worker "
+                 "per core), no NATS hop. Plain NATS (bench/peers/nats/"
+                 "reqrep.c): `natsConnection_Request` in a loop against a "
+                 "responder process that publishes each request back to "
+                 "its reply subject, both with `natsOptions_SetSendAsap` "
+                 "(a publish is written at once, not by nats.c's flusher "
+                 "thread). Target: across nodes p50 ≤ 2 × plain NATS.",
+    "xfanin": "2 producers send n/2 sequence-numbered messages each to one "
+              "sink, 32 per step (`sx_send`, then CONTINUE, as the fanin "
+              "producers); the sink checks each sender's order and the "
+              "figure is its messages per second from its first message "
+              "to its last. Across nodes: the sink on node 1, one "
+              "producer on each of nodes 2 and 3 (3 OS processes, one "
+              "worker each, a nats-server), started together; the sink "
+              "then answers a report once it has all n (a run where some "
+              "never arrive waits out its deadline and fails, with what "
+              "did arrive on its line). One node: the same processes in "
+              "one engine. Plain NATS: 2 publisher processes → 1 "
+              "subscriber process (nats.c's buffered publishes, its "
+              "throughput setting; the subscriber's pending limits "
+              "lifted so that it never drops). Target: ≥ 1 M/s across "
+              "nodes.",
+    "xdetect": "Two stepxd daemons (cmd/stepxd) in one cluster with "
+               "`--heartbeat 500` and the default down-after (4 "
+               "heartbeats, 2,000 ms), a nats-server of the run's own; once "
+               "each has logged the other up, node 2 is killed with "
+               "SIGKILL at a random point of a heartbeat period, and the "
+               "figure is the time from the kill to node 1's log line "
+               "`node 2 (incarnation …) down: silent for N ms` (polled every "
+               "5 ms). Target: ≤ down-after + 1 heartbeat.",
 }
 
 # Why a target is missed on this kind of machine, with the measurement that
@@ -278,6 +350,31 @@ GAP_WHY = {
     "ring": "As pingpong: the same program, bimodal with the host (46–48 ns, "
             "or 65–83 ns in the host's busy spells).",
 }
+
+GAP_WHY.update({
+    "xpingpong": "relay/cluster.c's NATS connection keeps nats.c's default "
+                 "buffered publishes (no `natsOptions_SetSendAsap`, no flush "
+                 "after a send): nats.c's flusher thread writes a publish "
+                 "about 1 ms after it is made, and a round trip is two "
+                 "publishes (there and back), so the p50 sits at ~2.0 ms "
+                 "whatever the engine does. Plain NATS with nats.c's "
+                 "defaults shows the same step (bench/peers/nats/reqrep.c "
+                 "`--buffered`: p50 ~1.0 ms, its request is flushed at "
+                 "once, only the reply waits).",
+    "xfanin": "No batching per destination node yet: relay/cluster.c's "
+              "route publishes one NATS message per process message (a "
+              "lock, a subject, a msgpack map, a publish), and the "
+              "receiving node hands each to the engine one by one on "
+              "nats.c's delivery thread. And messages are lost: the "
+              "receiving node's subscription keeps nats.c's default "
+              "pending limit (65,536 messages), so while the sink's node "
+              "falls behind the producers nats.c drops what is over it as "
+              "a slow consumer, without a word (no error handler, no "
+              "counter; the sink's cluster figures show fewer messages in "
+              "than were sent, and nats-server logs no slow consumer). The "
+              "runs that lose messages fail their check; their lines show "
+              "what arrived.",
+})
 
 GENERIC_GAP = ("No analysis of this miss in the report; bench/FINDINGS.md "
                "has the notes on this workload.")
@@ -347,7 +444,9 @@ def target_text(w):
     """The summary's target cell for workload w."""
     if w in RELATIVE:
         op, bound = RELATIVE[w]
-        tgt = "stepx/best {} {}".format("≤" if op == "<=" else "≥", bound)
+        tgt = "stepx/{} {} {}".format(
+            RUNTIME_NAMES[AGAINST[w]] if w in AGAINST else "best",
+            "≤" if op == "<=" else "≥", bound)
         if w == "spawnidle":
             tgt += "; ≤ {} B per idle process".format(SPAWNIDLE_BYTES)
         return tgt
@@ -458,6 +557,17 @@ class Run:
         if missing:
             best_txt += "; no ok run: " + ", ".join(missing)
         ratio = sm / best[1] if best and best[1] > 0 else None
+        if w in AGAINST:
+            # One named runtime, not the best peer.
+            art = AGAINST[w]
+            ars, _, av, _ = self.stats(w, art)
+            am = statistics.median(av) if av else None
+            best_txt = ("{} {} {}".format(RUNTIME_NAMES[art], fmt(w, am), unit)
+                        if am is not None else "{}: {}".format(
+                            RUNTIME_NAMES[art],
+                            "no ok run" if ars else "not in this run"))
+            ratio = sm / am if am else None
+            missing = [m for m in missing if m.startswith(art + " ")]
         if w in BASELINE:
             # No peer: the other stepx row of the same run, and the ratio
             # to it.
@@ -594,7 +704,10 @@ def section_summary(p, rows, missing):
     p("Ratio: stepx's median over the best peer's. For times (s, ns, µs) "
       "below 1 is stepx ahead, for rates (M/s) above 1 is. Where the target "
       "is absolute, the Go figure is a reference. relay-durable has no peer: "
-      "its ratio is over the in-memory relay row of the same run.")
+      "its ratio is over the in-memory relay row of the same run. The "
+      "cluster's rows (xpingpong, xfanin: stepx across nodes; xdetect) "
+      "compare with plain NATS between OS processes on this machine, "
+      "not with the best peer (bench/cluster.sh).")
     p("")
     targeted = [r for r in rows if r["w"] not in NO_TARGET]
     n_met = sum(1 for r in targeted if r["met"])
@@ -672,8 +785,10 @@ def section_workloads(p, run, missing):
             p(HOW.get(w, ""))
             p("")
             p("Figure: {} ({} is better). Target: {}. Not in this run "
-              "(bench/FINDINGS.md has separate measurements).".format(
-                  FIGURES[w][4], FIGURES[w][2], target_text(w)))
+              "({}).".format(
+                  FIGURES[w][4], FIGURES[w][2], target_text(w),
+                  "bench/cluster.sh measures it" if w in CLUSTER else
+                  "bench/FINDINGS.md has separate measurements"))
             continue
         if not run.has(w):
             continue
@@ -701,6 +816,11 @@ def section_workloads(p, run, missing):
                          "median (not timed) |")
         if w == "checkpoint":
             extra_hdr = (" added p99 µs median | plain gap p50 µs median |")
+        if w == "xpingpong":
+            extra_hdr = " p99 µs median | mean µs median |"
+        if w == "xdetect":
+            extra_hdr = (" silent when declared, ms median | bound "
+                         "(down-after + heartbeat), ms |")
         p("| runtime | runs ok | {} median (min–max) | peak RSS median, MiB | "
           "stepx / this |{}".format(FIGURES[w][1], extra_hdr))
         p("|---|---|---|---|---|" + ("---|" * extra_hdr.count("|")))
@@ -716,7 +836,7 @@ def section_workloads(p, run, missing):
             elif rt == "stepx":
                 ratio = "1"
             row = "| {} | {}/{} | {} | {} | {} |".format(
-                RUNTIME_NAMES[rt], len(good), len(rs), med_range(w, vals),
+                runtime_name(w, rt), len(good), len(rs), med_range(w, vals),
                 mib(statistics.median(rss)) if rss else "—", ratio)
             if w == "wake":
                 p99 = [float(r["kv"]["p99_us"]) for r in good
@@ -739,6 +859,16 @@ def section_workloads(p, run, missing):
                 row += " {} | {} |".format(
                     "{:.0f}".format(rpc) if rpc is not None else "—",
                     fmt("relay", statistics.median(mem)) if mem else "—")
+            if w == "xpingpong":
+                cols = [run.key_median(w, rt, k) for k in ("p99_us", "mean_us")]
+                row += "".join(" {} |".format("{:.1f}".format(v) if v is not None
+                                              else "—") for v in cols)
+            if w == "xdetect":
+                sil = run.key_median(w, rt, "silent_ms")
+                bnd = run.key_median(w, rt, "bound_ms")
+                row += " {} | {} |".format(
+                    "{:.0f}".format(sil) if sil is not None else "—",
+                    "{:.0f}".format(bnd) if bnd is not None else "—")
             if w == "checkpoint":
                 a99 = run.key_median(w, rt, "added_p99_us")
                 b50 = run.key_median(w, rt, "base_p50_us")

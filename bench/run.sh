@@ -24,6 +24,10 @@
 #    that passed their own check, peak RSS, ratios against the best peer,
 #    verdicts against the targets, and the known gaps.
 #
+# The cluster's rows (xpingpong, xfanin, xdetect: nodes as OS processes
+# over a nats-server of each run's own) run through bench/cluster.sh,
+# which also runs them alone (bash bench/cluster.sh --quick).
+#
 # Raw lines go to build/bench/raw.tsv as the runs go, and the machine and
 # build figures to build/bench/meta.txt. A full run (about 9-16 minutes on
 # 2 cores) then copies both to bench/results/ and writes docs/BENCHMARKS.md
@@ -61,6 +65,8 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+# bench/cluster.sh (the x rows) runs the programs of this build tree.
+export XNODE_BUILD=build/bench/stepx
 if [ "$QUICK" = 1 ]; then
     RUNS=${RUNS:-3}
     OUT=${OUT:-build/bench/BENCHMARKS-quick.md}
@@ -108,13 +114,16 @@ rm -rf "$BUILD"
 meson setup "$BUILD"
 # Only the driver and what it links: the suite should not wait for (or trip
 # over) tests and examples.
-ninja -C "$BUILD" bench/stepx-bench
+# The cluster's rows (bench/cluster.sh) also run stepx-xnode, the plain
+# NATS peer and stepxd.
+ninja -C "$BUILD" bench/stepx-bench bench/stepx-xnode bench/stepx-nats-peer \
+    cmd/stepxd
 STEPX=$BUILD/bench/stepx-bench
 # What the binary was built from, read now: edits made while the suite runs
 # do not change the binary and must not be reported as if they had.
 BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BUILT_DIRTY=$(git status --porcelain -- engine process relay cmd bench/stepx_bench.c \
-    bench/meson.build meson.build 2>/dev/null | wc -l)
+    bench/xnode_bench.c bench/peers/nats bench/meson.build meson.build 2>/dev/null | wc -l)
 BUILT_OPTIONS=$(meson introspect "$BUILD" --buildoptions | python3 -c '
 import json, sys
 o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
@@ -150,7 +159,10 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 # a temporary directory; recover times a start on a state store of n
 # stored jobs (a run also fills that store first, untimed: about twice the
 # figure in all); checkpoint times the gap a checkpoint adds between two
-# steps of 64 jobs stepping at once on a state store.
+# steps of 64 jobs stepping at once on a state store. The x rows are the
+# cluster's (bench/cluster.sh runs each: nodes as OS processes over a
+# nats-server of the run's own): "stepx" there is across nodes,
+# stepx-1node the same program in one engine, nats plain nats.c.
 WORKLOADS=(
     "skynet|1000000|100000|stepx go erlang caf"
     "pingpong|2000000|200000|stepx go erlang caf"
@@ -167,9 +179,18 @@ WORKLOADS=(
     "relay-durable|100000|20000|stepx"
     "recover|1000000|100000|stepx"
     "checkpoint|64000|16000|stepx"
+    "xpingpong|5000|1000|stepx stepx-1node nats"
+    "xfanin|1000000|200000|stepx stepx-1node nats"
+    "xdetect|1|1|stepx"
 )
 
 cmd_for() { # runtime workload n
+    case "$2" in
+    x*)
+        echo "bash bench/cluster.sh one $2 $1 $3"
+        return
+        ;;
+    esac
     case "$1" in
     stepx)
         # relay1: relay with one request at a time per connection (the
