@@ -1,7 +1,7 @@
 /* bench/xnode_bench.c — stepx-xnode: the cluster's benchmark rows
  * (docs/CLUSTER.md; bench/cluster.sh runs them). One OS process is one
- * node: an engine joined to a cluster over NATS (sx_cluster_start, the
- * engine's remote route sx_cluster_route). Modes:
+ * node: an engine joined to a cluster over NATS (sx_cluster_start, which
+ * makes the cluster the engine's remote route). Modes:
  *
  *   stepx-xnode serve --nats URL --cluster C --node N
  *       A node with a `pong` process (answers each message to its sender
@@ -443,8 +443,6 @@ static void node_start(void)
                                  .heartbeat_ms = opt.heartbeat_ms };
         if (sx_cluster_start(engine, &cc, &cluster, err, sizeof err) != 0)
             die("%s", err);
-        if (sx_engine_set_remote(engine, sx_cluster_route, cluster) != 0)
-            die("%s", "cannot set the remote route");
     }
     if (sx_engine_start(engine) != 0)
         die("%s", "cannot start the engine");

@@ -128,6 +128,10 @@ static void cluster_metrics(text *t, sx_cluster *cl)
     counter(t, "stepx_cluster_watches_lost_total",
             "Of those, answered noconnection (node down, NATS lost).",
             cs.watches_lost);
+    counter(t, "stepx_cluster_dropped_total",
+            "Frames for this node dropped by the NATS client: the node fell "
+            "too far behind.",
+            cs.dropped);
     counter(t, "stepx_cluster_watches_in_total",
             "Watches other nodes set on processes of this node.",
             cs.watches_in);

@@ -113,7 +113,16 @@ struct sx_cluster {
      * with noconnection; set on ours by other nodes. */
     _Atomic uint64_t watches_out, watches_answered, watches_lost, watches_in;
     _Atomic bool connected;
+
+    /* The batch of received messages handed to the engine at once, and
+     * their topics with a NUL: used by the one nats.c thread that
+     * delivers our node subject (sx__cluster_on_node). */
+    sx_message *rx_msgs;
+    char (*rx_topics)[256];
 };
+
+/* Messages handed to the engine per sx_engine_send_many. */
+#define SX__CLUSTER_RX_BATCH 256
 
 static inline uint64_t sx__cluster_mono_ms(void)
 {

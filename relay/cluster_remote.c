@@ -1000,21 +1000,35 @@ static void messages_in(sx_cluster *c, sx_payload p)
     pthread_mutex_unlock(&c->mu);
     /* relaxed: figures. */
     atomic_fetch_add_explicit(&c->batches_in, 1, memory_order_relaxed);
-    for (uint32_t i = 0; i < n / 2; i++) {
-        const char *s;
-        size_t sl;
-        char topic[256];
-        sx_payload d;
-        if (sx_unpack_str(&u, &s, &sl) != 0 || sl >= sizeof topic ||
-            memchr(s, '\0', sl) != NULL || sx_unpack_raw(&u, &d) != 0) {
-            bad(c);
-            return; /* the rest of the batch cannot be read in order */
+    /* Runs of ordinary messages go to the engine as one batch (one
+     * look-up, one push); a cancel goes alone, in its place. */
+    sx_message *run = c->rx_msgs;
+    size_t k = 0;
+    for (uint32_t i = 0; i <= n / 2; i++) {
+        const char *s = NULL;
+        size_t sl = 0;
+        sx_payload d = { NULL, 0 };
+        bool end = i == n / 2, cancel = false;
+        if (!end) {
+            if (sx_unpack_str(&u, &s, &sl) != 0 || sl >= 256 ||
+                memchr(s, '\0', sl) != NULL || sx_unpack_raw(&u, &d) != 0) {
+                bad(c);
+                end = true; /* the rest cannot be read in order */
+            } else {
+                cancel = sl == sizeof(SX_TOPIC_CANCEL) - 1 &&
+                         memcmp(s, SX_TOPIC_CANCEL, sl) == 0;
+            }
         }
-        memcpy(topic, s, sl);
-        topic[sl] = '\0';
+        if (k > 0 && (end || cancel || k == SX__CLUSTER_RX_BATCH)) {
+            if (sx_engine_send_many(c->engine, run, k) != 0)
+                atomic_fetch_add_explicit(&c->msgs_undelivered, k,
+                                          memory_order_relaxed);
+            k = 0;
+        }
+        if (end)
+            break;
         atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
-        int rc;
-        if (strcmp(topic, SX_TOPIC_CANCEL) == 0) {
+        if (cancel) {
             /* A cancel from the other node (sx_engine_cancel, the cancel
              * command, the relay's cancel of a PID of ours): a cancel
              * here too, which overtakes queued messages and ends a job
@@ -1026,13 +1040,15 @@ static void messages_in(sx_cluster *c, sx_payload p)
                     reason, sizeof reason, "%.*s",
                     (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
                     r.ptr);
-            rc = sx_engine_cancel(c->engine, to, reason);
-        } else {
-            rc = sx_engine_send(c->engine, from, to, topic, d);
+            if (sx_engine_cancel(c->engine, to, reason) != 0)
+                atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
+                                          memory_order_relaxed);
+            continue;
         }
-        if (rc != 0)
-            atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
-                                      memory_order_relaxed);
+        memcpy(c->rx_topics[k], s, sl);
+        c->rx_topics[k][sl] = '\0';
+        run[k] = (sx_message){ from, to, c->rx_topics[k], d };
+        k++;
     }
 }
 

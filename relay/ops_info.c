@@ -352,7 +352,7 @@ void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
     if (s->cluster != NULL)
         sx_pack_fmt(pk,
                     "{s:b, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, "
-                    "s:U, s:U, s:U, s:U}",
+                    "s:U, s:U, s:U, s:U, s:U}",
                     "connected", (int)cs.connected, "heartbeats_sent",
                     cs.heartbeats_sent, "heartbeats_received",
                     cs.heartbeats_received, "bad_messages", cs.bad_messages,

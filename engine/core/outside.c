@@ -341,6 +341,76 @@ int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
     return sx__send(e, from, to, topic, tl, data, false);
 }
 
+int sx_engine_send_many(sx_engine *e, const sx_message *msgs, size_t n)
+{
+    if (e == NULL || (msgs == NULL && n > 0))
+        return SX_EINVAL;
+    if (n == 0)
+        return 0;
+    sx_pid from = msgs[0].from, to = msgs[0].to;
+    for (size_t i = 0; i < n; i++) {
+        size_t tl =
+            msgs[i].topic != NULL ? sx__topic_len(msgs[i].topic) : SIZE_MAX;
+        if (tl == SIZE_MAX || tl > 255 || !sx_pid_eq(msgs[i].to, to) ||
+            !sx_pid_eq(msgs[i].from, from) ||
+            (msgs[i].data.data == NULL && msgs[i].data.len > 0))
+            return SX_EINVAL;
+    }
+    if (e->store != NULL) {
+        /* A checkpointed job stores each message first: one at a time. */
+        for (size_t i = 0; i < n; i++) {
+            int rc = sx_engine_send(e, from, to, msgs[i].topic, msgs[i].data);
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+    /* Bundles of up to `throughput` messages, chained: one look-up and one
+     * push for the lot, as a step's sends to one process travel. */
+    sx__ev *first = NULL, *last = NULL, *cur = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *topic = msgs[i].topic;
+        size_t tl = strlen(topic);
+        if (cur != NULL && sx__ev_bundle_add(&cur, topic, tl, msgs[i].data,
+                                             e->throughput) == 0)
+            continue;
+        sx__ev *ev = sx__ev_alloc_sized(tl + 1 + msgs[i].data.len);
+        if (ev == NULL ||
+            (ev->kind = SX__EV_MESSAGE,
+             sx__ev_set(ev, topic, tl, msgs[i].data, NULL)) != 0) {
+            sx__ev_free(ev);
+            sx__ev_free(cur);
+            sx__ev_free_chain(first);
+            return SX_ENOMEM;
+        }
+        if (cur != NULL) {
+            /* relaxed: the chain is ours until the push publishes it. */
+            if (last != NULL)
+                atomic_store_explicit(&last->node.next, &cur->node,
+                                      memory_order_relaxed);
+            else
+                first = cur;
+            last = cur;
+        }
+        cur = ev;
+    }
+    /* relaxed: as above. */
+    if (last != NULL)
+        atomic_store_explicit(&last->node.next, &cur->node,
+                              memory_order_relaxed);
+    else
+        first = cur;
+    last = cur;
+    for (sx__ev *x = first;; x = (sx__ev *)atomic_load_explicit(
+                                 &x->node.next, memory_order_relaxed)) {
+        x->ctl = false;
+        x->from = from;
+        if (x == last)
+            break;
+    }
+    return sx__send_chain(e, to, first, last, n);
+}
+
 int sx_engine_send_async(sx_engine *e, sx_pid from, sx_pid to,
                          const char *topic, sx_payload data, sx_send_fn fn,
                          void *user)

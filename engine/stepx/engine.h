@@ -250,6 +250,25 @@ int sx_engine_submit_async(sx_engine *e, const char *type, const char *method,
 int sx_engine_send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
                    sx_payload data);
 
+/* A message: what sx_engine_send_many takes, and what an outside mailbox
+ * and the remote route receive (valid only during the call). */
+typedef struct {
+    sx_pid from;
+    sx_pid to;
+    const char *topic; /* NUL-terminated, at most 255 bytes */
+    sx_payload data;
+} sx_message;
+
+/* n messages (msgs[i], every one from the same sender to the same
+ * process), delivered in order as n sx_engine_send calls would deliver
+ * them, with one look-up and one push for the lot (a batch that came over
+ * the network). Any thread. Errors: those of sx_engine_send (SX_EINVAL
+ * also for senders or receivers that differ); on an error none of them
+ * was delivered, but for a checkpointed job of an engine with a state
+ * store, whose messages are stored one by one: then those before the
+ * failed one were. */
+int sx_engine_send_many(sx_engine *e, const sx_message *msgs, size_t n);
+
 /* The answer to sx_engine_send_async: rc as sx_engine_send's, or
  * SX_ESTORAGE when a message to a checkpointed job could not be stored
  * (it was not delivered). */
@@ -427,15 +446,6 @@ int sx_engine_list(sx_engine *e, sx_process_info *out, size_t cap);
 size_t sx_engine_types(sx_engine *e, const sx_process_type **out, size_t cap);
 
 /* ---- outside mailboxes and watches (extensions for the relay) -------- */
-
-/* A message as an outside mailbox receives it; valid only during the
- * call. */
-typedef struct {
-    sx_pid from;
-    sx_pid to;
-    const char *topic; /* NUL-terminated, at most 255 bytes */
-    sx_payload data;
-} sx_message;
 
 /* A watcher of a process of another node (a monitor, a link, a wait, an
  * sx_engine_watch), handed to the remote route's watch: the route answers

@@ -162,6 +162,11 @@ typedef struct {
     /* The NATS messages that carried them (a step's sends to one process
      * travel as one). */
     uint64_t batches_out, batches_in;
+    /* Frames for this node that NATS's client dropped because the node
+     * fell too far behind (over 4 Mi frames or 1 GiB waiting): messages
+     * lost, watches and submits that will then answer only when their
+     * node goes down. 0 on a node that keeps up. */
+    uint64_t dropped;
     /* Watches (waits, monitors, links) of processes of other nodes: set,
      * answered by their node, answered noconnection (node down, NATS
      * lost); and set by other nodes on ours. */
