@@ -197,6 +197,19 @@ int cli_fetch_stats(cli *c, json_t **out);
 int cli_fetch_ps(cli *c, int64_t limit, json_t **out);
 /* As cli_fetch_ps, of node (0: the connected daemon's own). */
 int cli_fetch_ps_node(cli *c, int64_t limit, int64_t node, json_t **out);
+/* Runs a request built in pk (freed here). */
+int cli_run(cli *c, const char *what, sx_pack *pk, int64_t timeout_ms,
+            const char *const *pass, sx_reply *out);
+/* A request with only an op (and a limit when >= 0, a node when > 0);
+ * the reply's `key` as JSON into *out. */
+int cli_fetch(cli *c, const char *op, int64_t limit, int64_t node,
+              const char *key, json_t **out);
+
+/* ---- cmd/cli_cluster.c ---- */
+
+/* ps --cluster: every member's processes, each entry with its "node"; a
+ * node that cannot answer is named on stderr and skipped. */
+int cli_fetch_ps_cluster(cli *c, int64_t limit, json_t **out);
 
 int cli_cmd_submit(cli *c);
 int cli_cmd_send(cli *c);

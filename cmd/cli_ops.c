@@ -35,9 +35,8 @@ static void pack_pid_op(sx_pack *pk, const char *op, const char *key,
     sx_pack_str(pk, text);
 }
 
-/* Runs a request built in pk (freed here). */
-static int run(cli *c, const char *what, sx_pack *pk, int64_t timeout_ms,
-               const char *const *pass, sx_reply *out)
+int cli_run(cli *c, const char *what, sx_pack *pk, int64_t timeout_ms,
+            const char *const *pass, sx_reply *out)
 {
     int rc;
     if (pk->err != 0) {
@@ -94,7 +93,7 @@ int cli_wait_pid(cli *c, sx_pid pid, int64_t deadline_ms, cli_progress *p,
         pack_pid_op(&pk, "wait", "pid", pid, 1);
         sx_pack_str(&pk, "timeout_ms");
         sx_pack_int(&pk, slice);
-        int rc = run(c, "wait", &pk, slice + REPLY_MARGIN_MS, pass, out);
+        int rc = cli_run(c, "wait", &pk, slice + REPLY_MARGIN_MS, pass, out);
         if (rc != 0 || out->ok || out->code == NULL ||
             strcmp(out->code, "timeout") != 0)
             return rc;
@@ -461,7 +460,7 @@ int cli_cmd_send(cli *c)
                                    "not valid base64");
     }
     sx_reply r;
-    rc = run(c, "send", &pk, cli_request_timeout(c), NULL, &r);
+    rc = cli_run(c, "send", &pk, cli_request_timeout(c), NULL, &r);
     if (rc != 0)
         return rc;
     sx_reply_free(&r);
@@ -488,7 +487,7 @@ int cli_cmd_cancel(cli *c)
         sx_pack_str(&pk, reason);
     }
     sx_reply r;
-    rc = run(c, "cancel", &pk, cli_request_timeout(c), NULL, &r);
+    rc = cli_run(c, "cancel", &pk, cli_request_timeout(c), NULL, &r);
     if (rc != 0)
         return rc;
     sx_reply_free(&r);
@@ -508,7 +507,7 @@ int cli_cmd_kill(cli *c)
     sx_pack_init(&pk);
     pack_pid_op(&pk, "terminate", "pid", pid, 0);
     sx_reply r;
-    rc = run(c, "kill", &pk, cli_request_timeout(c), NULL, &r);
+    rc = cli_run(c, "kill", &pk, cli_request_timeout(c), NULL, &r);
     if (rc != 0)
         return rc;
     sx_reply_free(&r);
@@ -520,10 +519,8 @@ int cli_cmd_kill(cli *c)
 
 /* ---- ps, stats, types ---- */
 
-/* A request with only an op (and maybe a limit and a node); the reply's
- * `key` as JSON into *out. */
-static int fetch_node(cli *c, const char *op, int64_t limit, int64_t node,
-                      const char *key, json_t **out)
+int cli_fetch(cli *c, const char *op, int64_t limit, int64_t node,
+              const char *key, json_t **out)
 {
     sx_pack pk;
     sx_pack_init(&pk);
@@ -539,7 +536,7 @@ static int fetch_node(cli *c, const char *op, int64_t limit, int64_t node,
         sx_pack_int(&pk, node);
     }
     sx_reply r;
-    int rc = run(c, op, &pk, cli_request_timeout(c), NULL, &r);
+    int rc = cli_run(c, op, &pk, cli_request_timeout(c), NULL, &r);
     if (rc != 0)
         return rc;
     *out = cli_get_json(r.body, key);
@@ -553,7 +550,7 @@ static int fetch_node(cli *c, const char *op, int64_t limit, int64_t node,
 static int fetch(cli *c, const char *op, int64_t limit, const char *key,
                  json_t **out)
 {
-    return fetch_node(c, op, limit, 0, key, out);
+    return cli_fetch(c, op, limit, 0, key, out);
 }
 
 int cli_fetch_stats(cli *c, json_t **out)
@@ -568,45 +565,7 @@ int cli_fetch_ps(cli *c, int64_t limit, json_t **out)
 
 int cli_fetch_ps_node(cli *c, int64_t limit, int64_t node, json_t **out)
 {
-    return fetch_node(c, "ps", limit, node, "processes", out);
-}
-
-/* ps --cluster: every member's processes, each entry with its "node"; a
- * node that cannot answer is named on stderr and skipped. */
-static int fetch_ps_cluster(cli *c, int64_t limit, json_t **out)
-{
-    json_t *nodes;
-    int rc = fetch(c, "nodes", -1, "nodes", &nodes);
-    if (rc != 0)
-        return rc;
-    json_t *all = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(nodes, i, m)
-    {
-        json_int_t node = json_integer_value(json_object_get(m, "node"));
-        bool self = json_is_true(json_object_get(m, "self"));
-        json_t *procs;
-        if (fetch_node(c, "ps", limit, self ? 0 : node, "processes", &procs) !=
-            0) {
-            fprintf(stderr,
-                    "stepx: ps --cluster: node %lld did not answer; "
-                    "its processes are not listed\n",
-                    (long long)node);
-            continue;
-        }
-        size_t k;
-        json_t *p;
-        json_array_foreach(procs, k, p)
-        {
-            json_object_set_new(p, "node", json_integer(node));
-            json_array_append(all, p);
-        }
-        json_decref(procs);
-    }
-    json_decref(nodes);
-    *out = all;
-    return 0;
+    return cli_fetch(c, "ps", limit, node, "processes", out);
 }
 
 /* {"ok": true, key: v} (takes v): every --json document has "ok". */
@@ -627,7 +586,7 @@ int cli_cmd_ps(cli *c)
         return cli_fail(CLI_USAGE, "ps: --node names one node, --cluster "
                                    "all of them: one or the other");
     int rc = c->a->cluster
-                 ? fetch_ps_cluster(c, c->a->limit, &procs)
+                 ? cli_fetch_ps_cluster(c, c->a->limit, &procs)
                  : cli_fetch_ps_node(c, c->a->limit, c->a->node, &procs);
     if (rc != 0)
         return rc;
@@ -702,45 +661,5 @@ int cli_cmd_types(cli *c)
     static const char *const keys[] = { "name", "methods" };
     cli_print_table(stdout, types, keys, 2);
     json_decref(types);
-    return CLI_OK;
-}
-
-/* nodes: the cluster's members (docs/CLUSTER.md), as a table; --json:
- * the whole reply (cluster, membership figures, nodes). */
-int cli_cmd_nodes(cli *c)
-{
-    sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_fmt(&pk, "{s:s}", "op", "nodes");
-    sx_reply r;
-    int rc = run(c, "nodes", &pk, cli_request_timeout(c), NULL, &r);
-    if (rc != 0)
-        return rc;
-    json_t *nodes = cli_get_json(r.body, "nodes");
-    if (nodes == NULL) {
-        sx_reply_free(&r);
-        return cli_fail(CLI_INTERNAL, "nodes: the reply has no readable "
-                                      "'nodes'");
-    }
-    if (c->a->json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "ok", json_true());
-        json_t *cl = cli_get_json(r.body, "cluster");
-        json_t *mb = cli_get_json(r.body, "membership");
-        json_object_set_new(o, "cluster", cl != NULL ? cl : json_null());
-        json_object_set_new(o, "membership", mb != NULL ? mb : json_null());
-        json_object_set_new(o, "nodes", nodes);
-        sx_reply_free(&r);
-        cli_json_print(o);
-        json_decref(o);
-        return CLI_OK;
-    }
-    sx_reply_free(&r);
-    static const char *const keys[] = { "node",    "incarnation",
-                                        "address", "processes",
-                                        "load",    "last_heard_ms",
-                                        "self" };
-    cli_print_table(stdout, nodes, keys, 7);
-    json_decref(nodes);
     return CLI_OK;
 }

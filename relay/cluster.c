@@ -92,74 +92,6 @@ static int hb_pack(sx_cluster *c, sx_pack *pk, bool bye)
     return pk->err;
 }
 
-uint64_t sx__cluster_type_hash(const char *name, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* The types and workers a heartbeat names, into x (its old ones go). */
-static void hb_types(sx__member *x, sx_payload p)
-{
-    free(x->types);
-    x->types = NULL;
-    x->n_types = 0;
-    int64_t w = sx_get_int(p, "workers", 1);
-    x->workers = w > 0 && w <= 65536 ? (uint32_t)w : 1;
-    sx_payload v;
-    sx_unpack u;
-    uint32_t n;
-    if (sx_get(p, "types", &v) != 0)
-        return;
-    sx_unpack_init(&u, v);
-    if (sx_unpack_array(&u, &n) != 0 || n == 0)
-        return;
-    if (n > SX__CLUSTER_MAX_TYPES)
-        n = SX__CLUSTER_MAX_TYPES;
-    x->types = malloc(n * sizeof *x->types);
-    if (x->types == NULL)
-        return;
-    for (uint32_t i = 0; i < n; i++) {
-        const char *s;
-        size_t len;
-        if (sx_unpack_str(&u, &s, &len) != 0)
-            break;
-        x->types[x->n_types++] = sx__cluster_type_hash(s, len);
-    }
-}
-
-static bool has_type(const sx__member *x, uint64_t h)
-{
-    for (uint32_t i = 0; i < x->n_types; i++)
-        if (x->types[i] == h)
-            return true;
-    return false;
-}
-
-sx__member *sx__cluster_pick(sx_cluster *c, const char *type, int place)
-{
-    uint64_t h = sx__cluster_type_hash(type, strlen(type));
-    size_t n = c->n_members, start = (size_t)(c->rr++ % (n > 0 ? n : 1));
-    sx__member *best = NULL;
-    double best_load = 0;
-    for (size_t k = 0; k < n; k++) {
-        sx__member *x = &c->members[(start + k) % n];
-        if (!has_type(x, h))
-            continue;
-        if (place == SX_PLACE_ANY)
-            return x; /* the first in turn */
-        double load = ((double)x->m.processes + (double)x->placed) /
-                      (x->workers > 0 ? x->workers : 1);
-        if (best == NULL || load < best_load) {
-            best = x;
-            best_load = load;
-        }
-    }
-    return best;
-}
-
 /* ---- the member table [mu] ------------------------------------------- */
 
 member *sx__cluster_find(sx_cluster *c, uint32_t node)
@@ -224,7 +156,7 @@ static void heard(sx_cluster *c, const sx_cluster_member *m, sx_payload p)
     x->m.self = false;
     x->heard_ms = mono_ms();
     x->placed = 0;
-    hb_types(x, p);
+    sx__cluster_hb_types(x, p);
 }
 
 /* Members silent for down_after_ms are down. */

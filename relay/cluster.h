@@ -4,6 +4,9 @@
  * of remote processes, terminates and links). Never installed. The design
  * is docs/CLUSTER.md.
  *
+ * relay/cluster_place.c reads the members' types and picks where a placed
+ * submit goes.
+ *
  * Threads: nats.c's own (its reader delivers our subscriptions: on_hb,
  * on_bye, sx__cluster_on_node); our heartbeat thread (beat); the engine's
  * threads calling the remote route (sx__cluster_ops); any thread for the
@@ -133,8 +136,12 @@ static inline uint64_t sx__cluster_mono_ms(void)
 
 /* [mu] The member with this number, or NULL. */
 sx__member *sx__cluster_find(sx_cluster *c, uint32_t node);
+/* cluster_place.c */
 /* A type name's hash, as members' types are kept. */
 uint64_t sx__cluster_type_hash(const char *name, size_t len);
+/* [mu] The types and workers a heartbeat (p) names, into x (its old
+ * ones go). */
+void sx__cluster_hb_types(sx__member *x, sx_payload p);
 /* [mu] The member to run type on for place (SX_PLACE_ANY: the next of
  * those that have it, in turn; SX_PLACE_LEAST_LOADED: the one with the
  * fewest live processes per worker, counting our placements since its

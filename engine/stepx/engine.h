@@ -1,6 +1,10 @@
 /* engine/stepx/engine.h — the stepx engine: workers, submit, send, wait,
  * stop, and commands.
  *
+ * It is one piece: it is the engine's whole contract as a user includes
+ * it (docs/API.md follows its order), and a split would only make a
+ * reader open several headers for one API.
+ *
  * Threads: every function may be called from any thread unless its comment
  * says otherwise. Functions marked [not from a step] must not be called from
  * inside a process's init/step/close or a command handler (they block on
