@@ -556,7 +556,10 @@ static void test_ps_stats_types(void)
         uint32_t nm;
         sx_unpack_init(&mu, ms);
         CHECK_RC(sx_unpack_array(&mu, &nm), 0);
-        CHECK_EQ_INT(nm, 1);
+        uint32_t want = 0; /* the type's methods list, NULL-ended */
+        while (reg[i]->methods[want] != NULL)
+            want++;
+        CHECK_EQ_INT(nm, want);
         sx_payload s0;
         CHECK_RC(sx_unpack_raw(&mu, &s0), 0);
         CHECK_RC(sx_payload_get_str(s0, m0, sizeof(m0)), 0);
