@@ -439,7 +439,7 @@ expect "types: the shipped types" 0 "exec"
 expect "types: the plugin's greeter (stepxd --load)" 0 "greeter +hello"
 run --json types
 json "types --json" "d['ok'] is True and sorted(t['name'] for t in d['types']) == \
-['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'napper', 'sleeper', 'tally'] and \
+['counter', 'echo', 'exec', 'fail', 'fanout', 'greeter', 'napper', 'sleeper', 'tally', 'watcher'] and \
 ['run'] in [t['methods'] for t in d['types']]"
 
 # ---- submit, wait ----
