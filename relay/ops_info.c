@@ -350,19 +350,19 @@ void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
         sx_pack_nil(pk);
     sx_pack_str(pk, "membership");
     if (s->cluster != NULL)
-        sx_pack_fmt(pk,
-                    "{s:b, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, "
-                    "s:U, s:U, s:U, s:U, s:U}",
-                    "connected", (int)cs.connected, "heartbeats_sent",
-                    cs.heartbeats_sent, "heartbeats_received",
-                    cs.heartbeats_received, "bad_messages", cs.bad_messages,
-                    "downs", cs.downs, "reconnects", cs.reconnects,
-                    "messages_out", cs.messages_out, "messages_in",
-                    cs.messages_in, "messages_undelivered",
-                    cs.messages_undelivered, "batches_out", cs.batches_out,
-                    "batches_in", cs.batches_in, "watches_out", cs.watches_out,
-                    "watches_answered", cs.watches_answered, "watches_lost",
-                    cs.watches_lost, "watches_in", cs.watches_in);
+        sx_pack_fmt(
+            pk,
+            "{s:b, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, s:U, "
+            "s:U, s:U, s:U, s:U, s:U}",
+            "connected", (int)cs.connected, "heartbeats_sent",
+            cs.heartbeats_sent, "heartbeats_received", cs.heartbeats_received,
+            "bad_messages", cs.bad_messages, "downs", cs.downs, "reconnects",
+            cs.reconnects, "messages_out", cs.messages_out, "messages_in",
+            cs.messages_in, "messages_undelivered", cs.messages_undelivered,
+            "batches_out", cs.batches_out, "batches_in", cs.batches_in,
+            "watches_out", cs.watches_out, "watches_answered",
+            cs.watches_answered, "watches_lost", cs.watches_lost, "watches_in",
+            cs.watches_in, "dropped", cs.dropped);
     else
         sx_pack_nil(pk);
     sx_pack_str(pk, "nodes");

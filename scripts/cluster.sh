@@ -6,10 +6,13 @@
 # checked: the nodes see each other (`stepx nodes`), a client of node 1
 # sends 100 messages to an echo process on node 3 and gets all of them
 # back in order (a process of node 3 answering a client of node 1), node
-# 1 cancels a process of node 2, node 2 is killed with SIGKILL and the
+# 1 cancels a process of node 2, submits on node 3 and waits for it, runs
+# a fanout whose six children go to any node and lists every node's
+# processes (`stepx ps --cluster`); node 2 is killed with SIGKILL and the
 # others declare it down within the down-after time (a send to its
-# process then fails at once with noconnection). Then it stops everything
-# cleanly. Exits non-zero if anything went wrong.
+# process then fails at once with noconnection, and node 1's monitor of
+# it gets @exit noconnection). Then it stops everything cleanly. Exits
+# non-zero if anything went wrong.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -105,7 +108,18 @@ EOF
 sx 1 cancel "$VICTIM" >/dev/null || fail "cancel from node 1 of a process of node 2"
 sx 2 wait "$VICTIM" --timeout 5000 >/dev/null || fail "the cancelled process of node 2 did not end"
 echo "node 1 cancelled $VICTIM on node 2; it ended there"
+OUT=$(sx 1 submit --node 3 counter run '[3]' --wait) || fail "submit --node 3 from node 1"
+case "$OUT" in *"{3@"*) ;; *) fail "submit --node 3 ran elsewhere: $OUT" ;; esac
+echo "a submit on node 1 placed on node 3, waited for from node 1: $OUT"
+FAN=$(sx 1 submit fanout run '[6, "counter", "run", [1], {"place": "any"}]')
+OUT=$(sx 1 wait "$FAN" --json) || fail "fanout with children placed anywhere"
+echo "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["result"] == [1]*6, d' ||
+    fail "fanout's children: $OUT"
+echo "a process of node 1 ran six children on any node (place any) and got their results"
 LEFT=$(sx 2 submit echo serve '[]')
+MON=$(sx 1 submit watcher monitor "[\"$LEFT\"]")
+echo "every node's processes (stepx ps --cluster):"
+sx 1 ps --cluster
 kill -KILL "${NODE[2]}"
 for _ in $(seq 200); do
     [ "$(count 1)" = 2 ] && break
@@ -120,6 +134,9 @@ if sx 1 send "$LEFT" t 1 2>"$TMP/err"; then
 fi
 grep -q noconnection "$TMP/err" || fail "a send to the dead node: $(cat "$TMP/err")"
 echo "a send to its process: $(cat "$TMP/err")"
+OUT=$(sx 1 wait "$MON" --json) || fail "the monitor of node 2's process"
+echo "$OUT" | grep -q SX_ENOCONNECTION || fail "the monitor's @exit: $OUT"
+echo "node 1's monitor of node 2's process got @exit noconnection"
 grep "cluster:" "$TMP/n1.log" | sed 's/^/node 1 log: /'
 
 say "5/5 stop"

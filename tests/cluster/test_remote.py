@@ -420,6 +420,17 @@ try:
     pid, _ = submit(c2, "counter", "run", [2])
     check(wait(c1, pid).get("result") == 2, "node 1 still serves after them")
 
+    # ---- the figures of what crossed ----
+    nd = c1.call("nodes")
+    mb = nd.get("membership") or {}
+    n2 = [x for x in nd.get("nodes", []) if x.get("node") == 2]
+    check(mb.get("dropped") == 0 and mb.get("watches_answered", 0) > 0 and
+          mb.get("watches_lost", 0) > 0 and mb.get("batches_out", 0) > 0 and
+          n2 and n2[0].get("messages_out", 0) > 0,
+          "nodes: node 1's figures count the watches answered and lost, the "
+          "batches, and the messages on its link with node 2; none dropped",
+          nd)
+
     # ---- SIGSTOP of node 2: its watchers on node 1 fail, it comes back ----
     e2, _ = submit(c2, "echo", "serve", [])
     mon, _ = submit(c1, "watcher", "monitor", [e2])
