@@ -71,7 +71,7 @@ static void sleep_ms(int ms)
         ;
 }
 
-static void die(const char *fmt, const char *what)
+static _Noreturn void die(const char *fmt, const char *what)
 {
     fprintf(stderr, "stepx-xnode: ");
     fprintf(stderr, fmt, what);
@@ -567,7 +567,7 @@ static void handshake(sx_pid to)
 
 static sx_pid target(void)
 {
-    sx_pid p;
+    sx_pid p = SX_PID_NONE;
     if (opt.to == NULL || sx_pid_parse(opt.to, &p) != 0)
         die("--to wants a PID such as {1@1|2}, not '%s'",
             opt.to != NULL ? opt.to : "");
