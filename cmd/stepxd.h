@@ -48,6 +48,7 @@ typedef struct {
     uint32_t incarnation;  /* 0: draw one */
     const char *state_dir; /* NULL: --ephemeral */
     bool ephemeral, sync_full;
+    bool nats_open; /* --nats-open: no NATS credentials, knowingly */
     uint64_t state_max_bytes;
     /* The cluster (docs/CLUSTER.md): NULL nats_url: none. */
     const char *nats_url, *cluster, *nats_token, *nats_creds;

@@ -13,6 +13,47 @@
 #include "cmd/stepxd.h"
 #include "process/hostport.h"
 
+/* Whether every server of a NATS URL list ("nats://h:p,nats://h2:p")
+ * is on this machine (a loopback address or localhost), and none carries
+ * credentials of its own (user:password@ counts as credentials: then
+ * the URL is let through, as it says who may connect). */
+static bool nats_local(const char *urls)
+{
+    const char *p = urls;
+    while (*p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        char one[512];
+        if (n >= sizeof one)
+            return false;
+        memcpy(one, p, n);
+        one[n] = '\0';
+        char *h = strstr(one, "://");
+        h = h != NULL ? h + 3 : one;
+        char *at = strchr(h, '@');
+        if (at != NULL)
+            return true; /* credentials in the URL */
+        char host[256];
+        size_t hl;
+        if (h[0] == '[') { /* [::1]:4222 */
+            char *close = strchr(h, ']');
+            hl = close != NULL ? (size_t)(close - h - 1) : 0;
+            h++;
+        } else {
+            hl = strcspn(h, ":/");
+        }
+        if (hl == 0 || hl >= sizeof host)
+            return false;
+        memcpy(host, h, hl);
+        host[hl] = '\0';
+        if (strcmp(host, "localhost") != 0 && strcmp(host, "::1") != 0 &&
+            strncmp(host, "127.", 4) != 0)
+            return false;
+        p = end != NULL ? end + 1 : p + n;
+    }
+    return true;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: stepxd [options]\n"
@@ -66,7 +107,11 @@ static void usage(FILE *f)
                "(default 500)\n"
                "  --down-after MS      a node silent this long is down "
                "(default 4 heartbeats)\n"
-               "  --nats-token T, --nats-creds FILE  NATS credentials\n"
+               "  --nats-token T, --nats-creds FILE  NATS credentials "
+               "(the token also from\n"
+               "                       $STEPX_NATS_TOKEN); a NATS server "
+               "not on this machine\n"
+               "                       needs one, or --nats-open\n"
                "  --max-frame BYTES    largest frame accepted and sent "
                "(default 16 MiB,\n"
                "                       at least 4096)\n"
@@ -182,6 +227,10 @@ int sx__stepxd_args(int argc, char **argv, options *o)
         }
         if (strcmp(a, "--ephemeral") == 0) {
             o->ephemeral = true;
+            continue;
+        }
+        if (strcmp(a, "--nats-open") == 0) {
+            o->nats_open = true;
             continue;
         }
         /* Every other option takes a value: one not among them is
@@ -371,6 +420,22 @@ int sx__stepxd_args(int argc, char **argv, options *o)
     }
     if (o->nats_url != NULL && o->cluster == NULL)
         o->cluster = "stepx";
+    if (o->nats_url != NULL && o->nats_token == NULL) {
+        const char *t = getenv("STEPX_NATS_TOKEN");
+        if (t != NULL && t[0] != '\0')
+            o->nats_token = t;
+    }
+    if (o->nats_url != NULL && o->nats_token == NULL &&
+        o->nats_creds == NULL && !o->nats_open && !nats_local(o->nats_url)) {
+        fprintf(stderr,
+                "stepxd: --nats %s is not on this machine: whoever reaches "
+                "that server could join the cluster, send to its processes "
+                "and run its types. Give --nats-token T (or "
+                "$STEPX_NATS_TOKEN) or --nats-creds FILE, as the server "
+                "wants, or --nats-open to run without\n",
+                o->nats_url);
+        return 2;
+    }
     if (o->socket_path != NULL && o->socket_path[0] == 0)
         o->socket_path = NULL; /* --socket "": TCP only */
     /* Said here: the server answers a path too long for sun_path with

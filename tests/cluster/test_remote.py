@@ -27,7 +27,9 @@ that, through a client of node 1,
 - SIGSTOP of node 2 fails node 1's monitors of its processes
   (noconnection); after SIGCONT it serves again;
 - a nats-server restart fails a wait in flight (noconnection, naming
-  NATS), and once the nodes have reconnected everything works again.
+  NATS), and once the nodes have reconnected everything works again;
+- a NATS URL off this machine without credentials is refused at the
+  start; a nats-server that wants a token lets a node in only with it.
 
 Run through tests/cluster/run_py.sh (a python3 with msgpack). Skipped (77)
 without nats-server.
@@ -490,6 +492,48 @@ try:
           "after the restart: a submit on node 2 from node 1 and its wait",
           (r, w))
     c2.call("send", to=e2, topic="stop", data=None)
+
+    # ---- security: a NATS server elsewhere needs credentials ----
+    r = subprocess.run([STEPXD, "--ephemeral", "--socket", "",
+                        "--nats", "nats://10.255.255.1:4222", "--node", "5"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "not on this machine" in r.stderr and
+          "--nats-token" in r.stderr,
+          "a NATS URL off this machine without a token or credentials is "
+          "refused before connecting", r.stderr)
+    aport = free_port()
+    ap = subprocess.Popen([NATS, "-a", "127.0.0.1", "-p", str(aport),
+                           "--auth", "s3cret"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(ap)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", aport), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.02)
+    aurl = "nats://127.0.0.1:%d" % aport
+    asock = os.path.join(tmp, "auth.sock")
+    r = subprocess.run([STEPXD, "--ephemeral", "--socket", asock,
+                        "--nats", aurl, "--node", "1", "--cluster", "sec"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "cannot connect to NATS" in r.stderr,
+          "a node without the server's token does not join", r.stderr)
+    env = dict(os.environ, STEPX_NATS_TOKEN="s3cret")
+    alog = open(os.path.join(tmp, "auth.log"), "ab")
+    anode = subprocess.Popen([STEPXD, "--ephemeral", "--socket", asock,
+                              "--nats", aurl, "--node", "1", "--cluster",
+                              "sec"], stdout=alog, stderr=alog, env=env)
+    procs.append(anode)
+    for _ in range(500):
+        if os.path.exists(asock):
+            break
+        time.sleep(0.02)
+    ca = hostile.Conn(asock)
+    mb = ca.call("nodes").get("membership") or {}
+    check(mb.get("connected") is True,
+          "with the token ($STEPX_NATS_TOKEN) the node joins", mb)
+    ca.close()
 
     for p in procs[1:]:
         if p.poll() is None:
