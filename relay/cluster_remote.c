@@ -96,6 +96,18 @@ static int publish_to(sx_cluster *c, uint32_t node, const sx_pack *pk)
                : SX_ENOCONNECTION;
 }
 
+/* A frame's map header for n fields besides the cluster and the kind,
+ * and those two. */
+static void frame_head(sx_pack *pk, const sx_cluster *c, uint32_t n,
+                       const char *kind)
+{
+    sx_pack_map(pk, n + 2);
+    sx_pack_str(pk, "c");
+    sx_pack_str(pk, c->name);
+    sx_pack_str(pk, "k");
+    sx_pack_str(pk, kind);
+}
+
 static int get_u64(sx_payload p, const char *key, uint64_t *out)
 {
     sx_payload v;
@@ -128,11 +140,7 @@ static int r_send(void *user, const sx_message *msgs, size_t n)
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof buf);
     for (int pass = 0; pass < 2; pass++) {
-        sx_pack_map(&pk, 5);
-        sx_pack_str(&pk, "c");
-        sx_pack_str(&pk, c->name);
-        sx_pack_str(&pk, "k");
-        sx_pack_str(&pk, "m");
+        frame_head(&pk, c, 3, "m");
         sx_pack_str(&pk, "f");
         sx_pack_pid(&pk, msgs[0].from);
         sx_pack_str(&pk, "t");
@@ -208,6 +216,19 @@ static sx__rwatch *rw_take(sx_cluster *c, uint64_t id)
     return NULL;
 }
 
+/* After the failed publish of entry id's frame: true (the entry freed)
+ * when it was still waiting, for the caller to answer with the error;
+ * false when a down or a lost connection took it out meanwhile (it is
+ * answered from there). */
+static bool unpublished(sx_cluster *c, uint64_t id)
+{
+    pthread_mutex_lock(&c->mu);
+    sx__rwatch *x = rw_take(c, id);
+    pthread_mutex_unlock(&c->mu);
+    free(x);
+    return x != NULL;
+}
+
 static int r_watch(void *user, sx_pid target, sx_remote_watch *w)
 {
     sx_cluster *c = user;
@@ -240,15 +261,8 @@ static int r_watch(void *user, sx_pid target, sx_remote_watch *w)
     sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:u, s:U, s:p}", "c", c->name, "k", "w",
                 "i", id, "r", c->node, "ri", c->inc, "t", target);
     int rc = publish_to(c, target.node, &pk);
-    if (rc != 0) {
-        pthread_mutex_lock(&c->mu);
-        x = rw_take(c, id);
-        pthread_mutex_unlock(&c->mu);
-        if (x == NULL)
-            return 0; /* taken out meanwhile: it is answered from there */
-        free(x);
-        return rc;
-    }
+    if (rc != 0)
+        return unpublished(c, id) ? rc : 0;
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->watches_out, 1, memory_order_relaxed);
     return 0;
@@ -328,11 +342,7 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof buf);
     for (int pass = 0; pass < 2; pass++) {
-        sx_pack_map(&pk, 10);
-        sx_pack_str(&pk, "c");
-        sx_pack_str(&pk, c->name);
-        sx_pack_str(&pk, "k");
-        sx_pack_str(&pk, "s");
+        frame_head(&pk, c, 8, "s");
         sx_pack_str(&pk, "i");
         sx_pack_uint(&pk, id);
         sx_pack_str(&pk, "r");
@@ -357,16 +367,7 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     }
     int rc = publish_to(c, node, &pk);
     sx_pack_fini(&pk);
-    if (rc != 0) {
-        pthread_mutex_lock(&c->mu);
-        x = rw_take(c, id);
-        pthread_mutex_unlock(&c->mu);
-        if (x == NULL)
-            return 0; /* taken out meanwhile: answered from there */
-        free(x);
-        return rc;
-    }
-    return 0;
+    return rc != 0 && unpublished(c, id) ? rc : 0;
 }
 
 const sx_remote_ops sx__cluster_ops = {
@@ -815,16 +816,8 @@ int sx_cluster_ps(sx_cluster *c, uint32_t node, uint64_t limit,
     sx_pack_init_fixed(&pk, buf, sizeof buf);
     sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:u, s:U, s:U}", "c", c->name, "k", "q",
                 "i", id, "r", c->node, "ri", c->inc, "lim", limit);
-    if (publish_to(c, node, &pk) != 0) {
-        pthread_mutex_lock(&c->mu);
-        x = rw_take(c, id);
-        pthread_mutex_unlock(&c->mu);
-        if (x != NULL) {
-            free(x);
-            fn(user, SX_ENOCONNECTION, NULL, 0,
-               "the connection to NATS is down");
-        }
-    }
+    if (publish_to(c, node, &pk) != 0 && unpublished(c, id))
+        fn(user, SX_ENOCONNECTION, NULL, 0, "the connection to NATS is down");
     return 0;
 }
 
@@ -841,11 +834,7 @@ static void query_in(sx_cluster *c, sx_payload p)
     sx_process_info *info = list_here(c, limit, &n);
     sx_pack pk;
     sx_pack_init(&pk);
-    sx_pack_map(&pk, 6);
-    sx_pack_str(&pk, "c");
-    sx_pack_str(&pk, c->name);
-    sx_pack_str(&pk, "k");
-    sx_pack_str(&pk, "r");
+    frame_head(&pk, c, 4, "r");
     sx_pack_str(&pk, "i");
     sx_pack_uint(&pk, id);
     sx_pack_str(&pk, "ri");

@@ -181,18 +181,8 @@ static void away_answered(void *user, int rc, sx_pid child, bool existing,
             msg = "out of memory for the child's scope";
         }
     }
-    if (rc == 0 && a->notify) {
-        uint8_t buf[96];
-        sx_pack pk;
-        sx_pack_init_fixed(&pk, buf, sizeof buf);
-        sx_pack_map(&pk, 2);
-        sx_pack_str(&pk, "tag");
-        sx_pack_uint(&pk, a->tag);
-        sx_pack_str(&pk, "pid");
-        sx_pack_pid(&pk, child);
-        sx__send(a->e, child, a->parent, SX_TOPIC_SPAWNED,
-                 sizeof(SX_TOPIC_SPAWNED) - 1, sx_pack_payload(&pk), false);
-    }
+    if (rc == 0 && a->notify)
+        sx__spawned_notice(a->e, a->parent, child, a->tag);
     if (!a->wait) {
         uint8_t buf[32];
         sx_pack pk;

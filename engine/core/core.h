@@ -247,6 +247,11 @@ typedef struct {
     int place;
 } sx__spawnx;
 
+/* The @spawned message {"tag": tag, "pid": child} to parent (spawn-wait's
+ * notify option), from child. */
+void sx__spawned_notice(sx_engine *e, sx_pid parent, sx_pid child,
+                        uint64_t tag);
+
 /* sx__spawn with options (cold: submits and spawns that have any). */
 int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
                   const char *method, const sx_payload *input, size_t n_input,

@@ -370,6 +370,20 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
                     out_pid, true, true, -1);
 }
 
+void sx__spawned_notice(sx_engine *e, sx_pid parent, sx_pid child, uint64_t tag)
+{
+    uint8_t buf[96];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_map(&pk, 2);
+    sx_pack_str(&pk, "tag");
+    sx_pack_uint(&pk, tag);
+    sx_pack_str(&pk, "pid");
+    sx_pack_pid(&pk, child);
+    sx__send(e, child, parent, SX_TOPIC_SPAWNED, sizeof(SX_TOPIC_SPAWNED) - 1,
+             sx_pack_payload(&pk), false);
+}
+
 int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
                   const char *method, const sx_payload *input, size_t n_input,
                   sx__ev *watcher, sx_pid *out_pid, const sx__spawnx *x)
@@ -434,20 +448,10 @@ int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
         scope->tag = (uint64_t)x->scope;
         sx__watch(e, parent, scope);
     }
-    if (x->notify) {
+    if (x->notify)
         /* Pushed before the child is queued: the parent's mailbox has it
          * before any answer of the child's. */
-        uint8_t buf[96];
-        sx_pack pk;
-        sx_pack_init_fixed(&pk, buf, sizeof buf);
-        sx_pack_map(&pk, 2);
-        sx_pack_str(&pk, "tag");
-        sx_pack_uint(&pk, x->notify_tag);
-        sx_pack_str(&pk, "pid");
-        sx_pack_pid(&pk, child);
-        sx__send(e, child, parent, SX_TOPIC_SPAWNED,
-                 sizeof(SX_TOPIC_SPAWNED) - 1, sx_pack_payload(&pk), false);
-    }
+        sx__spawned_notice(e, parent, child, x->notify_tag);
     sx__enqueue_new(e, p); /* p may run and finish from here on */
     return 0;
 }

@@ -29,31 +29,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hostile"))
 import hostile  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+import clusterlib  # noqa: E402
+from clusterlib import NATS, check, free_port, members, wait_members  # noqa: E402,F401
+
 STEPXD = sys.argv[1]
-NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 if not os.path.exists(NATS):
     print("SKIP: nats-server is not installed (scripts/setup.sh installs it)")
     sys.exit(77)
-
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    " + what)
-    else:
-        failed += 1
-        print("FAIL  " + what + (("\n      | " + str(detail)) if detail else ""))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 tmp = tempfile.mkdtemp(prefix="stepx-cross.")
@@ -63,16 +46,7 @@ procs = []
 
 
 def start_nats():
-    p = subprocess.Popen([NATS, "-a", "127.0.0.1", "-p", str(port)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs.append(p)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nats-server did not start")
+    return clusterlib.start_nats(port, procs)
 
 
 def start_node(n, extra=()):
@@ -90,21 +64,6 @@ def start_node(n, extra=()):
             return p, sock
         time.sleep(0.02)
     raise RuntimeError("stepxd %s did not start" % tag)
-
-
-def members(c):
-    return sorted(m["node"] for m in c.call("nodes")["nodes"])
-
-
-def wait_members(c, want, ms):
-    t0 = time.monotonic()
-    while True:
-        late = time.monotonic() - t0 > ms / 1000.0
-        if members(c) == want:
-            return True
-        if late:  # one more look after the deadline: a busy host is slow
-            return False
-        time.sleep(0.02)
 
 
 try:
@@ -223,5 +182,4 @@ finally:
         p.wait()
     shutil.rmtree(tmp, ignore_errors=True)
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+clusterlib.finish()

@@ -48,32 +48,16 @@ import msgpack
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hostile"))
 import hostile  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+import clusterlib  # noqa: E402
+from clusterlib import NATS, check, free_port, members, wait_members  # noqa: E402,F401
+
 STEPXD = sys.argv[1]
-NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 if not os.path.exists(NATS):
     print("SKIP: nats-server is not installed (scripts/setup.sh installs it)")
     sys.exit(77)
 
 HEARTBEAT, DOWN_AFTER = 250, 3000
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    " + what)
-    else:
-        failed += 1
-        print("FAIL  " + what + (("\n      | " + str(detail)) if detail else ""))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 tmp = tempfile.mkdtemp(prefix="stepx-remote.")
@@ -83,16 +67,7 @@ procs = []
 
 
 def start_nats():
-    p = subprocess.Popen([NATS, "-a", "127.0.0.1", "-p", str(port)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs.append(p)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError("nats-server did not start")
+    return clusterlib.start_nats(port, procs)
 
 
 def start_node(n, run=0):
@@ -108,21 +83,6 @@ def start_node(n, run=0):
             return p, sock
         time.sleep(0.02)
     raise RuntimeError("stepxd node %d did not start" % n)
-
-
-def members(c):
-    return sorted(m["node"] for m in c.call("nodes")["nodes"])
-
-
-def wait_members(c, want, ms):
-    t0 = time.monotonic()
-    while True:
-        late = time.monotonic() - t0 > ms / 1000.0
-        if members(c) == want:
-            return True
-        if late:  # one more look after the deadline: a busy host is slow
-            return False
-        time.sleep(0.02)
 
 
 def submit(c, typ, method, inp):
@@ -556,5 +516,4 @@ finally:
         p.wait()
     shutil.rmtree(tmp, ignore_errors=True)
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+clusterlib.finish()
