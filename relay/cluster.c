@@ -68,7 +68,11 @@ static int hb_pack(sx_cluster *c, sx_pack *pk, bool bye)
     size_t nt = sx_engine_types(c->engine, types, SX__CLUSTER_MAX_TYPES);
     if (nt > SX__CLUSTER_MAX_TYPES)
         nt = SX__CLUSTER_MAX_TYPES;
-    sx_pack_map(pk, 9);
+    sx_pack_map(pk, 10);
+    sx_pack_str(pk, "ep");
+    /* relaxed: a figure, read for the heartbeat. */
+    sx_pack_uint(pk,
+                 atomic_load_explicit(&c->reconnects, memory_order_relaxed));
     sx_pack_str(pk, "cluster");
     sx_pack_str(pk, c->name);
     sx_pack_str(pk, "node");
@@ -149,6 +153,13 @@ static void heard(sx_cluster *c, const sx_cluster_member *m, sx_payload p)
             c->log(c->log_user, line);
         }
     }
+    int64_t ep = sx_get_int(p, "ep", 0);
+    if (x->m.node == m->node && ep >= 0 && (uint64_t)ep != x->epoch)
+        /* It reconnected to NATS (maybe to another server, before anyone
+         * missed it): frames we sent it meanwhile may be lost, so what
+         * waits for its answers is answered noconnection now. */
+        sx__cluster_lose(c, m->node, SX__LOST_NATS);
+    x->epoch = ep >= 0 ? (uint64_t)ep : 0; /* a new member: its first */
     uint64_t out = x->m.messages_out, in = x->m.messages_in;
     x->m = *m;
     x->m.messages_out = out; /* the link's, kept across heartbeats */
@@ -274,14 +285,19 @@ static void on_reconnected(natsConnection *nc, void *closure)
 
 static void publish(sx_cluster *c, const char *subject, bool bye)
 {
-    uint8_t buf[512];
+    uint8_t buf[1024];
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof buf);
-    if (hb_pack(c, &pk, bye) != 0)
-        return;
-    if (natsConnection_Publish(c->nc, subject, pk.data, (int)pk.len) == NATS_OK)
+    if (hb_pack(c, &pk, bye) != 0) {
+        /* Many types (up to SX__CLUSTER_MAX_TYPES names): the heap. */
+        sx_pack_init(&pk);
+        hb_pack(c, &pk, bye);
+    }
+    if (pk.err == 0 &&
+        natsConnection_Publish(c->nc, subject, pk.data, (int)pk.len) == NATS_OK)
         /* relaxed: a figure. */
         atomic_fetch_add_explicit(&c->hb_sent, 1, memory_order_relaxed);
+    sx_pack_fini(&pk);
 }
 
 static void *beat(void *arg)
@@ -360,6 +376,25 @@ static void cluster_free(sx_cluster *c)
     free(c);
 }
 
+/* A start that failed once subscriptions exist: nats.c may be in one of
+ * our handlers, so c goes only once the connection is closed (its
+ * callbacks done), as in sx_cluster_stop; else it is left allocated. */
+static void abandon(sx_cluster *c)
+{
+    natsConnection_Close(c->nc);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += 5;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    while (!c->closed && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    bool closed = c->closed;
+    pthread_mutex_unlock(&c->mu);
+    if (closed)
+        cluster_free(c);
+}
+
 void sx__cluster_unref(sx_cluster *c)
 {
     /* acq_rel: the last one sees every other holder's writes. */
@@ -386,6 +421,15 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
                      "at least two heartbeats",
                      SX_CLUSTER_NAME_MAX);
         return SX_EINVAL;
+    }
+    /* The cluster becomes the engine's route, which only an engine not
+     * started yet takes: asked first, before anything connects. */
+    if (sx_engine_set_remote(e, NULL, NULL) != 0) {
+        if (err != NULL)
+            snprintf(err, cap,
+                     "cluster: the engine has started already "
+                     "(a cluster joins before sx_engine_start)");
+        return SX_ESTATE;
     }
     sx_cluster *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -516,22 +560,26 @@ int sx_cluster_start(sx_engine *e, const sx_cluster_config *cfg,
         if (err != NULL)
             snprintf(err, cap, "cluster: cannot subscribe: %s",
                      natsStatus_GetText(s));
-        cluster_free(c);
+        abandon(c);
         return -EIO;
     }
-    /* Whatever the engine has for other nodes comes to us. */
+    /* Whatever the engine has for other nodes comes to us; the engine
+     * holds a reference until it is freed (r_release). relaxed: nothing
+     * else holds c yet. */
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
     int rc = sx_engine_set_remote(e, &sx__cluster_ops, c);
     if (rc != 0) {
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
         if (err != NULL)
             snprintf(err, cap,
                      "cluster: the engine has started already "
                      "(a cluster joins before sx_engine_start)");
-        cluster_free(c);
+        abandon(c);
         return rc;
     }
     if (pthread_create(&c->thread, NULL, beat, c) != 0) {
-        sx_engine_set_remote(e, NULL, NULL);
-        cluster_free(c);
+        sx_engine_set_remote(e, NULL, NULL); /* its reference goes */
+        abandon(c);
         return SX_ENOMEM;
     }
     c->thread_started = true;

@@ -39,6 +39,9 @@ typedef struct {
     uint64_t *types;
     uint32_t n_types, workers;
     uint64_t placed;
+    /* Its NATS connection's epoch (reconnects so far): a new one means
+     * what we sent it while it was away may be gone. */
+    uint64_t epoch;
 } sx__member;
 
 /* A watch of a process of another node, waiting for that node's answer

@@ -11,6 +11,7 @@
  *                 answer once with an outcome, when target finishes
  *   o  outcome    {i, ri, t, e: code, x: message, v: value, s: steps,
  *                  a: attempts}                  the answer to a watch
+ *   n  cancel     {t, d: the reason (a string)}
  *   x  terminate  {t}
  *   l  link       {t: a process of the receiver, f: its partner here}
  *   s  submit     {i, r, ri, y: type, me: method, in: [input...],
@@ -63,13 +64,14 @@ static bool nats_up(sx_cluster *c)
            natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED;
 }
 
-/* Whether node is a member now (not us) and NATS is connected; counts n
- * messages for it on its link when it is. */
+/* Whether node is a member now (not us), NATS is connected and we have
+ * not left (a route called after sx_cluster_stop answers noconnection);
+ * counts n messages for it on its link when it is. */
 static bool reachable_n(sx_cluster *c, uint32_t node, size_t n)
 {
     pthread_mutex_lock(&c->mu);
     sx__member *x = sx__cluster_find(c, node);
-    bool up = x != NULL && !x->m.self;
+    bool up = !c->stopping && x != NULL && !x->m.self;
     if (up)
         x->m.messages_out += n;
     pthread_mutex_unlock(&c->mu);
@@ -83,17 +85,29 @@ static bool reachable(sx_cluster *c, uint32_t node)
     return reachable_n(c, node, 0);
 }
 
-/* Publishes pk (a frame) to node's subject: 0 or SX_ENOCONNECTION. */
+/* The largest frame the NATS server takes (its max_payload, 1 MiB by
+ * default), as it said when we connected. */
+static size_t max_payload(sx_cluster *c)
+{
+    int64_t m = natsConnection_GetMaxPayload(c->nc);
+    return m > 0 ? (size_t)m : 1024 * 1024;
+}
+
+/* Publishes pk (a frame) to node's subject: 0, SX_ETOOLARGE (over the
+ * server's max_payload) or SX_ENOCONNECTION. */
 static int publish_to(sx_cluster *c, uint32_t node, const sx_pack *pk)
 {
     if (pk->err != 0)
         return pk->err;
+    if (pk->len > max_payload(c))
+        return SX_ETOOLARGE;
     char subject[112];
     snprintf(subject, sizeof subject, "stepx.%s.n.%u.msg", c->name, node);
-    return natsConnection_Publish(c->nc, subject, pk->data, (int)pk->len) ==
-                   NATS_OK
-               ? 0
-               : SX_ENOCONNECTION;
+    natsStatus st =
+        natsConnection_Publish(c->nc, subject, pk->data, (int)pk->len);
+    return st == NATS_OK            ? 0
+           : st == NATS_MAX_PAYLOAD ? SX_ETOOLARGE
+                                    : SX_ENOCONNECTION;
 }
 
 /* A frame's map header for n fields besides the cluster and the kind,
@@ -128,14 +142,33 @@ static int get_pid(sx_payload p, const char *key, sx_pid *out)
     return sx_unpack_pid(&u, out) == 0 ? 0 : SX_EPROTO;
 }
 
+/* The string at key into buf with a NUL, cut to fit at a character's
+ * start (a message longer than buf keeps its beginning); "" when absent. */
+static void get_text(sx_payload p, const char *key, char *buf, size_t cap)
+{
+    sx_str t = sx_get_str(p, key);
+    size_t n = t.ptr != NULL ? t.len : 0;
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((uint8_t)t.ptr[n] & 0xC0) == 0x80)
+            n--; /* not inside a UTF-8 sequence */
+    }
+    if (n > 0)
+        memcpy(buf, t.ptr, n);
+    buf[n] = '\0';
+    char *nul = memchr(buf, '\0', n);
+    if (nul != NULL)
+        *nul = '\0'; /* a NUL inside ends it */
+}
+
 /* ---- the remote route (engine threads) ---------------------------------- */
 
-static int r_send(void *user, const sx_message *msgs, size_t n)
+/* One frame of n messages to node; a frame over the server's
+ * max_payload goes as two halves (a single message that big:
+ * SX_ETOOLARGE, as nothing can carry it). */
+static int send_frame(sx_cluster *c, uint32_t node, const sx_message *msgs,
+                      size_t n)
 {
-    sx_cluster *c = user;
-    uint32_t node = msgs[0].to.node;
-    if (!reachable_n(c, node, n))
-        return SX_ENOCONNECTION;
     uint8_t buf[2048];
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof buf);
@@ -155,6 +188,12 @@ static int r_send(void *user, const sx_message *msgs, size_t n)
             break;
         sx_pack_init(&pk); /* too big for the stack: the heap */
     }
+    if (pk.err == 0 && n > 1 && pk.len > max_payload(c)) {
+        sx_pack_fini(&pk);
+        int rc = send_frame(c, node, msgs, n / 2);
+        int rc2 = send_frame(c, node, msgs + n / 2, n - n / 2);
+        return rc != 0 ? rc : rc2;
+    }
     int rc = publish_to(c, node, &pk);
     sx_pack_fini(&pk);
     if (rc == 0) {
@@ -163,6 +202,15 @@ static int r_send(void *user, const sx_message *msgs, size_t n)
         atomic_fetch_add_explicit(&c->batches_out, 1, memory_order_relaxed);
     }
     return rc;
+}
+
+static int r_send(void *user, const sx_message *msgs, size_t n)
+{
+    sx_cluster *c = user;
+    uint32_t node = msgs[0].to.node;
+    if (!reachable_n(c, node, n))
+        return SX_ENOCONNECTION;
+    return send_frame(c, node, msgs, n);
 }
 
 static size_t bucket(const sx_cluster *c, uint64_t id)
@@ -242,7 +290,7 @@ static int r_watch(void *user, sx_pid target, sx_remote_watch *w)
     pthread_mutex_lock(&c->mu);
     sx__member *m = sx__cluster_find(c, target.node);
     /* Checked and added under one lock: a down after this takes it out. */
-    if (m == NULL || m->m.self || !nats) {
+    if (c->stopping || m == NULL || m->m.self || !nats) {
         pthread_mutex_unlock(&c->mu);
         free(x);
         return SX_ENOCONNECTION;
@@ -284,6 +332,29 @@ static int r_pids(sx_cluster *c, const char *kind, sx_pid t, const sx_pid *f)
     return publish_to(c, t.node, &pk);
 }
 
+static int r_cancel(void *user, sx_pid target, sx_payload reason)
+{
+    sx_cluster *c = user;
+    if (!reachable(c, target.node))
+        return SX_ENOCONNECTION;
+    uint8_t buf[1024];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    for (int pass = 0; pass < 2; pass++) {
+        frame_head(&pk, c, 2, "n");
+        sx_pack_str(&pk, "t");
+        sx_pack_pid(&pk, target);
+        sx_pack_str(&pk, "d");
+        sx_pack_raw(&pk, reason);
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* a long reason: the heap */
+    }
+    int rc = publish_to(c, target.node, &pk);
+    sx_pack_fini(&pk);
+    return rc;
+}
+
 static int r_terminate(void *user, sx_pid target)
 {
     return r_pids(user, "x", target, NULL);
@@ -309,17 +380,19 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     sx__member *m;
     if (opts->place != SX_PLACE_HERE) {
         m = sx__cluster_pick(c, type, opts->place);
+        if (m != NULL)
+            m->placed++; /* ours too: a burst spreads from here as well */
         if (m == NULL || m->m.self) {
             pthread_mutex_unlock(&c->mu);
             free(x);
-            /* No member has it: here, which says so (unknown_type). */
+            /* Here: this node was the pick, or no member has the type
+             * (then this node says so, unknown_type). */
             return 1;
         }
-        m->placed++;
     } else {
         m = sx__cluster_find(c, opts->node);
     }
-    if (m == NULL || m->m.self || !nats) {
+    if (c->stopping || m == NULL || m->m.self || !nats) {
         pthread_mutex_unlock(&c->mu);
         free(x);
         return SX_ENOCONNECTION;
@@ -370,12 +443,20 @@ static int r_submit(void *user, const sx_submit_opts *opts, const char *type,
     return rc != 0 && unpublished(c, id) ? rc : 0;
 }
 
+/* The engine is done with us (sx_engine_free): its reference goes. */
+static void r_release(void *user)
+{
+    sx__cluster_unref(user);
+}
+
 const sx_remote_ops sx__cluster_ops = {
     .send = r_send,
     .watch = r_watch,
     .terminate = r_terminate,
+    .cancel = r_cancel,
     .link = r_link,
     .submit = r_submit,
+    .release = r_release,
 };
 
 /* ---- losing watches ------------------------------------------------------ */
@@ -449,7 +530,9 @@ typedef struct {
     uint32_t node;
 } watched;
 
-/* The outcome frame for a watch: to its node. */
+/* The outcome frame for a watch: to its node. An outcome that cannot
+ * travel (over the server's max_payload, or no memory to pack it) goes
+ * as that error, so that the watcher is answered all the same. */
 static void answer(sx_cluster *c, const watched *wd, sx_pid target,
                    const sx_result *r)
 {
@@ -467,18 +550,23 @@ static void answer(sx_cluster *c, const watched *wd, sx_pid target,
             break;
         sx_pack_init(&pk);
     }
-    if (pk.err == SX_ETOOLARGE || pk.err == SX_ENOMEM) {
-        /* The value cannot travel: the watcher learns why. */
-        sx_pack_fini(&pk);
-        sx_pack_init_fixed(&pk, buf, sizeof buf);
-        sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:p, s:I, s:s, s:v, s:U, s:u}",
-                    "c", c->name, "k", "o", "i", wd->id, "ri", wd->inc, "t",
-                    target, "e", (int64_t)SX_ENOMEM, "x",
-                    "the outcome could not be packed for its watcher", "v",
-                    (sx_payload){ NULL, 0 }, "s", r->steps, "a", r->attempts);
-    }
-    publish_to(c, wd->node, &pk);
+    int rc = publish_to(c, wd->node, &pk);
+    size_t len = pk.len;
     sx_pack_fini(&pk);
+    if (rc != SX_ETOOLARGE && rc != SX_ENOMEM)
+        return;
+    char why[160];
+    snprintf(why, sizeof why,
+             "its outcome (%zu bytes) cannot cross to node %u: over NATS's "
+             "max_payload of %zu bytes",
+             len, wd->node, max_payload(c));
+    sx_pack_init_fixed(&pk, buf, sizeof buf);
+    sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:p, s:I, s:s, s:n, s:U, s:u}", "c",
+                c->name, "k", "o", "i", wd->id, "ri", wd->inc, "t", target, "e",
+                (int64_t)SX_ETOOLARGE, "x",
+                rc == SX_ENOMEM ? "no memory to send its outcome" : why, "v",
+                "s", r->steps, "a", r->attempts);
+    publish_to(c, wd->node, &pk);
 }
 
 /* sx_engine_watch's callback: once, on the thread that finished target. */
@@ -559,7 +647,7 @@ static void outcome_in(sx_cluster *c, sx_payload p)
         code = SX_EPROTO;
     }
     char msg[1024] = "";
-    sx_get_strcpy(p, "x", msg, sizeof msg);
+    get_text(p, "x", msg, sizeof msg);
     if (code == SX_EPROTO && msg[0] == '\0')
         snprintf(msg, sizeof msg, "node %u answered for another process",
                  x->node);
@@ -588,10 +676,15 @@ static void answer_submit(sx_cluster *c, const watched *wd, int rc, sx_pid pid,
     uint8_t buf[1024];
     sx_pack pk;
     sx_pack_init_fixed(&pk, buf, sizeof buf);
-    sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:u, s:I, s:s, s:p, s:b}", "c",
-                c->name, "k", "a", "i", wd->id, "ri", wd->inc, "n", c->node,
-                "e", (int64_t)rc, "x", msg != NULL ? msg : "", "p", pid, "ex",
-                existing);
+    for (int pass = 0; pass < 2; pass++) {
+        sx_pack_fmt(&pk, "{s:s, s:s, s:U, s:U, s:u, s:I, s:s, s:p, s:b}", "c",
+                    c->name, "k", "a", "i", wd->id, "ri", wd->inc, "n", c->node,
+                    "e", (int64_t)rc, "x", msg != NULL ? msg : "", "p", pid,
+                    "ex", existing);
+        if (pk.err == 0 || pass == 1)
+            break;
+        sx_pack_init(&pk); /* a long message: the heap */
+    }
     publish_to(c, wd->node, &pk);
     sx_pack_fini(&pk);
 }
@@ -652,6 +745,14 @@ static void submit_in(sx_cluster *c, sx_payload p)
         return;
     }
     watched wd = { c, id, inc, (uint32_t)node };
+    if (type[0] == '@') {
+        /* The engine's own helper types are not for other nodes either. */
+        char msg[300];
+        snprintf(msg, sizeof msg, "node %u has no process type \"%s\"", c->node,
+                 type);
+        answer_submit(c, &wd, SX_EUNKNOWN_TYPE, SX_PID_NONE, false, msg);
+        return;
+    }
     sx_payload *in = calloc(n > 0 ? n : 1, sizeof *in);
     submitted *sb = malloc(sizeof *sb);
     if (in == NULL || sb == NULL) {
@@ -721,7 +822,7 @@ static void answer_in(sx_cluster *c, sx_payload p)
         sx_unpack_bool(&u, &existing);
     }
     char msg[1024] = "";
-    sx_get_strcpy(p, "x", msg, sizeof msg);
+    get_text(p, "x", msg, sizeof msg);
     pthread_mutex_lock(&c->mu);
     sx__rwatch *x = rw_take(c, id);
     if (x != NULL && (!x->submitting || x->node != node)) {
@@ -730,24 +831,32 @@ static void answer_in(sx_cluster *c, sx_payload p)
         bad(c);
         return;
     }
-    bool keep = x != NULL && rc == 0 && x->w != NULL;
-    /* Read now: once x is back in the table a down may take and free it. */
-    sx_submit_fn fn = x != NULL ? x->fn : NULL;
-    void *fn_user = x != NULL ? x->fn_user : NULL;
-    if (keep) {
-        /* Now the watch of the new process, under the same id. */
-        x->submitting = false;
-        x->target = pid;
-        rw_put(c, x);
-    }
     pthread_mutex_unlock(&c->mu);
     if (x == NULL)
         return; /* answered noconnection already */
-    if (fn != NULL)
-        fn(fn_user, (int)rc, pid, existing,
-           rc != 0 && msg[0] != '\0' ? msg : NULL);
-    if (keep)
-        return;
+    /* Out of the table while fn runs: what fn does (a spawn's @spawned
+     * notice, its scope) comes before any answer of the watch. The
+     * outcome frame cannot overtake us: this thread reads the subject's
+     * frames in order. */
+    if (x->fn != NULL)
+        x->fn(x->fn_user, (int)rc, pid, existing,
+              rc != 0 && msg[0] != '\0' ? msg : NULL);
+    if (rc == 0 && x->w != NULL) {
+        /* Now the watch of the new process, under the same id; if its node
+         * went down meanwhile (its entries answered), answered so here. */
+        x->submitting = false;
+        x->target = pid;
+        bool nats = nats_up(c); /* asked before mu: nats.c takes its own lock */
+        pthread_mutex_lock(&c->mu);
+        sx__member *m = sx__cluster_find(c, x->node);
+        bool up =
+            nats && !c->stopping && m != NULL && !m->m.self && rw_put(c, x);
+        pthread_mutex_unlock(&c->mu);
+        if (up)
+            return;
+        rc = SX_ENOCONNECTION;
+        snprintf(msg, sizeof msg, "node %u is down", x->node);
+    }
     if (x->w != NULL) {
         sx_result r = { .error = (int)rc,
                         .error_msg = msg[0] != '\0' ? msg : NULL };
@@ -758,9 +867,6 @@ static void answer_in(sx_cluster *c, sx_payload p)
 
 /* ---- ps of another node -------------------------------------------------- */
 
-/* The most bytes of a listing frame: under NATS's default max_payload
- * (1 MiB) with room for the frame around it. */
-#define PS_FRAME_MAX (900 * 1024)
 #define PS_MAX 100000
 
 /* This node's processes, up to limit: a malloc'd array, *n of them. */
@@ -796,7 +902,7 @@ int sx_cluster_ps(sx_cluster *c, uint32_t node, uint64_t limit,
     bool nats = nats_up(c); /* asked before mu: nats.c takes its own lock */
     pthread_mutex_lock(&c->mu);
     sx__member *m = sx__cluster_find(c, node);
-    bool up = m != NULL && !m->m.self && nats;
+    bool up = !c->stopping && m != NULL && !m->m.self && nats;
     if (up) {
         x->id = ++c->rw_next_id;
         up = rw_put(c, x);
@@ -842,13 +948,15 @@ static void query_in(sx_cluster *c, sx_payload p)
     sx_pack_str(&pk, "n");
     sx_pack_uint(&pk, c->node);
     sx_pack_str(&pk, "ps");
-    /* Entries until the frame would pass PS_FRAME_MAX: counted first. */
+    /* Entries until the frame would pass the server's max_payload (less
+     * room for the frame around them): counted first. */
+    size_t most = max_payload(c) > 8192 ? max_payload(c) - 4096 : 4096;
     size_t fit = 0, bytes = pk.len + 5;
     for (; info != NULL && fit < n; fit++) {
         bytes += 64 + strlen(info[fit].type) +
                  (info[fit].method != NULL ? strlen(info[fit].method) : 0) +
                  strlen(info[fit].last_error);
-        if (bytes > PS_FRAME_MAX)
+        if (bytes > most)
             break;
     }
     sx_pack_array(&pk, (uint32_t)fit);
@@ -883,7 +991,10 @@ static void listing_in(sx_cluster *c, sx_payload p)
         return;
     }
     sx_unpack_init(&u, list);
-    if (inc != c->inc || sx_unpack_array(&u, &n) != 0 || n > PS_MAX) {
+    /* An entry takes at least 16 bytes: a count beyond what the frame
+     * holds is refused before anything is allocated for it. */
+    if (inc != c->inc || sx_unpack_array(&u, &n) != 0 || n > PS_MAX ||
+        n > list.len / 16) {
         if (inc == c->inc)
             bad(c);
         return;
@@ -989,56 +1100,61 @@ static void messages_in(sx_cluster *c, sx_payload p)
     pthread_mutex_unlock(&c->mu);
     /* relaxed: figures. */
     atomic_fetch_add_explicit(&c->batches_in, 1, memory_order_relaxed);
-    /* Runs of ordinary messages go to the engine as one batch (one
-     * look-up, one push); a cancel goes alone, in its place. */
+    /* The frame's messages go to the engine as batches: one look-up and
+     * one push each. */
     sx_message *run = c->rx_msgs;
     size_t k = 0;
     for (uint32_t i = 0; i <= n / 2; i++) {
         const char *s = NULL;
         size_t sl = 0;
         sx_payload d = { NULL, 0 };
-        bool end = i == n / 2, cancel = false;
-        if (!end) {
-            if (sx_unpack_str(&u, &s, &sl) != 0 || sl >= 256 ||
-                memchr(s, '\0', sl) != NULL || sx_unpack_raw(&u, &d) != 0) {
-                bad(c);
-                end = true; /* the rest cannot be read in order */
-            } else {
-                cancel = sl == sizeof(SX_TOPIC_CANCEL) - 1 &&
-                         memcmp(s, SX_TOPIC_CANCEL, sl) == 0;
-            }
+        bool end = i == n / 2;
+        if (!end &&
+            (sx_unpack_str(&u, &s, &sl) != 0 || sl >= 256 ||
+             memchr(s, '\0', sl) != NULL || sx_unpack_raw(&u, &d) != 0)) {
+            bad(c);
+            end = true; /* the rest cannot be read in order */
         }
-        if (k > 0 && (end || cancel || k == SX__CLUSTER_RX_BATCH)) {
+        if (k > 0 && (end || k == SX__CLUSTER_RX_BATCH)) {
             if (sx_engine_send_many(c->engine, run, k) != 0)
+                /* relaxed: a figure. */
                 atomic_fetch_add_explicit(&c->msgs_undelivered, k,
                                           memory_order_relaxed);
             k = 0;
         }
         if (end)
             break;
+        /* relaxed: a figure. */
         atomic_fetch_add_explicit(&c->msgs_in, 1, memory_order_relaxed);
-        if (cancel) {
-            /* A cancel from the other node (sx_engine_cancel, the cancel
-             * command, the relay's cancel of a PID of ours): a cancel
-             * here too, which overtakes queued messages and ends a job
-             * waiting for its restart. */
-            char reason[1024] = "cancelled";
-            sx_str r = sx_get_str(d, NULL);
-            if (r.ptr != NULL)
-                snprintf(
-                    reason, sizeof reason, "%.*s",
-                    (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
-                    r.ptr);
-            if (sx_engine_cancel(c->engine, to, reason) != 0)
-                atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
-                                          memory_order_relaxed);
-            continue;
-        }
         memcpy(c->rx_topics[k], s, sl);
         c->rx_topics[k][sl] = '\0';
         run[k] = (sx_message){ from, to, c->rx_topics[k], d };
         k++;
     }
+}
+
+/* A cancel of one of our processes from another node: a cancel here,
+ * which overtakes queued messages and ends a job waiting for its
+ * restart. */
+static void cancel_in(sx_cluster *c, sx_payload p)
+{
+    sx_pid t;
+    sx_payload d;
+    if (get_pid(p, "t", &t) != 0 || t.node != c->node ||
+        sx_get(p, "d", &d) != 0) {
+        bad(c);
+        return;
+    }
+    char reason[1024] = "cancelled";
+    sx_str r = sx_get_str(d, NULL);
+    if (r.ptr != NULL)
+        snprintf(reason, sizeof reason, "%.*s",
+                 (int)(r.len < sizeof reason ? r.len : sizeof reason - 1),
+                 r.ptr);
+    if (sx_engine_cancel(c->engine, t, reason) != 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->msgs_undelivered, 1,
+                                  memory_order_relaxed);
 }
 
 void sx__cluster_on_node(natsConnection *nc, natsSubscription *sub,
@@ -1062,6 +1178,8 @@ void sx__cluster_on_node(natsConnection *nc, natsSubscription *sub,
         outcome_in(c, p);
     } else if (kind[0] == 's') {
         submit_in(c, p);
+    } else if (kind[0] == 'n') {
+        cancel_in(c, p);
     } else if (kind[0] == 'q') {
         query_in(c, p);
     } else if (kind[0] == 'r') {

@@ -263,6 +263,7 @@ const char *sx__relay_submit_code(int rc)
 {
     switch (rc) {
     case SX_ENOCONNECTION:
+    case SX_ETOOLARGE:
     case SX_ESTORAGE:
     case SX_ESTOPPING:
     case SX_ELIMIT:

@@ -216,6 +216,12 @@ void sx__finish_terminated(sx_engine *e, sx__proc *p)
                    (sx_payload){ NULL, 0 });
         return;
     }
+    if (by == SX__LINK_GONE) {
+        sx__finish(e, p, SX_EFAILED,
+                   "the process it linked to on another node does not exist",
+                   (sx_payload){ NULL, 0 });
+        return;
+    }
     if (by == SX__LINK_REMOTE) {
         sx__finish(e, p, SX_EFAILED, "a linked process of another node failed",
                    (sx_payload){ NULL, 0 });
@@ -243,6 +249,24 @@ int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first)
         /* relaxed: the chain is ours. */
         next = (sx__ev *)atomic_load_explicit(&ev->node.next,
                                               memory_order_relaxed);
+        if (ev->ctl && ev->nmsg == 0 && e->remote.cancel != NULL) {
+            /* A cancel (a control event): after what came before it. */
+            if (k > 0) {
+                int r = e->remote.send(e->remote_user, m, k);
+                rc = rc != 0 ? rc : r;
+                k = 0;
+            }
+            int r = e->remote.cancel(e->remote_user, to, sx__ev_data(ev));
+            rc = rc != 0 ? rc : r;
+            for (sx__ev *x = held, *xn; x != next; x = xn) {
+                /* relaxed: the chain is ours. */
+                xn = (sx__ev *)atomic_load_explicit(&x->node.next,
+                                                    memory_order_relaxed);
+                sx__ev_free(x);
+            }
+            held = next;
+            continue;
+        }
         size_t off = 0;
         unsigned n = ev->nmsg > 0 ? ev->nmsg : 1;
         for (unsigned i = 0; i < n; i++) {
@@ -264,6 +288,7 @@ int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first)
         if (k == 0) {
             /* Everything up to ev is handed over: free it. */
             for (sx__ev *x = held, *xn; x != next; x = xn) {
+                /* relaxed: the chain is ours. */
                 xn = (sx__ev *)atomic_load_explicit(&x->node.next,
                                                     memory_order_relaxed);
                 sx__ev_free(x);
@@ -276,6 +301,7 @@ int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first)
         rc = rc != 0 ? rc : r;
     }
     for (sx__ev *x = held, *xn; x != NULL; x = xn) {
+        /* relaxed: the chain is ours. */
         xn =
             (sx__ev *)atomic_load_explicit(&x->node.next, memory_order_relaxed);
         sx__ev_free(x);
@@ -289,6 +315,8 @@ int sx_engine_set_remote(sx_engine *e, const sx_remote_ops *ops, void *user)
         return SX_EINVAL;
     if (sx__started(e))
         return SX_ESTATE;
+    if (e->remote.release != NULL) /* the route replaced: done with */
+        e->remote.release(e->remote_user);
     if (ops != NULL)
         e->remote = *ops;
     else
@@ -331,6 +359,10 @@ int sx__remote_submit(sx_engine *e, const char *type, const char *method,
         (named && opts->place != SX_PLACE_HERE) || opts->key != NULL ||
         opts->restart != NULL || type == NULL)
         return SX_EINVAL;
+    /* The engine's own types ('@') are not for placing: a user cannot
+     * submit them here either. */
+    if (type[0] == '@')
+        return SX_EUNKNOWN_TYPE;
     if (e->remote.submit == NULL)
         return named ? SX_ENOCONNECTION : 1;
     return e->remote.submit(e->remote_user, opts, type, method, input, n_input,

@@ -218,6 +218,7 @@ int sx__remote_submit(sx_engine *e, const char *type, const char *method,
  * numbers stay far below 2^32 - 1). */
 #define SX__LINK_REMOTE UINT64_MAX
 #define SX__LINK_NOCONN (UINT64_MAX - 1)
+#define SX__LINK_GONE (UINT64_MAX - 2) /* not there when the link was made */
 /* A submit begins: sx_engine_init_error says "" until init refuses one. */
 void sx__init_forget(void);
 /* [cold] A spawn failed with code: init's message when it was init that

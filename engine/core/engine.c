@@ -407,6 +407,9 @@ void sx_engine_free(sx_engine *e)
     /* Mailboxes the caller left open (made before or after stop): their
      * hooks and the watchers on them were lost. */
     sx__mailboxes_close(e);
+    /* The remote route is called no more: its user may go. */
+    if (e->remote.release != NULL)
+        e->remote.release(e->remote_user);
     workers_fini(e);
     sx__outcomes_fini(&e->outcomes);
     sx__park_fini(&e->park);

@@ -401,6 +401,7 @@ int sx_engine_send_many(sx_engine *e, const sx_message *msgs, size_t n)
     else
         first = cur;
     last = cur;
+    /* relaxed (the loads): the chain is ours until the push. */
     for (sx__ev *x = first;; x = (sx__ev *)atomic_load_explicit(
                                  &x->node.next, memory_order_relaxed)) {
         x->ctl = false;

@@ -244,6 +244,7 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
                 /* A partner of another node has no local id to name. */
                 uint64_t by = target.node == e->cfg.node  ? target.id
                               : error == SX_ENOCONNECTION ? SX__LINK_NOCONN
+                              : error == SX_ENOTFOUND     ? SX__LINK_GONE
                                                           : SX__LINK_REMOTE;
                 /* relaxed: the first failure names the reason; the TERM
                  * flag's release (sx__terminate) publishes it. */

@@ -475,6 +475,12 @@ typedef struct {
     int (*watch)(void *user, sx_pid target, sx_remote_watch *w);
     /* sx_engine_terminate of target. 0 says it was handed over. */
     int (*terminate)(void *user, sx_pid target);
+    /* A cancel of target (sx_engine_cancel, the cancel command, a scope):
+     * reason is the @cancel message's data (a msgpack string); target's
+     * node cancels it with sx_engine_cancel, which overtakes its queued
+     * messages. An ordinary message whose topic is "@cancel" goes by
+     * send, in order, as it would here. */
+    int (*cancel)(void *user, sx_pid target, sx_payload reason);
     /* The other half of a link that the local process `partner` made with
      * target: target's node calls sx_engine_link_from(target, partner). */
     int (*link)(void *user, sx_pid target, sx_pid partner);
@@ -486,6 +492,10 @@ typedef struct {
     int (*submit)(void *user, const sx_submit_opts *opts, const char *type,
                   const char *method, const sx_payload *input, size_t n_input,
                   sx_submit_fn fn, void *fn_user, sx_remote_watch *w);
+    /* Called once when the engine is done with the route (sx_engine_free,
+     * or the route replaced before start): no function of it is called
+     * after; its user may go. NULL: nothing to tell. */
+    void (*release)(void *user);
 } sx_remote_ops;
 
 /* Sets the remote route (ops copied; NULL: none, the default: such a PID

@@ -382,6 +382,31 @@ try:
     pid, _ = submit(c2, "counter", "run", [2])
     check(wait(c1, pid).get("result") == 2, "node 1 still serves after them")
 
+    # ---- what cannot cross, and what must not ----
+    r = c1.call("submit", type="@retry", method="run", input=[], node=2)
+    r2 = c1.call("submit", type="@all", method="run", input=[], place="any")
+    check(code(r) == "unknown_type" and code(r2) == "unknown_type",
+          "the engine's own @ types cannot be placed on any node", (r, r2))
+    big, _ = submit(c2, "exec", "run",
+                    [["sh", "-c", "head -c 1100000 /dev/zero | tr '\\0' a"]])
+    w = wait(c1, big, 30000)
+    check(code(w) == "too_large" and "max_payload" in
+          (w.get("error") or {}).get("message", ""),
+          "an outcome over NATS's max_payload: the wait on node 1 answers "
+          "too_large, saying why", w)
+    e2, _ = submit(c2, "echo", "serve", [])
+    r = c1.call("send", to=e2, topic="big", data=b"x" * 1500000)
+    check(code(r) == "too_large",
+          "a message over NATS's max_payload to another node: too_large at "
+          "once", r)
+    lk, _ = submit(c1, "watcher", "link", [bogus])
+    w = wait(c1, lk)
+    check(code(w) == "failed" and "does not exist" in
+          (w.get("error") or {}).get("message", ""),
+          "a link to a process node 2 does not have ends the linker, "
+          "saying so", w)
+    c1.call("send", to=e2, topic="stop", data=None)
+
     # ---- the figures of what crossed ----
     nd = c1.call("nodes")
     mb = nd.get("membership") or {}
