@@ -3,9 +3,9 @@
 #
 #   build/gcc   gcc, the default build (release, LTO), --werror: every suite
 #   build/asan  clang, ASan + UBSan, -fno-sanitize-recover=all: every suite
-#   build/tsan  clang, TSan: the unit, stress, hostile and durable suites
-#               (the hostile clients, and kill -9 rounds with restarts,
-#               against a TSan stepxd)
+#   build/tsan  clang, TSan: the unit, stress, hostile, durable and
+#               cluster suites (the hostile clients, kill -9 rounds with
+#               restarts, and nodes over NATS, against a TSan stepxd)
 #
 # Usage: scripts/test.sh [--quick | --only gcc|asan|tsan]
 #   --quick        the gcc build only
@@ -215,7 +215,7 @@ run_build()
         cc=clang
         setup_opts+=(--buildtype=debugoptimized -Db_lto=false
             -Db_sanitize=thread -Db_lundef=false)
-        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress --suite hostile --suite durable)
+        test_opts+=(--timeout-multiplier 3 --suite unit --suite stress --suite hostile --suite durable --suite cluster)
         tsan_prefix || {
             record "$name" 0 1 0 "ThreadSanitizer cannot run on this machine"
             return
