@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: the benchmark suite in one command: stepx side by side with
-# its peers (Go, Erlang, CAF) in one run; the report is docs/BENCHMARKS.md.
+# its peers (Go, Erlang, CAF, Tokio) in one run; the report is
+# docs/BENCHMARKS.md.
 #
 #   bash bench/run.sh [--quick] [--runs R] [--out FILE] [--only a,b,...]
 #
@@ -86,7 +87,8 @@ T_START=$(date +%s)
 
 # ---- 1. packages ----------------------------------------------------------
 bash scripts/setup.sh
-PEER_PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3)
+PEER_PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3
+    cargo librust-tokio-dev)
 missing=()
 for pkg in "${PEER_PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
@@ -143,6 +145,13 @@ if stale "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp; then
     g++ -O2 -std=c++17 -o "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp \
         -lcaf_core -lpthread
 fi
+if stale "$BB/stepx-peer-tokio" bench/peers/tokio/src/main.rs; then
+    # Debian's cargo, offline (bench/peers/tokio/.cargo/config.toml): a
+    # rustup cargo earlier on PATH could not reach a registry here.
+    (cd bench/peers/tokio && CARGO_TARGET_DIR="$ROOT/$BB/tokio" \
+        /usr/bin/cargo build --release --quiet)
+    cp "$BB/tokio/release/stepx-peer-tokio" "$BB/stepx-peer-tokio"
+fi
 if stale "$BB/pagefault-probe" bench/pagefault_probe.c; then
     gcc -O2 -std=c11 -o "$BB/pagefault-probe" bench/pagefault_probe.c
 fi
@@ -164,11 +173,11 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 # nats-server of the run's own): "stepx" there is across nodes,
 # stepx-1node the same program in one engine, nats plain nats.c.
 WORKLOADS=(
-    "skynet|1000000|100000|stepx go erlang caf"
-    "pingpong|2000000|200000|stepx go erlang caf"
-    "ring|10000000|500000|stepx go erlang caf"
-    "fanin|10000000|500000|stepx go erlang caf"
-    "spawnidle|500000|50000|stepx go erlang caf"
+    "skynet|1000000|100000|stepx go erlang caf tokio"
+    "pingpong|2000000|200000|stepx go erlang caf tokio"
+    "ring|10000000|500000|stepx go erlang caf tokio"
+    "fanin|10000000|500000|stepx go erlang caf tokio"
+    "spawnidle|500000|50000|stepx go erlang caf tokio"
     "submit|1000000|100000|stepx go"
     "yield|10000000|1000000|stepx go"
     "wake|10000|300|stepx go"
@@ -205,6 +214,7 @@ cmd_for() { # runtime workload n
     go) echo "$BB/stepx-peer-go $2 $3" ;;
     erlang) echo "erl -noshell +P 5000000 -pa $BB/erlang -run bench main $2 $3" ;;
     caf) echo "$BB/stepx-peer-caf $2 $3" ;;
+    tokio) echo "$BB/stepx-peer-tokio $2 $3" ;;
     esac
 }
 
@@ -280,6 +290,7 @@ META=$BB/meta.txt
     echo "go=$(go version)"
     echo "erlang=OTP $(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().') erts $(erl -noshell -eval 'io:format("~s", [erlang:system_info(version)]), halt().')"
     echo "caf=libcaf-dev $(dpkg-query -W -f='${Version}' libcaf-dev)"
+    echo "tokio=librust-tokio-dev $(dpkg-query -W -f='${Version}' librust-tokio-dev), $(/usr/bin/cargo --version)"
     echo "commit=$BUILT_COMMIT"
     echo "dirty=$BUILT_DIRTY"
     echo "build=$BUILT_OPTIONS"
