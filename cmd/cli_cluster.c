@@ -77,11 +77,10 @@ int cli_cmd_nodes(cli *c)
         return CLI_OK;
     }
     sx_reply_free(&r);
-    static const char *const keys[] = { "node",         "incarnation",
-                                        "address",      "processes",
-                                        "load",         "last_heard_ms",
-                                        "messages_out", "messages_in",
-                                        "self" };
+    static const char *const keys[] = {
+        "node",          "incarnation",  "address",     "processes", "load",
+        "last_heard_ms", "messages_out", "messages_in", "self"
+    };
     cli_print_table(stdout, nodes, keys, 9);
     json_decref(nodes);
     return CLI_OK;

@@ -425,8 +425,8 @@ int sx__stepxd_args(int argc, char **argv, options *o)
         if (t != NULL && t[0] != '\0')
             o->nats_token = t;
     }
-    if (o->nats_url != NULL && o->nats_token == NULL &&
-        o->nats_creds == NULL && !o->nats_open && !nats_local(o->nats_url)) {
+    if (o->nats_url != NULL && o->nats_token == NULL && o->nats_creds == NULL &&
+        !o->nats_open && !nats_local(o->nats_url)) {
         fprintf(stderr,
                 "stepxd: --nats %s is not on this machine: whoever reaches "
                 "that server could join the cluster, send to its processes "

@@ -373,19 +373,5 @@ int sx_engine_link_from(sx_engine *e, sx_pid local, sx_pid partner)
 {
     if (e == NULL || local.node != e->cfg.node || !remote_pid(e, partner))
         return SX_EINVAL;
-    sx__proc *p = sx__ptable_get(e, local);
-    if (p == NULL)
-        return SX_ENOTFOUND;
-    sx__ev *w = sx__ev_alloc();
-    if (w == NULL) {
-        sx__proc_release(e, p);
-        return SX_ENOMEM;
-    }
-    w->watch = SX__WATCH_LINK;
-    w->engine = e;
-    w->to = p;
-    w->to_gen = (uint32_t)(local.id >> 32);
-    sx__proc_release(e, p);
-    sx__watch(e, partner, w);
-    return 0;
+    return sx__watch_for(e, local, SX__WATCH_LINK, partner);
 }

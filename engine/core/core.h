@@ -199,6 +199,10 @@ const char *sx__init_refused(const sx_init_ctx *ctx, int code);
  * to the remote route (sx_engine_set_remote) in order and freed; the
  * first error. */
 int sx__remote_send(sx_engine *e, sx_pid to, sx__ev *first);
+/* A watcher of kind (SX__WATCH_EXIT, SX__WATCH_LINK) addressed to local,
+ * a process of this engine, set on target (engine/core/outside.c). 0,
+ * SX_ENOTFOUND (no such local process) or SX_ENOMEM. */
+int sx__watch_for(sx_engine *e, sx_pid local, uint8_t kind, sx_pid target);
 /* [cold] w (a watcher) on target, a PID of another node, handed to the
  * remote route: 0, or the error to answer w with (SX_ENOTFOUND: no route
  * for it). */

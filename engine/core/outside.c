@@ -205,7 +205,12 @@ int sx_engine_monitor(sx_engine *e, sx_pid watcher, sx_pid target)
 {
     if (e == NULL)
         return SX_EINVAL;
-    sx__proc *p = sx__ptable_get(e, watcher);
+    return sx__watch_for(e, watcher, SX__WATCH_EXIT, target);
+}
+
+int sx__watch_for(sx_engine *e, sx_pid local, uint8_t kind, sx_pid target)
+{
+    sx__proc *p = sx__ptable_get(e, local);
     if (p == NULL)
         return SX_ENOTFOUND;
     sx__ev *w = sx__ev_alloc();
@@ -213,9 +218,9 @@ int sx_engine_monitor(sx_engine *e, sx_pid watcher, sx_pid target)
         sx__proc_release(e, p);
         return SX_ENOMEM;
     }
-    w->watch = SX__WATCH_EXIT;
+    w->watch = kind;
     w->to = p;
-    w->to_gen = (uint32_t)(watcher.id >> 32);
+    w->to_gen = (uint32_t)(local.id >> 32);
     w->engine = e;
     sx__proc_release(e, p);
     sx__watch(e, target, w);
