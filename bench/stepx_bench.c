@@ -699,13 +699,14 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
 
 /* relay: a relay server in this process (the one stepxd runs, on a Unix
  * socket in a fresh temporary directory) and one client with RELAY_CONNS
- * connections through the C client, each doing its share of the n jobs:
- * submit counter(1), then wait for its outcome. A job counts only when
- * the wait says result 1 in 2 steps. With --window 1 (relay1 in the
- * report) each connection has one request at a time: submit, its reply,
- * wait, its reply, the next submit. With a window W > 1 (the default,
- * RELAY_WINDOW) each connection keeps up to W jobs in flight with the
- * pipelined API: a job's wait is posted when its submit's reply arrives,
+ * connections through the C client, each doing its share of the n jobs
+ * of counter(1). A job counts only when its outcome says result 1 in 2
+ * steps. With --window 1 (relay1 in the report) each connection has one
+ * request at a time, and a job is one request: a submit with "wait"
+ * (docs/PROTOCOL.md, submit), answered with the outcome, then the next
+ * job's. With a window W > 1 (the default, RELAY_WINDOW) each connection
+ * keeps up to W jobs in flight with the pipelined API, each job a submit
+ * and then a wait: a job's wait is posted when its submit's reply arrives,
  * and a new job starts when one finishes.
  *
  * The client is one thread that polls the eight sockets (sx_client_fd)
@@ -730,7 +731,8 @@ typedef struct {
     sx_client *c;
 } relay_conn;
 
-/* A wait's reply: result 1 after 2 steps. */
+/* A job's outcome (a wait's reply, or a submit's with "wait"): result 1
+ * after 2 steps. */
 static int relay_good(const sx_reply *r)
 {
     sx_payload res, st;
@@ -745,10 +747,13 @@ static int relay_good(const sx_reply *r)
            sx_payload_get_int(res, &v) == 0 && v == 1;
 }
 
-/* Posts the next job's submit. */
+/* Posts the next job's submit (with "wait" when one request at a time). */
 static int relay_start(relay_conn *rc, sx_payload one)
 {
     rc->started++;
+    if (relay_window == 1)
+        return sx_client_post_submit_wait(rc->c, "counter", "run", &one, 1, -1,
+                                          NULL);
     return sx_client_post_submit(rc->c, "counter", "run", &one, 1, NULL);
 }
 
@@ -761,9 +766,10 @@ static int relay_flush(relay_conn *rc, short *events)
     return e == SX_ETIMEDOUT ? 0 : e;
 }
 
-/* Takes every reply conn has read: a submit's (it has "pid") posts that
- * job's wait, a wait's ends the job and starts the next. Then sends what
- * was posted. 0 while the connection goes on, else its error. */
+/* Takes every reply conn has read: a submit's without an outcome posts
+ * that job's wait; an outcome (a wait's, or a submit's with "wait") ends
+ * the job and starts the next. Then sends what was posted. 0 while the
+ * connection goes on, else its error. */
 static int relay_take(relay_conn *rc, sx_payload one, short *events)
 {
     for (;;) {
@@ -774,9 +780,11 @@ static int relay_take(relay_conn *rc, sx_payload one, short *events)
             break; /* nothing more read yet / nothing in flight */
         if (e != 0)
             return e;
+        sx_payload steps;
         if (!r.ok) {
             e = r.error;
-        } else if (sx_reply_pid(&r, &pid) == 0) {
+        } else if (sx_map_get(r.body, "steps", &steps) != 0 &&
+                   sx_reply_pid(&r, &pid) == 0) {
             e = sx_client_post_wait(rc->c, pid, -1, NULL);
         } else {
             rc->good += relay_good(&r);

@@ -233,5 +233,18 @@ int cli_wait_pid(cli *c, sx_pid pid, int64_t deadline_ms, cli_progress *p,
 /* Prints a wait's outcome for pid (human or JSON) and returns 0 or
  * CLI_FAILED. */
 int cli_print_outcome(cli *c, const char *pid, const sx_reply *r);
+/* A wait is asked in slices of CLI_WAIT_SLICE_MS so that a long one can
+ * show progress; its reply may take CLI_REPLY_MARGIN_MS longer before
+ * the CLI gives up on the connection. */
+#define CLI_WAIT_SLICE_MS 1000
+#define CLI_REPLY_MARGIN_MS 10000
+/* --timeout's deadline from now (cli_now_ms clock), or -1 for none. */
+int64_t cli_wait_deadline(const cli *c);
+/* Waits until deadline_ms (< 0: none) for one process with a "waiting
+ * for PID... N s" line, then prints its outcome: 0 or an exit code. */
+int cli_wait_until(cli *c, sx_pid pid, int64_t deadline_ms);
+/* An ok reply with nothing to say: human for people, fields plus
+ * "ok": true for scripts (fields is taken; NULL: none). */
+int cli_print_ok(cli *c, const char *human, json_t *fields);
 
 #endif

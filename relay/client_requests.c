@@ -85,25 +85,71 @@ static void body_op(sx_client *c, uint32_t n, uint64_t id, const char *op)
 
 static void pack_pid(sx_pack *pk, const char *key, sx_pid pid);
 
-int sx_client_post_submit(sx_client *c, const char *type, const char *method,
-                          const sx_payload *input, size_t n, uint64_t *out_id)
+/* How many fields a submit has besides "op" (and "id"): type, method,
+ * input, then "wait" and any "timeout_ms" (wait: 0 none, 1 no limit, 2
+ * with timeout_ms). */
+static uint32_t submit_fields(int wait)
 {
-    if (c == NULL || type == NULL || method == NULL ||
-        (input == NULL && n > 0) || n > UINT32_MAX)
+    return 3u + (wait > 0) + (wait > 1);
+}
+
+/* A submit's fields after "op" (submit_fields(wait) of them). */
+static void pack_submit(sx_pack *pk, const char *type, const char *method,
+                        const sx_payload *input, size_t n, int wait,
+                        int64_t timeout_ms)
+{
+    sx_pack_str(pk, "type");
+    sx_pack_str(pk, type);
+    sx_pack_str(pk, "method");
+    sx_pack_str(pk, method);
+    sx_pack_str(pk, "input");
+    sx_pack_array(pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        sx_pack_raw(pk, input[i]);
+    if (wait > 0) {
+        sx_pack_str(pk, "wait");
+        sx_pack_bool(pk, true);
+    }
+    if (wait > 1) {
+        sx_pack_str(pk, "timeout_ms");
+        sx_pack_int(pk, timeout_ms);
+    }
+}
+
+static bool submit_args_bad(const sx_client *c, const char *type,
+                            const char *method, const sx_payload *input,
+                            size_t n)
+{
+    return c == NULL || type == NULL || method == NULL ||
+           (input == NULL && n > 0) || n > UINT32_MAX;
+}
+
+static int post_submit(sx_client *c, const char *type, const char *method,
+                       const sx_payload *input, size_t n, int wait,
+                       int64_t timeout_ms, uint64_t *out_id)
+{
+    if (submit_args_bad(c, type, method, input, n))
         return SX_EINVAL;
     if (c->broken != 0)
         return c->broken;
     uint64_t id = c->next_id + 1;
-    body_op(c, 4, id, "submit");
-    sx_pack_str(&c->body, "type");
-    sx_pack_str(&c->body, type);
-    sx_pack_str(&c->body, "method");
-    sx_pack_str(&c->body, method);
-    sx_pack_str(&c->body, "input");
-    sx_pack_array(&c->body, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        sx_pack_raw(&c->body, input[i]);
+    body_op(c, 1 + submit_fields(wait), id, "submit");
+    pack_submit(&c->body, type, method, input, n, wait, timeout_ms);
     return post_body(c, id, out_id);
+}
+
+int sx_client_post_submit(sx_client *c, const char *type, const char *method,
+                          const sx_payload *input, size_t n, uint64_t *out_id)
+{
+    return post_submit(c, type, method, input, n, 0, -1, out_id);
+}
+
+int sx_client_post_submit_wait(sx_client *c, const char *type,
+                               const char *method, const sx_payload *input,
+                               size_t n, int64_t timeout_ms, uint64_t *out_id)
+{
+    return post_submit(c, type, method, input, n, timeout_ms >= 0 ? 2 : 1,
+                       timeout_ms, out_id);
 }
 
 int sx_client_post_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
@@ -220,34 +266,60 @@ int sx_client_submit(sx_client *c, const char *type, const char *method,
                      const sx_payload *input, size_t n, sx_pid *out_pid,
                      sx_reply *out)
 {
-    if (c == NULL || type == NULL || method == NULL ||
-        (input == NULL && n > 0) || n > UINT32_MAX)
+    if (submit_args_bad(c, type, method, input, n))
         return SX_EINVAL;
     sx_pack pk;
-    pack_op(&pk, 4, "submit");
-    sx_pack_str(&pk, "type");
-    sx_pack_str(&pk, type);
-    sx_pack_str(&pk, "method");
-    sx_pack_str(&pk, method);
-    sx_pack_str(&pk, "input");
-    sx_pack_array(&pk, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        sx_pack_raw(&pk, input[i]);
+    pack_op(&pk, 1 + submit_fields(0), "submit");
+    pack_submit(&pk, type, method, input, n, 0, -1);
     sx_reply local, *r = out != NULL ? out : &local;
     int rc = call_pk(c, &pk, -1, r, r);
-    if (rc == 0 && out_pid != NULL) {
-        const char *s;
-        size_t l;
-        char buf[SX_PID_TEXT_MAX];
-        if (sx__relay_client_get_str(r->body, "pid", &s, &l) != 0 ||
-            l >= sizeof(buf)) {
-            rc = SX_EPROTO;
-        } else {
-            memcpy(buf, s, l);
-            buf[l] = '\0';
-            rc = sx_pid_parse(buf, out_pid) == 0 ? 0 : SX_EPROTO;
-        }
+    if (rc == 0 && out_pid != NULL)
+        rc = sx_reply_pid(r, out_pid) == 0 ? 0 : SX_EPROTO;
+    if (out == NULL)
+        sx_reply_free(&local);
+    return rc;
+}
+
+/* A wait answer's "steps" into *out (0 when it has none). */
+static void reply_steps(const sx_reply *r, uint64_t *out)
+{
+    sx_payload v;
+    sx_unpack u;
+    *out = 0;
+    if (sx_map_get(r->body, "steps", &v) == 0) {
+        sx_unpack_init(&u, v);
+        sx_unpack_uint(&u, out);
     }
+}
+
+/* The call's own limit for a request the server answers `timeout` to
+ * after timeout_ms (< 0: none): a margin for the server to say so. */
+static int64_t call_limit(int64_t timeout_ms)
+{
+    return timeout_ms >= 0 && timeout_ms < INT64_MAX - 10000
+               ? timeout_ms + 10000
+               : -1;
+}
+
+int sx_client_submit_wait(sx_client *c, const char *type, const char *method,
+                          const sx_payload *input, size_t n, int64_t timeout_ms,
+                          sx_pid *out_pid, uint64_t *out_steps, sx_reply *out)
+{
+    if (out_pid != NULL)
+        *out_pid = SX_PID_NONE;
+    if (submit_args_bad(c, type, method, input, n))
+        return SX_EINVAL;
+    int wait = timeout_ms >= 0 ? 2 : 1;
+    sx_pack pk;
+    pack_op(&pk, 1 + submit_fields(wait), "submit");
+    pack_submit(&pk, type, method, input, n, wait, timeout_ms);
+    sx_reply local, *r = out != NULL ? out : &local;
+    int rc = call_pk(c, &pk, call_limit(timeout_ms), r, r);
+    /* A reply (ok or not) names the job when it started. */
+    if (out_pid != NULL && r->body.len > 0 && sx_reply_pid(r, out_pid) != 0)
+        *out_pid = SX_PID_NONE;
+    if (rc == 0 && out_steps != NULL)
+        reply_steps(r, out_steps);
     if (out == NULL)
         sx_reply_free(&local);
     return rc;
@@ -284,19 +356,9 @@ int sx_client_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
     sx_reply local, *r = out != NULL ? out : &local;
     /* The server answers `timeout` itself; the call allows it a margin
      * to say so before giving up on its own. */
-    int64_t call_ms = timeout_ms >= 0 && timeout_ms < INT64_MAX - 10000
-                          ? timeout_ms + 10000
-                          : -1;
-    int rc = call_pk(c, &pk, call_ms, r, r);
-    if (rc == 0 && out_steps != NULL) {
-        sx_payload v;
-        sx_unpack u;
-        *out_steps = 0;
-        if (sx_map_get(r->body, "steps", &v) == 0) {
-            sx_unpack_init(&u, v);
-            sx_unpack_uint(&u, out_steps);
-        }
-    }
+    int rc = call_pk(c, &pk, call_limit(timeout_ms), r, r);
+    if (rc == 0 && out_steps != NULL)
+        reply_steps(r, out_steps);
     if (out == NULL)
         sx_reply_free(&local);
     return rc;

@@ -480,6 +480,16 @@ void sx__relay_conn_take(sx_server *s, sx__relay_out *o)
         sx__relay_watch_done(o->watch, o);
         break;
     case SX__RELAY_OUT_ANSWER:
+        if (o->then_wait) {
+            /* A submit with "wait" whose job started: its wait starts
+             * now, and answers it (relay/pending.c). */
+            if (c->state == SX__RELAY_CONN_OPEN)
+                sx__relay_submit_wait(c, o->wait_id, o->wait_pid,
+                                      o->wait_existing, o->wait_ms);
+            sx__relay_out_free(o);
+            sx__relay_conn_unref(c); /* the item's reference */
+            break;
+        }
         /* relaxed: a figure (requests answered). */
         atomic_fetch_add_explicit(&c->srv->st_requests, 1,
                                   memory_order_relaxed);

@@ -1,10 +1,11 @@
 /* relay/ops.c — the operations of the stepx wire protocol (PROTOCOL.md)
  * that act on processes and the session: request fields read and
- * checked, the dispatch by op, and hello, submit, send, cancel,
- * terminate, wait and subscribe (the engine called, the reply built).
- * `wait` and `subscribe` hand over to relay/pending.c; ps, stats and
- * types are relay/ops_info.c; the reply builders are relay/reply.c; a
- * submit or send that the state store answers is relay/stored.c.
+ * checked, the dispatch by op, and hello, send, cancel, terminate, wait
+ * and subscribe (the engine called, the reply built). submit is
+ * relay/ops_submit.c; `wait` and `subscribe` hand over to
+ * relay/pending.c; ps, stats and types are relay/ops_info.c; the reply
+ * builders are relay/reply.c; a submit or send that the state store
+ * answers is relay/stored.c.
  *
  * Threads: the server's loop thread only. See relay/server.h and
  * docs/RELAY.md.
@@ -17,29 +18,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_INPUTS 65536 /* submit's input array               */
-
 /* ---- request fields [loop] ---- */
 
 /* A field's value: 0 and *v, 1 when absent. */
-static int field(sx_payload req, const char *key, sx_payload *v)
+int sx__relay_field(sx_payload req, const char *key, sx_payload *v)
 {
     return sx_map_get(req, key, v) == 0 ? 0 : 1;
 }
 
 /* A typed field given as nil counts as absent (clients send null/None
  * for "not given"; nil is never a string or an integer). */
-static bool is_nil(sx_payload v)
+bool sx__relay_is_nil(sx_payload v)
 {
     return v.len == 1 && v.data[0] == 0xc0;
 }
 
 /* Field readers: 0 (read), 1 (absent, or nil), or SX_EPROTO (wrong
  * type). */
-static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
+int sx__relay_field_str(sx_payload req, const char *key, const char **s,
+                        size_t *n)
 {
     sx_payload v;
-    if (field(req, key, &v) != 0 || is_nil(v))
+    if (sx__relay_field(req, key, &v) != 0 || sx__relay_is_nil(v))
         return 1;
     sx_unpack u;
     sx_unpack_init(&u, v);
@@ -49,7 +49,7 @@ static int field_str(sx_payload req, const char *key, const char **s, size_t *n)
 int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out)
 {
     sx_payload v;
-    if (field(req, key, &v) != 0 || is_nil(v))
+    if (sx__relay_field(req, key, &v) != 0 || sx__relay_is_nil(v))
         return 1;
     sx_unpack u;
     sx_unpack_init(&u, v);
@@ -62,7 +62,7 @@ static int field_pid(sx__relay_conn *c, uint64_t id, sx_payload req,
 {
     const char *s;
     size_t n;
-    int rc = field_str(req, key, &s, &n);
+    int rc = sx__relay_field_str(req, key, &s, &n);
     if (rc != 0) {
         sx__relay_reply_bad_field(c, id, key, rc, "a PID string");
         return -1;
@@ -89,7 +89,7 @@ static int field_strdup(sx__relay_conn *c, uint64_t id, sx_payload req,
     const char *s;
     size_t n;
     *out = NULL;
-    int rc = field_str(req, key, &s, &n);
+    int rc = sx__relay_field_str(req, key, &s, &n);
     if (rc == 1 && !required)
         return 0;
     if (rc != 0 || memchr(s, '\0', n) != NULL) {
@@ -113,7 +113,7 @@ static int field_strdup(sx__relay_conn *c, uint64_t id, sx_payload req,
  * reply is valid UTF-8 whatever the client sent (a msgpack str is UTF-8;
  * strict readers drop a reply that is not). buf holds at least
  * 4 * max + 1 bytes. */
-static const char *quoted(char *buf, const char *s, size_t n, size_t max)
+const char *sx__relay_quoted(char *buf, const char *s, size_t n, size_t max)
 {
     size_t o = 0;
     for (size_t i = 0; i < n && i < max;) {
@@ -159,7 +159,7 @@ static void op_hello(sx__relay_conn *c, uint64_t id, sx_payload req)
     if (s->token != NULL) {
         const char *t = NULL;
         size_t tn = 0;
-        if (field_str(req, "token", &t, &tn) != 0 ||
+        if (sx__relay_field_str(req, "token", &t, &tn) != 0 ||
             !token_eq(s->token, s->token_len, t, tn)) {
             sx__relay_reply_error(c, id, "bad_request",
                                   "this server needs its token in hello");
@@ -207,323 +207,6 @@ static void op_hello(sx__relay_conn *c, uint64_t id, sx_payload req)
     sx__relay_conn_reply(c);
 }
 
-/* ---- submit ---- */
-
-static const sx_process_type *find_type(sx_server *s, const char *name,
-                                        size_t n)
-{
-    for (size_t i = 0; i < s->n_types; i++)
-        if (strlen(s->types[i]->name) == n &&
-            memcmp(s->types[i]->name, name, n) == 0)
-            return s->types[i];
-    return NULL;
-}
-
-/* The input array's elements as payloads (pointing into req). 0, or the
- * reply has been sent. *out is the caller's to free. */
-static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
-                         sx_payload **out, size_t *n_out)
-{
-    sx_payload v;
-    uint32_t n;
-    sx_unpack u;
-    if (field(req, "input", &v) != 0) {
-        sx__relay_reply_bad_field(c, id, "input", 1, "an array");
-        return -1;
-    }
-    sx_unpack_init(&u, v);
-    if (sx_unpack_array(&u, &n) != 0) {
-        sx__relay_reply_bad_field(c, id, "input", 2, "an array");
-        return -1;
-    }
-    if (n > MAX_INPUTS) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"input\": too many elements");
-        return -1;
-    }
-    *out = calloc(n > 0 ? n : 1, sizeof(**out));
-    if (*out == NULL) {
-        sx__relay_reply_error(c, id, "internal", "out of memory");
-        return -1;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if (sx_unpack_raw(&u, &(*out)[i]) != 0) {
-            free(*out);
-            sx__relay_reply_error(c, id, "bad_request",
-                                  "field \"input\": bad element");
-            return -1;
-        }
-    *n_out = n;
-    return 0;
-}
-
-/* The protocol code for a submit error: the engine's own refusals keep
- * theirs; anything else came from the type's init. */
-const char *sx__relay_submit_code(int rc)
-{
-    switch (rc) {
-    case SX_ENOCONNECTION:
-    case SX_ETOOLARGE:
-    case SX_ESTORAGE:
-    case SX_ESTOPPING:
-    case SX_ELIMIT:
-    case SX_EUNKNOWN_TYPE:
-    case SX_EUNKNOWN_METHOD:
-    case SX_ENOMEM:
-        return sx_wire_code(rc);
-    case SX_ESTATE:
-        return "stopping";
-    default:
-        return "init_failed";
-    }
-}
-
-/* The longest idempotency key a submit takes. */
-#define MAX_KEY 1024
-
-/* A submit's restart policy (docs/PROTOCOL.md, submit): `restart` and
- * the optional numbers. 0, or the reply has been sent. *has: whether
- * the request gives one (then *out is checked, defaults filled). */
-static int submit_restart(sx__relay_conn *c, uint64_t id, sx_payload req,
-                          sx_restart_policy *out, bool *has)
-{
-    static const char *const num[] = { "max_restarts", "window_ms",
-                                       "backoff_min_ms", "backoff_max_ms" };
-    memset(out, 0, sizeof(*out));
-    *has = false;
-    const char *m;
-    size_t ml;
-    int rc = field_str(req, "restart", &m, &ml);
-    if (rc == 0) {
-        if (ml == 5 && memcmp(m, "never", 5) == 0)
-            out->mode = SX_RESTART_NEVER;
-        else if (ml == 10 && memcmp(m, "on-failure", 10) == 0)
-            out->mode = SX_RESTART_ON_FAILURE;
-        else if (ml == 6 && memcmp(m, "always", 6) == 0)
-            out->mode = SX_RESTART_ALWAYS;
-        else
-            rc = SX_EPROTO;
-        *has = true;
-    }
-    if (rc == SX_EPROTO) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"restart\": want \"never\", "
-                              "\"on-failure\" or \"always\"");
-        return -1;
-    }
-    uint32_t *dst[] = { &out->max_restarts, &out->window_ms,
-                        &out->backoff_min_ms, &out->backoff_max_ms };
-    for (size_t i = 0; i < 4; i++) {
-        uint64_t v;
-        rc = sx__relay_field_uint(req, num[i], &v);
-        if (rc == 1)
-            continue;
-        if (rc != 0 || v > UINT32_MAX || v == 0) {
-            char msg[96];
-            snprintf(msg, sizeof(msg),
-                     "field \"%s\": want an integer from 1 to 4294967295",
-                     num[i]);
-            sx__relay_reply_error(c, id, "bad_request", msg);
-            return -1;
-        }
-        if (!*has) {
-            sx__relay_reply_error(c, id, "bad_request",
-                                  "the restart numbers need \"restart\"");
-            return -1;
-        }
-        *dst[i] = (uint32_t)v;
-    }
-    if (*has && sx_restart_policy_check(out) != 0) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "backoff_min_ms is over backoff_max_ms, or "
-                              "max_restarts over 1000000");
-        return -1;
-    }
-    return 0;
-}
-
-/* submit's placement (docs/PROTOCOL.md, submit): "node" (a node number)
- * or "place" ("here", "any", "least_loaded"). 0, or -1 when answered. */
-static int submit_place(sx__relay_conn *c, uint64_t id, sx_payload req,
-                        uint32_t *node, int *place)
-{
-    uint64_t v;
-    int rc = sx__relay_field_uint(req, "node", &v);
-    if (rc == 0 && v >= 1 && v <= UINT32_MAX) {
-        *node = (uint32_t)v;
-    } else if (rc != 1) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"node\": want a node number from 1 "
-                              "to 4294967295");
-        return -1;
-    }
-    const char *p;
-    size_t pl;
-    rc = field_str(req, "place", &p, &pl);
-    if (rc == 1)
-        return 0;
-    if (rc == 0 && pl == 4 && memcmp(p, "here", 4) == 0)
-        *place = SX_PLACE_HERE;
-    else if (rc == 0 && pl == 3 && memcmp(p, "any", 3) == 0)
-        *place = SX_PLACE_ANY;
-    else if (rc == 0 && pl == 12 && memcmp(p, "least_loaded", 12) == 0)
-        *place = SX_PLACE_LEAST_LOADED;
-    else {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"place\": want \"here\", \"any\" "
-                              "or \"least_loaded\"");
-        return -1;
-    }
-    if (*node != 0 && *place != SX_PLACE_HERE) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "\"node\" names the node: \"place\" then "
-                              "has nothing to choose");
-        return -1;
-    }
-    return 0;
-}
-
-static void op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
-{
-    sx_server *s = c->srv;
-    const char *tn, *mn;
-    size_t tl, ml;
-    int rc = field_str(req, "type", &tn, &tl);
-    if (rc != 0) {
-        sx__relay_reply_bad_field(c, id, "type", rc, "a string");
-        return;
-    }
-    if ((rc = field_str(req, "method", &mn, &ml)) != 0) {
-        sx__relay_reply_bad_field(c, id, "method", rc, "a string");
-        return;
-    }
-    const char *key = NULL;
-    size_t kl = 0;
-    if ((rc = field_str(req, "key", &key, &kl)) == 1) {
-        key = NULL;
-    } else if (rc != 0 || kl == 0 || kl > MAX_KEY) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"key\": want a string of 1 to 1024 "
-                              "bytes");
-        return;
-    } else if (!s->stored) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"key\": keys need a state store "
-                              "(stepxd runs with --ephemeral)");
-        return;
-    }
-    sx_restart_policy policy;
-    bool has_policy;
-    if (submit_restart(c, id, req, &policy, &has_policy) != 0)
-        return;
-    uint64_t deadline = 0;
-    rc = sx__relay_field_uint(req, "deadline_ms", &deadline);
-    if (rc == 1) {
-        deadline = 0;
-    } else if (rc != 0 || deadline == 0 || deadline > ((uint64_t)1 << 40)) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "field \"deadline_ms\": want an integer from 1 "
-                              "to 2^40 (milliseconds)");
-        return;
-    }
-    uint32_t node = 0;
-    int place = SX_PLACE_HERE;
-    if (submit_place(c, id, req, &node, &place) != 0)
-        return;
-    /* Placed on another node: the type is that node's business (this one
-     * may not have it), and what is kept only here does not travel. */
-    bool away = place != SX_PLACE_HERE || (node != 0 && node != s->node);
-    if (away && (key != NULL || has_policy)) {
-        sx__relay_reply_error(c, id, "bad_request",
-                              "\"key\" and \"restart\" stay on the node "
-                              "that stores the job: they do not go with "
-                              "\"node\" or \"place\"");
-        return;
-    }
-    sx_payload *in;
-    size_t n;
-    if (submit_inputs(c, id, req, &in, &n) != 0)
-        return;
-    /* Two quoted names and the text around them (a type's own name may be
-     * long too: a --load'ed type's). */
-    char msg[2 * (4 * 64) + 160];
-    const sx_process_type *t = find_type(s, tn, tl);
-    if (away && t == NULL) {
-        /* This node lacks the type: the node it goes to answers. */
-        sx_submit_opts o = { .deadline_ms = (int64_t)deadline,
-                             .node = node,
-                             .place = place };
-        sx__relay_submit_away(c, id, tn, tl, mn, ml, in, n, &o);
-        free(in);
-        return;
-    }
-    if (t == NULL) {
-        char q[4 * 64 + 1];
-        snprintf(msg, sizeof(msg), "no process type \"%s\"",
-                 quoted(q, tn, tl, 64));
-        sx__relay_reply_error(c, id, "unknown_type", msg);
-        free(in);
-        return;
-    }
-    char *method = malloc(ml + 1);
-    if (method == NULL) {
-        sx__relay_reply_error(c, id, "internal", "out of memory");
-        free(in);
-        return;
-    }
-    memcpy(method, mn, ml);
-    method[ml] = '\0';
-    sx_pid pid;
-    bool later = false;
-    if (memchr(mn, '\0', ml) != NULL) {
-        rc = SX_EUNKNOWN_METHOD;
-    } else if (s->stored || has_policy || deadline > 0 || away) {
-        /* Answered once the job is stored (relay/stored.c; at once
-         * without a store), or by the node it was placed on. */
-        sx_submit_opts o = { .key = key,
-                             .key_len = kl,
-                             .restart = has_policy ? &policy : NULL,
-                             .deadline_ms = (int64_t)deadline,
-                             .node = node,
-                             .place = place };
-        rc = sx__relay_submit_stored(c, id, t->name, method, in, n, &o);
-        later = rc == 0;
-    } else {
-        rc = sx_engine_submit(s->engine, t->name, method, in, n, &pid);
-    }
-    free(in);
-    if (rc != 0) {
-        const char *code = sx__relay_submit_code(rc);
-        char q[4 * 64 + 1], qt[4 * 64 + 1];
-        quoted(qt, t->name, strlen(t->name), 64);
-        if (rc == SX_EUNKNOWN_METHOD)
-            snprintf(msg, sizeof(msg), "type %s has no method \"%s\"", qt,
-                     quoted(q, mn, ml, 64));
-        else if (strcmp(code, "init_failed") == 0)
-            /* init ran on this thread: its own message, when it gave one
-             * (sx_init_error), says which input was wrong. */
-            snprintf(msg, sizeof(msg), "%s.%s init failed: %s (%s)", qt,
-                     quoted(q, mn, ml, 64),
-                     sx_engine_init_error()[0] != '\0' ? sx_engine_init_error()
-                                                       : sx_strerror(rc),
-                     sx_errname(rc));
-        else
-            snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
-        free(method);
-        sx__relay_reply_error(c, id, code, msg);
-        return;
-    }
-    free(method);
-    if (later)
-        return; /* relay/stored.c replies */
-    char txt[SX_PID_TEXT_MAX];
-    sx_pid_format(pid, txt, sizeof(txt));
-    sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
-    sx_pack_str(pk, "pid");
-    sx_pack_str(pk, txt);
-    sx__relay_conn_reply(c);
-}
-
 /* ---- send, cancel, terminate ---- */
 
 static void op_send(sx__relay_conn *c, uint64_t id, sx_payload req)
@@ -533,7 +216,7 @@ static void op_send(sx__relay_conn *c, uint64_t id, sx_payload req)
         return;
     const char *tp;
     size_t tl;
-    int rc = field_str(req, "topic", &tp, &tl);
+    int rc = sx__relay_field_str(req, "topic", &tp, &tl);
     if (rc != 0 || tl > 255 || memchr(tp, '\0', tl) != NULL) {
         sx__relay_reply_bad_field(c, id, "topic", rc != 0 ? rc : 2,
                                   "a string of at most 255 bytes");
@@ -549,7 +232,7 @@ static void op_send(sx__relay_conn *c, uint64_t id, sx_payload req)
         return;
     }
     sx_payload data;
-    if (field(req, "data", &data) != 0) {
+    if (sx__relay_field(req, "data", &data) != 0) {
         sx__relay_reply_bad_field(c, id, "data", 1, "any value");
         return;
     }
@@ -643,7 +326,7 @@ static const struct {
     op_fn fn;
 } ops[] = {
     { "hello", op_hello },
-    { "submit", op_submit },
+    { "submit", sx__relay_op_submit },
     { "send", op_send },
     { "wait", op_wait },
     { "cancel", op_cancel },
@@ -663,7 +346,7 @@ void sx__relay_handle(sx__relay_conn *c, sx_payload body)
         id = 0;
     const char *op = NULL;
     size_t on = 0;
-    int op_rc = field_str(body, "op", &op, &on);
+    int op_rc = sx__relay_field_str(body, "op", &op, &on);
     bool is_hello = op_rc == 0 && on == 5 && memcmp(op, "hello", 5) == 0;
     if (!c->authed && !is_hello) {
         /* A token is configured: nothing before a hello that carries it. */
@@ -686,6 +369,7 @@ void sx__relay_handle(sx__relay_conn *c, sx_payload body)
             return;
         }
     char msg[160], q[4 * 32 + 1];
-    snprintf(msg, sizeof(msg), "unknown op \"%s\"", quoted(q, op, on, 32));
+    snprintf(msg, sizeof(msg), "unknown op \"%s\"",
+             sx__relay_quoted(q, op, on, 32));
     sx__relay_reply_error(c, id, "unknown_op", msg);
 }

@@ -20,6 +20,16 @@
  * the frame's fields. Usually there is exactly one wait, and the frame
  * goes out as built.
  *
+ * A submit with "wait" is a third kind of record: a wait whose answers
+ * carry the job's pid (with_pid copies the frame with it; submit_fail
+ * answers a timeout or an error).
+ *
+ * It is one piece: a record lives on its watch's list and its
+ * connection's, and the table of watches, the records and the answers
+ * built from one frame are freed and handed over together (record_drop,
+ * sx__relay_watch_done); split, each half would reach into the other's
+ * lists.
+ *
  * Threads: watch_cb runs on whichever engine thread finishes the watched
  * process (or on the loop, inside sx_engine_watch, when it had finished
  * already) and reaches the loop only through the hub; everything else
@@ -120,6 +130,67 @@ static void id_fill(sx__relay_out *o, uint64_t id)
 {
     for (int i = 7; i >= 0; i--, id >>= 8)
         o->data[ID_AT + (size_t)i] = (uint8_t)id;
+}
+
+/* A reply to a submit with "wait" that is not its outcome (a timeout, an
+ * error once the job had started): {id, ok: false, pid, [existing],
+ * error}, so that the client can still reach the job. */
+static void submit_fail(sx__relay_conn *c, uint64_t id, sx_pid pid,
+                        bool existing, const char *code, const char *msg)
+{
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    sx_pack *pk = sx__relay_reply_begin(c, id, false, existing ? 3 : 2);
+    sx_pack_str(pk, "pid");
+    sx_pack_str(pk, txt);
+    if (existing) {
+        sx_pack_str(pk, "existing");
+        sx_pack_bool(pk, true);
+    }
+    sx__relay_pack_error(pk, code, msg);
+    sx__relay_conn_reply(c);
+}
+
+/* A submit-and-wait's answer: a copy of the wait answer o (id not yet
+ * filled) with "pid" (and "existing") after its id. NULL when out of
+ * memory; *too_big when the copy would be over max_frame bytes. */
+static sx__relay_out *with_pid(const sx__relay_out *o, sx_pid pid,
+                               bool existing, size_t max_frame, bool *too_big)
+{
+    uint8_t extra[32 + SX_PID_TEXT_MAX];
+    char txt[SX_PID_TEXT_MAX];
+    sx_pid_format(pid, txt, sizeof(txt));
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, extra, sizeof(extra));
+    sx_pack_str(&pk, "pid");
+    sx_pack_str(&pk, txt);
+    if (existing) {
+        sx_pack_str(&pk, "existing");
+        sx_pack_bool(&pk, true);
+    }
+    /* The answer's map header is a fixmap of at most 5 pairs (pack_answer;
+     * sx__relay_out_utf8 keeps headers as they are), then "id" and its 9
+     * bytes. */
+    size_t head = ID_AT + 8;
+    uint8_t map = o->data[SX_WIRE_HEADER];
+    *too_big = false;
+    if (pk.err != 0 || o->len < head || (map & 0xf0) != 0x80 ||
+        (map & 0x0f) > 15 - 2)
+        return NULL;
+    size_t len = o->len + pk.len;
+    if (len - SX_WIRE_HEADER > max_frame) {
+        *too_big = true;
+        return NULL;
+    }
+    sx__relay_out *n = sx__relay_out_new(SX__RELAY_OUT_REPLY, len);
+    if (n == NULL)
+        return NULL;
+    memcpy(n->data, o->data, head);
+    n->data[SX_WIRE_HEADER] = (uint8_t)(map + (existing ? 2 : 1));
+    memcpy(n->data + head, extra, pk.len);
+    memcpy(n->data + head + pk.len, o->data + head, o->len - head);
+    sx__relay_out_seal(n, len - SX_WIRE_HEADER);
+    return n;
 }
 
 /* Packs a wait's answer for r into pk, or, when the client could not
@@ -408,10 +479,16 @@ static void timer_cb(uv_timer_t *t)
         return;
     sx__relay_conn *c = r->conn;
     uint64_t id = r->id;
+    bool submit = r->kind == SX__RELAY_PEND_SUBMIT, existing = r->existing;
+    sx_pid pid = r->w->pid;
     record_drop(r);
     /* The watch stays (the engine cannot cancel it): the next wait on
      * this PID uses it again. */
-    sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
+    if (submit)
+        submit_fail(c, id, pid, existing, "timeout",
+                    "no outcome within timeout_ms (the job goes on)");
+    else
+        sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
 }
 
 /* Starts an exit push for the PID text txt in pk (reset): the map of 4
@@ -469,10 +546,31 @@ static bool answer(sx__relay_pending *r, sx_pid pid, sx__relay_out *o,
 {
     sx__relay_conn *c = r->conn;
     bool wait = r->kind == SX__RELAY_PEND_WAIT;
+    bool submit = r->kind == SX__RELAY_PEND_SUBMIT, existing = r->existing;
     uint64_t id = r->id;
     record_drop(r);
     if (c->state != SX__RELAY_CONN_OPEN)
         return false;
+    if (submit) {
+        /* Its own frame: the wait answer with the pid in it. */
+        bool too_big = false;
+        sx__relay_out *mine =
+            o != NULL ? with_pid(o, pid, existing, c->srv->max_frame, &too_big)
+                      : NULL;
+        if (mine == NULL) {
+            submit_fail(c, id, pid, existing,
+                        too_big ? "too_large" : "internal",
+                        too_big ? "the outcome is larger than a frame"
+                                : "out of memory");
+            return false;
+        }
+        id_fill(mine, id);
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&c->srv->st_requests, 1,
+                                  memory_order_relaxed);
+        sx__relay_conn_write(c, mine);
+        return false;
+    }
     if (o == NULL) {
         if (wait) {
             sx__relay_reply_error(c, id, "internal", "out of memory");
@@ -529,30 +627,59 @@ void sx__relay_watch_done(sx__relay_watch *w, sx__relay_out *o)
     sx__relay_watch_unref(w); /* the table's */
 }
 
-/* Starts a wait (timeout_ms < 0: none) or a subscribe on pid. */
-void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
-                           sx_pid pid, int64_t timeout_ms)
+/* Whether c and its server have room for one more record: NULL, or the
+ * `limit` message (in buf). */
+static const char *no_room(sx__relay_conn *c, char *buf, size_t cap)
 {
     sx_server *s = c->srv;
-    if (c->n_pending >= SX_RELAY_MAX_PENDING) {
-        sx__relay_reply_error(
-            c, id, "limit",
-            "too many waits and subscriptions on this connection (65536)");
-        return;
-    }
+    if (c->n_pending >= SX_RELAY_MAX_PENDING)
+        return "too many waits and subscriptions on this connection (65536)";
     if (s->n_waits >= s->max_waits) {
-        char msg[128];
-        snprintf(msg, sizeof(msg),
+        snprintf(buf, cap,
                  "too many waits and subscriptions in the server (%zu, "
                  "--max-waits)",
                  s->max_waits);
-        sx__relay_reply_error(c, id, "limit", msg);
+        return buf;
+    }
+    return NULL;
+}
+
+bool sx__relay_wait_room(sx__relay_conn *c, uint64_t id)
+{
+    char buf[128];
+    const char *why = no_room(c, buf, sizeof(buf));
+    if (why != NULL)
+        sx__relay_reply_error(c, id, "limit", why);
+    return why == NULL;
+}
+
+/* Answers request id of kind with an error once it could not start: a
+ * submit's reply carries its job's pid. */
+static void start_fail(sx__relay_conn *c, uint64_t id, uint8_t kind, sx_pid pid,
+                       bool existing, const char *code, const char *msg)
+{
+    if (kind == SX__RELAY_PEND_SUBMIT)
+        submit_fail(c, id, pid, existing, code, msg);
+    else
+        sx__relay_reply_error(c, id, code, msg);
+}
+
+/* Starts a wait or a submit's wait (timeout_ms < 0: none) or a subscribe
+ * on pid. */
+static void watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
+                        sx_pid pid, bool existing, int64_t timeout_ms)
+{
+    sx_server *s = c->srv;
+    char buf[160];
+    const char *why = no_room(c, buf, sizeof(buf));
+    if (why != NULL) {
+        start_fail(c, id, kind, pid, existing, "limit", why);
         return;
     }
-    bool timed = kind == SX__RELAY_PEND_WAIT && timeout_ms >= 0;
+    bool timed = kind != SX__RELAY_PEND_SUBSCRIBE && timeout_ms >= 0;
     sx__relay_pending *r = record_new(s, timed);
     if (r == NULL) {
-        sx__relay_reply_error(c, id, "internal", "out of memory");
+        start_fail(c, id, kind, pid, existing, "internal", "out of memory");
         return;
     }
     sx__relay_watch *w = wt_find(s, pid);
@@ -563,7 +690,7 @@ void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
         if (w == NULL || !wt_put(s, w)) {
             free(w);
             free(r);
-            sx__relay_reply_error(c, id, "internal", "out of memory");
+            start_fail(c, id, kind, pid, existing, "internal", "out of memory");
             return;
         }
         atomic_init(&w->refs, 2); /* the table's and the engine watch's */
@@ -582,11 +709,19 @@ void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
             sx__relay_watch_unref(w);
             sx__relay_watch_unref(w);
             free(r);
-            sx__relay_reply_engine(c, id, rc, pid);
+            if (kind == SX__RELAY_PEND_SUBMIT) {
+                char txt[SX_PID_TEXT_MAX];
+                sx_pid_format(pid, txt, sizeof(txt));
+                snprintf(buf, sizeof(buf), "%s: %s", txt, sx_strerror(rc));
+                submit_fail(c, id, pid, existing, sx_wire_code(rc), buf);
+            } else {
+                sx__relay_reply_engine(c, id, rc, pid);
+            }
             return;
         }
     }
     r->kind = kind;
+    r->existing = existing;
     r->id = id;
     r->conn = c;
     r->w = w;
@@ -620,4 +755,16 @@ void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
         r->has_timer = true;
         uv_timer_start(&r->timer, timer_cb, (uint64_t)timeout_ms, 0);
     }
+}
+
+void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
+                           sx_pid pid, int64_t timeout_ms)
+{
+    watch_start(c, id, kind, pid, false, timeout_ms);
+}
+
+void sx__relay_submit_wait(sx__relay_conn *c, uint64_t id, sx_pid pid,
+                           bool existing, int64_t timeout_ms)
+{
+    watch_start(c, id, SX__RELAY_PEND_SUBMIT, pid, existing, timeout_ms);
 }

@@ -83,12 +83,22 @@ typedef struct sx__relay_out {
     sx__relay_conn *conn;   /* PUSH, ANSWER: a reference to the
                                connection */
     sx__relay_watch *watch; /* DONE: the engine watch's reference */
-    size_t off;             /* where the bytes to write start in data (0,
-                               or a message push's room for a notice) */
-    size_t len;             /* bytes to write, from data + off */
-    size_t cap;             /* bytes allocated at data */
-    uint8_t *data;          /* the frame: 4-byte length, then the map;
-                               allocated with the item (NULL if embedded) */
+    /* ANSWER with then_wait: a submit with "wait" that the state store (or
+     * another node) accepted; the loop starts its wait instead of writing
+     * data (relay/stored.c): the request's id, the job's PID, whether it
+     * was an earlier job (`existing`) and the wait's timeout_ms (< 0:
+     * none). */
+    uint8_t then_wait;
+    uint8_t wait_existing;
+    uint64_t wait_id;
+    sx_pid wait_pid;
+    int64_t wait_ms;
+    size_t off;    /* where the bytes to write start in data (0,
+                      or a message push's room for a notice) */
+    size_t len;    /* bytes to write, from data + off */
+    size_t cap;    /* bytes allocated at data */
+    uint8_t *data; /* the frame: 4-byte length, then the map;
+                      allocated with the item (NULL if embedded) */
 } sx__relay_out;
 
 /* Allocates an item with room for cap frame bytes (len 0). NULL when out
@@ -179,10 +189,18 @@ void sx__relay_watch_unref(sx__relay_watch *w);
  * its connection's list until it is answered, times out or the
  * connection closes; then freed (once its timer, if any, is closed). A
  * record without a timer is allocated without the timer's bytes. */
-enum { SX__RELAY_PEND_WAIT = 1, SX__RELAY_PEND_SUBSCRIBE = 2 };
+/* SUBMIT: a submit with "wait": a wait whose answers (the outcome, a
+ * timeout, an error after the job started) carry the job's "pid", and
+ * "existing" when its key named an earlier job (docs/PROTOCOL.md, submit). */
+enum {
+    SX__RELAY_PEND_WAIT = 1,
+    SX__RELAY_PEND_SUBSCRIBE = 2,
+    SX__RELAY_PEND_SUBMIT = 3
+};
 struct sx__relay_pending {
     uint8_t kind; /* SX__RELAY_PEND_* */
     bool has_timer;
+    bool existing;                    /* SUBMIT: the key named an earlier job */
     uint64_t id;                      /* the request's id */
     sx__relay_conn *conn;             /* no reference: the connection frees
                                          its records when it closes */
@@ -461,6 +479,12 @@ void sx__relay_pack_error(sx_pack *pk, const char *code, const char *message);
  * the store's answer replies; else sx_engine_submit_async's error, and
  * the caller replies), and a send, answered at once or, to a checkpointed
  * job, once its message is stored. */
+/* A submit's "wait" and "timeout_ms" (docs/PROTOCOL.md, submit): answered
+ * once the job has finished. timeout_ms < 0: no limit. */
+typedef struct {
+    bool on;
+    int64_t timeout_ms;
+} sx__relay_then_wait;
 /* relay/stored.c: [any thread] Posts the reply in pk to connection c
  * through the hub, and lets go of both references and of pk. */
 void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk);
@@ -470,13 +494,29 @@ void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk);
 void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
                            size_t tl, const char *mn, size_t ml,
                            const sx_payload *in, size_t n,
-                           const sx_submit_opts *o);
-/* relay/ops.c: the wire code of a submit's error (init's refusals, of
- * whatever code, are init_failed). */
+                           const sx_submit_opts *o,
+                           const sx__relay_then_wait *wait);
+/* relay/ops.c: request fields. A field's value: 0 and *v, 1 when
+ * absent. A field given as nil counts as absent for the typed readers
+ * (sx__relay_is_nil). A str field: 0 (*s, *n point into req), 1 (absent
+ * or nil), SX_EPROTO (wrong type). */
+int sx__relay_field(sx_payload req, const char *key, sx_payload *v);
+bool sx__relay_is_nil(sx_payload v);
+int sx__relay_field_str(sx_payload req, const char *key, const char **s,
+                        size_t *n);
+/* A name the client sent (n bytes at s) quoted for a message: at most max
+ * bytes, invalid UTF-8 and NUL bytes as \xHH; buf holds 4 * max + 1. */
+const char *sx__relay_quoted(char *buf, const char *s, size_t n, size_t max);
+/* relay/ops_submit.c: the submit op. */
+void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req);
+/* relay/ops_submit.c: the wire code of a submit's error (init's refusals,
+ * of whatever code, are init_failed). */
 const char *sx__relay_submit_code(int rc);
+/* wait: the submit's wait, or NULL for a plain submit. */
 int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
                             const char *method, const sx_payload *in, size_t n,
-                            const sx_submit_opts *o);
+                            const sx_submit_opts *o,
+                            const sx__relay_then_wait *wait);
 void sx__relay_send(sx__relay_conn *c, uint64_t id, sx_pid to,
                     const char *topic, sx_payload data);
 /* Packs a name the server did not choose (a type's or a method's): a str
@@ -514,6 +554,14 @@ void sx__relay_op_types(sx__relay_conn *c, uint64_t id, sx_payload req);
  * request id; replies at once on errors (and to a subscribe). [loop] */
 void sx__relay_watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
                            sx_pid pid, int64_t timeout_ms);
+/* Starts the wait of a submit with "wait" whose job pid has started
+ * (existing: its key named an earlier job): every answer carries the pid.
+ * [loop] */
+void sx__relay_submit_wait(sx__relay_conn *c, uint64_t id, sx_pid pid,
+                           bool existing, int64_t timeout_ms);
+/* Whether connection c and the server have room for one more wait: else
+ * replies `limit` to request id and returns false. [loop] */
+bool sx__relay_wait_room(sx__relay_conn *c, uint64_t id);
 /* Answers wait request id with the outcome r at once (a poll of a
  * process that has finished). */
 void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id,

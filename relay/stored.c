@@ -22,6 +22,7 @@ typedef struct {
     sx__relay_conn *c;  /* a reference */
     sx__relay_hub *hub; /* a reference */
     uint64_t id;
+    sx__relay_then_wait wait; /* the submit's "wait" */
 } stored_submit;
 
 void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
@@ -51,6 +52,28 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
                           const char *msg)
 {
     stored_submit *ss = user;
+    if (rc == 0 && ss->wait.on) {
+        /* The job started: the loop starts its wait, which replies. */
+        sx__relay_out *o = sx__relay_out_new(SX__RELAY_OUT_ANSWER, 0);
+        if (o != NULL) {
+            o->then_wait = 1;
+            o->wait_existing = existing;
+            o->wait_id = ss->id;
+            o->wait_pid = pid;
+            o->wait_ms = ss->wait.timeout_ms;
+            o->conn = ss->c; /* the item takes the reference */
+            if (sx__relay_hub_post(ss->hub, o) != 0) {
+                sx__relay_out_free(o); /* the server has stopped */
+                sx__relay_conn_unref(ss->c);
+            }
+        } else {
+            /* Out of memory: unanswered, as for a connection lost. */
+            sx__relay_conn_unref(ss->c);
+        }
+        sx__relay_hub_unref(ss->hub);
+        free(ss);
+        return;
+    }
     sx_pack pk;
     sx_pack_init(&pk);
     sx_pack_map(&pk, rc == 0 && existing ? 4 : 3);
@@ -77,13 +100,15 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
 
 int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
                             const char *method, const sx_payload *in, size_t n,
-                            const sx_submit_opts *o)
+                            const sx_submit_opts *o,
+                            const sx__relay_then_wait *wait)
 {
     sx_server *s = c->srv;
     stored_submit *ss = malloc(sizeof(*ss));
     if (ss == NULL)
         return SX_ENOMEM;
-    *ss = (stored_submit){ c, s->hub, id };
+    *ss = (stored_submit){ c, s->hub, id,
+                           wait != NULL ? *wait : (sx__relay_then_wait){ 0 } };
     sx__relay_conn_ref(c);
     sx__relay_hub_ref(s->hub);
     int rc = sx_engine_submit_async(s->engine, type, method, in, n, o,
@@ -99,7 +124,8 @@ int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
 void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
                            size_t tl, const char *mn, size_t ml,
                            const sx_payload *in, size_t n,
-                           const sx_submit_opts *o)
+                           const sx_submit_opts *o,
+                           const sx__relay_then_wait *wait)
 {
     char type[256], method[256], msg[320];
     if (tl >= sizeof type || ml >= sizeof method ||
@@ -113,7 +139,7 @@ void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
     type[tl] = '\0';
     memcpy(method, mn, ml);
     method[ml] = '\0';
-    int rc = sx__relay_submit_stored(c, id, type, method, in, n, o);
+    int rc = sx__relay_submit_stored(c, id, type, method, in, n, o, wait);
     if (rc == 0)
         return; /* stored_answer replies */
     if (rc == SX_EUNKNOWN_TYPE)

@@ -360,6 +360,16 @@ int sx_client_send(sx_client *c, sx_pid to, const char *topic, sx_payload data,
 /* The reply's "result" is in *out (body); steps in *out_steps. */
 int sx_client_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
                    uint64_t *out_steps, sx_reply *out);
+/* submit with "wait" (docs/PROTOCOL.md, submit): starts a process and
+ * answers once it has finished, one request per job. Returns as
+ * sx_client_wait does (0: it finished ok, its "result" in *out; its own
+ * error; SX_ETIMEDOUT once timeout_ms (< 0: no limit) passed, the job
+ * going on) or as sx_client_submit does for a submit refused (nothing
+ * started). *out_pid (may be NULL): the job's PID whenever it started,
+ * SX_PID_NONE when it did not; *out_steps (may be NULL) as for wait. */
+int sx_client_submit_wait(sx_client *c, const char *type, const char *method,
+                          const sx_payload *input, size_t n, int64_t timeout_ms,
+                          sx_pid *out_pid, uint64_t *out_steps, sx_reply *out);
 int sx_client_cancel(sx_client *c, sx_pid pid, const char *reason,
                      sx_reply *out);
 int sx_client_terminate(sx_client *c, sx_pid pid, sx_reply *out);
@@ -418,6 +428,11 @@ int sx_client_post_submit(sx_client *c, const char *type, const char *method,
                           const sx_payload *input, size_t n, uint64_t *out_id);
 int sx_client_post_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
                         uint64_t *out_id);
+/* A submit with "wait", as sx_client_submit_wait builds it: one reply, once
+ * the job has finished (sx_reply_pid reads its PID from that reply). */
+int sx_client_post_submit_wait(sx_client *c, const char *type,
+                               const char *method, const sx_payload *input,
+                               size_t n, int64_t timeout_ms, uint64_t *out_id);
 /* Writes everything queued, waiting up to timeout_ms (< 0: no limit) and
  * reading meanwhile (replies and pushes are kept). 0, SX_ETIMEDOUT (the
  * connection stays usable: the rest goes later), or the broken error. */
