@@ -186,6 +186,19 @@ try:
     check(r.get("pid", "").startswith("{2@") and w.get("result") == 4,
           "submit on node 1 with node 2: runs on node 2, waited from node 1",
           (r, w))
+    r = c1.call("submit", type="counter", method="run", input=[6], node=2,
+                wait=True)
+    check(r.get("ok") and r.get("pid", "").startswith("{2@") and
+          r.get("result") == 6 and r.get("steps") == 7,
+          "submit with wait on node 1 placed on node 2: one reply with the "
+          "outcome and node 2's pid", r)
+    r = c1.call("submit", type="sleeper", method="run", input=[5000],
+                node=3, wait=True, timeout_ms=100)
+    check(code(r) == "timeout" and r.get("pid", "").startswith("{3@"),
+          "submit with wait and timeout_ms placed on node 3: timeout naming "
+          "the job there", r)
+    if r.get("pid"):
+        c1.call("terminate", pid=r["pid"])
     r = c1.call("submit", type="nosuch", method="run", input=[], node=2)
     check(code(r) == "unknown_type" and "node 2" in r["error"]["message"],
           "submit with node 2 of a type node 2 lacks: unknown_type, said by "
