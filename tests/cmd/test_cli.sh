@@ -461,6 +461,14 @@ run --json submit --wait sleeper run '[50]'
 json "submit --wait sleeper" "d['result'] == 50 and d['ok'] is True"
 run submit --wait counter run '[2]'
 expect "submit --wait (human)" 0 "done in 3 steps: 2$"
+# Past the first slice of the wait (1 s), the submit's own reply is a
+# timeout naming the job; the CLI goes on waiting for it.
+run submit --wait sleeper run '[1600]'
+expect "submit --wait past the first slice: the outcome" 0 \
+    "done in 2 steps: 1600$"
+run submit --wait nope run '[]'
+expect "submit --wait of an unknown type: refused, exit 4" 4 \
+    "no process type \"nope\" \(unknown_type\)"
 run --json submit --wait exec run '[["sh", "-c", "echo hi; echo err >&2"]]'
 json "exec: {status, stdout, stderr}" \
     "d['result']['status'] == 0 and d['result']['stdout'] == 'hi\n' and d['result']['stderr'] == 'err\n'"
