@@ -302,18 +302,21 @@ for spec in "${WORKLOADS[@]}"; do
     echo "=== $w n=$n, $RUNS runs of: $rts ==="
     for round in $(seq 1 "$RUNS"); do
         for rt in $rts; do
+            rm -f "$OUTDIR/time.txt"
             set +e
             out=$(timeout "$TIMEOUT" /usr/bin/time -v -o "$OUTDIR/time.txt" \
                 bash "$0" one "$w" "$rt" "$n" 2>"$OUTDIR/stderr.txt")
             rc=$?
             set -e
             rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$OUTDIR/time.txt" 2>/dev/null || true)
+            cpu=$(awk -F': ' '/User time \(seconds\)/ { u = $2 } /System time \(seconds\)/ { s = $2 }
+                END { if (u != "" && s != "") printf "%.2f", u + s }' "$OUTDIR/time.txt" 2>/dev/null || true)
             line=$(printf '%s\n' "$out" | grep '^bench=' | tail -n 1 || true)
             if [ -z "$line" ]; then
                 line="error rc=$rc $(tail -n 1 "$OUTDIR/stderr.txt" | tr '\t' ' ')"
                 [ "$rc" = 124 ] && line="error rc=$rc timed out after ${TIMEOUT}s"
             fi
-            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rt" "$round" "$rc" "${rss:-0}" "$line" >>"$RAW"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rt" "$round" "$rc" "${rss:-0}" "$cpu" "$line" >>"$RAW"
             printf '  %-10s %-11s #%s rc=%s  %s\n' "$w" "$rt" "$round" "$rc" "$line"
         done
     done

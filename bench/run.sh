@@ -4,6 +4,7 @@
 # docs/BENCHMARKS.md.
 #
 #   bash bench/run.sh [--quick] [--runs R] [--out FILE] [--only a,b,...]
+#                     [--no-icount]
 #
 # The build it measures: bench/stepx-bench from the working tree, in a
 # build tree of its own, build/bench/stepx (so that it never races
@@ -20,21 +21,31 @@
 #    erlc, g++ -O2);
 # 3. runs every workload R times (full: 7, --quick: 3), interleaving the
 #    runtimes (stepx, go, erlang, caf, stepx, go, ...), each run a fresh
-#    process wrapped in /usr/bin/time -v for its peak RSS and in timeout(1);
-# 4. writes the report (bench/report.py): medians (min-max) over the runs
-#    that passed their own check, peak RSS, ratios against the best peer,
-#    verdicts against the targets, and the known gaps.
+#    process wrapped in /usr/bin/time -v for its peak RSS and CPU time
+#    (user + sys) and in timeout(1);
+# 4. counts instructions per operation of the engine's rows (yield, ring,
+#    pingpong, skynet, fanin, spawnidle, submit) with callgrind, one
+#    worker (bench/icount.sh --diff: runs at n and 2n, the difference over
+#    n, so that start-up cancels); 1-2 minutes on 2 cores. --no-icount
+#    leaves it out, and it is left out with a message when valgrind is
+#    missing;
+# 5. writes the report (bench/report.py): medians (min-max) over the runs
+#    that passed their own check, CPU time, peak RSS, ratios against the
+#    best peer, verdicts against the targets, instructions per operation,
+#    and the known gaps.
 #
 # The cluster's rows (xpingpong, xfanin, xdetect: nodes as OS processes
 # over a nats-server of each run's own) run through bench/cluster.sh,
 # which also runs them alone (bash bench/cluster.sh --quick).
 #
-# Raw lines go to build/bench/raw.tsv as the runs go, and the machine and
-# build figures to build/bench/meta.txt. A full run (about 9-16 minutes on
-# 2 cores) then copies both to bench/results/ and writes docs/BENCHMARKS.md
-# from there: commit the three together. --quick (smaller n, 3 runs, 1-2
-# minutes) writes build/bench/BENCHMARKS-quick.md from build/bench/ unless
-# --out says otherwise, so that a smoke run replaces neither.
+# Raw lines go to build/bench/raw.tsv as the runs go, the instruction
+# counts to build/bench/icount.tsv, and the machine and build figures to
+# build/bench/meta.txt. A full run (about 10-17 minutes on 2 cores) then
+# copies them to bench/results/ and writes docs/BENCHMARKS.md from there:
+# commit them together. --quick (smaller n, 3 runs, 1-2 minutes, and the
+# instruction counts at the full run's sizes) writes
+# build/bench/BENCHMARKS-quick.md from build/bench/ unless --out says
+# otherwise, so that a smoke run replaces none of them.
 #
 # To rebuild the report from stored raw lines without running anything
 # (after a change to bench/report.py, say):
@@ -49,12 +60,14 @@ QUICK=0
 RUNS=""
 OUT=""
 ONLY=""
+ICOUNT=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
     --runs) RUNS=$2; shift ;;
     --out) OUT=$2; shift ;;
     --only) ONLY=$2; shift ;;
+    --no-icount) ICOUNT=0 ;;
     -h | --help)
         awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
         exit 0
@@ -83,6 +96,7 @@ fi
 COMMAND="bash bench/run.sh"
 [ "$QUICK" = 1 ] && COMMAND="$COMMAND --quick"
 [ -n "$ONLY" ] && COMMAND="$COMMAND --only $ONLY"
+[ "$ICOUNT" = 0 ] && COMMAND="$COMMAND --no-icount"
 T_START=$(date +%s)
 
 # ---- 1. packages ----------------------------------------------------------
@@ -202,9 +216,9 @@ cmd_for() { # runtime workload n
     esac
     case "$1" in
     stepx)
-        # relay1: relay with one request at a time per connection (the
-        # strictest reading of the relay target: each connection submits,
-        # then waits, then submits the next).
+        # relay1: relay with one request at a time per connection (each
+        # connection submits, then waits, then submits the next), a row
+        # with a target of its own.
         if [ "$2" = relay1 ]; then
             echo "$STEPX relay $3 --window 1"
         else
@@ -227,16 +241,21 @@ if awk -v n="$(nproc)" '{ exit !($1 > n / 2) }' /proc/loadavg; then
 fi
 
 # Runs one program under timeout and /usr/bin/time -v; appends to raw.tsv:
-# workload, runtime, round, exit code, peak RSS (kB), the program's line.
+# workload, runtime, round, exit code, peak RSS (kB), CPU seconds (user +
+# sys of the whole process, start-up included; empty when time -v wrote
+# nothing, as after a timeout), the program's line.
 run_one() { # workload runtime round n tag
     local w=$1 rt=$2 round=$3 n=$4 tag=$5
-    local tv=$BB/time.txt out rc rss line
+    local tv=$BB/time.txt out rc rss cpu line
+    rm -f "$tv"
     set +e
     # shellcheck disable=SC2046 # the command line is split on purpose
     out=$(timeout "$TIMEOUT" /usr/bin/time -v -o "$tv" $(cmd_for "$rt" "$w" "$n") 2>"$BB/stderr.txt")
     rc=$?
     set -e
     rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tv" 2>/dev/null || true)
+    cpu=$(awk -F': ' '/User time \(seconds\)/ { u = $2 } /System time \(seconds\)/ { s = $2 }
+        END { if (u != "" && s != "") printf "%.2f", u + s }' "$tv" 2>/dev/null || true)
     line=$(printf '%s\n' "$out" | grep '^bench=' | tail -n 1 || true)
     if [ -z "$line" ]; then
         local why
@@ -244,8 +263,8 @@ run_one() { # workload runtime round n tag
         [ "$rc" = 124 ] && why="timed out after ${TIMEOUT}s"
         line="error rc=$rc ${why}"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tag" "$rt" "$round" "$rc" "${rss:-0}" "$line" >>"$RAW"
-    printf '  %-10s %-7s #%s rc=%s rss=%sk  %s\n' "$tag" "$rt" "$round" "$rc" "${rss:-?}" "$line"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tag" "$rt" "$round" "$rc" "${rss:-0}" "$cpu" "$line" >>"$RAW"
+    printf '  %-10s %-7s #%s rc=%s rss=%sk cpu=%ss  %s\n' "$tag" "$rt" "$round" "$rc" "${rss:-?}" "${cpu:-?}" "$line"
 }
 
 for spec in "${WORKLOADS[@]}"; do
@@ -270,7 +289,64 @@ for spec in "${WORKLOADS[@]}"; do
     done
 done
 
-# ---- 4. report ------------------------------------------------------------
+# ---- 4. instructions per operation ----------------------------------------
+# bench/icount.sh --diff on the engine's rows: callgrind, one worker, runs
+# at n and at 2n (skynet at 10n: its n is a power of ten), the difference
+# over the added operations. submit and spawnidle have a thread outside the
+# engine whose count varies with valgrind's thread switches: the median of
+# 3 counts at each size. The others repeat within 0.1 %; yield's,
+# pingpong's, ring's and fanin's per-op figures at these sizes match those
+# at twice them, skynet's depend on n (3,779 per leaf from 1,000 to
+# 10,000, 3,375 from 10,000 to 100,000), so compare them at one size. The
+# sizes are the same in both modes, so that a quick run's counts compare
+# with a full run's; all seven took 70 s on 2 cores with the host at load
+# 10. A workload that --only leaves out is not counted either.
+# workload | n | counts per size
+ICOUNT_SIZES=(
+    "yield|200000|1"
+    "pingpong|100000|1"
+    "ring|100000|1"
+    "skynet|10000|1"
+    "fanin|200000|1"
+    "spawnidle|50000|3"
+    "submit|100000|3"
+)
+ICOUNT_TSV=$BB/icount.tsv
+rm -f "$ICOUNT_TSV"
+ICOUNT_STATE=counted
+ICOUNT_FAILED=()
+T_ICOUNT=$(date +%s)
+if [ "$ICOUNT" = 0 ]; then
+    ICOUNT_STATE="the run had --no-icount"
+elif ! command -v valgrind >/dev/null; then
+    ICOUNT_STATE="valgrind is missing"
+    echo "run.sh: valgrind is missing: no instruction counts in this report" \
+        "(apt-get install -y valgrind; --no-icount leaves them out quietly)" >&2
+else
+    : >"$ICOUNT_TSV"
+    for spec in "${ICOUNT_SIZES[@]}"; do
+        IFS='|' read -r w n rounds <<<"$spec"
+        if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$w,"* ]]; then
+            continue
+        fi
+        echo "=== icount $w n=$n: callgrind, one worker ==="
+        if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$STEPX" "$w:$n"); then
+            echo "  $line"
+            # icount.tsv: workload, n, n2, instructions at n, at n2, per
+            # op, counts per size.
+            printf '%s\n' "$line" | awk '{
+                for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v["workload"], v["n"], v["n2"],
+                    v["instr_n"], v["instr_n2"], v["per_op"], v["rounds"] }' >>"$ICOUNT_TSV"
+        else
+            echo "run.sh: the instruction count of $w failed (above)" >&2
+            ICOUNT_FAILED+=("$w")
+        fi
+    done
+fi
+ICOUNT_S=$(($(date +%s) - T_ICOUNT))
+
+# ---- 5. report ------------------------------------------------------------
 T_END=$(date +%s)
 META=$BB/meta.txt
 {
@@ -294,6 +370,10 @@ META=$BB/meta.txt
     echo "commit=$BUILT_COMMIT"
     echo "dirty=$BUILT_DIRTY"
     echo "build=$BUILT_OPTIONS"
+    echo "icount=$ICOUNT_STATE"
+    echo "icount_s=$ICOUNT_S"
+    echo "icount_failed=$(IFS=,; echo "${ICOUNT_FAILED[*]}")"
+    echo "valgrind=$(valgrind --version 2>/dev/null || echo none)"
 } >"$META"
 # The committed report's raw lines live beside it in bench/results/, so that
 # bench/report.py --from bench/results can rebuild it; any other report is
@@ -304,6 +384,11 @@ if [ "$OUT" = docs/BENCHMARKS.md ]; then
     mkdir -p "$RESULTS"
     cp "$RAW" "$RESULTS/raw.tsv"
     cp "$META" "$RESULTS/meta.txt"
+    if [ -f "$ICOUNT_TSV" ]; then
+        cp "$ICOUNT_TSV" "$RESULTS/icount.tsv"
+    else
+        rm -f "$RESULTS/icount.tsv"
+    fi
 fi
 mkdir -p "$(dirname "$OUT")"
 python3 bench/report.py --from "$RESULTS" >"$OUT"
