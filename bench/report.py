@@ -782,7 +782,9 @@ def section_method(p, meta, run):
       .format(", tokio" if tokio else ""))
     p("- **Builds.** stepx-bench is built by bench/run.sh in its own tree, "
       "build/bench/stepx, with meson `{}` (link-time optimisation when "
-      "`b_lto=true`); Go with `go build`, Erlang with "
+      "`b_lto=true`): meson's defaults for this project, the build that "
+      "`meson install` installs, that scripts/run.sh runs and that a "
+      "program linking `stepx.pc` gets; Go with `go build`, Erlang with "
       "`erlc`, CAF with `g++ -O2`{}. Every runtime uses one scheduler thread "
       "per core.".format(meta.get("build", "buildtype=release"),
                          ", Tokio with Debian's cargo (release, LTO)"
