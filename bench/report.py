@@ -106,6 +106,7 @@ KEY_TEXT = {
 AGAINST = {
     "xpingpong": "nats",
     "xfanin": "nats",
+    "relay1": "redis",
 }
 # Workloads measured without a target: what the summary's target cell says.
 NO_TARGET = {
@@ -122,10 +123,15 @@ ORDER = ["skynet", "pingpong", "ring", "fanin", "spawnidle", "submit", "yield",
 # stepx-1node and nats run only the cluster's rows (bench/cluster.sh):
 # there "stepx" is the program across nodes, stepx-1node the same program
 # in one engine, nats plain nats.c between OS processes.
-RUNTIMES = ["stepx", "go", "erlang", "caf", "tokio", "stepx-1node", "nats"]
+# redis runs only relay1: redis-server and redis-benchmark, one request at a
+# time on 8 connections, what such a round trip costs here without an
+# engine (bench/peers/redis/run.sh).
+RUNTIMES = ["stepx", "go", "erlang", "caf", "tokio", "stepx-1node", "nats",
+            "redis"]
 RUNTIME_NAMES = {"stepx": "stepx", "go": "Go", "erlang": "Erlang", "caf": "CAF",
                  "tokio": "Tokio",
-                 "stepx-1node": "stepx, one node", "nats": "plain NATS"}
+                 "stepx-1node": "stepx, one node", "nats": "plain NATS",
+                 "redis": "Redis"}
 # The cluster's rows: their stepx runs are across nodes.
 CLUSTER = ("xpingpong", "xfanin", "xdetect")
 # The peers a "ratio" target is checked against: the best of them.
@@ -244,8 +250,13 @@ HOW = {
              "Client, server loop, workers and I/O loop share the cores. No "
              "peer.",
     "relay1": "The relay program with `--window 1`: one request at a time on "
-              "each of the 8 connections (a submit, its reply, a wait, its "
-              "reply), with a target of its own. No peer.",
+              "each of the 8 connections, and a job is one request: a submit "
+              "with `\"wait\": true`, answered with the job's outcome "
+              "(PROTOCOL.md, submit), then the next job's. Its reference is "
+              "Redis in the same run (bench/peers/redis/run.sh): "
+              "redis-server on a Unix socket and redis-benchmark with 8 "
+              "connections, one SET at a time on each, what a request and "
+              "its reply cost on this machine's sockets without an engine.",
     "relay-durable": "The relay program (8 connections, 64 jobs in flight on "
                      "each) on an engine with a state store "
                      "(docs/DURABILITY.md) in a fresh temporary directory on "
@@ -321,18 +332,20 @@ HOW = {
 # shows the limit (details: bench/FINDINGS.md). Shown under "Known gaps"
 # only for the workloads this run misses.
 GAP_WHY = {
-    "relay1": "Each job is four socket messages (submit, its reply, wait, its "
-              "reply) on a connection that carries one request at a time. "
-              "perf of a 100,000-job run on the 2-core VM puts the system "
-              "calls alone at ~15 µs of CPU per job (the server's write of a "
-              "reply, which wakes the client, ~1.5 µs; its read ~1.1 µs; the "
-              "client's send ~1.6 µs and receive ~1.2 µs; each twice, plus "
-              "the epoll and poll waits). 120 k jobs per second on 2 cores "
-              "leaves 16.7 µs of CPU per job for everything, hardly more than "
-              "those calls before any engine work; the engine's own share is "
-              "small (the workers ~20 % of the samples, half of it spinning "
-              "for the next job). The same server with requests pipelined, as "
-              "the protocol allows, is the relay row.",
+    "relay1": "A job is one request and one reply (a submit with `wait`) "
+              "on a connection that carries one request at a time, so the "
+              "figure is bound by the round trips of the machine's sockets "
+              "and the threads they wake, not by the engine: Redis in the "
+              "same run (redis-server and redis-benchmark, 8 connections, one "
+              "SET at a time, no engine at all) is the reference beside it, "
+              "and stepx runs at about its rate. On this 2-core VM every "
+              "system call traps to the hypervisor (perf: a quarter of all "
+              "samples of a relay1 run are the paravirtual interrupt "
+              "enable after a system call), and each job is a client send, "
+              "a server read, a write and a client receive, plus the "
+              "wake-ups of a worker and of the server's loop. The same "
+              "server with requests pipelined, as the protocol allows, is "
+              "the relay row.",
     "relay-durable": "Each job waits for two group commits one after the "
                      "other (its submit's, then its outcome's) with relay "
                      "round trips between them, and 512 jobs are in flight "
@@ -370,31 +383,6 @@ GAP_WHY = {
     "ring": "As pingpong: the same program, bimodal with the host (46–48 ns, "
             "or 65–83 ns in the host's busy spells).",
 }
-
-GAP_WHY.update({
-    "xpingpong": "relay/cluster.c's NATS connection keeps nats.c's default "
-                 "buffered publishes (no `natsOptions_SetSendAsap`, no flush "
-                 "after a send): nats.c's flusher thread writes a publish "
-                 "about 1 ms after it is made, and a round trip is two "
-                 "publishes (there and back), so the p50 sits at ~2.0 ms "
-                 "whatever the engine does. Plain NATS with nats.c's "
-                 "defaults shows the same step (bench/peers/nats/reqrep.c "
-                 "`--buffered`: p50 ~1.0 ms, its request is flushed at "
-                 "once, only the reply waits).",
-    "xfanin": "No batching per destination node yet: relay/cluster.c's "
-              "route publishes one NATS message per process message (a "
-              "lock, a subject, a msgpack map, a publish), and the "
-              "receiving node hands each to the engine one by one on "
-              "nats.c's delivery thread. And messages are lost: the "
-              "receiving node's subscription keeps nats.c's default "
-              "pending limit (65,536 messages), so while the sink's node "
-              "falls behind the producers nats.c drops what is over it as "
-              "a slow consumer, without a word (no error handler, no "
-              "counter; the sink's cluster figures show fewer messages in "
-              "than were sent, and nats-server logs no slow consumer). The "
-              "runs that lose messages fail their check; their lines show "
-              "what arrived.",
-})
 
 # What one operation is in the instructions table (bench/icount.sh --diff).
 ICOUNT_OP = {

@@ -102,7 +102,7 @@ T_START=$(date +%s)
 # ---- 1. packages ----------------------------------------------------------
 bash scripts/setup.sh
 PEER_PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3
-    cargo librust-tokio-dev)
+    cargo librust-tokio-dev redis-server redis-tools)
 missing=()
 for pkg in "${PEER_PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
@@ -198,7 +198,7 @@ WORKLOADS=(
     "idle|5|1|stepx go"
     "timers|100000|100000|stepx go"
     "relay|100000|20000|stepx"
-    "relay1|100000|5000|stepx"
+    "relay1|100000|5000|stepx redis"
     "relay-durable|100000|20000|stepx"
     "recover|1000000|100000|stepx"
     "checkpoint|64000|16000|stepx"
@@ -229,6 +229,7 @@ cmd_for() { # runtime workload n
     erlang) echo "erl -noshell +P 5000000 -pa $BB/erlang -run bench main $2 $3" ;;
     caf) echo "$BB/stepx-peer-caf $2 $3" ;;
     tokio) echo "$BB/stepx-peer-tokio $2 $3" ;;
+    redis) echo "bash bench/peers/redis/run.sh $3" ;;
     esac
 }
 
