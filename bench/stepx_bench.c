@@ -1,7 +1,8 @@
 /* bench/stepx_bench.c — stepx-bench: the stepx side of the benchmark suite
- * (docs/BENCHMARKS.md). One workload per run:
+ * (docs/BENCHMARKS.md) and of the cost curves (bench/curves.sh). One
+ * workload per run:
  *
- *   stepx-bench <name> <n> [--workers K]
+ *   stepx-bench <name> <n> [--workers K] [--window W] [--idle K]
  *
  * prints one line
  *   bench=<name> runtime=stepx n=<n> secs=<s> ns_per_op=<ns>
@@ -11,11 +12,20 @@
  * submit, wake, idle, timers, relay, relay-durable (relay on an engine
  * with a state store), store (the durable store alone), recover (a start
  * on a state store of n stored jobs), checkpoint (the time a checkpoint
- * adds to a step of a checkpointed job).
+ * adds to a step of a checkpointed job), idlemsg (round trips to idle
+ * processes picked at random among the --idle K).
+ *
+ * --idle K: K processes submitted before the workload, each IDLE (waiting
+ * for a message) through it, ended by sx_engine_stop after it; not part
+ * of the timed figure. The line then also says idle=K, the time they took
+ * to spawn, the resident set after, and that all K were still live after
+ * the workload (ok=0 otherwise). The engine's default configuration
+ * holds them: max_slots 0 puts no cap below the process table's largest
+ * size (~4.3 billion slots), and 10^7 idle processes take ~1.4 GB.
  *
  * Each workload has the same program shape as its peers in bench/peers/
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
- * docs/BENCHMARKS.md.
+ * docs/BENCHMARKS.md; bench/curves.sh runs some at sizes 10^3 .. 10^7.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -229,13 +239,22 @@ static int one_init(void *st, const sx_init_ctx *c, const char *m,
     return 0;
 }
 
+/* An idle process: IDLE until a message. idlemsg's "p" (a ping) it
+ * answers and stays IDLE; any other message (spawnidle's "go", the
+ * cancel of sx_engine_stop) ends it. */
 static int idle_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {
     (void)st;
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].type == SX_EVENT_MESSAGE)
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != SX_EVENT_MESSAGE)
+            continue;
+        if (strcmp(ev[i].topic, "p") != 0)
             return done_int(out, 1);
+        int rc = send_int(out, ev[i].from, 1);
+        if (rc != 0)
+            return rc;
+    }
     sx_idle(out);
     return 0;
 }
@@ -245,6 +264,72 @@ static int once_step(void *st, const sx_event *ev, size_t n,
 {
     (void)st, (void)ev, (void)n;
     sx_done(out, nil);
+    return 0;
+}
+
+/* ---- --idle K and idlemsg: messages to processes among K idle ones ----
+ *
+ * With --idle K the driver submits K idle processes before the workload
+ * and waits until each has run its first step (and gone IDLE); they sit
+ * through the timed part and are ended by sx_engine_stop's cancel after
+ * it. idlemsg's pinger sends pings one at a time, each to one of the K,
+ * and waits for its answer before the next: first n round trips to idle
+ * processes picked at random (a fixed xorshift sequence; the figure),
+ * then n to them in submit order (a control: the same work, with the
+ * slots and the PIDs read in address order, so that the caches and the
+ * TLB serve them as K grows). */
+static sx_pid *idle_pids; /* the K idle processes, in submit order */
+static int64_t idle_k;
+/* The pinger's clock: its first send, the n-th answer, the 2n-th. Read by
+ * the driver after sx_engine_wait answers, which orders it after the
+ * pinger's last step. */
+static int64_t ping_ns[3];
+
+typedef struct {
+    uint64_t x; /* xorshift state: which idle process next */
+    int64_t sent, got;
+} ping_state;
+
+static int ping_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m, (void)in, (void)n;
+    ((ping_state *)st)->x = 88172645463325252ull;
+    return idle_k > 0 ? 0 : SX_EINVAL;
+}
+
+static int ping_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    ping_state *s = st;
+    int64_t answers = 0;
+    for (size_t i = 0; i < n; i++)
+        answers += ev[i].type == SX_EVENT_MESSAGE;
+    s->got += answers;
+    if (s->sent > s->got) { /* not an answer: still waiting */
+        sx_idle(out);
+        return 0;
+    }
+    if (s->got == arg_n)
+        ping_ns[1] = now_ns();
+    if (s->got == 2 * arg_n) {
+        ping_ns[2] = now_ns();
+        return done_int(out, s->got);
+    }
+    if (s->sent == 0)
+        ping_ns[0] = now_ns();
+    uint64_t k;
+    if (s->sent < arg_n) {
+        s->x ^= s->x << 13, s->x ^= s->x >> 7, s->x ^= s->x << 17;
+        k = s->x % (uint64_t)idle_k;
+    } else {
+        k = (uint64_t)(s->sent - arg_n) % (uint64_t)idle_k;
+    }
+    s->sent++;
+    int rc = sx_send(out, idle_pids[k], "p", nil);
+    if (rc != 0)
+        return rc;
+    sx_idle(out);
     return 0;
 }
 
@@ -456,6 +541,10 @@ static const sx_process_type types[] = {
       .state_size = sizeof(timer_state),
       .init = timer_init,
       .step = timer_step },
+    { .name = "ping",
+      .state_size = sizeof(ping_state),
+      .init = ping_init,
+      .step = ping_step },
 };
 
 static int wait_int(sx_engine *e, sx_pid pid, int64_t *v)
@@ -1411,14 +1500,100 @@ static int recover(int64_t n, unsigned workers, char *extra, size_t cap,
     return ok;
 }
 
+/* The resident set now, in kB (VmRSS of /proc/self/status); -1 if
+ * unknown. */
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kb;
+}
+
+/* --idle K: submits K idle processes, keeping their PIDs (16 bytes each,
+ * in the figure below), and waits until each has run its first step and
+ * gone IDLE. Reports the time that took, the resident set after it, and
+ * its growth per idle process. */
+static int idle_spawn(sx_engine *e, int64_t k, char *extra, size_t cap)
+{
+    long rss0 = rss_kb();
+    double t0 = now_s();
+    uint64_t steps0 = steps_run(e);
+    idle_pids = malloc((size_t)k * sizeof(*idle_pids));
+    int ok = idle_pids != NULL;
+    for (int64_t i = 0; ok && i < k; i++)
+        ok = sx_engine_submit(e, "idle", "run", NULL, 0, &idle_pids[i]) == 0;
+    while (ok && steps_run(e) - steps0 < (uint64_t)k)
+        sleep_ns(20000);
+    double secs = now_s() - t0;
+    long rss1 = rss_kb();
+    sx_engine_stats st;
+    sx_engine_stats_get(e, &st, NULL, 0);
+    ok = ok && st.live == (uint64_t)k;
+    snprintf(extra, cap,
+             " idle=%lld idle_spawn_secs=%.6f idle_rss_kb=%ld"
+             " idle_bytes_per_proc=%.1f",
+             (long long)k, secs, rss1,
+             (double)(rss1 - rss0) * 1024.0 / (double)k);
+    if (!ok)
+        fprintf(stderr, "stepx-bench: --idle %lld: spawning failed\n",
+                (long long)k);
+    return ok;
+}
+
+/* After the workload: every idle process is still live (and nothing
+ * else is), and sx_engine_stop's cancel ends each (it finishes DONE on
+ * the message). Reports how long the stop took. */
+static int idle_end(sx_engine *e, char *extra, size_t cap)
+{
+    sx_engine_stats a, b;
+    sx_engine_stats_get(e, &a, NULL, 0);
+    double t0 = now_s();
+    sx_engine_stop(e, 600000);
+    double secs = now_s() - t0;
+    sx_engine_stats_get(e, &b, NULL, 0);
+    int ok = a.live == (uint64_t)idle_k &&
+             b.completed - a.completed == (uint64_t)idle_k &&
+             b.terminated == a.terminated && b.failed == a.failed;
+    size_t l = strlen(extra);
+    snprintf(extra + l, cap - l, " idle_live_after=%llu idle_end_secs=%.6f",
+             (unsigned long long)a.live, secs);
+    free(idle_pids);
+    return ok;
+}
+
+/* idlemsg: n round trips to idle processes picked at random (the
+ * figure), then n in submit order (ping_step). */
+static int idlemsg(sx_engine *e, int64_t n, char *extra, size_t cap,
+                   double *secs_own)
+{
+    sx_pid p;
+    int64_t got = 0;
+    int ok = idle_k > 0 &&
+             sx_engine_submit(e, "ping", "run", NULL, 0, &p) == 0 &&
+             wait_int(e, p, &got) == 0 && got == 2 * n;
+    if (!ok)
+        return 0;
+    *secs_own = (double)(ping_ns[1] - ping_ns[0]) / 1e9;
+    snprintf(extra, cap, " in_order_ns_per_op=%.2f",
+             (double)(ping_ns[2] - ping_ns[1]) / (double)n);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr,
                 "usage: stepx-bench <yield|ring|pingpong|skynet|fanin|"
                 "spawnidle|submit|wake|idle|timers|relay|"
-                "relay-durable|store|recover|checkpoint> <n> [--workers K] "
-                "[--window W (relay, relay-durable, store)]\n");
+                "relay-durable|store|recover|checkpoint|idlemsg> <n> "
+                "[--workers K] [--window W (relay, relay-durable, store)] "
+                "[--idle K]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -1429,21 +1604,34 @@ int main(int argc, char **argv)
             workers = (unsigned)atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--window") == 0) /* relay*, store */
             relay_window = store_window = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--idle") == 0)
+            idle_k = atoll(argv[i + 1]);
     }
     if (arg_n <= 0) {
         fprintf(stderr, "stepx-bench: n must be positive\n");
         return 2;
     }
-    static const char *const known[] = { "yield",  "ring",    "pingpong",
-                                         "skynet", "fanin",   "spawnidle",
-                                         "submit", "wake",    "idle",
-                                         "timers", "relay",   "relay-durable",
-                                         "store",  "recover", "checkpoint" };
+    static const char *const known[] = {
+        "yield",  "ring",    "pingpong",   "skynet", "fanin", "spawnidle",
+        "submit", "wake",    "idle",       "timers", "relay", "relay-durable",
+        "store",  "recover", "checkpoint", "idlemsg"
+    };
     int found = 0;
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         found |= strcmp(name, known[i]) == 0;
     if (!found) {
         fprintf(stderr, "stepx-bench: unknown workload '%s'\n", name);
+        return 2;
+    }
+    /* --idle: processes sitting IDLE beside the workload; idlemsg needs
+     * them, and the workloads that run no engine of their own kind (store,
+     * recover) or count every live process (idle) take none. */
+    if (idle_k < 0 || (idle_k == 0 && strcmp(name, "idlemsg") == 0) ||
+        (idle_k > 0 &&
+         (strcmp(name, "store") == 0 || strcmp(name, "recover") == 0 ||
+          strcmp(name, "idle") == 0))) {
+        fprintf(stderr, "stepx-bench: %s: --idle K %s\n", name,
+                idle_k == 0 ? "(K >= 1) is needed" : "does not apply");
         return 2;
     }
     if (strcmp(name, "recover") == 0) {
@@ -1490,6 +1678,21 @@ int main(int argc, char **argv)
         }
         return 1;
     }
+    char idle_extra[256] = "";
+    if (idle_k > 0 && !idle_spawn(e, idle_k, idle_extra, sizeof idle_extra))
+        return 1;
+    /* The scheduler figures below are the workload's: from here. */
+    uint64_t steps0 = 0, parks0 = 0, steals0 = 0;
+    {
+        sx_worker_stats w[SX_MAX_WORKERS];
+        sx_engine_stats st;
+        sx_engine_stats_get(e, &st, w, SX_MAX_WORKERS);
+        for (unsigned i = 0; i < st.workers && i < SX_MAX_WORKERS; i++) {
+            parks0 += w[i].parks;
+            steals0 += w[i].steals;
+            steps0 += w[i].steps;
+        }
+    }
     sx_engine_stats st0;
     sx_engine_stats_get(e, &st0, NULL, 0);
     int64_t n = arg_n;
@@ -1516,6 +1719,8 @@ int main(int argc, char **argv)
              wait_int(e, root, &sum) == 0 && sum == n * (n - 1) / 2;
     } else if (strcmp(name, "fanin") == 0) {
         ok = fanin(e, n);
+    } else if (strcmp(name, "idlemsg") == 0) {
+        ok = idlemsg(e, n, extra, sizeof(extra), &secs_own);
     } else if (strcmp(name, "spawnidle") == 0) {
         ok = spawn_many(e, n, 1);
     } else if (strcmp(name, "submit") == 0) {
@@ -1549,20 +1754,23 @@ int main(int argc, char **argv)
             steals += w[i].steals;
             steps += w[i].steps;
         }
+        parks -= parks0, steals -= steals0, steps -= steps0;
         size_t l = strlen(extra);
         snprintf(extra + l, sizeof(extra) - l,
                  " steps=%llu parks=%llu steals=%llu",
                  (unsigned long long)steps, (unsigned long long)parks,
                  (unsigned long long)steals);
     }
+    if (idle_k > 0)
+        ok = idle_end(e, idle_extra, sizeof idle_extra) && ok;
     sx_engine_stop(e, 1000);
     sx_engine_free(e);
     if (durable)
         remove_dir(state_dir);
     double ns = figure >= 0 ? figure : secs * 1e9 / (double)n;
     printf("bench=%s runtime=stepx n=%lld secs=%.6f ns_per_op=%.2f "
-           "ops_per_sec=%.0f ok=%d workers=%u%s\n",
+           "ops_per_sec=%.0f ok=%d workers=%u%s%s\n",
            name, (long long)n, secs, ns, ns > 0 ? 1e9 / ns : 0.0, ok,
-           st0.workers, extra);
+           st0.workers, extra, idle_extra);
     return ok ? 0 : 1;
 }
