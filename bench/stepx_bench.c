@@ -280,10 +280,18 @@ static int once_step(void *st, const sx_event *ev, size_t n,
  * TLB serve them as K grows). */
 static sx_pid *idle_pids; /* the K idle processes, in submit order */
 static int64_t idle_k;
-/* The pinger's clock: its first send, the n-th answer, the 2n-th. Read by
+/* The pinger's clocks at its first send, the n-th answer and the 2n-th:
+ * the time, and the CPU time of the whole process (every thread). Read by
  * the driver after sx_engine_wait answers, which orders it after the
  * pinger's last step. */
-static int64_t ping_ns[3];
+static int64_t ping_ns[3], ping_cpu_ns[3];
+
+static int64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 typedef struct {
     uint64_t x; /* xorshift state: which idle process next */
@@ -311,13 +319,13 @@ static int ping_step(void *st, const sx_event *ev, size_t n,
         return 0;
     }
     if (s->got == arg_n)
-        ping_ns[1] = now_ns();
+        ping_ns[1] = now_ns(), ping_cpu_ns[1] = cpu_now_ns();
     if (s->got == 2 * arg_n) {
-        ping_ns[2] = now_ns();
+        ping_ns[2] = now_ns(), ping_cpu_ns[2] = cpu_now_ns();
         return done_int(out, s->got);
     }
     if (s->sent == 0)
-        ping_ns[0] = now_ns();
+        ping_ns[0] = now_ns(), ping_cpu_ns[0] = cpu_now_ns();
     uint64_t k;
     if (s->sent < arg_n) {
         s->x ^= s->x << 13, s->x ^= s->x >> 7, s->x ^= s->x << 17;
@@ -1580,8 +1588,12 @@ static int idlemsg(sx_engine *e, int64_t n, char *extra, size_t cap,
     if (!ok)
         return 0;
     *secs_own = (double)(ping_ns[1] - ping_ns[0]) / 1e9;
-    snprintf(extra, cap, " in_order_ns_per_op=%.2f",
-             (double)(ping_ns[2] - ping_ns[1]) / (double)n);
+    snprintf(extra, cap,
+             " cpu_secs=%.6f in_order_ns_per_op=%.2f"
+             " in_order_cpu_ns_per_op=%.2f",
+             (double)(ping_cpu_ns[1] - ping_cpu_ns[0]) / 1e9,
+             (double)(ping_ns[2] - ping_ns[1]) / (double)n,
+             (double)(ping_cpu_ns[2] - ping_cpu_ns[1]) / (double)n);
     return 1;
 }
 
@@ -1700,6 +1712,7 @@ int main(int argc, char **argv)
     char extra[512] = "";
     double figure = -1;   /* ns_per_op when the workload sets its own */
     double secs_own = -1; /* the time, when the workload takes its own */
+    double cpu0 = cpu_secs();
     double t0 = now_s();
     if (strcmp(name, "yield") == 0) {
         sx_pid p;
@@ -1742,6 +1755,15 @@ int main(int argc, char **argv)
         ok = idle(e, n, extra, sizeof(extra), &figure);
     }
     double secs = secs_own >= 0 ? secs_own : now_s() - t0;
+    /* The CPU time of the whole process (every thread) over the workload,
+     * unless the workload reports its own: on a shared host the time of a
+     * run stretches while its threads wait for a core, its CPU time much
+     * less. */
+    double cpu = cpu_secs() - cpu0;
+    if (strstr(extra, " cpu_secs=") == NULL) {
+        size_t l = strlen(extra);
+        snprintf(extra + l, sizeof(extra) - l, " cpu_secs=%.6f", cpu);
+    }
     if (strcmp(name, "idle") != 0) {
         /* Scheduler figures for the whole workload: how often workers
          * parked (each park after the first is a wake-up) and stole. */
