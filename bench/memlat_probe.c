@@ -11,15 +11,16 @@
  * of one access to a block picked at random: a cache hit while the table
  * fits the caches, else a miss to memory, plus a TLB miss (a page walk)
  * once the table's pages outnumber the TLB's entries. Prints one line per
- * size:
+ * size, with the time per load and the CPU time per load (which a busy
+ * host, taking the core away now and then, stretches less):
  *
- *   memlat kib=<KiB> ns_per_load=<ns>
+ *   memlat kib=<KiB> ns_per_load=<ns> cpu_ns_per_load=<ns>
  *
  * bench/curves.sh runs it at the sizes of the process table beside 10^3 ..
  * 10^7 idle processes (128 bytes each), for the reading of the idlemsg
  * curve.
  */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, CLOCK_PROCESS_CPUTIME_ID */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +30,10 @@
 #define BLOCK 128
 #define LOADS 1000000
 
-static double now_ns(void)
+static double clock_ns(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
@@ -42,9 +43,9 @@ static uint64_t xorshift(uint64_t *x)
     return *x;
 }
 
-/* ns per dependent load over a random cycle of the blocks of kib KiB;
- * -1 when the memory cannot be had. */
-static double probe(size_t kib)
+/* ns per dependent load over a random cycle of the blocks of kib KiB,
+ * and CPU ns per load in *cpu; -1 when the memory cannot be had. */
+static double probe(size_t kib, double *cpu)
 {
     size_t len = kib << 10, n = len / BLOCK;
     if (n < 2)
@@ -77,10 +78,12 @@ static double probe(size_t kib)
     char *p = m;
     for (size_t i = 0; i < n && i < LOADS; i++)
         p = *(char **)p;
-    double t0 = now_ns();
+    double t0 = clock_ns(CLOCK_MONOTONIC);
+    double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (size_t i = 0; i < LOADS; i++)
         p = *(char **)p;
-    double ns = (now_ns() - t0) / LOADS;
+    *cpu = (clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / LOADS;
+    double ns = (clock_ns(CLOCK_MONOTONIC) - t0) / LOADS;
     /* Keeps the chase from being optimised away. */
     if (p == NULL)
         ns = -1;
@@ -96,12 +99,14 @@ int main(int argc, char **argv)
     }
     for (int i = 1; i < argc; i++) {
         size_t kib = (size_t)atol(argv[i]);
-        double ns = probe(kib);
+        double cpu = 0;
+        double ns = probe(kib, &cpu);
         if (ns < 0) {
             fprintf(stderr, "memlat-probe: %zu KiB: no memory\n", kib);
             return 1;
         }
-        printf("memlat kib=%zu ns_per_load=%.1f\n", kib, ns);
+        printf("memlat kib=%zu ns_per_load=%.1f cpu_ns_per_load=%.1f\n", kib,
+               ns, cpu);
         fflush(stdout);
     }
     return 0;
