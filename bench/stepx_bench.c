@@ -3,6 +3,7 @@
  * workload per run:
  *
  *   stepx-bench <name> <n> [--workers K] [--window W] [--idle K]
+ *               [--reps R]
  *
  * prints one line
  *   bench=<name> runtime=stepx n=<n> secs=<s> ns_per_op=<ns>
@@ -22,6 +23,9 @@
  * the workload (ok=0 otherwise). The engine's default configuration
  * holds them: max_slots 0 puts no cap below the process table's largest
  * size (~4.3 billion slots), and 10^7 idle processes take ~1.4 GB.
+ *
+ * --reps R: pingpong, fanin and idlemsg run R times in the one engine, and
+ * the line gives the median repetition (repeated).
  *
  * Each workload has the same program shape as its peers in bench/peers/
  * (go, erlang, caf); bench/run.sh runs them side by side and writes
@@ -285,6 +289,7 @@ static int64_t idle_k;
  * the driver after sx_engine_wait answers, which orders it after the
  * pinger's last step. */
 static int64_t ping_ns[3], ping_cpu_ns[3];
+static uint64_t ping_seed; /* the repetition (--reps), for ping_init */
 
 static int64_t cpu_now_ns(void)
 {
@@ -302,7 +307,10 @@ static int ping_init(void *st, const sx_init_ctx *c, const char *m,
                      const sx_payload *in, size_t n)
 {
     (void)c, (void)m, (void)in, (void)n;
-    ((ping_state *)st)->x = 88172645463325252ull;
+    /* Each repetition (--reps) its own sequence of targets: a second pass
+     * over the same ones would find some still cached. */
+    ((ping_state *)st)->x =
+        88172645463325252ull + ping_seed * 0x9e3779b97f4a7c15ull;
     return idle_k > 0 ? 0 : SX_EINVAL;
 }
 
@@ -1576,24 +1584,82 @@ static int idle_end(sx_engine *e, char *extra, size_t cap)
 }
 
 /* idlemsg: n round trips to idle processes picked at random (the
- * figure), then n in submit order (ping_step). */
-static int idlemsg(sx_engine *e, int64_t n, char *extra, size_t cap,
-                   double *secs_own)
+ * figure), then n in submit order (ping_step). Sets the time and the CPU
+ * time of each phase, in seconds: random in t[0] and cpu[0], in order in
+ * t[1] and cpu[1]. */
+static int idlemsg(sx_engine *e, int64_t n, double t[2], double cpu[2])
 {
     sx_pid p;
     int64_t got = 0;
     int ok = idle_k > 0 &&
              sx_engine_submit(e, "ping", "run", NULL, 0, &p) == 0 &&
              wait_int(e, p, &got) == 0 && got == 2 * n;
+    for (int i = 0; ok && i < 2; i++) {
+        t[i] = (double)(ping_ns[i + 1] - ping_ns[i]) / 1e9;
+        cpu[i] = (double)(ping_cpu_ns[i + 1] - ping_cpu_ns[i]) / 1e9;
+    }
+    return ok;
+}
+
+/* --reps R: pingpong, fanin and idlemsg run R times in the one engine
+ * (beside the same --idle processes, spawned once), and the line gives
+ * the median repetition: secs and ns_per_op from the median time,
+ * cpu_secs the median CPU time, and the fastest and slowest repetition's
+ * ns per operation. On a shared host one repetition may fall in a busy
+ * spell; R of them cost R times the workload, not R times the spawning
+ * of the idle processes. */
+#define MAX_REPS 64
+static int reps = 1;
+
+static double median_of(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: n <= MAX_REPS */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1], v[j - 1] = x;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int repeated(sx_engine *e, const char *name, int64_t n, char *extra,
+                    size_t cap, double *secs_own)
+{
+    double t[MAX_REPS], cpu[MAX_REPS], t_in[MAX_REPS], cpu_in[MAX_REPS];
+    int ok = 1;
+    for (int r = 0; ok && r < reps; r++) {
+        double c0 = cpu_secs(), t0 = now_s();
+        if (strcmp(name, "pingpong") == 0) {
+            ok = token_ring(e, 2, n);
+        } else if (strcmp(name, "fanin") == 0) {
+            ok = fanin(e, n);
+        } else {
+            double tt[2] = { 0, 0 }, cc[2] = { 0, 0 };
+            ping_seed = (uint64_t)r;
+            ok = idlemsg(e, n, tt, cc);
+            t_in[r] = tt[1], cpu_in[r] = cc[1];
+            t[r] = tt[0], cpu[r] = cc[0];
+            continue;
+        }
+        t[r] = now_s() - t0;
+        cpu[r] = cpu_secs() - c0;
+    }
     if (!ok)
         return 0;
-    *secs_own = (double)(ping_ns[1] - ping_ns[0]) / 1e9;
-    snprintf(extra, cap,
-             " cpu_secs=%.6f in_order_ns_per_op=%.2f"
-             " in_order_cpu_ns_per_op=%.2f",
-             (double)(ping_cpu_ns[1] - ping_cpu_ns[0]) / 1e9,
-             (double)(ping_ns[2] - ping_ns[1]) / (double)n,
-             (double)(ping_cpu_ns[2] - ping_cpu_ns[1]) / (double)n);
+    double lo = t[0], hi = t[0];
+    for (int r = 1; r < reps; r++)
+        lo = t[r] < lo ? t[r] : lo, hi = t[r] > hi ? t[r] : hi;
+    *secs_own = median_of(t, reps);
+    size_t l = strlen(extra);
+    l += (size_t)snprintf(extra + l, cap - l,
+                          " cpu_secs=%.6f reps=%d rep_min_ns_per_op=%.2f"
+                          " rep_max_ns_per_op=%.2f",
+                          median_of(cpu, reps), reps, lo * 1e9 / (double)n,
+                          hi * 1e9 / (double)n);
+    if (strcmp(name, "idlemsg") == 0 && l < cap)
+        snprintf(extra + l, cap - l,
+                 " in_order_ns_per_op=%.2f in_order_cpu_ns_per_op=%.2f",
+                 median_of(t_in, reps) * 1e9 / (double)n,
+                 median_of(cpu_in, reps) * 1e9 / (double)n);
     return 1;
 }
 
@@ -1605,7 +1671,7 @@ int main(int argc, char **argv)
                 "spawnidle|submit|wake|idle|timers|relay|"
                 "relay-durable|store|recover|checkpoint|idlemsg> <n> "
                 "[--workers K] [--window W (relay, relay-durable, store)] "
-                "[--idle K]\n");
+                "[--idle K] [--reps R (pingpong, fanin, idlemsg)]\n");
         return 2;
     }
     const char *name = argv[1];
@@ -1618,6 +1684,8 @@ int main(int argc, char **argv)
             relay_window = store_window = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--idle") == 0)
             idle_k = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0)
+            reps = atoi(argv[i + 1]);
     }
     if (arg_n <= 0) {
         fprintf(stderr, "stepx-bench: n must be positive\n");
@@ -1638,6 +1706,15 @@ int main(int argc, char **argv)
     /* --idle: processes sitting IDLE beside the workload; idlemsg needs
      * them, and the workloads that run no engine of their own kind (store,
      * recover) or count every live process (idle) take none. */
+    int repeatable = strcmp(name, "pingpong") == 0 ||
+                     strcmp(name, "fanin") == 0 || strcmp(name, "idlemsg") == 0;
+    if (reps < 1 || reps > MAX_REPS || (reps > 1 && !repeatable)) {
+        fprintf(stderr,
+                "stepx-bench: --reps R: 1 to %d, and only with pingpong, "
+                "fanin or idlemsg\n",
+                MAX_REPS);
+        return 2;
+    }
     if (idle_k < 0 || (idle_k == 0 && strcmp(name, "idlemsg") == 0) ||
         (idle_k > 0 &&
          (strcmp(name, "store") == 0 || strcmp(name, "recover") == 0 ||
@@ -1721,8 +1798,8 @@ int main(int argc, char **argv)
              wait_int(e, p, &got) == 0 && got == n;
     } else if (strcmp(name, "ring") == 0) {
         ok = token_ring(e, 503, n);
-    } else if (strcmp(name, "pingpong") == 0) {
-        ok = token_ring(e, 2, n);
+    } else if (repeatable) {
+        ok = repeated(e, name, n, extra, sizeof(extra), &secs_own);
     } else if (strcmp(name, "skynet") == 0) {
         uint8_t b0[SX_PAYLOAD_INT_MAX], b1[SX_PAYLOAD_INT_MAX];
         sx_payload in[2] = { sx_payload_int(b0, 0), sx_payload_int(b1, n) };
@@ -1730,10 +1807,6 @@ int main(int argc, char **argv)
         int64_t sum = 0;
         ok = sx_engine_submit(e, "sky", "run", in, 2, &root) == 0 &&
              wait_int(e, root, &sum) == 0 && sum == n * (n - 1) / 2;
-    } else if (strcmp(name, "fanin") == 0) {
-        ok = fanin(e, n);
-    } else if (strcmp(name, "idlemsg") == 0) {
-        ok = idlemsg(e, n, extra, sizeof(extra), &secs_own);
     } else if (strcmp(name, "spawnidle") == 0) {
         ok = spawn_many(e, n, 1);
     } else if (strcmp(name, "submit") == 0) {
