@@ -16,7 +16,8 @@
 # built with (`meson introspect`).
 #
 # 1. installs what is missing (scripts/setup.sh for the build, then the peer
-#    toolchains: golang-go, erlang-base, erlang-dev, libcaf-dev, g++, time);
+#    toolchains: golang-go, erlang-base, erlang-dev, libcaf-dev, g++, time,
+#    cargo, librust-tokio-dev; and python3-matplotlib for bench/curves.py);
 # 2. builds stepx-bench (above) and the peers into build/bench/ (go build,
 #    erlc, g++ -O2);
 # 3. runs every workload R times (full: 7, --quick: 3), interleaving the
@@ -101,8 +102,9 @@ T_START=$(date +%s)
 
 # ---- 1. packages ----------------------------------------------------------
 bash scripts/setup.sh
+# python3-matplotlib: bench/curves.py's figures (bench/curves.sh).
 PEER_PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3
-    cargo librust-tokio-dev redis-server redis-tools)
+    cargo librust-tokio-dev redis-server redis-tools python3-matplotlib)
 missing=()
 for pkg in "${PEER_PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
