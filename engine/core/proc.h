@@ -64,8 +64,8 @@ typedef enum {
  * overlay the completer fields (which a message never uses, and which
  * sx_complete reads before it writes the answer) and run on past
  * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
- * bytes: at spawnidle's peak most of its n messages are in flight, so the
- * small node's size is most of a process's bytes. */
+ * bytes: a message in flight takes about half the memory of a large
+ * node. */
 #define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
 #define SX__EV_BUNDLE 896 /* a bundle node's record bytes (event.c) */
 #define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
