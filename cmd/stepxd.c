@@ -253,7 +253,7 @@ static uint32_t draw_incarnation(void)
 }
 
 /* Bytes of memory per process slot for the default --max-slots. A slot
- * costs 168 bytes of table for good (128 in the slot, 40 beside it), so
+ * costs 168 bytes of table for good (96 in the slot, 72 beside it), so
  * at the cap the table takes under 4 % of memory; what processes hold
  * beyond their slot (state over 32 bytes, queued messages, subprocesses)
  * is theirs (docs/PROTOCOL.md, "Limits"). */

@@ -35,9 +35,13 @@ typedef struct sx__mpsc_node {
 typedef struct {
     /* The most recently pushed node. Exchanged by producers. */
     _Atomic(sx__mpsc_node *) head;
+    /* A producer writes its next when it is the newest node (the consumer
+     * put it back behind the last node it took): head and stub are what
+     * a push touches (a process slot keeps them on its send path's line:
+     * engine/core/proc.h). */
+    sx__mpsc_node stub;
     /* The oldest node not yet popped. Consumer only. */
     sx__mpsc_node *tail;
-    sx__mpsc_node stub;
 } sx__mpsc;
 
 void sx__mpsc_init(sx__mpsc *q);

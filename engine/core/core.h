@@ -74,9 +74,10 @@ struct sx_engine {
 
     /* The process table (engine/core/ptable.c). */
     _Atomic(sx__proc *) segs[SX__SEGS];
-    /* Each segment's sx__pext, one per slot (ptable.c): set with the
-     * segment, before it is published. */
+    /* Each segment's sx__pext and state cells, one per slot (ptable.c):
+     * set with the segment, before it is published. */
     sx__pext *pext[SX__SEGS];
+    sx__cell *cells[SX__SEGS];
     /* How many of each segment's slots have been handed out at least once
      * (carved) and so initialised; the rest are untouched memory. Written
      * under grow_mu (release), read by sx__ptable_each (acquire). */

@@ -11,17 +11,21 @@
  * a batch of DEPOT_BATCH nodes to the depot, an empty one takes a batch
  * back, one mutex acquisition per batch (the magazine scheme of Bonwick's
  * slab allocator). Other threads (callers of the engine API, libuv loops)
- * use malloc directly. Bytes that do not fit the node's inline area go
- * into one extra heap block.
+ * keep no list: they take one node at a time from the depot when it has
+ * one (depot_take), else malloc, and free() what they free. Bytes that do
+ * not fit the node's inline area go into one extra heap block.
+ *
+ * An outside thread that sends to processes (spawnidle's driver, an
+ * outside mailbox's owner) thus reuses the nodes its messages came back
+ * as: malloc'd on its own, they would pile up in the depot (up to its
+ * cap) while it mallocs fresh memory for every send.
  *
  * Nodes come in three sizes (core.h): small for messages whose bytes
  * fit SX__EV_SMALL (104 bytes, a 112-byte malloc chunk), large for the rest
  * and for every completer and watcher (200 bytes, 208), and bundle nodes
  * (992 bytes: "Bundles" below). Each size has its own cache list and depot
  * list; a node goes back to the lists of its size (sx__ev.big). A message
- * in flight thus takes about half the memory of a large node, and in
- * spawnidle the n messages in flight are most of the bytes of an idle
- * process.
+ * in flight thus takes about half the memory of a large node.
  *
  * Threads: [any thread]; the cache is thread-local; the depot is global
  * (nodes are not tied to an engine) and guarded by its mutex.
@@ -77,9 +81,13 @@ static _Thread_local struct {
 static struct {
     pthread_mutex_t mu;
     sx__ev *head[CLASSES]; /* [big]; under mu */
-    size_t n[CLASSES];     /* under mu */
-    size_t max[CLASSES];   /* set by the first cache enabled; under mu */
-    unsigned caches;       /* enabled caches (workers alive); under mu */
+    /* Written under mu; read under mu, or without it as a hint
+     * (depot_take). Relaxed throughout: the mutex orders the writes and
+     * the nodes; the hint needs no order (a stale 0 means a malloc, a
+     * stale non-zero a try of the mutex). */
+    _Atomic size_t n[CLASSES];
+    size_t max[CLASSES]; /* set by the first cache enabled; under mu */
+    unsigned caches;     /* enabled caches (workers alive); under mu */
 } depot = {
     PTHREAD_MUTEX_INITIALIZER, { NULL, NULL, NULL }, { 0, 0, 0 }, { 0, 0, 0 }, 0
 };
@@ -149,7 +157,7 @@ void sx__ev_cache_flush(void)
         for (int big = 0; big < CLASSES; big++) {
             drop[big] = depot.head[big];
             depot.head[big] = NULL;
-            depot.n[big] = 0;
+            atomic_store_explicit(&depot.n[big], 0, memory_order_relaxed);
         }
     }
     pthread_mutex_unlock(&depot.mu);
@@ -171,7 +179,10 @@ static __attribute__((noinline, cold)) bool refill(int big)
     }
     if (k > 0) {
         depot.head[big] = next_of(last);
-        depot.n[big] -= k;
+        atomic_store_explicit(
+            &depot.n[big],
+            atomic_load_explicit(&depot.n[big], memory_order_relaxed) - k,
+            memory_order_relaxed);
     }
     pthread_mutex_unlock(&depot.mu);
     if (k == 0)
@@ -192,17 +203,43 @@ static __attribute__((noinline, cold)) void spill(int big)
     l->head = next_of(last);
     l->n -= DEPOT_BATCH;
     pthread_mutex_lock(&depot.mu);
-    bool keep = depot.n[big] < depot.max[big];
+    /* relaxed: see depot.n. */
+    size_t have = atomic_load_explicit(&depot.n[big], memory_order_relaxed);
+    bool keep = have < depot.max[big];
     if (keep) {
         set_next(last, depot.head[big]);
         depot.head[big] = first;
-        depot.n[big] += DEPOT_BATCH;
+        atomic_store_explicit(&depot.n[big], have + DEPOT_BATCH,
+                              memory_order_relaxed);
     }
     pthread_mutex_unlock(&depot.mu);
     if (!keep) {
         set_next(last, NULL);
         free_chain(first);
     }
+}
+
+/* One node from the depot for a thread without a cache (not a worker), or
+ * NULL: the depot is empty, or its mutex is held (then malloc is the
+ * cheaper wait, and several outside threads do not convoy on it). */
+static __attribute__((noinline)) sx__ev *depot_take(int big)
+{
+    /* relaxed: a hint (see depot.n). */
+    if (atomic_load_explicit(&depot.n[big], memory_order_relaxed) == 0)
+        return NULL;
+    if (pthread_mutex_trylock(&depot.mu) != 0)
+        return NULL;
+    sx__ev *ev = depot.head[big];
+    if (ev != NULL) {
+        depot.head[big] = next_of(ev);
+        /* relaxed: see depot.n. */
+        atomic_store_explicit(
+            &depot.n[big],
+            atomic_load_explicit(&depot.n[big], memory_order_relaxed) - 1,
+            memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&depot.mu);
+    return ev;
 }
 
 /* Always inlined, so that each caller's `big` is a constant: the memset
@@ -217,7 +254,7 @@ static inline __attribute__((always_inline)) sx__ev *ev_alloc(int big)
     if (ev != NULL) {
         l->head = next_of(ev);
         l->n--;
-    } else {
+    } else if (cache.on || (ev = depot_take(big)) == NULL) {
         ev = malloc(node_size[big]);
         if (ev == NULL)
             return NULL;

@@ -284,18 +284,21 @@ spawn_in(sx_engine *e, sx__worker *w, sx__proc *p, const sx_process_type *t,
     }
     /* A type without state gets a shared, never written placeholder: no
      * allocation per process (the spawnidle and submit workloads); a small
-     * state goes in the slot's cell (core.h, SX__CELL). */
+     * state goes in the slot's cell (proc.h, SX__CELL), zeroed whole (a
+     * constant size: two stores, not a call). */
     if (t->state_size == 0) {
         p->user_state = (void *)&sx__no_state;
     } else if (t->state_size <= SX__CELL) {
-        p->user_state = p->cell;
-        memset(p->user_state, 0, t->state_size);
+        void *cell = sx__ptable_cell(e, p);
+        memset(cell, 0, SX__CELL);
+        p->user_state = cell;
     } else {
         p->user_state = calloc(1, t->state_size);
-    }
-    if (p->user_state == NULL) {
-        rc = SX_ENOMEM;
-        goto fail_slot;
+        p->heap_state = 1;
+        if (p->user_state == NULL) {
+            rc = SX_ENOMEM;
+            goto fail_slot;
+        }
     }
     sx_init_ctx ctx = { sx__proc_pid(e, p), parent, e, t->user, false };
     rc = init ? t->init(p->user_state, &ctx, method, input, n_input) : 0;

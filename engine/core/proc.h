@@ -64,8 +64,8 @@ typedef enum {
  * overlay the completer fields (which a message never uses, and which
  * sx_complete reads before it writes the answer) and run on past
  * sizeof(sx__ev). With malloc's 8-byte header the chunks are 112 and 208
- * bytes: at spawnidle's peak most of its n messages are in flight, so the
- * small node's size is most of a process's bytes. */
+ * bytes: a message in flight takes about half the memory of a large
+ * node. */
 #define SX__EV_INLINE 104 /* large: topic, data and error message bytes */
 #define SX__EV_BUNDLE 896 /* a bundle node's record bytes (event.c) */
 #define SX__EV_SMALL 40   /* small: the same bytes, from `small` on */
@@ -164,42 +164,65 @@ enum {
  * PID or completer into a miss.
  */
 /* A process whose type's state is at most this many bytes keeps it in its
- * slot's state cell (sx__proc.cell) instead of a calloc'd block: no malloc
- * and free per process (skynet: 1.1 M calloc / free pairs, ~10 % of its
- * time), and no line or page beyond the slot's two. */
+ * slot's state cell (sx__ptable_cell) instead of a calloc'd block: no
+ * malloc and free per process (skynet: 1.1 M calloc / free pairs, ~10 % of
+ * its time). */
 #define SX__CELL 32u
 
-/* 128 bytes, aligned to the cache line: a slot is exactly two lines, and
- * holds a small user state (SX__CELL bytes) too. Fields that few processes
- * use (I/O commands, links' failure reason) live in the slot's sx__pext,
- * in an array beside its segment that stays untouched memory until used:
- * 100,000 new processes then touch 12.8 MB, not 16 (a separate array of
- * state cells) or more. First touches of memory are the largest cost of a
- * burst of new processes on a VM whose page faults trap to the hypervisor
+/* One state cell (see SX__CELL): in an array beside the slot's segment, as
+ * sx__pext is, so that the memory of a process whose type has no state
+ * holds its slot alone. */
+typedef struct {
+    alignas(16) unsigned char b[SX__CELL];
+} sx__cell;
+
+/* 96 bytes, 32-byte aligned: a slot covers exactly two cache lines, and
+ * two neighbouring slots fit three lines, sharing the middle one. Its
+ * three 32-byte parts, by who touches them:
+ *  - bytes 0-31, a send's: the state word, the references, the generation
+ *    and the mailbox's producer end (head and stub). A message to the
+ *    process touches these bytes of its slot and no others (a control
+ *    event also pushes onto ctl). The state word comes first: its address
+ *    is the slot's, which the worker's CAS loops then use without keeping
+ *    another pointer.
+ *  - bytes 32-63, the running worker's: the mailbox's consumer end, the
+ *    control stack, the flags and the step count.
+ *  - bytes 64-95, read by the running worker and written seldom (at
+ *    allocation, when a watcher comes or goes, when it goes through the
+ *    global queue): type, state pointer, watchers, queue link.
+ * A slot at an even place in its (line-aligned) segment has its first two
+ * parts on one line; one at an odd place, its last two. The shared middle
+ * line of two neighbours thus holds the last part of one and the first of
+ * the other: one neighbour's sends there meet the other's seldom written
+ * fields, not its step count or mailbox end.
+ * The state cell (sx__cell) and the fields that few processes use (I/O
+ * commands, links' failure reason: sx__pext) live in arrays beside the
+ * segment that stay untouched memory until used: 100,000 new processes
+ * whose type has no state touch 9.6 MB of the table, 12.8 MB with a small
+ * state. First touches of memory are the largest cost of a burst of new
+ * processes on a VM whose page faults trap to the hypervisor
  * (bench/FINDINGS.md). */
 typedef struct sx__proc {
     /* Written by producers (fetch_or, CAS) and by the running worker. */
-    alignas(64) _Atomic uint32_t state;
+    alignas(32) _Atomic uint32_t state;
     /* 1 for "alive in the table" plus one per thread touching the slot
      * through a look-up; the slot is recycled when it drops to 0. */
     _Atomic uint32_t refs;
     /* Written at allocation and at finish (release); read after a ref is
      * taken (acquire). */
     _Atomic uint32_t gen;
-    uint32_t index;   /* immutable */
-    sx__mpsc mbox;    /* events; consumer = the running worker */
+    uint32_t index; /* immutable */
+    /* Events; consumer = the running worker. Its head and stub (what
+     * producers touch) end the first part, its tail begins the second. */
+    sx__mpsc mbox;
     sx__ctlstack ctl; /* control events; same consumer */
-    /* Watchers (sx__ev list) to tell when this process finishes; set to
-     * SX__WATCH_CLOSED when it does. */
-    _Atomic(sx__ev *) watchers;
-    sx__gq_node gq; /* global queue link (queue's mutex) */
     /* Owned by the worker running the process (handed over by the state
-     * word's acquire/release transitions): */
-    const sx_process_type *type;
-    /* type->state_size bytes: the cell below, a calloc'd block, or
-     * &sx__no_state. */
-    void *user_state;
-    uint8_t wait_kind : 6; /* status that parked it: WAIT or IDLE */
+     * word's acquire/release transitions), from here to user_state, save
+     * where a field says otherwise: */
+    uint8_t wait_kind : 5; /* status that parked it: WAIT or IDLE */
+    /* 1 when user_state is a calloc'd block (its type's state is over
+     * SX__CELL bytes), freed with the slot. Reset at alloc. */
+    uint8_t heap_state : 1;
     /* 1 for a job (a submit to an engine with a state store, or with a
      * restart policy: engine/core/job.h): its sx__pext's job is in use,
      * its PID is the job's, and its finish goes through the job (stored,
@@ -222,17 +245,22 @@ typedef struct sx__proc {
      * from any thread (relaxed). While the slot is free and on the free
      * stack, the first slot of a magazine keeps here the index of the next
      * magazine's first slot (ptable.c): an atomic that a stale popper may
-     * read while the slot is in use again, which a field of the cell could
-     * not be. */
+     * read while the slot is in use again, which free_next could not be. */
     _Atomic uint64_t steps;
+    const sx_process_type *type;
     union {
-        /* The state of a type whose state_size <= SX__CELL. */
-        alignas(16) unsigned char cell[SX__CELL];
+        /* type->state_size bytes: the slot's state cell, a calloc'd
+         * block (heap_state), or &sx__no_state. */
+        void *user_state;
         /* While free: the next slot of its magazine (ptable.c); only the
          * magazine's owner reads it, and magazines change hands through
          * the free stack's release / acquire. */
         uint32_t free_next;
     };
+    /* Watchers (sx__ev list) to tell when this process finishes; set to
+     * SX__WATCH_CLOSED when it does. */
+    _Atomic(sx__ev *) watchers;
+    sx__gq_node gq; /* global queue link (queue's mutex) */
 } sx__proc;
 
 /* A slot's rarely used fields (see sx__proc), zeroed memory until used. */
@@ -277,8 +305,13 @@ typedef struct {
     _Atomic uint32_t expired_ms;
 } sx__pext;
 
-_Static_assert(sizeof(sx__proc) == 128, "a process slot is two cache lines");
-_Static_assert(sizeof(sx__pext) == 40,
+_Static_assert(sizeof(sx__proc) == 96 && alignof(sx__proc) == 32,
+               "a process slot covers two cache lines");
+_Static_assert(offsetof(sx__proc, mbox.tail) == 32 &&
+                   offsetof(sx__proc, type) == 64,
+               "a send touches a slot's bytes 0-31 (see sx__proc)");
+_Static_assert(sizeof(sx__cell) == SX__CELL, "a state cell is SX__CELL bytes");
+_Static_assert(sizeof(sx__proc) + sizeof(sx__cell) + sizeof(sx__pext) == 168,
                "168 bytes a slot in all: docs/API.md and PROTOCOL.md say so");
 
 #define SX__WATCH_CLOSED ((sx__ev *)1)
@@ -411,6 +444,9 @@ void sx__ptable_regen(sx_engine *e, sx__proc *p);
 /* The rarely used fields of p's slot (see sx__proc): memory untouched
  * until a process uses them. */
 sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);
+/* The state cell of p's slot (SX__CELL bytes, see sx__cell): memory
+ * untouched until a process uses it. */
+void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);
 /* Takes a reference on the live process named by pid; NULL if none. */

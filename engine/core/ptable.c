@@ -85,7 +85,7 @@ const max_align_t sx__no_state;
 static void *map_zeroed(size_t b)
 {
     if (b < SMALL_MAP) {
-        /* Line-aligned, so that every slot is exactly two lines. */
+        /* Line-aligned, so that every slot covers exactly two lines. */
         void *m = aligned_alloc(64, b); /* b: a multiple of 64 */
         if (m != NULL)
             memset(m, 0, b);
@@ -119,15 +119,27 @@ static size_t pext_bytes(unsigned k)
     return ((size_t)SX__SEG_BASE << k) * sizeof(sx__pext);
 }
 
-/* Zeroed memory for segment k and its slots' sx__pext (e->pext[k]), or
- * NULL. */
+static size_t cell_bytes(unsigned k)
+{
+    return ((size_t)SX__SEG_BASE << k) * sizeof(sx__cell);
+}
+
+/* Zeroed memory for segment k, its slots' sx__pext (e->pext[k]) and their
+ * state cells (e->cells[k]), or NULL. */
 static sx__proc *seg_map(sx_engine *e, unsigned k)
 {
     sx__proc *seg = map_zeroed(seg_bytes(k));
     if (seg == NULL)
         return NULL;
     e->pext[k] = map_zeroed(pext_bytes(k));
-    if (e->pext[k] == NULL) {
+    e->cells[k] = map_zeroed(cell_bytes(k));
+    if (e->pext[k] == NULL || e->cells[k] == NULL) {
+        if (e->pext[k] != NULL)
+            unmap_zeroed(e->pext[k], pext_bytes(k));
+        if (e->cells[k] != NULL)
+            unmap_zeroed(e->cells[k], cell_bytes(k));
+        e->pext[k] = NULL;
+        e->cells[k] = NULL;
         unmap_zeroed(seg, seg_bytes(k));
         return NULL;
     }
@@ -138,21 +150,25 @@ static void seg_unmap(sx_engine *e, sx__proc *seg, unsigned k)
 {
     unmap_zeroed(seg, seg_bytes(k));
     unmap_zeroed(e->pext[k], pext_bytes(k));
+    unmap_zeroed(e->cells[k], cell_bytes(k));
     e->pext[k] = NULL;
+    e->cells[k] = NULL;
 }
 
-static uint32_t seg_of(uint32_t idx, uint32_t *off)
+/* The segment of slot idx, and (in *off) its place in it: 64 bits wide,
+ * so that scaling it by a slot's size needs no zero-extension first (one
+ * instruction less per look-up). */
+static uint32_t seg_of(uint32_t idx, uint64_t *off)
 {
     uint64_t q = (uint64_t)idx / SX__SEG_BASE + 1;
     uint32_t k = 63u - (uint32_t)__builtin_clzll(q);
-    *off =
-        (uint32_t)((uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1));
+    *off = (uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1);
     return k;
 }
 
 static sx__proc *slot_at(sx_engine *e, uint32_t idx)
 {
-    uint32_t off;
+    uint64_t off;
     uint32_t k = seg_of(idx, &off);
     if (k >= SX__SEGS)
         return NULL;
@@ -167,6 +183,7 @@ int sx__ptable_init(sx_engine *e)
     for (size_t k = 0; k < SX__SEGS; k++) {
         atomic_init(&e->segs[k], NULL);
         e->pext[k] = NULL;
+        e->cells[k] = NULL;
         atomic_init(&e->seg_carved[k], 0);
     }
     atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
@@ -214,7 +231,7 @@ void sx__ptable_fini(sx_engine *e)
  * magazine's first slot by its steps field (a free slot
  * has no steps to count, and the field is an atomic that stays one when
  * the slot is in use again, so a stale popper's read of it is no data
- * race; free_next lies in the state cell, which only owners touch). Threads
+ * race; free_next overlays user_state, which only owners touch). Threads
  * that are not workers share one cache (ext_slots) under a spinlock,
  * uncontended with one submitter; a slot whose last reference such a thread
  * drops goes back to the stack as a magazine of one. */
@@ -291,7 +308,8 @@ static void cache_put(sx_engine *e, sx__slotcache *c, sx__proc *p)
 
 static void prefetch_slot(const sx__proc *p)
 {
-    /* For writing: alloc initialises most of the slot's two lines. */
+    /* For writing: alloc initialises most of the two lines the slot
+     * covers (p and p + 64 lie on them, whichever half-line p starts). */
     __builtin_prefetch(p, 1);
     __builtin_prefetch((const char *)p + 64, 1);
 }
@@ -537,6 +555,7 @@ slot_init(sx__proc *p, uint32_t g, const sx_process_type *type, uint16_t method)
     p->method = method;
     p->user_state = NULL;
     p->wait_kind = 0;
+    p->heap_state = 0;
     p->job = 0;
     p->sleeps = 0;
     p->io = 0;
@@ -593,11 +612,19 @@ uint64_t sx__ptable_slots(sx_engine *e)
 
 sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p)
 {
-    uint32_t off;
+    uint64_t off;
     uint32_t k = seg_of(p->index, &off);
     /* pext[k] was set before segment k was published (release), and p
      * came to us through the free stack, a cache or a look-up after that. */
     return &e->pext[k][off];
+}
+
+void *sx__ptable_cell(sx_engine *e, const sx__proc *p)
+{
+    uint64_t off;
+    uint32_t k = seg_of(p->index, &off);
+    /* As in sx__ptable_pext. */
+    return e->cells[k][off].b;
 }
 
 sx_pid sx__proc_pid_raw(sx_engine *e, sx__proc *p)
@@ -748,7 +775,9 @@ static void slot_free(sx_engine *e, sx__proc *p)
 {
     /* No producer holds a reference, so every push has completed. */
     sx__proc_drain(p);
-    if (p->user_state != (void *)p->cell && p->user_state != &sx__no_state)
+    /* Only a calloc'd state is freed here; a mailbox's hook (no type, no
+     * heap_state) is freed by its close (outside.c). */
+    if (p->heap_state)
         free(p->user_state);
     p->user_state = NULL;
     if (__builtin_expect(p->job, 0)) {

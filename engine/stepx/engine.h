@@ -368,7 +368,8 @@ typedef struct {
     uint64_t sleeps;
     /* Process slots in the table, in use or free: it grows (by doubling
      * segments) and never shrinks while the engine lives; each slot is
-     * 128 bytes, state and mailbox apart. */
+     * 96 bytes, state and mailbox apart, and 72 more beside it once a
+     * process uses them (a small state, I/O, links, jobs). */
     uint64_t slots;
     /* Command latency, dispatch to answer, sampled on one yield in 64:
      * latency_us[k] counts samples under 2^k microseconds (and at least
