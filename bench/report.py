@@ -373,15 +373,58 @@ GAP_WHY = {
               "About 40 % of the submitter's "
               "samples are first-touch page faults of the process slots "
               "(12.8 MB for 100,000).",
-    "pingpong": "stepx's runs are bimodal on the 2-core VM: 46–48 ns, where "
-                "callgrind's ~850 instructions per message give an IPC near "
-                "4.8 (bound by the core's issue width; cachegrind: 7 k L1 "
-                "misses in a whole run), or 65–80 ns in the host's busy "
-                "spells, with one worker as with two, which fits a host "
-                "thread on the core's SMT sibling; Go's lower-IPC loop loses "
-                "less to that.",
-    "ring": "As pingpong: the same program, bimodal with the host (46–48 ns, "
-            "or 65–83 ns in the host's busy spells).",
+    "pingpong": "The bar is 0.4 of the best peer, and Tokio's message loop "
+                "is about as fast as stepx's: a hop of Tokio's unbounded "
+                "mpsc costs 60–90 ns here, so the target asks for a hop "
+                "near 25–35 ns. stepx spends about 900 instructions on a "
+                "message (the instructions table: the worker's loop ~350, "
+                "the send ~210 with its payload, the benchmark's own step "
+                "~110, the rest the event's allocation and freeing); at the "
+                "IPC of ~4.8 that its quiet runs reach (46–48 ns a hop), a "
+                "hop of 30 ns needs fewer than ~550. Its runs are bimodal "
+                "with the host (46–48 ns quiet, 65–80 ns in the host's busy "
+                "spells, with one worker as with two), which fits a host "
+                "thread on the core's SMT sibling.",
+    "ring": "As pingpong: the same program over 503 processes, the same "
+            "instructions per hop, and the same bimodal runs with the host.",
+    "yield": "A yield round trip (yield a no-op command, its answer "
+             "completed at once, the next step) costs ~670 instructions "
+             "(the instructions table): the worker's loop ~400 (take the "
+             "process, run the step, read its output, queue it again), the "
+             "completion ~60 (an event node filled and pushed to the "
+             "process's queue) and the yield itself ~50. 35 ns at this "
+             "machine's clock and IPC needs ~400 in all: a completion that "
+             "skips the queue when the worker completing is the one running "
+             "the process would be the next step.",
+    "submit": "A one-step process submitted from outside costs ~1,060 "
+              "instructions in all (callgrind, one worker): its finish "
+              "~320 (outcome kept, watchers, figures, the slot's generation), "
+              "the spawn ~160 and the slot's allocation ~120 on the "
+              "submitting thread, the worker's loop ~170. The submitting "
+              "thread and the two workers share the 2 cores; 15 M/s is "
+              "~130 ns of CPU per process on both cores together, about "
+              "half of what those instructions take here.",
+    "fanin": "Two producers send to one consumer, each on its own worker "
+             "with 2 workers on 2 cores, so the consumer's worker must "
+             "take every message from a queue the other cores write: the "
+             "figure is bound by the cache-line transfers between the two "
+             "cores (the MPSC queue's tail, the event nodes), ~22–27 ns of "
+             "CPU per message (docs/CURVES.md), which no peer's figure here "
+             "comes close to, but 3× the best peer asks for more than the "
+             "two cores transfer.",
+    "relay": "The pipelined row's bound is the server's loop thread, one "
+             "of the 2 cores: it reads, decodes, submits and answers every "
+             "request of the 8 connections, while the client thread, the "
+             "two workers and the I/O loop share the other core. 600 k jobs "
+             "a second is 1.7 µs of the loop's time per job (two requests "
+             "and two replies), about the cost of its system calls alone on "
+             "this VM.",
+    "spawnidle": "An idle process holds its 128-byte slot (two cache "
+                 "lines, docs/API.md) plus the benchmark's 16-byte PID: "
+                 "~144 bytes once the process table is large "
+                 "(docs/CURVES.md: 144 B at 10^7); below that the figure "
+                 "carries the message each process gets and the engine's "
+                 "cached event nodes.",
 }
 
 # What one operation is in the instructions table (bench/icount.sh --diff).
