@@ -315,7 +315,7 @@ def fig_idle(c, meta, path):
     plot(axs[1], c.key("idlemsg-idle", "stepx", "in_order_cpu_ns_per_op"),
          "in order, CPU time", "#2166ac", "s", dashed=True)
     plot(axs[1], c.key("memlat", "probe", "cpu_ns_per_load"),
-         "memlat: one random load in K × 128 B (CPU time)", "#4d4d4d", "x",
+         "memlat: one random load in K × 96 B (CPU time)", "#4d4d4d", "x",
          dashed=True)
     finish(axs[1], "idlemsg: a ping to one of K idle processes, its answer",
            "idle processes K", "ns per round trip (memlat: per load)")
@@ -616,7 +616,7 @@ def section_idle(p, c, meta, rel):
       "(--reps) and gives the median repetition; the points are the "
       "median of the runs' figures. "
       "memlat is bench/memlat_probe.c: one load at a random place of a "
-      "table of K × 128 bytes (a process slot's size) in 4 KiB pages, "
+      "table of K × 96 bytes (a process slot's size) in 4 KiB pages, "
       "each load's address from the one before.".format(
           commas(meta.get("pingpong_n")), commas(meta.get("fanin_n")),
           commas(meta.get("idlemsg_n")), meta.get("reps", "1")))
@@ -709,24 +709,24 @@ def why_spawnidle(c, meta):
     out.append(
         "**Memory.** What an idle stepx process holds is the --idle figure: "
         "{} bytes at {} ({} GiB for all of them, resident), a process slot "
-        "(128 bytes, docs/ARCHITECTURE.md \"Memory\") plus the 16 bytes of "
-        "the benchmark's own array of PIDs; the 40 bytes beside each slot "
-        "for rarely used fields stay untouched for an idle process. At small "
+        "(96 bytes, docs/ARCHITECTURE.md \"Memory\") plus the 16 bytes of "
+        "the benchmark's own array of PIDs; beside each slot, the 32-byte "
+        "state cell and the 40 bytes of rarely used fields stay untouched "
+        "for an idle process whose type has no state, as the benchmark's "
+        "has none. At small "
         "K it is higher ({} bytes at 10^3) because the growth is a few "
         "hundred KB, counted in whole pages and the allocator's blocks. "
         "spawnidle's peak-RSS figure adds what its n \"go\" messages "
         "leave behind, the peak minus the idle figure: {} bytes per "
         "process. A message sent from outside the workers (the driver's "
-        "sx_engine_send) takes its event node from malloc (112 bytes); the "
-        "worker that consumes it keeps the node for its own sends, in its "
-        "cache (4,096) and then the shared depot (256 Ki small nodes), and "
-        "frees only past that (engine/core/event.c). So the n messages "
-        "leave min(n, ~270,000) × 112 bytes held, whether or not they "
-        "queue (in a separate run of this build every process had "
-        "finished when the driver's last send returned, at 10^4 to 10^6): "
-        "~110 bytes per process up to 10^5, ~30 MB in all from 10^6 on. "
-        "So the curve's bump is the nodes the messages leave, not the "
-        "processes.".format(
+        "sx_engine_send) is an event node of 112 bytes, taken from the "
+        "engine's shared depot of freed nodes when it has one and from "
+        "malloc otherwise; the worker that consumes it keeps the node for "
+        "its own sends, in its cache (4,096 nodes) and then the depot, "
+        "which the driver's next sends draw from again "
+        "(engine/core/event.c). So what the messages leave held is about "
+        "the workers' caches and the messages in flight, not one node per "
+        "message.".format(
             num(ib_top), pow10(kx) if kx else "—",
             num(at(c.idle_population("idle_rss_kb", False, 1.0 / 1048576),
                    kx)),
@@ -777,7 +777,8 @@ def why_spawnidle(c, meta):
         "10^7 ({} at 10^5): it walks the whole table (sx__ptable_each) and "
         "sends each live process a cancel, which it answers with one step "
         "and its finish. The cancels are event nodes that the stopping "
-        "thread, not being a worker, takes from malloc, and the process "
+        "thread, not being a worker, takes from the depot while it has "
+        "some and then from malloc, and the process "
         "grows by {} bytes per idle process during the stop at 10^7 (peak "
         "RSS minus the resident set before it): fresh pages again. At "
         "10^3 the stop's fixed part "
@@ -919,13 +920,14 @@ def why_idle(c, meta):
         "ns). The same round trips to the idle processes in the order they "
         "were submitted take {} and {} ns of CPU time: the engine does the "
         "same work in both, so what grows is not the engine's work but "
-        "where its target lives. A random round trip reads three cold "
-        "cache lines on two pages: the target's PID in the benchmark's "
-        "array (16 bytes each, 160 MB at 10^7), and the two lines of the "
-        "target's slot (128 bytes each, a table of 1.28 GB at 10^7): the "
-        "first holds the state word and the mailbox the ping goes into, "
-        "the second the type, the state and the step count its step "
-        "reads. Once the table is more than a few MB, neither page is in "
+        "where its target lives. A random round trip reads cold cache "
+        "lines on two pages: the target's PID in the benchmark's array "
+        "(16 bytes each, 160 MB at 10^7), and the target's slot (96 "
+        "bytes each, a table of 0.96 GB at 10^7), whose first 32 bytes "
+        "hold the state word and the mailbox the ping goes into and the "
+        "rest the mailbox's other end, the step count and the type its "
+        "step reads, on one line or two. Once the table is more than a "
+        "few MB, neither page is in "
         "the TLB either (4 KiB pages), and on this VM a TLB miss walks the "
         "guest's page tables and the host's. memlat measures such an "
         "access, a cold line on a page picked at random: {} ns in a table "

@@ -28,7 +28,7 @@
 #   timers         n = 10^3 .. 10^6 processes each sleeping 1-50 ms: the
 #                  time from the first submit to the last finish. stepx
 #                  and Go (its only peer with timers).
-#   memlat         one random access into a table of K x 128 bytes (the
+#   memlat         one random access into a table of K x 96 bytes (the
 #                  process slots beside K idle processes), the machine's
 #                  own cost (bench/memlat_probe.c), for idlemsg's reading.
 #
@@ -314,14 +314,14 @@ echo "=== pingpong, fanin, idlemsg beside K = 10^3 .. 10^$MAX_E idle processes =
 idle_curves
 echo "=== timers: n = 10^3 .. 10^$TIMER_MAX_E ==="
 curve timers timers "$TIMER_MAX_E" "$TIMER_MAX_E" go
-# One random access into a table of K 128-byte blocks (the process slots
+# One random access into a table of K 96-byte blocks (the process slots
 # beside K idle processes), in 4 KiB pages: the machine's cost of a cold
 # slot at each K (bench/memlat_probe.c; R runs; mostly first-touch page
 # faults, ~15 s a run at 10^7 on this VM).
-echo "=== memlat: one random access into K x 128 bytes ==="
+echo "=== memlat: one random access into K x 96 bytes ==="
 for r in $(seq 1 "$RUNS"); do
     for k in $(sizes "$MAX_E"); do
-        line=$("$BB/memlat-probe" $((k * 128 / 1024)) || echo "error")
+        line=$("$BB/memlat-probe" $((k * 96 / 1024)) || echo "error")
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' memlat probe "$k" "$r" 0 0 "$line" >>"$TMP_OUT"
         printf '[%4d s] memlat        probe  x=%-9s #%s %s\n' $(($(date +%s) - T_START)) "$k" "$r" "$line"
     done

@@ -5,7 +5,7 @@
  *
  * For each size, maps that many KiB of anonymous memory in plain 4 KiB
  * pages (as the process table's segments are, engine/core/ptable.c),
- * links its 128-byte blocks (a process slot's size) into one cycle in a
+ * links its 96-byte blocks (a process slot's size) into one cycle in a
  * random order, and follows the cycle: each load's address comes from the
  * one before, so the loads do not overlap, and the figure is the latency
  * of one access to a block picked at random: a cache hit while the table
@@ -17,7 +17,7 @@
  *   memlat kib=<KiB> ns_per_load=<ns> cpu_ns_per_load=<ns>
  *
  * bench/curves.sh runs it at the sizes of the process table beside 10^3 ..
- * 10^7 idle processes (128 bytes each), for the reading of the idlemsg
+ * 10^7 idle processes (96 bytes each), for the reading of the idlemsg
  * curve.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, CLOCK_PROCESS_CPUTIME_ID */
@@ -27,7 +27,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define BLOCK 128
+#define BLOCK 96
 #define LOADS 1000000
 
 static double clock_ns(clockid_t clock)
