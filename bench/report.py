@@ -419,12 +419,12 @@ GAP_WHY = {
              "a second is 1.7 µs of the loop's time per job (two requests "
              "and two replies), about the cost of its system calls alone on "
              "this VM.",
-    "spawnidle": "An idle process holds its 128-byte slot (two cache "
-                 "lines, docs/API.md) plus the benchmark's 16-byte PID: "
-                 "~144 bytes once the process table is large "
-                 "(docs/CURVES.md: 144 B at 10^7); below that the figure "
-                 "carries the message each process gets and the engine's "
-                 "cached event nodes.",
+    "spawnidle": "An idle process holds its 96-byte slot "
+                 "(docs/ARCHITECTURE.md, \"Memory\") plus the benchmark's "
+                 "16-byte PID, ~112 bytes once the process table is large "
+                 "(docs/CURVES.md); the figure adds the message each "
+                 "process gets while it is in flight and the workers' "
+                 "cached event nodes, and at small n whole pages.",
 }
 
 # What one operation is in the instructions table (bench/icount.sh --diff).
