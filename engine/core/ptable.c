@@ -85,7 +85,8 @@ const max_align_t sx__no_state;
 static void *map_zeroed(size_t b)
 {
     if (b < SMALL_MAP) {
-        /* Line-aligned, so that every slot covers exactly two lines. */
+        /* Line-aligned: the slots' parts fall on lines as proc.h lays
+         * them out from a segment's start. */
         void *m = aligned_alloc(64, b); /* b: a multiple of 64 */
         if (m != NULL)
             memset(m, 0, b);
