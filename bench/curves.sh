@@ -110,22 +110,9 @@ T_START=$(date +%s)
 
 # ---- packages and builds ----------------------------------------------------
 bash scripts/setup.sh
-PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3
-    cargo librust-tokio-dev python3-matplotlib)
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-    [ "$status" = "installed" ] || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "curves.sh: missing packages: ${missing[*]} (run as root to install)" >&2
-        exit 1
-    fi
-    echo "curves.sh: installing missing packages: ${missing[*]}"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
-fi
+# shellcheck source=bench/packages.sh
+. bench/packages.sh
+bench_packages curves.sh "${BENCH_PACKAGES[@]}"
 
 BB=build/bench
 BUILD=$BB/stepx

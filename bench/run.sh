@@ -102,23 +102,9 @@ T_START=$(date +%s)
 
 # ---- 1. packages ----------------------------------------------------------
 bash scripts/setup.sh
-# python3-matplotlib: bench/curves.py's figures (bench/curves.sh).
-PEER_PACKAGES=(golang-go erlang-base erlang-dev libcaf-dev g++ time python3
-    cargo librust-tokio-dev redis-server redis-tools python3-matplotlib)
-missing=()
-for pkg in "${PEER_PACKAGES[@]}"; do
-    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-    [ "$status" = "installed" ] || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "run.sh: missing packages: ${missing[*]} (run as root to install)" >&2
-        exit 1
-    fi
-    echo "run.sh: installing missing packages: ${missing[*]}"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
-fi
+# shellcheck source=bench/packages.sh
+. bench/packages.sh
+bench_packages run.sh "${BENCH_PACKAGES[@]}"
 
 # ---- 2. builds ------------------------------------------------------------
 BB=build/bench
