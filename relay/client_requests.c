@@ -318,6 +318,9 @@ int sx_client_submit_wait(sx_client *c, const char *type, const char *method,
     /* A reply (ok or not) names the job when it started. */
     if (out_pid != NULL && r->body.len > 0 && sx_reply_pid(r, out_pid) != 0)
         *out_pid = SX_PID_NONE;
+    sx_payload res;
+    if (rc == 0 && sx_map_get(r->body, "result", &res) != 0)
+        rc = SX_EPROTO; /* the pid alone: the server did not wait */
     if (rc == 0 && out_steps != NULL)
         reply_steps(r, out_steps);
     if (out == NULL)

@@ -480,12 +480,20 @@ void sx__relay_conn_take(sx_server *s, sx__relay_out *o)
         sx__relay_watch_done(o->watch, o);
         break;
     case SX__RELAY_OUT_ANSWER:
-        if (o->then_wait) {
+        /* A submit with "wait": the room held for its wait goes back
+         * first (its wait, starting below, takes it again). */
+        if (o->reserved)
+            sx__relay_wait_unreserve(c);
+        if (o->then_wait || o->oom_reply) {
             /* A submit with "wait" whose job started: its wait starts
-             * now, and answers it (relay/pending.c). */
-            if (c->state == SX__RELAY_CONN_OPEN)
+             * now, and answers it (relay/pending.c). Or its answer
+             * could not be built. */
+            if (c->state == SX__RELAY_CONN_OPEN && o->then_wait)
                 sx__relay_submit_wait(c, o->wait_id, o->wait_pid,
                                       o->wait_existing, o->wait_ms);
+            else if (c->state == SX__RELAY_CONN_OPEN)
+                sx__relay_reply_error(c, o->wait_id, "internal",
+                                      "out of memory");
             sx__relay_out_free(o);
             sx__relay_conn_unref(c); /* the item's reference */
             break;

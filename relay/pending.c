@@ -632,9 +632,9 @@ void sx__relay_watch_done(sx__relay_watch *w, sx__relay_out *o)
 static const char *no_room(sx__relay_conn *c, char *buf, size_t cap)
 {
     sx_server *s = c->srv;
-    if (c->n_pending >= SX_RELAY_MAX_PENDING)
+    if (c->n_pending + c->n_reserved >= SX_RELAY_MAX_PENDING)
         return "too many waits and subscriptions on this connection (65536)";
-    if (s->n_waits >= s->max_waits) {
+    if (s->n_waits + s->n_reserved >= s->max_waits) {
         snprintf(buf, cap,
                  "too many waits and subscriptions in the server (%zu, "
                  "--max-waits)",
@@ -651,6 +651,18 @@ bool sx__relay_wait_room(sx__relay_conn *c, uint64_t id)
     if (why != NULL)
         sx__relay_reply_error(c, id, "limit", why);
     return why == NULL;
+}
+
+void sx__relay_wait_reserve(sx__relay_conn *c)
+{
+    c->n_reserved++;
+    c->srv->n_reserved++;
+}
+
+void sx__relay_wait_unreserve(sx__relay_conn *c)
+{
+    c->n_reserved--;
+    c->srv->n_reserved--;
 }
 
 /* Answers request id of kind with an error once it could not start: a

@@ -90,6 +90,12 @@ typedef struct sx__relay_out {
      * none). */
     uint8_t then_wait;
     uint8_t wait_existing;
+    /* ANSWER to a submit with "wait" answered later: it holds a wait's
+     * room (sx__relay_wait_reserve), given back when the loop takes it. */
+    uint8_t reserved;
+    /* ANSWER with no bytes: the store's answer could not be built (out
+     * of memory); the loop replies `internal` to wait_id. */
+    uint8_t oom_reply;
     uint64_t wait_id;
     sx_pid wait_pid;
     int64_t wait_ms;
@@ -274,6 +280,11 @@ struct sx__relay_conn {
     sx__relay_conn *dirty_next; /* [loop] */
     sx__relay_pending *pending; /* [loop] waits and subscribes */
     size_t n_pending;           /* [loop] how many */
+    /* [loop] Room held for the waits of submits with "wait" whose jobs
+     * the store (or another node) has not answered yet: counted with
+     * n_pending against the limits, so that such a submit is refused
+     * `limit` before its job starts, never after. */
+    size_t n_reserved;
     /* [loop] The client shut down its sending side (a Unix socket, still
      * open for reading) with waits or subscribes pending: the connection
      * stays OPEN, not reading, until they are answered and written, or
@@ -371,6 +382,7 @@ struct sx_server {
      * max_waits. */
     sx__relay_watch **wt;
     size_t wt_cap, wt_n, n_waits, max_waits;
+    size_t n_reserved; /* [loop] the connections' n_reserved, summed */
     /* [loop] Records without a timer, free for the next wait (at most
      * SX_RELAY_REC_CACHE): a wait costs no allocation of its own in
      * steady state. Chained through next. */
@@ -562,6 +574,10 @@ void sx__relay_submit_wait(sx__relay_conn *c, uint64_t id, sx_pid pid,
 /* Whether connection c and the server have room for one more wait: else
  * replies `limit` to request id and returns false. [loop] */
 bool sx__relay_wait_room(sx__relay_conn *c, uint64_t id);
+/* Holds / gives back the room of one wait on c (a submit with "wait"
+ * answered later: its wait starts when the answer reaches the loop). */
+void sx__relay_wait_reserve(sx__relay_conn *c);
+void sx__relay_wait_unreserve(sx__relay_conn *c);
 /* Answers wait request id with the outcome r at once (a poll of a
  * process that has finished). */
 void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id,

@@ -23,6 +23,10 @@ typedef struct {
     sx__relay_hub *hub; /* a reference */
     uint64_t id;
     sx__relay_then_wait wait; /* the submit's "wait" */
+    /* With wait: the answer's item, allocated on the loop before the
+     * submit (so that the answer can always be handed over) and holding
+     * the wait's room (reserved) until the loop takes it. */
+    sx__relay_out *item;
 } stored_submit;
 
 void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
@@ -52,22 +56,24 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
                           const char *msg)
 {
     stored_submit *ss = user;
-    if (rc == 0 && ss->wait.on) {
-        /* The job started: the loop starts its wait, which replies. */
-        sx__relay_out *o = sx__relay_out_new(SX__RELAY_OUT_ANSWER, 0);
-        if (o != NULL) {
+    sx__relay_out *o = ss->item;
+    if (o != NULL) {
+        /* A submit with "wait": the item travels whatever the answer, and
+         * gives the wait's room back on the loop. */
+        o->reserved = 1;
+        o->wait_id = ss->id;
+        if (rc == 0) {
+            /* The job started: the loop starts its wait, which replies. */
             o->then_wait = 1;
             o->wait_existing = existing;
-            o->wait_id = ss->id;
             o->wait_pid = pid;
             o->wait_ms = ss->wait.timeout_ms;
-            o->conn = ss->c; /* the item takes the reference */
-            if (sx__relay_hub_post(ss->hub, o) != 0) {
-                sx__relay_out_free(o); /* the server has stopped */
-                sx__relay_conn_unref(ss->c);
-            }
-        } else {
-            /* Out of memory: unanswered, as for a connection lost. */
+        }
+    }
+    if (o != NULL && rc == 0) {
+        o->conn = ss->c; /* the item takes the reference */
+        if (sx__relay_hub_post(ss->hub, o) != 0) {
+            sx__relay_out_free(o); /* the server has stopped */
             sx__relay_conn_unref(ss->c);
         }
         sx__relay_hub_unref(ss->hub);
@@ -94,7 +100,32 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
         sx__relay_pack_error(&pk, sx__relay_submit_code(rc),
                              msg != NULL ? msg : sx_strerror(rc));
     }
-    sx__relay_post_answer(ss->c, ss->hub, &pk);
+    if (o == NULL) {
+        sx__relay_post_answer(ss->c, ss->hub, &pk);
+        free(ss);
+        return;
+    }
+    /* A submit with "wait" refused: the reply, in an item that gives the
+     * room back; when it cannot be had, the item itself says `internal`. */
+    sx__relay_out *r = pk.err == 0 ? sx__relay_out_new(SX__RELAY_OUT_ANSWER,
+                                                       SX_WIRE_HEADER + pk.len)
+                                   : NULL;
+    if (r != NULL) {
+        memcpy(r->data + SX_WIRE_HEADER, pk.data, pk.len);
+        sx__relay_out_seal(r, pk.len);
+        r->reserved = 1;
+        sx__relay_out_free(o);
+        o = r;
+    } else {
+        o->oom_reply = 1;
+    }
+    sx_pack_fini(&pk);
+    o->conn = ss->c; /* the item takes the reference */
+    if (sx__relay_hub_post(ss->hub, o) != 0) {
+        sx__relay_out_free(o); /* the server has stopped */
+        sx__relay_conn_unref(ss->c);
+    }
+    sx__relay_hub_unref(ss->hub);
     free(ss);
 }
 
@@ -108,12 +139,27 @@ int sx__relay_submit_stored(sx__relay_conn *c, uint64_t id, const char *type,
     if (ss == NULL)
         return SX_ENOMEM;
     *ss = (stored_submit){ c, s->hub, id,
-                           wait != NULL ? *wait : (sx__relay_then_wait){ 0 } };
+                           wait != NULL ? *wait : (sx__relay_then_wait){ 0 },
+                           NULL };
+    if (ss->wait.on) {
+        ss->item = sx__relay_out_new(SX__RELAY_OUT_ANSWER, 0);
+        if (ss->item == NULL) {
+            free(ss);
+            return SX_ENOMEM;
+        }
+        /* Held before the submit: its answer, which may come at once (on
+         * this thread, through the hub), gives it back. */
+        sx__relay_wait_reserve(c);
+    }
     sx__relay_conn_ref(c);
     sx__relay_hub_ref(s->hub);
     int rc = sx_engine_submit_async(s->engine, type, method, in, n, o,
                                     stored_answer, ss);
     if (rc != 0) {
+        if (ss->item != NULL) {
+            sx__relay_wait_unreserve(c);
+            sx__relay_out_free(ss->item);
+        }
         sx__relay_conn_unref(c);
         sx__relay_hub_unref(s->hub);
         free(ss);

@@ -365,8 +365,11 @@ int sx_client_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
  * sx_client_wait does (0: it finished ok, its "result" in *out; its own
  * error; SX_ETIMEDOUT once timeout_ms (< 0: no limit) passed, the job
  * going on) or as sx_client_submit does for a submit refused (nothing
- * started). *out_pid (may be NULL): the job's PID whenever it started,
- * SX_PID_NONE when it did not; *out_steps (may be NULL) as for wait. */
+ * started). *out_pid (may be NULL): the job's PID whenever a reply
+ * named it (every reply of a job that started does), else SX_PID_NONE:
+ * refused, or no reply (a transport error: the job may have started);
+ * *out_steps (may be NULL) as for wait. SX_EPROTO: a reply ok without a
+ * "result" (a server that does not wait in submit; *out_pid is set). */
 int sx_client_submit_wait(sx_client *c, const char *type, const char *method,
                           const sx_payload *input, size_t n, int64_t timeout_ms,
                           sx_pid *out_pid, uint64_t *out_steps, sx_reply *out);

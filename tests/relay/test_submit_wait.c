@@ -3,9 +3,10 @@
  * the pid, a failed job's error with its pid, a timeout that names the
  * job (which goes on), refusals that start nothing, the fields checked,
  * many pipelined on one connection, the limit on waits checked before a
- * job starts, a connection that leaves with its jobs running, a submit
- * the engine answers later (a deadline, a state store and its keys), and
- * an outcome that fits a wait's answer but not with the pid beside it.
+ * job starts (also for submits answered later), a connection that leaves with
+ * its jobs running, a submit the engine answers later (a deadline, a state
+ * store and its keys), and an outcome that fits a wait's answer but not with
+ * the pid beside it.
  *
  * Threads: the test's thread and the C client; the engine's own.
  */
@@ -448,6 +449,80 @@ static void test_limit(void)
     fx_down(&f);
 }
 
+/* A submit of sleeper [ms] with "wait" and a deadline (answered later,
+ * through the engine's answer path, like a state store's), posted. */
+static void post_deadline_wait(sx_client *c, int64_t ms, uint64_t *id)
+{
+    sx_pack pk;
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 6);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "submit");
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "sleeper");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 1);
+    sx_pack_int(&pk, ms);
+    sx_pack_str(&pk, "wait");
+    sx_pack_bool(&pk, true);
+    sx_pack_str(&pk, "deadline_ms");
+    sx_pack_int(&pk, 60000);
+    CHECK_RC(sx_client_post(c, sx_pack_payload(&pk), id), 0);
+    sx_pack_fini(&pk);
+}
+
+/* Property: submits with "wait" answered later (a deadline: the engine
+ * answers the submit after it; a state store's the same) hold their
+ * wait's room from the request on: with room for one, the second of two
+ * sent together is refused `limit` without a pid and never starts, and
+ * the first is answered with its outcome. */
+static void test_limit_later(void)
+{
+    fixture f;
+    sx_server_config sc = { .max_waits = 1 };
+    up(&f, &(sx_engine_config){ .workers = 2 }, &sc);
+    sx_client *c = connect_ok(&f);
+    uint64_t a, b;
+    post_deadline_wait(c, 300, &a);
+    post_deadline_wait(c, 300, &b);
+    CHECK_RC(sx_client_flush(c, 5000), 0);
+    bool got_a = false, got_b = false;
+    for (int i = 0; i < 2; i++) {
+        uint64_t id;
+        sx_reply r;
+        CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+        if (id == b) {
+            got_b = true;
+            CHECK(!r.ok && strcmp(r.code, "limit") == 0);
+            CHECK(!has(&r, "pid"));
+            CHECK(live(&f) <= 1);
+        } else {
+            CHECK(id == a);
+            got_a = true;
+            CHECK(r.ok);
+            CHECK_EQ_INT(reply_int(&r, "result"), 300);
+            CHECK(!pid_none(reply_pid_ok(&r)));
+        }
+        sx_reply_free(&r);
+    }
+    CHECK(got_a && got_b);
+    /* The room came back: the next one goes through. */
+    uint64_t d;
+    post_deadline_wait(c, 1, &d);
+    sx_reply r;
+    uint64_t id;
+    CHECK_RC(sx_client_next_reply(c, 10000, &id, &r), 0);
+    CHECK(id == d && r.ok);
+    sx_reply_free(&r);
+    sx_server_stats st;
+    sx_server_stats_get(f.s, &st);
+    CHECK_EQ_U64(st.waits, 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 /* Property: a client that leaves with submits still waiting leaves no
  * record behind; its jobs go on and the server serves others. */
 static void test_client_leaves(void)
@@ -538,9 +613,7 @@ static void test_frame_limit(void)
     fixture f;
     enum { FRAME = 4096 };
     sx_server_config sc = { .max_frame = FRAME };
-    up(&f,
-       &(sx_engine_config){ .workers = 2, .max_result = 2 * FRAME },
-       &sc);
+    up(&f, &(sx_engine_config){ .workers = 2, .max_result = 2 * FRAME }, &sc);
     sx_client *c = connect_ok(&f);
     int too_large = 0, wait_ok_then = 0;
     for (int64_t size = FRAME - 160; size <= FRAME - 20; size++) {
@@ -568,11 +641,17 @@ static void test_frame_limit(void)
 }
 
 static const sx_test_case cases[] = {
-    { "ok", test_ok },           { "failed", test_failed },
-    { "timeout", test_timeout }, { "refused", test_refused },
-    { "fields", test_fields },   { "pipelined", test_pipelined },
-    { "limit", test_limit },     { "client_leaves", test_client_leaves },
-    { "stored", test_stored },   { "frame_limit", test_frame_limit },
+    { "ok", test_ok },
+    { "failed", test_failed },
+    { "timeout", test_timeout },
+    { "refused", test_refused },
+    { "fields", test_fields },
+    { "pipelined", test_pipelined },
+    { "limit", test_limit },
+    { "limit_later", test_limit_later },
+    { "client_leaves", test_client_leaves },
+    { "stored", test_stored },
+    { "frame_limit", test_frame_limit },
 };
 
 SX_TEST_MAIN(cases)
