@@ -29,7 +29,9 @@ typedef struct {
     sx__relay_out *item;
 } stored_submit;
 
-void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
+/* A new ANSWER item holding the reply packed in pk, or NULL (out of
+ * memory, or pk failed). [any thread] */
+static sx__relay_out *answer_item(const sx_pack *pk)
 {
     sx__relay_out *o =
         pk->err == 0
@@ -38,18 +40,54 @@ void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
     if (o != NULL) {
         memcpy(o->data + SX_WIRE_HEADER, pk->data, pk->len);
         sx__relay_out_seal(o, pk->len);
-        o->conn = c; /* the item takes the reference */
-        if (sx__relay_hub_post(hub, o) != 0) {
-            sx__relay_out_free(o); /* the server has stopped */
-            sx__relay_conn_unref(c);
-        }
-    } else {
-        /* Out of memory: the client's request stays unanswered, as for
-         * a connection lost. */
-        sx__relay_conn_unref(c);
     }
+    return o;
+}
+
+/* Hands o (may be NULL) to the loop for connection c, whose reference
+ * the item takes; with no item (out of memory), or once the server has
+ * stopped, the reference is let go and the request stays unanswered, as
+ * for a connection lost. [any thread] */
+static void hand_over(sx__relay_conn *c, sx__relay_hub *hub, sx__relay_out *o)
+{
+    if (o != NULL) {
+        o->conn = c;
+        if (sx__relay_hub_post(hub, o) == 0)
+            return;
+        sx__relay_out_free(o); /* the server has stopped */
+    }
+    sx__relay_conn_unref(c);
+}
+
+void sx__relay_post_answer(sx__relay_conn *c, sx__relay_hub *hub, sx_pack *pk)
+{
+    hand_over(c, hub, answer_item(pk));
     sx_pack_fini(pk);
     sx__relay_hub_unref(hub);
+}
+
+/* The reply to a plain submit, or to a submit with "wait" refused. */
+static void pack_submit_answer(sx_pack *pk, uint64_t id, int rc, sx_pid pid,
+                               bool existing, const char *msg)
+{
+    sx_pack_map(pk, rc == 0 && existing ? 4 : 3);
+    sx_pack_str(pk, "id");
+    sx_pack_uint(pk, id);
+    sx_pack_str(pk, "ok");
+    sx_pack_bool(pk, rc == 0);
+    if (rc == 0) {
+        char txt[SX_PID_TEXT_MAX];
+        sx_pid_format(pid, txt, sizeof(txt));
+        sx_pack_str(pk, "pid");
+        sx_pack_str(pk, txt);
+        if (existing) {
+            sx_pack_str(pk, "existing");
+            sx_pack_bool(pk, true);
+        }
+    } else {
+        sx__relay_pack_error(pk, sx__relay_submit_code(rc),
+                             msg != NULL ? msg : sx_strerror(rc));
+    }
 }
 
 static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
@@ -57,74 +95,40 @@ static void stored_answer(void *user, int rc, sx_pid pid, bool existing,
 {
     stored_submit *ss = user;
     sx__relay_out *o = ss->item;
-    if (o != NULL) {
-        /* A submit with "wait": the item travels whatever the answer, and
-         * gives the wait's room back on the loop. */
-        o->reserved = 1;
-        o->wait_id = ss->id;
-        if (rc == 0) {
-            /* The job started: the loop starts its wait, which replies. */
-            o->then_wait = 1;
-            o->wait_existing = existing;
-            o->wait_pid = pid;
-            o->wait_ms = ss->wait.timeout_ms;
-        }
-    }
-    if (o != NULL && rc == 0) {
-        o->conn = ss->c; /* the item takes the reference */
-        if (sx__relay_hub_post(ss->hub, o) != 0) {
-            sx__relay_out_free(o); /* the server has stopped */
-            sx__relay_conn_unref(ss->c);
-        }
-        sx__relay_hub_unref(ss->hub);
-        free(ss);
-        return;
-    }
-    sx_pack pk;
-    sx_pack_init(&pk);
-    sx_pack_map(&pk, rc == 0 && existing ? 4 : 3);
-    sx_pack_str(&pk, "id");
-    sx_pack_uint(&pk, ss->id);
-    sx_pack_str(&pk, "ok");
-    sx_pack_bool(&pk, rc == 0);
-    if (rc == 0) {
-        char txt[SX_PID_TEXT_MAX];
-        sx_pid_format(pid, txt, sizeof(txt));
-        sx_pack_str(&pk, "pid");
-        sx_pack_str(&pk, txt);
-        if (existing) {
-            sx_pack_str(&pk, "existing");
-            sx_pack_bool(&pk, true);
-        }
-    } else {
-        sx__relay_pack_error(&pk, sx__relay_submit_code(rc),
-                             msg != NULL ? msg : sx_strerror(rc));
-    }
-    if (o == NULL) {
+    if (o == NULL) { /* a plain submit */
+        sx_pack pk;
+        sx_pack_init(&pk);
+        pack_submit_answer(&pk, ss->id, rc, pid, existing, msg);
         sx__relay_post_answer(ss->c, ss->hub, &pk);
         free(ss);
         return;
     }
-    /* A submit with "wait" refused: the reply, in an item that gives the
-     * room back; when it cannot be had, the item itself says `internal`. */
-    sx__relay_out *r = pk.err == 0 ? sx__relay_out_new(SX__RELAY_OUT_ANSWER,
-                                                       SX_WIRE_HEADER + pk.len)
-                                   : NULL;
-    if (r != NULL) {
-        memcpy(r->data + SX_WIRE_HEADER, pk.data, pk.len);
-        sx__relay_out_seal(r, pk.len);
-        r->reserved = 1;
-        sx__relay_out_free(o);
-        o = r;
+    /* A submit with "wait": its item travels whatever the answer, and
+     * gives the wait's room back on the loop. */
+    o->wait_id = ss->id;
+    if (rc == 0) {
+        /* The job started: the loop starts its wait, which replies. */
+        o->then_wait = 1;
+        o->wait_existing = existing;
+        o->wait_pid = pid;
+        o->wait_ms = ss->wait.timeout_ms;
     } else {
-        o->oom_reply = 1;
+        /* Refused: the reply, in an item of its own; when that cannot be
+         * had, this item says `internal`. */
+        sx_pack pk;
+        sx_pack_init(&pk);
+        pack_submit_answer(&pk, ss->id, rc, pid, existing, msg);
+        sx__relay_out *r = answer_item(&pk);
+        sx_pack_fini(&pk);
+        if (r != NULL) {
+            sx__relay_out_free(o);
+            o = r;
+        } else {
+            o->oom_reply = 1;
+        }
     }
-    sx_pack_fini(&pk);
-    o->conn = ss->c; /* the item takes the reference */
-    if (sx__relay_hub_post(ss->hub, o) != 0) {
-        sx__relay_out_free(o); /* the server has stopped */
-        sx__relay_conn_unref(ss->c);
-    }
+    o->reserved = 1;
+    hand_over(ss->c, ss->hub, o);
     sx__relay_hub_unref(ss->hub);
     free(ss);
 }
