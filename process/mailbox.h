@@ -62,6 +62,18 @@ static inline void sx__mpsc_unpop(sx__mpsc *q, sx__mpsc_node *n)
 {
     q->tail = n;
 }
+/* [consumer] Puts first..last, linked through next (relaxed stores
+ * suffice) and in no queue, at the front: they are popped, in chain order,
+ * before everything queued. Sound for the reason unpop is: only the
+ * consumer moves tail, and every node the chain now leads to (the old
+ * tail) is one pop could return or the stub. */
+static inline void sx__mpsc_unpop_chain(sx__mpsc *q, sx__mpsc_node *first,
+                                        sx__mpsc_node *last)
+{
+    /* relaxed: the chain is the consumer's; producers never read it. */
+    atomic_store_explicit(&last->next, q->tail, memory_order_relaxed);
+    q->tail = first;
+}
 /* [consumer] True when there is nothing to pop and no push in progress. */
 bool sx__mpsc_empty(sx__mpsc *q);
 

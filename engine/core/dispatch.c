@@ -125,8 +125,15 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     /* Read before the answer's bytes are set: in a small completer they
      * overlay `to` (core.h). */
     sx__proc *p = ev->to;
-    if (SX__FAULT(SX__FAULT_RESULT) ||
-        sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
+    if (result.len == 0 && error_msg == NULL && ev->heap == NULL) {
+        /* No bytes (a plain acknowledgement, as most cheap commands
+         * give): sx__ev_set's effect without its sizing and copies. */
+        ev->topic_len = 0;
+        ev->has_topic = 0;
+        ev->data_len = 0;
+        ev->msg_len = 0;
+    } else if (SX__FAULT(SX__FAULT_RESULT) ||
+               sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
         /* The result cannot be copied: the process still gets its one
          * answer, as an error. */
         error = SX_ENOMEM;
@@ -143,7 +150,29 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
          * under us, and this worker checks the mailbox before it blocks or
          * idles the process (engine/sched/turn.c, backlog), so neither a
          * reference nor the state word's wake-up flag is needed — only the
-         * push. */
+         * push. During the process's dispatch, while its mailbox is empty,
+         * not even that: the worker holds the answer for its next step
+         * (w->loc_first, engine/sched/sched.h), which takes it before
+         * anything that arrives in the mailbox later, as a push would
+         * have queued it. Once the mailbox holds something (an event that
+         * arrived after the answers held so far), those answers go to its
+         * front and this one behind it, in the order of their arrival. */
+        if (w->loc_on) {
+            if (sx__mpsc_empty(&p->mbox)) {
+                /* relaxed: the held list is this worker's alone. */
+                atomic_store_explicit(&ev->node.next, NULL,
+                                      memory_order_relaxed);
+                if (w->loc_last != NULL)
+                    atomic_store_explicit(&w->loc_last->node.next, &ev->node,
+                                          memory_order_relaxed);
+                else
+                    w->loc_first = ev;
+                w->loc_last = ev;
+                return;
+            }
+            sx__loc_flush(w, p);
+            w->loc_on = false;
+        }
         sx__mpsc_push(&p->mbox, &ev->node);
         return;
     }

@@ -88,13 +88,34 @@ typedef struct sx__worker {
     size_t n_nodes;      /* how many (collect) */
     bool send_penalty;   /* a send found its receiver READY (worker.c) */
     sx__wstats st;
-    uint32_t lat_sample;       /* dispatches since the last latency sample */
+    uint32_t lat_sample; /* dispatches since the last latency sample */
+    /* The answers that handlers gave at once, on this worker, to the
+     * yields of the process it runs, during that process's dispatch
+     * (loc_on) and while its mailbox was empty (engine/core/dispatch.c,
+     * sx_complete): oldest first, linked through node.next. Its next step
+     * takes them before the mailbox (engine/sched/turn.c, collect); when
+     * the process leaves the worker first, they go to the front of its
+     * mailbox (sx__loc_flush). Owner only. */
+    sx__ev *loc_first, *loc_last;
+    bool loc_on;
     alignas(64) sx__timers tm; /* sleeps (engine/timer/sleep.c) */
     bool tm_ok;                /* tm initialised (workers_fini) */
     /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
      * their own sleep while this one may sit on due timers: sleep.c). */
     _Atomic bool parked;
 } sx__worker;
+
+/* [owner of p] Puts the answers w holds for p (loc_first..loc_last) at the
+ * front of p's mailbox, where its next pop finds them first: they are
+ * older than anything queued there, since sx_complete holds an answer only
+ * while the mailbox is empty. */
+static inline void sx__loc_flush(sx__worker *w, sx__proc *p)
+{
+    if (w->loc_first == NULL)
+        return;
+    sx__mpsc_unpop_chain(&p->mbox, &w->loc_first->node, &w->loc_last->node);
+    w->loc_first = w->loc_last = NULL;
+}
 
 /* ---- park ---------------------------------------------------------------- */
 

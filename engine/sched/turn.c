@@ -157,6 +157,25 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
             c = next;
         }
     }
+    if (w->loc_first != NULL) {
+        /* The answers held at the last dispatch (sx_complete): older than
+         * everything in the mailbox. What the batch has no room for goes
+         * to the mailbox's front, for the next step. */
+        sx__ev *ev = w->loc_first;
+        while (ev != NULL && n < cap) {
+            /* relaxed: the held list is this worker's alone. */
+            sx__ev *next = (sx__ev *)atomic_load_explicit(&ev->node.next,
+                                                          memory_order_relaxed);
+            w->batch_ev[k++] = ev;
+            event_of(p, ev, &w->batch[n++]);
+            ev = next;
+        }
+        w->loc_first = ev;
+        if (ev != NULL)
+            sx__loc_flush(w, p);
+        else
+            w->loc_last = NULL;
+    }
     size_t ctl = n;
     bool bundles = false, full = false;
     while (n < cap) {
@@ -329,10 +348,18 @@ step_end(sx_engine *e, sx__worker *w, sx__proc *p, int rc, bool job)
     if (job)
         return job_tail(e, p, out);
     size_t n_yields = out->n_yields;
-    if (n_yields > 0 && sx__dispatch(e, p, out) != 0) {
-        sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
-                   (sx_payload){ NULL, 0 });
-        return 0;
+    if (n_yields > 0) {
+        /* The handlers' answers given at once are held for the next step
+         * (sx_complete, w->loc_first). */
+        w->loc_on = true;
+        int drc = sx__dispatch(e, p, out);
+        w->loc_on = false;
+        if (drc != 0) {
+            sx__loc_flush(w, p); /* freed with the mailbox */
+            sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
+                       (sx_payload){ NULL, 0 });
+            return 0;
+        }
     }
     return want_of(out);
 }
@@ -434,13 +461,23 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                 want = p->wait_kind; /* woken, but nothing to deliver yet */
             }
         }
-        bool more = backlog(p, want);
+        /* Answers held for the next step (step_end) wake a process that
+         * waits for one; an IDLE one waits for a message, so they wait
+         * in its mailbox. */
+        bool more;
+        if (w->loc_first != NULL && want != SX_PSTATE_IDLE) {
+            more = true;
+        } else {
+            sx__loc_flush(w, p);
+            more = backlog(p, want);
+        }
 
         /* acquire: see the flags producers set (their fetch_or is a
          * release) and the events they pushed before. */
         s = atomic_load_explicit(&p->state, memory_order_acquire);
         for (;;) {
             if (s & SX__F_TERM) {
+                sx__loc_flush(w, p); /* freed with the mailbox */
                 sx__finish_terminated(e, p);
                 return;
             }
@@ -486,7 +523,9 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                  * processes submitted meanwhile (the injection ring: put
                  * in the global queue, which is looked at first, it would
                  * starve them; test_sched fairness). release: the next
-                 * worker's CAS READY -> RUNNING acquires it. */
+                 * worker's CAS READY -> RUNNING acquires it, with the
+                 * held answers put in the mailbox before it. */
+                sx__loc_flush(w, p);
                 if (atomic_compare_exchange_weak_explicit(
                         &p->state, &s, SX_PSTATE_READY, memory_order_release,
                         memory_order_acquire)) {

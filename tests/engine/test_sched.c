@@ -1126,6 +1126,279 @@ static void test_deque_popped_chain(void)
     sx_engine_free(e);
 }
 
+/* ---- answers given at once ------------------------------------------
+ *
+ * A handler that answers at once, on the worker running the process, has
+ * its answer held by that worker for the process's next step instead of
+ * pushed into the mailbox (engine/core/dispatch.c, sx_complete). Each case
+ * checks that the step still gets what the mailbox would have given it. */
+
+#define CMD_NOW 300       /* answers at once: its tag, or nothing if even */
+#define CMD_SEND_THEN 301 /* sends "m<tag>" to the process, then answers */
+#define CMD_THEN_SEND 302 /* answers, then sends "m<tag>" */
+#define CMD_KILL_SELF 303 /* terminates the process, then answers */
+
+static int cmd_now(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                   sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)args;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_complete(done, tag & 1 ? sx_payload_int(b, (int64_t)tag) : nil, 0, NULL);
+    return 0;
+}
+
+static void send_tag(sx_engine *e, sx_pid pid, uint64_t tag)
+{
+    char topic[32];
+    snprintf(topic, sizeof topic, "m%llu", (unsigned long long)tag);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pid, topic, nil), 0);
+}
+
+static int cmd_send_then(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)args;
+    send_tag(e, pid, tag);
+    sx_complete(done, nil, 0, NULL);
+    return 0;
+}
+
+static int cmd_then_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)args;
+    sx_complete(done, nil, 0, NULL);
+    send_tag(e, pid, tag);
+    return 0;
+}
+
+static int cmd_kill_self(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                         sx_payload args, sx_completer *done)
+{
+    (void)user, (void)tag, (void)args;
+    CHECK_RC(sx_engine_terminate(e, pid), 0);
+    /* Larger than a node's inline bytes: the answer owns a heap block. */
+    uint8_t big[300];
+    memset(big, 0xab, sizeof big);
+    sx_complete(done, (sx_payload){ big, sizeof big }, 0, NULL);
+    return 0;
+}
+
+static sx_engine *up_held(unsigned throughput, const sx_process_type *t,
+                          size_t n)
+{
+    sx_engine_config cfg = { .workers = 1, .throughput = throughput };
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, t, n);
+    tx_engine_command(e, CMD_NOW, "now", cmd_now, NULL);
+    tx_engine_command(e, CMD_SEND_THEN, "send_then", cmd_send_then, NULL);
+    tx_engine_command(e, CMD_THEN_SEND, "then_send", cmd_then_send, NULL);
+    tx_engine_command(e, CMD_KILL_SELF, "kill_self", cmd_kill_self, NULL);
+    tx_engine_start(e);
+    return e;
+}
+
+#define NOW_YIELDS 50
+
+typedef struct {
+    uint64_t next; /* the tag expected next */
+    size_t max_batch;
+    int bad;
+} now_state;
+
+static _Atomic int now_bad = -1;
+static _Atomic size_t now_max_batch;
+
+/* Step 1 yields CMD_NOW with tags 1..NOW_YIELDS; every later step checks
+ * that its answers come in tag order, each once, with its bytes. */
+static int now_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    now_state *s = st;
+    if (s->next == 0) {
+        s->next = 1;
+        for (uint64_t t = 1; t <= NOW_YIELDS; t++)
+            sx_yield(out, CMD_NOW, t, nil);
+        sx_wait(out);
+        return 0;
+    }
+    if (n > s->max_batch)
+        s->max_batch = n;
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = 0;
+        bool ok = ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].error == 0 &&
+                  ev[i].tag == s->next &&
+                  (s->next & 1 ? sx_payload_get_int(ev[i].data, &v) == 0 &&
+                                     v == (int64_t)s->next
+                               : ev[i].data.len == 0);
+        if (!ok && s->bad == 0)
+            s->bad = (int)s->next;
+        s->next++;
+    }
+    if (s->next > NOW_YIELDS) {
+        atomic_store(&now_bad, s->bad);
+        atomic_store(&now_max_batch, s->max_batch);
+        sx_done(out, nil);
+    } else {
+        sx_wait(out);
+    }
+    return 0;
+}
+
+/* 50 answers given at once in one dispatch, on one worker beside a
+ * process that never waits: with a throughput of 1 the turn ends with
+ * every answer held, with 4 after the step that took the first 4. The
+ * step gets all 50, in order, each once, with its bytes, never more than
+ * the throughput at a time. */
+static void test_held_answers_order(void)
+{
+    const sx_process_type t[] = {
+        { .name = "now",
+          .state_size = sizeof(now_state),
+          .init = no_init,
+          .step = now_step },
+        { .name = "hog", .init = no_init, .step = hog_step },
+    };
+    for (unsigned tp = 1; tp <= 4; tp += 3) {
+        sx_engine *e = up_held(tp, t, 2);
+        sx_pid hog, p;
+        CHECK_RC(sx_engine_submit(e, "hog", "run", NULL, 0, &hog), 0);
+        CHECK_RC(sx_engine_submit(e, "now", "run", NULL, 0, &p), 0);
+        int err = -1;
+        atomic_store(&now_bad, -1);
+        CHECK(wait_done(e, p, 5000, &err));
+        CHECK_EQ_INT(err, 0);
+        CHECK_EQ_INT(atomic_load(&now_bad), 0);
+        CHECK(atomic_load(&now_max_batch) >= 1 &&
+              atomic_load(&now_max_batch) <= tp);
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, hog, "stop", nil), 0);
+        CHECK(wait_done(e, hog, 5000, &err));
+        sx_engine_stop(e, 1000);
+        sx_engine_free(e);
+    }
+}
+
+typedef struct {
+    int phase;
+    char seq[64];
+    size_t len;
+} order_state;
+
+static char order_seq[2][64];
+
+/* Round 0 yields [answer then send 1, send then answer 2]; round 1
+ * [send then answer 3, answer then send 4]. Each round waits for its four
+ * events and notes them in order: "c<tag>" an answer, "m<tag>" a
+ * message. */
+static int mixed_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    order_state *s = st;
+    if (s->phase == 0) {
+        s->phase = 1;
+        sx_yield(out, CMD_THEN_SEND, 1, nil);
+        sx_yield(out, CMD_SEND_THEN, 2, nil);
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int w = 0;
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE)
+            w = snprintf(s->seq + s->len, sizeof s->seq - s->len, "c%llu ",
+                         (unsigned long long)ev[i].tag);
+        else if (ev[i].type == SX_EVENT_MESSAGE && ev[i].topic != NULL)
+            w = snprintf(s->seq + s->len, sizeof s->seq - s->len, "%s ",
+                         ev[i].topic);
+        if (w > 0 && (size_t)w < sizeof s->seq - s->len)
+            s->len += (size_t)w;
+    }
+    if (s->len < 12) {
+        sx_wait(out);
+        return 0;
+    }
+    memcpy(order_seq[s->phase - 1], s->seq, s->len + 1);
+    s->len = 0;
+    s->seq[0] = 0;
+    if (s->phase == 2) {
+        sx_done(out, nil);
+        return 0;
+    }
+    s->phase = 2;
+    sx_yield(out, CMD_SEND_THEN, 3, nil);
+    sx_yield(out, CMD_THEN_SEND, 4, nil);
+    sx_wait(out);
+    return 0;
+}
+
+/* Handlers that also send to the process they answer: the step sees each
+ * answer and each message in the order they were given, as if every one
+ * had gone through the mailbox. An answer given after a message is not
+ * held ahead of it (held regardless, round 0 reads "c1 c2 m1 m2"). */
+static void test_held_answers_beside_sends(void)
+{
+    const sx_process_type t[] = {
+        { .name = "mixed",
+          .state_size = sizeof(order_state),
+          .init = no_init,
+          .step = mixed_step },
+    };
+    sx_engine *e = up_held(32, t, 1);
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "mixed", "run", NULL, 0, &p), 0);
+    int err = -1;
+    CHECK(wait_done(e, p, 5000, &err));
+    CHECK_EQ_INT(err, 0);
+    CHECK_STR(order_seq[0], "c1 m1 m2 c2 ");
+    CHECK_STR(order_seq[1], "m3 c3 c4 m4 ");
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
+static _Atomic int kill_events;
+
+/* Its one step is its first: it gets no events. */
+static int kill_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st, (void)ev;
+    atomic_fetch_add(&kill_events, (int)n);
+    for (uint64_t t = 1; t <= 3; t++)
+        sx_yield(out, CMD_KILL_SELF, t, nil);
+    sx_wait(out);
+    return 0;
+}
+
+/* A process terminated while the worker holds answers for it ends
+ * SX_ETERMINATED, and the held answers are freed with it (ASan's leak
+ * check); the processes after it on the worker get none of them. */
+static void test_held_answers_terminated(void)
+{
+    const sx_process_type t[] = {
+        { .name = "kill", .init = no_init, .step = kill_step },
+        { .name = "now",
+          .state_size = sizeof(now_state),
+          .init = no_init,
+          .step = now_step },
+    };
+    sx_engine *e = up_held(32, t, 2);
+    for (int i = 0; i < 20; i++) {
+        sx_pid k;
+        CHECK_RC(sx_engine_submit(e, "kill", "run", NULL, 0, &k), 0);
+        int err = 0;
+        CHECK(wait_done(e, k, 5000, &err));
+        CHECK_EQ_INT(err, SX_ETERMINATED);
+    }
+    CHECK_EQ_INT(atomic_load(&kill_events), 0);
+    atomic_store(&now_bad, -1);
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "now", "run", NULL, 0, &p), 0);
+    int err = -1;
+    CHECK(wait_done(e, p, 5000, &err));
+    CHECK_EQ_INT(err, 0);
+    CHECK_EQ_INT(atomic_load(&now_bad), 0);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1140,6 +1413,9 @@ static const sx_test_case cases[] = {
     { "next_slot_chain", test_next_slot_chain },
     { "next_slot_chain_busy", test_next_slot_chain_busy },
     { "deque_popped_chain", test_deque_popped_chain },
+    { "held_answers_order", test_held_answers_order },
+    { "held_answers_beside_sends", test_held_answers_beside_sends },
+    { "held_answers_terminated", test_held_answers_terminated },
 };
 
 SX_TEST_MAIN(cases)
