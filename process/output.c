@@ -97,15 +97,37 @@ static int yields_grow(sx_step_output *out)
     return 0;
 }
 
-int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
+/* sx_yield when the yields' array or the arena must grow first. */
+static __attribute__((noinline)) int
+yield_grow(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
 {
-    if (out == NULL || (args.data == NULL && args.len > 0))
-        return SX_EINVAL;
     if (out->n_yields == out->cap_yields && yields_grow(out) != 0)
         return out->err = SX_ENOMEM;
     size_t off = arena_put(out, args.data, args.len);
     if (off == SIZE_MAX)
         return out->err = SX_ENOMEM;
+    sx__yield *y = &out->yields[out->n_yields++];
+    y->cmd = cmd;
+    y->tag = tag;
+    y->off = off;
+    y->len = args.len;
+    y->timeout_ms = 0;
+    return 0;
+}
+
+int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
+{
+    if (out == NULL || (args.data == NULL && args.len > 0))
+        return SX_EINVAL;
+    /* Room in both (every step but the few that need more): no call that
+     * could grow them, so none of the registers a call needs. */
+    if (out->n_yields == out->cap_yields ||
+        args.len > out->arena_cap - out->arena_len)
+        return yield_grow(out, cmd, tag, args);
+    size_t off = out->arena_len;
+    if (args.len > 0)
+        memcpy(out->arena + off, args.data, args.len);
+    out->arena_len += args.len;
     sx__yield *y = &out->yields[out->n_yields++];
     y->cmd = cmd;
     y->tag = tag;

@@ -78,12 +78,60 @@ bool sx_completer_resumed(const sx_completer *done)
     return done != NULL && done->ev.watch == SX__WATCH_RESUMED;
 }
 
-void sx_complete(sx_completer *done, sx_payload result, int error,
-                 const char *error_msg)
+/* True when w, the calling thread's worker (or NULL), is running p, the
+ * addressee of ev. relaxed gen: only this thread changes it while it runs
+ * p. */
+static inline bool runs_here(const sx__worker *w, sx__proc *p, const sx__ev *ev)
 {
-    if (done == NULL)
-        return;
-    sx__ev *ev = &done->ev;
+    return w != NULL && w->running == p &&
+           atomic_load_explicit(&p->gen, memory_order_relaxed) == ev->to_gen;
+}
+
+/* The answer ev, complete, to p on w, the worker running p (runs_here).
+ * p cannot finish under us, and this worker checks the mailbox before it
+ * blocks or idles the process (engine/sched/turn.c, backlog), so neither a
+ * reference nor the state word's wake-up flag is needed — only the push.
+ * During the process's dispatch (loc_on), while its mailbox is empty, not
+ * even that: the worker holds the answer for its next step (w->loc_first,
+ * engine/sched/sched.h), which takes it before anything that arrives in
+ * the mailbox later, as a push would have queued it. Once the mailbox
+ * holds something (an event that arrived after the answers held so far),
+ * those answers go to its front and this one behind it, in the order of
+ * their arrival. */
+static inline void answer_here(sx__worker *w, sx__proc *p, sx__ev *ev)
+{
+    if (w->loc_on) {
+        if (sx__mpsc_empty(&p->mbox)) {
+            /* relaxed: the held list is this worker's alone. */
+            atomic_store_explicit(&ev->node.next, NULL, memory_order_relaxed);
+            if (w->loc_last != NULL)
+                atomic_store_explicit(&w->loc_last->node.next, &ev->node,
+                                      memory_order_relaxed);
+            else
+                w->loc_first = ev;
+            w->loc_last = ev;
+            return;
+        }
+        sx__loc_flush(w, p);
+        w->loc_on = false;
+    }
+    sx__mpsc_push(&p->mbox, &ev->node);
+}
+
+/* No bytes: sx__ev_set's effect without its sizing and copies (ev->heap
+ * must be NULL). */
+static inline void set_empty(sx__ev *ev)
+{
+    ev->topic_len = 0;
+    ev->has_topic = 0;
+    ev->data_len = 0;
+    ev->msg_len = 0;
+}
+
+/* sx_complete past its first case. */
+static __attribute__((noinline)) void
+complete_any(sx__ev *ev, sx_payload result, int error, const char *error_msg)
+{
     sx_engine *e = ev->engine;
     if (ev->dl != NULL) {
         /* A yield with a timeout: the first of this answer and the
@@ -126,12 +174,7 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
      * overlay `to` (core.h). */
     sx__proc *p = ev->to;
     if (result.len == 0 && error_msg == NULL && ev->heap == NULL) {
-        /* No bytes (a plain acknowledgement, as most cheap commands
-         * give): sx__ev_set's effect without its sizing and copies. */
-        ev->topic_len = 0;
-        ev->has_topic = 0;
-        ev->data_len = 0;
-        ev->msg_len = 0;
+        set_empty(ev);
     } else if (SX__FAULT(SX__FAULT_RESULT) ||
                sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
         /* The result cannot be copied: the process still gets its one
@@ -142,38 +185,8 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     ev->kind = SX__EV_COMPLETION;
     ev->error = error;
     sx__worker *w = sx__current_worker(e);
-    /* relaxed gen: only this thread changes it while it runs p. */
-    if (w != NULL && w->running == p &&
-        atomic_load_explicit(&p->gen, memory_order_relaxed) == ev->to_gen) {
-        /* Completed by a handler on the worker that is running the
-         * process (the common case for cheap commands): p cannot finish
-         * under us, and this worker checks the mailbox before it blocks or
-         * idles the process (engine/sched/turn.c, backlog), so neither a
-         * reference nor the state word's wake-up flag is needed — only the
-         * push. During the process's dispatch, while its mailbox is empty,
-         * not even that: the worker holds the answer for its next step
-         * (w->loc_first, engine/sched/sched.h), which takes it before
-         * anything that arrives in the mailbox later, as a push would
-         * have queued it. Once the mailbox holds something (an event that
-         * arrived after the answers held so far), those answers go to its
-         * front and this one behind it, in the order of their arrival. */
-        if (w->loc_on) {
-            if (sx__mpsc_empty(&p->mbox)) {
-                /* relaxed: the held list is this worker's alone. */
-                atomic_store_explicit(&ev->node.next, NULL,
-                                      memory_order_relaxed);
-                if (w->loc_last != NULL)
-                    atomic_store_explicit(&w->loc_last->node.next, &ev->node,
-                                          memory_order_relaxed);
-                else
-                    w->loc_first = ev;
-                w->loc_last = ev;
-                return;
-            }
-            sx__loc_flush(w, p);
-            w->loc_on = false;
-        }
-        sx__mpsc_push(&p->mbox, &ev->node);
+    if (runs_here(w, p, ev)) {
+        answer_here(w, p, ev);
         return;
     }
     if (!sx__proc_acquire(e, p, ev->to_gen)) {
@@ -182,6 +195,31 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     }
     sx__deliver(e, p, ev);
     sx__proc_release(e, p);
+}
+
+void sx_complete(sx_completer *done, sx_payload result, int error,
+                 const char *error_msg)
+{
+    if (done == NULL)
+        return;
+    sx__ev *ev = &done->ev;
+    /* The answer of a cheap command, given by its handler at once: no
+     * bytes, no error, no deadline, not a sampled one, on the worker
+     * running the process. What complete_any would do, with none of its
+     * tests that fail here. */
+    if (result.len == 0 && error == 0 && error_msg == NULL && ev->dl == NULL &&
+        ev->t0 == 0 && ev->heap == NULL && ev->tag != SX_TAG_NONE) {
+        sx__proc *p = ev->to;
+        sx__worker *w = sx__current_worker(ev->engine);
+        if (runs_here(w, p, ev)) {
+            set_empty(ev);
+            ev->kind = SX__EV_COMPLETION;
+            ev->error = 0;
+            answer_here(w, p, ev);
+            return;
+        }
+    }
+    complete_any(ev, result, error, error_msg);
 }
 
 /* An sx_send record in the output arena: the PID, the topic length, the

@@ -89,9 +89,10 @@ typedef struct sx__worker {
     bool send_penalty;   /* a send found its receiver READY (worker.c) */
     sx__wstats st;
     uint32_t lat_sample; /* dispatches since the last latency sample */
-    /* The answers that handlers gave at once, on this worker, to the
-     * yields of the process it runs, during that process's dispatch
-     * (loc_on) and while its mailbox was empty (engine/core/dispatch.c,
+    /* The answers given on this worker to the process it runs, during
+     * that process's dispatch (loc_on: a handler answering at once, or a
+     * callback it set off answering an earlier yield) and while its
+     * mailbox was empty (engine/core/dispatch.c,
      * sx_complete): oldest first, linked through node.next. Its next step
      * takes them before the mailbox (engine/sched/turn.c, collect); when
      * the process leaves the worker first, they go to the front of its

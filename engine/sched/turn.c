@@ -159,8 +159,9 @@ static size_t collect(sx_engine *e, sx__worker *w, sx__proc *p)
     }
     if (w->loc_first != NULL) {
         /* The answers held at the last dispatch (sx_complete): older than
-         * everything in the mailbox. What the batch has no room for goes
-         * to the mailbox's front, for the next step. */
+         * everything in the mailbox. What the batch has no room for (cap;
+         * the batch holds at least that many, as it only grows) goes to
+         * the mailbox's front, for the next step. */
         sx__ev *ev = w->loc_first;
         while (ev != NULL && n < cap) {
             /* relaxed: the held list is this worker's alone. */

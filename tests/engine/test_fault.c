@@ -20,6 +20,9 @@
  *    SX_ENOMEM ("dispatch: out of memory"); its first yield, a sleep
  *    already in a timer set, comes due and is dropped (no answer to a
  *    finished process, no crash), and stop leaves no sleep behind.
+ *  - dispatch_held: the same after a handler answered at once (an answer
+ *    the worker held for the next step): the held answer goes with the
+ *    process, and the next process on the worker starts with no events.
  *  - send: a message with no node is refused (SX_ENOMEM) and not counted;
  *    the receiver still gets the next one.
  *  - result: a command result that cannot be copied reaches the process
@@ -444,7 +447,46 @@ static int ticking_step(void *st, const sx_event *ev, size_t n,
     }
 }
 
+#define CMD_NOW 301 /* a user command answering at once, no bytes */
+
+static int now_cmd(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                   sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    sx_complete(done, (sx_payload){ NULL, 0 }, 0, NULL);
+    return 0;
+}
+
+/* Yields CMD_NOW twice and waits. */
+static int two_now_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    sx_yield(out, CMD_NOW, 1, (sx_payload){ NULL, 0 });
+    sx_yield(out, CMD_NOW, 2, (sx_payload){ NULL, 0 });
+    sx_wait(out);
+    return 0;
+}
+
+/* DONE at its first step with how many events that step got. */
+static int first_n_step(void *st, const sx_event *ev, size_t n,
+                        sx_step_output *out)
+{
+    (void)st, (void)ev;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, (int64_t)n));
+    return 0;
+}
+
 static const sx_process_type types[] = {
+    { .name = "two_now",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = two_now_step },
+    { .name = "first_n",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = first_n_step },
     { .name = "holder",
       .state_size = sizeof(sleeper),
       .init = take_ms,
@@ -487,14 +529,20 @@ static const sx_process_type types[] = {
       .step = resetter_step },
 };
 
-static sx_engine *up(void)
+static sx_engine *up_workers(unsigned workers)
 {
-    sx_engine_config cfg = { .workers = 2 };
+    sx_engine_config cfg = { .workers = workers };
     sx_engine *e = tx_engine_new(&cfg);
     tx_engine_register(e, types, sizeof(types) / sizeof(types[0]));
     tx_engine_command(e, CMD_BIG, "big", big_cmd, NULL);
+    tx_engine_command(e, CMD_NOW, "now", now_cmd, NULL);
     tx_engine_start(e);
     return e;
+}
+
+static sx_engine *up(void)
+{
+    return up_workers(2);
 }
 
 /* Disarms every site, stops e (no sleep may be left on the timer sets)
@@ -638,6 +686,23 @@ static void test_dispatch(void)
     /* Its 20 ms sleep comes due after it finished: dropped, unanswered. */
     tx_sleep_ms(60);
     CHECK(tx_wait_int(e, submit(e, "twice", 1), 5000) >= 1);
+    down(e);
+}
+
+/* A dispatch that runs out of memory after a handler answered at once
+ * (the worker held that answer for the next step, engine/sched/sched.h):
+ * the process finishes SX_ENOMEM, the held answer goes with it (ASan's
+ * leak check), and the next process on the worker starts with no events. */
+static void test_dispatch_held(void)
+{
+    sx_engine *e = up_workers(1);
+    sx__fault_arm_after(SX__FAULT_DISPATCH, 1);
+    char msg[128];
+    sx_pid pid = submit(e, "two_now", 0);
+    CHECK_EQ_INT(outcome_error(e, pid, msg, sizeof msg), SX_ENOMEM);
+    CHECK_STR(msg, "dispatch: out of memory");
+    sx__fault_arm(0);
+    CHECK_EQ_INT(tx_wait_int(e, submit(e, "first_n", 0), 5000), 0);
     down(e);
 }
 
@@ -1142,6 +1207,7 @@ static const sx_test_case cases[] = {
     { "both", test_both },
     { "spawn", test_spawn },
     { "dispatch", test_dispatch },
+    { "dispatch_held", test_dispatch_held },
     { "dispatch_sends", test_dispatch_sends },
     { "send", test_send },
     { "result", test_result },

@@ -1399,6 +1399,97 @@ static void test_held_answers_terminated(void)
     sx_engine_free(e);
 }
 
+#define CMD_STASH 304 /* keeps its completer in `stashed`, answers later */
+
+static sx_completer *_Atomic stashed;
+static _Atomic int idle_steps;
+static char idle_seq[64];
+static sx_pid idle_box;
+
+static int cmd_stash(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
+                     sx_payload args, sx_completer *done)
+{
+    (void)user, (void)e, (void)pid, (void)tag, (void)args;
+    atomic_store(&stashed, done);
+    return 0;
+}
+
+/* The outside mailbox: runs on the sender's thread, and answers the
+ * stashed yield there. */
+static void idle_box_fn(void *user, const sx_message *msg)
+{
+    (void)user, (void)msg;
+    sx_completer *c = atomic_exchange(&stashed, NULL);
+    if (c != NULL)
+        sx_complete(c, nil, 0, NULL);
+}
+
+/* Step 1 yields CMD_STASH (tag 7) and waits; the message "go" runs step
+ * 2, which sends to the outside mailbox (whose fn answers tag 7 on this
+ * worker, during this dispatch) and goes IDLE; "wake" runs step 3. Steps
+ * 2 and 3 note their events. */
+static int stasher_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st;
+    int k = atomic_fetch_add(&idle_steps, 1) + 1;
+    if (k == 1) {
+        sx_yield(out, CMD_STASH, 7, nil);
+        sx_wait(out);
+        return 0;
+    }
+    size_t len = strlen(idle_seq);
+    for (size_t i = 0; i < n; i++) {
+        int w = ev[i].type == SX_EVENT_YIELD_COMPLETE
+                    ? snprintf(idle_seq + len, sizeof idle_seq - len, "c%llu ",
+                               (unsigned long long)ev[i].tag)
+                    : snprintf(idle_seq + len, sizeof idle_seq - len, "%s ",
+                               ev[i].topic != NULL ? ev[i].topic : "?");
+        if (w > 0 && (size_t)w < sizeof idle_seq - len)
+            len += (size_t)w;
+    }
+    if (k == 2) {
+        sx_send(out, idle_box, "x", nil);
+        sx_idle(out);
+        return 0;
+    }
+    sx_done(out, nil);
+    return 0;
+}
+
+/* An answer held during the dispatch of a step that goes IDLE (a send to
+ * an outside mailbox whose fn answers an earlier yield) does not wake the
+ * process, as an answer in its mailbox would not; the message that wakes
+ * it next gets that answer first, in one batch. */
+static void test_held_answers_idle(void)
+{
+    const sx_process_type t[] = {
+        { .name = "stasher", .init = no_init, .step = stasher_step },
+    };
+    sx_engine_config cfg = { .workers = 1 };
+    sx_engine *e = tx_engine_new(&cfg);
+    tx_engine_register(e, t, 1);
+    tx_engine_command(e, CMD_STASH, "stash", cmd_stash, NULL);
+    tx_engine_start(e);
+    CHECK_RC(sx_engine_mailbox_new(e, idle_box_fn, NULL, &idle_box), 0);
+    sx_pid p;
+    CHECK_RC(sx_engine_submit(e, "stasher", "run", NULL, 0, &p), 0);
+    TX_WAIT_UNTIL(atomic_load(&stashed) != NULL, 5000, 100);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "go", nil), 0);
+    TX_WAIT_UNTIL(atomic_load(&idle_steps) >= 2, 5000, 100);
+    tx_sleep_ms(50);
+    CHECK_EQ_INT(atomic_load(&idle_steps), 2);
+    CHECK(atomic_load(&stashed) == NULL);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, p, "wake", nil), 0);
+    int err = -1;
+    CHECK(wait_done(e, p, 5000, &err));
+    CHECK_EQ_INT(err, 0);
+    CHECK_STR(idle_seq, "go c7 wake ");
+    CHECK_RC(sx_engine_mailbox_free(e, idle_box), 0);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1416,6 +1507,7 @@ static const sx_test_case cases[] = {
     { "held_answers_order", test_held_answers_order },
     { "held_answers_beside_sends", test_held_answers_beside_sends },
     { "held_answers_terminated", test_held_answers_terminated },
+    { "held_answers_idle", test_held_answers_idle },
 };
 
 SX_TEST_MAIN(cases)
