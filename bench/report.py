@@ -390,14 +390,13 @@ GAP_WHY = {
     "ring": "As pingpong: the same program over 503 processes, the same "
             "instructions per hop, and the same bimodal runs with the host.",
     "yield": "A yield round trip (yield a no-op command, its answer "
-             "completed at once, the next step) costs ~670 instructions "
-             "(the instructions table): the worker's loop ~400 (take the "
-             "process, run the step, read its output, queue it again), the "
-             "completion ~60 (an event node filled and pushed to the "
-             "process's queue) and the yield itself ~50. 35 ns at this "
-             "machine's clock and IPC needs ~400 in all: a completion that "
-             "skips the queue when the worker completing is the one running "
-             "the process would be the next step.",
+             "completed at once, the next step) costs ~540 instructions "
+             "(the instructions table): the worker's loop and the step's "
+             "turn ~270, the dispatch ~100 (a completer allocated, the "
+             "handler looked up and called), the answer ~35 (held by the "
+             "worker for the next step, no queue: docs/SCHEDULER.md) and "
+             "the yield itself ~40; a run of a host's busy spell is slower "
+             "by a third or more.",
     "submit": "A one-step process submitted from outside costs ~1,060 "
               "instructions in all (callgrind, one worker): its finish "
               "~320 (outcome kept, watchers, figures, the slot's generation), "
