@@ -176,6 +176,8 @@ void cli_json_print(const json_t *j);
  * cut at cap - 1), an unsigned integer, or the JSON of any value. */
 bool cli_get_str(sx_payload map, const char *key, char *buf, size_t cap);
 bool cli_get_u64(sx_payload map, const char *key, uint64_t *out);
+/* True when map holds key with the value true. */
+bool cli_get_true(sx_payload map, const char *key);
 json_t *cli_get_json(sx_payload map, const char *key);
 
 /* ---- cmd/cli_render.c ---- */

@@ -554,6 +554,17 @@ bool cli_get_u64(sx_payload map, const char *key, uint64_t *out)
     return sx_unpack_uint(&u, out) == 0;
 }
 
+bool cli_get_true(sx_payload map, const char *key)
+{
+    sx_payload v;
+    sx_unpack u;
+    bool b = false;
+    if (sx_map_get(map, key, &v) != 0)
+        return false;
+    sx_unpack_init(&u, v);
+    return sx_unpack_bool(&u, &b) == 0 && b;
+}
+
 json_t *cli_get_json(sx_payload map, const char *key)
 {
     sx_payload v;

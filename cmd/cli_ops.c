@@ -118,6 +118,9 @@ int cli_print_outcome(cli *c, const char *pid, const sx_reply *r)
         json_t *o = json_pack("{s:s,s:b,s:O,s:I,s:I}", "pid", pid, "ok", 1,
                               "result", result, "steps", (json_int_t)steps,
                               "attempts", (json_int_t)attempts);
+        /* A submit with wait whose key named an earlier job. */
+        if (o != NULL && cli_get_true(r->body, "existing"))
+            json_object_set_new(o, "existing", json_true());
         cli_json_print(o);
         json_decref(o);
     } else {

@@ -157,12 +157,17 @@ static int submit_one(cli *c, sx_pack *pk)
     if (rc != 0)
         return rc;
     rc = reply_pid(&r, &pid);
+    /* The key named an earlier job: that job's pid, nothing new runs. */
+    bool existing = rc == 0 && cli_get_true(r.body, "existing");
     sx_reply_free(&r);
     if (rc != 0)
         return rc;
     char text[SX_PID_TEXT_MAX];
     sx_pid_format(pid, text, SX_PID_TEXT_MAX);
-    return cli_print_ok(c, text, json_pack("{s:s}", "pid", text));
+    json_t *o = json_pack("{s:s}", "pid", text);
+    if (o != NULL && existing)
+        json_object_set_new(o, "existing", json_true());
+    return cli_print_ok(c, text, o);
 }
 
 typedef struct {

@@ -25,9 +25,10 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/stepx-cli.XXXXXX")
-# Every daemon here runs --ephemeral, through a wrapper: several run at
-# once, and the incarnation cases need each run's PIDs to be its own. The
-# state store has its own tests (tests/durable/, tests/engine/test_durable).
+# Every daemon here but the keys' (the last section) runs --ephemeral,
+# through a wrapper: several run at once, and the incarnation cases need
+# each run's PIDs to be its own. The state store has its own tests
+# (tests/durable/, tests/engine/test_durable).
 REAL_STEPXD=$(cd "$(dirname "$STEPXD")" && pwd)/$(basename "$STEPXD")
 printf '#!/bin/sh\nexec "%s" --ephemeral "$@"\n' "$REAL_STEPXD" >"$TMP/stepxd"
 chmod +x "$TMP/stepxd"
@@ -1148,6 +1149,28 @@ run --socket "$SOCK4" --json stats
 json "--max-slots 40: the daemon still answers (a connection's mailbox fits)" \
     "d['ok'] is True and d['stats']['live'] >= 32"
 stop4 KILL
+
+# ---- submit --key with a state store: the earlier job, "existing" ----
+
+# The daemon itself, not the --ephemeral wrapper: keys need a state
+# store.
+STEPXD=$REAL_STEPXD start4 --state-dir "$TMP/state4"
+run --socket "$SOCK4" --json submit --key k1 counter run '[1]'
+json "submit --key, a new key: a pid, no existing" \
+    "d['ok'] is True and 'existing' not in d"
+K1=$(printf '%s' "$OUT" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null)
+run --socket "$SOCK4" --json submit --key k1 counter run '[1]'
+json "submit --key, the same key: the same pid, existing true" \
+    "d['ok'] is True and d['pid'] == '$K1' and d['existing'] is True"
+run --socket "$SOCK4" --json submit --wait --key k1 counter run '[1]'
+json "submit --wait --key, the same key: the earlier job's outcome, existing true" \
+    "d['ok'] is True and d['pid'] == '$K1' and d['result'] == 1 and d['existing'] is True"
+run --socket "$SOCK4" --json submit --wait --key k2 counter run '[2]'
+json "submit --wait --key, a new key: its outcome, no existing" \
+    "d['ok'] is True and d['result'] == 2 and 'existing' not in d"
+run --socket "$SOCK4" submit --key k1 counter run '[1]'
+expect "submit --key, the same key, for people: the pid alone" 0 "^$(printf '%s' "$K1" | sed 's/[{}|]/\\&/g')\$"
+stop4 TERM
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
