@@ -521,12 +521,14 @@ int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
             return SX_ENOMEM;
     }
     uint8_t *b = ev_bytes(ev);
+    /* copy_small: a message's topic and data are mostly a few bytes,
+     * for which a call to memcpy costs more than the copy. */
     if (tl > 0) {
-        memcpy(b, topic, topic_len);
+        copy_small(b, (const uint8_t *)topic, topic_len);
         b[topic_len] = 0;
     }
     if (data.len > 0)
-        memcpy(b + tl, data.data, data.len);
+        copy_small(b + tl, data.data, data.len);
     if (msg_len > 0)
         memcpy(b + tl + data.len, msg, msg_len);
     ev->topic_len = (uint8_t)topic_len;

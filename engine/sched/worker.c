@@ -236,10 +236,9 @@ static sx__proc *from_victims(sx_engine *e, sx__worker *w)
  * two cores that left the timers benchmark's p99 at 20 ms). The deadlines
  * read first are relaxed hints, re-read under each set's lock; the clock
  * is read only when a deadline exists. */
-void sx__fire_timers(sx_engine *e, sx__worker *w, uint64_t tick, unsigned spins)
+void sx__fire_timers_now(sx_engine *e, sx__worker *w, uint64_t tick,
+                         unsigned spins)
 {
-    if (spins == 0 && (tick & 7) != 0)
-        return;
     bool others = spins > 0 || (tick & 63) == 0;
     if (others)
         sx__timers_purge_maybe(e);
