@@ -22,6 +22,14 @@
 # AB_KEYS="secs p99_late_ms last_start_ms cpu_secs" adds the medians of
 # those keys of the bench line (the timers A/Bs in bench/FINDINGS.md).
 #
+# AB_ARGS="..." adds arguments after `<workload> <n>` (e.g. --workers 1).
+#
+# AB_CPU=N pins every run to CPU N (taskset): with --workers 1 (in
+# AB_ARGS) a single-threaded workload then
+# runs on the same CPU every time, without the spread between CPUs that
+# a shared host gives (pingpong's ~70 and ~88 ns groups, one per CPU:
+# bench/FINDINGS.md).
+#
 # Nothing else should run meanwhile (check `uptime`); seven rounds or more
 # for differences under ~10 %.
 set -euo pipefail
@@ -38,9 +46,20 @@ command -v /usr/bin/time >/dev/null || {
     exit 1
 }
 
+pin=()
+if [ -n "${AB_CPU:-}" ]; then
+    command -v taskset >/dev/null || {
+        echo "ab.sh: AB_CPU needs taskset (apt-get install -y util-linux)" >&2
+        exit 1
+    }
+    pin=(taskset -c "$AB_CPU")
+fi
+read -r -a args <<<"${AB_ARGS:-}"
+
 for _ in $(seq 1 "$rounds"); do
     for b in "$@"; do
-        out=$({ /usr/bin/time -f "CPU %U %S" "$b" "$workload" "$n"; } 2>&1) || {
+        out=$({ /usr/bin/time -f "CPU %U %S" "${pin[@]}" "$b" "$workload" \
+            "$n" "${args[@]}"; } 2>&1) || {
             echo "ab.sh: $b failed:" >&2
             echo "$out" >&2
             exit 1

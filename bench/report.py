@@ -750,6 +750,11 @@ def section_machine(p, meta):
     p("| kernel | {} |".format(meta.get("kernel", "?")))
     p("| fresh 4 KiB page (bench/pagefault_probe.c, 256 MiB) | {} µs |".format(
         meta.get("pagefault_us", "?")))
+    if "cpu_ms_before" in meta:
+        p("| one thread's loop on each CPU (bench/cpu_probe.c; CPU 0, 1, "
+          "...) | before {} ms; after {} ms |".format(
+              meta["cpu_ms_before"].replace(",", ", "),
+              meta.get("cpu_ms_after", "?").replace(",", ", ")))
     p("| load average (1, 5, 15 min) | before {}; after {} |".format(
         meta.get("load_before", "?"), meta.get("load_after", "?")))
     build = meta.get("build", "buildtype=release")
@@ -776,6 +781,15 @@ def section_machine(p, meta):
       "measure page faults in good part, and a runtime that uses less memory "
       "per process gains more here than it would on bare metal.".format(
           meta.get("pagefault_us", "?")))
+    if "cpu_ms_before" in meta:
+        p("")
+        p("Nor are this machine's CPUs equal: the same loop of loads and "
+          "stores takes different times on each (the row above; a thread "
+          "on the host's core beside a CPU shares its ports), and which "
+          "CPU a single-threaded workload's thread lands on moves its "
+          "figure by as much (pingpong's runs fall into two groups, ~70 "
+          "and ~88 ns, one per CPU: bench/FINDINGS.md). The medians of 7 "
+          "runs take in both.")
     p("")
 
 

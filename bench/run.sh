@@ -158,6 +158,12 @@ if stale "$BB/pagefault-probe" bench/pagefault_probe.c; then
     gcc -O2 -std=c11 -o "$BB/pagefault-probe" bench/pagefault_probe.c
 fi
 PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
+if stale "$BB/cpu-probe" bench/cpu_probe.c; then
+    gcc -O2 -std=c11 -o "$BB/cpu-probe" bench/cpu_probe.c
+fi
+# Each CPU's speed at one thread, now and after the runs: the report
+# shows how unequal the host left them.
+CPU_MS_BEFORE=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
@@ -349,6 +355,8 @@ META=$BB/meta.txt
     echo "kernel=$(uname -sr)"
     echo "mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
     echo "pagefault_us=$PAGEFAULT"
+    echo "cpu_ms_before=$CPU_MS_BEFORE"
+    echo "cpu_ms_after=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')"
     echo "load_before=$LOAD_BEFORE"
     echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "gcc=$(gcc --version | head -n 1)"
