@@ -54,7 +54,6 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ROOT=$(pwd)
 
 QUICK=0
 RUNS=3
@@ -110,50 +109,19 @@ T_START=$(date +%s)
 
 # ---- packages and builds ----------------------------------------------------
 bash scripts/setup.sh
-# shellcheck source=bench/packages.sh
-. bench/packages.sh
+# shellcheck source=bench/common.sh
+. bench/common.sh
 bench_packages curves.sh "${BENCH_PACKAGES[@]}"
 
 BB=build/bench
 BUILD=$BB/stepx
-mkdir -p "$BB/erlang"
 if [ ! -f "$BUILD/build.ninja" ]; then
     meson setup "$BUILD"
 fi
 ninja -C "$BUILD" bench/stepx-bench
 STEPX=$BUILD/bench/stepx-bench
-BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BUILT_DIRTY=$(git status --porcelain -- engine process relay cmd bench/stepx_bench.c \
-    bench/meson.build meson.build 2>/dev/null | wc -l)
-BUILT_OPTIONS=$(meson introspect "$BUILD" --buildoptions | python3 -c '
-import json, sys
-o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print(" ".join("%s=%s" % (k, str(o[k]).lower() if isinstance(o[k], bool) else o[k])
-               for k in ("buildtype", "optimization", "b_lto", "b_ndebug") if k in o))') ||
-    BUILT_OPTIONS=unknown
-
-stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; } # target source
-if stale "$BB/stepx-peer-go" bench/peers/go/main.go; then
-    (cd bench/peers/go && go build -o "$ROOT/$BB/stepx-peer-go" main.go)
-fi
-if stale "$BB/erlang/bench.beam" bench/peers/erlang/bench.erl; then
-    erlc -o "$BB/erlang" bench/peers/erlang/bench.erl
-fi
-if stale "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp; then
-    g++ -O2 -std=c++17 -o "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp \
-        -lcaf_core -lpthread
-fi
-if stale "$BB/stepx-peer-tokio" bench/peers/tokio/src/main.rs; then
-    (cd bench/peers/tokio && CARGO_TARGET_DIR="$ROOT/$BB/tokio" \
-        /usr/bin/cargo build --release --quiet)
-    cp "$BB/tokio/release/stepx-peer-tokio" "$BB/stepx-peer-tokio"
-fi
-if stale "$BB/pagefault-probe" bench/pagefault_probe.c; then
-    gcc -O2 -std=c11 -o "$BB/pagefault-probe" bench/pagefault_probe.c
-fi
-if stale "$BB/memlat-probe" bench/memlat_probe.c; then
-    gcc -O2 -std=c11 -o "$BB/memlat-probe" bench/memlat_probe.c
-fi
+bench_built "$BUILD"
+bench_tools "$BB"
 
 # ---- runs -------------------------------------------------------------------
 # The command line of one run (bench/run.sh's cmd_for, plus --idle).

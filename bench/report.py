@@ -788,8 +788,8 @@ def section_machine(p, meta):
           "on the host's core beside a CPU shares its ports), and which "
           "CPU a single-threaded workload's thread lands on moves its "
           "figure by as much (pingpong's runs fall into two groups, ~70 "
-          "and ~88 ns, one per CPU: bench/FINDINGS.md). The medians of 7 "
-          "runs take in both.")
+          "and ~88 ns, one per CPU: bench/FINDINGS.md); the medians "
+          "take in both.")
     p("")
 
 

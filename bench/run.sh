@@ -55,7 +55,6 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ROOT=$(pwd)
 
 QUICK=0
 RUNS=""
@@ -102,14 +101,13 @@ T_START=$(date +%s)
 
 # ---- 1. packages ----------------------------------------------------------
 bash scripts/setup.sh
-# shellcheck source=bench/packages.sh
-. bench/packages.sh
+# shellcheck source=bench/common.sh
+. bench/common.sh
 bench_packages run.sh "${BENCH_PACKAGES[@]}"
 
 # ---- 2. builds ------------------------------------------------------------
 BB=build/bench
 BUILD=$BB/stepx
-mkdir -p "$BB/erlang"
 echo "=== stepx: build $BUILD (release) ==="
 # The default build, exactly: the tree is set up afresh with no options
 # every run (about 30 s of the suite's minutes), so that nothing configured
@@ -125,42 +123,11 @@ ninja -C "$BUILD" bench/stepx-bench bench/stepx-xnode bench/stepx-nats-peer \
 STEPX=$BUILD/bench/stepx-bench
 # What the binary was built from, read now: edits made while the suite runs
 # do not change the binary and must not be reported as if they had.
-BUILT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BUILT_DIRTY=$(git status --porcelain -- engine process relay cmd bench/stepx_bench.c \
-    bench/xnode_bench.c bench/peers/nats bench/meson.build meson.build 2>/dev/null | wc -l)
-BUILT_OPTIONS=$(meson introspect "$BUILD" --buildoptions | python3 -c '
-import json, sys
-o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print(" ".join("%s=%s" % (k, str(o[k]).lower() if isinstance(o[k], bool) else o[k])
-               for k in ("buildtype", "optimization", "b_lto", "b_ndebug") if k in o))') ||
-    BUILT_OPTIONS=unknown
+bench_built "$BUILD"
 
-echo "=== peers: build into $BB (each only when its source is newer) ==="
-stale() { [ ! -e "$1" ] || [ "$2" -nt "$1" ]; } # target source
-if stale "$BB/stepx-peer-go" bench/peers/go/main.go; then
-    (cd bench/peers/go && go build -o "$ROOT/$BB/stepx-peer-go" main.go)
-fi
-if stale "$BB/erlang/bench.beam" bench/peers/erlang/bench.erl; then
-    erlc -o "$BB/erlang" bench/peers/erlang/bench.erl
-fi
-if stale "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp; then
-    g++ -O2 -std=c++17 -o "$BB/stepx-peer-caf" bench/peers/caf/bench.cpp \
-        -lcaf_core -lpthread
-fi
-if stale "$BB/stepx-peer-tokio" bench/peers/tokio/src/main.rs; then
-    # Debian's cargo, offline (bench/peers/tokio/.cargo/config.toml): a
-    # rustup cargo earlier on PATH could not reach a registry here.
-    (cd bench/peers/tokio && CARGO_TARGET_DIR="$ROOT/$BB/tokio" \
-        /usr/bin/cargo build --release --quiet)
-    cp "$BB/tokio/release/stepx-peer-tokio" "$BB/stepx-peer-tokio"
-fi
-if stale "$BB/pagefault-probe" bench/pagefault_probe.c; then
-    gcc -O2 -std=c11 -o "$BB/pagefault-probe" bench/pagefault_probe.c
-fi
+echo "=== peers and probes: build into $BB (each only when its source is newer) ==="
+bench_tools "$BB"
 PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
-if stale "$BB/cpu-probe" bench/cpu_probe.c; then
-    gcc -O2 -std=c11 -o "$BB/cpu-probe" bench/cpu_probe.c
-fi
 # Each CPU's speed at one thread, now and after the runs: the report
 # shows how unequal the host left them.
 CPU_MS_BEFORE=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')
