@@ -97,6 +97,18 @@ static int yields_grow(sx_step_output *out)
     return 0;
 }
 
+/* The yield record, its arguments at off in the arena; there is room. */
+static inline void put_yield(sx_step_output *out, uint16_t cmd, uint64_t tag,
+                             size_t off, size_t len)
+{
+    sx__yield *y = &out->yields[out->n_yields++];
+    y->cmd = cmd;
+    y->tag = tag;
+    y->off = off;
+    y->len = len;
+    y->timeout_ms = 0;
+}
+
 /* sx_yield when the yields' array or the arena must grow first. */
 static __attribute__((noinline)) int
 yield_grow(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
@@ -106,12 +118,7 @@ yield_grow(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
     size_t off = arena_put(out, args.data, args.len);
     if (off == SIZE_MAX)
         return out->err = SX_ENOMEM;
-    sx__yield *y = &out->yields[out->n_yields++];
-    y->cmd = cmd;
-    y->tag = tag;
-    y->off = off;
-    y->len = args.len;
-    y->timeout_ms = 0;
+    put_yield(out, cmd, tag, off, args.len);
     return 0;
 }
 
@@ -128,12 +135,7 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
     if (args.len > 0)
         memcpy(out->arena + off, args.data, args.len);
     out->arena_len += args.len;
-    sx__yield *y = &out->yields[out->n_yields++];
-    y->cmd = cmd;
-    y->tag = tag;
-    y->off = off;
-    y->len = args.len;
-    y->timeout_ms = 0;
+    put_yield(out, cmd, tag, off, args.len);
     return 0;
 }
 
