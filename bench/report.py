@@ -398,8 +398,12 @@ GAP_WHY = {
              "turn ~270, the dispatch ~100 (a completer allocated, the "
              "handler looked up and called), the answer ~35 (held by the "
              "worker for the next step, no queue: docs/SCHEDULER.md) and "
-             "the yield itself ~40; a run of a host's busy spell is slower "
-             "by a third or more.",
+             "the yield itself ~40. The runs spread with the CPU their "
+             "worker lands on: pinned to either CPU while the host leaves "
+             "both alone (the machine table's loop at 29–30 ms on each), "
+             "a round trip takes 27–31 ns; on a CPU that loop finds ~40 % "
+             "slower, ~40 ns (bench/FINDINGS.md, \"The two CPUs\"), and "
+             "a full run's seven runs fall on both kinds.",
     "submit": "A one-step process submitted from outside costs ~1,060 "
               "instructions in all (callgrind, one worker): its finish "
               "~320 (outcome kept, watchers, figures, the slot's generation), "
