@@ -203,10 +203,10 @@ void sx_complete(sx_completer *done, sx_payload result, int error,
     if (done == NULL)
         return;
     sx__ev *ev = &done->ev;
-    /* The answer of a cheap command, given by its handler at once: no
-     * bytes, no error, no deadline, not a sampled one, on the worker
-     * running the process. What complete_any would do, with none of its
-     * tests that fail here. */
+    /* The answer of a cheap command given by its handler at once (or a
+     * sleep fired during the process's own turn): no bytes, no error, no
+     * deadline, not a sampled one, on the worker running the process.
+     * What complete_any would do, with none of its tests that fail here. */
     if (result.len == 0 && error == 0 && error_msg == NULL && ev->dl == NULL &&
         ev->t0 == 0 && ev->heap == NULL && ev->tag != SX_TAG_NONE) {
         sx__proc *p = ev->to;

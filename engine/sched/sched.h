@@ -153,8 +153,8 @@ sx__worker *sx__current_worker(sx_engine *e);
 /* [worker] Puts p (READY, owned by the caller) at the back of the line:
  * the injection ring in front of the global queue (worker.c). */
 void sx__inject(sx_engine *e, sx__proc *p);
-/* [worker] Fires due sleeps: w's own every 8th look for work, the others'
- * every 64th or while spinning (worker.c). */
+/* [worker] Fires due sleeps: w's own, and the others' when tick is a
+ * multiple of 64 or while spinning (worker.c). */
 void sx__fire_timers_now(sx_engine *e, sx__worker *w, uint64_t tick,
                          unsigned spins);
 /* sx__fire_timers_now on the looks that fire (tick a multiple of 8, or

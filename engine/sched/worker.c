@@ -229,9 +229,10 @@ static sx__proc *from_victims(sx_engine *e, sx__worker *w)
     return NULL;
 }
 
-/* Fires due sleeps (engine/timer/sleep.c): w's own on every 8th look for work
- * and on every look while spinning; the other workers' on every 64th look
- * and while spinning (a worker descheduled by the OS, or in a long step,
+/* Fires due sleeps (engine/timer/sleep.c) on a look for work that
+ * sx__fire_timers let through (every 8th, and every look while spinning):
+ * w's own always; the other workers' on every 64th look and while
+ * spinning (a worker descheduled by the OS, or in a long step,
  * would otherwise hold its sleepers back: with three runnable threads on
  * two cores that left the timers benchmark's p99 at 20 ms). The deadlines
  * read first are relaxed hints, re-read under each set's lock; the clock
