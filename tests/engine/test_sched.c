@@ -1429,7 +1429,7 @@ static void idle_box_fn(void *user, const sx_message *msg)
  * worker, during this dispatch) and goes IDLE; "wake" runs step 3. Steps
  * 2 and 3 note their events. */
 static int stasher_step(void *st, const sx_event *ev, size_t n,
-                      sx_step_output *out)
+                        sx_step_output *out)
 {
     (void)st;
     int k = atomic_fetch_add(&idle_steps, 1) + 1;
