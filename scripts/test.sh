@@ -85,11 +85,21 @@ TOTAL_PASS=0
 TOTAL_FAIL=0
 TOTAL_SKIP=0
 SUBTOTALS=()
+# Each build's failed tests with the end of their output, printed again just
+# above the summary: CI keeps only the end of a run's output.
+FAILURE_REPORTS=()
 
 # Print the grand total; this must stay the last line of output.
 finish()
 {
     echo
+    local report
+    for report in "${FAILURE_REPORTS[@]}"; do
+        if [ -s "$report" ]; then
+            echo "=== failed: $report ==="
+            cat "$report"
+        fi
+    done
     echo "=== summary ==="
     local line
     for line in "${SUBTOTALS[@]}"; do
@@ -150,12 +160,16 @@ configure()
     CC=$cc meson setup "$dir" "$@"
 }
 
-# summarize DIR: print "PASS FAIL SKIP" from DIR/meson-logs/testlog.json and
-# list failing tests on stderr.
+# summarize DIR: print "PASS FAIL SKIP NAMES" from DIR/meson-logs/testlog.json
+# (NAMES: the failed tests, comma-separated, or nothing), list failing tests
+# on stderr, and write each failed test's name and the last lines of its
+# output to DIR/meson-logs/failed.txt (empty when none failed).
 summarize()
 {
-    "$PYTHON" - "$1/meson-logs/testlog.json" <<'EOF'
+    "$PYTHON" - "$1/meson-logs/testlog.json" "$1/meson-logs/failed.txt" <<'EOF'
 import json, sys
+
+TAIL_LINES = 40
 
 passed = failed = skipped = 0
 bad = []
@@ -178,10 +192,17 @@ for line in f:
         skipped += 1
     else:  # FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS, INTERRUPT, anything new
         failed += 1
-        bad.append("%s (%s)" % (t.get("name", "?"), result))
-for b in bad:
-    print("    failed: " + b, file=sys.stderr)
-print(passed, failed, skipped)
+        bad.append((t.get("name", "?"), result, t.get("stdout") or ""))
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    for name, result, output in bad:
+        print("    failed: %s (%s)" % (name, result), file=sys.stderr)
+        lines = output.rstrip("\n").split("\n")
+        out.write("--- %s (%s), last %d of %d lines of output:\n"
+                  % (name, result, min(TAIL_LINES, len(lines)), len(lines)))
+        for line in lines[-TAIL_LINES:]:
+            out.write("  | " + line + "\n")
+print(passed, failed, skipped,
+      ",".join(name.replace(" ", "") for name, _, _ in bad))
 EOF
 }
 
@@ -240,9 +261,13 @@ run_build()
     local rc=0
     "${prefix[@]}" meson test -C "$dir" "${test_opts[@]}" || rc=$?
 
-    local counts pass fail skip note=""
+    local counts pass fail skip names note=""
     counts=$(summarize "$dir")
-    read -r pass fail skip <<<"$counts"
+    read -r pass fail skip names <<<"$counts"
+    FAILURE_REPORTS+=("$dir/meson-logs/failed.txt")
+    if [ -n "$names" ]; then
+        note="failed: $names"
+    fi
     if [ -z "$pass" ]; then
         pass=0 fail=1 skip=0 note="could not read testlog.json"
     elif [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
