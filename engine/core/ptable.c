@@ -238,6 +238,10 @@ void sx__ptable_fini(sx_engine *e)
  * drops goes back to the stack as a magazine of one. */
 
 #define MAG 32u
+/* A fresh magazine's slots are handed out in groups of GROUP, the even
+ * ones of a group first (carve_locked). */
+#define GROUP 8u
+_Static_assert(MAG % GROUP == 0 && GROUP % 2 == 0, "groups of whole pairs");
 _Static_assert(SX__SEG_BASE % MAG == 0, "a segment is whole magazines");
 
 void sx__slotcache_init(sx__slotcache *c)
@@ -398,13 +402,32 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
     sx__proc *first = NULL, *last = NULL;
     if (pos == NULL || *pos >= n_claim) {
         /* No reservation among them (every carve but start's): one
-         * magazine of all n. */
+         * magazine of all n, in groups of GROUP slots, each linked even
+         * offsets first, then odd ones (0 2 4 6 1 3 5 7 8 10 ...). Two
+         * neighbours 2j and 2j+1 share a line (the one's last part, read
+         * at its every step, the other's first, written at its every step
+         * and send: docs/ARCHITECTURE.md, "Memory"), and processes spawned
+         * one after another often run at once and together (a consumer and
+         * its producers, a parent's children): in this order any four in a
+         * row share no line. The group keeps both slots of a pair within 4
+         * spawns of each other, so that a worker taking a batch of the
+         * global queue (16 in spawn order) takes both and the two workers
+         * do not run neighbours side by side, as they would with the whole
+         * magazine's evens first (spawnidle 6-13 % slower; bench/FINDINGS.md).
+         * off is a multiple of MAG, so offset parity is slot parity. */
         first = &seg[off];
-        for (uint32_t i = 0; i < n; i++) {
-            first[i].index = base + i;
-            first[i].free_next = i + 1 < n ? base + i + 1 : SX__FREE_NONE;
-            atomic_init(&first[i].steps, SX__FREE_NONE); /* no next magazine */
-        }
+        sx__proc *prev = NULL;
+        for (uint32_t g = 0; g < n; g += GROUP)
+            for (uint32_t odd = 0; odd < 2; odd++)
+                for (uint32_t i = g + odd; i < n && i < g + GROUP; i += 2) {
+                    first[i].index = base + i;
+                    first[i].free_next = SX__FREE_NONE;
+                    /* no next magazine */
+                    atomic_init(&first[i].steps, SX__FREE_NONE);
+                    if (prev != NULL)
+                        prev->free_next = base + i;
+                    prev = &first[i];
+                }
     } else {
         for (uint32_t i = 0; i < n; i++) {
             sx__proc *p = &seg[off + i];

@@ -11,6 +11,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/core/proc.h"
 #include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
@@ -1490,6 +1491,48 @@ static void test_held_answers_idle(void)
     sx_engine_free(e);
 }
 
+/* ---- slot order ------------------------------------------------------ */
+
+/* Processes spawned one after another share no cache line of their slots:
+ * among the first 64 processes one thread submits to a fresh engine, any
+ * four in a row sit on slots whose lines are pairwise apart. Two 96-byte
+ * neighbours share a line (docs/ARCHITECTURE.md, "Memory"), so handing
+ * slots out in address order would put every second pair on one line
+ * (the first two processes, say a consumer and its first producer). */
+static void test_spawn_order_lines(void)
+{
+    const sx_process_type t[] = {
+        { .name = "idler", .init = no_init, .step = idler_step },
+    };
+    enum { N = 64, WINDOW = 4, LINE = 64 };
+    sx_engine *e = up(1, 0, t, 1);
+    sx_pid pid[N];
+    uintptr_t lo[N], hi[N]; /* first and last line of each slot */
+    for (int i = 0; i < N; i++) {
+        CHECK_RC(sx_engine_submit(e, "idler", "run", NULL, 0, &pid[i]), 0);
+        sx__proc *p = sx__ptable_get(e, pid[i]);
+        CHECK(p != NULL);
+        if (p == NULL)
+            return;
+        lo[i] = (uintptr_t)p / LINE;
+        hi[i] = ((uintptr_t)p + sizeof(*p) - 1) / LINE;
+        sx__proc_release(e, p);
+    }
+    int shared = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N && j < i + WINDOW; j++)
+            if (lo[i] <= hi[j] && lo[j] <= hi[i]) {
+                if (shared++ < 4)
+                    fprintf(stderr, "  processes %d and %d share a line\n", i,
+                            j);
+            }
+    CHECK_EQ_INT(shared, 0);
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_engine_terminate(e, pid[i]), 0);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1498,6 +1541,7 @@ static const sx_test_case cases[] = {
     { "stealing", test_stealing },
     { "park_and_wake", test_park_and_wake },
     { "listing", test_listing },
+    { "spawn_order_lines", test_spawn_order_lines },
     { "submit_order", test_submit_order },
     { "penalty_yields_turn", test_penalty_yields_turn },
     { "penalty_is_the_senders", test_penalty_is_the_senders },
