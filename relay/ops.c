@@ -18,11 +18,87 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- request fields [loop] ---- */
+/* ---- request fields [loop] ----
+ *
+ * A request's fields are read one by one (op, id, then each op's own:
+ * submit reads about ten), and a look-up that scans the map from its
+ * start decodes every key and skips every value before the one asked for,
+ * again for each field: most of the parsing time of the loop thread, the
+ * pipelined relay's bottleneck (bench/FINDINGS.md, "relay and relay1").
+ * So sx__relay_handle reads the map once into an index of its string
+ * keys and their values, and the readers below look a key up there while
+ * the handler runs on this thread (`cur`, on the handler's stack). A
+ * reader given any other payload, or a request's payload after its
+ * handler returned, scans the map itself (sx_map_get); both find the
+ * first of equal keys, and both answer "absent" for a map that does not
+ * decode (the frame check has refused those before). */
+
+#define INDEX_MAX 24 /* a request's fields indexed; beyond, scans */
+
+typedef struct {
+    const uint8_t *data; /* the request's map: data, len */
+    size_t len;
+    unsigned n;    /* entries */
+    bool complete; /* every entry of the map is in f (a miss is absent) */
+    struct {
+        const char *key;
+        size_t kl;
+        sx_payload v;
+    } f[INDEX_MAX];
+} req_index;
+
+/* The index of the request being handled on this thread, or NULL. */
+static _Thread_local const req_index *cur;
+
+static void index_build(req_index *ix, sx_payload req)
+{
+    ix->data = req.data;
+    ix->len = req.len;
+    ix->n = 0;
+    ix->complete = false;
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, req);
+    if (sx_unpack_map(&u, &n) != 0)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k = NULL;
+        size_t kl = 0;
+        sx_payload v;
+        if (sx_unpack_type(&u) == SX_MP_STR) {
+            if (sx_unpack_str(&u, &k, &kl) != 0)
+                return;
+        } else if (sx_unpack_skip(&u) != 0) {
+            return;
+        }
+        if (sx_unpack_raw(&u, &v) != 0)
+            return;
+        if (k == NULL)
+            continue; /* a key that is no string names no field */
+        if (ix->n == INDEX_MAX)
+            return; /* the rest: scanned by sx_map_get */
+        ix->f[ix->n].key = k;
+        ix->f[ix->n].kl = kl;
+        ix->f[ix->n].v = v;
+        ix->n++;
+    }
+    ix->complete = true;
+}
 
 /* A field's value: 0 and *v, 1 when absent. */
 int sx__relay_field(sx_payload req, const char *key, sx_payload *v)
 {
+    const req_index *ix = cur;
+    if (ix != NULL && ix->data == req.data && ix->len == req.len) {
+        size_t kl = strlen(key);
+        for (unsigned i = 0; i < ix->n; i++)
+            if (ix->f[i].kl == kl && memcmp(ix->f[i].key, key, kl) == 0) {
+                *v = ix->f[i].v;
+                return 0;
+            }
+        if (ix->complete)
+            return 1;
+    }
     return sx_map_get(req, key, v) == 0 ? 0 : 1;
 }
 
@@ -338,7 +414,20 @@ static const struct {
     { "types", sx__relay_op_types }, /* relay/ops_info.c */
 };
 
+static void handle(sx__relay_conn *c, sx_payload body);
+
 void sx__relay_handle(sx__relay_conn *c, sx_payload body)
+{
+    req_index ix;
+    index_build(&ix, body);
+    const req_index *outer = cur; /* a request handled within one: none
+                                     today, kept right anyway */
+    cur = &ix;
+    handle(c, body);
+    cur = outer;
+}
+
+static void handle(sx__relay_conn *c, sx_payload body)
 {
     uint64_t id = 0;
     int id_rc = sx__relay_field_uint(body, "id", &id);

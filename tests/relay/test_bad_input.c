@@ -97,6 +97,85 @@ static void expect_reply(int fd, uint64_t id, const char *code)
 
 /* ==== cases ============================================================= */
 
+/* Property: a request's fields are found wherever they sit in its map:
+ * after many fields the op does not read, beside keys one byte longer or
+ * shorter; a key given twice counts once, with its first value
+ * (docs/PROTOCOL.md, "Requests and replies"). */
+static void test_field_lookup(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int fd = raw_connect(bf.f.path);
+    sx_pack pk;
+    sx_payload b;
+    char key[16];
+    /* submit's fields after 26 that it does not read (32 pairs) */
+    req_begin(&pk, 32, "submit", 1);
+    for (int i = 0; i < 26; i++) {
+        snprintf(key, sizeof(key), "x%d", i);
+        sx_pack_str(&pk, key);
+        sx_pack_int(&pk, i);
+    }
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "square");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 1);
+    sx_pack_int(&pk, 7);
+    sx_pack_str(&pk, "wait");
+    sx_pack_bool(&pk, true);
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 1);
+    CHECK_EQ_INT(map_int(b, "result"), 49);
+    payload_free(&b);
+    /* the first of two equal keys; keys one byte longer or shorter */
+    req_begin(&pk, 10, "submit", 2);
+    sx_pack_str(&pk, "typ");
+    sx_pack_str(&pk, "nope");
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "square");
+    sx_pack_str(&pk, "types");
+    sx_pack_str(&pk, "nope");
+    sx_pack_str(&pk, "method");
+    sx_pack_str(&pk, "run");
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 1);
+    sx_pack_int(&pk, 3);
+    sx_pack_str(&pk, "wait");
+    sx_pack_bool(&pk, true);
+    sx_pack_str(&pk, "input");
+    sx_pack_array(&pk, 1);
+    sx_pack_int(&pk, 5);
+    sx_pack_str(&pk, "type");
+    sx_pack_str(&pk, "nope");
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    CHECK_RC(raw_read(fd, 10000, &b), 0);
+    CHECK_EQ_INT(map_int(b, "id"), 2);
+    CHECK_EQ_INT(map_int(b, "result"), 9);
+    payload_free(&b);
+    /* op and id given twice */
+    sx_pack_init(&pk);
+    sx_pack_map(&pk, 4);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "types");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 3);
+    sx_pack_str(&pk, "op");
+    sx_pack_str(&pk, "nope");
+    sx_pack_str(&pk, "id");
+    sx_pack_uint(&pk, 4);
+    raw_frame(fd, &pk);
+    sx_pack_fini(&pk);
+    expect_reply(fd, 3, NULL);
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
 /* Property: a frame cut short by the client closing (in the header, in
  * the body) costs nothing but that connection; a frame whose msgpack is
  * cut short inside its declared length is bad_frame and closes it. */
@@ -1176,6 +1255,7 @@ static const sx_test_case cases[] = {
     { "not_a_map", test_not_a_map },
     { "bad_after_good", test_bad_after_good },
     { "fields_and_ops", test_fields_and_ops },
+    { "field_lookup", test_field_lookup },
     { "utf8_cut", test_utf8_cut },
     { "utf8_fail_message", test_utf8_fail_message },
     { "utf8_exec_argv0", test_utf8_exec_argv0 },
