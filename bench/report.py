@@ -419,11 +419,12 @@ GAP_WHY = {
              "and the event node's cache lines between the cores, and the "
              "figure moves with the host (in this suite's runs from 39 to "
              "66 M/s against Go's 18–23). 3× the best peer is past what "
-             "the runs in the host's busy spells reach. The 96-byte slot "
-             "costs fanin ~9 % (A/B: 19.5 against 17.9 ns a message): its "
-             "processes sit in neighbouring slots, and the sink's "
-             "every-step fields share a line with a producer's state word "
-             "(bench/FINDINGS.md, \"Bytes per idle process\").",
+             "the runs in the host's busy spells reach. Its three "
+             "processes take slots that share no cache line (a fresh "
+             "magazine hands slots out in groups of 8, evens first: "
+             "bench/FINDINGS.md, \"fanin\", *Slot order*); the same "
+             "binary run alone on a quiet host takes 15.7–17.6 ns a "
+             "message (57–64 M/s) against Go's 52–54 ns.",
     "relay": "The pipelined row's bound is the server's loop thread, one "
              "of the 2 cores: it reads, decodes, submits and answers every "
              "request of the 8 connections, while the client thread, the "
