@@ -104,8 +104,53 @@ int sx__relay_client_get_str(sx_payload map, const char *key, const char **s,
     return sx_unpack_str(&u, s, n);
 }
 
-/* Fills *out from a reply or push map (copied). */
-static int reply_make(sx_payload body, bool is_push, sx_reply *out)
+/* The top-level fields every frame is sorted by ("push", "id", "ok"),
+ * found in one pass over its map: three sx_map_get calls would scan it
+ * three times, and "push" is absent from every reply, a whole scan to
+ * find nothing. The first of equal keys counts, as for sx_map_get.
+ * SX_EPROTO when the map does not decode. */
+typedef struct {
+    bool push, has_id, has_ok;
+    sx_payload id, ok;
+} frame_head;
+
+static int head_scan(sx_payload body, frame_head *h)
+{
+    memset(h, 0, sizeof(*h));
+    sx_unpack u;
+    uint32_t n;
+    sx_unpack_init(&u, body);
+    if (sx_unpack_map(&u, &n) != 0)
+        return SX_EPROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k = NULL;
+        size_t kl = 0;
+        sx_payload v;
+        if (sx_unpack_type(&u) == SX_MP_STR) {
+            if (sx_unpack_str(&u, &k, &kl) != 0)
+                return SX_EPROTO;
+        } else if (sx_unpack_skip(&u) != 0) {
+            return SX_EPROTO;
+        }
+        if (sx_unpack_raw(&u, &v) != 0)
+            return SX_EPROTO;
+        if (kl == 4 && memcmp(k, "push", 4) == 0) {
+            h->push = true;
+        } else if (kl == 2 && memcmp(k, "id", 2) == 0 && !h->has_id) {
+            h->has_id = true;
+            h->id = v;
+        } else if (kl == 2 && memcmp(k, "ok", 2) == 0 && !h->has_ok) {
+            h->has_ok = true;
+            h->ok = v;
+        }
+    }
+    return 0;
+}
+
+/* Fills *out from a reply or push map (copied); ok: the reply's "ok"
+ * value, found by head_scan in body, or NULL when it has none. */
+static int reply_make(sx_payload body, bool is_push, const sx_payload *ok,
+                      sx_reply *out)
 {
     memset(out, 0, sizeof(*out));
     uint8_t *copy = malloc(body.len > 0 ? body.len : 1);
@@ -117,11 +162,10 @@ static int reply_make(sx_payload body, bool is_push, sx_reply *out)
         out->ok = true;
         return 0;
     }
-    sx_payload v;
     sx_unpack u;
-    if (sx_map_get(out->body, "ok", &v) != 0)
+    if (ok == NULL)
         goto bad;
-    sx_unpack_init(&u, v);
+    sx_unpack_init(&u, *ok);
     if (sx_unpack_bool(&u, &out->ok) != 0)
         goto bad;
     if (out->ok)
@@ -336,12 +380,12 @@ int sx__relay_client_send(sx_client *c)
 /* ---- reading: every frame lands where it belongs ---- */
 
 static int queue_item(sx__relay_client_queue *q, uint64_t id, sx_payload body,
-                      bool is_push)
+                      bool is_push, const sx_payload *ok)
 {
     sx__relay_client_item *p = malloc(sizeof(*p));
     if (p == NULL)
         return SX_ENOMEM;
-    int rc = reply_make(body, is_push, &p->r);
+    int rc = reply_make(body, is_push, ok, &p->r);
     if (rc != 0) {
         free(p);
         return rc;
@@ -389,22 +433,25 @@ void sx__relay_client_queue_free(sx__relay_client_queue *q)
 static int dispatch(sx_client *c, sx_payload body)
 {
     int rc;
-    if (sx_map_get(body, "push", NULL) == 0) {
-        if ((rc = queue_item(&c->pushes, 0, body, true)) != 0)
+    frame_head h;
+    if (head_scan(body, &h) != 0)
+        return fail(c, SX_EPROTO);
+    const sx_payload *ok = h.has_ok ? &h.ok : NULL;
+    if (h.push) {
+        if ((rc = queue_item(&c->pushes, 0, body, true, NULL)) != 0)
             return fail(c, rc);
         return 0;
     }
-    sx_payload v;
     uint64_t got;
     sx_unpack u;
-    if (sx_map_get(body, "id", &v) != 0)
+    if (!h.has_id)
         return fail(c, SX_EPROTO);
-    sx_unpack_init(&u, v);
+    sx_unpack_init(&u, h.id);
     if (sx_unpack_uint(&u, &got) != 0)
         return fail(c, SX_EPROTO);
     bool refusal = got == 0;
     if (c->sync_id != 0 && !c->sync_got && (got == c->sync_id || refusal)) {
-        if ((rc = reply_make(body, false, c->sync_out)) != 0)
+        if ((rc = reply_make(body, false, ok, c->sync_out)) != 0)
             return fail(c, rc);
         c->sync_got = true;
         if (refusal && !c->sync_out->ok)
@@ -412,7 +459,7 @@ static int dispatch(sx_client *c, sx_payload body)
         return 0;
     }
     if (refusal || sx__relay_client_set_take(c, got)) {
-        if ((rc = queue_item(&c->replies, got, body, false)) != 0)
+        if ((rc = queue_item(&c->replies, got, body, false, ok)) != 0)
             return fail(c, rc);
         if (refusal)
             fail(c, SX_ECLOSED);
