@@ -359,28 +359,27 @@ static void op_wait(sx__relay_conn *c, uint64_t id, sx_payload req)
                                   "a non-negative integer");
         return;
     }
-    /* A process that has finished is answered from its outcome now (its
-     * watch, if one is registered, may not have fired yet), without a
-     * watch of its own: a pipelined client's waits mostly find their job
-     * done, and the watch's record, the engine's watcher and the answer
-     * built on the side were a fifth of the relay row's time per job
-     * (bench/FINDINGS.md, "relay and relay1"). A poll (timeout_ms 0) of a live
-     * process gets `timeout` now, with no watch either: the engine cannot
-     * cancel one, so each poll of a process that goes on would keep a record
-     * until it finishes (RELAY.md, "a known cost"), and a client polling an
-     * idle process would grow the daemon without bound. Anything else (a live
-     * process, an unknown PID, one of another node) goes the usual way:
-     * a watch answers it. */
-    sx_result r;
-    int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
-    if (w == 0) {
-        sx__relay_reply_outcome(c, id, &r);
-        sx_result_free(&r);
-        return;
-    }
-    if (w == SX_ETIMEDOUT && rc == 0 && t == 0) {
-        sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
-        return;
+    if (rc == 0 && t == 0) {
+        /* A poll. A live process gets `timeout` now, with no watch: the
+         * engine cannot cancel one, so each poll of a process that goes
+         * on would keep a record until it finishes (RELAY.md, "a known
+         * cost"), and a client polling an idle process would grow the
+         * daemon without bound. A finished or unknown one goes the usual
+         * way (its watch answers at once). */
+        sx_result r;
+        int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
+        if (w == SX_ETIMEDOUT) {
+            sx__relay_reply_error(c, id, "timeout",
+                                  "no outcome within timeout_ms");
+            return;
+        }
+        if (w == 0) {
+            /* Finished: answered from its outcome now (its watch, if one
+             * is registered, may not have fired yet). */
+            sx__relay_reply_outcome(c, id, &r);
+            sx_result_free(&r);
+            return;
+        }
     }
     sx__relay_watch_start(c, id, SX__RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);
