@@ -1,15 +1,28 @@
 /* process/payload_map.c — sx_map_get: a key looked up in a msgpack map
  * payload, with the sx_unpack reader (process/unpack.c). The relay's
  * server reads request fields with it, its client reads replies, and the
- * CLI reads both.
+ * CLI reads both. sx__map_entry (process/mapentry.h) is its one step.
  *
  * Threads: [any thread] (no shared state; it reads the caller's bytes).
  */
-#include "process/stepx/process.h"
+#include "process/mapentry.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+
+int sx__map_entry(sx_unpack *u, const char **k, size_t *kl, sx_payload *v)
+{
+    *k = NULL;
+    *kl = 0;
+    if (sx_unpack_type(u) == SX_MP_STR) {
+        if (sx_unpack_str(u, k, kl) != 0)
+            return SX_EPROTO;
+    } else if (sx_unpack_skip(u) != 0) {
+        return SX_EPROTO;
+    }
+    return sx_unpack_raw(u, v) == 0 ? 0 : SX_EPROTO;
+}
 
 int sx_map_get(sx_payload map, const char *key, sx_payload *value)
 {
@@ -24,18 +37,10 @@ int sx_map_get(sx_payload map, const char *key, sx_payload *value)
     for (uint32_t i = 0; i < n; i++) {
         const char *k;
         size_t l;
-        bool match = false;
-        if (sx_unpack_type(&u) == SX_MP_STR) {
-            if (sx_unpack_str(&u, &k, &l) != 0)
-                return SX_EPROTO;
-            match = l == kl && memcmp(k, key, kl) == 0;
-        } else if (sx_unpack_skip(&u) != 0) {
-            return SX_EPROTO;
-        }
         sx_payload v;
-        if (sx_unpack_raw(&u, &v) != 0)
+        if (sx__map_entry(&u, &k, &l, &v) != 0)
             return SX_EPROTO;
-        if (match) {
+        if (k != NULL && l == kl && memcmp(k, key, kl) == 0) {
             if (value != NULL)
                 *value = v;
             return 0;

@@ -13,6 +13,7 @@
  * server is SX_ECLOSED, not SIGPIPE).
  */
 #include "relay/client.h"
+#include "process/mapentry.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -123,17 +124,13 @@ static int head_scan(sx_payload body, frame_head *h)
     if (sx_unpack_map(&u, &n) != 0)
         return SX_EPROTO;
     for (uint32_t i = 0; i < n; i++) {
-        const char *k = NULL;
-        size_t kl = 0;
+        const char *k;
+        size_t kl;
         sx_payload v;
-        if (sx_unpack_type(&u) == SX_MP_STR) {
-            if (sx_unpack_str(&u, &k, &kl) != 0)
-                return SX_EPROTO;
-        } else if (sx_unpack_skip(&u) != 0) {
+        if (sx__map_entry(&u, &k, &kl, &v) != 0)
             return SX_EPROTO;
-        }
-        if (sx_unpack_raw(&u, &v) != 0)
-            return SX_EPROTO;
+        if (k == NULL)
+            continue;
         if (kl == 4 && memcmp(k, "push", 4) == 0) {
             h->push = true;
         } else if (kl == 2 && memcmp(k, "id", 2) == 0 && !h->has_id) {

@@ -10,6 +10,7 @@
  * Threads: the server's loop thread only. See relay/server.h and
  * docs/RELAY.md.
  */
+#include "process/mapentry.h"
 #include "process/utf8.h"
 #include "relay/server.h"
 
@@ -62,16 +63,10 @@ static void index_build(req_index *ix, sx_payload req)
     if (sx_unpack_map(&u, &n) != 0)
         return;
     for (uint32_t i = 0; i < n; i++) {
-        const char *k = NULL;
-        size_t kl = 0;
+        const char *k;
+        size_t kl;
         sx_payload v;
-        if (sx_unpack_type(&u) == SX_MP_STR) {
-            if (sx_unpack_str(&u, &k, &kl) != 0)
-                return;
-        } else if (sx_unpack_skip(&u) != 0) {
-            return;
-        }
-        if (sx_unpack_raw(&u, &v) != 0)
+        if (sx__map_entry(&u, &k, &kl, &v) != 0)
             return;
         if (k == NULL)
             continue; /* a key that is no string names no field */
