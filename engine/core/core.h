@@ -82,6 +82,12 @@ struct sx_engine {
      * (carved) and so initialised; the rest are untouched memory. Written
      * under grow_mu (release), read by sx__ptable_each (acquire). */
     _Atomic uint32_t seg_carved[SX__SEGS];
+    /* Slots carved in all (the carving's frontier), and the slot up to
+     * which an idle worker has faulted the table's pages in ahead of it
+     * (sx__ptable_prefault); hints, relaxed. pf_off: the kernel cannot
+     * populate (MADV_POPULATE_WRITE), so nobody tries again. */
+    _Atomic uint32_t carved_end, pf_next;
+    _Atomic bool pf_off;
     pthread_mutex_t grow_mu;
     unsigned n_segs; /* under grow_mu */
     /* The stack of free-slot magazines: ABA tag << 32 | the index of the

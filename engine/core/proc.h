@@ -433,6 +433,11 @@ sx__proc *sx__ptable_alloc_mailbox(sx_engine *e, uint32_t random,
 /* True once the table has reached cfg.max_slots (or its largest size): an
  * alloc that failed then failed for that, not for memory. */
 bool sx__ptable_full(sx_engine *e);
+/* [a worker with nothing to run] Faults in the next pages of the process
+ * table ahead of where new slots are carved, so that a burst of spawns
+ * finds them resident instead of faulting each on the spawning thread.
+ * false: nothing to do (or the kernel cannot); the caller spins on. */
+bool sx__ptable_prefault(sx_engine *e);
 /* p's PID: a job's stays across restarts (its job_id). [the thread
  * running or finishing p, which alone may read p->job] */
 sx_pid sx__proc_pid(sx_engine *e, sx__proc *p);

@@ -187,6 +187,9 @@ int sx__ptable_init(sx_engine *e)
         e->cells[k] = NULL;
         atomic_init(&e->seg_carved[k], 0);
     }
+    atomic_init(&e->carved_end, 0);
+    atomic_init(&e->pf_next, 0);
+    atomic_init(&e->pf_off, false);
     atomic_init(&e->free_head, (uint64_t)SX__FREE_NONE);
     atomic_init(&e->ext_born, 0);
     atomic_init(&e->ext_died, 0);
@@ -448,10 +451,79 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
     atomic_store_explicit(&e->seg_carved[k], off + n, memory_order_release);
+    /* relaxed: a hint for sx__ptable_prefault, which reads no slot by it. */
+    atomic_store_explicit(&e->carved_end, base + n, memory_order_relaxed);
     if (first != NULL)
         mags_push(e, first, first);
     *next = base + n;
     return 0;
+}
+
+/* ---- Faulting pages in ahead ----
+ *
+ * A fresh page costs its first toucher a fault (13 us here on a VM, well
+ * under 1 on bare metal), and carving and spawning touch the table's
+ * pages on the spawning thread. A worker with nothing to run populates
+ * the next slots' pages beyond the carving frontier instead, PF_CHUNK
+ * slots (6 pages) a call, up to PF_AHEAD slots ahead (384 KiB) or as far
+ * ahead as the table has been carved, whichever is less. Only the slots:
+ * a process touches its sx__pext and state cell only when it uses them
+ * (docs/ARCHITECTURE.md, "Memory"), and populating those would add their
+ * 72 bytes to every idle process. MADV_POPULATE_WRITE (Linux 5.14) maps
+ * the pages writable without writing them: slots carved meanwhile are not
+ * disturbed. Only mapped segments are populated (a new segment is mapped
+ * by the carving that needs it); a segment below SMALL_MAP is resident
+ * already. On an older kernel madvise fails and nobody tries again. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PF_AHEAD 4096u
+#define PF_CHUNK 256u
+
+/* Populates bytes [from, to) of a table array of total bytes at base. */
+static int populate(void *base, size_t total, size_t from, size_t to)
+{
+    if (total < SMALL_MAP)
+        return 0;
+    uintptr_t a = ((uintptr_t)base + from) & ~(uintptr_t)4095;
+    uintptr_t b = ((uintptr_t)base + to + 4095) & ~(uintptr_t)4095;
+    return madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+}
+
+bool sx__ptable_prefault(sx_engine *e)
+{
+    /* relaxed, all: hints. A stale frontier populates a little late or a
+     * little early; the CAS keeps two workers off the same chunk. */
+    if (atomic_load_explicit(&e->pf_off, memory_order_relaxed))
+        return false;
+    uint32_t end = atomic_load_explicit(&e->carved_end, memory_order_relaxed);
+    uint32_t pf = atomic_load_explicit(&e->pf_next, memory_order_relaxed);
+    uint32_t from = pf > end ? pf : end;
+    /* As far ahead as the table has been carved, up to PF_AHEAD: a small
+     * engine stays small. */
+    uint32_t ahead = end < PF_AHEAD ? end : PF_AHEAD;
+    if (from - end >= ahead || from >= UINT32_MAX - PF_CHUNK)
+        return false;
+    uint64_t off;
+    uint32_t k = seg_of(from, &off);
+    if (k >= SX__SEGS)
+        return false;
+    /* acquire: pairs with the release store in carve_locked (the segment
+     * is mapped before it is published). */
+    sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
+    if (seg == NULL)
+        return false; /* the next segment is not mapped yet */
+    uint64_t len = (uint64_t)SX__SEG_BASE << k;
+    uint64_t n = len - off < PF_CHUNK ? len - off : PF_CHUNK;
+    if (!atomic_compare_exchange_strong_explicit(
+            &e->pf_next, &pf, from + (uint32_t)n, memory_order_relaxed,
+            memory_order_relaxed))
+        return true; /* another worker took this chunk: look again */
+    int rc = populate(seg, seg_bytes(k), off * sizeof(sx__proc),
+                      (off + n) * sizeof(sx__proc));
+    if (rc != 0)
+        atomic_store_explicit(&e->pf_off, true, memory_order_relaxed);
+    return rc == 0;
 }
 
 /* Puts MAG more slots into use when the stack is empty (carve_locked). */

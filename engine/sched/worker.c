@@ -11,7 +11,8 @@
  *      such search while the next slot was busy, so that the deque cannot
  *      starve behind the next slot;
  *   3. steal half of a random victim's deque;
- *   4. spin: < 4 failed rounds retry at once, 4-15 sched_yield, then park.
+ *   4. spin: < 4 failed rounds retry at once, 4-15 fault in the process
+ *      table's next pages (sx__ptable_prefault) or sched_yield, then park.
  *
  * Threads: worker_main runs on the worker threads; sx__enqueue and
  * sx__deliver are [any thread].
@@ -369,7 +370,10 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
         if (spins < 4)
             continue;
         if (spins < 16) {
-            sched_yield();
+            /* Idle time that pays: the table's next pages (each a fault
+             * the spawning thread would take otherwise). */
+            if (!sx__ptable_prefault(e))
+                sched_yield();
             continue;
         }
         atomic_fetch_sub_explicit(&e->park.n_spinning, 1, memory_order_relaxed);

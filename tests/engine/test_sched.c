@@ -3,11 +3,15 @@
  * size), work stealing across workers, parking when idle and waking on new
  * work, and the process listing's states. Each case opens with the property
  * it checks. */
+/* mincore is not in POSIX.1-2008. */
+#define _DEFAULT_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <stepx/stepx.h>
 
@@ -1533,6 +1537,80 @@ static void test_spawn_order_lines(void)
     sx_engine_free(e);
 }
 
+/* ---- pages faulted in ahead --------------------------------------------- */
+
+static bool resident(const void *from, const void *to, size_t *missing)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)from & ~(uintptr_t)(pg - 1);
+    uintptr_t b = ((uintptr_t)to + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    size_t n = (b - a) / (size_t)pg;
+    unsigned char *vec = malloc(n);
+    if (vec == NULL || mincore((void *)a, b - a, vec) != 0) {
+        free(vec);
+        *missing = n;
+        return false;
+    }
+    *missing = 0;
+    for (size_t i = 0; i < n; i++)
+        *missing += (vec[i] & 1) == 0;
+    free(vec);
+    return *missing == 0;
+}
+
+/* Idle workers fault in the process table's next pages ahead of where
+ * slots are carved (sx__ptable_prefault), so that the next burst of
+ * spawns does not fault on the spawning thread. Nothing else touches the
+ * slots beyond the frontier: without it they stay not resident. */
+static void test_prefault_ahead(void)
+{
+    const sx_process_type t[] = {
+        { .name = "idler", .init = no_init, .step = idler_step },
+    };
+    /* Into the third segment (slots 3 * SEG_BASE ..), whose 4 * SEG_BASE
+     * slots are mapped on their own. */
+    enum { N = 3 * SX__SEG_BASE + 32 };
+    sx_engine *e = up(2, 0, t, 1);
+    sx_pid *pid = calloc(N, sizeof(*pid));
+    CHECK(pid != NULL);
+    if (pid == NULL)
+        return;
+    uint32_t top = 0;
+    sx__proc *top_p = NULL;
+    for (int i = 0; i < N; i++) {
+        CHECK_RC(sx_engine_submit(e, "idler", "run", NULL, 0, &pid[i]), 0);
+        sx__proc *p = sx__ptable_get(e, pid[i]);
+        CHECK(p != NULL);
+        if (p == NULL)
+            break;
+        if (p->index >= top) {
+            top = p->index;
+            top_p = p;
+        }
+        sx__proc_release(e, p);
+    }
+    CHECK(top >= 3 * SX__SEG_BASE && top < 4 * SX__SEG_BASE);
+    if (top_p != NULL) {
+        /* The carving's frontier is top's magazine's end (32 slots); check
+         * the pages of the slots from 64 to 1024 beyond it, all in the
+         * same segment. */
+        const sx__proc *from = top_p + 64 + 32;
+        const sx__proc *to = top_p + 1024;
+        size_t missing = 0;
+        for (int i = 0; i < 500 && !resident(from, to, &missing); i++)
+            tx_sleep_ms(10);
+        if (missing != 0)
+            fprintf(stderr, "  %zu pages ahead of the frontier not resident\n",
+                    missing);
+        CHECK_EQ_INT((int)missing, 0);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_RC(sx_engine_terminate(e, pid[i]), 0);
+    free(pid);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1542,6 +1620,7 @@ static const sx_test_case cases[] = {
     { "park_and_wake", test_park_and_wake },
     { "listing", test_listing },
     { "spawn_order_lines", test_spawn_order_lines },
+    { "prefault_ahead", test_prefault_ahead },
     { "submit_order", test_submit_order },
     { "penalty_yields_turn", test_penalty_yields_turn },
     { "penalty_is_the_senders", test_penalty_is_the_senders },
