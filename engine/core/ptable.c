@@ -388,12 +388,17 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
     if (cap != 0 && cap - base < n)
         n = (uint32_t)(cap - base);
     if (k == e->n_segs) {
-        sx__proc *fresh = seg_map(e, k);
-        if (fresh == NULL)
-            return SX_ENOMEM;
-        /* release: pairs with the acquire load in slot_at. Its slots are
-         * zeroed memory: no look-up can take a reference (refs == 0). */
-        atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
+        /* relaxed: segs[k] is written only under grow_mu. Mapped already
+         * when an idle worker populated ahead into it (map_ahead). */
+        if (atomic_load_explicit(&e->segs[k], memory_order_relaxed) == NULL) {
+            sx__proc *fresh = seg_map(e, k);
+            if (fresh == NULL)
+                return SX_ENOMEM;
+            /* release: pairs with the acquire load in slot_at. Its slots
+             * are zeroed memory: no look-up can take a reference (refs ==
+             * 0). */
+            atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
+        }
         e->n_segs = k + 1;
     }
     /* relaxed: the caller holds grow_mu (see above). */
@@ -471,14 +476,42 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
  * (docs/ARCHITECTURE.md, "Memory"), and populating those would add their
  * 72 bytes to every idle process. MADV_POPULATE_WRITE (Linux 5.14) maps
  * the pages writable without writing them: slots carved meanwhile are not
- * disturbed. Only mapped segments are populated (a new segment is mapped
- * by the carving that needs it); a segment below SMALL_MAP is resident
- * already. On an older kernel madvise fails and nobody tries again. */
+ * disturbed. A window that reaches into the next segment maps it first
+ * (map_ahead; the carving that reaches it then finds it mapped). A
+ * segment below SMALL_MAP is resident already. On an older kernel
+ * madvise fails and nobody tries again. */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 #define PF_AHEAD 4096u
 #define PF_CHUNK 256u
+
+/* Maps segment k, the one the carving takes next, ahead of the carving
+ * (which then only counts it: carve_locked). true: mapped now or before;
+ * false: grow_mu is busy (the carving holds it), k is not the next
+ * segment, past the table's cap, or out of memory (the carving will say
+ * so). Its pages stay untouched until populated or carved. */
+static bool map_ahead(sx_engine *e, uint32_t k)
+{
+    if (pthread_mutex_trylock(&e->grow_mu) != 0)
+        return false;
+    bool ok = false;
+    size_t cap = e->cfg.max_slots;
+    uint64_t base = (uint64_t)SX__SEG_BASE * ((1ull << k) - 1);
+    if (k == e->n_segs && (cap == 0 || base < cap)) {
+        /* relaxed: written only under grow_mu, which we hold. */
+        ok = atomic_load_explicit(&e->segs[k], memory_order_relaxed) != NULL;
+        if (!ok) {
+            sx__proc *fresh = seg_map(e, k);
+            /* release: as in carve_locked. */
+            if (fresh != NULL)
+                atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
+            ok = fresh != NULL;
+        }
+    }
+    pthread_mutex_unlock(&e->grow_mu);
+    return ok;
+}
 
 /* Populates bytes [from, to) of a table array of total bytes at base. */
 static int populate(void *base, size_t total, size_t from, size_t to)
@@ -512,7 +545,8 @@ bool sx__ptable_prefault(sx_engine *e)
      * is mapped before it is published). */
     sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
     if (seg == NULL)
-        return false; /* the next segment is not mapped yet */
+        /* The carving is near the end of its segment: map the next. */
+        return map_ahead(e, k);
     uint64_t len = (uint64_t)SX__SEG_BASE << k;
     uint64_t n = len - off < PF_CHUNK ? len - off : PF_CHUNK;
     if (!atomic_compare_exchange_strong_explicit(

@@ -15,6 +15,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/core/core.h"
 #include "engine/core/proc.h"
 #include "tests/support/support.h"
 
@@ -1558,57 +1559,81 @@ static bool resident(const void *from, const void *to, size_t *missing)
     return *missing == 0;
 }
 
+/* The slot of index idx in e's table, or NULL where its segment is not
+ * mapped (the segments as engine/core/ptable.c lays them out). */
+static const sx__proc *slot_of(sx_engine *e, uint32_t idx)
+{
+    uint64_t q = (uint64_t)idx / SX__SEG_BASE + 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(q);
+    uint64_t off = (uint64_t)idx - (uint64_t)SX__SEG_BASE * ((1ull << k) - 1);
+    const sx__proc *seg =
+        atomic_load_explicit(&e->segs[k], memory_order_acquire);
+    return seg != NULL ? seg + off : NULL;
+}
+
+/* Pages of the slots [from, to) of e's table not resident (a slot in an
+ * unmapped segment counts as one). */
+static size_t missing_slots(sx_engine *e, uint32_t from, uint32_t to)
+{
+    size_t missing = 0;
+    for (uint32_t i = from; i < to; i++) {
+        const sx__proc *p = slot_of(e, i);
+        size_t m = 1;
+        if (p != NULL)
+            resident(p, p + 1, &m);
+        missing += m;
+    }
+    return missing;
+}
+
 /* Idle workers fault in the process table's next pages ahead of where
- * slots are carved (sx__ptable_prefault), so that the next burst of
- * spawns does not fault on the spawning thread. Nothing else touches the
- * slots beyond the frontier: without it they stay not resident. */
-static void test_prefault_ahead(void)
+ * slots are carved (sx__ptable_prefault), mapping the next segment when
+ * the window reaches into it, so that the next burst of spawns does not
+ * fault on the spawning thread. Nothing else touches the slots beyond the
+ * frontier: without it they stay not resident (or not even mapped). n
+ * processes are submitted; then the slots from 64 to 1024 past the
+ * carving's frontier must become resident. */
+static void prefault_after(uint32_t n)
 {
     const sx_process_type t[] = {
         { .name = "idler", .init = no_init, .step = idler_step },
     };
-    /* Into the third segment (slots 3 * SEG_BASE ..), whose 4 * SEG_BASE
-     * slots are mapped on their own. */
-    enum { N = 3 * SX__SEG_BASE + 32 };
     sx_engine *e = up(2, 0, t, 1);
-    sx_pid *pid = calloc(N, sizeof(*pid));
+    sx_pid *pid = calloc(n, sizeof(*pid));
     CHECK(pid != NULL);
     if (pid == NULL)
         return;
-    uint32_t top = 0;
-    sx__proc *top_p = NULL;
-    for (int i = 0; i < N; i++) {
+    for (uint32_t i = 0; i < n; i++)
         CHECK_RC(sx_engine_submit(e, "idler", "run", NULL, 0, &pid[i]), 0);
-        sx__proc *p = sx__ptable_get(e, pid[i]);
-        CHECK(p != NULL);
-        if (p == NULL)
+    /* relaxed: the submits above carved on this thread. */
+    uint32_t end = atomic_load_explicit(&e->carved_end, memory_order_relaxed);
+    CHECK(end >= n && end < n + 64);
+    size_t missing = 0;
+    for (int i = 0; i < 500; i++) {
+        missing = missing_slots(e, end + 64, end + 1024);
+        if (missing == 0)
             break;
-        if (p->index >= top) {
-            top = p->index;
-            top_p = p;
-        }
-        sx__proc_release(e, p);
+        tx_sleep_ms(10);
     }
-    CHECK(top >= 3 * SX__SEG_BASE && top < 4 * SX__SEG_BASE);
-    if (top_p != NULL) {
-        /* The carving's frontier is top's magazine's end (32 slots); check
-         * the pages of the slots from 64 to 1024 beyond it, all in the
-         * same segment. */
-        const sx__proc *from = top_p + 64 + 32;
-        const sx__proc *to = top_p + 1024;
-        size_t missing = 0;
-        for (int i = 0; i < 500 && !resident(from, to, &missing); i++)
-            tx_sleep_ms(10);
-        if (missing != 0)
-            fprintf(stderr, "  %zu pages ahead of the frontier not resident\n",
-                    missing);
-        CHECK_EQ_INT((int)missing, 0);
-    }
-    for (int i = 0; i < N; i++)
+    if (missing != 0)
+        fprintf(stderr, "  %zu slots' pages ahead of %u not resident\n",
+                missing, end);
+    CHECK_EQ_INT((int)missing, 0);
+    for (uint32_t i = 0; i < n; i++)
         CHECK_RC(sx_engine_terminate(e, pid[i]), 0);
     free(pid);
     sx_engine_stop(e, 1000);
     sx_engine_free(e);
+}
+
+static void test_prefault_ahead(void)
+{
+    /* The window inside one segment: the third (slots 3 * SEG_BASE to
+     * 7 * SEG_BASE), mapped on its own. */
+    prefault_after(3 * SX__SEG_BASE + 32);
+    /* The window past the end of the second segment, into the third,
+     * which no carving has needed yet. */
+    prefault_after(3 * SX__SEG_BASE - 96);
 }
 
 static const sx_test_case cases[] = {
