@@ -222,7 +222,19 @@ int sx_pack_str(sx_pack *pk, const char *s)
 {
     if (s == NULL)
         return sx_pack_nil(pk);
-    return sx_pack_strn(pk, s, strlen(s));
+    size_t n = strlen(s);
+    /* A fixstr (under 32 bytes) with room for it, written in place:
+     * msgpack-c writes the same bytes (a marker of 0xa0 | n, then the
+     * body) through two calls of pack_write. The body first, then the
+     * marker: s may lie in pk's own bytes (memmove), ahead of the marker's
+     * place. */
+    if (pk != NULL && pk->err == 0 && n < 32 && pk->cap - pk->len > n) {
+        memmove(pk->data + pk->len + 1, s, n);
+        pk->data[pk->len] = (uint8_t)(0xa0 | n);
+        pk->len += 1 + n;
+        return 0;
+    }
+    return sx_pack_strn(pk, s, n);
 }
 
 /* s may be NULL only when n is 0 (an empty string). A length beyond the

@@ -226,6 +226,42 @@ static size_t head_span(const mp_head *h)
     }
 }
 
+/* The bytes of the value at p when its first byte alone says how many
+ * (an integer, nil, a bool, a float or a fixstr), or 0 (a container,
+ * another string, bin, ext, or the reserved 0xc1: the general walk). The
+ * caller still checks the span against the bytes present. The common
+ * values of command arguments (names, integers) take one look instead of
+ * head_read's. */
+static inline size_t scalar_span(uint8_t c)
+{
+    if (c <= 0x7f || c >= 0xe0)
+        return 1; /* fixint */
+    if ((c & 0xe0) == 0xa0)
+        return 1 + (size_t)(c & 0x1f); /* fixstr */
+    switch (c) {
+    case 0xc0: /* nil */
+    case 0xc2: /* false */
+    case 0xc3: /* true */
+        return 1;
+    case 0xcc: /* uint 8 */
+    case 0xd0: /* int 8 */
+        return 2;
+    case 0xcd:
+    case 0xd1:
+        return 3;
+    case 0xca: /* float 32 */
+    case 0xce:
+    case 0xd2:
+        return 5;
+    case 0xcb: /* float 64 */
+    case 0xcf:
+    case 0xd3:
+        return 9;
+    default:
+        return 0;
+    }
+}
+
 /* Finds where the whole value at p ends. Iterative: left[d] counts the
  * values still to read inside the d-th enclosing container (left[0] is the
  * value itself), so d is the nesting depth of the next value. Every step
@@ -411,6 +447,16 @@ int sx_unpack_str(sx_unpack *u, const char **s, size_t *len)
 {
     const uint8_t *p;
     size_t n;
+    /* A fixstr whose body is all present: what unpack_body would read. */
+    if (u != NULL && u->err == 0 && u->p < u->end && (u->p[0] & 0xe0) == 0xa0 &&
+        (n = u->p[0] & 0x1fu) < (size_t)(u->end - u->p)) {
+        if (s != NULL)
+            *s = (const char *)u->p + 1;
+        if (len != NULL)
+            *len = n;
+        u->p += 1 + n;
+        return 0;
+    }
     int rc = unpack_body(u, SX_MP_STR, &p, &n);
     if (rc != 0)
         return rc;
@@ -438,6 +484,19 @@ int sx_unpack_bin(sx_unpack *u, const void **p, size_t *len)
 /* Shared by array and map: the header of a container of type t. */
 static int unpack_container(sx_unpack *u, sx_mp_type t, uint32_t *n)
 {
+    /* A fixarray or fixmap whose elements can be present (each takes a
+     * byte at least, as head_read checks): its count is in the marker. */
+    if (u != NULL && u->err == 0 && u->p < u->end) {
+        uint8_t c = u->p[0], fix = t == SX_MP_ARRAY ? 0x90 : 0x80;
+        uint32_t k = c & 0x0fu;
+        if ((c & 0xf0) == fix && (uint64_t)k * (t == SX_MP_MAP ? 2 : 1) <
+                                     (uint64_t)(u->end - u->p)) {
+            if (n != NULL)
+                *n = k;
+            u->p++;
+            return 0;
+        }
+    }
     mp_head h;
     int rc = unpack_head(u, &h);
     if (rc != 0)
@@ -531,7 +590,10 @@ int sx_unpack_raw(sx_unpack *u, sx_payload *out)
         return SX_EINVAL;
     if (u->err != 0)
         return u->err;
-    if ((rc = value_end(u->p, u->end, &e)) != 0) {
+    size_t span = u->p < u->end ? scalar_span(u->p[0]) : 0;
+    if (span != 0 && span <= (size_t)(u->end - u->p))
+        e = u->p + span; /* what value_end finds for such a value */
+    else if ((rc = value_end(u->p, u->end, &e)) != 0) {
         u->err = rc;
         return rc;
     }

@@ -1175,6 +1175,79 @@ static void test_truncation_every_prefix(void)
     free(b.p);
 }
 
+/* Values whose first byte says their whole length (integers of every
+ * width, nil, bools, floats, fixstrs) and fix containers, which the reader
+ * takes in one look: whole, each reads exactly its bytes; every proper
+ * prefix is a sticky SX_EPROTO for raw and the typed read, the cursor left
+ * at the value; and a fixarray or fixmap claiming more elements than
+ * bytes remain fails the same way. */
+static void test_one_look_values(void)
+{
+    static const uint8_t vals[][10] = {
+        { 1, 0x05 },
+        { 1, 0xff },
+        { 1, 0xc0 },
+        { 1, 0xc3 },
+        { 2, 0xcc, 0x80 },
+        { 2, 0xd0, 0x80 },
+        { 3, 0xcd, 0x01, 0x00 },
+        { 3, 0xd1, 0x80, 0x00 },
+        { 5, 0xce, 0x00, 0x01, 0x00, 0x00 },
+        { 5, 0xd2, 0x80, 0x00, 0x00, 0x00 },
+        { 5, 0xca, 0x3f, 0x80, 0x00, 0x00 },
+        { 9, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0 },
+        { 9, 0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0 },
+        { 9, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 },
+        { 1, 0xa0 },
+        { 4, 0xa3, 'a', 'b', 'c' },
+        { 1, 0x90 },
+        { 3, 0x92, 0x01, 0x02 },
+        { 1, 0x80 },
+        { 3, 0x81, 0x01, 0x02 },
+    };
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        size_t n = vals[i][0];
+        const uint8_t *v = vals[i] + 1;
+        for (size_t k = 1; k <= n; k++) {
+            int want = k == n ? 0 : SX_EPROTO;
+            uint8_t *q = dup_exact(v, k);
+            sx_unpack u;
+            sx_payload raw = { NULL, 0 };
+            sx_unpack_init(&u, pl_of(q, k));
+            CHECK_RC(sx_unpack_raw(&u, &raw), want);
+            if (want == 0)
+                CHECK(raw.data == q && raw.len == n && sx_unpack_done(&u));
+            else
+                CHECK(u.err == SX_EPROTO && u.p == q);
+            sx_unpack_init(&u, pl_of(q, k));
+            uint8_t c = v[0];
+            if ((c & 0xe0) == 0xa0) {
+                const char *str = NULL;
+                size_t len = 99;
+                CHECK_RC(sx_unpack_str(&u, &str, &len), want);
+                if (want == 0)
+                    CHECK(len == (size_t)(c & 0x1f) &&
+                          str == (const char *)q + 1 && sx_unpack_done(&u));
+            } else if ((c & 0xf0) == 0x90 || (c & 0xf0) == 0x80) {
+                uint32_t cnt = 99;
+                int rc = (c & 0xf0) == 0x90 ? sx_unpack_array(&u, &cnt)
+                                            : sx_unpack_map(&u, &cnt);
+                /* The header alone is whole: its elements may follow. */
+                bool meets = (k - 1) >=
+                             (size_t)(c & 0x0f) * ((c & 0xf0) == 0x80 ? 2 : 1);
+                CHECK_RC(rc, meets ? 0 : SX_EPROTO);
+                if (meets)
+                    CHECK(cnt == (uint32_t)(c & 0x0f) && u.p == q + 1);
+            } else {
+                CHECK_RC(sx_unpack_skip(&u), want);
+            }
+            if (want != 0)
+                CHECK(u.err == SX_EPROTO && u.p == q);
+            free(q);
+        }
+    }
+}
+
 /* Lengths and counts that claim more than the bytes present fail at once
  * with a sticky SX_EPROTO (no allocation, no loop over the claim): 32-bit
  * claims near 4 GiB with 3 bytes behind them, a map whose pair count doubles
@@ -1871,6 +1944,7 @@ static const sx_test_case cases[] = {
     { "empty_payload_is_nil", test_empty_payload_is_nil },
     { "payload_get", test_payload_get },
     { "truncation_every_prefix", test_truncation_every_prefix },
+    { "one_look_values", test_one_look_values },
     { "huge_claims", test_huge_claims },
     { "depth_limit", test_depth_limit },
     { "msgpack_c_crosscheck", test_msgpack_c_crosscheck },
