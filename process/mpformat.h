@@ -131,7 +131,8 @@ static __attribute__((unused)) size_t sx__mp_int_encode(uint8_t *b, int64_t v)
 
 /* The integer that is exactly the len bytes at p, in the formats a writer
  * produces; false for anything else (another type, trailing bytes, a
- * uint64 above INT64_MAX), which the general reader then classifies. */
+ * uint64 above INT64_MAX), which the general reader then classifies, and
+ * *out is then not to be used. */
 static __attribute__((unused)) bool sx__mp_int_decode(const uint8_t *p,
                                                       size_t len, int64_t *out)
 {
@@ -144,21 +145,51 @@ static __attribute__((unused)) bool sx__mp_int_decode(const uint8_t *p,
             *out = c;
         return len == 1;
     }
-    if (c < 0xcc || c > 0xd3)
-        return false;
-    size_t w = (size_t)1 << ((c - 0xcc) & 3);
-    if (len != 1 + w)
-        return false;
-    uint64_t f = sx__mp_field(p + 1, w); /* a load and a byte swap */
-    if (c <= 0xcf) {
-        if (f > INT64_MAX)
+    /* One case per format (a jump table): the field's width and
+     * signedness are constants in each, so a field is a load and a byte
+     * swap, no call. */
+    switch (c) {
+    case 0xcc:
+        *out = p[len == 2 ? 1 : 0];
+        return len == 2;
+    case 0xcd:
+        if (len != 3)
             return false;
+        *out = sx__mp_be16(p + 1);
+        return true;
+    case 0xce:
+        if (len != 5)
+            return false;
+        *out = sx__mp_be32(p + 1);
+        return true;
+    case 0xcf: {
+        if (len != 9)
+            return false;
+        uint64_t f = sx__mp_be64(p + 1);
         *out = (int64_t)f;
-    } else {
-        unsigned sh = (unsigned)(64 - 8 * w);
-        *out = (int64_t)(f << sh) >> sh; /* sign-extend the field */
+        return f <= INT64_MAX;
     }
-    return true;
+    case 0xd0:
+        *out = (int8_t)p[len == 2 ? 1 : 0];
+        return len == 2;
+    case 0xd1:
+        if (len != 3)
+            return false;
+        *out = (int16_t)sx__mp_be16(p + 1);
+        return true;
+    case 0xd2:
+        if (len != 5)
+            return false;
+        *out = (int32_t)sx__mp_be32(p + 1);
+        return true;
+    case 0xd3:
+        if (len != 9)
+            return false;
+        *out = (int64_t)sx__mp_be64(p + 1);
+        return true;
+    default:
+        return false;
+    }
 }
 
 #endif
