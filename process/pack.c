@@ -222,19 +222,27 @@ int sx_pack_str(sx_pack *pk, const char *s)
 {
     if (s == NULL)
         return sx_pack_nil(pk);
-    size_t n = strlen(s);
-    /* A fixstr (under 32 bytes) with room for it, written in place:
-     * msgpack-c writes the same bytes (a marker of 0xa0 | n, then the
-     * body) through two calls of pack_write. The body first, then the
-     * marker: s may lie in pk's own bytes (memmove), ahead of the marker's
-     * place. */
-    if (pk != NULL && pk->err == 0 && n < 32 && pk->cap - pk->len > n) {
-        memmove(pk->data + pk->len + 1, s, n);
-        pk->data[pk->len] = (uint8_t)(0xa0 | n);
-        pk->len += 1 + n;
-        return 0;
+    /* A fixstr (under 32 bytes) with room for the longest, written in
+     * place as it is measured: one pass over a short name instead of a
+     * strlen and a copy, each a call. msgpack-c writes the same bytes (a
+     * marker of 0xa0 | n, then the body). Bytes written past a string of
+     * 32 or more lie past len, and the general path writes over them. s
+     * may lie in pk's own bytes (below len): the copy goes forward, to
+     * after len, so it reads each byte before anything is written there. */
+    if (pk != NULL && pk->err == 0 && pk->cap - pk->len > 32) {
+        uint8_t *d = pk->data + pk->len + 1;
+        size_t n = 0;
+        while (n < 32 && s[n] != '\0') {
+            d[n] = (uint8_t)s[n];
+            n++;
+        }
+        if (n < 32) {
+            d[-1] = (uint8_t)(0xa0 | n);
+            pk->len += 1 + n;
+            return 0;
+        }
     }
-    return sx_pack_strn(pk, s, n);
+    return sx_pack_strn(pk, s, strlen(s));
 }
 
 /* s may be NULL only when n is 0 (an empty string). A length beyond the

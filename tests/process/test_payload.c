@@ -381,6 +381,50 @@ static void test_str_sizes(void)
     free(q);
 }
 
+/* sx_pack_str writes what sx_pack_strn writes for every length around
+ * the fixstr limit (31, 32, 33), in a heap writer, in a fixed one with
+ * just enough room and with one byte short, and for a string that lies
+ * in the writer's own bytes (an earlier bin holding it with its NUL). */
+static void test_pack_str_lengths(void)
+{
+    char text[41];
+    for (size_t n = 0; n <= 40; n++) {
+        for (size_t i = 0; i < n; i++)
+            text[i] = (char)('a' + i % 26);
+        text[n] = '\0';
+        sx_pack want, got;
+        sx_pack_init(&want);
+        CHECK_RC(sx_pack_strn(&want, text, n), 0);
+        sx_pack_init(&got);
+        CHECK_RC(sx_pack_str(&got, text), 0);
+        CHECK(got.len == want.len &&
+              memcmp(got.data, want.data, want.len) == 0);
+        sx_pack_fini(&got);
+        for (size_t extra = 0; extra < 2; extra++) {
+            uint8_t buf[64];
+            size_t cap = want.len - 1 + extra; /* one short, then exact */
+            sx_pack_init_fixed(&got, buf, cap);
+            CHECK_RC(sx_pack_str(&got, text), extra ? 0 : SX_ELIMIT);
+            if (extra)
+                CHECK(got.len == want.len &&
+                      memcmp(buf, want.data, want.len) == 0);
+            else
+                CHECK_EQ_U64(got.len, 0);
+        }
+        /* From pk's own bytes: a bin of the text and its NUL, then the
+         * text as a string read from there. */
+        sx_pack own;
+        sx_pack_init(&own);
+        CHECK_RC(sx_pack_bin(&own, text, n + 1), 0);
+        size_t at = own.len - (n + 1), before = own.len;
+        CHECK_RC(sx_pack_str(&own, (const char *)own.data + at), 0);
+        CHECK(own.len - before == want.len &&
+              memcmp(own.data + before, want.data, want.len) == 0);
+        sx_pack_fini(&own);
+        sx_pack_fini(&want);
+    }
+}
+
 /* Binaries of each length class (bin8/16/32 at 255/256/65535/65536) pack
  * with the smallest header and read back byte for byte. */
 static void test_bin_sizes(void)
@@ -1945,6 +1989,7 @@ static const sx_test_case cases[] = {
     { "payload_get", test_payload_get },
     { "truncation_every_prefix", test_truncation_every_prefix },
     { "one_look_values", test_one_look_values },
+    { "pack_str_lengths", test_pack_str_lengths },
     { "huge_claims", test_huge_claims },
     { "depth_limit", test_depth_limit },
     { "msgpack_c_crosscheck", test_msgpack_c_crosscheck },
