@@ -3712,9 +3712,85 @@ static void test_start_out_of_descriptors(void)
     sx_engine_free(e);
 }
 
+/* ---- a NUL inside a spawn's names ---- */
+
+static _Atomic int nul_err[2];
+static _Atomic int nul_got;
+
+/* Spawns (and waits for) an "ok" whose type (tag 0) or method (tag 1)
+ * has a NUL inside: "ok\0x" is not the type "ok", nor "run\0x" its
+ * method "run". Each answer's error is kept in nul_err. */
+static int nul_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    int *asked = st;
+    if (!*asked) {
+        *asked = 1;
+        for (int k = 0; k < 2; k++) {
+            uint8_t b[64];
+            sx_pack pk;
+            sx_pack_init_fixed(&pk, b, sizeof b);
+            sx_pack_array(&pk, 3);
+            if (k == 0) {
+                sx_pack_strn(&pk, "ok\0x", 4);
+                sx_pack_str(&pk, "run");
+            } else {
+                sx_pack_str(&pk, "ok");
+                sx_pack_strn(&pk, "run\0x", 5);
+            }
+            sx_pack_array(&pk, 0);
+            int rc = pk.err != 0 ? pk.err
+                                 : sx_yield(out, SX_CMD_SPAWN_WAIT, (uint64_t)k,
+                                            sx_pack_payload(&pk));
+            if (rc != 0)
+                return rc;
+        }
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag < 2) {
+            atomic_store(&nul_err[ev[i].tag], ev[i].error);
+            atomic_fetch_add(&nul_got, 1);
+        }
+    if (atomic_load(&nul_got) == 2)
+        sx_done(out, (sx_payload){ NULL, 0 });
+    else
+        sx_wait(out);
+    return 0;
+}
+
+/* A spawn command whose type or method has a NUL inside is refused with
+ * SX_EINVAL, not read as the name before the NUL (which would spawn
+ * "ok"). */
+static void test_spawn_nul_in_names(void)
+{
+    const sx_process_type t[] = {
+        { .name = "ok", .init = nop_init, .step = nop_step },
+        { .name = "nul",
+          .state_size = sizeof(int),
+          .init = nop_init,
+          .step = nul_step },
+    };
+    atomic_store(&nul_got, 0);
+    atomic_store(&nul_err[0], 99);
+    atomic_store(&nul_err[1], 99);
+    sx_engine *e = tx_engine_up(NULL, t, 2);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "nul", "run", NULL, 0, &pid), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 5000, &r), 0);
+    CHECK_RC(r.error, 0);
+    sx_result_free(&r);
+    CHECK_RC(atomic_load(&nul_err[0]), SX_EINVAL);
+    CHECK_RC(atomic_load(&nul_err[1]), SX_EINVAL);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "start_out_of_descriptors", test_start_out_of_descriptors },
     { "counter_steps", test_counter_steps },
+    { "spawn_nul_in_names", test_spawn_nul_in_names },
     { "completion_order", test_completion_order },
     { "continue_waits", test_continue_waits },
     { "done_discards_yields", test_done_discards_yields },
