@@ -215,8 +215,18 @@ static void out_compact(sx_client *c)
     }
 }
 
-/* Open addressing with linear probing over ids (never 0). Ids come in
- * sequence, so id & mask spreads a window of them without collisions. */
+/* Open addressing with linear probing over ids (never 0), at most half
+ * full. An id's home slot is a multiplicative hash of it (the high half
+ * of id * 2^64/phi): ids come in sequence, and homed at id & mask they
+ * would fill one run of consecutive slots, which every removal's
+ * backward shift walks to its end (the relay benchmark's 64 requests in
+ * flight: ~2,400 instructions a job, callgrind). Scattered, a run is a
+ * few slots long. */
+static size_t set_home(uint64_t id, size_t mask)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
 static int set_grow(sx_client *c)
 {
     size_t cap = c->set_cap != 0 ? c->set_cap * 2 : 64;
@@ -227,7 +237,7 @@ static int set_grow(sx_client *c)
         uint64_t id = c->set[i];
         if (id == 0)
             continue;
-        size_t j = (size_t)id & (cap - 1);
+        size_t j = set_home(id, cap - 1);
         while (s[j] != 0)
             j = (j + 1) & (cap - 1);
         s[j] = id;
@@ -245,7 +255,7 @@ int sx__relay_client_set_add(sx_client *c, uint64_t id)
         if (rc != 0)
             return rc;
     }
-    size_t m = c->set_cap - 1, j = (size_t)id & m;
+    size_t m = c->set_cap - 1, j = set_home(id, m);
     while (c->set[j] != 0)
         j = (j + 1) & m;
     c->set[j] = id;
@@ -259,7 +269,7 @@ bool sx__relay_client_set_take(sx_client *c, uint64_t id)
 {
     if (c->set_n == 0)
         return false;
-    size_t m = c->set_cap - 1, j = (size_t)id & m;
+    size_t m = c->set_cap - 1, j = set_home(id, m);
     while (c->set[j] != id) {
         if (c->set[j] == 0)
             return false;
@@ -270,7 +280,7 @@ bool sx__relay_client_set_take(sx_client *c, uint64_t id)
         uint64_t o = c->set[k];
         if (o == 0)
             break;
-        size_t home = (size_t)o & m;
+        size_t home = set_home(o, m);
         /* o may fill the hole at j unless its home lies in (j, k]. */
         bool stays = j <= k ? (home > j && home <= k) : (home > j || home <= k);
         if (!stays) {

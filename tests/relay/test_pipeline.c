@@ -26,6 +26,7 @@
 
 #include "tests/support/support.h"
 
+#include "relay/client.h"
 #include "tests/relay/relay_fixture.h"
 
 /* ==== helpers =========================================================== */
@@ -938,8 +939,49 @@ static void test_large_frames_of_server(void)
     fx_down(&f);
 }
 
+/* The client's set of posted ids (relay/client.c): as a window of
+ * sequential ids slides (each reply taken oldest first, as a pipelined
+ * client's come back) and in a shuffled order with growth past several
+ * capacities, take answers true exactly for the ids that are in, once,
+ * and the count follows. */
+static void test_id_set(void)
+{
+    enum { N = 20000, W = 64, R = 5000 };
+    sx_client c;
+    memset(&c, 0, sizeof c);
+    for (uint64_t id = 1; id <= N; id++) {
+        CHECK_RC(sx__relay_client_set_add(&c, id), 0);
+        if (id > W) {
+            CHECK(sx__relay_client_set_take(&c, id - W));
+            CHECK(!sx__relay_client_set_take(&c, id - W));
+        }
+        CHECK(!sx__relay_client_set_take(&c, id + 1));
+    }
+    CHECK_EQ_U64(c.set_n, W);
+    for (uint64_t id = N - W + 1; id <= N; id++)
+        CHECK(sx__relay_client_set_take(&c, id));
+    CHECK_EQ_U64(c.set_n, 0);
+    /* R ids of a scattered sequence in, then taken in another order. */
+    static uint64_t ids[R];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < R; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (i % 3 == 0) ? x | 1 : N + 1 + i; /* never 0 */
+        CHECK_RC(sx__relay_client_set_add(&c, ids[i]), 0);
+    }
+    CHECK_EQ_U64(c.set_n, R);
+    for (size_t i = 0; i < R; i++) {
+        size_t k = (i * 7919) % R; /* a permutation: 7919 is prime */
+        CHECK(sx__relay_client_set_take(&c, ids[k]));
+        CHECK(!sx__relay_client_set_take(&c, ids[k]));
+    }
+    CHECK_EQ_U64(c.set_n, 0);
+    free(c.set);
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
+    { "id_set", test_id_set },
     { "interleaved_sync", test_interleaved_sync },
     { "pushes_between", test_pushes_between },
     { "server_dies", test_server_dies },
