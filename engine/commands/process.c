@@ -120,6 +120,17 @@ static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
     return 0;
 }
 
+/* Answers a spawn with the child's PID. */
+static int answer_pid(sx_completer *done, sx_pid child)
+{
+    uint8_t buf[32];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, buf, sizeof(buf));
+    sx_pack_pid(&pk, child);
+    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
+    return 0;
+}
+
 /* Answers a spawn that init refused, with init's message when it gave
  * one (sx_init_error). */
 static __attribute__((cold, noinline)) int spawn_refused(sx_completer *done,
@@ -258,12 +269,7 @@ spawn_opt(sx_engine *e, sx_pid pid, const spawn_args *a, sx_completer *done)
                            NULL, &child, &x);
     if (rc != 0)
         return spawn_refused(done, rc);
-    uint8_t buf[32];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_pid(&pk, child);
-    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
-    return 0;
+    return answer_pid(done, child);
 }
 
 static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
@@ -280,12 +286,7 @@ static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     rc = sx__spawn(e, pid, a.type, a.method, a.input, a.n_input, NULL, &child);
     if (rc != 0)
         return spawn_refused(done, rc);
-    uint8_t buf[32];
-    sx_pack pk;
-    sx_pack_init_fixed(&pk, buf, sizeof(buf));
-    sx_pack_pid(&pk, child);
-    sx_complete(done, sx_pack_payload(&pk), 0, NULL);
-    return 0;
+    return answer_pid(done, child);
 }
 
 /* spawn-wait with options: cold, apart from the plain path. With a
