@@ -443,9 +443,25 @@ static int unpack_body(sx_unpack *u, sx_mp_type t, const uint8_t **p,
     return 0;
 }
 
-int sx_unpack_str(sx_unpack *u, const char **s, size_t *len)
+/* sx_unpack_str past its fast path: apart, so that the fast path (a
+ * fixstr: keys, names) needs no frame of its own. */
+static __attribute__((noinline)) int
+unpack_str_slow(sx_unpack *u, const char **s, size_t *len)
 {
     const uint8_t *p;
+    size_t n;
+    int rc = unpack_body(u, SX_MP_STR, &p, &n);
+    if (rc != 0)
+        return rc;
+    if (s != NULL)
+        *s = (const char *)p;
+    if (len != NULL)
+        *len = n;
+    return 0;
+}
+
+int sx_unpack_str(sx_unpack *u, const char **s, size_t *len)
+{
     size_t n;
     /* A fixstr whose body is all present: what unpack_body would read. */
     if (u != NULL && u->err == 0 && u->p < u->end && (u->p[0] & 0xe0) == 0xa0 &&
@@ -457,14 +473,7 @@ int sx_unpack_str(sx_unpack *u, const char **s, size_t *len)
         u->p += 1 + n;
         return 0;
     }
-    int rc = unpack_body(u, SX_MP_STR, &p, &n);
-    if (rc != 0)
-        return rc;
-    if (s != NULL)
-        *s = (const char *)p;
-    if (len != NULL)
-        *len = n;
-    return 0;
+    return unpack_str_slow(u, s, len);
 }
 
 int sx_unpack_bin(sx_unpack *u, const void **p, size_t *len)
@@ -481,8 +490,24 @@ int sx_unpack_bin(sx_unpack *u, const void **p, size_t *len)
     return 0;
 }
 
+/* unpack_container past its fast path (apart, as unpack_str_slow). */
+static __attribute__((noinline)) int
+unpack_container_slow(sx_unpack *u, sx_mp_type t, uint32_t *n)
+{
+    mp_head h;
+    int rc = unpack_head(u, &h);
+    if (rc != 0)
+        return rc;
+    if (h.type != t)
+        return SX_EPROTO;
+    if (n != NULL)
+        *n = h.n;
+    u->p += h.hlen;
+    return 0;
+}
+
 /* Shared by array and map: the header of a container of type t. */
-static int unpack_container(sx_unpack *u, sx_mp_type t, uint32_t *n)
+static inline int unpack_container(sx_unpack *u, sx_mp_type t, uint32_t *n)
 {
     /* A fixarray or fixmap whose elements can be present (each takes a
      * byte at least, as head_read checks): its count is in the marker. */
@@ -497,16 +522,7 @@ static int unpack_container(sx_unpack *u, sx_mp_type t, uint32_t *n)
             return 0;
         }
     }
-    mp_head h;
-    int rc = unpack_head(u, &h);
-    if (rc != 0)
-        return rc;
-    if (h.type != t)
-        return SX_EPROTO;
-    if (n != NULL)
-        *n = h.n;
-    u->p += h.hlen;
-    return 0;
+    return unpack_container_slow(u, t, n);
 }
 
 int sx_unpack_array(sx_unpack *u, uint32_t *n)
