@@ -466,10 +466,10 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
 
 /* ---- Faulting pages in ahead ----
  *
- * A fresh page costs its first toucher a fault (13 us here on a VM, well
- * under 1 on bare metal), and carving and spawning touch the table's
- * pages on the spawning thread. A worker with nothing to run populates
- * the next slots' pages beyond the carving frontier instead, PF_CHUNK
+ * A fresh page costs its first toucher a fault (1.6-18 us on the VMs the
+ * benchmarks ran on, well under 1 on bare metal), and carving and spawning
+ * touch the table's pages on the spawning thread. A worker with nothing to run
+ * populates the next slots' pages beyond the carving frontier instead, PF_CHUNK
  * slots (6 pages) a call, up to PF_AHEAD slots ahead (384 KiB) or as far
  * ahead as the table has been carved, whichever is less. Only the slots:
  * a process touches its sx__pext and state cell only when it uses them
