@@ -476,7 +476,8 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
  * (docs/ARCHITECTURE.md, "Memory"), and populating those would add their
  * 72 bytes to every idle process. MADV_POPULATE_WRITE (Linux 5.14) maps
  * the pages writable without writing them: slots carved meanwhile are not
- * disturbed. A window that reaches into the next segment maps it first
+ * disturbed. Nothing past max_slots is populated or mapped (never
+ * carved). A window that reaches into the next segment maps it first
  * (map_ahead; the carving that reaches it then finds it mapped). A
  * segment below SMALL_MAP is resident already. On an older kernel
  * madvise fails and nobody tries again. */
@@ -549,6 +550,12 @@ bool sx__ptable_prefault(sx_engine *e)
         return map_ahead(e, k);
     uint64_t len = (uint64_t)SX__SEG_BASE << k;
     uint64_t n = len - off < PF_CHUNK ? len - off : PF_CHUNK;
+    /* Not past the table's cap: those slots are never carved. */
+    size_t cap = e->cfg.max_slots;
+    if (cap != 0 && from >= cap)
+        return false;
+    if (cap != 0 && cap - from < n)
+        n = cap - from;
     if (!atomic_compare_exchange_strong_explicit(
             &e->pf_next, &pf, from + (uint32_t)n, memory_order_relaxed,
             memory_order_relaxed))

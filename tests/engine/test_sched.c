@@ -1636,6 +1636,48 @@ static void test_prefault_ahead(void)
     prefault_after(3 * SX__SEG_BASE - 96);
 }
 
+/* Nothing past max_slots is faulted in: those slots are never carved.
+ * The table is carved to its cap; after the idle workers have had ten
+ * times what prefault_after's window takes, no page wholly past the cap
+ * is resident (slots 64 to 1024 past it, in the segment the cap ends
+ * in). */
+static void test_prefault_stops_at_cap(void)
+{
+    const sx_process_type t[] = {
+        { .name = "idler", .init = no_init, .step = idler_step },
+    };
+    enum { CAP = 3 * SX__SEG_BASE + 64, N = CAP };
+    sx_engine_config cfg = { .workers = 2, .max_slots = CAP };
+    sx_engine *e = tx_engine_up(&cfg, t, 1);
+    sx_pid *pid = calloc(N, sizeof(*pid));
+    CHECK(pid != NULL);
+    if (pid == NULL)
+        return;
+    size_t n = 0;
+    while (n < N && sx_engine_submit(e, "idler", "run", NULL, 0, &pid[n]) == 0)
+        n++;
+    /* relaxed: the submits above carved on this thread. */
+    uint32_t end = atomic_load_explicit(&e->carved_end, memory_order_relaxed);
+    CHECK_EQ_INT((int)end, CAP);
+    tx_sleep_ms(200);
+    int in = 0; /* slots past the cap whose pages are all resident */
+    for (uint32_t i = CAP + 64; i < CAP + 1024; i++) {
+        const sx__proc *p = slot_of(e, i);
+        size_t m = 1;
+        if (p != NULL)
+            resident(p, p + 1, &m);
+        in += m == 0;
+    }
+    if (in != 0)
+        fprintf(stderr, "  %d slots past the cap resident\n", in);
+    CHECK_EQ_INT(in, 0);
+    for (size_t i = 0; i < n; i++)
+        CHECK_RC(sx_engine_terminate(e, pid[i]), 0);
+    free(pid);
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1646,6 +1688,7 @@ static const sx_test_case cases[] = {
     { "listing", test_listing },
     { "spawn_order_lines", test_spawn_order_lines },
     { "prefault_ahead", test_prefault_ahead },
+    { "prefault_stops_at_cap", test_prefault_stops_at_cap },
     { "submit_order", test_submit_order },
     { "penalty_yields_turn", test_penalty_yields_turn },
     { "penalty_is_the_senders", test_penalty_is_the_senders },
