@@ -146,10 +146,29 @@ static sx__proc *proc_of(sx__gq_node *n)
 }
 
 /* Pushes items (oldest first) into w's deque so that the oldest is popped
- * first; what does not fit goes to the injection ring (see inject). */
+ * first; what does not fit goes to the injection ring (see inject).
+ *
+ * Each item's slot and state are prefetched first. Items taken in a batch
+ * (from the global queue, the injection ring, a victim's deque) were last
+ * written on another core: a new process's slot and state by the thread
+ * that spawned or submitted it and ran its init. Its turn's first loads
+ * (the state word's CAS, the mailbox, the state pointer, then its step's
+ * first look at its state) would each wait for those lines in turn, one
+ * process after another; asked for here, the whole batch's lines travel
+ * at once while the first item runs. The loads of user_state are
+ * independent of each other, so the core overlaps their misses too. The
+ * slot is read before it is pushed, while only this worker holds it. */
 static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
                           size_t n)
 {
+    for (size_t i = 0; i < n; i++) {
+        const char *p = (const char *)items[i];
+        /* A slot (96 bytes, 32-aligned) spans the lines of its first and
+         * its last byte. */
+        __builtin_prefetch(p, 1, 3);
+        __builtin_prefetch(p + sizeof(sx__proc) - 1, 1, 3);
+        __builtin_prefetch(items[i]->user_state, 1, 3);
+    }
     for (size_t i = n; i-- > 0;) {
         if (!sx__deque_push(&w->dq, items[i])) {
             for (size_t j = 0; j <= i; j++)
