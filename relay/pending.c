@@ -747,6 +747,7 @@ static void watch_start(sx__relay_conn *c, uint64_t id, uint8_t kind,
     c->pending = r;
     c->n_pending++;
     s->n_waits++;
+    s->spin_since = 0; /* the gate's spin starts again (hub.c) */
     /* relaxed: a figure. */
     atomic_store_explicit(&s->st_waits, s->n_waits, memory_order_relaxed);
     if (kind == SX__RELAY_PEND_SUBSCRIBE)

@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -101,140 +102,6 @@ size_t sx__relay_pack_dropped(uint8_t *dst, uint64_t n)
     return SX_WIRE_HEADER + pk.len;
 }
 
-/* ---- the hub ---- */
-
-/* Appends o to the hub's FIFO and rings the loop. The caller holds h->mu
- * and found the hub open. */
-static void hub_append(sx__relay_hub *h, sx__relay_out *o)
-{
-    o->next = NULL;
-    if (h->tail != NULL)
-        h->tail->next = o;
-    else
-        h->head = o;
-    h->tail = o;
-    /* Rung under the mutex: the loop closes the bell only after setting
-     * closed under the same mutex, so the handle is alive here. */
-    uv_async_send(h->bell);
-}
-
-int sx__relay_hub_post_push(sx__relay_hub *h, sx__relay_out *o,
-                            sx__relay_conn *c)
-{
-    uint8_t note[SX_RELAY_DROPPED_MAX];
-    pthread_mutex_lock(&h->mu);
-    if (h->closed) {
-        pthread_mutex_unlock(&h->mu);
-        return SX_ECLOSED;
-    }
-    /* relaxed: the mutex orders this exchange among the posts. */
-    uint64_t n =
-        atomic_load_explicit(&c->drops_unsaid, memory_order_relaxed) == 0
-            ? 0
-            : atomic_exchange_explicit(&c->drops_unsaid, 0,
-                                       memory_order_relaxed);
-    if (n == 0 && o->len == 0) {
-        pthread_mutex_unlock(&h->mu);
-        return 1;
-    }
-    if (n > 0) {
-        size_t nl = sx__relay_pack_dropped(note, n);
-        memcpy(o->data + o->off - nl, note, nl);
-        o->off -= nl;
-        o->len += nl;
-        o->dropped = n;
-        /* relaxed: a limit check (see the field); the loop takes it off
-         * after the mutex hands o over. */
-        atomic_fetch_add_explicit(&c->queued, nl, memory_order_relaxed);
-    }
-    hub_append(h, o);
-    pthread_mutex_unlock(&h->mu);
-    return 0;
-}
-
-void sx__relay_hub_ref(sx__relay_hub *h)
-{
-    /* relaxed: the caller already holds a reference. */
-    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
-}
-
-void sx__relay_hub_unref(sx__relay_hub *h)
-{
-    /* acq_rel: release our uses of the hub; the thread that frees it
-     * acquires everyone else's. */
-    if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    pthread_mutex_destroy(&h->mu);
-    free(h);
-}
-
-int sx__relay_hub_post(sx__relay_hub *h, sx__relay_out *o)
-{
-    pthread_mutex_lock(&h->mu);
-    if (h->closed) {
-        pthread_mutex_unlock(&h->mu);
-        return SX_ECLOSED;
-    }
-    hub_append(h, o);
-    pthread_mutex_unlock(&h->mu);
-    return 0;
-}
-
-/* Drops an item the loop will not write (the hub closed, or its
- * connection is gone), with the reference it carries. [loop or the
- * poster] */
-static void item_discard(sx__relay_out *o)
-{
-    switch (o->kind) {
-    case SX__RELAY_OUT_PUSH:
-    case SX__RELAY_OUT_ANSWER: {
-        sx__relay_conn *c = o->conn;
-        sx__relay_out_free(o);
-        sx__relay_conn_unref(c);
-        break;
-    }
-    case SX__RELAY_OUT_DONE: {
-        sx__relay_watch *w = o->watch;
-        sx__relay_out_free(o);
-        sx__relay_watch_unref(w);
-        break;
-    }
-    default:
-        sx__relay_out_free(o);
-    }
-}
-
-static void close_all(sx_server *s);
-
-/* The doorbell: drains the hub until it is empty (sends coalesce). */
-static void bell_cb(uv_async_t *a)
-{
-    sx_server *s = a->data;
-    for (;;) {
-        pthread_mutex_lock(&s->hub->mu);
-        sx__relay_out *o = s->hub->head;
-        s->hub->head = s->hub->tail = NULL;
-        bool stop = s->hub->stop;
-        pthread_mutex_unlock(&s->hub->mu);
-        if (o == NULL && !stop)
-            return;
-        while (o != NULL) {
-            sx__relay_out *next = o->next;
-            if (s->stopping)
-                item_discard(o);
-            else
-                sx__relay_conn_take(s, o);
-            o = next;
-        }
-        if (stop && !s->stopping) {
-            close_all(s);
-            return;
-        }
-        if (s->stopping)
-            return;
-    }
-}
-
 /* ---- stop ---- */
 
 static void listener_closed(uv_handle_t *h)
@@ -246,7 +113,21 @@ static void listener_closed(uv_handle_t *h)
  * its mailbox, abandons its waits), then the hub closes, what is still
  * queued is dropped, and the bell closes. uv_run returns once every
  * handle's close callback has run. */
-static void close_all(sx_server *s)
+/* The server's own handles (not the listeners). */
+static void close_handles(sx_server *s)
+{
+    uv_close((uv_handle_t *)&s->bell, listener_closed);
+    uv_close((uv_handle_t *)&s->gate, listener_closed);
+    uv_close((uv_handle_t *)&s->drain, listener_closed);
+    uv_close((uv_handle_t *)&s->bell_again, listener_closed);
+    uv_close((uv_handle_t *)&s->flusher, listener_closed);
+    uv_close((uv_handle_t *)&s->hup, listener_closed);
+    uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
+    uv_close((uv_handle_t *)&s->again, listener_closed);
+    uv_close((uv_handle_t *)&s->tick, listener_closed);
+}
+
+void sx__relay_close_all(sx_server *s)
 {
     /* Replies produced in this loop iteration wait for the flusher (a
      * uv_prepare that would run before the next poll): write them now, or
@@ -274,21 +155,16 @@ static void close_all(sx_server *s)
     sx__relay_records_free(s);
     pthread_mutex_lock(&s->hub->mu);
     s->hub->closed = true;
-    s->hub->bell = NULL;
+    s->hub->asleep = false;
     sx__relay_out *o = s->hub->head;
     s->hub->head = s->hub->tail = NULL;
     pthread_mutex_unlock(&s->hub->mu);
     while (o != NULL) {
         sx__relay_out *next = o->next;
-        item_discard(o);
+        sx__relay_item_discard(o);
         o = next;
     }
-    uv_close((uv_handle_t *)&s->bell, listener_closed);
-    uv_close((uv_handle_t *)&s->flusher, listener_closed);
-    uv_close((uv_handle_t *)&s->hup, listener_closed);
-    uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
-    uv_close((uv_handle_t *)&s->again, listener_closed);
-    uv_close((uv_handle_t *)&s->tick, listener_closed);
+    close_handles(s);
 }
 
 static void *loop_main(void *arg)
@@ -483,6 +359,8 @@ static void server_free(sx_server *s)
     free(s->server_name);
     if (s->hub != NULL)
         sx__relay_hub_unref(s->hub);
+    if (s->bell_fd >= 0)
+        close(s->bell_fd);
     free(s);
 }
 
@@ -528,22 +406,6 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
     return 0;
 }
 
-static int hub_new(sx_server *s)
-{
-    sx__relay_hub *h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        return SX_ENOMEM;
-    int rc = pthread_mutex_init(&h->mu, NULL);
-    if (rc != 0) {
-        free(h);
-        return -rc;
-    }
-    atomic_init(&h->refs, 1);
-    h->bell = &s->bell;
-    s->hub = h;
-    return 0;
-}
-
 int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
 {
     if (e == NULL || cfg == NULL || out == NULL ||
@@ -571,18 +433,29 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->cluster = cfg->cluster;
     s->lock_fd = -1;
     sx_pack_init(&s->pk);
-    if ((rc = config_copy(s, cfg)) != 0 || (rc = hub_new(s)) != 0)
+    s->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->bell_fd < 0) {
+        rc = -errno;
+        goto fail_alloc;
+    }
+    if ((rc = config_copy(s, cfg)) != 0 || (rc = sx__relay_hub_new(s)) != 0)
         goto fail_alloc;
     if ((rc = uv_loop_init(&s->loop)) != 0)
         goto fail_alloc;
-    if ((rc = uv_async_init(&s->loop, &s->bell, bell_cb)) != 0)
+    if ((rc = uv_poll_init(&s->loop, &s->bell, s->bell_fd)) != 0)
         goto fail_loop;
     s->bell.data = s;
-    if ((rc = uv_prepare_init(&s->loop, &s->flusher)) != 0) {
-        uv_close((uv_handle_t *)&s->bell, listener_closed);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        goto fail_loop;
-    }
+    uv_poll_start(&s->bell, UV_READABLE,
+                  sx__relay_bell_cb);    /* cannot fail: new */
+    uv_prepare_init(&s->loop, &s->gate); /* cannot fail */
+    s->gate.data = s;
+    uv_prepare_start(&s->gate, sx__relay_gate_cb);
+    uv_check_init(&s->loop, &s->drain); /* cannot fail */
+    s->drain.data = s;
+    uv_check_start(&s->drain, sx__relay_drain_cb);
+    uv_idle_init(&s->loop, &s->bell_again); /* cannot fail */
+    sx__relay_spin_init(s);
+    uv_prepare_init(&s->loop, &s->flusher); /* cannot fail */
     s->flusher.data = s;
     uv_timer_init(&s->loop, &s->hup); /* cannot fail */
     s->hup.data = s;
@@ -616,12 +489,7 @@ fail_handles:
         uv_close((uv_handle_t *)&s->pipe, listener_closed);
     if (s->has_tcp)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
-    uv_close((uv_handle_t *)&s->bell, listener_closed);
-    uv_close((uv_handle_t *)&s->flusher, listener_closed);
-    uv_close((uv_handle_t *)&s->hup, listener_closed);
-    uv_close((uv_handle_t *)&s->auth_timer, listener_closed);
-    uv_close((uv_handle_t *)&s->again, listener_closed);
-    uv_close((uv_handle_t *)&s->tick, listener_closed);
+    close_handles(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->has_pipe && s->socket_path != NULL)
         unlink(s->socket_path);
@@ -679,7 +547,9 @@ void sx_server_stop(sx_server *s)
         return;
     pthread_mutex_lock(&s->hub->mu);
     s->hub->stop = true;
-    uv_async_send(s->hub->bell);
+    /* The loop is open here (only this call ends it): the gate sees stop
+     * if the loop is awake, the ring wakes it if not. */
+    sx__relay_hub_ring(s->hub);
     pthread_mutex_unlock(&s->hub->mu);
     pthread_join(s->thread, NULL);
     uv_loop_close(&s->loop);

@@ -10,7 +10,8 @@
  * Threads: the server runs one libuv loop thread of its own. Everything
  * marked [loop] is touched by that thread only. Engine threads (workers,
  * io loops, callers of sx_engine_send) reach the server only through the
- * hub (a mutex-guarded FIFO of sx__relay_out items plus a uv_async doorbell),
+ * hub (a mutex-guarded FIFO of sx__relay_out items plus a doorbell rung
+ * only while the loop sleeps),
  * from mailbox callbacks and watch callbacks. The big picture and every
  * lifetime rule are in docs/RELAY.md.
  */
@@ -131,7 +132,13 @@ struct sx__relay_hub {
     sx__relay_out *head, *tail; /* (mu) FIFO: per-sender order is kept */
     bool closed;                /* (mu) set by the loop on its way out */
     bool stop;                  /* (mu) sx_server_stop asked the loop to end */
-    uv_async_t *bell;           /* (mu) rung under mu while !closed */
+    /* (mu) The loop is on its way into its poll with the FIFO seen empty
+     * (set by the server's gate, cleared by its drain): the next append
+     * rings the doorbell, and only while this is set does anyone ring. */
+    bool asleep;
+    /* (mu) The doorbell, an eventfd the loop polls: written under mu while
+     * !closed, closed by the loop once its handles are. */
+    int bell_fd;
     /* Writers: whoever takes or drops a reference (acq_rel on the drop
      * that may free). */
     _Atomic uint32_t refs;
@@ -305,7 +312,18 @@ struct sx_server {
     uint32_t node;      /* the engine's node number */
     sx__relay_hub *hub; /* one reference */
     uv_loop_t loop;
-    uv_async_t bell;      /* the hub's doorbell */
+    /* The hub's doorbell and the two ends of each loop iteration that
+     * decide whether it rings (server.c, "the doorbell"): gate (before
+     * the poll), drain (after it), and bell_again, which keeps the poll
+     * from blocking when the gate finds the hub not empty. */
+    uv_poll_t bell;
+    int bell_fd; /* its eventfd (the hub's bell_fd): closed with the server */
+    uv_prepare_t gate;
+    uv_check_t drain;
+    uv_idle_t bell_again;
+    /* [loop] The gate's spin (hub.c): since when (uv_hrtime; 0: not
+     * spinning) and for how long at most (0: never). */
+    uint64_t spin_since, spin_ns;
     uv_prepare_t flusher; /* writes every dirty connection's batch */
     /* [loop] Turns. A connection that used its turn (SX_RELAY_PUMP_BATCH
      * requests) with more frames in hand goes on the more list (holding a
@@ -432,6 +450,27 @@ void sx__relay_conn_close(sx__relay_conn *c);
 /* The check callback: connections that used their turn go on, and
  * listeners held back accept again. */
 void sx__relay_tick_cb(uv_check_t *h);
+
+/* relay/hub.c: the hub (its reference is the server's) and the doorbell.
+ * sx__relay_hub_new needs s->bell_fd. [before the loop runs] */
+int sx__relay_hub_new(sx_server *s);
+/* Wakes the loop from its poll; the caller holds the hub's mutex and
+ * found it open. [any thread] */
+void sx__relay_hub_ring(sx__relay_hub *h);
+/* The doorbell's handles (hub.c, "the doorbell"): the eventfd's poll, the
+ * gate before each poll, the drain after it. [loop] */
+void sx__relay_bell_cb(uv_poll_t *p, int status, int events);
+void sx__relay_gate_cb(uv_prepare_t *g);
+void sx__relay_spin_init(sx_server *s);
+void sx__relay_drain_cb(uv_check_t *d);
+/* Drops an item the loop will not write (the hub closed, or its
+ * connection is gone), with the reference it carries. [loop or the
+ * poster] */
+void sx__relay_item_discard(sx__relay_out *o);
+/* relay/server.c: closes the listeners, the connections and the hub, and
+ * every handle of the server: uv_run returns once their close callbacks
+ * have run. [loop] */
+void sx__relay_close_all(sx_server *s);
 /* The idle callback: nothing (its being active keeps the poll short). */
 void sx__relay_again_cb(uv_idle_t *h);
 

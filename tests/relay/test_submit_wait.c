@@ -12,6 +12,8 @@
  */
 #include "tests/relay/relay_fixture.h"
 
+#include <sys/resource.h>
+
 /* ---- a type of its own: blob.run [size] finishes with a bin of size
  * bytes (the frame-limit case) ---- */
 
@@ -208,6 +210,44 @@ static void test_timeout(void)
         sx_client_submit_wait(c, "idle", "serve", NULL, 0, 0, &pid, NULL, NULL),
         SX_ETIMEDOUT);
     CHECK(!pid_none(pid));
+    CHECK_RC(sx_client_terminate(c, pid, NULL), 0);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
+/* CPU time of the whole process (every thread), in ms. */
+static double cpu_ms(void)
+{
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* Property: an open wait does not keep the server's loop busy. While
+ * waits are open the loop polls without blocking for a short while after
+ * it last had something to do (relay/hub.c, "the doorbell"), then sleeps:
+ * a submit that waits 400 ms for a job that does not finish costs the
+ * process a few ms of CPU, not the 400 ms of a loop that kept polling.
+ * The answer still comes, on time. */
+static void test_open_wait_sleeps(void)
+{
+    fixture f;
+    up(&f, &(sx_engine_config){ .workers = 2 }, NULL);
+    sx_client *c = connect_ok(&f);
+    sx_pid pid = SX_PID_NONE;
+    double cpu0 = cpu_ms(), t0 = sx_test_now_ms();
+    CHECK_RC(sx_client_submit_wait(c, "idle", "serve", NULL, 0, 400, &pid, NULL,
+                                   NULL),
+             SX_ETIMEDOUT);
+    double cpu = cpu_ms() - cpu0, wall = sx_test_now_ms() - t0;
+    CHECK(wall >= 395);
+    /* Sanitizer builds included, everything but the loop's bounded spin
+     * is well under this: engine and client sleep meanwhile. */
+    if (cpu >= 100)
+        fprintf(stderr, "open_wait_sleeps: %.1f ms of CPU in %.0f ms\n", cpu,
+                wall);
+    CHECK(cpu < 100);
     CHECK_RC(sx_client_terminate(c, pid, NULL), 0);
     sx_client_close(c);
     fx_down(&f);
@@ -644,6 +684,7 @@ static const sx_test_case cases[] = {
     { "ok", test_ok },
     { "failed", test_failed },
     { "timeout", test_timeout },
+    { "open_wait_sleeps", test_open_wait_sleeps },
     { "refused", test_refused },
     { "fields", test_fields },
     { "pipelined", test_pipelined },
