@@ -11,6 +11,7 @@
  */
 #include "relay/server.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -151,9 +152,14 @@ void sx__relay_item_discard(sx__relay_out *o)
  * without a wake-up. A wake-up is the largest cost of a job answered one
  * request at a time (relay1: a thread woken on another core of this VM
  * is several microseconds, and each job would take two: the loop for the
- * answer, and for the next request). Past SPIN_NS with nothing, the loop
- * sleeps; with no wait open it never spins, so an idle server costs
- * nothing. */
+ * answer, and for the next request). Each round of the spin gives the
+ * core to any other thread that is ready to run (sched_yield): on a
+ * machine with few cores the workers running the jobs and the clients
+ * sending the requests are those threads, and a loop that polled on
+ * without yielding took their time (relay1 8.9 against 7.6 us a job,
+ * the pipelined relay 1.82 against 1.67 us, 2 cores). Past SPIN_NS with
+ * nothing, the loop sleeps; with no wait open it never spins, so an idle
+ * server costs nothing. */
 
 /* The eventfd was written: reset its counter (the drain, after the poll,
  * takes the hub's items). */
@@ -200,6 +206,8 @@ void sx__relay_gate_cb(uv_prepare_t *g)
     pthread_mutex_unlock(&s->hub->mu);
     if (!empty || spin)
         uv_idle_start(&s->bell_again, bell_again_cb);
+    if (spin)
+        sched_yield(); /* see "the doorbell" */
 }
 
 /* Takes the hub's items in order until it is empty. */
