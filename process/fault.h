@@ -80,7 +80,11 @@ enum {
      * call returns SX_ENOMEM, nothing is queued and its done callback is
      * never called. (sx__store_meta_set, armed, fails as an I/O error.) */
     SX__FAULT_STORE_REC = 1u << 16,
-    SX__FAULT_LAST = SX__FAULT_STORE_REC, /* the highest: fault.c's SITES */
+    /* engine/core/ptable.c seg_map: a process-table segment cannot be
+     * mapped. The carving returns SX_ENOMEM (submit and spawn answer it);
+     * an idle worker mapping it ahead gives up on that segment. */
+    SX__FAULT_SEG_MAP = 1u << 17,
+    SX__FAULT_LAST = SX__FAULT_SEG_MAP, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

@@ -85,8 +85,11 @@ struct sx_engine {
     /* Slots carved in all (the carving's frontier), and the slot up to
      * which an idle worker has faulted the table's pages in ahead of it
      * (sx__ptable_prefault); hints, relaxed. pf_off: the kernel cannot
-     * populate (MADV_POPULATE_WRITE), so nobody tries again. */
-    _Atomic uint32_t carved_end, pf_next;
+     * populate (MADV_POPULATE_WRITE), so nobody tries again. pf_nomap:
+     * k + 1 for the segment k that could not be mapped ahead (no memory):
+     * nobody maps it ahead again (the carving maps it when it gets there,
+     * or reports SX_ENOMEM); 0: none. */
+    _Atomic uint32_t carved_end, pf_next, pf_nomap;
     _Atomic bool pf_off;
     pthread_mutex_t grow_mu;
     unsigned n_segs; /* under grow_mu */

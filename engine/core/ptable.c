@@ -43,6 +43,7 @@
 
 #include "engine/core/core.h"
 #include "engine/core/job.h"
+#include "process/fault.h"
 
 const max_align_t sx__no_state;
 
@@ -129,7 +130,8 @@ static size_t cell_bytes(unsigned k)
  * state cells (e->cells[k]), or NULL. */
 static sx__proc *seg_map(sx_engine *e, unsigned k)
 {
-    sx__proc *seg = map_zeroed(seg_bytes(k));
+    sx__proc *seg =
+        SX__FAULT(SX__FAULT_SEG_MAP) ? NULL : map_zeroed(seg_bytes(k));
     if (seg == NULL)
         return NULL;
     e->pext[k] = map_zeroed(pext_bytes(k));
@@ -490,8 +492,11 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
 /* Maps segment k, the one the carving takes next, ahead of the carving
  * (which then only counts it: carve_locked). true: mapped now or before;
  * false: grow_mu is busy (the carving holds it), k is not the next
- * segment, past the table's cap, or out of memory (the carving will say
- * so). Its pages stay untouched until populated or carved. */
+ * segment, past the table's cap, or out of memory. Out of memory, k is
+ * not mapped ahead again (pf_nomap): an idle worker would otherwise try
+ * the failing mmap at every round of its spin for as long as the memory
+ * stays short; the carving maps k itself when it gets there, or says
+ * SX_ENOMEM. Its pages stay untouched until populated or carved. */
 static bool map_ahead(sx_engine *e, uint32_t k)
 {
     if (pthread_mutex_trylock(&e->grow_mu) != 0)
@@ -499,7 +504,9 @@ static bool map_ahead(sx_engine *e, uint32_t k)
     bool ok = false;
     size_t cap = e->cfg.max_slots;
     uint64_t base = (uint64_t)SX__SEG_BASE * ((1ull << k) - 1);
-    if (k == e->n_segs && (cap == 0 || base < cap)) {
+    /* relaxed (pf_nomap): written only under grow_mu, which we hold. */
+    if (k == e->n_segs && (cap == 0 || base < cap) &&
+        atomic_load_explicit(&e->pf_nomap, memory_order_relaxed) != k + 1) {
         /* relaxed: written only under grow_mu, which we hold. */
         ok = atomic_load_explicit(&e->segs[k], memory_order_relaxed) != NULL;
         if (!ok) {
@@ -507,6 +514,9 @@ static bool map_ahead(sx_engine *e, uint32_t k)
             /* release: as in carve_locked. */
             if (fresh != NULL)
                 atomic_store_explicit(&e->segs[k], fresh, memory_order_release);
+            else /* relaxed: a hint, read again under grow_mu above */
+                atomic_store_explicit(&e->pf_nomap, k + 1,
+                                      memory_order_relaxed);
             ok = fresh != NULL;
         }
     }
@@ -546,8 +556,12 @@ bool sx__ptable_prefault(sx_engine *e)
      * is mapped before it is published). */
     sx__proc *seg = atomic_load_explicit(&e->segs[k], memory_order_acquire);
     if (seg == NULL)
-        /* The carving is near the end of its segment: map the next. */
-        return map_ahead(e, k);
+        /* The carving is near the end of its segment: map the next, unless
+         * that failed for want of memory (relaxed: a hint; map_ahead looks
+         * again under grow_mu). */
+        return atomic_load_explicit(&e->pf_nomap, memory_order_relaxed) !=
+                   k + 1 &&
+               map_ahead(e, k);
     uint64_t len = (uint64_t)SX__SEG_BASE << k;
     uint64_t n = len - off < PF_CHUNK ? len - off : PF_CHUNK;
     /* Not past the table's cap: those slots are never carved. */

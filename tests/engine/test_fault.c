@@ -48,6 +48,12 @@
  *    at state_max_bytes) ends SX_ESTORAGE, "checkpoint: no space left
  *    ...", both after their first step (its sleep never dispatched);
  *    other jobs run on.
+ *  - seg_map: a process-table segment that cannot be mapped: the idle
+ *    workers' mapping ahead (engine/core/ptable.c, map_ahead) tries it
+ *    once and not again (one failure, after their spins and 100 more
+ *    tries from the test; without the back-off, one per try); the
+ *    carving's own mapping then answers the submit SX_ENOMEM, and with
+ *    memory back the carving maps it and submits go on.
  *
  * Each case checks that its fault site failed at least once (the
  * commit-failure half of checkpoint_record, which has none, checks the
@@ -72,6 +78,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/core/core.h"
 #include "engine/store/store.h"
 #include "process/fault.h"
 #include "tests/support/support.h"
@@ -1200,6 +1207,68 @@ static void test_checkpoint_record(void)
     CHECK(tx_rm_tree(dir) == 0);
 }
 
+/* Segments of the process table mapped so far. */
+static unsigned segs_mapped(sx_engine *e)
+{
+    unsigned n = 0;
+    /* acquire: as the table's own readers (ptable.c, slot_at). */
+    while (n < SX__SEGS &&
+           atomic_load_explicit(&e->segs[n], memory_order_acquire) != NULL)
+        n++;
+    return n;
+}
+
+static void test_seg_map(void)
+{
+    sx_engine *e = up();
+    /* The first two segments (3 * SX__SEG_BASE slots) map; every mapping
+     * after them fails. */
+    unsigned mapped = segs_mapped(e);
+    CHECK(mapped <= 2);
+    uint64_t before = sx__fault_hits(SX__FAULT_SEG_MAP);
+    sx__fault_arm_after(SX__FAULT_SEG_MAP, 2 - mapped);
+    enum { N = 3 * SX__SEG_BASE - 96 };
+    sx_pid *pid = calloc(N, sizeof(*pid));
+    CHECK(pid != NULL);
+    if (pid == NULL)
+        return;
+    for (size_t i = 0; i < N; i++)
+        pid[i] = submit(e, "recv", 0);
+    CHECK_EQ_INT((int)segs_mapped(e), 2);
+    /* The idle workers' window reaches the third segment: one try, then
+     * none, from them or from here. */
+    tx_sleep_ms(200);
+    for (int i = 0; i < 100; i++)
+        sx__ptable_prefault(e);
+    uint64_t hits = sx__fault_hits(SX__FAULT_SEG_MAP) - before;
+    if (hits != 1)
+        fprintf(stderr, "  %llu failed mappings ahead\n",
+                (unsigned long long)hits);
+    CHECK_EQ_U64(hits, 1);
+    CHECK_EQ_INT((int)segs_mapped(e), 2);
+    /* The carving's own mapping fails too, as a submit's SX_ENOMEM. */
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, 0);
+    sx_pid more[200];
+    size_t n_more = 0;
+    int rc = 0;
+    while (n_more < 200 && (rc = sx_engine_submit(e, "recv", "run", &in, 1,
+                                                  &more[n_more])) == 0)
+        n_more++;
+    CHECK_RC(rc, SX_ENOMEM);
+    /* Memory back: the carving maps it, and the submits go on. */
+    sx__fault_arm(0);
+    CHECK_RC(sx_engine_submit(e, "recv", "run", &in, 1, &more[n_more]), 0);
+    n_more++;
+    CHECK_EQ_INT((int)segs_mapped(e), 3);
+    for (size_t i = 0; i < N; i++)
+        CHECK_RC(sx_engine_terminate(e, pid[i]), 0);
+    for (size_t i = 0; i < n_more; i++)
+        CHECK_RC(sx_engine_terminate(e, more[i]), 0);
+    free(pid);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "store_in_engine", test_store_in_engine },
     { "no_room", test_no_room },
@@ -1217,6 +1286,7 @@ static const sx_test_case cases[] = {
     { "store_open", test_store_open },
     { "store_record", test_store_record },
     { "checkpoint_record", test_checkpoint_record },
+    { "seg_map", test_seg_map },
 };
 
 SX_TEST_MAIN(cases)
