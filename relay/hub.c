@@ -9,6 +9,12 @@
  * sx__relay_hub_new [loop, or the starting thread before the loop runs].
  * docs/RELAY.md, "The hub", has the rules this follows.
  */
+/* For sched_getaffinity and CPU_COUNT (glibc). Defined here only, before
+ * any header: the rest of the project stays on _POSIX_C_SOURCE
+ * (docs/CONTRIBUTING.md). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "relay/server.h"
 
 #include <sched.h>
@@ -17,10 +23,12 @@
 #include <unistd.h>
 
 /* Wakes the loop from its poll. The caller holds h->mu and found the hub
- * open: the loop closes the eventfd only after setting closed under the
- * same mutex, so the descriptor is alive here. A failed write cannot lose
- * a wake-up: the counter is only ever full when the loop has not read a
- * ring it already has (EAGAIN), and a ring is a ring however many. */
+ * open: the loop sets closed under the same mutex on its way out, and the
+ * eventfd is closed only after that, once the loop has ended
+ * (sx_server_stop, server_free), so the descriptor is alive here. A failed
+ * write cannot lose a wake-up: the counter is only ever full when the loop has
+ * not read a ring it already has (EAGAIN), and a ring is a ring however many.
+ */
 void sx__relay_hub_ring(sx__relay_hub *h)
 {
     uint64_t one = 1;
@@ -178,9 +186,14 @@ void sx__relay_bell_cb(uv_poll_t *p, int status, int events)
 
 void sx__relay_spin_init(sx_server *s)
 {
-    /* One core: the poll without blocking would hold up the very worker
-     * whose answer it waits for. */
-    s->spin_ns = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? SPIN_NS : 0;
+    /* One core to run on (the machine's, or the process's affinity): the
+     * poll without blocking would hold up the very worker whose answer it
+     * waits for. */
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                    ? CPU_COUNT(&set)
+                    : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    s->spin_ns = cores > 1 ? SPIN_NS : 0;
 }
 
 static void bell_again_cb(uv_idle_t *h)

@@ -137,7 +137,7 @@ struct sx__relay_hub {
      * rings the doorbell, and only while this is set does anyone ring. */
     bool asleep;
     /* (mu) The doorbell, an eventfd the loop polls: written under mu while
-     * !closed, closed by the loop once its handles are. */
+     * !closed; closed with the server once the loop has ended. */
     int bell_fd;
     /* Writers: whoever takes or drops a reference (acq_rel on the drop
      * that may free). */
