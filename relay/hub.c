@@ -17,9 +17,11 @@
 #endif
 #include "relay/server.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 /* Wakes the loop from its poll. The caller holds h->mu and found the hub
@@ -176,7 +178,7 @@ void sx__relay_bell_cb(uv_poll_t *p, int status, int events)
     (void)status, (void)events;
     sx_server *s = p->data;
     uint64_t v;
-    ssize_t n = read(s->bell_fd, &v, sizeof(v));
+    ssize_t n = read(s->hub->bell_fd, &v, sizeof(v));
     (void)n; /* EAGAIN: the counter was read already */
 }
 
@@ -263,8 +265,14 @@ int sx__relay_hub_new(sx_server *s)
         free(h);
         return -rc;
     }
+    h->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (h->bell_fd < 0) {
+        rc = -errno;
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return rc;
+    }
     atomic_init(&h->refs, 1);
-    h->bell_fd = s->bell_fd;
     s->hub = h;
     return 0;
 }

@@ -24,7 +24,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -357,10 +356,13 @@ static void server_free(sx_server *s)
     free(s->socket_path);
     free(s->token);
     free(s->server_name);
-    if (s->hub != NULL)
+    if (s->hub != NULL) {
+        /* The loop has ended (or never ran): nobody rings any more, as
+         * the hub is closed or was never shared; a watch may still hold
+         * the hub itself. */
+        close(s->hub->bell_fd);
         sx__relay_hub_unref(s->hub);
-    if (s->bell_fd >= 0)
-        close(s->bell_fd);
+    }
     free(s);
 }
 
@@ -433,16 +435,11 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->cluster = cfg->cluster;
     s->lock_fd = -1;
     sx_pack_init(&s->pk);
-    s->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s->bell_fd < 0) {
-        rc = -errno;
-        goto fail_alloc;
-    }
     if ((rc = config_copy(s, cfg)) != 0 || (rc = sx__relay_hub_new(s)) != 0)
         goto fail_alloc;
     if ((rc = uv_loop_init(&s->loop)) != 0)
         goto fail_alloc;
-    if ((rc = uv_poll_init(&s->loop, &s->bell, s->bell_fd)) != 0)
+    if ((rc = uv_poll_init(&s->loop, &s->bell, s->hub->bell_fd)) != 0)
         goto fail_loop;
     s->bell.data = s;
     uv_poll_start(&s->bell, UV_READABLE,

@@ -136,8 +136,9 @@ struct sx__relay_hub {
      * (set by the server's gate, cleared by its drain): the next append
      * rings the doorbell, and only while this is set does anyone ring. */
     bool asleep;
-    /* (mu) The doorbell, an eventfd the loop polls: written under mu while
-     * !closed; closed with the server once the loop has ended. */
+    /* The doorbell, an eventfd the loop polls: written under mu while
+     * !closed; closed with the server once the loop has ended. Set at
+     * creation. */
     int bell_fd;
     /* Writers: whoever takes or drops a reference (acq_rel on the drop
      * that may free). */
@@ -313,11 +314,10 @@ struct sx_server {
     sx__relay_hub *hub; /* one reference */
     uv_loop_t loop;
     /* The hub's doorbell and the two ends of each loop iteration that
-     * decide whether it rings (server.c, "the doorbell"): gate (before
+     * decide whether it rings (hub.c, "the doorbell"): gate (before
      * the poll), drain (after it), and bell_again, which keeps the poll
      * from blocking when the gate finds the hub not empty. */
-    uv_poll_t bell;
-    int bell_fd; /* its eventfd (the hub's bell_fd): closed with the server */
+    uv_poll_t bell; /* on the hub's bell_fd */
     uv_prepare_t gate;
     uv_check_t drain;
     uv_idle_t bell_again;
@@ -451,8 +451,8 @@ void sx__relay_conn_close(sx__relay_conn *c);
  * listeners held back accept again. */
 void sx__relay_tick_cb(uv_check_t *h);
 
-/* relay/hub.c: the hub (its reference is the server's) and the doorbell.
- * sx__relay_hub_new needs s->bell_fd. [before the loop runs] */
+/* relay/hub.c: the hub (its reference is the server's) with its
+ * doorbell's eventfd. [before the loop runs] */
 int sx__relay_hub_new(sx_server *s);
 /* Wakes the loop from its poll; the caller holds the hub's mutex and
  * found it open. [any thread] */
@@ -461,8 +461,9 @@ void sx__relay_hub_ring(sx__relay_hub *h);
  * gate before each poll, the drain after it. [loop] */
 void sx__relay_bell_cb(uv_poll_t *p, int status, int events);
 void sx__relay_gate_cb(uv_prepare_t *g);
-void sx__relay_spin_init(sx_server *s);
 void sx__relay_drain_cb(uv_check_t *d);
+/* Sets how long the gate may keep the loop polling (s->spin_ns). */
+void sx__relay_spin_init(sx_server *s);
 /* Drops an item the loop will not write (the hub closed, or its
  * connection is gone), with the reference it carries. [loop or the
  * poster] */
