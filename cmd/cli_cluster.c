@@ -78,10 +78,10 @@ int cli_cmd_nodes(cli *c)
     }
     sx_reply_free(&r);
     static const char *const keys[] = {
-        "node",          "incarnation",  "address",     "processes", "load",
-        "last_heard_ms", "messages_out", "messages_in", "self"
+        "node",          "incarnation",  "address",     "processes",  "load",
+        "last_heard_ms", "messages_out", "messages_in", "reconnects", "self"
     };
-    cli_print_table(stdout, nodes, keys, 9);
+    cli_print_table(stdout, nodes, keys, 10);
     json_decref(nodes);
     return CLI_OK;
 }

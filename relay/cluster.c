@@ -637,6 +637,10 @@ size_t sx_cluster_members(sx_cluster *c, sx_cluster_member *out, size_t cap)
     for (size_t i = 0; i < n && i < cap; i++) {
         out[i] = c->members[i].m;
         out[i].last_heard_ms = now - c->members[i].heard_ms;
+        out[i].reconnects =
+            i == 0 ? /* relaxed: a figure. */
+                atomic_load_explicit(&c->reconnects, memory_order_relaxed)
+                   : c->members[i].epoch;
     }
     pthread_mutex_unlock(&c->mu);
     return n;

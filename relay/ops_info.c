@@ -370,12 +370,13 @@ void sx__relay_op_nodes(sx__relay_conn *c, uint64_t id, sx_payload req)
     for (size_t i = 0; i < n; i++) {
         char inc[24];
         snprintf(inc, sizeof inc, "%llu", (unsigned long long)m[i].incarnation);
-        sx_pack_fmt(pk, "{s:U, s:s, s:s, s:U, s:d, s:U, s:U, s:U, s:b}", "node",
-                    (uint64_t)m[i].node, "incarnation", inc, "address",
+        sx_pack_fmt(pk, "{s:U, s:s, s:s, s:U, s:d, s:U, s:U, s:U, s:U, s:b}",
+                    "node", (uint64_t)m[i].node, "incarnation", inc, "address",
                     m[i].address, "processes", m[i].processes, "load",
                     m[i].load, "last_heard_ms", m[i].last_heard_ms,
                     "messages_out", m[i].messages_out, "messages_in",
-                    m[i].messages_in, "self", (int)m[i].self);
+                    m[i].messages_in, "reconnects", m[i].reconnects, "self",
+                    (int)m[i].self);
     }
     if (m != &one)
         free(m);

@@ -474,6 +474,12 @@ try:
     rec = [c.call("nodes")["membership"]["reconnects"] for c in (c1, c2)]
     procs[0] = start_nats()
 
+    def peer_reconnects(c, node):
+        for m in c.call("nodes")["nodes"]:
+            if m["node"] == node:
+                return m.get("reconnects", -1)
+        return -1
+
     def reconnected(c, before):
         for _ in range(400):
             mb = c.call("nodes")["membership"]
@@ -485,6 +491,18 @@ try:
           wait_members(c1, [1, 2, 3], 20000),
           "after the nats-server restart the nodes reconnect by themselves "
           "and see each other")
+    # Node 2's reconnect answers noconnection whatever node 1 waits for
+    # from it until node 1 hears node 2's new epoch (docs/CLUSTER.md, "A
+    # node that reconnects"); node 1's listing shows that epoch.
+    seen = -1
+    for _ in range(400):
+        seen = peer_reconnects(c1, 2)
+        if seen > rec[1]:
+            break
+        time.sleep(0.05)
+    check(seen > rec[1] and seen == c2.call("nodes")["membership"]["reconnects"],
+          "nodes: node 1 lists node 2's reconnects as node 2 counts them "
+          "(%d -> %d)" % (rec[1], seen))
     r = c1.call("submit", type="counter", method="run", input=[3], node=2)
     w = wait(c1, r.get("pid", ""))
     check(w.get("result") == 3,
