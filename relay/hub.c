@@ -169,7 +169,17 @@ void sx__relay_item_discard(sx__relay_out *o)
  * without yielding took their time (relay1 8.9 against 7.6 us a job,
  * the pipelined relay 1.82 against 1.67 us, 2 cores). Past SPIN_NS with
  * nothing, the loop sleeps; with no wait open it never spins, so an idle
- * server costs nothing. */
+ * server costs nothing.
+ *
+ * A yield that comes back late (YIELD_LONG_NS: another thread ran a
+ * slice of its own on this core) ends the spin and pauses it, first for
+ * SPIN_OFF_MIN_NS, twice as long at each late yield after a pause, up to
+ * SPIN_OFF_MAX_NS; a yield that comes back at once halves the pause. On
+ * a core that a long step or another program keeps busy, a loop that
+ * yields is runnable but not woken: a request that arrives waits for the
+ * end of that thread's slice (milliseconds), where a loop blocked in its
+ * poll would have been woken for it at once. Such a core so costs one
+ * slice per pause, at most one a second while it stays busy. */
 
 /* The eventfd was written: reset its counter (the drain, after the poll,
  * takes the hub's items). */
@@ -185,6 +195,10 @@ void sx__relay_bell_cb(uv_poll_t *p, int status, int events)
 /* How long the loop keeps polling without blocking, from the last time
  * it found the hub's FIFO or a new wait, while waits are open. */
 #define SPIN_NS 100000u
+/* A yield that took this long gave the core to a thread that ran on. */
+#define YIELD_LONG_NS 50000u
+#define SPIN_OFF_MIN_NS 10000000u
+#define SPIN_OFF_MAX_NS 1000000000u
 
 void sx__relay_spin_init(sx_server *s)
 {
@@ -209,11 +223,12 @@ void sx__relay_gate_cb(uv_prepare_t *g)
     pthread_mutex_lock(&s->hub->mu);
     bool empty = s->hub->head == NULL && !s->hub->stop;
     bool spin = false;
+    uint64_t now = 0;
     if (empty && s->n_waits > 0 && s->spin_ns > 0) {
-        uint64_t now = uv_hrtime();
+        now = uv_hrtime();
         if (s->spin_since == 0)
             s->spin_since = now;
-        spin = now - s->spin_since < s->spin_ns;
+        spin = now - s->spin_since < s->spin_ns && now >= s->spin_off_until;
     } else {
         s->spin_since = 0;
     }
@@ -221,8 +236,25 @@ void sx__relay_gate_cb(uv_prepare_t *g)
     pthread_mutex_unlock(&s->hub->mu);
     if (!empty || spin)
         uv_idle_start(&s->bell_again, bell_again_cb);
-    if (spin)
+    if (spin) {
         sched_yield(); /* see "the doorbell" */
+        sx__relay_spin_yielded(s, now, uv_hrtime());
+    }
+}
+
+void sx__relay_spin_yielded(sx_server *s, uint64_t before, uint64_t after)
+{
+    if (after - before < YIELD_LONG_NS) {
+        s->spin_off /= 2;
+        if (s->spin_off < SPIN_OFF_MIN_NS)
+            s->spin_off = 0;
+        return;
+    }
+    /* The core was taken: sleep in the poll, where a request wakes us. */
+    s->spin_off = s->spin_off == 0 ? SPIN_OFF_MIN_NS : s->spin_off * 2;
+    if (s->spin_off > SPIN_OFF_MAX_NS)
+        s->spin_off = SPIN_OFF_MAX_NS;
+    s->spin_off_until = after + s->spin_off;
 }
 
 /* Takes the hub's items in order until it is empty. */

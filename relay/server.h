@@ -322,8 +322,10 @@ struct sx_server {
     uv_check_t drain;
     uv_idle_t bell_again;
     /* [loop] The gate's spin (hub.c): since when (uv_hrtime; 0: not
-     * spinning) and for how long at most (0: never). */
-    uint64_t spin_since, spin_ns;
+     * spinning) and for how long at most (0: never); after a yield that
+     * found the core taken, no spin until spin_off_until, for a pause of
+     * spin_off ns that doubles while it keeps finding it so. */
+    uint64_t spin_since, spin_ns, spin_off_until, spin_off;
     uv_prepare_t flusher; /* writes every dirty connection's batch */
     /* [loop] Turns. A connection that used its turn (SX_RELAY_PUMP_BATCH
      * requests) with more frames in hand goes on the more list (holding a
@@ -464,6 +466,10 @@ void sx__relay_gate_cb(uv_prepare_t *g);
 void sx__relay_drain_cb(uv_check_t *d);
 /* Sets how long the gate may keep the loop polling (s->spin_ns). */
 void sx__relay_spin_init(sx_server *s);
+/* The gate yielded from uv_hrtime `before` to `after`: a late return
+ * pauses the spin (s->spin_off_until), a prompt one shortens the next
+ * pause (hub.c, "the doorbell"). [loop] */
+void sx__relay_spin_yielded(sx_server *s, uint64_t before, uint64_t after);
 /* Drops an item the loop will not write (the hub closed, or its
  * connection is gone), with the reference it carries. [loop or the
  * poster] */
