@@ -153,6 +153,13 @@ static void cluster_metrics(text *t, sx_cluster *cl)
         if (!m[i].self)
             put(t, "stepx_cluster_peer_processes{node=\"%u\"} %llu\n",
                 m[i].node, (unsigned long long)m[i].processes);
+    put(t, "# HELP stepx_cluster_peer_reconnects_total A member's reconnects "
+           "to NATS, as its last heartbeat said.\n"
+           "# TYPE stepx_cluster_peer_reconnects_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].self)
+            put(t, "stepx_cluster_peer_reconnects_total{node=\"%u\"} %llu\n",
+                m[i].node, (unsigned long long)m[i].reconnects);
     put(t, "# HELP stepx_cluster_peer_messages_total Messages for processes "
            "on the link with a member since it joined, by direction.\n"
            "# TYPE stepx_cluster_peer_messages_total counter\n");

@@ -171,15 +171,23 @@ void sx__relay_item_discard(sx__relay_out *o)
  * nothing, the loop sleeps; with no wait open it never spins, so an idle
  * server costs nothing.
  *
- * A yield that comes back late (YIELD_LONG_NS: another thread ran a
- * slice of its own on this core) ends the spin and pauses it, first for
- * SPIN_OFF_MIN_NS, twice as long at each late yield after a pause, up to
- * SPIN_OFF_MAX_NS; a yield that comes back at once halves the pause. On
- * a core that a long step or another program keeps busy, a loop that
- * yields is runnable but not woken: a request that arrives waits for the
- * end of that thread's slice (milliseconds), where a loop blocked in its
- * poll would have been woken for it at once. Such a core so costs one
- * slice per pause, at most one a second while it stays busy. */
+ * A yield that comes back late (YIELD_LONG_NS: another thread ran on
+ * this core) ends the spin and pauses it, first for SPIN_OFF_MIN_NS,
+ * twice as long at each late yield after a pause, up to SPIN_OFF_MAX_NS;
+ * a yield that comes back at once halves the pause, at most once per
+ * spin window, and below SPIN_OFF_MIN_NS there is none. On a core that a
+ * long step or another program keeps busy, a loop that yields is
+ * runnable but not woken: a request that arrives waits for the end of
+ * that thread's slice (milliseconds), where a loop blocked in its poll
+ * would have been woken for it at once. While the core stays busy, the
+ * pauses grow towards a second, each costing about one slice. A late
+ * yield counts whoever ran: when it was a worker running the very job
+ * whose answer the loop spins for (a job of 50 us or more on the loop's
+ * core), the pause costs that job's answer a wake-up, which a job that
+ * long hardly notices; telling the two apart by the answer being there
+ * afterwards does not work, as on a busy core the answer often came from
+ * the other core while this one was taken (relay1 with both cores busy:
+ * 183 us a job, as without a pause). */
 
 /* The eventfd was written: reset its counter (the drain, after the poll,
  * takes the hub's items). */
@@ -245,9 +253,12 @@ void sx__relay_gate_cb(uv_prepare_t *g)
 void sx__relay_spin_yielded(sx_server *s, uint64_t before, uint64_t after)
 {
     if (after - before < YIELD_LONG_NS) {
-        s->spin_off /= 2;
-        if (s->spin_off < SPIN_OFF_MIN_NS)
-            s->spin_off = 0;
+        if (s->spin_off > 0 && s->spin_halved != s->spin_since) {
+            s->spin_halved = s->spin_since; /* once per window */
+            s->spin_off /= 2;
+            if (s->spin_off < SPIN_OFF_MIN_NS)
+                s->spin_off = 0;
+        }
         return;
     }
     /* The core was taken: sleep in the poll, where a request wakes us. */

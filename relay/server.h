@@ -324,8 +324,10 @@ struct sx_server {
     /* [loop] The gate's spin (hub.c): since when (uv_hrtime; 0: not
      * spinning) and for how long at most (0: never); after a yield that
      * found the core taken, no spin until spin_off_until, for a pause of
-     * spin_off ns that doubles while it keeps finding it so. */
-    uint64_t spin_since, spin_ns, spin_off_until, spin_off;
+     * spin_off ns that doubles while yields keep finding it so, halved
+     * at most once per spin window (spin_halved: that window's
+     * spin_since). */
+    uint64_t spin_since, spin_ns, spin_off_until, spin_off, spin_halved;
     uv_prepare_t flusher; /* writes every dirty connection's batch */
     /* [loop] Turns. A connection that used its turn (SX_RELAY_PUMP_BATCH
      * requests) with more frames in hand goes on the more list (holding a

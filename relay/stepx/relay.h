@@ -144,8 +144,9 @@ typedef struct {
     uint64_t messages_out, messages_in;
     bool self;
     /* Its reconnects to NATS so far, as its last heartbeat said (ours:
-     * now). When it grows, what waited for that node's answers was
-     * answered noconnection (docs/CLUSTER.md, "A node that reconnects"). */
+     * now). For a peer: when it grows, what waited for that node's
+     * answers was answered noconnection (docs/CLUSTER.md, "A node that
+     * reconnects"). */
     uint64_t reconnects;
 } sx_cluster_member;
 

@@ -146,6 +146,7 @@ MPORT=$(grep -o "metrics on http://[^ ]* (port [0-9]*)" "$TMP/n1.log" | grep -o 
 METRICS=$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$MPORT/metrics', timeout=5).read().decode())" 2>&1)
 if printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_peer_last_heard_seconds{node="2"} ' &&
     printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_peer_processes{node="3"} ' &&
+    printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_peer_reconnects_total{node="3"} 0$' &&
     printf '%s\n' "$METRICS" | grep -qE '^stepx_cluster_heartbeats_received_total [1-9]' &&
     printf '%s\n' "$METRICS" | grep -q '^stepx_cluster_connected 1'; then
     ok "/metrics: the cluster's figures and one line per peer"
