@@ -462,9 +462,12 @@ GAP_WHY = {
              "of the 2 cores: it reads, decodes, submits and answers every "
              "request of the 8 connections, while the client thread, the "
              "two workers and the I/O loop share the other core. 600 k jobs "
-             "a second is 1.7 µs of the loop's time per job (two requests "
-             "and two replies), about the cost of its system calls alone on "
-             "this VM.",
+             "a second is 1.67 µs of the loop's time per job (two requests "
+             "and two replies). In the host's quiet spells the same build "
+             "takes 1.19–1.30 µs a job (770–840 k/s, medians; bench/ab.sh relay "
+             "200000, 7 rounds, bench/FINDINGS.md, \"The spin on a busy "
+             "core\"); in its busy spells the loop's thread gets less of "
+             "its core, and the runs spread over 1.6–2.6 µs.",
     "spawnidle": "The time is the driver's and the pages': one thread "
                  "outside the engine submits the 500,000 processes and "
                  "then sends each its message (~2,070 instructions a "
