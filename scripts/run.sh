@@ -124,8 +124,13 @@ JOB=$(STEPX_SOCKET=$SOCK "$STEPX" submit sleeper run '[1500]' --key run-sh-crash
     crash_rc=1
 echo "stepx submit sleeper run '[1500]' --key run-sh-crash   -> $JOB (stored before the reply)"
 sleep 0.3
-kill -KILL "$DPID" 2>/dev/null || true
-wait "$DPID" 2>/dev/null || true
+# The shell's own stderr off around the kill and the wait: bash reports a
+# job killed by a signal ("line N: PID Killed ...") on it, which is the
+# point here, not news.
+exec 3>&2 2>/dev/null
+kill -KILL "$DPID" || true
+wait "$DPID" || true
+exec 2>&3 3>&-
 DPID=
 echo "kill -KILL stepxd: it is gone, with the sleeper half done"
 start_daemon "$@"
