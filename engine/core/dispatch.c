@@ -26,7 +26,7 @@
 
 static const sx__cmd *cmd_find(sx_engine *e, uint16_t id)
 {
-    if (id < 256)
+    if (id < SX__CMD_DIRECT)
         return e->cmds[id].fn != NULL ? &e->cmds[id] : NULL;
     size_t lo = 0, hi = e->n_ext_cmds;
     while (lo < hi) {
@@ -51,6 +51,11 @@ int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
         return SX_ESTATE;
     if (cmd_find(e, id) != NULL)
         return SX_EEXIST;
+    sx__cmd c = { fn, user, name != NULL ? name : "?", false };
+    if (id < SX__CMD_DIRECT) {
+        e->cmds[id] = c;
+        return 0;
+    }
     if (e->n_ext_cmds == e->cap_ext_cmds) {
         size_t cap = e->cap_ext_cmds ? e->cap_ext_cmds * 2 : 16;
         sx__cmd_ext *x = realloc(e->ext_cmds, cap * sizeof(*x));
@@ -65,8 +70,7 @@ int sx_engine_register_command(sx_engine *e, uint16_t id, const char *name,
         i--;
     }
     e->ext_cmds[i].id = id;
-    e->ext_cmds[i].cmd =
-        (sx__cmd){ fn, user, name != NULL ? name : "?", false };
+    e->ext_cmds[i].cmd = c;
     e->n_ext_cmds++;
     return 0;
 }

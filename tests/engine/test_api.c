@@ -213,7 +213,9 @@ enum {
     CMD_EIO,                   /* returns -EIO without completing            */
     CMD_ERRC,                  /* completes with -ENOENT and "nope"          */
     CMD_SLOT,                  /* parks the completer in tctx.slot           */
-    CMD_UNKNOWN = 999          /* never registered                           */
+    CMD_GAP = 300,             /* never registered, among the ids by index   */
+    CMD_UNKNOWN = 999,         /* never registered, past them (sorted table) */
+    CMD_FAR = 40000            /* CMD_NOW's handler again, past them too     */
 };
 
 static int cmd_now(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
@@ -388,6 +390,7 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
     tx_engine_command(e, CMD_EIO, "test.eio", cmd_eio, t);
     tx_engine_command(e, CMD_ERRC, "test.errc", cmd_errc, t);
     tx_engine_command(e, CMD_SLOT, "test.slot", cmd_slot, t);
+    tx_engine_command(e, CMD_FAR, "test.far", cmd_now, t);
     tx_engine_register(e, types, n_types);
     tx_engine_start(e);
     return e;
@@ -1397,9 +1400,11 @@ static void test_init_error(void)
 
 /* Yields an unknown user id (tag 1), an unknown built-in id (tag 2), a
  * handler that returns -EIO (tag 3), one that completes with -ENOENT (tag
- * 4), a good one (tag 5), an unknown id with SX_TAG_NONE (no event), and
+ * 4), a good one (tag 5), an unknown id with SX_TAG_NONE (no event),
  * command id 0 (tag 6): unknown like any other, never taken for an
- * sx_send (sends are marked outside the 16-bit command space). */
+ * sx_send (sends are marked outside the 16-bit command space), a good one
+ * registered past the ids found by index (tag 7), and an unknown one
+ * among them (tag 8). */
 static int cmderr_step(void *state, const sx_event *ev, size_t n,
                        sx_step_output *out)
 {
@@ -1414,20 +1419,26 @@ static int cmderr_step(void *state, const sx_event *ev, size_t n,
         STEP_CHECK(out,
                    sx_yield(out, CMD_UNKNOWN, SX_TAG_NONE, nil_payload()) == 0);
         STEP_CHECK(out, sx_yield(out, 0, 6, sx_payload_int(buf, 1)) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_FAR, 7, sx_payload_int(buf, 7)) == 0);
+        STEP_CHECK(out, sx_yield(out, CMD_GAP, 8, nil_payload()) == 0);
         sx_wait(out);
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
         const sx_event *v = &ev[i];
         STEP_CHECK(out, v->type == SX_EVENT_YIELD_COMPLETE);
-        STEP_CHECK(out, v->tag >= 1 && v->tag <= 6);
+        STEP_CHECK(out, v->tag >= 1 && v->tag <= 8);
         STEP_CHECK(out, (s->seen & (1u << v->tag)) == 0);
         s->seen |= 1u << v->tag;
         switch (v->tag) {
         case 1:
         case 2:
         case 6:
+        case 8:
             STEP_CHECK(out, v->error == SX_EUNKNOWN_COMMAND);
+            break;
+        case 7:
+            STEP_CHECK(out, v->error == 0 && ev_int_is(v, 7));
             break;
         case 3:
             STEP_CHECK(out, v->error == -EIO);
@@ -1442,7 +1453,7 @@ static int cmderr_step(void *state, const sx_event *ev, size_t n,
             break;
         }
     }
-    if (s->seen == 0x7e)
+    if (s->seen == 0x1fe)
         sx_done(out, nil_payload());
     else
         sx_wait(out);
@@ -1463,7 +1474,7 @@ static void test_command_errors(void)
     sx_result r;
     sx_pid p = submit_idx(e, "cmderr", "run", 0);
     WAIT_OUTCOME(e, p, &r, 0);
-    CHECK(r.steps >= 2 && r.steps <= 6);
+    CHECK(r.steps >= 2 && r.steps <= 8);
     sx_result_free(&r);
     sx_engine_stats s = tx_engine_stats(e);
     CHECK_EQ_U64(s.dead_letters, 1);
@@ -2826,6 +2837,13 @@ static void test_misuse_registration(void)
     CHECK_RC(sx_engine_register_command(e, 256, "again", cmd_eio, NULL),
              SX_EEXIST);
     CHECK_RC(sx_engine_register_command(e, 65535, "cmax", cmd_eio, NULL), 0);
+    /* Either side of the ids found by index (dispatch.c, cmd_find). */
+    CHECK_RC(sx_engine_register_command(e, 511, "c511", cmd_eio, NULL), 0);
+    CHECK_RC(sx_engine_register_command(e, 511, "again", cmd_eio, NULL),
+             SX_EEXIST);
+    CHECK_RC(sx_engine_register_command(e, 512, "c512", cmd_eio, NULL), 0);
+    CHECK_RC(sx_engine_register_command(e, 512, "again", cmd_eio, NULL),
+             SX_EEXIST);
     const sx_process_type *list[4];
     CHECK_EQ_U64(sx_engine_types(e, list, 4), 2);
     CHECK_STR(list[0]->name, "big");
