@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,25 @@ static void gauge(text *t, const char *name, const char *help, uint64_t v)
         (unsigned long long)v);
 }
 
+/* One family with a line per peer (not this node): the integer field at
+ * off of each member, of Prometheus type `type`. */
+_Static_assert(sizeof(((sx_cluster_member *)0)->processes) == 8 &&
+                   sizeof(((sx_cluster_member *)0)->reconnects) == 8,
+               "per_peer reads a uint64_t at each offset");
+static void per_peer(text *t, const sx_cluster_member *m, size_t n,
+                     const char *name, const char *type, const char *help,
+                     size_t off)
+{
+    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].self) {
+            uint64_t v;
+            memcpy(&v, (const char *)&m[i] + off, sizeof v);
+            put(t, "%s{node=\"%u\"} %llu\n", name, m[i].node,
+                (unsigned long long)v);
+        }
+}
+
 /* The cluster's membership figures, and one line per peer: how long ago
  * it was last heard from, its processes and its load (docs/CLUSTER.md). */
 static void cluster_metrics(text *t, sx_cluster *cl)
@@ -146,20 +166,12 @@ static void cluster_metrics(text *t, sx_cluster *cl)
         if (!m[i].self)
             put(t, "stepx_cluster_peer_last_heard_seconds{node=\"%u\"} %.3f\n",
                 m[i].node, (double)m[i].last_heard_ms / 1000.0);
-    put(t, "# HELP stepx_cluster_peer_processes A member's live processes "
-           "at its last heartbeat.\n"
-           "# TYPE stepx_cluster_peer_processes gauge\n");
-    for (size_t i = 0; i < n; i++)
-        if (!m[i].self)
-            put(t, "stepx_cluster_peer_processes{node=\"%u\"} %llu\n",
-                m[i].node, (unsigned long long)m[i].processes);
-    put(t, "# HELP stepx_cluster_peer_reconnects_total A member's reconnects "
-           "to NATS, as its last heartbeat said.\n"
-           "# TYPE stepx_cluster_peer_reconnects_total counter\n");
-    for (size_t i = 0; i < n; i++)
-        if (!m[i].self)
-            put(t, "stepx_cluster_peer_reconnects_total{node=\"%u\"} %llu\n",
-                m[i].node, (unsigned long long)m[i].reconnects);
+    per_peer(t, m, n, "stepx_cluster_peer_processes", "gauge",
+             "A member's live processes at its last heartbeat.",
+             offsetof(sx_cluster_member, processes));
+    per_peer(t, m, n, "stepx_cluster_peer_reconnects_total", "counter",
+             "A member's reconnects to NATS, as its last heartbeat said.",
+             offsetof(sx_cluster_member, reconnects));
     put(t, "# HELP stepx_cluster_peer_messages_total Messages for processes "
            "on the link with a member since it joined, by direction.\n"
            "# TYPE stepx_cluster_peer_messages_total counter\n");

@@ -45,7 +45,7 @@ typedef struct {
 
 /* Command ids below this are found by index (dispatch.c, cmd_find): the
  * built-ins (below SX_CMD_USER_MIN) and the first 256 user ids, which a
- * program's own commands usually take (a yield of one: ~15 instructions
+ * program's own commands usually take (a yield of one: 8 instructions
  * fewer than the sorted table's search). Others go in ext_cmds. */
 #define SX__CMD_DIRECT 512u
 
