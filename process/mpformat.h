@@ -1,7 +1,9 @@
 /* process/mpformat.h — the pieces of the msgpack format that the writer
  * (process/pack.c) and the reader (process/unpack.c) share: big-endian
- * fields, and the integer encodings that both sides take a short cut for.
- * Internal to process/; never installed.
+ * fields, the integer encodings that both sides take a short cut for, and
+ * the values whose first byte gives their size. Internal (process/ and
+ * the engine's spawn arguments, engine/commands/process.c); never
+ * installed.
  *
  * Static functions in the header, which the compiler inlines where they
  * are used, not calls into another file: every sx_pack_int (the payload of
@@ -89,6 +91,44 @@ static __attribute__((unused)) uint64_t sx__mp_field(const uint8_t *p, size_t w)
         return sx__mp_be32(p);
     default:
         return sx__mp_be64(p);
+    }
+}
+
+/* ---- one-look values ---- */
+
+/* The bytes of the value at p when its first byte alone says how many
+ * (an integer, nil, a bool, a float or a fixstr), or 0 (a container,
+ * another string, bin, ext, or the reserved 0xc1: the general walk). The
+ * caller still checks the span against the bytes present. The common
+ * values of command arguments (names, integers) take one look instead of
+ * head_read's (process/unpack.c; engine/commands/process.c, spawn_decode). */
+static __attribute__((unused)) size_t sx__mp_scalar_span(uint8_t c)
+{
+    if (c <= 0x7f || c >= 0xe0)
+        return 1; /* fixint */
+    if ((c & 0xe0) == 0xa0)
+        return 1 + (size_t)(c & 0x1f); /* fixstr */
+    switch (c) {
+    case 0xc0: /* nil */
+    case 0xc2: /* false */
+    case 0xc3: /* true */
+        return 1;
+    case 0xcc: /* uint 8 */
+    case 0xd0: /* int 8 */
+        return 2;
+    case 0xcd:
+    case 0xd1:
+        return 3;
+    case 0xca: /* float 32 */
+    case 0xce:
+    case 0xd2:
+        return 5;
+    case 0xcb: /* float 64 */
+    case 0xcf:
+    case 0xd3:
+        return 9;
+    default:
+        return 0;
     }
 }
 

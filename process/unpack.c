@@ -226,42 +226,6 @@ static size_t head_span(const mp_head *h)
     }
 }
 
-/* The bytes of the value at p when its first byte alone says how many
- * (an integer, nil, a bool, a float or a fixstr), or 0 (a container,
- * another string, bin, ext, or the reserved 0xc1: the general walk). The
- * caller still checks the span against the bytes present. The common
- * values of command arguments (names, integers) take one look instead of
- * head_read's. */
-static inline size_t scalar_span(uint8_t c)
-{
-    if (c <= 0x7f || c >= 0xe0)
-        return 1; /* fixint */
-    if ((c & 0xe0) == 0xa0)
-        return 1 + (size_t)(c & 0x1f); /* fixstr */
-    switch (c) {
-    case 0xc0: /* nil */
-    case 0xc2: /* false */
-    case 0xc3: /* true */
-        return 1;
-    case 0xcc: /* uint 8 */
-    case 0xd0: /* int 8 */
-        return 2;
-    case 0xcd:
-    case 0xd1:
-        return 3;
-    case 0xca: /* float 32 */
-    case 0xce:
-    case 0xd2:
-        return 5;
-    case 0xcb: /* float 64 */
-    case 0xcf:
-    case 0xd3:
-        return 9;
-    default:
-        return 0;
-    }
-}
-
 /* Finds where the whole value at p ends. Iterative: left[d] counts the
  * values still to read inside the d-th enclosing container (left[0] is the
  * value itself), so d is the nesting depth of the next value. Every step
@@ -606,7 +570,7 @@ int sx_unpack_raw(sx_unpack *u, sx_payload *out)
         return SX_EINVAL;
     if (u->err != 0)
         return u->err;
-    size_t span = u->p < u->end ? scalar_span(u->p[0]) : 0;
+    size_t span = u->p < u->end ? sx__mp_scalar_span(u->p[0]) : 0;
     if (span != 0 && span <= (size_t)(u->end - u->p))
         e = u->p + span; /* what value_end finds for such a value */
     else if ((rc = value_end(u->p, u->end, &e)) != 0) {

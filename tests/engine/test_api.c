@@ -3805,10 +3805,309 @@ static void test_spawn_nul_in_names(void)
     sx_engine_free(e);
 }
 
+/* ---- spawn's arguments: every shape, both decoders ---- */
+
+/* engine/commands/process.c reads a spawn's [type, method, [input...]] in
+ * one pass when its names are fixstrs and its inputs (up to 15) are
+ * scalars, and with the general reader otherwise. Each case here is a
+ * spawn-wait of "echo*" children, whose result is [method, input...]
+ * (each input's bytes as init got them), or a refusal: the same answer
+ * whichever reader took it, and every prefix of a valid argument list
+ * refused. */
+#define SA_MAX 160
+#define SA_BYTES 200
+
+typedef struct {
+    size_t len;
+    uint8_t b[SA_BYTES];
+} sa_buf;
+
+static sa_buf sa_args[SA_MAX], sa_want[SA_MAX], sa_got[SA_MAX];
+static int sa_want_err[SA_MAX];
+static _Atomic int sa_got_err[SA_MAX];
+static int sa_n;
+static _Atomic int sa_answers;
+
+static int echo_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c;
+    sa_buf *r = st;
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, r->b, sizeof r->b);
+    sx_pack_array(&pk, (uint32_t)(1 + n));
+    sx_pack_str(&pk, m);
+    for (size_t i = 0; i < n; i++)
+        sx_pack_raw(&pk, in[i]);
+    if (pk.err != 0)
+        return pk.err;
+    r->len = sx_pack_payload(&pk).len;
+    return 0;
+}
+
+static int echo_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    sa_buf *r = st;
+    sx_done(out, (sx_payload){ r->b, r->len });
+    return 0;
+}
+
+/* The inputs a case packs: which of the scalars below, or a container. */
+enum { SA_NONE = -1, SA_ZEROS = -2, SA_NESTED = -3 };
+
+static void sa_inputs(sx_pack *pk, int k)
+{
+    if (k == SA_ZEROS) { /* zero bytes right after the method's name */
+        sx_pack_int(pk, 0);
+        sx_pack_int(pk, 0);
+        return;
+    }
+    if (k == SA_NESTED) {
+        sx_pack_array(pk, 2);
+        sx_pack_int(pk, 1);
+        sx_pack_int(pk, 2);
+        sx_pack_map(pk, 1);
+        sx_pack_str(pk, "a");
+        sx_pack_int(pk, 1);
+        return;
+    }
+    /* k scalars of every one-look kind (k up to 17) */
+    for (int i = 0; i < k; i++) {
+        switch (i) {
+        case 0:
+            sx_pack_int(pk, 0);
+            break;
+        case 1:
+            sx_pack_int(pk, 127);
+            break;
+        case 2:
+            sx_pack_int(pk, -32);
+            break;
+        case 3:
+            sx_pack_int(pk, 200);
+            break;
+        case 4:
+            sx_pack_int(pk, -100);
+            break;
+        case 5:
+            sx_pack_int(pk, 70000);
+            break;
+        case 6:
+            sx_pack_int(pk, -70000);
+            break;
+        case 7:
+            sx_pack_int(pk, 5000000000);
+            break;
+        case 8:
+            sx_pack_int(pk, -5000000000);
+            break;
+        case 9:
+            sx_pack_nil(pk);
+            break;
+        case 10:
+            sx_pack_bool(pk, true);
+            break;
+        case 11:
+            sx_pack_bool(pk, false);
+            break;
+        case 12:
+            sx_pack_double(pk, 1.5);
+            break;
+        case 13:
+            sx_pack_str(pk, "abc");
+            break;
+        case 14:
+            sx_pack_int(pk, 40000);
+            break;
+        case 15:
+            sx_pack_int(pk, -1);
+            break;
+        default:
+            sx_pack_str(pk, "");
+            break;
+        }
+    }
+}
+
+static int sa_count(int k)
+{
+    return k == SA_ZEROS ? 2 : k == SA_NESTED ? 2 : k;
+}
+
+/* Adds a case: the args [type, method(, inputs)] and what the spawn-wait
+ * answers (err 0: the child's [method, input...]). */
+static void sa_case(const char *type, size_t tl, const char *method, size_t ml,
+                    int k, int err)
+{
+    CHECK(sa_n < SA_MAX);
+    sa_buf *a = &sa_args[sa_n], *w = &sa_want[sa_n];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, a->b, sizeof a->b);
+    sx_pack_array(&pk, k == SA_NONE ? 2 : 3);
+    sx_pack_strn(&pk, type, tl);
+    sx_pack_strn(&pk, method, ml);
+    if (k != SA_NONE) {
+        sx_pack_array(&pk, (uint32_t)sa_count(k));
+        sa_inputs(&pk, k);
+    }
+    CHECK_RC(pk.err, 0);
+    a->len = sx_pack_payload(&pk).len;
+    sx_pack_init_fixed(&pk, w->b, sizeof w->b);
+    sx_pack_array(&pk, (uint32_t)(1 + (k == SA_NONE ? 0 : sa_count(k))));
+    sx_pack_strn(&pk, method, ml);
+    if (k != SA_NONE)
+        sa_inputs(&pk, k);
+    CHECK_RC(pk.err, 0);
+    w->len = err == 0 ? sx_pack_payload(&pk).len : 0;
+    sa_want_err[sa_n++] = err;
+}
+
+/* Adds a case of raw args bytes that must be refused. */
+static void sa_bad(const uint8_t *b, size_t len)
+{
+    CHECK(sa_n < SA_MAX);
+    memcpy(sa_args[sa_n].b, b, len);
+    sa_args[sa_n].len = len;
+    sa_want[sa_n].len = 0;
+    sa_want_err[sa_n++] = SX_EINVAL;
+}
+
+static int sa_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    int *asked = st;
+    if (!*asked) {
+        *asked = 1;
+        for (int i = 0; i < sa_n; i++) {
+            int rc =
+                sx_yield(out, SX_CMD_SPAWN_WAIT, (uint64_t)i,
+                         (sx_payload){ sa_args[i].len ? sa_args[i].b : NULL,
+                                       sa_args[i].len });
+            if (rc != 0)
+                return rc;
+        }
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = ev[i].tag;
+        if (ev[i].type != SX_EVENT_YIELD_COMPLETE || t >= (uint64_t)sa_n)
+            continue;
+        size_t len = ev[i].data.len < SA_BYTES ? ev[i].data.len : SA_BYTES;
+        if (len > 0)
+            memcpy(sa_got[t].b, ev[i].data.data, len);
+        sa_got[t].len = len;
+        atomic_store(&sa_got_err[t], ev[i].error);
+        atomic_fetch_add(&sa_answers, 1);
+    }
+    if (atomic_load(&sa_answers) == sa_n)
+        sx_done(out, (sx_payload){ NULL, 0 });
+    else
+        sx_wait(out);
+    return 0;
+}
+
+static void test_spawn_args_shapes(void)
+{
+    static const char n31[] = "echo_thirty_one_bytes_long_name";
+    static const char n32[] = "echo_thirty_two_bytes_long_names";
+    const sx_process_type t[] = {
+        { .name = "e",
+          .state_size = sizeof(sa_buf),
+          .init = echo_init,
+          .step = echo_step },
+        { .name = "echo8xyz",
+          .state_size = sizeof(sa_buf),
+          .init = echo_init,
+          .step = echo_step },
+        { .name = "echo9xyzw",
+          .state_size = sizeof(sa_buf),
+          .init = echo_init,
+          .step = echo_step },
+        { .name = n31,
+          .state_size = sizeof(sa_buf),
+          .init = echo_init,
+          .step = echo_step },
+        { .name = n32,
+          .state_size = sizeof(sa_buf),
+          .init = echo_init,
+          .step = echo_step },
+        { .name = "sa",
+          .state_size = sizeof(int),
+          .init = nop_init,
+          .step = sa_step },
+    };
+    /* The longest fixstr, and the shortest name past it (a str 8). */
+    CHECK_RC((int)strlen(n31), 31);
+    CHECK_RC((int)strlen(n32), 32);
+    sa_n = 0;
+    atomic_store(&sa_answers, 0);
+    /* Scalars through the one-pass reader (up to 15) and past it. */
+    for (int k = 0; k <= 17; k++)
+        sa_case("e", 1, "run", 3, k, 0);
+    sa_case("e", 1, "run", 3, SA_NONE, 0);
+    sa_case("e", 1, "run", 3, SA_NESTED, 0);
+    /* Names of 0 to 32 bytes, zero bytes right behind them. */
+    sa_case("echo8xyz", 8, "m2345678", 8, SA_ZEROS, 0);
+    sa_case("echo9xyzw", 9, "m23456789", 9, SA_ZEROS, 0);
+    sa_case(n31, sizeof n31 - 1, "", 0, SA_ZEROS, 0);
+    sa_case(n32, sizeof n32 - 1, "run", 3, SA_ZEROS, 0);
+    sa_case("e", 1, "", 0, SA_NONE, 0);
+    /* A NUL anywhere in a name: refused. */
+    sa_case("echo8xy\0", 8, "run", 3, 1, SX_EINVAL);
+    sa_case("\0cho8xyz", 8, "run", 3, 1, SX_EINVAL);
+    sa_case("echo9xyz\0", 9, "run", 3, 1, SX_EINVAL);
+    sa_case("e", 1, "ru\0", 3, 1, SX_EINVAL);
+    sa_case("e", 1, "m234567\0", 8, SA_ZEROS, SX_EINVAL);
+    sa_case("\0", 1, "run", 3, SA_NONE, SX_EINVAL);
+    /* Names that are no type: the spawn's own refusal. */
+    sa_case("echo", 4, "run", 3, 1, SX_EUNKNOWN_TYPE);
+    sa_case("echo8xy", 7, "run", 3, 1, SX_EUNKNOWN_TYPE);
+    /* Every prefix of a valid list (the 15 scalars'), and other
+     * counts of the outer array: refused. */
+    int full = 15, two = 18; /* [type, method, [15 scalars]]; [type, method] */
+    size_t len = sa_args[full].len;
+    for (size_t cut = 0; cut < len; cut++)
+        sa_bad(sa_args[full].b, cut);
+    for (size_t cut = 0; cut < sa_args[two].len; cut++)
+        sa_bad(sa_args[two].b, cut);
+    uint8_t b[SA_BYTES];
+    memcpy(b, sa_args[full].b, len);
+    b[0] = 0x91;
+    sa_bad(b, len);
+    b[0] = 0x95;
+    sa_bad(b, len);
+
+    sx_engine *e = tx_engine_up(NULL, t, sizeof t / sizeof t[0]);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "sa", "run", NULL, 0, &pid), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    CHECK_RC(r.error, 0);
+    sx_result_free(&r);
+    for (int i = 0; i < sa_n; i++) {
+        if (atomic_load(&sa_got_err[i]) != sa_want_err[i] ||
+            (sa_want_err[i] == 0 &&
+             (sa_got[i].len != sa_want[i].len ||
+              memcmp(sa_got[i].b, sa_want[i].b, sa_want[i].len) != 0)))
+            fprintf(stderr, "spawn args case %d: error %d (want %d)\n", i,
+                    atomic_load(&sa_got_err[i]), sa_want_err[i]);
+        CHECK_RC(atomic_load(&sa_got_err[i]), sa_want_err[i]);
+        if (sa_want_err[i] == 0) {
+            CHECK(sa_got[i].len == sa_want[i].len);
+            CHECK(memcmp(sa_got[i].b, sa_want[i].b, sa_want[i].len) == 0);
+        }
+    }
+    sx_engine_stop(e, 1000);
+    sx_engine_free(e);
+}
+
 static const sx_test_case cases[] = {
     { "start_out_of_descriptors", test_start_out_of_descriptors },
     { "counter_steps", test_counter_steps },
     { "spawn_nul_in_names", test_spawn_nul_in_names },
+    { "spawn_args_shapes", test_spawn_args_shapes },
     { "completion_order", test_completion_order },
     { "continue_waits", test_continue_waits },
     { "done_discards_yields", test_done_discards_yields },
