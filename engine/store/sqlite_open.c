@@ -28,11 +28,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/store/sqlite.h"
@@ -251,6 +255,54 @@ void sx__sq_finalize_all(sx__store *s)
         sqlite3_finalize(all[i]); /* NULL is a no-op */
 }
 
+/* How long a lock whose holder is gone is waited for (lock_take). */
+#define LOCK_WAIT_MS 2000
+
+/* The PID written in the lock file by the store that holds it, or 0. */
+static pid_t lock_holder(int fd)
+{
+    char b[32];
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    if (n <= 0)
+        return 0;
+    b[n] = 0;
+    long v = strtol(b, NULL, 10);
+    return v > 0 && v <= INT32_MAX ? (pid_t)v : 0;
+}
+
+/* Takes DIR/lock (flock, exclusive) and writes this process's PID in it.
+ * When another holds it: a live holder (another daemon; this process's
+ * own earlier store) refuses at once. A daemon killed a moment ago can
+ * leave its lock held for a little while: a subprocess it was starting
+ * (uv_spawn forks; the child closes the lock's descriptor, O_CLOEXEC,
+ * only at its exec) holds the same open file until then, and a restart
+ * right after the kill would be refused. So when the PID in the file is
+ * no process any more, the lock is tried again every 5 ms for up to
+ * LOCK_WAIT_MS. 0, or -1 with errno (EWOULDBLOCK: held). The PID is a
+ * hint for this choice only: when it cannot be written the lock is held
+ * all the same. */
+static int lock_take(int fd)
+{
+    int waited = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK)
+            return -1;
+        pid_t h = lock_holder(fd);
+        if (waited >= LOCK_WAIT_MS || h == 0 || h == getpid() ||
+            kill(h, 0) == 0 || errno != ESRCH) {
+            errno = EWOULDBLOCK;
+            return -1;
+        }
+        nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+        waited += 5;
+    }
+    char b[32];
+    int n = snprintf(b, sizeof b, "%ld\n", (long)getpid());
+    bool written = ftruncate(fd, 0) == 0 && pwrite(fd, b, (size_t)n, 0) == n;
+    (void)written; /* a hint (above): the lock is held either way */
+    return 0;
+}
+
 int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
                    size_t cap)
 {
@@ -281,7 +333,7 @@ int sx__store_open(const sx__store_config *cfg, sx__store **out, char *msg,
         snprintf(msg, cap, "store: cannot open %s: %s", path, strerror(errno));
         goto out;
     }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_take(s->lock_fd) != 0) {
         rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
         snprintf(msg, cap,
                  "store: %s is in use by another process (its lock %s is "

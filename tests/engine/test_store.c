@@ -11,12 +11,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/store/store.h"
@@ -359,6 +363,64 @@ static void t_second_opener(void)
     open_fails(-EBUSY, "in use by another process");
     sx__store_close(s);
     s = open_ok(0, 0);
+    sx__store_close(s);
+    drop_dir();
+}
+
+/* A daemon killed while a subprocess it was starting (forked, not yet
+ * exec'd) still holds its lock's open file: a store opened on the
+ * directory right after waits for the lock (the PID written in it is
+ * gone) instead of refusing. Here the daemon is a child that opens the
+ * store, forks a grandchild that keeps the descriptor for 500 ms, and
+ * kills itself. */
+static void t_lock_of_a_dead_holder(void)
+{
+    fresh_dir();
+    pid_t x = fork();
+    CHECK(x >= 0);
+    if (x == 0) {
+        sx__store *s = open_ok(0, 0);
+        (void)s; /* never closed: the process dies with it */
+        pid_t g = fork();
+        if (g == 0) {
+            nanosleep(&(struct timespec){ 0, 500000000 }, NULL);
+            _exit(0);
+        }
+        raise(SIGKILL);
+        _exit(1);
+    }
+    int st;
+    CHECK(waitpid(x, &st, 0) == x);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* The grandchild holds the lock now (it is no daemon: a second
+     * opener with a live holder is t_second_opener's). */
+    char path[512];
+    snprintf(path, sizeof path, "%s/lock", dir);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK);
+    close(fd);
+    sx__store *s = open_ok(0, 0);
+    /* A live holder in another process is refused at once, not waited
+     * for: a child opening the directory now gets SX_EBUSY well within
+     * the wait for a gone holder (2 s). */
+    pid_t y = fork();
+    CHECK(y >= 0);
+    if (y == 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        sx__store_config cfg = { .dir = dir };
+        sx__store *s2 = NULL;
+        char msg[512];
+        int rc = sx__store_open(&cfg, &s2, msg, sizeof msg);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        _exit(rc == -EBUSY ? (ms < 1000 ? 0 : 2) : 1);
+    }
+    CHECK(waitpid(y, &st, 0) == y);
+    CHECK(WIFEXITED(st));
+    CHECK_RC(WEXITSTATUS(st), 0);
     sx__store_close(s);
     drop_dir();
 }
@@ -1099,6 +1161,7 @@ static const sx_test_case cases[] = {
     { "group_commit", t_group_commit },
     { "keep_outcomes", t_keep_outcomes },
     { "second_opener", t_second_opener },
+    { "lock_of_a_dead_holder", t_lock_of_a_dead_holder },
     { "garbage", t_garbage },
     { "foreign_db", t_foreign_db },
     { "damaged", t_damaged },
