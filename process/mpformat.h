@@ -1,8 +1,8 @@
 /* process/mpformat.h — the pieces of the msgpack format that the writer
  * (process/pack.c) and the reader (process/unpack.c) share: big-endian
  * fields, the integer encodings that both sides take a short cut for, and
- * the values whose first byte gives their size. Internal (process/ and
- * the engine's spawn arguments, engine/commands/process.c); never
+ * the values whose first byte gives their size. Internal (process/, and
+ * the spawn commands' arguments, engine/commands/spawn_opts.c); never
  * installed.
  *
  * Static functions in the header, which the compiler inlines where they
@@ -101,7 +101,8 @@ static __attribute__((unused)) uint64_t sx__mp_field(const uint8_t *p, size_t w)
  * another string, bin, ext, or the reserved 0xc1: the general walk). The
  * caller still checks the span against the bytes present. The common
  * values of command arguments (names, integers) take one look instead of
- * head_read's (process/unpack.c; engine/commands/process.c, spawn_decode). */
+ * head_read's (process/unpack.c; engine/commands/spawn_opts.c, the spawn
+ * commands' arguments). */
 static __attribute__((unused)) size_t sx__mp_scalar_span(uint8_t c)
 {
     if (c <= 0x7f || c >= 0xe0)

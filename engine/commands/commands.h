@@ -21,6 +21,24 @@ void sx__cmd_net_register(sx_engine *e);     /* commands/net.c */
 /* The "@retry" and "@all" process types (commands/helpers.c). */
 void sx__helpers_register(sx_engine *e);
 
+/* A spawn's [type, method, [input...]] (and, a fourth element, its
+ * options map), decoded by sx__spawn_args_decode (commands/spawn_opts.c):
+ * the names copied with their NUL, the inputs and opts pointing into the
+ * arguments (opts.data NULL: none). */
+#define SX__SPAWN_MAX_INPUT 64
+typedef struct {
+    char type[256], method[256];
+    sx_payload input[SX__SPAWN_MAX_INPUT];
+    size_t n_input;
+    sx_payload opts;
+} sx__spawn_args;
+/* how: which reader. ANY (the commands): the one-pass reader of the
+ * common shape, then the general one when it is not that shape. FAST and
+ * GENERAL, one alone, for the tests that compare them (a FAST refusal
+ * says only that the shape is not its own). 0 or SX_EINVAL. */
+enum { SX__SPAWN_READ_ANY, SX__SPAWN_READ_FAST, SX__SPAWN_READ_GENERAL };
+int sx__spawn_args_decode(sx_payload args, sx__spawn_args *a, int how);
+
 /* commands/helpers.c: the options map of spawn, spawn-wait and spawn-all
  * into x (deadline_ms -1 when not given) and *retry (*has_retry: one was
  * given). SX_EINVAL with why (cap bytes) saying what is wrong. */

@@ -12,7 +12,6 @@
 #include "engine/commands/commands.h"
 #include "engine/core/core.h"
 #include "engine/core/job.h"
-#include "process/mpformat.h" /* sx__mp_scalar_span */
 #include "process/utf8.h"
 
 static const sx_payload nil = { NULL, 0 };
@@ -55,132 +54,13 @@ static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     return 0;
 }
 
-/* Decodes [type, method, [input...]] for spawn; input points into args. */
-#define SPAWN_MAX_INPUT 64
-typedef struct {
-    char type[256], method[256];
-    sx_payload input[SPAWN_MAX_INPUT];
-    size_t n_input;
-    sx_payload opts; /* the options map; data NULL: none */
-} spawn_args;
-
-static int copy_str(sx_unpack *u, char *buf, size_t cap)
-{
-    const char *s;
-    size_t n;
-    int rc = sx_unpack_str(u, &s, &n);
-    if (rc != 0)
-        return rc;
-    if (n >= cap)
-        return SX_EINVAL;
-    /* A NUL inside would cut the name short: "worker\0x" is not the type
-     * "worker". Checked as it is copied, byte by byte: names are a few
-     * bytes, and a memchr's or memcpy's call costs more than the loop
-     * (skynet: ~25 instructions a name each, callgrind). */
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\0')
-            return SX_EINVAL;
-        buf[i] = s[i];
-    }
-    buf[n] = 0;
-    return 0;
-}
-
-/* A fixstr name at *pp (at most 31 bytes, the common case) without NUL,
- * copied with a NUL into buf (256 bytes); false when it is anything else,
- * for the general path to read or refuse. */
-static inline bool fast_name(const uint8_t **pp, const uint8_t *end, char *buf)
-{
-    const uint8_t *p = *pp;
-    if (p >= end || (p[0] & 0xe0) != 0xa0)
-        return false;
-    size_t n = p[0] & 0x1fu;
-    if (n >= (size_t)(end - p))
-        return false; /* its body is not all there */
-    if (n <= 8 && end - p > 8) {
-        /* Up to 8 bytes in one load: a NUL among the name's n bytes
-         * leaves a high bit in the low n bytes of z (a borrow marks
-         * only bytes above a zero byte, so none is marked without one). */
-        uint64_t v, lo = n == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * n)) - 1;
-        memcpy(&v, p + 1, 8);
-        uint64_t z = (v - 0x0101010101010101u) & ~v & 0x8080808080808080u;
-        if ((z & lo) != 0)
-            return false;
-        memcpy(buf, &v, 8); /* buf holds 256 */
-        buf[n] = 0;
-        *pp = p + 1 + n;
-        return true;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (p[1 + i] == 0)
-            return false;
-        buf[i] = (char)p[1 + i];
-    }
-    buf[n] = 0;
-    *pp = p + 1 + n;
-    return true;
-}
-
-/* spawn_decode in one pass, for the common shape: [type, method] or
- * [type, method, [input...]] with fixstr names and up to 15 inputs whose
- * first byte says their size (integers, nil, bools, floats, fixstrs:
- * sx__mp_scalar_span). false for anything else, which the general path
- * reads (or refuses) from the start: what it accepts, this gives the same
- * fields for. One look per value instead of an sx_unpack call each: a
- * spawn of skynet's shape (two 3-byte names, two integers) decodes in
- * ~180 instructions instead of ~245 (callgrind). */
-static bool spawn_decode_fast(sx_payload args, spawn_args *a)
-{
-    const uint8_t *p = args.data;
-    if (p == NULL || args.len < 3 || (p[0] != 0x92 && p[0] != 0x93))
-        return false;
-    const uint8_t *end = p + args.len;
-    bool inputs = p[0] == 0x93;
-    p++;
-    if (!fast_name(&p, end, a->type) || !fast_name(&p, end, a->method))
-        return false;
-    size_t m = 0;
-    if (inputs) {
-        if (p >= end || (p[0] & 0xf0) != 0x90)
-            return false;
-        m = p[0] & 0x0fu; /* <= 15 <= SPAWN_MAX_INPUT */
-        p++;
-        for (size_t i = 0; i < m; i++) {
-            size_t span = p >= end       ? 0
-                          : p[0] <= 0x7f ? 1 /* a small integer: no call */
-                                         : sx__mp_scalar_span(p[0]);
-            if (span == 0 || span > (size_t)(end - p))
-                return false;
-            a->input[i] = (sx_payload){ p, span };
-            p += span;
-        }
-    }
-    a->n_input = m;
-    a->opts.data = NULL;
-    return true;
-}
+/* spawn's [type, method, [input...]] (commands/spawn_opts.c). */
+typedef sx__spawn_args spawn_args;
+#define SPAWN_MAX_INPUT SX__SPAWN_MAX_INPUT
 
 static int spawn_decode(sx_payload args, spawn_args *a)
 {
-    if (spawn_decode_fast(args, a))
-        return 0;
-    sx_unpack u;
-    sx_unpack_init(&u, args);
-    uint32_t n, m = 0;
-    if (sx_unpack_array(&u, &n) != 0 || n < 2 || n > 4 ||
-        copy_str(&u, a->type, sizeof(a->type)) != 0 ||
-        copy_str(&u, a->method, sizeof(a->method)) != 0)
-        return SX_EINVAL;
-    if (n >= 3 && (sx_unpack_array(&u, &m) != 0 || m > SPAWN_MAX_INPUT))
-        return SX_EINVAL;
-    for (uint32_t i = 0; i < m; i++)
-        if (sx_unpack_raw(&u, &a->input[i]) != 0)
-            return SX_EINVAL;
-    a->n_input = m;
-    a->opts.data = NULL;
-    if (n == 4 && sx_unpack_raw(&u, &a->opts) != 0)
-        return SX_EINVAL;
-    return 0;
+    return sx__spawn_args_decode(args, a, SX__SPAWN_READ_ANY);
 }
 
 /* Answers a spawn or spawn-wait whose args spawn_decode refused. Not
