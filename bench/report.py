@@ -338,7 +338,7 @@ GAP_WHY = {
               "Go's 1.3–1.4 s against stepx's 0.16–0.19 s (ratios "
               "0.18–0.21); on hosts with pages of 1.6–3.4 µs (this run's "
               "and the two before it) Tokio took 0.26–0.28 s and stepx "
-              "0.10–0.17 s. What is left is instructions: ~2,950 a leaf "
+              "0.10–0.17 s. What is left is instructions: {instr} a leaf "
               "(the instructions table) for 10/9 processes each spawned, "
               "waited for and finished; the spawn command (its "
               "[type, method, [inputs]] packed, decoded and the type "
@@ -406,7 +406,7 @@ GAP_WHY = {
               "About 40 % of the submitter's "
               "samples are first-touch page faults of the process slots "
               "(12.8 MB for 100,000).",
-    "pingpong": "A hop costs stepx ~900 instructions (the instructions "
+    "pingpong": "A hop costs stepx {instr} instructions (the instructions "
                 "table: the worker's loop ~350, the send ~210 with its "
                 "payload, the benchmark's own step ~110, the rest the "
                 "event's allocation and freeing). Its quiet runs reach "
@@ -425,7 +425,7 @@ GAP_WHY = {
     "ring": "As pingpong: the same program over 503 processes, the same "
             "instructions per hop, and the same bimodal runs with the host.",
     "yield": "A yield round trip (yield a no-op command, its answer "
-             "completed at once, the next step) costs ~540 instructions "
+             "completed at once, the next step) costs {instr} instructions "
              "(the instructions table): the worker's loop and the step's "
              "turn ~270, the dispatch ~100 (a completer allocated, the "
              "handler looked up and called), the answer ~35 (held by the "
@@ -446,7 +446,7 @@ GAP_WHY = {
               "half of what those instructions take here.",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "
              "the consumer's worker takes every message from a queue that "
-             "the other core writes, so a message is ~320 instructions "
+             "the other core writes, so a message is {instr} instructions "
              "(the instructions table) plus the transfer of the queue's "
              "and the event node's cache lines between the cores, and the "
              "figure moves with the host (in this suite's runs from 39 to "
@@ -954,7 +954,22 @@ def section_summary(p, rows, missing):
     p("")
 
 
-def section_gaps(p, run, rows, meta):
+# {instr} in GAP_WHY where a run has no instruction counts: the last
+# counts (bench/FINDINGS.md), approximate.
+INSTR_BEFORE = {"skynet": "~2,750", "pingpong": "~870", "yield": "~540",
+                "fanin": "~290"}
+
+
+def gap_why(w, icount):
+    """GAP_WHY's text for w, {instr} in it the run's instructions per
+    operation (bench/icount.sh), or INSTR_BEFORE's when the run has none."""
+    text = GAP_WHY.get(w, GENERIC_GAP)
+    per = {r["w"]: r["per_op"] for r in icount or []}
+    return text.replace("{instr}", "{:,.0f}".format(per[w]) if w in per
+                        else INSTR_BEFORE.get(w, "?"))
+
+
+def section_gaps(p, run, rows, meta, icount=None):
     p("## Known gaps")
     p("")
     items = []
@@ -978,7 +993,7 @@ def section_gaps(p, run, rows, meta):
                          "last sleeper started {:.1f} ms after the first "
                          "submit, and a run used {:.3f} s of CPU."
                          .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
-        items.append(head + " " + GAP_WHY.get(w, GENERIC_GAP))
+        items.append(head + " " + gap_why(w, icount))
     quick = meta.get("mode") == "quick"
     missing = absent(run, meta)
     if missing:
@@ -1255,7 +1270,7 @@ def main(argv):
           rel_path(raw_path)))
     p("")
     section_summary(p, rows, absent(run, meta))
-    section_gaps(p, run, rows, meta)
+    section_gaps(p, run, rows, meta, load_icount(icount_path))
     section_icount(p, load_icount(icount_path), meta)
     section_machine(p, meta)
     section_method(p, meta, run)
