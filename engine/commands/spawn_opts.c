@@ -88,6 +88,8 @@ static inline bool fast_name(const uint8_t **pp, const uint8_t *end, char *buf)
  * fields for. One look per value instead of an sx_unpack call each: a
  * spawn of skynet's shape (two 3-byte names, two integers) decodes in
  * ~180 instructions instead of ~245 (callgrind). */
+_Static_assert(SX__SPAWN_MAX_INPUT >= 15, "a fixarray of inputs always fits");
+
 static bool spawn_decode_fast(sx_payload args, sx__spawn_args *a)
 {
     const uint8_t *p = args.data;
@@ -102,7 +104,7 @@ static bool spawn_decode_fast(sx_payload args, sx__spawn_args *a)
     if (inputs) {
         if (p >= end || (p[0] & 0xf0) != 0x90)
             return false;
-        m = p[0] & 0x0fu; /* <= 15 <= SX__SPAWN_MAX_INPUT */
+        m = p[0] & 0x0fu; /* a fixarray: up to 15 */
         p++;
         for (size_t i = 0; i < m; i++) {
             size_t span = p >= end       ? 0
