@@ -80,7 +80,9 @@ static inline bool fast_name(const uint8_t **pp, const uint8_t *end, char *buf)
     return true;
 }
 
-/* spawn_decode in one pass, for the common shape: [type, method] or
+_Static_assert(SX__SPAWN_MAX_INPUT >= 15, "a fixarray of inputs always fits");
+
+/* sx__spawn_args_decode in one pass, for the common shape: [type, method] or
  * [type, method, [input...]] with fixstr names and up to 15 inputs whose
  * first byte says their size (integers, nil, bools, floats, fixstrs:
  * sx__mp_scalar_span). false for anything else, which the general path
@@ -88,8 +90,6 @@ static inline bool fast_name(const uint8_t **pp, const uint8_t *end, char *buf)
  * fields for. One look per value instead of an sx_unpack call each: a
  * spawn of skynet's shape (two 3-byte names, two integers) decodes in
  * ~180 instructions instead of ~245 (callgrind). */
-_Static_assert(SX__SPAWN_MAX_INPUT >= 15, "a fixarray of inputs always fits");
-
 static bool spawn_decode_fast(sx_payload args, sx__spawn_args *a)
 {
     const uint8_t *p = args.data;
