@@ -38,7 +38,9 @@ void sx__output_fini(sx_step_output *out)
 
 void sx__output_reset(sx_step_output *out)
 {
-    drop_sends(out);
+    if (!out->sends_gone)
+        drop_sends(out);
+    out->sends_gone = false;
     out->status = SX__ST_CONTINUE;
     out->err = 0;
     out->n_yields = 0;

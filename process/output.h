@@ -85,6 +85,10 @@ struct sx_step_output {
      * resumes (sx_completer_resumed); never set on a worker's output. */
     bool resumed;
     unsigned bundle_max; /* messages per bundle (hooks->merge) */
+    /* Set by the engine once a dispatch took every send's node (it
+     * takes them all, whatever else fails): reset then has none to drop
+     * and skips looking at the yields. */
+    bool sends_gone;
 };
 
 void sx__output_init(sx_step_output *out);

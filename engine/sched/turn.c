@@ -355,6 +355,9 @@ step_end(sx_engine *e, sx__worker *w, sx__proc *p, int rc, bool job)
         w->loc_on = true;
         int drc = sx__dispatch(e, p, out);
         w->loc_on = false;
+        /* sx__dispatch took every send's node, on each of its paths
+         * (engine/core/dispatch.c, dispatch_as). */
+        out->sends_gone = true;
         if (drc != 0) {
             sx__loc_flush(w, p); /* freed with the mailbox */
             sx__finish(e, p, SX_ENOMEM, "dispatch: out of memory",
