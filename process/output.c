@@ -44,6 +44,7 @@ void sx__output_reset(sx_step_output *out)
     out->status = SX__ST_CONTINUE;
     out->err = 0;
     out->n_yields = 0;
+    out->n_cmds = out->n_answers = 0;
     out->result_off = out->result_len = 0;
     out->too_large = 0;
     out->fail_code = 0;
@@ -109,6 +110,8 @@ static inline void put_yield(sx_step_output *out, uint16_t cmd, uint64_t tag,
     y->off = off;
     y->len = len;
     y->timeout_ms = 0;
+    out->n_cmds++;
+    out->n_answers += tag != SX_TAG_NONE;
 }
 
 /* sx_yield when the yields' array or the arena must grow first. */

@@ -89,6 +89,10 @@ struct sx_step_output {
      * takes them all, whatever else fails): reset then has none to drop
      * and skips looking at the yields. */
     bool sends_gone;
+    /* Yields of commands (not sends), and of them those with a tag (an
+     * answer will come): what the turn decides the wait from (turn.c,
+     * want_of). */
+    size_t n_cmds, n_answers;
 };
 
 void sx__output_init(sx_step_output *out);

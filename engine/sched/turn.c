@@ -243,11 +243,9 @@ static bool backlog(sx__proc *p, uint8_t want)
 static inline __attribute__((always_inline)) uint8_t
 want_of(const sx_step_output *out)
 {
-    bool answers = false, commands = false;
-    for (size_t i = 0; i < out->n_yields && !answers; i++) {
-        answers = out->yields[i].tag != SX_TAG_NONE;
-        commands |= out->yields[i].cmd != SX__CMD_DIRECT_SEND;
-    }
+    /* Counted as the step wrote them (process/output.c, put_yield): a
+     * send has no tag, so every answer is a command's. */
+    bool answers = out->n_answers > 0, commands = out->n_cmds > 0;
     if (out->status == SX__ST_WAIT ||
         (commands && (answers || out->status == SX__ST_IDLE)))
         return SX_PSTATE_BLOCKED;
