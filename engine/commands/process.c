@@ -54,16 +54,8 @@ static int cmd_send(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
     return 0;
 }
 
-/* spawn's [type, method, [input...]] (commands/spawn_opts.c). */
-typedef sx__spawn_args spawn_args;
-#define SPAWN_MAX_INPUT SX__SPAWN_MAX_INPUT
-
-static int spawn_decode(sx_payload args, spawn_args *a)
-{
-    return sx__spawn_args_decode(args, a, SX__SPAWN_READ_ANY);
-}
-
-/* Answers a spawn or spawn-wait whose args spawn_decode refused. Not
+/* Answers a spawn or spawn-wait whose args sx__spawn_args_decode
+ * (commands/spawn_opts.c) refused. Not
  * inlined: its message buffer would widen the spawn path's frame. */
 static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
                                                     const char *cmd)
@@ -72,7 +64,7 @@ static __attribute__((noinline)) int spawn_bad_args(sx_completer *done,
     snprintf(msg, sizeof msg,
              "%s: args must be [type, method, [input...]]: type and method "
              "strings under 256 bytes, without NUL; up to %d inputs",
-             cmd, SPAWN_MAX_INPUT);
+             cmd, SX__SPAWN_MAX_INPUT);
     sx_complete(done, nil, SX_EINVAL, msg);
     return 0;
 }
@@ -168,7 +160,7 @@ static void away_answered(void *user, int rc, sx_pid child, bool existing,
  * (x->node, x->place). Returns 1 when the placement picked this node
  * (the caller spawns here), else 0 with done answered or on its way. */
 static __attribute__((cold, noinline)) int
-spawn_away(sx_engine *e, sx_pid pid, uint64_t tag, const spawn_args *a,
+spawn_away(sx_engine *e, sx_pid pid, uint64_t tag, const sx__spawn_args *a,
            const sx__spawnx *x, bool wait, sx_completer *done)
 {
     away_ctx *ctx = malloc(sizeof *ctx);
@@ -207,7 +199,7 @@ static bool placed_away(const sx_engine *e, const sx__spawnx *x)
 
 /* spawn with options: cold, apart from the plain spawn's path. */
 static __attribute__((cold, noinline)) int
-spawn_opt(sx_engine *e, sx_pid pid, const spawn_args *a, sx_completer *done)
+spawn_opt(sx_engine *e, sx_pid pid, const sx__spawn_args *a, sx_completer *done)
 {
     sx__spawnx x;
     sx_restart_policy retry;
@@ -233,8 +225,8 @@ static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                      sx_payload args, sx_completer *done)
 {
     (void)user, (void)tag;
-    spawn_args a;
-    int rc = spawn_decode(args, &a);
+    sx__spawn_args a;
+    int rc = sx__spawn_args_decode(args, &a, SX__SPAWN_READ_ANY);
     if (rc != 0)
         return spawn_bad_args(done, "spawn");
     if (a.opts.data != NULL)
@@ -250,7 +242,7 @@ static int cmd_spawn(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
  * retry, an "@retry" child (engine/commands/helpers.c) runs the
  * spawn-wait, options less retry, until it succeeds or runs out. */
 static __attribute__((cold, noinline)) int
-spawn_wait_opt(sx_engine *e, sx_pid pid, uint64_t tag, const spawn_args *a,
+spawn_wait_opt(sx_engine *e, sx_pid pid, uint64_t tag, const sx__spawn_args *a,
                sx_completer *done)
 {
     sx__spawnx x;
@@ -293,8 +285,8 @@ static int cmd_spawn_wait(void *user, sx_engine *e, sx_pid pid, uint64_t tag,
                           sx_payload args, sx_completer *done)
 {
     (void)user, (void)tag;
-    spawn_args a;
-    int rc = spawn_decode(args, &a);
+    sx__spawn_args a;
+    int rc = sx__spawn_args_decode(args, &a, SX__SPAWN_READ_ANY);
     if (rc != 0)
         return spawn_bad_args(done, "spawn-wait");
     if (a.opts.data != NULL)

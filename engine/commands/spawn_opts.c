@@ -66,14 +66,12 @@ static inline bool fast_name(const uint8_t **pp, const uint8_t *end, char *buf)
         if ((z & lo) != 0)
             return false;
         memcpy(buf, &v, 8); /* buf holds 256 */
-        buf[n] = 0;
-        *pp = p + 1 + n;
-        return true;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (p[1 + i] == 0)
-            return false;
-        buf[i] = (char)p[1 + i];
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (p[1 + i] == 0)
+                return false;
+            buf[i] = (char)p[1 + i];
+        }
     }
     buf[n] = 0;
     *pp = p + 1 + n;
