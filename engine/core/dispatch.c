@@ -193,12 +193,17 @@ complete_any(sx__ev *ev, sx_payload result, int error, const char *error_msg)
         answer_here(w, p, ev);
         return;
     }
-    if (!sx__proc_acquire(e, p, ev->to_gen)) {
+    /* On a worker the reference may be one its sends keep (sx__prefs). */
+    uint64_t id = ((uint64_t)ev->to_gen << 32) | p->index;
+    sx__prefs_slot ps = sx__prefs_find(w != NULL ? w->prefs : NULL, id);
+    if (ps.p == NULL && !sx__proc_acquire(e, p, ev->to_gen)) {
         sx__ev_free(ev); /* the process finished: a silent no-op */
         return;
     }
+    bool kept = sx__prefs_keep(&ps, id, p);
     sx__deliver(e, p, ev);
-    sx__proc_release(e, p);
+    if (!kept)
+        sx__proc_release(e, p);
 }
 
 void sx_complete(sx_completer *done, sx_payload result, int error,

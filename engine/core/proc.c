@@ -622,19 +622,26 @@ __attribute__((noinline)) int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev)
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n)
 {
-    sx__proc *p = sx__ptable_get(e, to);
-    if (p == NULL) {
+    /* On a worker the reference may be one its sends keep (sx__prefs). */
+    sx__worker *w = sx__current_worker(e);
+    sx__prefs_slot ps = sx__prefs_find(
+        w != NULL && to.node == e->cfg.node && to.host == e->cfg.host ? w->prefs
+                                                                      : NULL,
+        to.id);
+    sx__proc *p = ps.p;
+    if (p == NULL && (p = sx__ptable_get(e, to)) == NULL) {
         if (e->remote.send != NULL && to.node != e->cfg.node)
             return sx__remote_send(e, to, first);
         sx__ev_free_chain(first);
         return SX_ENOTFOUND;
     }
-    sx__worker *w = sx__current_worker(e);
+    bool kept = sx__prefs_keep(&ps, to.id, p);
     count_messages(e, w, n, false);
     int rc = sx__deliver_chain(e, p, first, last);
     if (rc != 0)
         count_messages(e, w, n, true);
-    sx__proc_release(e, p);
+    if (!kept)
+        sx__proc_release(e, p);
     return rc;
 }
 

@@ -334,6 +334,35 @@ typedef struct {
 
 void sx__slotcache_init(sx__slotcache *c);
 
+/* ---- the references a worker's sends keep ------------------------------- */
+
+/* A worker keeps the reference its sends took on a process for its next
+ * sends to it (sx__prefs_find, sx__prefs_keep): a hit is a look-up with
+ * no locked instruction, where sx__ptable_get and sx__proc_release are
+ * two (a ping-pong's two processes, a producer's consumer, a parent's
+ * children's answers). A slot is direct-mapped by its index; an empty
+ * entry takes the next reference a miss of its takes (a process's, not a
+ * mailbox's). A reference kept delays only the recycling of a finished
+ * process's slot, and a restarted job's wait for its senders
+ * (supervise.c, restart_now), by at most one step of another process: the
+ * worker lets them all go every 61 looks for work, every `throughput`
+ * steps of a process that runs alone on it (engine/sched/turn.c), before
+ * it parks and when it stops (sx__prefs_flush). Owned by one worker. */
+#define SX__PREFS 8u
+typedef struct {
+    uint64_t id[SX__PREFS]; /* the kept reference's PID id; 0: none */
+    sx__proc *p[SX__PREFS]; /* holding that reference */
+} sx__prefs;
+
+/* What sx__prefs_find found for a PID: p, the process kept for it if it
+ * is alive; else, when its entry is empty, that entry (id, slot), which
+ * may keep the reference the caller takes next (sx__prefs_keep). */
+typedef struct {
+    sx__proc *p;
+    uint64_t *id; /* the empty entry's id, or NULL */
+    sx__proc **slot;
+} sx__prefs_slot;
+
 /* ---- the process table's layout (ptable.c) ------------------------------- */
 
 #define SX__SEG_BASE 1024u
@@ -456,9 +485,53 @@ void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
 uint64_t sx__ptable_slots(sx_engine *e);
 /* Takes a reference on the live process named by pid; NULL if none. */
 sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid);
+/* Lets go of every reference c keeps. */
+void sx__prefs_flush(sx_engine *e, sx__prefs *c);
 /* Takes a reference if p still has generation gen; false if not. */
 bool sx__proc_acquire(sx_engine *e, sx__proc *p, uint32_t gen);
 void sx__proc_release(sx_engine *e, sx__proc *p);
+/* Looks the PID whose id is id up in c (NULL: none, not on a worker). A
+ * hit's reference stays c's. The caller checks that the PID is of this
+ * engine's node. */
+static inline sx__prefs_slot sx__prefs_find(sx__prefs *c, uint64_t id)
+{
+    sx__prefs_slot r = { NULL, NULL, NULL };
+    if (c == NULL)
+        return r;
+    unsigned k = (uint32_t)id & (SX__PREFS - 1);
+    /* The kept reference holds the slot, so its generation still being
+     * the PID's means the process is alive. acquire: as in
+     * sx__ptable_get. (An id is never 0: generation 0 is never live.) */
+    if (c->id[k] == id) {
+        if (atomic_load_explicit(&c->p[k]->gen, memory_order_acquire) ==
+            (uint32_t)(id >> 32))
+            r.p = c->p[k];
+    } else if (c->id[k] == 0 && (id >> 63) == 0) {
+        r.id = &c->id[k];
+        r.slot = &c->p[k];
+    }
+    return r;
+}
+
+/* After sx__prefs_find: true when the reference on p is c's, a hit's or,
+ * in an empty entry, the one the caller took on p for PID id (the entry
+ * then keeps it). False: the caller releases it. An entry thus keeps the
+ * first process it gets after a flush until the next, which costs sends
+ * to ever new processes (a ring of hundreds) nothing more than the
+ * look-up. Never a mailbox's (its generation has the top bit set:
+ * ptable.c, "Generations"): closing one waits for every reference on it
+ * (outside.c, sx_engine_mailbox_free), on the closing thread. */
+static inline bool sx__prefs_keep(const sx__prefs_slot *s, uint64_t id,
+                                  sx__proc *p)
+{
+    if (s->p != NULL)
+        return true;
+    if (s->id == NULL)
+        return false;
+    *s->id = id;
+    *s->slot = p;
+    return true;
+}
 /* Marks p finished in the table (gen changes). */
 void sx__ptable_retire(sx_engine *e, sx__proc *p);
 /* Marks the mailbox p closed: its slot gets back proc_gen, the process

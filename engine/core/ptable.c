@@ -902,6 +902,17 @@ sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
     return p;
 }
 
+void sx__prefs_flush(sx_engine *e, sx__prefs *c)
+{
+    for (unsigned k = 0; k < SX__PREFS; k++) {
+        sx__proc *p = c->p[k];
+        c->id[k] = 0;
+        c->p[k] = NULL;
+        if (p != NULL)
+            sx__proc_release(e, p);
+    }
+}
+
 void sx__ptable_retire(sx_engine *e, sx__proc *p)
 {
     (void)e;

@@ -104,6 +104,9 @@ typedef struct sx__worker {
     /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
      * their own sleep while this one may sit on due timers: sleep.c). */
     _Atomic bool parked;
+    /* The references its sends keep (sx__prefs): its thread's, set while
+     * the thread runs as this worker (worker.c, tls_prefs). */
+    sx__prefs *prefs;
 } sx__worker;
 
 /* [owner of p] Puts the answers w holds for p (loc_first..loc_last) at the

@@ -515,6 +515,11 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                  * due sleeper back for as long as it ran, on one worker
                  * for good. A woken sleeper lands in our next slot. */
                 sx__fire_timers(e, w, 0, 0);
+                /* Nor does it look for work, where the references its
+                 * sends keep are let go now and then (sx__prefs): here
+                 * instead, so that a job restarting meanwhile does not
+                 * wait for this process to stop. */
+                sx__prefs_flush(e, w->prefs);
                 /* Nobody is waiting for this worker: keep going rather
                  * than pay a trip through the global queue. */
                 if (nothing_else(e, w))

@@ -32,6 +32,14 @@
 static _Thread_local sx__worker *tls_worker
     __attribute__((tls_model("initial-exec")));
 
+/* The references a worker's sends keep (sx__prefs; w->prefs points
+ * here). Thread-local rather than in sx__worker, whose size, with them
+ * inside, moved the engine's later allocations: the ring ran ~10 % slower
+ * with two workers (bench/FINDINGS.md, "Kept references"). initial-exec:
+ * as tls_worker. */
+static _Thread_local sx__prefs tls_prefs
+    __attribute__((tls_model("initial-exec")));
+
 sx__worker *sx__current_worker(sx_engine *e)
 {
     sx__worker *w = tls_worker;
@@ -305,6 +313,10 @@ void sx__fire_timers_now(sx_engine *e, sx__worker *w, uint64_t tick,
 static __attribute__((noinline)) sx__proc *fair_look(sx_engine *e,
                                                      sx__worker *w)
 {
+    /* The references its sends keep: let go now and then, so that a
+     * worker that never parks does not keep a finished process's slot
+     * for good (sx__prefs). */
+    sx__prefs_flush(e, w->prefs);
     bool starved = w->next != NULL && !w->dq_popped;
     w->dq_popped = false;
     /* Nor can LIFO pops starve the oldest item for good: a deque popped
@@ -397,6 +409,7 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
         }
         atomic_fetch_sub_explicit(&e->park.n_spinning, 1, memory_order_relaxed);
         spins = 0;
+        sx__prefs_flush(e, w->prefs); /* nothing kept while parked */
         if (!sx__park_wait(e, w, sx__timers_park_until(e, w)))
             return NULL;
     }
@@ -531,6 +544,7 @@ static void *worker_main(void *arg)
 {
     sx__worker *w = arg;
     sx_engine *e = w->engine;
+    w->prefs = &tls_prefs;
     tls_worker = w;
     sx__ev_cache_enable();
     uint64_t tick = 0;
@@ -540,6 +554,7 @@ static void *worker_main(void *arg)
             break;
         sx__run(e, w, p);
     }
+    sx__prefs_flush(e, w->prefs);
     sx__ev_cache_flush();
     tls_worker = NULL;
     return NULL;

@@ -73,14 +73,60 @@ static int sender_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
-static const sx_process_type sender_t = { .name = "sender",
-                                          .state_size = sizeof(sender_st),
-                                          .init = sender_init,
-                                          .step = sender_step };
+/* "slow": sends "m" to its input's PID in each of its first two steps,
+ * then, in its third, says so (slow_in_step) and stays in that step
+ * SLOW_MS before it finishes. */
+#define SLOW_MS 2000
+static atomic_int slow_in_step;
+
+typedef struct {
+    sx_pid to;
+    int steps;
+} slow_st;
+
+static int slow_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    slow_st *s = st;
+    sx_unpack u;
+    if (n != 1)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    return sx_unpack_pid(&u, &s->to) == 0 ? 0 : SX_EINVAL;
+}
+
+static int slow_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    slow_st *s = st;
+    if (s->steps++ < 2) {
+        if (sx_send(out, s->to, "m", nil) != 0)
+            return SX_ENOMEM;
+        sx_continue(out);
+        return 0;
+    }
+    atomic_store(&slow_in_step, 1);
+    tx_sleep_ms(SLOW_MS);
+    sx_done(out, nil);
+    return 0;
+}
+
+static const sx_process_type outside_types[] = {
+    { .name = "sender",
+      .state_size = sizeof(sender_st),
+      .init = sender_init,
+      .step = sender_step },
+    { .name = "slow",
+      .state_size = sizeof(slow_st),
+      .init = slow_init,
+      .step = slow_step },
+};
 
 static sx_engine *up(void)
 {
-    return tx_engine_up_workers(2, &sender_t, 1);
+    return tx_engine_up_workers(2, outside_types, 2);
 }
 
 /* ---- a mailbox that checks per-sender order ---- */
@@ -911,6 +957,37 @@ static void test_mailbox_slots_reused(void)
     tx_engine_down(e);
 }
 
+/* Property: closing a mailbox does not wait for a worker's other work.
+ * A worker keeps the reference its sends took on a process for its next
+ * sends (engine/core/proc.h, sx__prefs), but never on a mailbox: closing
+ * one waits for every reference on it, and this worker, after two sends
+ * to the mailbox, is in a step of SLOW_MS. */
+static void test_mailbox_free_past_a_long_step(void)
+{
+    sx_engine *e = up();
+    atomic_store(&slow_in_step, 0);
+    sx_pid mb, p;
+    CHECK_RC(sx_engine_mailbox_new(e, storm_fn, NULL, &mb), 0);
+    uint8_t pidbuf[64];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, pidbuf, sizeof pidbuf);
+    sx_pack_pid(&pk, mb);
+    sx_payload in = sx_pack_payload(&pk);
+    CHECK_RC(sx_engine_submit(e, "slow", "run", &in, 1, &p), 0);
+    TX_WAIT_UNTIL(atomic_load(&slow_in_step) == 1, 10000, 200);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_mailbox_free(e, mb), 0);
+    double took = sx_test_now_ms() - t0;
+    /* Well under the step's SLOW_MS: the close waited for no one. */
+    if (took > SLOW_MS / 2)
+        SX_FAILF("sx_engine_mailbox_free took %.0f ms", took);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, p, 10000, &r), 0);
+    CHECK_EQ_INT(r.error, 0);
+    sx_result_free(&r);
+    tx_engine_down(e);
+}
+
 static const sx_test_case cases[] = {
     { "mailbox_order", test_mailbox_order },
     { "mailbox_free_under_fire", test_mailbox_free_under_fire },
@@ -923,6 +1000,7 @@ static const sx_test_case cases[] = {
     { "stop_storm", test_stop_storm },
     { "mailbox_pids_random", test_mailbox_pids_random },
     { "mailbox_slots_reused", test_mailbox_slots_reused },
+    { "mailbox_free_past_a_long_step", test_mailbox_free_past_a_long_step },
 };
 
 SX_TEST_MAIN(cases)
