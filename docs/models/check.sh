@@ -5,7 +5,7 @@
 #
 #   park.pml   park / unpark (engine/sched/park.c): controls NO_RESCAN, NOTIFY_FIRST
 #   state.pml  the process state word (engine/sched/worker.c): controls
-#              NO_RECHECK, NO_BACKLOG, PLAIN_WAKE
+#              NO_RECHECK, NO_BACKLOG, PLAIN_WAKE, HAND_QUEUE_FIRST
 #
 # For every run: spin -a, compile pan (safety: assertions and invalid end
 # states), search exhaustively. The real protocol must finish the whole
@@ -15,9 +15,9 @@
 #
 # Usage: docs/models/check.sh [MODEL.pml...]     (default: all of the above)
 # Environment: SPIN_CC (default gcc, else cc) compiles pan; PAN_MEM_MB
-# (default 1024) caps pan's memory: a search that hits it is incomplete and
+# (default 2048) caps pan's memory: a search that hits it is incomplete and
 # counts as a failure for the real protocol.
-# Takes about 15 s and 350 MB on a 2-core machine.
+# Takes about 25 s and 700 MB on a 2-core machine.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,7 +25,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # model -> its negative controls (space-separated -D names)
 declare -A CONTROLS=(
     [park.pml]="NO_RESCAN NOTIFY_FIRST"
-    [state.pml]="NO_RECHECK NO_BACKLOG PLAIN_WAKE"
+    [state.pml]="NO_RECHECK NO_BACKLOG PLAIN_WAKE HAND_QUEUE_FIRST"
 )
 MODELS=("$@")
 if [ ${#MODELS[@]} -eq 0 ]; then
@@ -44,7 +44,7 @@ if ! command -v "$CC" >/dev/null 2>&1; then
     echo "check.sh: no C compiler ($CC) to build pan; skipping" >&2
     exit 77
 fi
-MEM=${PAN_MEM_MB:-1024}
+MEM=${PAN_MEM_MB:-2048}
 
 WORK=$(mktemp -d) || exit 1
 trap 'rm -rf "$WORK"' EXIT

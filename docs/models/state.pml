@@ -8,9 +8,12 @@
  * sends it NMSG messages, all racing with the worker that runs its step.
  *
  * The state word: READY / RUNNING / BLOCKED / IDLE / COMPLETE in bits 0-2,
- * WAKE (an event arrived) and WAKE_MSG (it was a message). Producers push
- * the event; if the state is exactly BLOCKED (or IDLE and this is a
- * message) with no flag, they try one CAS to READY (the fast path);
+ * WAKE (an event arrived) and WAKE_MSG (it was a message). A producer
+ * first tries the hand-off: if the state is exactly BLOCKED (or IDLE and
+ * this is a message) with no flag, one CAS to READY, and the winner
+ * queues the event, then the process. Otherwise producers push the event;
+ * if the state is then exactly BLOCKED (or IDLE and a message) with no
+ * flag, they try one CAS to READY (the fast path);
  * otherwise they fetch_or the flags, and if the old state was BLOCKED (or
  * IDLE and this is a message) race with a CAS to READY; the winner queues
  * the process. The worker takes it with CAS READY -> RUNNING, collects up to T
@@ -62,7 +65,7 @@
  *
  * Size: with the defaults below (2 workers, 1 completer, 1 message, up to 2
  * asynchronous and 1 synchronous yield, 3 steps, throughput 2) the full
- * search stores about 4.4 million states (-DCOLLAPSE: ~6 s, ~300 MB). The
+ * search stores about 12.3 million states (-DCOLLAPSE: ~15 s, ~700 MB). The
  * step and other moves that touch only the runner's own fields are single
  * atomic moves, and dead locals are reset, to keep it there; a second
  * completer (-DNCOMP=2) multiplies it by about 8.
@@ -76,6 +79,9 @@
  *                  half-done push) is stranded
  *   -DPLAIN_WAKE   producers move BLOCKED/IDLE to READY with a plain store
  *                  instead of a CAS: two of them queue the process twice
+ *   -DHAND_QUEUE_FIRST  the hand-off queues the process before its event:
+ *                  a worker runs it, finds nothing and parks it, and the
+ *                  event is stranded
  */
 
 #ifndef NW
@@ -148,8 +154,39 @@ inline push(kind) {
   ml[slot] = 1
 }
 
-/* sx__deliver (wake_after_push) */
+/* sx__deliver: the hand-off (hand_off in worker.c), then the push and
+ * wake_after_push. */
 inline deliver(kind) {
+  /* The hand-off: exactly BLOCKED (or IDLE and a message), no flag: one
+   * CAS to READY before the event is queued. The winner owns the process
+   * until it queues it: an empty mailbox takes the event at the
+   * consumer's end (sx__mpsc_unpop_chain), a busy one by a push, whose
+   * half-done window no consumer can see (none runs the process until it
+   * is queued): one move either way. Then the process is queued. The
+   * relaxed load and the CAS are one move here: the CAS checks the exact
+   * state again, so a split pair can only add the case "the load saw it
+   * waiting, the CAS did not", the same as the CAS alone seeing it not
+   * waiting. */
+  atomic {                                   /* CAS -> READY, acq_rel */
+    ok = 0;
+    if
+    :: state == BLOCKED || (state == IDLE && kind == KMSG) ->
+       state = READY; ok = 1
+    :: else -> skip
+    fi
+  };
+  if
+  :: ok ->
+#ifdef HAND_QUEUE_FIRST
+     enqueue();
+#endif
+     atomic { slot = mt; mt++; mk[slot] = kind; ml[slot] = 1 };
+#ifndef HAND_QUEUE_FIRST
+     enqueue();
+#endif
+     goto delivered
+  :: else -> skip
+  fi;
   push(kind);
   /* Fast path: exactly BLOCKED (or IDLE and a message), no flag: one CAS
    * to READY. The relaxed load and the CAS are separate steps. */
