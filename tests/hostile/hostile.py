@@ -521,7 +521,13 @@ class Daemon:
                 raise DaemonStartError("stepxd exited %d at start (%s): %s"
                                        % (rc, " ".join(self.argv[1:]),
                                           self.log().strip()))
-            ok = True
+            # This daemon's own word first: after a kill -9 the socket path
+            # can still accept for a moment through the killed daemon's
+            # listener, which a child it forked for an exec job holds until
+            # its exec (close-on-exec), and a connection queued there is
+            # reset when that happens. The new daemon binds the path only
+            # after its state store is open, and says so.
+            ok = "stepxd: listening on" in self.log()
             for addr in [self.path] + ([("127.0.0.1", self.port)]
                                        if self.tcp else []):
                 try:
