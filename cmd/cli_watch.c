@@ -7,6 +7,7 @@
 #include "cmd/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -197,11 +198,44 @@ int cli_cmd_watch(cli *c)
 /* ---- top ---- */
 
 static volatile sig_atomic_t top_stop; /* set by the signal handler */
+/* The handler's wake-up for top_pause (a self-pipe, both ends
+ * non-blocking): a signal that came between the pause's look at top_stop
+ * and its poll would otherwise wait out the whole interval. -1 when the
+ * pipe could not be made (EINTR alone then). */
+static int top_wake[2] = { -1, -1 };
 
 static void top_on_signal(int sig)
 {
     (void)sig;
     top_stop = 1;
+    if (top_wake[1] >= 0) {
+        int saved = errno;
+        ssize_t w = write(top_wake[1], "", 1); /* full: a wake-up is queued */
+        (void)w;
+        errno = saved;
+    }
+}
+
+static void top_wake_open(void)
+{
+    if (pipe(top_wake) != 0) {
+        top_wake[0] = top_wake[1] = -1;
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(top_wake[i], F_GETFL);
+        fcntl(top_wake[i], F_SETFL, fl | O_NONBLOCK);
+        fcntl(top_wake[i], F_SETFD, FD_CLOEXEC);
+    }
+}
+
+static void top_wake_close(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (top_wake[i] >= 0)
+            close(top_wake[i]);
+        top_wake[i] = -1;
+    }
 }
 
 typedef struct {
@@ -357,11 +391,14 @@ static bool top_pause(int64_t ms, bool *stdin_open)
         int64_t left = until - cli_now_ms();
         if (left <= 0)
             return false;
-        struct pollfd p = { STDIN_FILENO, POLLIN, 0 };
-        int n = poll(&p, *stdin_open ? 1 : 0, (int)left);
+        struct pollfd p[2] = { { top_wake[0], POLLIN, 0 },
+                               { STDIN_FILENO, POLLIN, 0 } };
+        int n = poll(p, *stdin_open ? 2 : 1, (int)left);
         if (n < 0 && errno != EINTR)
             return true;
-        if (n > 0) {
+        if (p[0].revents != 0)
+            return true; /* the signal handler's wake-up */
+        if (n > 0 && p[1].revents != 0) {
             char buf[64];
             ssize_t r = read(STDIN_FILENO, buf, sizeof buf);
             if (r <= 0)
@@ -390,6 +427,7 @@ int cli_cmd_top(cli *c)
         tcsetattr(STDIN_FILENO, TCSANOW, &tio);
     }
     struct sigaction sa, old_int, old_term;
+    top_wake_open();
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = top_on_signal; /* no SA_RESTART: poll returns EINTR */
     sigemptyset(&sa.sa_mask);
@@ -411,6 +449,7 @@ int cli_cmd_top(cli *c)
         tcsetattr(STDIN_FILENO, TCSANOW, &saved);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    top_wake_close();
     json_decref(t.prev);
     return rc;
 }
