@@ -426,8 +426,12 @@ GAP_WHY = {
                 "Against Tokio on a quiet host (~64 ns a hop) 0.4 asks for "
                 "~25 ns: about two-thirds of the instructions, and of the "
                 "locked ones.",
-    "ring": "As pingpong: the same program over 503 processes, the same "
-            "instructions per hop, and the same bimodal runs with the host.",
+    "ring": "As pingpong: the same program over 503 processes, and the "
+            "same bimodal runs with the host. A hop costs {instr} "
+            "instructions (the instructions table), more than a pingpong "
+            "hop: a worker keeps the references of 8 receivers at most, "
+            "so here each send takes and drops the process table's "
+            "reference (two more locked instructions).",
     "yield": "A yield round trip (yield a no-op command, its answer "
              "completed at once, the next step) costs {instr} instructions "
              "(the instructions table): the worker's loop and the step's "
@@ -960,8 +964,8 @@ def section_summary(p, rows, missing):
 
 # {instr} in GAP_WHY where a run has no instruction counts: the last
 # counts (bench/FINDINGS.md), approximate.
-INSTR_BEFORE = {"skynet": "~2,750", "pingpong": "~870", "yield": "~540",
-                "fanin": "~290"}
+INSTR_BEFORE = {"skynet": "~2,700", "pingpong": "~760", "ring": "~810",
+                "yield": "~500", "fanin": "~290"}
 
 
 def gap_why(w, icount):
