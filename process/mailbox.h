@@ -17,7 +17,10 @@
  * predecessor's next. While it is, pop returns NULL even though later
  * pushes may be complete: the consumer must not treat NULL as "nothing will
  * ever come". The engine relies on every producer ringing the process's
- * state word after its push completes (engine/sched/worker.c).
+ * state word after its push completes (engine/sched/worker.c). A
+ * producer that won the state word before queueing anything (the
+ * hand-off there) owns the consumer end until it queues the process, and
+ * may add nodes at that end instead.
  */
 #ifndef SX_PROCESS_MAILBOX_H
 #define SX_PROCESS_MAILBOX_H
@@ -62,7 +65,8 @@ static inline void sx__mpsc_unpop(sx__mpsc *q, sx__mpsc_node *n)
 {
     q->tail = n;
 }
-/* [consumer] Puts first..last, linked through next (relaxed stores
+/* [consumer, or the owner of a process not yet queued: the hand-off]
+ * Puts first..last, linked through next (relaxed stores
  * suffice) and in no queue, at the front: they are popped, in chain order,
  * before everything queued. Sound for the reason unpop is: only the
  * consumer moves tail, and every node the chain now leads to (the old

@@ -178,6 +178,10 @@ struct sx_engine {
     /* Submits make jobs (engine/core/job.h): a store, or a type with a
      * default restart policy (set before start; read-only after). */
     bool jobs;
+    /* A job was ever made (sx__job_attach): until then a worker's kept
+     * references (sx__prefs_keep) need not look for one. relaxed: whoever
+     * sends to a job learned its PID after the job was made. */
+    _Atomic bool had_jobs;
     /* The types' default restart policies, by their index in types
      * (sx_engine_set_restart; NULL until one is set). */
     sx_restart_policy *type_restart;

@@ -200,7 +200,7 @@ complete_any(sx__ev *ev, sx_payload result, int error, const char *error_msg)
         sx__ev_free(ev); /* the process finished: a silent no-op */
         return;
     }
-    bool kept = sx__prefs_keep(&ps, id, p);
+    bool kept = sx__prefs_keep(e, &ps, id, p);
     sx__deliver(e, p, ev);
     if (!kept)
         sx__proc_release(e, p);

@@ -635,7 +635,7 @@ int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
         sx__ev_free_chain(first);
         return SX_ENOTFOUND;
     }
-    bool kept = sx__prefs_keep(&ps, to.id, p);
+    bool kept = sx__prefs_keep(e, &ps, to.id, p);
     count_messages(e, w, n, false);
     int rc = sx__deliver_chain(e, p, first, last);
     if (rc != 0)

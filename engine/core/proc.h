@@ -206,7 +206,8 @@ typedef struct sx__proc {
     /* Written by producers (fetch_or, CAS) and by the running worker. */
     alignas(32) _Atomic uint32_t state;
     /* 1 for "alive in the table" plus one per thread touching the slot
-     * through a look-up; the slot is recycled when it drops to 0. */
+     * through a look-up, and one per worker that keeps it (sx__prefs);
+     * the slot is recycled when it drops to 0. */
     _Atomic uint32_t refs;
     /* Written at allocation and at finish (release); read after a ref is
      * taken (acquire). */
@@ -342,17 +343,24 @@ void sx__slotcache_init(sx__slotcache *c);
  * two (a ping-pong's two processes, a producer's consumer, a parent's
  * children's answers). A slot is direct-mapped by its index; an empty
  * entry takes the next reference a miss of its takes (a process's, not a
- * mailbox's). A reference kept delays only the recycling of a finished
- * process's slot, and a restarted job's wait for its senders
- * (supervise.c, restart_now), by at most one step of another process: the
- * worker lets them all go every 61 looks for work, every `throughput`
- * steps of a process that runs alone on it (engine/sched/turn.c), before
- * it parks and when it stops (sx__prefs_flush). Owned by one worker. */
+ * mailbox's or a job's: something waits for every reference on those).
+ * A reference kept delays the recycling of a finished process's slot
+ * (its memory, and its place under max_slots) until the worker lets them
+ * all go: every 61 looks for work, every `throughput` steps of a process
+ * that runs alone on it (engine/sched/turn.c), before it parks and when
+ * it stops (sx__prefs_flush); so up to 61 turns, one long step included.
+ * Owned by one worker. */
 #define SX__PREFS 8u
 typedef struct {
     uint64_t id[SX__PREFS]; /* the kept reference's PID id; 0: none */
     sx__proc *p[SX__PREFS]; /* holding that reference */
 } sx__prefs;
+
+/* Whether e ever made a job, and whether p (a reference held) runs one
+ * (engine/core/ptable.c): the slot's sx__pext, which a process that is
+ * not a job never touches, is read only when e made one. */
+bool sx__had_jobs(sx_engine *e);
+bool sx__is_job(sx_engine *e, sx__proc *p);
 
 /* What sx__prefs_find found for a PID: p, the process kept for it if it
  * is alive; else, when its entry is empty, that entry (id, slot), which
@@ -499,13 +507,16 @@ static inline sx__prefs_slot sx__prefs_find(sx__prefs *c, uint64_t id)
     if (c == NULL)
         return r;
     unsigned k = (uint32_t)id & (SX__PREFS - 1);
+    sx__proc *kp = c->p[k];
     /* The kept reference holds the slot, so its generation still being
      * the PID's means the process is alive. acquire: as in
-     * sx__ptable_get. (An id is never 0: generation 0 is never live.) */
-    if (c->id[k] == id) {
-        if (atomic_load_explicit(&c->p[k]->gen, memory_order_acquire) ==
+     * sx__ptable_get. An empty entry's id is 0, which a PID may name too
+     * (generation 0, never live): kp is NULL then, and the look-up the
+     * caller makes next refuses it. */
+    if (c->id[k] == id && kp != NULL) {
+        if (atomic_load_explicit(&kp->gen, memory_order_acquire) ==
             (uint32_t)(id >> 32))
-            r.p = c->p[k];
+            r.p = kp;
     } else if (c->id[k] == 0 && (id >> 63) == 0) {
         r.id = &c->id[k];
         r.slot = &c->p[k];
@@ -519,14 +530,16 @@ static inline sx__prefs_slot sx__prefs_find(sx__prefs *c, uint64_t id)
  * first process it gets after a flush until the next, which costs sends
  * to ever new processes (a ring of hundreds) nothing more than the
  * look-up. Never a mailbox's (its generation has the top bit set:
- * ptable.c, "Generations"): closing one waits for every reference on it
- * (outside.c, sx_engine_mailbox_free), on the closing thread. */
-static inline bool sx__prefs_keep(const sx__prefs_slot *s, uint64_t id,
-                                  sx__proc *p)
+ * ptable.c, "Generations") nor a job's: closing a mailbox waits for every
+ * reference on it (outside.c, sx_engine_mailbox_free), on the closing
+ * thread, and so does a job's restart (supervise.c, restart_now), on the
+ * thread that restarts every job in turn. */
+static inline bool sx__prefs_keep(sx_engine *e, const sx__prefs_slot *s,
+                                  uint64_t id, sx__proc *p)
 {
     if (s->p != NULL)
         return true;
-    if (s->id == NULL)
+    if (s->id == NULL || (sx__had_jobs(e) && sx__is_job(e, p)))
         return false;
     *s->id = id;
     *s->slot = p;

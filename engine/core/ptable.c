@@ -902,6 +902,21 @@ sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid)
     return p;
 }
 
+bool sx__had_jobs(sx_engine *e)
+{
+    /* relaxed: see had_jobs (core.h). */
+    return atomic_load_explicit(&e->had_jobs, memory_order_relaxed);
+}
+
+bool sx__is_job(sx_engine *e, sx__proc *p)
+{
+    /* acquire: pairs with the job's attach (release), as cancel's and
+     * terminate's reads under a reference do; p->job itself is the
+     * running worker's to read. */
+    return atomic_load_explicit(&sx__ptable_pext(e, p)->job,
+                                memory_order_acquire) != NULL;
+}
+
 void sx__prefs_flush(sx_engine *e, sx__prefs *c)
 {
     for (unsigned k = 0; k < SX__PREFS; k++) {

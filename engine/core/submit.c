@@ -48,6 +48,8 @@ void sx__job_attach(sx_engine *e, sx__proc *p, sx__job *j, bool stored)
     /* release: pairs with the acquire loads of cancel, terminate and the
      * listings, which then see the job's fields. */
     atomic_store_explicit(&sx__ptable_pext(e, p)->job, j, memory_order_release);
+    /* relaxed: see had_jobs (core.h). */
+    atomic_store_explicit(&e->had_jobs, true, memory_order_relaxed);
 }
 
 typedef struct {

@@ -401,7 +401,8 @@ static void restart_now(sx_engine *e, sx__job *j)
 {
     sx__proc *p = j->p;
     /* Whoever still holds a reference taken before the generation moved
-     * on is about to let it go (look-ups hold theirs for one delivery);
+     * on is about to let it go (look-ups hold theirs for one delivery; a
+     * worker keeps none on a job's slot: engine/core/proc.h, sx__prefs);
      * what they push is for the earlier attempt and is drained below. */
     /* acquire: their release of refs, and with it what they pushed. */
     while (atomic_load_explicit(&p->refs, memory_order_acquire) > 1) {

@@ -487,9 +487,10 @@ static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
  * empty (completions that came while it waited): pushed behind them, as
  * any other event. acq_rel: acquire sees the owner's release of the
  * process (its CAS to BLOCKED or IDLE, the mailbox's consumer end with
- * it); release, with the queueing's own (a deque push, the ring's lock,
- * or this worker running it next), publishes our stores to whoever runs
- * it. false: it was not waiting so (the general path then queues them). */
+ * it); the events' stores come after the CAS, and the queueing's own
+ * release (a deque push, the ring's lock, wq's mutex, or this worker
+ * running it next) publishes them to whoever runs it. false: it was not
+ * waiting so (the general path then queues them). */
 static inline __attribute__((always_inline)) bool
 hand_off(sx_engine *e, sx__proc *p, sx__mpsc_node *first, sx__mpsc_node *last,
          bool msg)

@@ -291,6 +291,24 @@ static void test_dead_letter_and_idle(void)
     tx_engine_down(e);
 }
 
+/* Property: sx_send to a PID of this engine's node with id 0 (generation
+ * 0, never live) is a dead letter like any unknown PID, also when it is
+ * sent again from the same worker: an empty entry of the references a
+ * worker keeps (engine/core/proc.h, sx__prefs) has id 0 too, and must
+ * not be taken for that PID's. */
+static void test_dead_letter_id_zero(void)
+{
+    sx_engine *e = up();
+    sx_engine_config cfg;
+    sx_engine_config_get(e, &cfg);
+    sx_pid zero = { cfg.node, cfg.host, 0 };
+    sx_pid p = snd(e, zero, 3, 0);
+    tx_wait_done(e, p, WAIT_MS, NULL);
+    /* 3 sends and the one of the DONE step. */
+    CHECK_EQ_U64(tx_engine_stats(e).dead_letters, 4);
+    tx_engine_down(e);
+}
+
 /* Property: the messages of a step that FAILs are delivered (as with
  * DONE: "messages go, yields are dropped"), once each and in order; a
  * step that returns an error after sending finishes SX_EINVAL and the
@@ -1058,6 +1076,7 @@ static const sx_test_case cases[] = {
     { "idle_wake_past_budget", test_idle_wake_past_budget },
     { "idle_cancel_past_budget", test_idle_cancel_past_budget },
     { "cancels_one_batch", test_cancels_one_batch },
+    { "dead_letter_id_zero", test_dead_letter_id_zero },
 };
 
 SX_TEST_MAIN(cases)

@@ -96,10 +96,13 @@ static int hold_step(void *st, const sx_event *ev, size_t n,
 }
 
 /* "pest": sends its input's PID "ping" in its first two steps and
- * "crash" in its third, then runs again and again (CONTINUE) until a
- * "stop" comes, and finishes with how many steps it ran. On a worker of
- * its own it never leaves it: that worker keeps the reference its sends
- * took on the target (engine/core/proc.h, sx__prefs). */
+ * "crash" in its third, then spends its fourth in a sleep of PEST_MS
+ * (saying so in pest_asleep), and finishes with how many steps it ran.
+ * Were a worker to keep the reference its sends take on a job's slot
+ * (engine/core/proc.h, sx__prefs), it would keep it through that step. */
+#define PEST_MS 2000
+static atomic_int pest_asleep;
+
 typedef struct {
     sx_pid to;
     int64_t steps;
@@ -120,19 +123,18 @@ static int pest_init(void *st, const sx_init_ctx *ctx, const char *method,
 static int pest_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {
+    (void)ev, (void)n;
     pest_state *s = st;
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].type == SX_EVENT_MESSAGE &&
-            strcmp(ev[i].topic, "stop") == 0) {
-            uint8_t b[SX_PAYLOAD_INT_MAX];
-            sx_done(out, sx_payload_int(b, s->steps));
-            return 0;
-        }
-    if (s->steps < 3 && sx_send(out, s->to, s->steps < 2 ? "ping" : "crash",
-                                (sx_payload){ 0 }) != 0)
+    if (s->steps < 2 && sx_send(out, s->to, "ping", (sx_payload){ 0 }) != 0)
         return SX_ENOMEM;
-    s->steps++;
-    sx_continue(out);
+    if (s->steps++ < 2) {
+        sx_continue(out);
+        return 0;
+    }
+    atomic_store(&pest_asleep, 1);
+    tx_sleep_ms(PEST_MS);
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, s->steps));
     return 0;
 }
 
@@ -467,16 +469,16 @@ static void t_type_default(void)
     tx_engine_down(e);
 }
 
-/* A job restarts while the process that made it fail keeps running on
- * the engine's one worker, never looking for other work: the reference
- * that worker's sends keep on the job's slot, which the restart waits for
- * (supervise.c, restart_now), is let go between that process's turns
- * (engine/sched/turn.c). Kept until it stopped, the restart would come
- * only after the "stop" below, which is sent only once it came. */
+/* A job fails and restarts while a process that sent it messages is in a
+ * long step on one worker: that worker keeps no reference on a job's
+ * slot, which the restart waits for (supervise.c, restart_now), on the
+ * thread that restarts every job in turn. Kept, the restart would come
+ * only after that step's PEST_MS. */
 static void t_restart_past_a_busy_sender(void)
 {
     atomic_store(&inits, 0);
-    sx_engine_config cfg = { .workers = 1 };
+    atomic_store(&pest_asleep, 0);
+    sx_engine_config cfg = { .workers = 2 };
     sx_engine *e = tx_engine_up(&cfg, types, 3);
     sx_restart_policy pol = { .mode = SX_RESTART_ON_FAILURE,
                               .backoff_min_ms = 1,
@@ -489,10 +491,12 @@ static void t_restart_past_a_busy_sender(void)
     sx_payload in = sx_pack_payload(&pk);
     sx_pid pest;
     CHECK_RC(sx_engine_submit(e, "pest", "run", &in, 1, &pest), 0);
-    /* The second attempt's init. */
-    TX_WAIT_UNTIL(atomic_load(&inits) == 2, 10000, 200);
-    CHECK_RC(sx_engine_send(e, SX_PID_NONE, pest, "stop", (sx_payload){ 0 }),
+    TX_WAIT_UNTIL(atomic_load(&pest_asleep) == 1, 10000, 200);
+    /* From outside: the other worker runs the job on it, and it fails. */
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, job, "crash", (sx_payload){ 0 }),
              0);
+    /* The second attempt's init, well within the pest's sleep. */
+    TX_WAIT_UNTIL(atomic_load(&inits) == 2, PEST_MS / 2, 200);
     sx_result r = wait_for(e, pest);
     CHECK_EQ_INT(r.error, 0);
     sx_result_free(&r);
