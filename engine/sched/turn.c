@@ -517,8 +517,9 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                 sx__fire_timers(e, w, 0, 0);
                 /* Nor does it look for work, where the references its
                  * sends keep are let go now and then (sx__prefs): here
-                 * instead, so that a job restarting meanwhile does not
-                 * wait for this process to stop. */
+                 * instead, so that the slot of a process it sent to and
+                 * that finished meanwhile is not kept for as long as this
+                 * process runs. */
                 sx__prefs_flush(e, w->prefs);
                 /* Nobody is waiting for this worker: keep going rather
                  * than pay a trip through the global queue. */
