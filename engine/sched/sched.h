@@ -71,7 +71,8 @@ typedef struct sx__worker {
      * (Go's runnext). Owner only, not stealable: a chain of hand-offs (a
      * ring, a ping-pong, a spawn) skips the deque's release store and the
      * fence of its pop. Whatever it held before goes to the deque, where
-     * thieves see it. */
+     * thieves see it, and so does what it holds when the process that
+     * filled it steps again in the same turn (sx__next_spill). */
     sx__proc *next;
     /* The deque was popped since the last fair look (worker.c,
      * fair_look). */
@@ -153,6 +154,9 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
  * p in one push; consumes them. The same results as sx__deliver. */
 int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
+/* [worker] Moves the process in w's next slot (not NULL) to w's deque,
+ * where other workers can take it (worker.c). */
+void sx__next_spill(sx_engine *e, sx__worker *w);
 /* [worker] Puts p (READY, owned by the caller) at the back of the line:
  * the injection ring in front of the global queue (worker.c). */
 void sx__inject(sx_engine *e, sx__proc *p);

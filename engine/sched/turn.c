@@ -552,5 +552,12 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                 break;
             }
         }
+        /* p keeps this worker for another step, as long as that step
+         * takes: a process its last step woke (the next slot) goes to the
+         * deque, where an idle worker can take it, instead of waiting out
+         * p's turn (up to `throughput` steps; test_sched
+         * woken_beside_long_steps). */
+        if (w->next != NULL)
+            sx__next_spill(e, w);
     }
 }

@@ -55,6 +55,7 @@ static void queue_push(sx_engine *e, sx__globalq *q, sx__proc *p)
 }
 
 static void enqueue(sx_engine *e, sx__proc *p, bool fresh);
+static inline void to_deque(sx_engine *e, sx__worker *w, sx__proc *p);
 
 void sx__enqueue(sx_engine *e, sx__proc *p)
 {
@@ -132,20 +133,35 @@ static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
     w->next = p;
     if (old == NULL)
         return; /* the one item we run next: no wake-up needed */
-    if (!sx__deque_push(&w->dq, old)) {
-        sx__inject(e, old);
+    to_deque(e, w, old);
+}
+
+/* p (READY, w's to run) into w's deque, where thieves see it; the
+ * injection ring when the deque is full. Work in our own deque needs no
+ * wake-up for liveness (we run it). A parked worker is woken only when
+ * this is more than the one item we run next and nobody is spinning, so
+ * that another core can steal it: a chain of single hand-offs (a ring, a
+ * ping-pong) then stays on this core instead of paying a futex wake per
+ * message. relaxed: a hint; see park.c. Always inlined: a call here
+ * cost skynet ~16 instructions a leaf (two enqueues per process). */
+static inline __attribute__((always_inline)) void
+to_deque(sx_engine *e, sx__worker *w, sx__proc *p)
+{
+    if (!sx__deque_push(&w->dq, p)) {
+        sx__inject(e, p);
         return;
     }
-    /* Work in our own deque needs no wake-up for liveness (we run it).
-     * Wake a parked worker only when there is more than the one item we
-     * will run next and nobody is spinning, so another core can steal it:
-     * a chain of single hand-offs (a ring, a ping-pong) then stays on this
-     * core instead of paying a futex wake per message. relaxed: a hint;
-     * see park.c. */
     if (sx__deque_size(&w->dq) > 0 &&
         atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
         atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
         sx__park_notify(e);
+}
+
+__attribute__((noinline)) void sx__next_spill(sx_engine *e, sx__worker *w)
+{
+    sx__proc *p = w->next;
+    w->next = NULL;
+    to_deque(e, w, p);
 }
 
 static sx__proc *proc_of(sx__gq_node *n)

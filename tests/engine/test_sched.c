@@ -1678,6 +1678,94 @@ static void test_prefault_stops_at_cap(void)
     sx_engine_free(e);
 }
 
+/* ---- what a long-running process woke ---------------------------------- */
+
+/* The process that sender's first step woke, the time that step ended and
+ * the time the woken one ran (ns on tx_now_ns; 0: not yet). */
+static sx_pid woken_pid;
+static _Atomic int64_t woke_sent_ns, woke_ran_ns;
+
+#define SENDER_STEPS 12
+#define SENDER_STEP_MS 30
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* sender: SENDER_STEPS steps of SENDER_STEP_MS each, always READY for
+ * the next; the first sends "go" to woken_pid. */
+static int sender_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    (void)ev, (void)n;
+    int *k = st;
+    if (*k == 0)
+        sx_send(out, woken_pid, "go", nil);
+    int64_t end = mono_ns() + (int64_t)SENDER_STEP_MS * 1000000;
+    while (mono_ns() < end)
+        ;
+    if (*k == 0)
+        atomic_store(&woke_sent_ns, mono_ns());
+    if (++*k == SENDER_STEPS)
+        sx_done(out, nil);
+    return 0;
+}
+
+/* woken: IDLE until a message; notes when it came and finishes. */
+static int woken_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st, (void)ev;
+    if (n == 0) {
+        sx_idle(out);
+        return 0;
+    }
+    atomic_store(&woke_ran_ns, mono_ns());
+    sx_done(out, nil);
+    return 0;
+}
+
+/* Property: a process woken by a step of one that keeps its worker (it
+ * steps again at once, each step 30 ms long) runs on the other, idle
+ * worker within 150 ms, not once the sender's turn is over (its 12 steps,
+ * 330 ms after the message): a worker that keeps running a process does
+ * not keep what that process woke where no other worker can take it. */
+static void test_woken_beside_long_steps(void)
+{
+    const sx_process_type t[] = {
+        { .name = "sender",
+          .state_size = sizeof(int),
+          .init = no_init,
+          .step = sender_step },
+        { .name = "woken", .init = no_init, .step = woken_step },
+    };
+    sx_engine *e = up(2, 0, t, 2);
+    atomic_store(&woke_sent_ns, 0);
+    atomic_store(&woke_ran_ns, 0);
+    CHECK_RC(sx_engine_submit(e, "woken", "run", NULL, 0, &woken_pid), 0);
+    /* IDLE before the message comes, so that the send wakes it. */
+    sx_process_info info = { .state = 0 };
+    double t0 = sx_test_now_ms();
+    do {
+        tx_sleep_us(1000);
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (info.state != SX_PSTATE_IDLE && sx_test_now_ms() - t0 < 5000);
+    CHECK_EQ_INT(info.state, SX_PSTATE_IDLE);
+    sx_pid sender;
+    CHECK_RC(sx_engine_submit(e, "sender", "run", NULL, 0, &sender), 0);
+    tx_wait_done(e, sender, 10000, NULL);
+    tx_wait_done(e, woken_pid, 10000, NULL);
+    int64_t sent = atomic_load(&woke_sent_ns), ran = atomic_load(&woke_ran_ns);
+    CHECK(sent != 0 && ran != 0);
+    if (ran - sent > 150 * 1000000LL)
+        SX_FAILF("the woken process ran %.1f ms after the message",
+                 (double)(ran - sent) / 1e6);
+    tx_engine_down(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1699,6 +1787,7 @@ static const sx_test_case cases[] = {
     { "held_answers_beside_sends", test_held_answers_beside_sends },
     { "held_answers_terminated", test_held_answers_terminated },
     { "held_answers_idle", test_held_answers_idle },
+    { "woken_beside_long_steps", test_woken_beside_long_steps },
 };
 
 SX_TEST_MAIN(cases)
