@@ -519,7 +519,8 @@ static void run_turn(sx_engine *e, sx__worker *w, sx__proc *p)
                  * sends keep are let go now and then (sx__prefs): here
                  * instead, so that the slot of a process it sent to and
                  * that finished meanwhile is not kept for as long as this
-                 * process runs. */
+                 * process runs (test_sched
+                 * kept_slot_freed_beside_lone_runner). */
                 sx__prefs_flush(e, w->prefs);
                 /* Nobody is waiting for this worker: keep going rather
                  * than pay a trip through the global queue. */

@@ -1766,6 +1766,72 @@ static void test_woken_beside_long_steps(void)
     tx_engine_down(e);
 }
 
+/* ---- a finished process's slot beside a lone runner ---------------------- */
+
+static _Atomic int64_t lone_steps;
+
+/* lone: always READY; its first step sends "go" to woken_pid; finishes on
+ * any message. */
+static int lone_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev;
+    int *k = st;
+    if ((*k)++ == 0)
+        sx_send(out, woken_pid, "go", nil);
+    atomic_fetch_add(&lone_steps, 1);
+    if (n > 0)
+        sx_done(out, nil);
+    return 0;
+}
+
+/* Property: the reference a worker keeps on a process its step sent to
+ * (sx__prefs) does not outlive that process for as long as the sender
+ * runs alone on the worker, never looking for other work: the finished
+ * process's slot is free (no reference left) within 2 s while the sender
+ * keeps stepping. */
+static void test_kept_slot_freed_beside_lone_runner(void)
+{
+    const sx_process_type t[] = {
+        { .name = "lone",
+          .state_size = sizeof(int),
+          .init = no_init,
+          .step = lone_step },
+        { .name = "woken", .init = no_init, .step = woken_step },
+    };
+    sx_engine *e = up(1, 4, t, 2);
+    atomic_store(&lone_steps, 0);
+    CHECK_RC(sx_engine_submit(e, "woken", "run", NULL, 0, &woken_pid), 0);
+    sx_process_info info = { .state = 0 };
+    double t0 = sx_test_now_ms();
+    do {
+        tx_sleep_us(1000);
+        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
+    } while (info.state != SX_PSTATE_IDLE && sx_test_now_ms() - t0 < 5000);
+    CHECK_EQ_INT(info.state, SX_PSTATE_IDLE);
+    sx_pid lone;
+    CHECK_RC(sx_engine_submit(e, "lone", "run", NULL, 0, &lone), 0);
+    tx_wait_done(e, woken_pid, 10000, NULL);
+    const sx__proc *slot = slot_of(e, (uint32_t)woken_pid.id);
+    CHECK(slot != NULL);
+    t0 = sx_test_now_ms();
+    uint32_t refs;
+    /* relaxed: a figure the worker settles; polled. */
+    while ((refs = atomic_load_explicit(&slot->refs, memory_order_relaxed)) !=
+               0 &&
+           sx_test_now_ms() - t0 < 2000)
+        tx_sleep_us(1000);
+    int64_t before = atomic_load(&lone_steps);
+    tx_sleep_us(20000);
+    /* Still running alone: the slot was let go beside it, not after it. */
+    CHECK(atomic_load(&lone_steps) > before);
+    if (refs != 0)
+        SX_FAILF("the finished process's slot still has %u reference(s)", refs);
+    CHECK_RC(sx_engine_send(e, SX_PID_NONE, lone, "stop", nil), 0);
+    tx_wait_done(e, lone, 10000, NULL);
+    tx_engine_down(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1788,6 +1854,8 @@ static const sx_test_case cases[] = {
     { "held_answers_terminated", test_held_answers_terminated },
     { "held_answers_idle", test_held_answers_idle },
     { "woken_beside_long_steps", test_woken_beside_long_steps },
+    { "kept_slot_freed_beside_lone_runner",
+      test_kept_slot_freed_beside_lone_runner },
 };
 
 SX_TEST_MAIN(cases)
