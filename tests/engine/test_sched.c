@@ -1688,13 +1688,6 @@ static _Atomic int64_t woke_sent_ns, woke_ran_ns;
 #define SENDER_STEPS 12
 #define SENDER_STEP_MS 30
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* sender: SENDER_STEPS steps of SENDER_STEP_MS each, always READY for
  * the next; the first sends "go" to woken_pid. */
 static int sender_step(void *st, const sx_event *ev, size_t n,
@@ -1704,11 +1697,11 @@ static int sender_step(void *st, const sx_event *ev, size_t n,
     int *k = st;
     if (*k == 0)
         sx_send(out, woken_pid, "go", nil);
-    int64_t end = mono_ns() + (int64_t)SENDER_STEP_MS * 1000000;
-    while (mono_ns() < end)
+    int64_t end = (int64_t)tx_now_ns() + (int64_t)SENDER_STEP_MS * 1000000;
+    while ((int64_t)tx_now_ns() < end)
         ;
     if (*k == 0)
-        atomic_store(&woke_sent_ns, mono_ns());
+        atomic_store(&woke_sent_ns, (int64_t)tx_now_ns());
     if (++*k == SENDER_STEPS)
         sx_done(out, nil);
     return 0;
@@ -1723,9 +1716,20 @@ static int woken_step(void *st, const sx_event *ev, size_t n,
         sx_idle(out);
         return 0;
     }
-    atomic_store(&woke_ran_ns, mono_ns());
+    atomic_store(&woke_ran_ns, (int64_t)tx_now_ns());
     sx_done(out, nil);
     return 0;
+}
+
+/* Submits "woken" (woken_pid) on e, the engine's only process, and waits
+ * until it is IDLE: the next message to it wakes it. */
+static void submit_woken(sx_engine *e)
+{
+    sx_process_info info = { .state = 0 };
+    CHECK_RC(sx_engine_submit(e, "woken", "run", NULL, 0, &woken_pid), 0);
+    TX_WAIT_UNTIL(sx_engine_list(e, &info, 1) == 1 &&
+                      info.state == SX_PSTATE_IDLE,
+                  5000, 1000);
 }
 
 /* Property: a process woken by a step of one that keeps its worker (it
@@ -1745,15 +1749,7 @@ static void test_woken_beside_long_steps(void)
     sx_engine *e = up(2, 0, t, 2);
     atomic_store(&woke_sent_ns, 0);
     atomic_store(&woke_ran_ns, 0);
-    CHECK_RC(sx_engine_submit(e, "woken", "run", NULL, 0, &woken_pid), 0);
-    /* IDLE before the message comes, so that the send wakes it. */
-    sx_process_info info = { .state = 0 };
-    double t0 = sx_test_now_ms();
-    do {
-        tx_sleep_us(1000);
-        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
-    } while (info.state != SX_PSTATE_IDLE && sx_test_now_ms() - t0 < 5000);
-    CHECK_EQ_INT(info.state, SX_PSTATE_IDLE);
+    submit_woken(e);
     sx_pid sender;
     CHECK_RC(sx_engine_submit(e, "sender", "run", NULL, 0, &sender), 0);
     tx_wait_done(e, sender, 10000, NULL);
@@ -1801,20 +1797,13 @@ static void test_kept_slot_freed_beside_lone_runner(void)
     };
     sx_engine *e = up(1, 4, t, 2);
     atomic_store(&lone_steps, 0);
-    CHECK_RC(sx_engine_submit(e, "woken", "run", NULL, 0, &woken_pid), 0);
-    sx_process_info info = { .state = 0 };
-    double t0 = sx_test_now_ms();
-    do {
-        tx_sleep_us(1000);
-        CHECK_EQ_INT(sx_engine_list(e, &info, 1), 1);
-    } while (info.state != SX_PSTATE_IDLE && sx_test_now_ms() - t0 < 5000);
-    CHECK_EQ_INT(info.state, SX_PSTATE_IDLE);
+    submit_woken(e);
     sx_pid lone;
     CHECK_RC(sx_engine_submit(e, "lone", "run", NULL, 0, &lone), 0);
     tx_wait_done(e, woken_pid, 10000, NULL);
     const sx__proc *slot = slot_of(e, (uint32_t)woken_pid.id);
     CHECK(slot != NULL);
-    t0 = sx_test_now_ms();
+    double t0 = sx_test_now_ms();
     uint32_t refs;
     /* relaxed: a figure the worker settles; polled. */
     while ((refs = atomic_load_explicit(&slot->refs, memory_order_relaxed)) !=
