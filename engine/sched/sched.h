@@ -155,7 +155,8 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
 int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
 /* [worker] Moves the process in w's next slot (not NULL) to w's deque,
- * where other workers can take it (worker.c). */
+ * where other workers can take it, and wakes a parked worker; it stays in
+ * the slot on a one-worker engine or when the deque is full (worker.c). */
 void sx__next_spill(sx_engine *e, sx__worker *w);
 /* [worker] Puts p (READY, owned by the caller) at the back of the line:
  * the injection ring in front of the global queue (worker.c). */

@@ -55,7 +55,6 @@ static void queue_push(sx_engine *e, sx__globalq *q, sx__proc *p)
 }
 
 static void enqueue(sx_engine *e, sx__proc *p, bool fresh);
-static inline void to_deque(sx_engine *e, sx__worker *w, sx__proc *p);
 
 void sx__enqueue(sx_engine *e, sx__proc *p)
 {
@@ -133,35 +132,45 @@ static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
     w->next = p;
     if (old == NULL)
         return; /* the one item we run next: no wake-up needed */
-    to_deque(e, w, old);
-}
-
-/* p (READY, w's to run) into w's deque, where thieves see it; the
- * injection ring when the deque is full. Work in our own deque needs no
- * wake-up for liveness (we run it). A parked worker is woken only when
- * this is more than the one item we run next and nobody is spinning, so
- * that another core can steal it: a chain of single hand-offs (a ring, a
- * ping-pong) then stays on this core instead of paying a futex wake per
- * message. relaxed: a hint; see park.c. Always inlined: a call here
- * cost skynet ~16 instructions a leaf (two enqueues per process). */
-static inline __attribute__((always_inline)) void
-to_deque(sx_engine *e, sx__worker *w, sx__proc *p)
-{
-    if (!sx__deque_push(&w->dq, p)) {
-        sx__inject(e, p);
+    if (!sx__deque_push(&w->dq, old)) {
+        sx__inject(e, old);
         return;
     }
+    /* Work in our own deque needs no wake-up for liveness (we run it).
+     * Wake a parked worker only when there is more than the one item we
+     * will run next and nobody is spinning, so another core can steal it:
+     * a chain of single hand-offs (a ring, a ping-pong) then stays on this
+     * core instead of paying a futex wake per message. relaxed: a hint;
+     * see park.c. */
     if (sx__deque_size(&w->dq) > 0 &&
         atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
         atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
         sx__park_notify(e);
 }
 
+/* Not inlined: a process that steps again with the slot filled is the
+ * rare case (a chain of hand-offs empties the slot before each step). */
 __attribute__((noinline)) void sx__next_spill(sx_engine *e, sx__worker *w)
 {
-    sx__proc *p = w->next;
+    /* One worker: nobody else could take it; it runs from the slot. */
+    if (e->n_workers == 1)
+        return;
+    /* A full deque: it stays in the slot and runs after this turn, not
+     * behind everything in the injection ring. */
+    if (!sx__deque_push(&w->dq, w->next))
+        return;
     w->next = NULL;
-    to_deque(e, w, p);
+    /* seq_cst RMW (+0) of n_parked after the push: the producer's half of
+     * the park handshake (park.c), not a hint as in enqueue. Either it
+     * follows a parker's increment and reads it (we wake one), or it
+     * precedes it, and the parker's RMW reads ours, so that the parker's
+     * scan (sx__work_visible) sees the push. An RMW rather than a fence,
+     * which ThreadSanitizer does not model (engine/sched/deque.h). A
+     * missed wake-up would leave the process waiting for this turn to
+     * end, which is what the spill is for. */
+    if (atomic_fetch_add_explicit(&e->park.n_parked, 0, memory_order_seq_cst) >
+        0)
+        sx__park_notify(e);
 }
 
 static sx__proc *proc_of(sx__gq_node *n)
