@@ -335,8 +335,24 @@ void sx__fire_timers_now(sx_engine *e, sx__worker *w, uint64_t tick,
  * Then the queues from outside, new processes before wake-ups, so that
  * neither a worker that keeps its deque full nor a stream of wake-ups
  * starves them. Not inlined, so that the hot loop stays small. */
+static sx__proc *fair_take(sx_engine *e, sx__worker *w);
+
 static __attribute__((noinline)) sx__proc *fair_look(sx_engine *e,
                                                      sx__worker *w)
+{
+    sx__proc *p = fair_take(e, w);
+    /* p runs ahead of the next slot's process, for a whole turn, one long
+     * step included: that process goes where another worker can take it
+     * (sx__next_spill; test_sched pair_beside_fair_look). This worker, if
+     * nobody takes it, pops it right after p, as it would have run it
+     * from the slot. */
+    if (p != NULL && w->next != NULL)
+        sx__next_spill(e, w);
+    return p;
+}
+
+/* fair_look's choice. */
+static inline sx__proc *fair_take(sx_engine *e, sx__worker *w)
 {
     /* The references its sends keep: let go now and then, so that a
      * worker that never parks does not keep a finished process's slot

@@ -1821,6 +1821,149 @@ static void test_kept_slot_freed_beside_lone_runner(void)
     tx_engine_down(e);
 }
 
+/* ---- the next slot at a fair look ------------------------------------- */
+
+/* The last hop of the pair below (ns on tx_now_ns), the longest gap
+ * between two of its hops, and whether its steps should stop. */
+static _Atomic int64_t pair_last_ns, pair_gap_ns, pair_hops;
+static _Atomic bool pair_stop;
+
+/* hopper [to]: on each "ball", notes the gap since the last hop and
+ * sends the ball back to `to` (the other hopper, learnt from the first
+ * ball's sender when not given); once pair_stop is set it sends "stop"
+ * instead and is done, as is the one that gets it. The one given `to`
+ * serves in its first step. */
+typedef struct {
+    sx_pid to;
+    bool has_to;
+} hopper_st;
+
+static int hopper_init(void *st, const sx_init_ctx *c, const char *m,
+                       const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    hopper_st *s = st;
+    if (n == 1) {
+        sx_unpack u;
+        sx_unpack_init(&u, in[0]);
+        if (sx_unpack_pid(&u, &s->to) != 0)
+            return SX_EINVAL;
+        s->has_to = true;
+    }
+    return 0;
+}
+
+static int hopper_step(void *st, const sx_event *ev, size_t n,
+                       sx_step_output *out)
+{
+    hopper_st *s = st;
+    if (n == 0 && s->has_to) {
+        sx_send(out, s->to, "ball", nil); /* the serve */
+        sx_wait(out);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ev[i].topic, "stop") == 0) {
+            sx_done(out, nil);
+            return 0;
+        }
+        if (!s->has_to) {
+            s->to = ev[i].from;
+            s->has_to = true;
+        }
+        if (atomic_load(&pair_stop)) {
+            sx_send(out, s->to, "stop", nil);
+            sx_done(out, nil);
+            return 0;
+        }
+        int64_t now = (int64_t)tx_now_ns();
+        int64_t last = atomic_exchange(&pair_last_ns, now);
+        if (last != 0 && now - last > atomic_load(&pair_gap_ns))
+            atomic_store(&pair_gap_ns, now - last);
+        atomic_fetch_add(&pair_hops, 1);
+        sx_send(out, s->to, "ball", nil);
+    }
+    sx_wait(out);
+    return 0;
+}
+
+/* spin [ms]: one step that busy-waits ms milliseconds, then done. */
+static int spin_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    return n == 1 && sx_payload_get_int(in[0], (int64_t *)st) == 0 ? 0
+                                                                   : SX_EINVAL;
+}
+
+static int spin_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    int64_t end = (int64_t)tx_now_ns() + *(int64_t *)st * 1000000;
+    while ((int64_t)tx_now_ns() < end)
+        ;
+    sx_done(out, nil);
+    return 0;
+}
+
+static sx_pid submit_spin(sx_engine *e, int64_t ms)
+{
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_payload in = sx_payload_int(b, ms);
+    sx_pid pid;
+    CHECK_RC(sx_engine_submit(e, "spin", "run", &in, 1, &pid), 0);
+    return pid;
+}
+
+/* Property: a pair that hands a ball back and forth through one worker's
+ * next slot does not stall for the whole of a long step that worker took
+ * at a fair look (a process submitted while the other worker was busy):
+ * once the other worker is free it takes the pair's waiting half. Here
+ * the other worker is busy for 150 ms, the fair look's step takes 600
+ * ms, and the pair's longest gap must stay under 400 ms. */
+static void test_pair_beside_fair_look(void)
+{
+    const sx_process_type t[] = {
+        { .name = "hopper",
+          .state_size = sizeof(hopper_st),
+          .init = hopper_init,
+          .step = hopper_step },
+        { .name = "spin",
+          .state_size = sizeof(int64_t),
+          .init = spin_init,
+          .step = spin_step },
+    };
+    sx_engine *e = up(2, 0, t, 2);
+    atomic_store(&pair_last_ns, 0);
+    atomic_store(&pair_gap_ns, 0);
+    atomic_store(&pair_hops, 0);
+    atomic_store(&pair_stop, false);
+    /* One worker busy for 150 ms from now; the pair on the other. */
+    sx_pid hog = submit_spin(e, 150);
+    tx_sleep_ms(10);
+    sx_pid a, b;
+    CHECK_RC(sx_engine_submit(e, "hopper", "run", NULL, 0, &a), 0);
+    uint8_t pidbuf[64];
+    sx_pack pk;
+    sx_pack_init_fixed(&pk, pidbuf, sizeof pidbuf);
+    sx_pack_pid(&pk, a);
+    sx_payload in = sx_pack_payload(&pk);
+    CHECK_RC(sx_engine_submit(e, "hopper", "run", &in, 1, &b), 0);
+    TX_WAIT_UNTIL(atomic_load(&pair_hops) > 1000, 5000, 1000);
+    /* Taken by the pair's worker at its next fair look. */
+    sx_pid lng = submit_spin(e, 600);
+    tx_wait_done(e, hog, 10000, NULL);
+    tx_wait_done(e, lng, 10000, NULL);
+    atomic_store(&pair_stop, true);
+    tx_wait_done(e, a, 10000, NULL);
+    tx_wait_done(e, b, 10000, NULL);
+    int64_t gap = atomic_load(&pair_gap_ns);
+    if (gap > 400 * 1000000LL)
+        SX_FAILF("the pair stalled for %.1f ms", (double)gap / 1e6);
+    tx_engine_down(e);
+}
+
 static const sx_test_case cases[] = {
     { "fairness", test_fairness },
     { "sleep_beside_hog", test_sleep_beside_hog },
@@ -1845,6 +1988,7 @@ static const sx_test_case cases[] = {
     { "woken_beside_long_steps", test_woken_beside_long_steps },
     { "kept_slot_freed_beside_lone_runner",
       test_kept_slot_freed_beside_lone_runner },
+    { "pair_beside_fair_look", test_pair_beside_fair_look },
 };
 
 SX_TEST_MAIN(cases)
