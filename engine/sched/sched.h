@@ -108,6 +108,13 @@ typedef struct sx__worker {
     /* The references its sends keep (sx__prefs): its thread's, set while
      * the thread runs as this worker (worker.c, tls_prefs). */
     sx__prefs *prefs;
+    /* The process sx__next_spill last moved from the next slot to the
+     * deque, until the next pop: popping it is the slot's turn, not the
+     * deque's, and does not count as a pop for fair_look (dq_popped).
+     * Owner only. Last in the struct, in what was its end padding: a
+     * field inside it moves the engine's later allocations (bench/
+     * FINDINGS.md, "Kept references"). */
+    sx__proc *spilled;
 } sx__worker;
 
 /* [owner of p] Puts the answers w holds for p (loc_first..loc_last) at the

@@ -159,14 +159,17 @@ __attribute__((noinline)) void sx__next_spill(sx_engine *e, sx__worker *w)
      * behind everything in the injection ring. */
     if (!sx__deque_push(&w->dq, w->next))
         return;
+    w->spilled = w->next;
     w->next = NULL;
     /* seq_cst RMW (+0) of n_parked after the push: the producer's half of
-     * the park handshake (park.c), not a hint as in enqueue. Either it
-     * follows a parker's increment and reads it (we wake one), or it
-     * precedes it, and the parker's RMW reads ours, so that the parker's
-     * scan (sx__work_visible) sees the push. An RMW rather than a fence,
-     * which ThreadSanitizer does not model (engine/sched/deque.h). A
-     * missed wake-up would leave the process waiting for this turn to
+     * the park handshake (park.c), not a hint as in enqueue. Every change
+     * of n_parked is an RMW, so all fall in one order. Either ours comes
+     * after a parker's increment and reads it or a later value (we wake
+     * one if any is still counted), or it comes before, and the parker's
+     * RMW reads ours (or a later one in its release sequence), so that
+     * the parker's scan (sx__work_visible) sees the push. An RMW, not a
+     * fence, which ThreadSanitizer does not model (engine/sched/deque.h).
+     * A missed wake-up would leave the process waiting for this turn to
      * end, which is what the spill is for. */
     if (atomic_fetch_add_explicit(&e->park.n_parked, 0, memory_order_seq_cst) >
         0)
@@ -386,7 +389,7 @@ static inline sx__proc *fair_take(sx_engine *e, sx__worker *w)
     if (starved) {
         void *old = sx__deque_steal(&w->dq);
         if (old != NULL && old != SX__DEQUE_ABORT)
-            return old; /* the next slot's process stays there */
+            return old; /* fair_look spills the next slot */
     }
     sx__proc *p = from_queue(e, w, &e->gq);
     /* No more than the global queue's batch: what this look takes goes on
@@ -415,7 +418,11 @@ static sx__proc *find_work(sx_engine *e, sx__worker *w, uint64_t *tick)
         }
         if (p == NULL) {
             p = sx__deque_pop(&w->dq);
-            w->dq_popped = true; /* see fair_look */
+            /* See fair_look; the pop of what the slot spilled is the
+             * slot's turn (sx__worker.spilled). */
+            if (p == NULL || p != w->spilled)
+                w->dq_popped = true;
+            w->spilled = NULL;
         }
         if (p == NULL)
             p = from_global(e, w);

@@ -920,8 +920,9 @@ static const sx_process_type chain_types[] = {
       .step = server_step },
 };
 
-/* Waits until every listed process is IDLE. */
-static void wait_all_idle(sx_engine *e, size_t want)
+/* Waits until want listed processes are IDLE and `others` more are
+ * listed (in any state). */
+static void wait_idle_beside(sx_engine *e, size_t want, size_t others)
 {
     double t0 = sx_test_now_ms();
     for (;;) {
@@ -930,12 +931,34 @@ static void wait_all_idle(sx_engine *e, size_t want)
         int idle = 0;
         for (int i = 0; i < n && i < 4; i++)
             idle += info[i].state == SX_PSTATE_IDLE;
-        if (n == (int)want && idle == n)
+        if (n == (int)(want + others) && idle == (int)want)
             return;
         if (sx_test_now_ms() - t0 > 5000)
             SX_FAILF("processes not idle after 5 s (%d listed)", n);
         tx_sleep_us(100);
     }
+}
+
+/* Waits until every listed process is IDLE. */
+static void wait_all_idle(sx_engine *e, size_t want)
+{
+    wait_idle_beside(e, want, 0);
+}
+
+/* hold: one step that keeps its worker until hold_release (at most 60 s),
+ * then done; hold_running says it began. */
+static _Atomic bool hold_running, hold_release;
+
+static int hold_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    atomic_store(&hold_running, true);
+    double t0 = sx_test_now_ms();
+    while (!atomic_load(&hold_release) && sx_test_now_ms() - t0 < 60000)
+        ;
+    sx_done(out, nil);
+    return 0;
 }
 
 /* Property: a process woken on a worker runs even while two others keep
@@ -949,21 +972,32 @@ static void wait_all_idle(sx_engine *e, size_t want)
  * to steal it: the bystander would run only when the pair stopped on its
  * own, after CHAIN_LIMIT balls, 5 runs of 5 (with more workers it waits
  * until another worker steals it). */
-static void chain_run(bool busy)
+static void chain_run(bool busy, unsigned workers)
 {
     const sx_process_type t[] = {
         chain_types[0],
         chain_types[1],
         chain_types[2],
         { .name = "quick", .init = no_init, .step = quick_step },
+        { .name = "hold", .init = no_init, .step = hold_step },
     };
-    sx_engine *e = up(1, 8, t, 4);
+    sx_engine *e = up(workers, 8, t, 5);
     atomic_store(&chain_balls, 0);
     atomic_store(&chain_bystander_at, -1);
+    atomic_store(&hold_running, false);
+    atomic_store(&hold_release, false);
+    /* Two workers: one held by a single step from the start, so that the
+     * other plays alone, as one worker does, with a worker beside it
+     * (the next slot's spills then go to its deque). */
+    sx_pid hold = SX_PID_NONE;
+    if (workers > 1) {
+        CHECK_RC(sx_engine_submit(e, "hold", "run", NULL, 0, &hold), 0);
+        TX_WAIT_UNTIL(atomic_load(&hold_running), 5000, 100);
+    }
     sx_pid c, b, a;
     CHECK_RC(sx_engine_submit(e, "bystander", "run", NULL, 0, &c), 0);
     CHECK_RC(sx_engine_submit(e, "echo", "run", NULL, 0, &b), 0);
-    wait_all_idle(e, 2);
+    wait_idle_beside(e, 2, workers > 1);
     a = pen_submit(e, "server", 'S', 0, &c, &b);
     /* busy: new processes keep coming from outside while the pair plays,
      * so that the worker's every 61st search finds the injection ring
@@ -983,6 +1017,9 @@ static void chain_run(bool busy)
             SX_FAILF("no end after 60 s: %lld balls",
                      (long long)atomic_load(&chain_balls));
     }
+    atomic_store(&hold_release, true);
+    if (workers > 1)
+        tx_wait_done(e, hold, 10000, NULL);
     /* Not sx_engine_wait when busy: the outcomes of the pair may no longer
      * be kept after that many processes finished. */
     if (!busy) {
@@ -1007,7 +1044,7 @@ static void chain_run(bool busy)
 
 static void test_next_slot_chain(void)
 {
-    chain_run(false);
+    chain_run(false, 1);
 }
 
 /* Property: the same while new processes keep coming from outside: the
@@ -1015,7 +1052,16 @@ static void test_next_slot_chain(void)
  * queues first. */
 static void test_next_slot_chain_busy(void)
 {
-    chain_run(true);
+    chain_run(true, 1);
+}
+
+/* Property: the same on a worker beside another that a long step keeps
+ * busy: the next slot's process that a look past it spills to the deque
+ * (docs/SCHEDULER.md §2), popped right after, does not count as the
+ * deque's turn, so the deque's oldest is still taken as often. */
+static void test_next_slot_chain_busy_two(void)
+{
+    chain_run(true, 2);
 }
 
 /* poker [letter, 0, bystander, echo, sink]: as server, but each ball it
@@ -1896,13 +1942,20 @@ static int spin_init(void *st, const sx_init_ctx *c, const char *m,
                                                                    : SX_EINVAL;
 }
 
+/* When the short (150 ms) and the long spin of pair_beside_fair_look
+ * began and ended (ns on tx_now_ns): [long?][0 began, 1 ended]. */
+static _Atomic int64_t spin_at[2][2];
+
 static int spin_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
 {
     (void)ev, (void)n;
-    int64_t end = (int64_t)tx_now_ns() + *(int64_t *)st * 1000000;
+    int64_t ms = *(int64_t *)st, t0 = (int64_t)tx_now_ns();
+    int64_t end = t0 + ms * 1000000;
     while ((int64_t)tx_now_ns() < end)
         ;
+    atomic_store(&spin_at[ms > 150][0], t0);
+    atomic_store(&spin_at[ms > 150][1], (int64_t)tx_now_ns());
     sx_done(out, nil);
     return 0;
 }
@@ -1916,13 +1969,11 @@ static sx_pid submit_spin(sx_engine *e, int64_t ms)
     return pid;
 }
 
-/* Property: a pair that hands a ball back and forth through one worker's
- * next slot does not stall for the whole of a long step that worker took
- * at a fair look (a process submitted while the other worker was busy):
- * once the other worker is free it takes the pair's waiting half. Here
- * the other worker is busy for 150 ms, the fair look's step takes 600
- * ms, and the pair's longest gap must stay under 400 ms. */
-static void test_pair_beside_fair_look(void)
+/* One try of pair_beside_fair_look: the pair's longest gap (ns) in
+ * *gap; false when the long spin did not start while the short one ran
+ * (a stall of the test's own thread let the free worker take it), so
+ * that the try showed nothing. */
+static bool pair_try(int64_t *gap)
 {
     const sx_process_type t[] = {
         { .name = "hopper",
@@ -1958,10 +2009,32 @@ static void test_pair_beside_fair_look(void)
     atomic_store(&pair_stop, true);
     tx_wait_done(e, a, 10000, NULL);
     tx_wait_done(e, b, 10000, NULL);
-    int64_t gap = atomic_load(&pair_gap_ns);
-    if (gap > 400 * 1000000LL)
-        SX_FAILF("the pair stalled for %.1f ms", (double)gap / 1e6);
+    *gap = atomic_load(&pair_gap_ns);
     tx_engine_down(e);
+    return atomic_load(&spin_at[1][0]) < atomic_load(&spin_at[0][1]);
+}
+
+/* Property: a pair that hands a ball back and forth through one worker's
+ * next slot does not stall for the whole of a long step that worker took
+ * at a fair look (a process submitted while the other worker was busy):
+ * once the other worker is free it takes the pair's waiting half. Here
+ * the other worker is busy for 150 ms, the fair look's step takes 600
+ * ms, and the pair's longest gap must stay under 400 ms. Up to three
+ * tries, for one in which the long step began while the other worker
+ * was still busy. */
+static void test_pair_beside_fair_look(void)
+{
+    for (int i = 0; i < 3; i++) {
+        int64_t gap;
+        if (!pair_try(&gap))
+            continue;
+        if (gap > 400 * 1000000LL)
+            SX_FAILF("the pair stalled for %.1f ms", (double)gap / 1e6);
+        return;
+    }
+    printf("pair_beside_fair_look: skipped: in three tries the long step "
+           "never began while the other worker was busy (a loaded "
+           "machine stalled the test's thread)\n");
 }
 
 static const sx_test_case cases[] = {
@@ -1980,6 +2053,7 @@ static const sx_test_case cases[] = {
     { "penalty_is_the_senders", test_penalty_is_the_senders },
     { "next_slot_chain", test_next_slot_chain },
     { "next_slot_chain_busy", test_next_slot_chain_busy },
+    { "next_slot_chain_busy_two", test_next_slot_chain_busy_two },
     { "deque_popped_chain", test_deque_popped_chain },
     { "held_answers_order", test_held_answers_order },
     { "held_answers_beside_sends", test_held_answers_beside_sends },
