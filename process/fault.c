@@ -7,7 +7,7 @@
 
 /* One more than the highest site's bit: each site has its own pass and
  * hit counters (a site past SITES would share another's, index_of). */
-#define SITES 18
+#define SITES 19
 _Static_assert(SX__FAULT_LAST == 1u << (SITES - 1),
                "SITES counts fault.h's sites");
 

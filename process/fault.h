@@ -84,7 +84,12 @@ enum {
      * mapped. The carving returns SX_ENOMEM (submit and spawn answer it);
      * an idle worker mapping it ahead gives up on that segment. */
     SX__FAULT_SEG_MAP = 1u << 17,
-    SX__FAULT_LAST = SX__FAULT_SEG_MAP, /* the highest: fault.c's SITES */
+    /* engine/sched/globalq.c sx__globalq_chunk_new: no chunk for the
+     * injection ring's overflow (engine/sched/worker.c, inject_full); the
+     * moved processes go to the global queue as a list through their
+     * slots instead. */
+    SX__FAULT_GQ_CHUNK = 1u << 18,
+    SX__FAULT_LAST = SX__FAULT_GQ_CHUNK, /* the highest: fault.c's SITES */
 };
 
 #ifdef SX_FAULT_INJECTION

@@ -7,6 +7,13 @@
  * run, 16 into their deque), so the lock is taken far less often than the
  * deques are touched. `len` lets workers skip the lock when it is empty.
  *
+ * Besides single nodes and lists of them, the FIFO takes chunks: arrays of
+ * node addresses, one element of the list, taken from in order. A batch
+ * taken from a chunk reads no node (a list is walked one node at a time,
+ * each a cache miss when the nodes are cold: the injection ring's
+ * overflow, engine/sched/worker.c, inject_full). A link to a chunk has its
+ * low bit set (nodes are pointer-aligned); only this file sees it.
+ *
  * Threads: all functions [any thread].
  */
 #ifndef SX_ENGINE_GLOBALQ_H
@@ -29,8 +36,21 @@ typedef struct {
     _Atomic size_t len;
 } sx__globalq;
 
+/* A chunk: items[head..n) are queued, oldest first. */
+typedef struct {
+    sx__gq_node link; /* its place in the queue */
+    size_t head, n, cap;
+    sx__gq_node *items[];
+} sx__gq_chunk;
+
 int sx__globalq_init(sx__globalq *q);
+/* Frees the chunks still queued (the nodes are the caller's). */
 void sx__globalq_fini(sx__globalq *q);
+/* An empty chunk for up to cap nodes (malloc), or NULL. */
+sx__gq_chunk *sx__globalq_chunk_new(size_t cap);
+/* Appends c's nodes (items[0..n), n > 0) in order, as one element: the
+ * queue owns c from now on and frees it once its last node is taken. */
+void sx__globalq_push_chunk(sx__globalq *q, sx__gq_chunk *c);
 void sx__globalq_push(sx__globalq *q, sx__gq_node *n);
 /* Appends the list first..last (n nodes, linked through next) in order. */
 void sx__globalq_push_list(sx__globalq *q, sx__gq_node *first,

@@ -485,7 +485,41 @@ static int first_n_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* block: one step that keeps its worker until block_release (at most
+ * 30 s), then done. quick: done in its first step. */
+static _Atomic bool block_running, block_release;
+
+static int block_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    atomic_store(&block_running, true);
+    double t0 = sx_test_now_ms();
+    while (!atomic_load(&block_release) && sx_test_now_ms() - t0 < 30000)
+        ;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, 0));
+    return 0;
+}
+
+static int quick_step(void *st, const sx_event *ev, size_t n,
+                      sx_step_output *out)
+{
+    (void)st, (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, 0));
+    return 0;
+}
+
 static const sx_process_type types[] = {
+    { .name = "block",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = block_step },
+    { .name = "quick",
+      .state_size = sizeof(sleeper),
+      .init = take_ms,
+      .step = quick_step },
     { .name = "two_now",
       .state_size = sizeof(sleeper),
       .init = take_ms,
@@ -1269,7 +1303,39 @@ static void test_seg_map(void)
     down(e);
 }
 
+/* The injection ring overflows (150,000 submits while the one worker is
+ * held) with no memory for the chunk that moves its oldest to the global
+ * queue: they go as a list through their slots, and every process still
+ * runs, exactly once. */
+static void test_gq_chunk(void)
+{
+    enum { N = 150000 };
+    sx_engine *e = up_workers(1);
+    atomic_store(&block_running, false);
+    atomic_store(&block_release, false);
+    submit(e, "block", 0);
+    TX_WAIT_UNTIL(atomic_load(&block_running), 5000, 100);
+    uint64_t before = sx__fault_hits(SX__FAULT_GQ_CHUNK);
+    sx__fault_arm(SX__FAULT_GQ_CHUNK);
+    for (size_t i = 0; i < N; i++)
+        submit(e, "quick", 0);
+    uint64_t hits = sx__fault_hits(SX__FAULT_GQ_CHUNK) - before;
+    /* (150,000 - 65,536) / 2,048 moves, one chunk each. */
+    CHECK(hits >= (N - 65536) / 2048);
+    sx__fault_arm(0);
+    /* Not sx_engine_wait on the block: 150,000 later outcomes may have
+     * pushed its own out of those kept. */
+    atomic_store(&block_release, true);
+    for (double t = sx_test_now_ms();
+         tx_engine_stats(e).completed < N + 1 && sx_test_now_ms() - t < 30000;)
+        tx_sleep_ms(1);
+    CHECK_EQ_U64(tx_engine_stats(e).completed, N + 1);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
+    { "gq_chunk", test_gq_chunk },
     { "store_in_engine", test_store_in_engine },
     { "no_room", test_no_room },
     { "put_back", test_put_back },

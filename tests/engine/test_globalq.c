@@ -2,8 +2,9 @@
  * (engine/sched/globalq.c): a mutex-protected intrusive FIFO with batch pop.
  *
  * Single-threaded cases pin the contract (FIFO, pop_batch takes the oldest
- * first and at most max, push_list appends in order, len tracks the
- * contents, the queue is reusable after being drained); concurrent cases
+ * first and at most max, push_list appends in order, chunks are elements
+ * of the same FIFO, len tracks the contents, the queue is reusable after
+ * being drained); concurrent cases
  * check exactly-once delivery with 4 producers and 2 batch-popping
  * consumers, each consumer seeing every producer's items in push order, and
  * strict per-producer FIFO with a single consumer.
@@ -157,6 +158,56 @@ static void test_drain_and_reuse(void)
     sx__globalq_fini(&q);
 }
 
+/* Pushes items[from..from+n) as one chunk. */
+static void push_chunk(sx__globalq *q, gq_item *items, size_t from, size_t n)
+{
+    sx__gq_chunk *c = sx__globalq_chunk_new(n);
+    CHECK(c != NULL);
+    for (size_t i = 0; i < n; i++)
+        c->items[c->n++] = &items[from + i].link;
+    sx__globalq_push_chunk(q, c);
+}
+
+/* Property: chunks are elements of the same FIFO as nodes and lists: a
+ * batch runs across a list, a chunk and single nodes in the order they
+ * were pushed, a batch that ends inside a chunk leaves the rest of it in
+ * front, len counts a chunk's nodes, an emptied queue is usable again,
+ * and fini frees the chunks still queued (LeakSanitizer checks that in
+ * the ASan build). */
+static void test_chunks(void)
+{
+    static gq_item it[16];
+    sx__globalq q;
+    gq_new(&q);
+    it[0].link.next = &it[1].link;
+    it[1].link.next = &it[2].link;
+    sx__globalq_push_list(&q, &it[0].link, &it[2].link, 3);
+    push_chunk(&q, it, 3, 5); /* 3..7 */
+    sx__globalq_push(&q, &it[8].link);
+    push_chunk(&q, it, 9, 2); /* 9, 10 */
+    push_chunk(&q, it, 11, 1);
+    sx__globalq_push(&q, &it[12].link);
+    CHECK_EQ_U64(sx__globalq_len(&q), 13);
+    expect_batch(&q, 2, it, 0, 2);
+    expect_batch(&q, 4, it, 2, 4); /* ends inside the first chunk */
+    CHECK_EQ_U64(sx__globalq_len(&q), 7);
+    expect_batch(&q, 1, it, 6, 1);
+    expect_batch(&q, 3, it, 7, 3); /* the chunk's last, a node, a chunk */
+    expect_batch(&q, 64, it, 10, 3);
+    CHECK_EQ_U64(sx__globalq_len(&q), 0);
+    expect_batch(&q, 8, it, 0, 0);
+    /* Emptied by a chunk that was the last element: usable again. */
+    push_chunk(&q, it, 0, 2);
+    expect_batch(&q, 2, it, 0, 2);
+    sx__globalq_push(&q, &it[2].link);
+    push_chunk(&q, it, 3, 3);
+    expect_batch(&q, 2, it, 2, 2);
+    CHECK_EQ_U64(sx__globalq_len(&q), 2);
+    /* Left queued: a chunk half taken and a whole one. */
+    push_chunk(&q, it, 6, 4);
+    sx__globalq_fini(&q);
+}
+
 /* Property: len equals the number of queued items after every push,
  * push_list and pop_batch of a random sequence, and the items come out in
  * the order they went in. */
@@ -250,9 +301,15 @@ static void *gq_producer_main(void *arg)
             it[seq + i].producer = w->id;
             it[seq + i].seq = seq + i;
         }
-        if (x % 2 == 0) {
+        if (x % 3 == 0) {
             for (uint32_t i = 0; i < k; i++)
                 sx__globalq_push(&s->q, &it[seq + i].link);
+        } else if (x % 3 == 1) {
+            sx__gq_chunk *c = sx__globalq_chunk_new(k);
+            CHECK(c != NULL);
+            for (uint32_t i = 0; i < k; i++)
+                c->items[c->n++] = &it[seq + i].link;
+            sx__globalq_push_chunk(&s->q, c);
         } else {
             for (uint32_t i = 0; i + 1 < k; i++)
                 it[seq + i].link.next = &it[seq + i + 1].link;
@@ -364,9 +421,9 @@ static void gq_stress_run(gq_stress *s)
     sx__globalq_fini(&s->q);
 }
 
-/* Property: 4 producers (single pushes and lists) and 2 consumers (batches
- * of 1..17): every item comes out exactly once, and each consumer sees each
- * producer's items in increasing order (the queue is FIFO, so a consumer's
+/* Property: 4 producers (single pushes, lists and chunks) and 2 consumers
+ * (batches of 1..17): every item comes out exactly once, and each consumer sees
+ * each producer's items in increasing order (the queue is FIFO, so a consumer's
  * later batch holds later items; which consumer gets which is not
  * observable, so the order is checked per consumer). */
 static void test_concurrent_4p_2c(void)
@@ -392,6 +449,7 @@ static const sx_test_case cases[] = {
     { "pop_batch", test_pop_batch },
     { "push_list", test_push_list },
     { "drain_and_reuse", test_drain_and_reuse },
+    { "chunks", test_chunks },
     { "len_tracks", test_len_tracks },
     { "concurrent_4p_2c", test_concurrent_4p_2c },
     { "concurrent_4p_1c_fifo", test_concurrent_4p_1c_fifo },
