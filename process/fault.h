@@ -85,7 +85,7 @@ enum {
      * an idle worker mapping it ahead gives up on that segment. */
     SX__FAULT_SEG_MAP = 1u << 17,
     /* engine/sched/globalq.c sx__globalq_chunk_new: no chunk for the
-     * injection ring's overflow (engine/sched/worker.c, inject_full); the
+     * injection ring's overflow (engine/sched/inject.c, inject_full); the
      * moved processes go to the global queue as a list through their
      * slots instead. */
     SX__FAULT_GQ_CHUNK = 1u << 18,

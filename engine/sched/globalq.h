@@ -11,8 +11,8 @@
  * node addresses, one element of the list, taken from in order. A batch
  * taken from a chunk reads no node (a list is walked one node at a time,
  * each a cache miss when the nodes are cold: the injection ring's
- * overflow, engine/sched/worker.c, inject_full). A link to a chunk has its
- * low bit set (nodes are pointer-aligned); only this file sees it.
+ * overflow, engine/sched/inject.c, inject_full). A link to a chunk has its
+ * low bit set (nodes are pointer-aligned); only globalq.c sees it.
  *
  * Threads: all functions [any thread].
  */

@@ -11,8 +11,9 @@
  * nothing but other consumers moves `head`.
  *
  * This is the front of the global FIFO (docs/SCHEDULER.md): when the ring
- * is full the producer moves its oldest half to the global queue in one
- * lock (engine/sched/worker.c), and workers look at the global queue before the
+ * is full the producer moves its oldest (up to 2,048) to the global queue
+ * in one lock (engine/sched/inject.c, inject_full), and workers look at
+ * the global queue before the
  * ring, so the processes of one submitting thread start in about the order
  * it submitted them: a worker's batches reorder a little, and a worker can
  * take newer items from the ring while a move is under way (the moved

@@ -165,8 +165,8 @@ sx__worker *sx__current_worker(sx_engine *e);
  * where other workers can take it, and wakes a parked worker; it stays in
  * the slot on a one-worker engine or when the deque is full (worker.c). */
 void sx__next_spill(sx_engine *e, sx__worker *w);
-/* [worker] Puts p (READY, owned by the caller) at the back of the line:
- * the injection ring in front of the global queue (worker.c). */
+/* [any thread] Puts p (READY, owned by the caller) at the back of the
+ * line: the injection ring in front of the global queue (inject.c). */
 void sx__inject(sx_engine *e, sx__proc *p);
 /* [worker] Fires due sleeps: w's own, and the others' when tick is a
  * multiple of 64 or while spinning (worker.c). */
