@@ -449,9 +449,12 @@ GAP_WHY = {
               "~320 (outcome kept, watchers, figures, the slot's generation), "
               "the spawn ~160 and the slot's allocation ~120 on the "
               "submitting thread, the worker's loop ~170. The submitting "
-              "thread and the two workers share the 2 cores; 15 M/s is "
-              "~130 ns of CPU per process on both cores together, about "
-              "half of what those instructions take here.",
+              "thread and the two workers share the 2 cores, so the figure "
+              "follows what the host leaves of them: on a quiet host the "
+              "same code submits 19–21 M/s (the full runs of 2026-11-30 "
+              "12:39 and 13:59; `bench/ab.sh submit 1000000` ~51 ns a "
+              "process), in its busy spells 14–15 M/s (bench/FINDINGS.md, "
+              "\"A full run in a busy spell\").",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "
              "the consumer's worker takes every message from a queue that "
              "the other core writes, so a message is {instr} instructions "
