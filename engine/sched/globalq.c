@@ -76,7 +76,6 @@ sx__gq_chunk *sx__globalq_chunk_new(size_t cap)
     if (c != NULL) {
         c->link.next = NULL;
         c->head = c->n = 0;
-        c->cap = cap;
     }
     return c;
 }

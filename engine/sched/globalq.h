@@ -39,7 +39,7 @@ typedef struct {
 /* A chunk: items[head..n) are queued, oldest first. */
 typedef struct {
     sx__gq_node link; /* its place in the queue */
-    size_t head, n, cap;
+    size_t head, n;
     sx__gq_node *items[];
 } sx__gq_chunk;
 

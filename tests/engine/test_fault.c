@@ -503,9 +503,7 @@ static int block_step(void *st, const sx_event *ev, size_t n,
 {
     (void)st, (void)ev, (void)n;
     atomic_store(&block_running, true);
-    double t0 = sx_test_now_ms();
-    while (!atomic_load(&block_release) && sx_test_now_ms() - t0 < 30000)
-        ;
+    tx_spin_until(&block_release, 30000);
     uint8_t b[SX_PAYLOAD_INT_MAX];
     sx_done(out, sx_payload_int(b, 0));
     return 0;

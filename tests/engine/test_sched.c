@@ -954,9 +954,7 @@ static int hold_step(void *st, const sx_event *ev, size_t n,
 {
     (void)st, (void)ev, (void)n;
     atomic_store(&hold_running, true);
-    double t0 = sx_test_now_ms();
-    while (!atomic_load(&hold_release) && sx_test_now_ms() - t0 < 60000)
-        ;
+    tx_spin_until(&hold_release, 60000);
     sx_done(out, nil);
     return 0;
 }
@@ -1743,9 +1741,7 @@ static int sender_step(void *st, const sx_event *ev, size_t n,
     int *k = st;
     if (*k == 0)
         sx_send(out, woken_pid, "go", nil);
-    int64_t end = (int64_t)tx_now_ns() + (int64_t)SENDER_STEP_MS * 1000000;
-    while ((int64_t)tx_now_ns() < end)
-        ;
+    busy_ms(SENDER_STEP_MS);
     if (*k == 0)
         atomic_store(&woke_sent_ns, (int64_t)tx_now_ns());
     if (++*k == SENDER_STEPS)
@@ -1951,9 +1947,7 @@ static int spin_step(void *st, const sx_event *ev, size_t n,
 {
     (void)ev, (void)n;
     int64_t ms = *(int64_t *)st, t0 = (int64_t)tx_now_ns();
-    int64_t end = t0 + ms * 1000000;
-    while ((int64_t)tx_now_ns() < end)
-        ;
+    busy_ms((int)ms);
     atomic_store(&spin_at[ms > 150][0], t0);
     atomic_store(&spin_at[ms > 150][1], (int64_t)tx_now_ns());
     sx_done(out, nil);

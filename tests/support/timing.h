@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -38,6 +40,15 @@ static inline uint64_t tx_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins (no sleep, no yield: it keeps the CPU, as a long step keeps its
+ * worker) until *flag is true or max_ms have passed. */
+static inline void tx_spin_until(_Atomic bool *flag, double max_ms)
+{
+    double end = sx_test_now_ms() + max_ms;
+    while (!atomic_load(flag) && sx_test_now_ms() < end) {
+    }
 }
 
 /* The pause between two looks of TX_WAIT_UNTIL: sched_yield when us is 0
