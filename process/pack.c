@@ -113,6 +113,17 @@ static int pack_end(sx_pack *pk, size_t mark, int rc)
     return rc;
 }
 
+/* Appends the len bytes at b as one value, through pack_write (which grows
+ * a heap writer): the slow path of the writers that encode in place when
+ * there is room. Out of line, so that their fast paths save no registers
+ * for it. */
+static __attribute__((noinline, cold)) int
+pack_bytes(sx_pack *pk, const uint8_t *b, size_t len)
+{
+    /* pack_write changes nothing when it fails: the mark is len. */
+    return pack_end(pk, pk->len, pack_write(pk, (const char *)b, len));
+}
+
 void sx_pack_init(sx_pack *pk)
 {
     if (pk == NULL)
@@ -189,8 +200,7 @@ int sx_pack_int(sx_pack *pk, int64_t v)
     }
     uint8_t b[SX_PAYLOAD_INT_MAX];
     size_t n = sx__mp_int_encode(b, v);
-    /* pack_write changes nothing when it fails: the mark is len. */
-    return pack_end(pk, pk->len, pack_write(pk, (const char *)b, n));
+    return pack_bytes(pk, b, n);
 }
 
 int sx_pack_uint(sx_pack *pk, uint64_t v)
@@ -286,41 +296,45 @@ int sx_pack_bin(sx_pack *pk, const void *p, size_t n)
     return pack_end(pk, mark, rc);
 }
 
-/* Only the header: the caller writes the n elements (or pairs) after it. */
-/* An array's or a map's header: fix (n < 16: one byte, fix | n), 16
- * (two more bytes) or 32 (four), as msgpack-c writes it; written in place
- * when there is room for the longest (no callback, no call), else through
- * pack_write. */
+/* An array's or a map's header at b: fix (n < 16: one byte, fix | n), 16
+ * (two more bytes) or 32 (four), as msgpack-c writes it. Returns its
+ * length. */
+static size_t header_encode(uint8_t *b, uint32_t n, uint8_t fix, uint8_t b16)
+{
+    if (n < 16) {
+        b[0] = (uint8_t)(fix | n);
+        return 1;
+    }
+    if (n <= UINT16_MAX) {
+        b[0] = b16;
+        b[1] = (uint8_t)(n >> 8);
+        b[2] = (uint8_t)n;
+        return 3;
+    }
+    b[0] = (uint8_t)(b16 + 1);
+    b[1] = (uint8_t)(n >> 24);
+    b[2] = (uint8_t)(n >> 16);
+    b[3] = (uint8_t)(n >> 8);
+    b[4] = (uint8_t)n;
+    return 5;
+}
+
+/* Only the header: the caller writes the n elements (or pairs) after it.
+ * Written in place when there is room for the longest (no callback, no
+ * call), else through pack_bytes. */
 static int pack_header(sx_pack *pk, uint32_t n, uint8_t fix, uint8_t b16)
 {
     if (pk == NULL)
         return SX_EINVAL;
     if (pk->err != 0)
         return pk->err;
-    uint8_t b[5] = { 0 };
-    size_t len;
-    if (n < 16) {
-        b[0] = (uint8_t)(fix | n);
-        len = 1;
-    } else if (n <= UINT16_MAX) {
-        b[0] = b16;
-        b[1] = (uint8_t)(n >> 8);
-        b[2] = (uint8_t)n;
-        len = 3;
-    } else {
-        b[0] = (uint8_t)(b16 + 1);
-        b[1] = (uint8_t)(n >> 24);
-        b[2] = (uint8_t)(n >> 16);
-        b[3] = (uint8_t)(n >> 8);
-        b[4] = (uint8_t)n;
-        len = 5;
-    }
-    if (pk->cap - pk->len >= sizeof b) {
-        memcpy(pk->data + pk->len, b, sizeof b);
-        pk->len += len;
+    if (pk->cap - pk->len >= 5) {
+        pk->len += header_encode(pk->data + pk->len, n, fix, b16);
         return 0;
     }
-    return pack_end(pk, pk->len, pack_write(pk, (const char *)b, len));
+    uint8_t b[5];
+    size_t len = header_encode(b, n, fix, b16);
+    return pack_bytes(pk, b, len);
 }
 
 int sx_pack_array(sx_pack *pk, uint32_t n)
