@@ -132,15 +132,16 @@ int sx_yield(sx_step_output *out, uint16_t cmd, uint64_t tag, sx_payload args)
     if (out == NULL || (args.data == NULL && args.len > 0))
         return SX_EINVAL;
     /* Room in both (every step but the few that need more): no call that
-     * could grow them, so none of the registers a call needs. */
+     * could grow them, and the copy last, so that nothing is kept across
+     * it: none of the registers a call needs. */
     if (out->n_yields == out->cap_yields ||
         args.len > out->arena_cap - out->arena_len)
         return yield_grow(out, cmd, tag, args);
     size_t off = out->arena_len;
-    if (args.len > 0)
-        memcpy(out->arena + off, args.data, args.len);
     out->arena_len += args.len;
     put_yield(out, cmd, tag, off, args.len);
+    if (args.len > 0)
+        memcpy(out->arena + off, args.data, args.len);
     return 0;
 }
 
@@ -230,6 +231,21 @@ void sx_idle(sx_step_output *out)
         out->status = SX__ST_IDLE;
 }
 
+/* sx_done's result when the arena must grow first. */
+static __attribute__((noinline)) void done_grow(sx_step_output *out,
+                                                sx_payload result)
+{
+    size_t off = arena_put(out, result.data, result.len);
+    if (off == SIZE_MAX) {
+        /* The process still finishes; it fails rather than losing data. */
+        out->status = SX__ST_FAIL;
+        out->err = SX_ENOMEM;
+        return;
+    }
+    out->result_off = off;
+    out->result_len = result.len;
+}
+
 void sx_done(sx_step_output *out, sx_payload result)
 {
     if (out == NULL)
@@ -247,15 +263,17 @@ void sx_done(sx_step_output *out, sx_payload result)
         out->too_large = result.len;
         return;
     }
-    size_t off = arena_put(out, result.data, result.len);
-    if (off == SIZE_MAX) {
-        /* The process still finishes; it fails rather than losing data. */
-        out->status = SX__ST_FAIL;
-        out->err = SX_ENOMEM;
+    if (result.len <= out->arena_cap - out->arena_len) {
+        /* Room: the copy is the last call, made as a jump (no registers
+         * saved for it). */
+        size_t off = out->arena_len;
+        out->arena_len += result.len;
+        out->result_off = off;
+        out->result_len = result.len;
+        memcpy(out->arena + off, result.data, result.len);
         return;
     }
-    out->result_off = off;
-    out->result_len = result.len;
+    done_grow(out, result);
 }
 
 void sx_fail(sx_step_output *out, const char *message)
