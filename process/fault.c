@@ -55,6 +55,29 @@ uint64_t sx__fault_hits(unsigned site)
 {
     return atomic_load_explicit(&hits[index_of(site)], memory_order_relaxed);
 }
+/* relaxed: a test sets a hook before it submits the work that reaches
+ * the point (the submit's own ordering publishes it); a hook runs on
+ * whichever thread reaches its point. */
+static _Atomic(sx__fault_hook_fn *) hook_fn[SX__HOOK_COUNT];
+static _Atomic(void *) hook_arg[SX__HOOK_COUNT];
+
+void sx__fault_hook_set(unsigned point, sx__fault_hook_fn *fn, void *arg)
+{
+    if (point >= SX__HOOK_COUNT)
+        return;
+    atomic_store_explicit(&hook_arg[point], arg, memory_order_relaxed);
+    atomic_store_explicit(&hook_fn[point], fn, memory_order_relaxed);
+}
+
+void sx__fault_hook(unsigned point, size_t n)
+{
+    if (point >= SX__HOOK_COUNT)
+        return;
+    sx__fault_hook_fn *fn =
+        atomic_load_explicit(&hook_fn[point], memory_order_relaxed);
+    if (fn != NULL)
+        fn(atomic_load_explicit(&hook_arg[point], memory_order_relaxed), n);
+}
 #else
 typedef int sx__fault_unused; /* ISO C: a translation unit declares something */
 #endif

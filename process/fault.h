@@ -16,6 +16,7 @@
 #define SX_ENGINE_FAULT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -92,6 +93,19 @@ enum {
     SX__FAULT_LAST = SX__FAULT_GQ_CHUNK, /* the highest: fault.c's SITES */
 };
 
+/* Hook points: places where a test runs its own code in the middle of the
+ * engine's, to force an interleaving that threads reach only by chance
+ * (a thread descheduled at the wrong moment). A test sets the hook of a
+ * point; the engine calls it there with one figure of the moment. In
+ * other builds SX__FAULT_HOOK compiles away. */
+enum {
+    /* engine/sched/inject.c inject_full: after each grab from the full
+     * injection ring, with how many it has moved so far. */
+    SX__HOOK_INJECT_MOVE = 0,
+    SX__HOOK_COUNT
+};
+typedef void sx__fault_hook_fn(void *arg, size_t n);
+
 #ifdef SX_FAULT_INJECTION
 bool sx__fault(unsigned site);      /* true: fail this allocation (counted) */
 void sx__fault_arm(unsigned sites); /* the sites that fail from now; 0: none */
@@ -99,9 +113,14 @@ void sx__fault_arm(unsigned sites); /* the sites that fail from now; 0: none */
  * fails those after them. */
 void sx__fault_arm_after(unsigned site, unsigned pass);
 uint64_t sx__fault_hits(unsigned site); /* failures made at site so far */
+/* Sets point's hook (NULL: none), before the work that reaches it. */
+void sx__fault_hook_set(unsigned point, sx__fault_hook_fn *fn, void *arg);
+void sx__fault_hook(unsigned point, size_t n); /* calls the hook, if set */
 #define SX__FAULT(site) sx__fault(site)
+#define SX__FAULT_HOOK(point, n) sx__fault_hook(point, n)
 #else
 #define SX__FAULT(site) false
+#define SX__FAULT_HOOK(point, n) ((void)0)
 #endif
 
 #endif

@@ -8,10 +8,7 @@
 #include <stdlib.h>
 
 #include "engine/core/core.h"
-
-/* The most a full ring moves to the global queue at once: its oldest
- * 2,048 (one chunk of ~16 KiB), under the ring's spinlock. */
-#define INJ_MOVE 2048u
+#include "process/fault.h"
 
 /* Adds n to what inject_full moves: chunk c, or the list first..last when
  * there is no chunk. */
@@ -30,7 +27,7 @@ static void move_add(sx__gq_chunk *c, sx__gq_node **first, sx__gq_node **last,
     *last = n;
 }
 
-/* sx__inject when the ring is full: its oldest (up to INJ_MOVE) move to
+/* sx__inject when the ring is full: its oldest (up to SX__INJ_MOVE) move to
  * the global queue, and p into the room made (or behind them, should
  * there be none). They go as one chunk, an array of their addresses
  * (engine/sched/globalq.h) allocated before the spinlock is taken: the
@@ -44,7 +41,7 @@ static void move_add(sx__gq_chunk *c, sx__gq_node **first, sx__gq_node **last,
 static __attribute__((noinline)) void inject_full(sx_engine *e, sx__proc *p)
 {
     sx__injq *q = &e->inj;
-    sx__gq_chunk *c = sx__globalq_chunk_new(INJ_MOVE + 1);
+    sx__gq_chunk *c = sx__globalq_chunk_new(SX__INJ_MOVE + 1);
     sx__gq_node *first = NULL, *last = NULL;
     size_t moved = 0, m;
     void *got[SX__INJQ_GRAB];
@@ -53,15 +50,16 @@ static __attribute__((noinline)) void inject_full(sx_engine *e, sx__proc *p)
         /* Each grab at most what the chunk has room for: the workers'
          * grabs of 17 leave the ring at any count, so a grab can come
          * back with fewer than asked, and the next one must not run past
-         * INJ_MOVE. */
-        while (moved < INJ_MOVE &&
+         * SX__INJ_MOVE. */
+        while (moved < SX__INJ_MOVE &&
                (m = sx__injq_grab(q, got,
-                                  INJ_MOVE - moved < SX__INJQ_GRAB
-                                      ? INJ_MOVE - moved
+                                  SX__INJ_MOVE - moved < SX__INJQ_GRAB
+                                      ? SX__INJ_MOVE - moved
                                       : SX__INJQ_GRAB)) > 0) {
             for (size_t i = 0; i < m; i++)
                 move_add(c, &first, &last, &((sx__proc *)got[i])->gq);
             moved += m;
+            SX__FAULT_HOOK(SX__HOOK_INJECT_MOVE, moved);
         }
         /* Room now: we took at least one, or workers emptied it. If not,
          * p goes behind the moved, in order. */

@@ -25,14 +25,16 @@
 #define SX__DEQUE_CAP 4096
 #define SX__GQ_BATCH 16
 /* The injection ring (engine/sched/injq.h): 64 Ki slots, big enough for
- * a burst. When it is full the submitter moves half of it to the global
- * queue, a list linked through the slots, which the workers then walk one
- * cold slot after another. With 4 Ki slots, 100,000 sleepers submitted at
- * once would mostly go that way, and the walk (from_queue) would take 6 %
- * of the timers benchmark: 0.095 s against 0.084, the last sleeper's
- * first step 44 ms after the first submit against 33. */
+ * a burst. When it is full the submitter moves its oldest SX__INJ_MOVE to
+ * the global queue (engine/sched/inject.c, inject_full). With 4 Ki slots,
+ * 100,000 sleepers submitted at once would mostly go that way (then a
+ * list linked through the slots, which workers walked one cold slot after
+ * another: 6 % of the timers benchmark, 0.095 s against 0.084). */
 #define SX__INJQ_CAP 65536
 #define SX__INJQ_GRAB 64 /* most a worker takes from it at once */
+/* The most a full ring moves to the global queue at once: its oldest
+ * 2,048 (one chunk of ~16 KiB), under the ring's spinlock. */
+#define SX__INJ_MOVE 2048u
 
 typedef struct {
     /* Written by the worker only (sx__wstat_add); read by stats (relaxed). */

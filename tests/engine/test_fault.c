@@ -1341,8 +1341,76 @@ static void test_gq_chunk(void)
     down(e);
 }
 
+/* inject_full's move when the ring drains under it. The submitter moves
+ * the full ring's oldest SX__INJ_MOVE into a chunk of that many (plus the
+ * process it brings), under the ring's spinlock, by grabs of up to
+ * SX__INJQ_GRAB; workers grab from the ring without that lock. A
+ * submitter descheduled mid-move comes back to a ring the workers have
+ * drained, whose grabs then come back short (half of what is left): a
+ * move one grab from its end took 50 of 100 left, then 25 more, 2,059 in
+ * all, past the chunk's end. The hook plays those workers at that moment
+ * (the ring taken down to 100, as a worker would, into a stash), and
+ * every later grab must stop at SX__INJ_MOVE. The stashed processes go
+ * back in afterwards: every one of them must still run. */
+typedef struct {
+    sx_engine *e;
+    size_t calls, max_moved, n_stash;
+    bool drained;
+    void *stash[SX__INJQ_CAP];
+} move_probe;
+
+static void on_move(void *arg, size_t moved)
+{
+    move_probe *m = arg;
+    m->calls++;
+    if (moved > m->max_moved)
+        m->max_moved = moved;
+    if (m->drained || moved != SX__INJ_MOVE - SX__INJQ_GRAB)
+        return;
+    m->drained = true;
+    size_t left;
+    while ((left = sx__injq_size(&m->e->inj)) > 100) {
+        size_t want = left - 100 < 17 ? left - 100 : 17;
+        m->n_stash += sx__injq_grab(&m->e->inj, m->stash + m->n_stash, want);
+    }
+}
+
+static void test_inject_move_bound(void)
+{
+    static move_probe m; /* 512 KiB of stash: not on the stack */
+    memset(&m, 0, sizeof m);
+    sx_engine *e = up_workers(1);
+    m.e = e;
+    atomic_store(&block_running, false);
+    atomic_store(&block_release, false);
+    submit(e, "block", 0);
+    TX_WAIT_UNTIL(atomic_load(&block_running), 5000, 100);
+    /* The one worker is in block's step: nothing else takes from the
+     * ring, which the next SX__INJQ_CAP submits fill; the one after them
+     * finds it full. */
+    sx__fault_hook_set(SX__HOOK_INJECT_MOVE, on_move, &m);
+    for (size_t i = 0; i < SX__INJQ_CAP + 1; i++)
+        submit(e, "quick", 0);
+    sx__fault_hook_set(SX__HOOK_INJECT_MOVE, NULL, NULL);
+    CHECK(m.drained);
+    CHECK(m.calls >= SX__INJ_MOVE / SX__INJQ_GRAB);
+    CHECK(m.max_moved <= SX__INJ_MOVE);
+    CHECK(m.n_stash > 0);
+    for (size_t i = 0; i < m.n_stash; i++)
+        sx__inject(e, m.stash[i]);
+    atomic_store(&block_release, true);
+    uint64_t want = SX__INJQ_CAP + 2; /* the quick ones and block */
+    for (double t = sx_test_now_ms();
+         tx_engine_stats(e).completed < want && sx_test_now_ms() - t < 30000;)
+        tx_sleep_ms(1);
+    CHECK_EQ_U64(tx_engine_stats(e).completed, want);
+    CHECK_EQ_U64(tx_engine_stats(e).live, 0);
+    down(e);
+}
+
 static const sx_test_case cases[] = {
     { "gq_chunk", test_gq_chunk },
+    { "inject_move_bound", test_inject_move_bound },
     { "store_in_engine", test_store_in_engine },
     { "no_room", test_no_room },
     { "put_back", test_put_back },
