@@ -225,6 +225,13 @@ int sx_pack_double(sx_pack *pk, double v)
     return pack_end(pk, mark, msgpack_pack_double(&mp, v));
 }
 
+/* sx_pack_str past its fast path: out of line, so that the fast path
+ * keeps nothing across a call (strlen's) and saves no registers. */
+static __attribute__((noinline)) int pack_str_any(sx_pack *pk, const char *s)
+{
+    return sx_pack_strn(pk, s, strlen(s));
+}
+
 int sx_pack_str(sx_pack *pk, const char *s)
 {
     if (s == NULL)
@@ -249,7 +256,7 @@ int sx_pack_str(sx_pack *pk, const char *s)
             return 0;
         }
     }
-    return sx_pack_strn(pk, s, strlen(s));
+    return pack_str_any(pk, s);
 }
 
 /* s may be NULL only when n is 0 (an empty string). A length beyond the
