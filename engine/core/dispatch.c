@@ -249,8 +249,8 @@ static sx_pid send_to(const sx_step_output *out, const sx__yield *y)
  * more instructions per message); flattened, send_make builds the node
  * inline, and the check's slow path stays a call (sx__topic_ok is
  * noinline). */
-static __attribute__((flatten)) void *
-send_make(const char *topic, size_t topic_len, sx_payload data)
+static __attribute__((flatten, noinline, cold)) void *
+send_make_any(const char *topic, size_t topic_len, sx_payload data)
 {
     if (!sx__topic_cstr_ok(topic, topic_len))
         return SX__SEND_BAD_TOPIC;
@@ -263,6 +263,15 @@ send_make(const char *topic, size_t topic_len, sx_payload data)
         return NULL;
     }
     return ev;
+}
+
+/* Most messages are sx__ev_message_quick's, built with no call, so that
+ * send_make saves no registers for the general path's calls (malloc,
+ * strlen, the topic's full check). */
+static void *send_make(const char *topic, size_t topic_len, sx_payload data)
+{
+    sx__ev *ev = sx__ev_message_quick(topic, topic_len, data);
+    return ev != NULL ? ev : send_make_any(topic, topic_len, data);
 }
 
 static void send_drop(void *ev)

@@ -373,6 +373,35 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
     }
 }
 
+sx__ev *sx__ev_message_quick(const char *topic, size_t topic_len,
+                             sx_payload data)
+{
+    _Static_assert(16 + 1 + 16 <= SX__EV_SMALL,
+                   "a small node holds a quick message");
+    ev_list *l = &cache.l[0];
+    sx__ev *ev = l->head;
+    if (ev == NULL || topic_len > 16 || data.len > 16)
+        return NULL;
+    /* ASCII and no NUL before topic_len: a valid topic (process/utf8.h). */
+    for (size_t i = 0; i < topic_len; i++)
+        if ((signed char)topic[i] <= 0)
+            return NULL;
+    l->head = next_of(ev);
+    l->n--;
+    static const sx__ev zero; /* see ev_alloc */
+    memcpy(ev, &zero, offsetof(sx__ev, small));
+    ev->kind = SX__EV_MESSAGE;
+    uint8_t *b = (uint8_t *)ev + offsetof(sx__ev, small);
+    copy_small(b, (const uint8_t *)topic, topic_len);
+    b[topic_len] = 0;
+    if (data.len > 0)
+        copy_small(b + topic_len + 1, data.data, data.len);
+    ev->topic_len = (uint8_t)topic_len;
+    ev->data_len = (uint32_t)data.len;
+    ev->has_topic = true;
+    return ev;
+}
+
 /* A record's head: the topic length, then the data length in one byte
  * when below 255, else 255 and four bytes (host order). */
 static size_t rec_size(size_t topic_len, size_t data_len)

@@ -384,6 +384,13 @@ sx__ev *sx__ev_alloc(void);
  * its NUL, data, error message with its NUL) total n: small when they fit
  * SX__EV_SMALL. Only for messages: a small node has no completer fields. */
 sx__ev *sx__ev_alloc_sized(size_t n);
+/* A message node built with no call, for sx_send's common case: a topic
+ * of up to 16 bytes, all ASCII, and data of up to 16 bytes, in a small
+ * node from this thread's cache. NULL when the case does not apply (not
+ * an error): the caller then takes the general path (sx__ev_alloc_sized,
+ * sx__topic_cstr_ok, sx__ev_set). topic[topic_len] is its NUL. */
+sx__ev *sx__ev_message_quick(const char *topic, size_t topic_len,
+                             sx_payload data);
 /* A small node made ready to be a completer (sx__cmd.small): its to,
  * engine, dl and t0 are cleared, and overlaid by its bytes once
  * sx_complete has read them. */
