@@ -946,8 +946,8 @@ static void wait_all_idle(sx_engine *e, size_t want)
 }
 
 /* hold: one step that keeps its worker until hold_release (at most 60 s),
- * then done; hold_running says it began. */
-static _Atomic bool hold_running, hold_release;
+ * then done; hold_running says it began, hold_over that it is ending. */
+static _Atomic bool hold_running, hold_release, hold_over;
 
 static int hold_step(void *st, const sx_event *ev, size_t n,
                      sx_step_output *out)
@@ -955,6 +955,7 @@ static int hold_step(void *st, const sx_event *ev, size_t n,
     (void)st, (void)ev, (void)n;
     atomic_store(&hold_running, true);
     tx_spin_until(&hold_release, 60000);
+    atomic_store(&hold_over, true);
     sx_done(out, nil);
     return 0;
 }
@@ -984,6 +985,7 @@ static void chain_run(bool busy, unsigned workers)
     atomic_store(&chain_bystander_at, -1);
     atomic_store(&hold_running, false);
     atomic_store(&hold_release, false);
+    atomic_store(&hold_over, false);
     /* Two workers: one held by a single step from the start, so that the
      * other plays alone, as one worker does, with a worker beside it
      * (the next slot's spills then go to its deque). */
@@ -1016,10 +1018,10 @@ static void chain_run(bool busy, unsigned workers)
                      (long long)atomic_load(&chain_balls));
     }
     atomic_store(&hold_release, true);
+    /* Not sx_engine_wait for hold: when busy, its outcome may no longer
+     * be kept once the quick processes still queued have finished. */
     if (workers > 1)
-        tx_wait_done(e, hold, 10000, NULL);
-    /* Not sx_engine_wait when busy: the outcomes of the pair may no longer
-     * be kept after that many processes finished. */
+        TX_WAIT_UNTIL(atomic_load(&hold_over), 10000, 100);
     if (!busy) {
         tx_wait_done(e, a, 5000, NULL);
         tx_wait_done(e, b, 5000, NULL);
