@@ -66,11 +66,11 @@ void sx__enqueue_new(sx_engine *e, sx__proc *p)
     enqueue(e, p, true);
 }
 
-/* On a worker: the next slot (what it held moves to the deque). Elsewhere:
- * a new process (fresh) to the injection ring, a wake-up to wq. */
-static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
+/* enqueue past its fast path: not on a worker, or the next slot held
+ * another process (old). */
+static __attribute__((noinline)) void
+enqueue_any(sx_engine *e, sx__worker *w, sx__proc *p, sx__proc *old, bool fresh)
 {
-    sx__worker *w = sx__current_worker(e);
     if (w == NULL) {
         if (fresh)
             sx__inject(e, p);
@@ -78,10 +78,6 @@ static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
             queue_push(e, &e->wq, p);
         return;
     }
-    sx__proc *old = w->next;
-    w->next = p;
-    if (old == NULL)
-        return; /* the one item we run next: no wake-up needed */
     if (!sx__deque_push(&w->dq, old)) {
         sx__inject(e, old);
         return;
@@ -96,6 +92,24 @@ static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
         atomic_load_explicit(&e->park.n_parked, memory_order_relaxed) > 0 &&
         atomic_load_explicit(&e->park.n_spinning, memory_order_relaxed) == 0)
         sx__park_notify(e);
+}
+
+/* On a worker: the next slot (what it held moves to the deque). Elsewhere:
+ * a new process (fresh) to the injection ring, a wake-up to wq. The slot
+ * found empty (a chain of hand-offs) is the fast path, with no call and
+ * so no registers saved; enqueue_any has the rest. */
+static void enqueue(sx_engine *e, sx__proc *p, bool fresh)
+{
+    sx__worker *w = sx__current_worker(e);
+    if (w != NULL) {
+        sx__proc *old = w->next;
+        w->next = p;
+        if (old == NULL)
+            return; /* the one item we run next: no wake-up needed */
+        enqueue_any(e, w, p, old, fresh);
+        return;
+    }
+    enqueue_any(e, NULL, p, NULL, fresh);
 }
 
 /* Not inlined: a process that steps again with the slot filled is the
