@@ -162,15 +162,12 @@ static void on_bell(uv_async_t *a)
         uv_async_send(a); /* the batch ran out first: come back */
 }
 
-void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
+/* sx__io_proc_finished for a process with ops or handles alive on its
+ * loop: out of line, so that the common case (a process that never used
+ * its loop) saves no registers for the request's allocation. */
+static __attribute__((noinline)) void
+proc_finished_live(sx_engine *e, sx__proc *p, uint32_t gen)
 {
-    /* p->io: set by the owner's own dispatches, which this finish follows;
-     * without it the slot's sx__pext is not touched. relaxed: see
-     * sx__io_unlink. */
-    if (e->loops == NULL || !p->io ||
-        atomic_load_explicit(&sx__ptable_pext(e, p)->io_live,
-                             memory_order_relaxed) == 0)
-        return;
     sx__iocancel *c =
         SX__FAULT(SX__FAULT_IO_CANCEL) ? NULL : malloc(sizeof(*c));
     if (c == NULL) {
@@ -197,6 +194,18 @@ void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
     c->proc = p;
     c->gen = gen;
     sx__io_post(sx__io_loop_of(e, p), &c->req);
+}
+
+void sx__io_proc_finished(sx_engine *e, sx__proc *p, uint32_t gen)
+{
+    /* p->io: set by the owner's own dispatches, which this finish follows;
+     * without it the slot's sx__pext is not touched. relaxed: see
+     * sx__io_unlink. */
+    if (e->loops == NULL || !p->io ||
+        atomic_load_explicit(&sx__ptable_pext(e, p)->io_live,
+                             memory_order_relaxed) == 0)
+        return;
+    proc_finished_live(e, p, gen);
 }
 
 /* ---- loop threads ---- */
