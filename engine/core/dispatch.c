@@ -180,7 +180,8 @@ complete_any(sx__ev *ev, sx_payload result, int error, const char *error_msg)
     if (result.len == 0 && error_msg == NULL && ev->heap == NULL) {
         set_empty(ev);
     } else if (SX__FAULT(SX__FAULT_RESULT) ||
-               sx__ev_set(ev, NULL, 0, result, error_msg) != 0) {
+               (!(error_msg == NULL && sx__ev_set_data_quick(ev, result)) &&
+                sx__ev_set(ev, NULL, 0, result, error_msg) != 0)) {
         /* The result cannot be copied: the process still gets its one
          * answer, as an error. */
         error = SX_ENOMEM;

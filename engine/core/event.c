@@ -583,6 +583,19 @@ int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
     return 0;
 }
 
+bool sx__ev_set_data_quick(sx__ev *ev, sx_payload data)
+{
+    _Static_assert(16 <= SX__EV_SMALL, "a small node holds quick data");
+    if (ev->heap != NULL || data.len > 16)
+        return false;
+    copy_small(ev_bytes(ev), data.data, data.len);
+    ev->topic_len = 0;
+    ev->has_topic = 0;
+    ev->data_len = (uint32_t)data.len;
+    ev->msg_len = 0;
+    return true;
+}
+
 const char *sx__ev_topic(const sx__ev *ev)
 {
     return ev->has_topic ? (const char *)ev_bytes(ev) : NULL;

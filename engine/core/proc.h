@@ -419,6 +419,10 @@ size_t sx__ev_depot_cap(int big, uint64_t memory);
  * added). Returns 0 or SX_ENOMEM. */
 int sx__ev_set(sx__ev *ev, const char *topic, size_t topic_len, sx_payload data,
                const char *msg);
+/* sx__ev_set(ev, NULL, 0, data, NULL) with no call, when it applies: ev
+ * holds no heap bytes and data is at most 16 bytes (a command's answer is
+ * mostly an integer). false, ev untouched, otherwise. */
+bool sx__ev_set_data_quick(sx__ev *ev, sx_payload data);
 const char *sx__ev_topic(const sx__ev *ev);
 sx_payload sx__ev_data(const sx__ev *ev);
 const char *sx__ev_msg(const sx__ev *ev);
