@@ -48,7 +48,11 @@ void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
         /* relaxed: the list is ours now. */
         sx__ev *next =
             (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        if (w->watch == SX__WATCH_LINK && link_again(next, w))
+        if (w->watch == SX__WATCH_RESULT)
+            /* A spawn-wait, the most common watcher: sx__watch_fire's
+             * first case without its call. */
+            sx_complete((sx_completer *)w, value, error, msg);
+        else if (w->watch == SX__WATCH_LINK && link_again(next, w))
             sx__ev_free(w); /* the same link, made twice at once */
         else
             sx__watch_fire(e, w, pid, error, msg, value, steps, attempts);
