@@ -55,9 +55,13 @@ uint64_t sx__fault_hits(unsigned site)
 {
     return atomic_load_explicit(&hits[index_of(site)], memory_order_relaxed);
 }
-/* relaxed: a test sets a hook before it submits the work that reaches
- * the point (the submit's own ordering publishes it); a hook runs on
- * whichever thread reaches its point. */
+/* A hook is a pair (fn, arg). fn is stored last with release and loaded
+ * first with acquire, so a thread that sees fn sees its arg; clearing
+ * stores fn first, so a thread that still sees the old fn may see the old
+ * arg or the new one (NULL), and a hook that can be cleared while it runs
+ * must allow for that (the tests clear theirs once the work is done). A
+ * test sets a hook before it submits the work that reaches the point; a
+ * hook runs on whichever thread reaches its point. */
 static _Atomic(sx__fault_hook_fn *) hook_fn[SX__HOOK_COUNT];
 static _Atomic(void *) hook_arg[SX__HOOK_COUNT];
 
@@ -65,17 +69,27 @@ void sx__fault_hook_set(unsigned point, sx__fault_hook_fn *fn, void *arg)
 {
     if (point >= SX__HOOK_COUNT)
         return;
+    if (fn == NULL) {
+        /* release: pairs with the acquire load in sx__fault_hook. */
+        atomic_store_explicit(&hook_fn[point], NULL, memory_order_release);
+        atomic_store_explicit(&hook_arg[point], NULL, memory_order_relaxed);
+        return;
+    }
+    /* relaxed: published by fn's release store below. */
     atomic_store_explicit(&hook_arg[point], arg, memory_order_relaxed);
-    atomic_store_explicit(&hook_fn[point], fn, memory_order_relaxed);
+    /* release: a thread that loads fn (acquire) sees arg. */
+    atomic_store_explicit(&hook_fn[point], fn, memory_order_release);
 }
 
 void sx__fault_hook(unsigned point, size_t n)
 {
     if (point >= SX__HOOK_COUNT)
         return;
+    /* acquire: pairs with the release store of fn in sx__fault_hook_set. */
     sx__fault_hook_fn *fn =
-        atomic_load_explicit(&hook_fn[point], memory_order_relaxed);
+        atomic_load_explicit(&hook_fn[point], memory_order_acquire);
     if (fn != NULL)
+        /* relaxed: ordered after fn's acquire load. */
         fn(atomic_load_explicit(&hook_arg[point], memory_order_relaxed), n);
 }
 #else

@@ -100,7 +100,9 @@ enum {
  * other builds SX__FAULT_HOOK compiles away. */
 enum {
     /* engine/sched/inject.c inject_full: after each grab from the full
-     * injection ring, with how many it has moved so far. */
+     * injection ring, with how many it has moved so far. It runs under
+     * the ring's spinlock: the hook may grab from the ring, as workers
+     * do, but must not push into it (sx__inject would spin for good). */
     SX__HOOK_INJECT_MOVE = 0,
     SX__HOOK_COUNT
 };

@@ -48,8 +48,9 @@ static __attribute__((noinline)) void inject_full(sx_engine *e, sx__proc *p)
     sx__spin_lock(&q->mu);
     if (!sx__injq_push(q, p)) {
         /* Each grab at most what the chunk has room for: the workers'
-         * grabs of 17 leave the ring at any count, so a grab can come
-         * back with fewer than asked, and the next one must not run past
+         * grabs (half of what is there, up to 17 or 64, without this
+         * lock) leave the ring at any count, so a grab can come back with
+         * fewer than asked, and the next one must not run past
          * SX__INJ_MOVE. */
         while (moved < SX__INJ_MOVE &&
                (m = sx__injq_grab(q, got,
