@@ -785,7 +785,9 @@ static void submit_in(sx_cluster *c, sx_payload p)
                                     on_submitted, sb);
     free(in);
     if (rc != 0) {
-        char msg[600];
+        /* Room for the longest: type and method (255 bytes each), the
+         * node and why (511). */
+        char msg[1100];
         if (rc == SX_EUNKNOWN_TYPE)
             snprintf(msg, sizeof msg, "node %u has no process type \"%s\"",
                      c->node, type);
