@@ -242,6 +242,29 @@ static __attribute__((noinline)) sx__ev *depot_take(int big)
     return ev;
 }
 
+/* Clears a node's fields (a small node's stop at its bytes): the inline
+ * bytes are written before they are read. A copy of a zeroed node rather
+ * than memset: for a size known only as one of two, gcc emits `rep
+ * stos`, whose start-up cost would be 60 % of ev_alloc (11 % of the yield
+ * benchmark); constant-size copies compile to a few vector moves. Always
+ * inlined, so that big is a constant. */
+static inline __attribute__((always_inline)) void ev_clear(sx__ev *ev, int big)
+{
+    static const sx__ev zero;
+    if (big)
+        memcpy(ev, &zero, sizeof(sx__ev));
+    else
+        memcpy(ev, &zero, offsetof(sx__ev, small));
+}
+
+/* Puts ev at the head of this thread's list l. */
+static inline void list_push(ev_list *l, sx__ev *ev)
+{
+    set_next(ev, l->head);
+    l->head = ev;
+    l->n++;
+}
+
 /* Always inlined, so that each caller's `big` is a constant: the memset
  * then compiles to a few stores (a variable length costs ~17 instructions
  * per node in callgrind). */
@@ -259,17 +282,7 @@ static inline __attribute__((always_inline)) sx__ev *ev_alloc(int big)
         if (ev == NULL)
             return NULL;
     }
-    /* Only the fields are cleared (a small node's stop at its bytes): the
-     * inline bytes are written before they are read. */
-    /* A copy of a zeroed node rather than memset: for a size known only
-     * as one of two, gcc emits `rep stos`, whose start-up cost would be
-     * 60 % of this function (11 % of the yield benchmark); constant-size
-     * copies compile to a few vector moves. */
-    static const sx__ev zero;
-    if (big)
-        memcpy(ev, &zero, sizeof(sx__ev));
-    else
-        memcpy(ev, &zero, offsetof(sx__ev, small));
+    ev_clear(ev, big);
     ev->big = (uint8_t)big;
     return ev;
 }
@@ -316,9 +329,7 @@ static __attribute__((noinline)) void ev_free_any(sx__ev *ev)
     ev_list *l = &cache.l[ev->big];
     if (l->n >= cache_max[ev->big])
         spill(ev->big);
-    set_next(ev, l->head);
-    l->head = ev;
-    l->n++;
+    list_push(l, ev);
 }
 
 /* Out of line on purpose: with LTO, inlined into the worker loop it
@@ -332,9 +343,7 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
         return;
     ev_list *l = &cache.l[ev->big];
     if (ev->heap == NULL && cache.on && l->n < cache_max[ev->big]) {
-        set_next(ev, l->head);
-        l->head = ev;
-        l->n++;
+        list_push(l, ev);
         return;
     }
     ev_free_any(ev);
@@ -404,8 +413,7 @@ sx__ev *sx__ev_message_quick(const char *topic, size_t topic_len,
             return NULL;
     l->head = next_of(ev);
     l->n--;
-    static const sx__ev zero; /* see ev_alloc */
-    memcpy(ev, &zero, offsetof(sx__ev, small));
+    ev_clear(ev, 0);
     ev->kind = SX__EV_MESSAGE;
     uint8_t *b = (uint8_t *)ev + offsetof(sx__ev, small);
     copy_small(b, (const uint8_t *)topic, topic_len);
