@@ -48,11 +48,7 @@ void sx__watchers_fire(sx_engine *e, sx__proc *p, sx_pid pid, int error,
         /* relaxed: the list is ours now. */
         sx__ev *next =
             (sx__ev *)atomic_load_explicit(&w->node.next, memory_order_relaxed);
-        if (w->watch == SX__WATCH_RESULT)
-            /* A spawn-wait, the most common watcher: sx__watch_fire's
-             * first case without its call. */
-            sx_complete((sx_completer *)w, value, error, msg);
-        else if (w->watch == SX__WATCH_LINK && link_again(next, w))
+        if (w->watch == SX__WATCH_LINK && link_again(next, w))
             sx__ev_free(w); /* the same link, made twice at once */
         else
             sx__watch_fire(e, w, pid, error, msg, value, steps, attempts);
@@ -215,16 +211,16 @@ void sx__scope_end(sx_engine *e, sx__proc *p, int error)
     scope_walk(e, p, false, error, 0);
 }
 
-void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
-                    const char *msg, sx_payload value, uint64_t steps,
-                    uint32_t attempts)
+/* sx__watch_fire for every kind but a spawn-wait's: out of line, so that
+ * the spawn-wait (the most common watcher, one per child) completes its
+ * yield with no registers saved for the other kinds. */
+static __attribute__((noinline)) void
+watch_fire_other(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                 const char *msg, sx_payload value, uint64_t steps,
+                 uint32_t attempts)
 {
     if (w->watch == SX__WATCH_FN) {
         sx__watch_fn_fire(e, w, target, error, msg, value, steps, attempts);
-        return;
-    }
-    if (w->watch == SX__WATCH_RESULT) {
-        sx_complete((sx_completer *)w, value, error, msg);
         return;
     }
     if (w->watch == SX__WATCH_SCOPE) {
@@ -308,4 +304,15 @@ void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
     }
     sx__deliver(e, p, w);
     sx__proc_release(e, p);
+}
+
+void sx__watch_fire(sx_engine *e, sx__ev *w, sx_pid target, int error,
+                    const char *msg, sx_payload value, uint64_t steps,
+                    uint32_t attempts)
+{
+    if (w->watch == SX__WATCH_RESULT) {
+        sx_complete((sx_completer *)w, value, error, msg);
+        return;
+    }
+    watch_fire_other(e, w, target, error, msg, value, steps, attempts);
 }
