@@ -352,6 +352,32 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
     return j;
 }
 
+/* Yield i is a send whose node sx_send built, and the next yield is no
+ * send: a run of one, the common case (a ping-pong's, a ring's, a reply). */
+static inline __attribute__((always_inline)) bool
+lone_send(const sx_step_output *out, size_t i)
+{
+    return out->yields[i].ev != NULL &&
+           (i + 1 == out->n_yields ||
+            out->yields[i + 1].cmd != SX__CMD_DIRECT_SEND);
+}
+
+/* direct_sends for a lone send (lone_send), inline in the dispatch: no
+ * loop and no call of its own, so none of direct_sends' saved registers
+ * (pingpong: 44 instructions fewer a message in callgrind). */
+static inline __attribute__((always_inline)) void
+send_one(sx_engine *e, sx_pid from, sx__yield *y)
+{
+    sx__ev *ev = y->ev;
+    y->ev = NULL; /* ours now (the output must not drop it) */
+    ev->ctl = false;
+    ev->from = from;
+    size_t k = ev->nmsg > 0 ? ev->nmsg : 1; /* a bundle: its messages */
+    if (sx__send_chain(e, y->to, ev, ev, k) != 0)
+        /* relaxed: a figure. */
+        atomic_fetch_add_explicit(&e->dead_letters, k, memory_order_relaxed);
+}
+
 /* The sends among yields i.. (the commands are dropped). */
 static void sends_from(sx_engine *e, sx_pid pid, const sx_step_output *out,
                        size_t i)
@@ -381,7 +407,10 @@ dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
         if (y->cmd == SX__CMD_DIRECT_SEND) {
-            i = direct_sends(e, pid, out, i) - 1;
+            if (lone_send(out, i))
+                send_one(e, pid, (sx__yield *)y);
+            else
+                i = direct_sends(e, pid, out, i) - 1;
             continue;
         }
         const sx__cmd *c = cmd_find(e, (uint16_t)y->cmd); /* not a send */
