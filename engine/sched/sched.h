@@ -163,6 +163,12 @@ int sx__deliver(sx_engine *e, sx__proc *p, sx__ev *ev);
  * p in one push; consumes them. The same results as sx__deliver. */
 int sx__deliver_chain(sx_engine *e, sx__proc *p, sx__ev *first, sx__ev *last);
 sx__worker *sx__current_worker(sx_engine *e);
+/* [worker w] sx__deliver_chain's hand-off with no call, for a send from a
+ * step to a process that waits for a message, when w's next slot is
+ * empty: p (a reference the caller holds) gets the messages and goes to
+ * the slot. false, nothing done, in every other case: the caller then
+ * delivers them as sx__deliver_chain does. */
+bool sx__hand_off_next(sx__worker *w, sx__proc *p, sx__ev *first, sx__ev *last);
 /* [worker] Moves the process in w's next slot (not NULL) to w's deque,
  * where other workers can take it, and wakes a parked worker; it stays in
  * the slot on a one-worker engine or when the deque is full (worker.c). */

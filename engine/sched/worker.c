@@ -497,10 +497,11 @@ static void wake_after_push(sx_engine *e, sx__proc *p, bool msg)
  * it); the events' stores come after the CAS, and the queueing's own
  * release (a deque push, the ring's lock, wq's mutex, or this worker
  * running it next) publishes them to whoever runs it. false: it was not
- * waiting so (the general path then queues them). */
+ * waiting so (the general path then queues them). hand_off_take wins the
+ * process and places the events; the caller queues it (hand_off,
+ * sx__hand_off_next). */
 static inline __attribute__((always_inline)) bool
-hand_off(sx_engine *e, sx__proc *p, sx__mpsc_node *first, sx__mpsc_node *last,
-         bool msg)
+hand_off_take(sx__proc *p, sx__mpsc_node *first, sx__mpsc_node *last, bool msg)
 {
     /* relaxed: the CAS checks it. */
     uint32_t cur = atomic_load_explicit(&p->state, memory_order_relaxed);
@@ -513,7 +514,26 @@ hand_off(sx_engine *e, sx__proc *p, sx__mpsc_node *first, sx__mpsc_node *last,
         sx__mpsc_unpop_chain(&p->mbox, first, last);
     else
         sx__mpsc_push_chain(&p->mbox, first, last);
+    return true;
+}
+
+static inline __attribute__((always_inline)) bool
+hand_off(sx_engine *e, sx__proc *p, sx__mpsc_node *first, sx__mpsc_node *last,
+         bool msg)
+{
+    if (!hand_off_take(p, first, last, msg))
+        return false;
     sx__enqueue(e, p);
+    return true;
+}
+
+bool sx__hand_off_next(sx__worker *w, sx__proc *p, sx__ev *first, sx__ev *last)
+{
+    /* Only this worker writes its next slot, so it stays empty across the
+     * CAS; the slot is then what enqueue's fast path fills. */
+    if (w->next != NULL || !hand_off_take(p, &first->node, &last->node, true))
+        return false;
+    w->next = p;
     return true;
 }
 
