@@ -290,6 +290,30 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
  * one look-up and one push; consumes them. */
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n);
+/* sx__send_chain past its fast path (sx__send_kept): the look-up in the
+ * process table, a remote node, a receiver not waiting. */
+int sx__send_chain_any(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
+                       size_t n);
+/* [worker w of e, or w NULL] sx__send_chain's common case, with no call
+ * once LTO inlines sx__hand_off_next: the receiver's reference is one w
+ * keeps (sx__prefs), and it waits for a message while w's next slot is
+ * empty. Counted before the hand-off, as every delivery is (a receiver
+ * that saw a message sees it counted), and taken back when it did not
+ * go. true: delivered; false: nothing done, for sx__send_chain_any. */
+static inline bool sx__send_kept(sx_engine *e, sx__worker *w, sx_pid to,
+                                 sx__ev *first, sx__ev *last, size_t n)
+{
+    if (w == NULL || to.node != e->cfg.node || to.host != e->cfg.host)
+        return false;
+    sx__proc *p = sx__prefs_find(w->prefs, to.id).p;
+    if (p == NULL)
+        return false;
+    sx__wstat_add(&w->st.messages, n);
+    if (sx__hand_off_next(w, p, first, last))
+        return true; /* the reference stays kept */
+    sx__wstat_add(&w->st.messages, (uint64_t)0 - n);
+    return false;
+}
 /* One message built beforehand (ev), sent as sx__send would; for cold
  * callers (proc.c). */
 int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev);

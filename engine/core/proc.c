@@ -618,10 +618,10 @@ __attribute__((noinline)) int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev)
     return send_ev(e, to, ev);
 }
 
-/* sx__send_chain past its fast path: like send_ev for a chain of n
- * messages (first..last, linked). */
-static __attribute__((noinline)) int
-send_chain_any(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last, size_t n)
+/* Like send_ev for a chain of n messages (first..last, linked). */
+__attribute__((noinline)) int sx__send_chain_any(sx_engine *e, sx_pid to,
+                                                 sx__ev *first, sx__ev *last,
+                                                 size_t n)
 {
     sx__worker *w = sx__current_worker(e);
     sx__prefs_slot ps = sx__prefs_find(
@@ -645,27 +645,15 @@ send_chain_any(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last, size_t n)
     return rc;
 }
 
-/* Sends the chain of n messages first..last to `to`. The common case
- * with no call, so that no register is saved for the
- * rest (send_chain_any): a worker's send to a process whose reference it
- * keeps (sx__prefs), waiting for a message, with the worker's next slot
- * empty (a ping-pong, a reply). */
+/* Sends the chain of n messages first..last to `to`: the common case
+ * inline (sx__send_kept), so that no register is saved for the rest; the
+ * arguments fit the registers, so sx__send_chain_any is a tail call. */
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n)
 {
-    /* On a worker the reference may be one its sends keep (sx__prefs). */
-    sx__worker *w = sx__current_worker(e);
-    if (w != NULL && to.node == e->cfg.node && to.host == e->cfg.host) {
-        sx__proc *p = sx__prefs_find(w->prefs, to.id).p;
-        if (p != NULL) {
-            count_messages(e, w, n, false);
-            if (sx__hand_off_next(w, p, first, last))
-                return 0; /* the reference stays kept */
-            count_messages(e, w, n, true);
-        }
-    }
-    /* Its arguments fit the registers: a tail call. */
-    return send_chain_any(e, to, first, last, n);
+    if (sx__send_kept(e, sx__current_worker(e), to, first, last, n))
+        return 0;
+    return sx__send_chain_any(e, to, first, last, n);
 }
 
 int sx__send(sx_engine *e, sx_pid from, sx_pid to, const char *topic,
