@@ -418,8 +418,11 @@ GAP_WHY = {
                 "44.4 to 39.7 ns (bench/ab.sh, 11 rounds), and the common "
                 "cases of the send path's helpers run with no call "
                 "(bench/FINDINGS.md, \"Fast paths with no call\"; 39.3 to "
-                "36.6 ns pinned, 7 rounds). On a quiet host the runs reach "
-                "36–40 ns a hop, "
+                "36.6 ns pinned, 7 rounds), a lone send among them: its "
+                "dispatch and the hand-off to a kept receiver run inline in "
+                "the worker's loop (bench/FINDINGS.md, \"A lone send with "
+                "no call\"; 36.6 to 32.6 ns pinned). On a quiet host the "
+                "runs reach 31–34 ns a hop, "
                 "at an IPC near 5, the core's issue width; in the host's "
                 "busy spells 65–100 ns, with one worker as with two: the "
                 "runs fall into two groups, one per CPU (pinned with "
@@ -427,14 +430,15 @@ GAP_WHY = {
                 "faster one changing within the hour; the machine table's "
                 "loop shows the same), and this suite's runs fall in both. "
                 "Against Tokio on a quiet host (~64 ns a hop) 0.4 asks for "
-                "~25 ns: about two-thirds of the instructions, and of the "
-                "locked ones.",
+                "~25 ns: about three-quarters of the instructions, and of "
+                "the locked ones.",
     "ring": "As pingpong: the same program over 503 processes, and the "
             "same bimodal runs with the host. A hop costs {instr} "
             "instructions (the instructions table), more than a pingpong "
             "hop: a worker keeps the references of 8 receivers at most, "
-            "so here each send takes and drops the process table's "
-            "reference (two more locked instructions).",
+            "so here each send looks for a kept reference, misses, and "
+            "takes and drops the process table's (two more locked "
+            "instructions).",
     "yield": "A yield round trip (yield a no-op command, its answer "
              "completed at once, the next step) costs {instr} instructions "
              "(the instructions table): the worker's loop and the step's "

@@ -290,8 +290,9 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
  * one look-up and one push; consumes them. */
 int sx__send_chain(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                    size_t n);
-/* sx__send_chain past its fast path (sx__send_kept): the look-up in the
- * process table, a remote node, a receiver not waiting. */
+/* sx__send_chain without its fast path: every case sx__send_kept
+ * declines (the process table's look-up, a remote node, a mailbox, a
+ * receiver not waiting, a worker's next slot taken). */
 int sx__send_chain_any(sx_engine *e, sx_pid to, sx__ev *first, sx__ev *last,
                        size_t n);
 /* [worker w of e, or w NULL] sx__send_chain's common case, with no call

@@ -398,7 +398,8 @@ void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
 
 /* sx__dispatch for p, whose PID is pid and generation gen; job: p is a
  * job (a constant in each copy). Every send's node is taken from the
- * output (direct_sends) on every path, out of memory included: the turn
+ * output (direct_sends, send_one) on every path, out of memory included:
+ * the turn
  * then tells the output's reset it has none to drop (sends_gone). */
 static inline __attribute__((always_inline)) int
 dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,

@@ -609,10 +609,9 @@ static int send_ev(sx_engine *e, sx_pid to, sx__ev *ev)
     return rc;
 }
 
-/* send_ev for a cold caller (a ticker's stop notice, clock.c). Apart
- * and not inlined: one more call of sx__send_chain makes GCC's LTO stop
- * inlining it into direct_sends, pingpong's send path (22 more
- * instructions per message in callgrind). */
+/* send_ev for a cold caller (a ticker's stop notice, clock.c), out of
+ * line: one copy, which adds nothing to the callers that LTO weighs when
+ * it inlines the send paths. */
 __attribute__((noinline)) int sx__send_note(sx_engine *e, sx_pid to, sx__ev *ev)
 {
     return send_ev(e, to, ev);
