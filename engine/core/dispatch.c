@@ -293,6 +293,16 @@ static int send_merge(void **ev, const char *topic, size_t topic_len,
 const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop,
                                                send_merge };
 
+/* A message node about to go out as `from`'s (not a control event);
+ * returns how many messages it holds (a bundle: its records). */
+static inline __attribute__((always_inline)) size_t send_ready(sx__ev *ev,
+                                                               sx_pid from)
+{
+    ev->ctl = false;
+    ev->from = from;
+    return ev->nmsg > 0 ? ev->nmsg : 1;
+}
+
 /* sx_send: no completer, no argument decoding. The run of consecutive
  * sends that starts at yield i and goes to one process travels as one
  * chain: one look-up, one push, one wake-up for the lot (a producer that
@@ -332,9 +342,7 @@ static size_t direct_sends(sx_engine *e, sx_pid from, const sx_step_output *out,
                 continue;
             }
         }
-        ev->ctl = false;
-        ev->from = from;
-        size_t k = ev->nmsg > 0 ? ev->nmsg : 1; /* a bundle: its messages */
+        size_t k = send_ready(ev, from);
         if (last != NULL)
             /* relaxed: the chain is ours until the push publishes it. */
             atomic_store_explicit(&last->node.next, &ev->node,
@@ -370,9 +378,7 @@ send_one(sx_engine *e, sx__worker *w, sx_pid from, sx__yield *y)
 {
     sx__ev *ev = y->ev;
     y->ev = NULL; /* ours now (the output must not drop it) */
-    ev->ctl = false;
-    ev->from = from;
-    size_t k = ev->nmsg > 0 ? ev->nmsg : 1; /* a bundle: its messages */
+    size_t k = send_ready(ev, from);
     if (!sx__send_kept(e, w, y->to, ev, ev, k) &&
         sx__send_chain_any(e, y->to, ev, ev, k) != 0)
         /* relaxed: a figure. */
@@ -399,8 +405,8 @@ void sx__dispatch_sends(sx_engine *e, sx__proc *p, const sx_step_output *out)
 /* sx__dispatch for p, whose PID is pid and generation gen; job: p is a
  * job (a constant in each copy). Every send's node is taken from the
  * output (direct_sends, send_one) on every path, out of memory included:
- * the turn
- * then tells the output's reset it has none to drop (sends_gone). */
+ * the turn then tells the output's reset it has none to drop
+ * (sends_gone). */
 static inline __attribute__((always_inline)) int
 dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
             uint32_t gen, bool job)
