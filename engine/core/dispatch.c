@@ -282,12 +282,24 @@ static void send_drop(void *ev)
     sx__ev_free(ev);
 }
 
-static int send_merge(void **ev, const char *topic, size_t topic_len,
-                      sx_payload data, unsigned max)
+/* The general path of send_merge: noinline, so that send_merge's common
+ * case (sx__ev_bundle_append) saves no registers for it and reaches it by
+ * a tail call. */
+static __attribute__((noinline)) int
+send_merge_any(void **ev, const char *topic, size_t topic_len, sx_payload data,
+               unsigned max)
 {
     if (!sx__topic_cstr_ok(topic, topic_len))
         return -1; /* send_make says why */
     return sx__ev_bundle_add((sx__ev **)ev, topic, topic_len, data, max);
+}
+
+static int send_merge(void **ev, const char *topic, size_t topic_len,
+                      sx_payload data, unsigned max)
+{
+    if (sx__ev_bundle_append(*ev, topic, topic_len, data, max) == 0)
+        return 0;
+    return send_merge_any(ev, topic, topic_len, data, max);
 }
 
 const sx__send_hooks sx__worker_send_hooks = { send_make, send_drop,

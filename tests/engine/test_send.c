@@ -447,16 +447,20 @@ static int mix_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
  * (in order, exact topic and data) and that no step gets more than cap
  * events; finishes with how many it took once it has n. */
 typedef struct {
-    int64_t want, cap, next;
+    int64_t want, cap, next, seq; /* seq: 0 the mix sequence, 1 tiny's */
 } chk_st;
+
+static bool tiny_ok(int64_t i, const char *topic, sx_payload data);
 
 static int chk_init(void *st, const sx_init_ctx *c, const char *m,
                     const sx_payload *in, size_t n)
 {
     (void)c, (void)m;
     chk_st *s = st;
-    return n == 2 && sx_payload_get_int(in[0], &s->want) == 0 &&
-                   sx_payload_get_int(in[1], &s->cap) == 0
+    s->seq = 0;
+    return (n == 2 || n == 3) && sx_payload_get_int(in[0], &s->want) == 0 &&
+                   sx_payload_get_int(in[1], &s->cap) == 0 &&
+                   (n == 2 || sx_payload_get_int(in[2], &s->seq) == 0)
                ? 0
                : SX_EINVAL;
 }
@@ -481,7 +485,7 @@ static int chk_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
     for (size_t k = 0; k < n; k++) {
         int64_t i = s->next++;
         if (ev[k].type != SX_EVENT_MESSAGE ||
-            !mix_ok(i, ev[k].topic, ev[k].data)) {
+            !(s->seq == 1 ? tiny_ok : mix_ok)(i, ev[k].topic, ev[k].data)) {
             snprintf(why, sizeof why, "message %lld arrived wrong",
                      (long long)i);
             sx_fail(out, why);
@@ -604,6 +608,130 @@ static void test_bundles_exact(void)
         CHECK_EQ_U64(st.dead_letters, 0);
         CHECK_EQ_U64(st.messages, MIX_N + MIX_X);
         CHECK_RC(sx_engine_mailbox_free(e, other), 0);
+        tx_engine_down(e);
+    }
+}
+
+/* Message i of the "tiny" sequence: every topic length 0..20 with every
+ * data length 0..20 (each side of the 16 bytes that sx_send's quick paths
+ * copy inline, engine/core/event.c), topics of i % 5 == 4 starting with a
+ * two-byte UTF-8 letter (valid, but not the quick paths' ASCII), every byte
+ * derived from i. */
+#define TINY_N (21 * 21)
+static size_t tiny_tl(int64_t i)
+{
+    return (size_t)(i % 21);
+}
+
+static size_t tiny_dl(int64_t i)
+{
+    return (size_t)(i / 21 % 21);
+}
+
+static void tiny_topic(int64_t i, char *t)
+{
+    size_t tl = tiny_tl(i), j = 0;
+    if (i % 5 == 4 && tl >= 2) {
+        t[0] = (char)0xc3, t[1] = (char)0xa9; /* U+00E9 */
+        j = 2;
+    }
+    for (; j < tl; j++)
+        t[j] = (char)('A' + (i * 3 + (int64_t)j) % 26);
+    t[tl] = 0;
+}
+
+static bool tiny_ok(int64_t i, const char *topic, sx_payload data)
+{
+    char want[32];
+    tiny_topic(i, want);
+    size_t dl = tiny_dl(i);
+    if (topic == NULL || strcmp(topic, want) != 0 || data.len != dl ||
+        (dl > 0 && data.data == NULL))
+        return false;
+    for (size_t j = 0; j < dl; j++)
+        if (data.data[j] != mix_byte(i + 1000, j))
+            return false;
+    return true;
+}
+
+/* tiny.run [to]: sends the tiny sequence to `to` in one step; after every
+ * 7th message a send with a topic that is not UTF-8 (ASCII, then 0xff),
+ * which must fail with SX_EINVAL and leave the run of sends as it was. */
+static int tiny_init(void *st, const sx_init_ctx *c, const char *m,
+                     const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sx_unpack u;
+    if (n != 1)
+        return SX_EINVAL;
+    sx_unpack_init(&u, in[0]);
+    return sx_unpack_pid(&u, (sx_pid *)st);
+}
+
+static int tiny_step(void *st, const sx_event *ev, size_t n,
+                     sx_step_output *out)
+{
+    (void)ev, (void)n;
+    sx_pid to = *(sx_pid *)st;
+    uint8_t data[32];
+    char topic[32];
+    for (int64_t i = 0; i < TINY_N; i++) {
+        tiny_topic(i, topic);
+        size_t dl = tiny_dl(i);
+        for (size_t j = 0; j < dl; j++)
+            data[j] = mix_byte(i + 1000, j);
+        sx_payload d = { dl > 0 ? data : NULL, dl };
+        if (sx_send(out, to, topic, d) != 0)
+            return SX_EFAILED;
+        if (i % 7 == 6) {
+            char bad[8] = "ab\xff";
+            if (sx_send(out, to, i % 2 ? bad : bad + 2, d) != SX_EINVAL)
+                return SX_EFAILED;
+        }
+    }
+    sx_done(out, nil);
+    return 0;
+}
+
+static const sx_process_type tiny_t = { .name = "tiny",
+                                        .state_size = sizeof(sx_pid),
+                                        .init = tiny_init,
+                                        .step = tiny_step };
+
+/* Property: a step's small messages to one process, every topic length
+ * 0..20 with every data length 0..20, some topics UTF-8 beyond ASCII, with
+ * sends of bad topics in between (refused), arrive once each, in order,
+ * exact, whether they join a bundle by the quick path or the general one:
+ * throughputs 32 (bundles of up to 32) and 1 (none). */
+static void test_bundle_small_records(void)
+{
+    const unsigned caps[] = { 32, 1 };
+    for (size_t c = 0; c < 2; c++) {
+        sx_engine_config cfg = { .workers = 2, .throughput = caps[c] };
+        sx_engine *e = tx_engine_new(&cfg);
+        tx_engine_register(e, &chk_t, 1);
+        tx_engine_register(e, &tiny_t, 1);
+        tx_engine_start(e);
+        uint8_t nb[SX_PAYLOAD_INT_MAX], cb[SX_PAYLOAD_INT_MAX],
+            sb[SX_PAYLOAD_INT_MAX];
+        sx_payload cin[3] = { sx_payload_int(nb, TINY_N),
+                              sx_payload_int(cb, caps[c]),
+                              sx_payload_int(sb, 1) };
+        sx_pid r;
+        CHECK_RC(sx_engine_submit(e, "chk", "run", cin, 3, &r), 0);
+        uint8_t pb[64];
+        sx_pack pk;
+        sx_pack_init_fixed(&pk, pb, sizeof pb);
+        sx_pack_pid(&pk, r);
+        sx_payload tin[1] = { sx_pack_payload(&pk) };
+        sx_pid t;
+        CHECK_RC(sx_engine_submit(e, "tiny", "run", tin, 1, &t), 0);
+        tx_wait_done(e, t, WAIT_MS, NULL);
+        CHECK_EQ_INT(tx_wait_int(e, r, WAIT_MS), TINY_N);
+        sx_engine_stats st;
+        CHECK_RC(sx_engine_stats_get(e, &st, NULL, 0), 0);
+        CHECK_EQ_U64(st.dead_letters, 0);
+        CHECK_EQ_U64(st.messages, TINY_N);
         tx_engine_down(e);
     }
 }
@@ -1072,6 +1200,7 @@ static const sx_test_case cases[] = {
     { "bundles_exact", test_bundles_exact },
     { "bundles_to_mailbox_and_dead", test_bundles_to_mailbox_and_dead },
     { "bundle_split", test_bundle_split },
+    { "bundle_small_records", test_bundle_small_records },
     { "idle_wake_batch_bundle", test_idle_wake_batch_bundle },
     { "idle_wake_past_budget", test_idle_wake_past_budget },
     { "idle_cancel_past_budget", test_idle_cancel_past_budget },
