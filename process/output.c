@@ -155,7 +155,7 @@ int sx_send(sx_step_output *out, sx_pid to, const char *topic, sx_payload data)
     size_t tl = strlen(topic);
     if (tl > 255)
         return SX_EINVAL;
-    if (out->hooks != NULL && out->hooks->merge != NULL && out->n_yields > 0) {
+    if (out->bundle_max > 1 && out->n_yields > 0) {
         /* The same addressee as the previous send: into its bundle. */
         sx__yield *py = &out->yields[out->n_yields - 1];
         if (py->cmd == SX__CMD_DIRECT_SEND && py->ev != NULL &&

@@ -84,7 +84,9 @@ struct sx_step_output {
     /* Commands a checkpointed job had in flight, dispatched again as it
      * resumes (sx_completer_resumed); never set on a worker's output. */
     bool resumed;
-    unsigned bundle_max; /* messages per bundle (hooks->merge) */
+    /* Messages per bundle (hooks->merge); above 1 only when hooks->merge
+     * is set, so sx_send tests this alone. */
+    unsigned bundle_max;
     /* Set by the engine once a dispatch took every send's node (it
      * takes them all, whatever else fails): reset then has none to drop
      * and skips looking at the yields. */
