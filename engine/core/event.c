@@ -500,7 +500,10 @@ int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
         *evp = b;
         return 0;
     }
-    if (ev->nmsg >= max || ev->nmsg == UINT16_MAX)
+    /* No record is under 3 bytes (rec_size), so the node's room keeps the
+     * count below what nmsg holds. */
+    _Static_assert(SX__EV_BUNDLE / 3 < UINT16_MAX, "a bundle's count fits");
+    if (ev->nmsg >= max)
         return -1;
     size_t used = ev->data_len;
     if (used + add > class_bytes(ev->big)) {
@@ -534,9 +537,7 @@ int sx__ev_bundle_append(sx__ev *ev, const char *topic, size_t topic_len,
 {
     _Static_assert(16 < 255, "a quick record's data length is one byte");
     unsigned n = ev->nmsg;
-    /* (n < max keeps n below UINT16_MAX only while max fits a uint16_t) */
-    if (n == 0 || n >= max || n == UINT16_MAX || topic_len > 16 ||
-        data.len > 16)
+    if (n == 0 || n >= max || topic_len > 16 || data.len > 16)
         return -1;
     size_t end = ev->data_len + 2 + topic_len + 1 + data.len;
     if (end > SX__EV_INLINE && (ev->big != 2 || end > SX__EV_BUNDLE))

@@ -434,6 +434,94 @@ static void test_completions(void)
     down(e);
 }
 
+/* ---- a bundle's quick append against the general one ---- */
+
+/* A bundle in a node of size class big (1: large, 2: bundle) whose records
+ * take exactly `used` bytes: a first message (topic "a", no data, 4 bytes),
+ * a 3-byte record (so that the two make a bundle in a large node), then
+ * records of an empty topic and up to 254 bytes of data. */
+static sx__ev *bundle_of(int big, size_t used)
+{
+    static const uint8_t fill[300];
+    sx__ev *ev = sx__ev_alloc_sized(2);
+    CHECK(ev != NULL);
+    ev->kind = SX__EV_MESSAGE;
+    CHECK_RC(sx__ev_set(ev, "a", 1, nil, NULL), 0);
+    CHECK(used >= 7);
+    CHECK_RC(sx__ev_bundle_add(&ev, "", 0, nil, 1000), 0);
+    size_t left = used - 7;
+    while (left > 0) {
+        size_t r = left < 257 ? left : 257;
+        if (left - r > 0 && left - r < 3)
+            r = left - 3; /* no record is under 3 bytes */
+        sx_payload d = { fill, r - 3 };
+        CHECK_RC(sx__ev_bundle_add(&ev, "", 0, d, 1000), 0);
+        left -= r;
+    }
+    CHECK_EQ_INT(ev->big, big);
+    CHECK_EQ_INT(ev->data_len, used);
+    return ev;
+}
+
+/* Property: sx__ev_bundle_append (sx_send's quick path into a bundle)
+ * takes a record exactly when it is small (topic and data of up to 16
+ * bytes), its topic ASCII, the bundle under its count and the record
+ * within the node's room, and then writes the bytes sx__ev_bundle_add
+ * writes; anything else it refuses with the bundle unchanged. Every topic
+ * and data length 0..17, a bundle in either node size ending 1 byte short
+ * of its room, on it and 1 byte past it, at and under its count. */
+static void test_bundle_append_exact(void)
+{
+    uint8_t data[32];
+    char topic[32];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(0x91 + 7 * i);
+    for (int big = 1; big <= 2; big++) {
+        size_t cap = big == 1 ? SX__EV_INLINE : SX__EV_BUNDLE;
+        for (size_t tl = 0; tl <= 17; tl++) {
+            for (size_t dl = 0; dl <= 17; dl++) {
+                size_t rs = 2 + tl + 1 + dl;
+                for (int v = 0; v < 8; v++) {
+                    /* v 0-2: end at cap - 1, cap, cap + 1; 3: a bundle
+                     * at its count; 4-7: the topic's last byte, or its
+                     * first, not ASCII (0xc3, 0x80) */
+                    size_t used = cap - rs + (v <= 2 ? (size_t)v : 0) - 1;
+                    for (size_t j = 0; j < tl; j++)
+                        topic[j] = (char)('A' + (tl + dl + j) % 26);
+                    topic[tl] = 0;
+                    if (v >= 4 && tl == 0)
+                        continue;
+                    if (v >= 4)
+                        topic[(v & 1) ? tl - 1 : 0] =
+                            (char)((v & 2) ? 0x80 : 0xc3);
+                    sx__ev *a = bundle_of(big, used), *b = bundle_of(big, used);
+                    unsigned max = v == 3 ? a->nmsg : a->nmsg + 1;
+                    sx_payload d = { dl > 0 ? data : NULL, dl };
+                    bool fits = tl <= 16 && dl <= 16 && used + rs <= cap &&
+                                v != 3 && v < 4;
+                    int rc = sx__ev_bundle_append(a, topic, tl, d, max);
+                    if (rc != (fits ? 0 : -1)) {
+                        fprintf(stderr, "big %d tl %zu dl %zu v %d: %d\n", big,
+                                tl, dl, v, rc);
+                        CHECK(false);
+                    }
+                    if (fits) {
+                        sx__ev *b0 = b;
+                        CHECK_RC(sx__ev_bundle_add(&b, topic, tl, d, max), 0);
+                        CHECK(b == b0);
+                    }
+                    CHECK_EQ_INT(a->nmsg, b->nmsg);
+                    CHECK_EQ_INT(a->data_len, b->data_len);
+                    CHECK(memcmp(sx__ev_inl(a), sx__ev_inl(b), a->data_len) ==
+                          0);
+                    sx__ev_free(a);
+                    sx__ev_free(b);
+                }
+            }
+        }
+    }
+}
+
 /* ---- the depot's cap ---- */
 
 /* Property: the shared depot of free nodes keeps, of each size, the most
@@ -471,6 +559,7 @@ static const sx_test_case cases[] = {
     { "to_mailbox", test_to_mailbox },
     { "completions", test_completions },
     { "depot_cap", test_depot_cap },
+    { "bundle_append_exact", test_bundle_append_exact },
 };
 
 SX_TEST_MAIN(cases)
