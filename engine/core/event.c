@@ -367,15 +367,15 @@ __attribute__((noinline)) void sx__ev_free(sx__ev *ev)
  *
  * A record: its head (rec_size), the topic and its NUL, the data. */
 
-/* Small copies (a topic, an int payload) inline: a call to memcpy for a few
- * bytes would be 6 % of fanin. The first byte alone, then the rest as two
- * loads of one width that may overlap (the widest of 8, 4, 2 that fits):
- * the bytes were usually just written by the sender, and msgpack writes a
- * number as a type byte then one store of the value (process/mpformat.h,
- * sx__mp_put), so both loads are that store and are forwarded from the
- * store buffer. A load spanning the type byte and the value would stall on
- * forwarding (24 % of the producer's merge, measured). No loops: the
- * compiler turns none into a vector loop or a call to memmove. */
+/* Small copies (a topic, an int payload) inline, not a call to memcpy for
+ * a few bytes. The first byte alone, then the rest as two loads of one
+ * width that may overlap (the widest of 8, 4, 2 that fits): the bytes were
+ * usually just written by the sender, and msgpack writes a number as a
+ * type byte then one store of the value (process/mpformat.h, sx__mp_put),
+ * so both loads are that store and are forwarded from the store buffer; a
+ * load spanning the type byte and the value would stall on forwarding
+ * (bench/FINDINGS.md, "fanin", *Store forwarding*). No loops: the compiler
+ * turns none into a vector loop or a call to memmove. */
 static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 {
     if (n == 0)
