@@ -438,7 +438,11 @@ GAP_WHY = {
             "hop: a worker keeps the references of 8 receivers at most, "
             "so here each send looks for a kept reference, misses, and "
             "takes and drops the process table's (two more locked "
-            "instructions).",
+            "instructions). Those two are not what keeps ring from 0.4: a "
+            "build with no reference at all on these sends (unsafe, built "
+            "only to measure it) ran ~7 % faster (bench/FINDINGS.md, \"The "
+            "table's reference on a ring's send\"), where 0.4 asks for "
+            "about a third off the hop.",
     "yield": "A yield round trip (yield a no-op command, its answer "
              "completed at once, the next step) costs {instr} instructions "
              "(the instructions table): the worker's loop and the step's "
