@@ -424,6 +424,15 @@ dispatch_as(sx_engine *e, sx__proc *p, const sx_step_output *out, sx_pid pid,
             uint32_t gen, bool job)
 {
     sx__worker *w = sx__current_worker(e);
+    /* yields[0] is initialised memory even with no yield (the output's
+     * inline array, zeroed at init; a grown array holds at least one), so
+     * its command is tested before the count. */
+    if (out->yields[0].cmd == SX__CMD_DIRECT_SEND && out->n_yields == 1 &&
+        out->yields[0].ev != NULL) {
+        /* A step's one yield, a send (a reply, a forward): with no loop. */
+        send_one(e, w, pid, (sx__yield *)&out->yields[0]);
+        return 0;
+    }
     for (size_t i = 0; i < out->n_yields; i++) {
         const sx__yield *y = &out->yields[i];
         if (y->cmd == SX__CMD_DIRECT_SEND) {
