@@ -254,7 +254,7 @@ static inline __attribute__((always_inline)) void ev_clear(sx__ev *ev, int big)
     if (big)
         memcpy(ev, &zero, sizeof(sx__ev));
     else
-        memcpy(ev, &zero, offsetof(sx__ev, small));
+        memset(ev, 0, offsetof(sx__ev, small));
 }
 
 /* Puts ev at the head of this thread's list l. */
