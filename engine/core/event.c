@@ -243,11 +243,13 @@ static __attribute__((noinline)) sx__ev *depot_take(int big)
 }
 
 /* Clears a node's fields (a small node's stop at its bytes): the inline
- * bytes are written before they are read. A copy of a zeroed node rather
- * than memset: for a size known only as one of two, gcc emits `rep
- * stos`, whose start-up cost would be 60 % of ev_alloc (11 % of the yield
- * benchmark); constant-size copies compile to a few vector moves. Always
- * inlined, so that big is a constant. */
+ * bytes are written before they are read. Always inlined, so that big is
+ * a constant and each clear has a constant size (a size known only as one
+ * of two compiles to `rep stos`, whose start-up cost is most of an
+ * allocation). The small header is a memset: stores of a zeroed register.
+ * The large one is a copy of a zeroed node: as a memset it changed what
+ * link-time optimisation inlines around it, for more instructions on the
+ * hot paths (bench/icount.sh). */
 static inline __attribute__((always_inline)) void ev_clear(sx__ev *ev, int big)
 {
     static const sx__ev zero;
