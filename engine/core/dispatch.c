@@ -283,8 +283,8 @@ static void send_drop(void *ev)
 }
 
 /* The general path of send_merge: noinline, so that send_merge's common
- * case (sx__ev_bundle_append) needs no frame for the general path's calls
- * and reaches it by a tail call. */
+ * case (sx__ev_bundle_append) keeps no registers for the general path's
+ * calls and reaches it by a tail call. */
 static __attribute__((noinline)) int
 send_merge_any(void **ev, const char *topic, size_t topic_len, sx_payload data,
                unsigned max)

@@ -412,6 +412,16 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
     }
 }
 
+/* ASCII and no NUL before n: a valid topic (process/utf8.h) that the
+ * quick paths take; anything else goes to the general check. */
+static inline bool topic_ascii(const char *topic, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((signed char)topic[i] <= 0)
+            return false;
+    return true;
+}
+
 sx__ev *sx__ev_message_quick(const char *topic, size_t topic_len,
                              sx_payload data)
 {
@@ -421,10 +431,8 @@ sx__ev *sx__ev_message_quick(const char *topic, size_t topic_len,
     sx__ev *ev = l->head;
     if (ev == NULL || topic_len > 16 || data.len > 16)
         return NULL;
-    /* ASCII and no NUL before topic_len: a valid topic (process/utf8.h). */
-    for (size_t i = 0; i < topic_len; i++)
-        if ((signed char)topic[i] <= 0)
-            return NULL;
+    if (!topic_ascii(topic, topic_len))
+        return NULL;
     l->head = next_of(ev);
     l->n--;
     ev_clear(ev, 0);
@@ -537,28 +545,16 @@ int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
 int sx__ev_bundle_append(sx__ev *ev, const char *topic, size_t topic_len,
                          sx_payload data, unsigned max)
 {
-    _Static_assert(16 < 255, "a quick record's data length is one byte");
     unsigned n = ev->nmsg;
     if (n == 0 || n >= max || topic_len > 16 || data.len > 16)
         return -1;
-    size_t end = ev->data_len + 2 + topic_len + 1 + data.len;
+    size_t end = ev->data_len + rec_size(topic_len, data.len);
     if (end > SX__EV_INLINE && (ev->big != 2 || end > SX__EV_BUNDLE))
         return -1;
-    /* The topic copied byte by byte as each is checked (ASCII and no NUL
-     * before topic_len: a valid topic, process/utf8.h); a check that fails
-     * leaves bytes past the bundle's end, which nothing reads. */
-    uint8_t *b = sx__ev_inl(ev) + ev->data_len;
-    for (size_t i = 0; i < topic_len; i++) {
-        signed char c = (signed char)topic[i];
-        if (c <= 0)
-            return -1;
-        b[2 + i] = (uint8_t)c;
-    }
-    b[0] = (uint8_t)topic_len;
-    b[1] = (uint8_t)data.len;
-    b[2 + topic_len] = 0;
-    if (data.len > 0)
-        copy_small(b + 3 + topic_len, data.data, data.len);
+    if (!topic_ascii(topic, topic_len))
+        return -1;
+    rec_put(sx__ev_inl(ev) + ev->data_len, topic, topic_len, data.data,
+            (uint32_t)data.len);
     ev->nmsg = (uint16_t)(n + 1);
     ev->data_len = (uint32_t)end;
     return 0;

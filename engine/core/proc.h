@@ -408,7 +408,8 @@ void sx__ev_free_chain(sx__ev *ev);
 int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
                       sx_payload data, unsigned max);
 /* sx__ev_bundle_add's common case, with no call and few live values (its
- * caller, send_merge, needs no frame for it): a topic of up to 16 bytes,
+ * caller, send_merge, keeps a small frame for it): the record written by
+ * the same code (rec_put) for a topic of up to 16 bytes,
  * all ASCII, and data of up to 16 bytes, appended to a bundle (not a lone
  * message) that holds fewer than max messages and has room in its node.
  * Returns 0, or -1 when the case does not apply (not an error): the caller

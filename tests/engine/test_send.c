@@ -536,12 +536,15 @@ static int64_t mixbox_total(mixbox *b)
     return v;
 }
 
+static const sx_process_type tiny_t;
+
 static sx_engine *up_with(unsigned workers, unsigned throughput)
 {
     sx_engine_config cfg = { .workers = workers, .throughput = throughput };
     sx_engine *e = tx_engine_new(&cfg);
     tx_engine_register(e, &mix_t, 1);
     tx_engine_register(e, &chk_t, 1);
+    tx_engine_register(e, &tiny_t, 1);
     tx_engine_start(e);
     return e;
 }
@@ -707,11 +710,7 @@ static void test_bundle_small_records(void)
 {
     const unsigned caps[] = { 32, 1 };
     for (size_t c = 0; c < 2; c++) {
-        sx_engine_config cfg = { .workers = 2, .throughput = caps[c] };
-        sx_engine *e = tx_engine_new(&cfg);
-        tx_engine_register(e, &chk_t, 1);
-        tx_engine_register(e, &tiny_t, 1);
-        tx_engine_start(e);
+        sx_engine *e = up_with(2, caps[c]);
         uint8_t nb[SX_PAYLOAD_INT_MAX], cb[SX_PAYLOAD_INT_MAX],
             sb[SX_PAYLOAD_INT_MAX];
         sx_payload cin[3] = { sx_payload_int(nb, TINY_N),
