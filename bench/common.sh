@@ -84,9 +84,9 @@ bench_tools() {
         cp "$bb/tokio/release/stepx-peer-tokio" "$bb/stepx-peer-tokio"
     fi
     local probe
-    for probe in pagefault memlat cpu; do
+    for probe in pagefault memlat cpu c2c; do
         if stale "$bb/$probe-probe" "bench/${probe}_probe.c"; then
-            gcc -O2 -std=c11 -o "$bb/$probe-probe" "bench/${probe}_probe.c"
+            gcc -O2 -std=c11 -pthread -o "$bb/$probe-probe" "bench/${probe}_probe.c"
         fi
     done
 }

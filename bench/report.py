@@ -835,6 +835,11 @@ def section_machine(p, meta):
           "...) | before {} ms; after {} ms |".format(
               meta["cpu_ms_before"].replace(",", ", "),
               meta.get("cpu_ms_after", "?").replace(",", ", ")))
+    if "c2c_ns_before" in meta:
+        p("| a cache line's round trip between CPU 0 and CPU 1, ... "
+          "(bench/c2c_probe.c) | before {} ns; after {} ns |".format(
+              meta["c2c_ns_before"].replace(",", ", "),
+              meta.get("c2c_ns_after", "?").replace(",", ", ")))
     p("| load average (1, 5, 15 min) | before {}; after {} |".format(
         meta.get("load_before", "?"), meta.get("load_after", "?")))
     build = meta.get("build", "buildtype=release")
@@ -870,6 +875,18 @@ def section_machine(p, meta):
           "figure by as much (pingpong's runs fall into two groups, ~70 "
           "and ~88 ns, one per CPU: bench/FINDINGS.md); the medians "
           "take in both.")
+    if "c2c_ns_before" in meta:
+        p("")
+        p("Nor is the distance between the CPUs fixed: the host places "
+          "its virtual CPUs on sibling threads of one core, on two cores "
+          "of one complex or farther apart, and a cache line's round trip "
+          "between them (the row above) follows. A workload whose threads "
+          "pass data to each other pays it on every hand-over: Tokio's "
+          "pingpong and ring wake the receiving task on the other worker, "
+          "Go's fanin passes each message through a channel between two "
+          "threads, stepx's pingpong keeps a hop on its worker. Ratios "
+          "against the peers from runs at different distances are not "
+          "comparable (bench/FINDINGS.md, \"The two CPUs' distance\").")
     p("")
 
 

@@ -131,6 +131,9 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 # Each CPU's speed at one thread, now and after the runs: the report
 # shows how unequal the host left them.
 CPU_MS_BEFORE=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')
+# How far apart the CPUs are (a cache line's round trip between them), now
+# and after: the host may place or move them.
+C2C_BEFORE=$("$BB/c2c-probe" | sed 's/^c2c_ns=//')
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
@@ -324,6 +327,8 @@ META=$BB/meta.txt
     echo "pagefault_us=$PAGEFAULT"
     echo "cpu_ms_before=$CPU_MS_BEFORE"
     echo "cpu_ms_after=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')"
+    echo "c2c_ns_before=$C2C_BEFORE"
+    echo "c2c_ns_after=$("$BB/c2c-probe" | sed 's/^c2c_ns=//')"
     echo "load_before=$LOAD_BEFORE"
     echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "gcc=$(gcc --version | head -n 1)"
