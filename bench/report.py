@@ -1037,6 +1037,22 @@ def section_gaps(p, run, rows, meta, icount=None):
                          "submit, and a run used {:.3f} s of CPU."
                          .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
         items.append(head + " " + gap_why(w, icount))
+    if items and not meta.get("mode") == "quick":
+        items.append(
+            "**The host decides part of the verdicts.** Machines of this "
+            "kind come on different hosts, and the same build meets "
+            "different targets on them. Where a fresh page cost 1.7 µs the "
+            "peers that hand every message between threads (Tokio, Go) "
+            "ran at their best and the ratio targets (skynet, pingpong, "
+            "ring, fanin) were missed; where a page cost ~10 µs and a "
+            "cache line's round trip between the CPUs ~480 ns (the machine "
+            "table has both probes) the peers' messages slowed two- to "
+            "four-fold while a stepx hop stays on its worker, and the rows "
+            "that are page faults and system calls by nature (submit, the "
+            "relay rows) missed their absolute targets; timers missed on "
+            "both. bench/FINDINGS.md (\"Two hosts, two verdicts\") sets "
+            "two full runs of nearly the same code side by side; the "
+            "instruction counts above do not move with the host.")
     quick = meta.get("mode") == "quick"
     missing = absent(run, meta)
     if missing:
