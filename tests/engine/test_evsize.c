@@ -522,6 +522,42 @@ static void test_bundle_append_exact(void)
     }
 }
 
+/* Property: the quick append's topic check refuses a topic with a NUL
+ * or a byte of 0x80 and up at any position, and takes one of bytes
+ * 0x01-0x7f: every length 1..16, every position, bytes 0x00, 0x01, 0x7f,
+ * 0x80, 0xc3 and 0xff, the rest of the topic 0x01, 0x7f or a letter (the
+ * ends of the ASCII range, where a check on whole words would borrow or
+ * carry). */
+static void test_bundle_append_topic_bytes(void)
+{
+    static const uint8_t put[] = { 0x00, 0x01, 0x7f, 0x80, 0xc3, 0xff };
+    static const uint8_t rest[] = { 0x01, 0x7f, 'm' };
+    char topic[17];
+    for (size_t tl = 1; tl <= 16; tl++) {
+        for (size_t j = 0; j < tl; j++) {
+            for (size_t x = 0; x < sizeof put; x++) {
+                for (size_t r = 0; r < sizeof rest; r++) {
+                    memset(topic, rest[r], tl);
+                    topic[j] = (char)put[x];
+                    topic[tl] = 0;
+                    bool ok = put[x] >= 0x01 && put[x] <= 0x7f;
+                    sx__ev *a = bundle_of(1, 7);
+                    int rc = sx__ev_bundle_append(a, topic, tl, nil, 64);
+                    if (rc != (ok ? 0 : -1)) {
+                        fprintf(stderr,
+                                "length %zu, byte %zu = 0x%02x (rest 0x%02x): "
+                                "%d\n",
+                                tl, j, put[x], rest[r], rc);
+                        CHECK(false);
+                    }
+                    CHECK_EQ_INT(a->nmsg, ok ? 3 : 2);
+                    sx__ev_free(a);
+                }
+            }
+        }
+    }
+}
+
 /* ---- the depot's cap ---- */
 
 /* Property: the shared depot of free nodes keeps, of each size, the most
@@ -560,6 +596,7 @@ static const sx_test_case cases[] = {
     { "completions", test_completions },
     { "depot_cap", test_depot_cap },
     { "bundle_append_exact", test_bundle_append_exact },
+    { "bundle_append_topic_bytes", test_bundle_append_topic_bytes },
 };
 
 SX_TEST_MAIN(cases)
