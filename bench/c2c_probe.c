@@ -3,23 +3,25 @@
  *
  *   c2c-probe
  *
- * Two threads, one pinned to CPU 0 and one to CPU i, pass a counter back
- * and forth through one cache line: each waits until the line holds the
- * other's last value, then writes the next one. A pass is one round trip
- * of the line between the two CPUs' caches. Prints
- * `c2c_ns=<ns a round trip, CPU 0 and 1>,<CPU 0 and 2>,...` (the median of
- * 5 rounds of 200,000 round trips each for every pair).
+ * Two threads, one pinned to the first CPU this process may run on and one
+ * to another, pass a counter back and forth through one cache line: each
+ * waits until the line holds the other's last value, then writes the next
+ * one. A pass is one round trip of the line between the two CPUs' caches.
+ * Prints `c2c_ns=<ns a round trip, first CPU and second>,<first and
+ * third>,...` over the CPUs of the process's affinity mask, in order (the
+ * median of 5 rounds of 200,000 round trips each for every pair); `?` for
+ * a pair whose thread could not be started on its CPU, `-` when there is
+ * one CPU only.
  *
  * bench/run.sh records it with the machine, before and after the runs. On
- * a shared host the virtual CPUs may sit on one physical core's siblings,
- * on two cores of one core complex or on two complexes, and the host may
- * move them: a round trip then takes anything from ~50 ns to ~500 ns.
- * Every figure with two threads that exchange data (a message sent to
- * another worker, a wake-up, a steal) moves with it, a runtime that keeps
- * a conversation on one thread far less than one that hands every message
- * across (bench/FINDINGS.md, "The two CPUs' distance").
+ * a shared host the virtual CPUs' placement on the physical cores is the
+ * host's, and may change; every figure with two threads that exchange
+ * data (a message sent to another worker, a wake-up, a steal) pays this
+ * round trip, a runtime that keeps a conversation on one thread less than
+ * one that hands every message across (bench/FINDINGS.md, "The two CPUs'
+ * distance").
  */
-#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
+#define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,38 +29,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
 #define TRIPS 200000
 #define ROUNDS 5
 
-/* The line the two threads pass: the counter alone on it. The loads are
- * acquire and the stores release only to keep the compiler from merging
- * or hoisting them; what is measured is the line's coherence traffic,
- * which any order pays. */
-static _Alignas(64) _Atomic uint64_t line;
-static int other_cpu;
-
-static int pin(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-}
+/* The line the two threads pass, the counter alone on it (padded). The
+ * loads are acquire and the stores release only to keep the compiler from
+ * merging or hoisting them; what is measured is the line's coherence
+ * traffic, which any order pays. */
+static struct {
+    _Alignas(64) _Atomic uint64_t v;
+    char pad[64 - sizeof(uint64_t)];
+} line;
 
 static void *echo(void *arg)
 {
     (void)arg;
-    /* Unpinned it still answers (the main thread would wait for good
-     * otherwise); the pair's figure is then reported as unknown. */
-    void *rc = pin(other_cpu) != 0 ? (void *)1 : NULL;
     for (uint64_t r = 0; r < (uint64_t)ROUNDS * TRIPS; r++) {
-        while (atomic_load_explicit(&line, memory_order_acquire) != 2 * r + 1)
+        while (atomic_load_explicit(&line.v, memory_order_acquire) !=
+               2 * r + 1)
             ;
-        atomic_store_explicit(&line, 2 * r + 2, memory_order_release);
+        atomic_store_explicit(&line.v, 2 * r + 2, memory_order_release);
     }
-    return rc;
+    return NULL;
 }
 
 static int cmp(const void *a, const void *b)
@@ -67,53 +60,77 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median round trip between CPU 0 and CPU cpu, in ns; < 0 when either
- * CPU cannot be had. */
-static double pair_ns(int cpu)
+/* The median round trip between CPUs a and b, in ns; < 0 when either
+ * cannot be had. The echo thread is created on b (its attributes carry
+ * the CPU), so a CPU it may not run on fails the creation rather than
+ * leaving both threads spinning on one CPU. */
+static double pair_ns(int a, int b)
 {
-    pthread_t t;
-    double ns[ROUNDS];
-    atomic_store_explicit(&line, 0, memory_order_relaxed);
-    other_cpu = cpu;
-    if (pin(0) != 0 || pthread_create(&t, NULL, echo, NULL) != 0)
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(a, &s);
+    if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0)
         return -1;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) != 0)
+        return -1;
+    CPU_ZERO(&s);
+    CPU_SET(b, &s);
+    pthread_t t;
+    atomic_store_explicit(&line.v, 0, memory_order_relaxed);
+    int rc = pthread_attr_setaffinity_np(&at, sizeof s, &s);
+    if (rc == 0)
+        rc = pthread_create(&t, &at, echo, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0)
+        return -1;
+    double ns[ROUNDS];
     uint64_t v = 0;
     for (int k = 0; k < ROUNDS; k++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int i = 0; i < TRIPS; i++, v += 2) {
-            atomic_store_explicit(&line, v + 1, memory_order_release);
-            while (atomic_load_explicit(&line, memory_order_acquire) != v + 2)
+            atomic_store_explicit(&line.v, v + 1, memory_order_release);
+            while (atomic_load_explicit(&line.v, memory_order_acquire) !=
+                   v + 2)
                 ;
         }
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        ns[k] = ((double)(b.tv_sec - a.tv_sec) * 1e9 +
-                 (double)(b.tv_nsec - a.tv_nsec)) /
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ns[k] = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+                 (double)(t1.tv_nsec - t0.tv_nsec)) /
                 TRIPS;
     }
-    void *rc;
-    pthread_join(t, &rc);
-    if (rc != NULL)
-        return -1;
+    pthread_join(t, NULL);
     qsort(ns, ROUNDS, sizeof ns[0], cmp);
     return ns[ROUNDS / 2];
 }
 
 int main(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1 || n > CPU_SETSIZE)
-        return 1;
-    printf("c2c_ns=");
-    if (n == 1)
-        printf("-");
-    for (long c = 1; c < n; c++) {
-        double ns = pair_ns((int)c);
-        if (ns < 0)
-            printf("%s?", c > 1 ? "," : "");
-        else
-            printf("%s%.0f", c > 1 ? "," : "", ns);
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        printf("c2c_ns=?\n");
+        return 0;
     }
+    int first = -1, pairs = 0;
+    printf("c2c_ns=");
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed))
+            continue;
+        if (first < 0) {
+            first = c;
+            continue;
+        }
+        double ns = pair_ns(first, c);
+        if (ns < 0)
+            printf("%s?", pairs > 0 ? "," : "");
+        else
+            printf("%s%.0f", pairs > 0 ? "," : "", ns);
+        pairs++;
+        fflush(stdout);
+    }
+    if (pairs == 0)
+        printf("-");
     printf("\n");
     return 0;
 }

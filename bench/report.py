@@ -836,8 +836,8 @@ def section_machine(p, meta):
               meta["cpu_ms_before"].replace(",", ", "),
               meta.get("cpu_ms_after", "?").replace(",", ", ")))
     if "c2c_ns_before" in meta:
-        p("| a cache line's round trip between CPU 0 and CPU 1, ... "
-          "(bench/c2c_probe.c) | before {} ns; after {} ns |".format(
+        p("| a cache line's round trip between the first CPU and each "
+          "other one (bench/c2c_probe.c) | before {} ns; after {} ns |".format(
               meta["c2c_ns_before"].replace(",", ", "),
               meta.get("c2c_ns_after", "?").replace(",", ", ")))
     p("| load average (1, 5, 15 min) | before {}; after {} |".format(
@@ -877,10 +877,10 @@ def section_machine(p, meta):
           "take in both.")
     if "c2c_ns_before" in meta:
         p("")
-        p("Nor is the distance between the CPUs fixed: the host places "
-          "its virtual CPUs on sibling threads of one core, on two cores "
-          "of one complex or farther apart, and a cache line's round trip "
-          "between them (the row above) follows. A workload whose threads "
+        p("Nor is the distance between the CPUs fixed: where the host "
+          "places its virtual CPUs is its own choice, and a cache line's "
+          "round trip between them (the row above) follows it. A "
+          "workload whose threads "
           "pass data to each other pays it on every hand-over: Tokio's "
           "pingpong and ring wake the receiving task on the other worker, "
           "Go's fanin passes each message through a channel between two "
@@ -1037,22 +1037,19 @@ def section_gaps(p, run, rows, meta, icount=None):
                          "submit, and a run used {:.3f} s of CPU."
                          .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
         items.append(head + " " + gap_why(w, icount))
-    if items and not meta.get("mode") == "quick":
+    if items and meta.get("mode") != "quick" and "c2c_ns_before" in meta:
         items.append(
             "**The host decides part of the verdicts.** Machines of this "
-            "kind come on different hosts, and the same build meets "
-            "different targets on them. Where a fresh page cost 1.7 µs the "
-            "peers that hand every message between threads (Tokio, Go) "
-            "ran at their best and the ratio targets (skynet, pingpong, "
-            "ring, fanin) were missed; where a page cost ~10 µs and a "
-            "cache line's round trip between the CPUs ~480 ns (the machine "
-            "table has both probes) the peers' messages slowed two- to "
-            "four-fold while a stepx hop stays on its worker, and the rows "
-            "that are page faults and system calls by nature (submit, the "
-            "relay rows) missed their absolute targets; timers missed on "
-            "both. bench/FINDINGS.md (\"Two hosts, two verdicts\") sets "
-            "two full runs of nearly the same code side by side; the "
-            "instruction counts above do not move with the host.")
+            "kind come on different hosts, and nearly the same code meets "
+            "different targets on them: the peers' message passing "
+            "(Tokio's most) slows where the CPUs are far apart (the "
+            "machine table's round trip), which moves the ratio targets "
+            "in stepx's favour, while the rows that are page faults, "
+            "socket round trips and hand-overs between the CPUs (submit, "
+            "timers, the relay rows) move against it. bench/FINDINGS.md "
+            "(\"Two hosts, two verdicts\") sets two full runs side by "
+            "side; the instruction counts below do not move with the "
+            "host.")
     quick = meta.get("mode") == "quick"
     missing = absent(run, meta)
     if missing:

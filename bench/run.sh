@@ -133,7 +133,16 @@ PAGEFAULT=$("$BB/pagefault-probe" 256 | sed 's/^pagefault_us=//')
 CPU_MS_BEFORE=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')
 # How far apart the CPUs are (a cache line's round trip between them), now
 # and after: the host may place or move them.
-C2C_BEFORE=$("$BB/c2c-probe" | sed 's/^c2c_ns=//')
+# A probe that fails or stalls leaves "?" in the report, never the run.
+c2c_probe() {
+    local out
+    if out=$(timeout 120 "$BB/c2c-probe"); then
+        echo "${out#c2c_ns=}"
+    else
+        echo "?"
+    fi
+}
+C2C_BEFORE=$(c2c_probe)
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
@@ -328,7 +337,7 @@ META=$BB/meta.txt
     echo "cpu_ms_before=$CPU_MS_BEFORE"
     echo "cpu_ms_after=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')"
     echo "c2c_ns_before=$C2C_BEFORE"
-    echo "c2c_ns_after=$("$BB/c2c-probe" | sed 's/^c2c_ns=//')"
+    echo "c2c_ns_after=$(c2c_probe)"
     echo "load_before=$LOAD_BEFORE"
     echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "gcc=$(gcc --version | head -n 1)"
