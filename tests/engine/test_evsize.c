@@ -551,6 +551,15 @@ static void test_bundle_append_topic_bytes(void)
                         CHECK(false);
                     }
                     CHECK_EQ_INT(a->nmsg, ok ? 3 : 2);
+                    /* Refused: the bundle as it was; taken: the bytes
+                     * the general path writes. */
+                    sx__ev *b = bundle_of(1, 7);
+                    if (ok)
+                        CHECK_RC(sx__ev_bundle_add(&b, topic, tl, nil, 64), 0);
+                    CHECK_EQ_INT(a->data_len, b->data_len);
+                    CHECK(memcmp(sx__ev_inl(a), sx__ev_inl(b), a->data_len) ==
+                          0);
+                    sx__ev_free(b);
                     sx__ev_free(a);
                 }
             }
