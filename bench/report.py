@@ -1044,9 +1044,9 @@ def section_gaps(p, run, rows, meta, icount=None):
             "different targets on them: the peers' message passing "
             "(Tokio's most) slows where the CPUs are far apart (the "
             "machine table's round trip), which moves the ratio targets "
-            "in stepx's favour, while the rows that are page faults, "
-            "socket round trips and hand-overs between the CPUs (submit, "
-            "timers, the relay rows) move against it. bench/FINDINGS.md "
+            "in stepx's favour, while the rows that start many processes "
+            "from outside or make socket round trips (submit, timers, the "
+            "relay rows) move against it. bench/FINDINGS.md "
             "(\"Two hosts, two verdicts\") sets two full runs side by "
             "side; the instruction counts below do not move with the "
             "host.")
