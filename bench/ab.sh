@@ -31,11 +31,14 @@
 # bench/FINDINGS.md).
 #
 # Nothing else should run meanwhile (check `uptime`); seven rounds or more
-# for differences under ~10 %.
+# for differences under ~10 %. When build/bench/c2c-probe is there (built
+# by bench/run.sh), the CPUs' distance before and after the rounds goes to
+# stderr: an A/B whose host changed its CPUs' placement meanwhile compares
+# runs that are not alike (bench/FINDINGS.md, "The two CPUs' distance").
 set -euo pipefail
 
 if [ $# -lt 4 ]; then
-    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit 2
 fi
 workload=$1 n=$2 rounds=$3
@@ -55,6 +58,14 @@ if [ -n "${AB_CPU:-}" ]; then
     pin=(taskset -c "$AB_CPU")
 fi
 read -r -a args <<<"${AB_ARGS:-}"
+
+probe="$(dirname "$0")/../build/bench/c2c-probe"
+distance() {
+    if [ -x "$probe" ]; then
+        echo "ab.sh: $1: $(timeout 60 "$probe" || echo "c2c_ns=?") (a cache line's round trip between the CPUs)" >&2
+    fi
+}
+distance before
 
 for _ in $(seq 1 "$rounds"); do
     for b in "$@"; do
@@ -95,3 +106,4 @@ for b, v in runs.items():
         print("%-40s   %s median %.4g   runs: %s" % (
             "", k, statistics.median(xs), " ".join("%.4g" % x for x in xs)))
 '
+distance after
