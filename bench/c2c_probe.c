@@ -46,8 +46,7 @@ static void *echo(void *arg)
 {
     (void)arg;
     for (uint64_t r = 0; r < (uint64_t)ROUNDS * TRIPS; r++) {
-        while (atomic_load_explicit(&line.v, memory_order_acquire) !=
-               2 * r + 1)
+        while (atomic_load_explicit(&line.v, memory_order_acquire) != 2 * r + 1)
             ;
         atomic_store_explicit(&line.v, 2 * r + 2, memory_order_release);
     }
@@ -77,6 +76,8 @@ static double pair_ns(int a, int b)
     CPU_ZERO(&s);
     CPU_SET(b, &s);
     pthread_t t;
+    /* relaxed: pthread_create below orders it before the echo thread's
+     * first load, and this thread's own loads follow it in order. */
     atomic_store_explicit(&line.v, 0, memory_order_relaxed);
     int rc = pthread_attr_setaffinity_np(&at, sizeof s, &s);
     if (rc == 0)
@@ -91,8 +92,7 @@ static double pair_ns(int a, int b)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int i = 0; i < TRIPS; i++, v += 2) {
             atomic_store_explicit(&line.v, v + 1, memory_order_release);
-            while (atomic_load_explicit(&line.v, memory_order_acquire) !=
-                   v + 2)
+            while (atomic_load_explicit(&line.v, memory_order_acquire) != v + 2)
                 ;
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);

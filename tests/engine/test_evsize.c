@@ -463,6 +463,16 @@ static sx__ev *bundle_of(int big, size_t used)
     return ev;
 }
 
+/* a and b hold the same records (count, length, bytes); frees both. */
+static void check_same_bundle(sx__ev *a, sx__ev *b)
+{
+    CHECK_EQ_INT(a->nmsg, b->nmsg);
+    CHECK_EQ_INT(a->data_len, b->data_len);
+    CHECK(memcmp(sx__ev_inl(a), sx__ev_inl(b), a->data_len) == 0);
+    sx__ev_free(a);
+    sx__ev_free(b);
+}
+
 /* Property: sx__ev_bundle_append (sx_send's quick path into a bundle)
  * takes a record exactly when it is small (topic and data of up to 16
  * bytes), its topic ASCII, the bundle under its count and the record
@@ -510,12 +520,7 @@ static void test_bundle_append_exact(void)
                         CHECK_RC(sx__ev_bundle_add(&b, topic, tl, d, max), 0);
                         CHECK(b == b0);
                     }
-                    CHECK_EQ_INT(a->nmsg, b->nmsg);
-                    CHECK_EQ_INT(a->data_len, b->data_len);
-                    CHECK(memcmp(sx__ev_inl(a), sx__ev_inl(b), a->data_len) ==
-                          0);
-                    sx__ev_free(a);
-                    sx__ev_free(b);
+                    check_same_bundle(a, b);
                 }
             }
         }
@@ -556,11 +561,7 @@ static void test_bundle_append_topic_bytes(void)
                     sx__ev *b = bundle_of(1, 7);
                     if (ok)
                         CHECK_RC(sx__ev_bundle_add(&b, topic, tl, nil, 64), 0);
-                    CHECK_EQ_INT(a->data_len, b->data_len);
-                    CHECK(memcmp(sx__ev_inl(a), sx__ev_inl(b), a->data_len) ==
-                          0);
-                    sx__ev_free(b);
-                    sx__ev_free(a);
+                    check_same_bundle(a, b);
                 }
             }
         }
