@@ -253,10 +253,14 @@ typedef struct sx__proc {
         /* type->state_size bytes: the slot's state cell, a calloc'd
          * block (heap_state), or &sx__no_state. */
         void *user_state;
-        /* While free: the next slot of its magazine (ptable.c); only the
-         * magazine's owner reads it, and magazines change hands through
-         * the free stack's release / acquire. */
-        uint32_t free_next;
+        /* While free: the next slot of its magazine, and the one
+         * AHEAD places further down it or SX__FREE_NONE (ptable.c); only the
+         * magazine's owner reads them, and magazines change hands through the
+         * free stack's release / acquire. */
+        struct {
+            uint32_t free_next;
+            uint32_t free_ahead;
+        };
     };
     /* Watchers (sx__ev list) to tell when this process finishes; set to
      * SX__WATCH_CLOSED when it does. */
@@ -331,6 +335,9 @@ typedef struct {
     uint32_t cur;   /* first slot of the loaded magazine, or SX__FREE_NONE */
     uint32_t cur_n; /* how many it holds, about (see ptable.c) */
     uint32_t full;  /* a full magazine kept back, or SX__FREE_NONE */
+    /* Outside threads: slots taken from the loaded magazine (ptable.c,
+     * cache_take's prefetches). */
+    uint32_t taken;
 } sx__slotcache;
 
 void sx__slotcache_init(sx__slotcache *c);
@@ -511,6 +518,13 @@ sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);
 void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);
+/* For tests, while no thread takes or frees slots: checks every
+ * magazine on the free stack and the outside threads' loaded one (each
+ * slot free, at most MAG a magazine, free_ahead naming the slot AHEAD
+ * further down or SX__FREE_NONE at the end; ptable.c). Returns 0, or -1
+ * with what is wrong in why. *n_free gets the slots they hold. */
+int sx__ptable_free_check(sx_engine *e, uint64_t *n_free, char *why,
+                          size_t cap);
 /* Takes a reference on the live process named by pid; NULL if none. */
 sx__proc *sx__ptable_get(sx_engine *e, sx_pid pid);
 /* Lets go of every reference c keeps. */

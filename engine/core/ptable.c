@@ -37,6 +37,7 @@
  */
 /* MAP_ANONYMOUS is not in POSIX.1-2008. */
 #define _DEFAULT_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -226,23 +227,34 @@ void sx__ptable_fini(sx_engine *e)
  * edge does not go to the shared stack every time), and trades whole
  * magazines with the engine's lock-free stack. A slot freed by a worker is
  * one plain store on its own chain; a submitting thread takes MAG slots
- * with one CAS, and while it initialises one slot the next is already on
- * its way to its cache (prefetched). One shared free list instead, every
- * finish pushing its slot onto one head and every submit popping it,
- * costs two contended CASes and a cache miss on a slot just freed on the
- * other core: 30 % of the submit benchmark's time (bench/FINDINGS.md).
+ * with one CAS, and while it initialises one slot the one it will take
+ * AHEAD takes later is already on its way to its cache (prefetched). One
+ * shared free list instead, every finish pushing its slot onto one head
+ * and every submit popping it, costs two contended CASes and a cache miss
+ * on a slot just freed on the other core: 30 % of the submit benchmark's
+ * time (bench/FINDINGS.md).
  *
  * Within a magazine slots are linked by free_next and the last one holds
- * SX__FREE_NONE; on the stack, a magazine's first slot links the next
- * magazine's first slot by its steps field (a free slot
- * has no steps to count, and the field is an atomic that stays one when
- * the slot is in use again, so a stale popper's read of it is no data
- * race; free_next overlays user_state, which only owners touch). Threads
+ * SX__FREE_NONE. On the stack each slot's free_ahead names the slot AHEAD
+ * places further down its magazine (SX__FREE_NONE for the last AHEAD),
+ * set by whoever hands the magazine over (mag_mark_ahead, carve_locked):
+ * following free_next alone, a taker learns a slot's address only once
+ * the slot before it has arrived, and where a line from the other core
+ * takes longer than a submit (bench/FINDINGS.md, "The two CPUs'
+ * distance") every take waited for one. A magazine's first slot links
+ * the next magazine's first slot by its steps field (a free slot has no
+ * steps to count, and the field is an atomic that stays one when the slot
+ * is in use again, so a stale popper's read of it is no data race;
+ * free_next and free_ahead overlay user_state, which only owners
+ * touch). Threads
  * that are not workers share one cache (ext_slots) under a spinlock,
  * uncontended with one submitter; a slot whose last reference such a thread
  * drops goes back to the stack as a magazine of one. */
 
 #define MAG 32u
+/* How far ahead of its takes an outside thread fetches slots (see
+ * above). */
+#define AHEAD 4u
 /* A fresh magazine's slots are handed out in groups of GROUP, the even
  * ones of a group first (carve_locked). */
 #define GROUP 8u
@@ -253,6 +265,39 @@ void sx__slotcache_init(sx__slotcache *c)
 {
     c->cur = c->full = SX__FREE_NONE;
     c->cur_n = 0;
+    c->taken = 0;
+}
+
+/* Sets free_ahead along the magazine that starts at first (its slots are
+ * the caller's, in its cache: a magazine it filled). */
+static void mag_mark_ahead(sx_engine *e, sx__proc *first)
+{
+    sx__proc *back[AHEAD]; /* the last AHEAD slots passed, by k % AHEAD */
+    /* The segment of the last slot_at: slots lo..hi-1 start at seg - lo
+     * (a magazine's slots mostly share one). */
+    uint32_t lo = 0, hi = 0;
+    sx__proc *seg = NULL;
+    uint32_t k = 0;
+    for (sx__proc *p = first;; k++) {
+        if (k >= AHEAD)
+            back[k % AHEAD]->free_ahead = p->index;
+        back[k % AHEAD] = p;
+        uint32_t next = p->free_next;
+        if (next == SX__FREE_NONE)
+            break;
+        if (next - lo < hi - lo) {
+            p = seg + (next - lo);
+            continue;
+        }
+        uint64_t off;
+        unsigned sk = seg_of(next, &off);
+        p = slot_at(e, next);
+        lo = next - (uint32_t)off;
+        hi = lo + ((uint32_t)SX__SEG_BASE << sk);
+        seg = p - off;
+    }
+    for (uint32_t i = 0; i <= k && i < AHEAD; i++)
+        back[i]->free_ahead = SX__FREE_NONE;
 }
 
 /* Pushes the magazines first..last (linked by their steps fields) onto the
@@ -303,8 +348,11 @@ static uint32_t mag_pop(sx_engine *e)
 static void cache_put(sx_engine *e, sx__slotcache *c, sx__proc *p)
 {
     if (c->cur_n >= MAG) {
-        if (c->full != SX__FREE_NONE)
-            mags_push(e, slot_at(e, c->full), slot_at(e, c->full));
+        if (c->full != SX__FREE_NONE) {
+            sx__proc *f = slot_at(e, c->full);
+            mag_mark_ahead(e, f);
+            mags_push(e, f, f);
+        }
         c->full = c->cur;
         c->cur = SX__FREE_NONE;
         c->cur_n = 0;
@@ -343,6 +391,7 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
          * an outside thread): emptiness is told by cur, and cur_n only
          * decides when a magazine is handed on. */
         c->cur_n = MAG;
+        c->taken = 0;
     }
     sx__proc *p = slot_at(e, c->cur);
     if (p == NULL)
@@ -351,8 +400,16 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
     uint32_t next = p->free_next;
     c->cur = next;
     c->cur_n = next == SX__FREE_NONE ? 0 : c->cur_n - (c->cur_n > 0);
-    if (prefetch && next != SX__FREE_NONE)
-        prefetch_slot(slot_at(e, next));
+    if (prefetch && next != SX__FREE_NONE) {
+        /* The slot AHEAD takes away; and the next one while no earlier
+         * take has fetched it: among a magazine's first AHEAD, or in one
+         * without marks (a lone slot's). */
+        uint32_t ahead = p->free_ahead;
+        if (ahead != SX__FREE_NONE)
+            prefetch_slot(slot_at(e, ahead));
+        if (c->taken++ < AHEAD || ahead == SX__FREE_NONE)
+            prefetch_slot(slot_at(e, next));
+    }
     return p;
 }
 
@@ -426,18 +483,19 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
          * magazine's evens first (spawnidle 6-13 % slower; bench/FINDINGS.md).
          * off is a multiple of MAG, so offset parity is slot parity. */
         first = &seg[off];
-        sx__proc *prev = NULL;
+        uint32_t order[MAG], m = 0;
         for (uint32_t g = 0; g < n; g += GROUP)
             for (uint32_t odd = 0; odd < 2; odd++)
-                for (uint32_t i = g + odd; i < n && i < g + GROUP; i += 2) {
-                    first[i].index = base + i;
-                    first[i].free_next = SX__FREE_NONE;
-                    /* no next magazine */
-                    atomic_init(&first[i].steps, SX__FREE_NONE);
-                    if (prev != NULL)
-                        prev->free_next = base + i;
-                    prev = &first[i];
-                }
+                for (uint32_t i = g + odd; i < n && i < g + GROUP; i += 2)
+                    order[m++] = i;
+        for (uint32_t j = 0; j < m; j++) {
+            sx__proc *p = &first[order[j]];
+            p->index = base + order[j];
+            p->free_next = j + 1 < m ? base + order[j + 1] : SX__FREE_NONE;
+            p->free_ahead =
+                j + AHEAD < m ? base + order[j + AHEAD] : SX__FREE_NONE;
+            atomic_init(&p->steps, SX__FREE_NONE); /* no next magazine */
+        }
     } else {
         for (uint32_t i = 0; i < n; i++) {
             sx__proc *p = &seg[off + i];
@@ -454,6 +512,8 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
                 first = p;
             last = p;
         }
+        if (first != NULL)
+            mag_mark_ahead(e, first);
     }
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
@@ -761,6 +821,66 @@ uint64_t sx__ptable_slots(sx_engine *e)
     return n;
 }
 
+/* One magazine from first (see sx__ptable_free_check). */
+static int mag_check(sx_engine *e, uint32_t first, uint64_t *n_free, char *why,
+                     size_t cap)
+{
+    uint32_t idx[MAG + 1];
+    uint32_t n = 0;
+    for (uint32_t i = first; i != SX__FREE_NONE; n++) {
+        sx__proc *p = slot_at(e, i);
+        if (p == NULL || n == MAG + 1) {
+            snprintf(why, cap, "magazine at %u: slot %u %s", first, i,
+                     p == NULL ? "outside the table" : "past MAG slots");
+            return -1;
+        }
+        /* relaxed: nothing changes the slots meanwhile (see proc.h). */
+        if (atomic_load_explicit(&p->refs, memory_order_relaxed) != 0) {
+            snprintf(why, cap, "magazine at %u: slot %u is in use", first, i);
+            return -1;
+        }
+        idx[n] = i;
+        i = p->free_next;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t want = k + AHEAD < n ? idx[k + AHEAD] : SX__FREE_NONE;
+        uint32_t got = slot_at(e, idx[k])->free_ahead;
+        if (got != want) {
+            snprintf(why, cap,
+                     "magazine at %u (%u slots): slot %u, place %u, has "
+                     "free_ahead %u, not %u",
+                     first, n, idx[k], k, got, want);
+            return -1;
+        }
+    }
+    *n_free += n;
+    return 0;
+}
+
+int sx__ptable_free_check(sx_engine *e, uint64_t *n_free, char *why, size_t cap)
+{
+    *n_free = 0;
+    /* acquire: pairs with the release CAS in mags_push. */
+    uint64_t h = atomic_load_explicit(&e->free_head, memory_order_acquire);
+    uint64_t mags = 0;
+    for (uint32_t m = (uint32_t)h; m != SX__FREE_NONE; mags++) {
+        sx__proc *p = slot_at(e, m);
+        if (p == NULL || mags > sx__ptable_slots(e)) {
+            snprintf(why, cap, "free stack: magazine %u %s", m,
+                     p == NULL ? "outside the table" : "in a cycle");
+            return -1;
+        }
+        if (mag_check(e, m, n_free, why, cap) != 0)
+            return -1;
+        /* relaxed: the link (see mag_pop). */
+        m = (uint32_t)atomic_load_explicit(&p->steps, memory_order_relaxed);
+    }
+    sx__spin_lock(&e->ext_slots_mu);
+    int rc = mag_check(e, e->ext_slots.cur, n_free, why, cap);
+    sx__spin_unlock(&e->ext_slots_mu);
+    return rc;
+}
+
 sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p)
 {
     uint64_t off;
@@ -974,7 +1094,7 @@ static void slot_free(sx_engine *e, sx__proc *p)
         cache_put(e, &w->slots, p);
     } else {
         /* Published by the release CAS. */
-        p->free_next = SX__FREE_NONE;
+        p->free_next = p->free_ahead = SX__FREE_NONE;
         mags_push(e, p, p);
     }
 }

@@ -19,6 +19,7 @@ int sx__injq_init(sx__injq *q, size_t cap)
      * (SX__INJQ_CAP is 64 Ki slots: 512 KiB). */
     atomic_init(&q->head, 0);
     atomic_init(&q->tail, 0);
+    q->head_seen = 0;
     return 0;
 }
 
@@ -34,11 +35,15 @@ bool sx__injq_push(sx__injq *q, void *item)
 {
     /* relaxed: tail is written only under mu, which we hold. */
     uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
-    /* acquire: pairs with the release CAS in grab; the consumers that moved
-     * head past a slot have read it before we write it again. */
-    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
-    if (t - h > q->mask)
-        return false;
+    if (t - q->head_seen > q->mask) {
+        /* acquire: pairs with the release CAS in grab; the consumers that
+         * moved head past a slot have read it before we write it again
+         * (a slot below the head_seen of an earlier acquire load was read
+         * before that load too). */
+        q->head_seen = atomic_load_explicit(&q->head, memory_order_acquire);
+        if (t - q->head_seen > q->mask)
+            return false;
+    }
     /* relaxed: published by the store of tail below. */
     atomic_store_explicit(&q->buf[t & q->mask], item, memory_order_relaxed);
     /* seq_cst: release for the item (and everything written to it before,

@@ -37,7 +37,13 @@ typedef struct {
     alignas(64) _Atomic uint64_t head;
     /* Written by the producer under mu; read by consumers. */
     alignas(64) _Atomic uint64_t tail;
-    sx__spin mu;   /* serialises producers (engine/sched/spin.h) */
+    sx__spin mu; /* serialises producers (engine/sched/spin.h) */
+    /* A value head had, read by a producer under mu: the producers' room
+     * check uses it and reads head again only when it shows the ring full.
+     * head only grows, so the room it shows is never more than there is;
+     * and head is the consumers' hottest line (each grab's CAS), which a
+     * producer would otherwise pull over on every push. */
+    uint64_t head_seen;
     uint64_t mask; /* capacity - 1; immutable after init */
     _Atomic(void *) *buf;
 } sx__injq;

@@ -77,6 +77,9 @@
  *      not reorder those accesses (nor did gcc);
  *  N9. grab rounds the half down: empty_grab ("got == n (0 vs 1)"), and
  *      alone every concurrent case ("lost == 0 (1 vs 0)").
+ *  N10. push never reads head again after its first head_seen (the room
+ *      check's copy): full_at_capacity ("test_injq.c:229: FAIL:
+ *      sx__injq_push(&q, &it[cap + i])": the room grabs made is not seen).
  */
 #include "engine/sched/injq.h"
 
