@@ -372,13 +372,20 @@ static void prefetch_slot(const sx__proc *p)
     __builtin_prefetch((const char *)p + 64, 1);
 }
 
+/* How cache_take fetches ahead. */
+enum { TAKE_PLAIN, TAKE_SLOTS, TAKE_CELLS };
+
 /* A free slot from the cache c (its owner's), or NULL if c and the stack
- * are empty. With prefetch, the next slot is fetched for writing: for the
- * outside threads, whose slots were freed on other cores. A worker's slots
- * are mostly ones it freed itself, still in its cache; there the look-up
- * of the next slot and its prefetches would only add instructions to
- * every spawn (skynet). */
-static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
+ * are empty. With TAKE_SLOTS, slots further down are fetched for writing
+ * (see "free slots"): for the outside threads, whose slots were freed on
+ * other cores; TAKE_CELLS fetches their state cells too, for a type whose
+ * state lives there (the spawn zeroes the cell, and its init reads what
+ * it writes: a cell left on the other core stalls the init, 98 % of the
+ * samples of the relay benchmark's counter_init on a host whose CPUs are
+ * far apart). A worker's slots are mostly ones it freed itself, still in
+ * its cache; there the look-up of the next slot and its prefetches would
+ * only add instructions to every spawn (skynet). */
+static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, int fetch)
 {
     if (c->cur == SX__FREE_NONE) {
         if (c->full != SX__FREE_NONE) {
@@ -400,15 +407,27 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, bool prefetch)
     uint32_t next = p->free_next;
     c->cur = next;
     c->cur_n = next == SX__FREE_NONE ? 0 : c->cur_n - (c->cur_n > 0);
-    if (prefetch && next != SX__FREE_NONE) {
+    if (fetch != TAKE_PLAIN && next != SX__FREE_NONE) {
         /* The slot AHEAD takes away; and the next one while no earlier
          * take has fetched it: among a magazine's first AHEAD, or in one
          * without marks (a lone slot's). */
         uint32_t ahead = p->free_ahead;
         if (ahead != SX__FREE_NONE)
             prefetch_slot(slot_at(e, ahead));
-        if (c->taken++ < AHEAD || ahead == SX__FREE_NONE)
+        bool near = c->taken++ < AHEAD || ahead == SX__FREE_NONE;
+        if (near)
             prefetch_slot(slot_at(e, next));
+        if (fetch == TAKE_CELLS) {
+            uint64_t off;
+            uint32_t i = ahead != SX__FREE_NONE ? ahead : next;
+            uint32_t k = seg_of(i, &off);
+            /* The cells of slot i's segment exist (the slot is carved). */
+            __builtin_prefetch(e->cells[k][off].b, 1);
+            if (near && i != next) {
+                k = seg_of(next, &off);
+                __builtin_prefetch(e->cells[k][off].b, 1);
+            }
+        }
     }
     return p;
 }
@@ -712,28 +731,41 @@ static inline __attribute__((always_inline)) void
 slot_init(sx__proc *p, uint32_t g, const sx_process_type *type,
           uint16_t method);
 
+/* cache_take for a thread that is not a worker: the outside threads'
+ * shared cache, under its spinlock. Inlined for each fetch (a constant). */
+static inline __attribute__((always_inline)) sx__proc *ext_take(sx_engine *e,
+                                                                int fetch)
+{
+    sx__spin_lock(&e->ext_slots_mu);
+    sx__proc *p;
+    while ((p = cache_take(e, &e->ext_slots, fetch)) == NULL) {
+        /* Growing maps and initialises a segment (milliseconds for a big
+         * one) and may wait for grow_mu: not under the spinlock. */
+        sx__spin_unlock(&e->ext_slots_mu);
+        int rc = grow(e);
+        sx__spin_lock(&e->ext_slots_mu);
+        if (rc != 0)
+            break;
+    }
+    sx__spin_unlock(&e->ext_slots_mu);
+    return p;
+}
+
 static inline __attribute__((always_inline)) sx__proc *
 alloc_slot(sx_engine *e, const sx_process_type *type, uint16_t method,
            uint32_t mailbox_gen, uint32_t *proc_gen)
 {
     sx__worker *w = sx__current_worker(e);
-    sx__slotcache *c = w != NULL ? &w->slots : &e->ext_slots;
-    if (w == NULL)
-        sx__spin_lock(&e->ext_slots_mu);
     sx__proc *p;
-    while ((p = cache_take(e, c, w == NULL)) == NULL) {
-        /* Growing maps and initialises a segment (milliseconds for a big
-         * one) and may wait for grow_mu: not under the spinlock. */
-        if (w == NULL)
-            sx__spin_unlock(&e->ext_slots_mu);
-        int rc = grow(e);
-        if (w == NULL)
-            sx__spin_lock(&e->ext_slots_mu);
-        if (rc != 0)
-            break;
+    if (w != NULL) {
+        while ((p = cache_take(e, &w->slots, TAKE_PLAIN)) == NULL)
+            if (grow(e) != 0)
+                break;
+    } else {
+        p = type != NULL && type->state_size - 1u < SX__CELL
+                ? ext_take(e, TAKE_CELLS)
+                : ext_take(e, TAKE_SLOTS);
     }
-    if (w == NULL)
-        sx__spin_unlock(&e->ext_slots_mu);
     if (p == NULL)
         return NULL;
     /* relaxed: the slot is ours (refs == 0, off the free list); the release
