@@ -253,10 +253,11 @@ typedef struct sx__proc {
         /* type->state_size bytes: the slot's state cell, a calloc'd
          * block (heap_state), or &sx__no_state. */
         void *user_state;
-        /* While free: the next slot of its magazine, and the one
-         * AHEAD places further down it or SX__FREE_NONE (ptable.c); only the
-         * magazine's owner reads them, and magazines change hands through the
-         * free stack's release / acquire. */
+        /* While free: the next slot of its magazine; and, on the free
+         * stack and in the outside threads' loaded magazine, the one AHEAD
+         * places further down it or SX__FREE_NONE (ptable.c). Only the
+         * magazine's owner reads them, and magazines change hands through
+         * the free stack's release / acquire. */
         struct {
             uint32_t free_next;
             uint32_t free_ahead;
@@ -518,7 +519,7 @@ sx__pext *sx__ptable_pext(sx_engine *e, const sx__proc *p);
 void *sx__ptable_cell(sx_engine *e, const sx__proc *p);
 /* How many slots the table has (in use or free). */
 uint64_t sx__ptable_slots(sx_engine *e);
-/* For tests, while no thread takes or frees slots: checks every
+/* For tests, while no thread takes slots (frees may go on): checks every
  * magazine on the free stack and the outside threads' loaded one (each
  * slot free, at most MAG a magazine, free_ahead naming the slot AHEAD
  * further down or SX__FREE_NONE at the end; ptable.c). Returns 0, or -1

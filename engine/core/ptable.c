@@ -33,7 +33,8 @@
  * each part would reach into the others' fields.
  *
  * Threads: all functions [any thread] except sx__ptable_reserve and
- * sx__ptable_claim [before start, one thread].
+ * sx__ptable_claim [before start, one thread] and sx__ptable_free_check
+ * [tests: while no thread takes slots].
  */
 /* MAP_ANONYMOUS is not in POSIX.1-2008. */
 #define _DEFAULT_SOURCE
@@ -273,8 +274,8 @@ void sx__slotcache_init(sx__slotcache *c)
 static void mag_mark_ahead(sx_engine *e, sx__proc *first)
 {
     sx__proc *back[AHEAD]; /* the last AHEAD slots passed, by k % AHEAD */
-    /* The segment of the last slot_at: slots lo..hi-1 start at seg - lo
-     * (a magazine's slots mostly share one). */
+    /* The segment of the last slot_at: slots lo..hi-1, slot lo at seg (a
+     * magazine's slots mostly share one). */
     uint32_t lo = 0, hi = 0;
     sx__proc *seg = NULL;
     uint32_t k = 0;
@@ -291,7 +292,8 @@ static void mag_mark_ahead(sx_engine *e, sx__proc *first)
         }
         uint64_t off;
         unsigned sk = seg_of(next, &off);
-        p = slot_at(e, next);
+        if ((p = slot_at(e, next)) == NULL)
+            break; /* cannot happen: free slots are in segments */
         lo = next - (uint32_t)off;
         hi = lo + ((uint32_t)SX__SEG_BASE << sk);
         seg = p - off;
@@ -375,17 +377,36 @@ static void prefetch_slot(const sx__proc *p)
 /* How cache_take fetches ahead. */
 enum { TAKE_PLAIN, TAKE_SLOTS, TAKE_CELLS };
 
+/* Prefetches free slot idx for writing, and with TAKE_CELLS its state
+ * cell. */
+static inline void fetch_slot(sx_engine *e, uint32_t idx, int fetch)
+{
+    sx__proc *q = slot_at(e, idx);
+    if (q == NULL)
+        return; /* cannot happen: free slots are in segments */
+    prefetch_slot(q);
+    if (fetch == TAKE_CELLS) {
+        uint64_t off;
+        uint32_t k = seg_of(idx, &off);
+        /* q's segment is mapped, and its cells with it (seg_map). */
+        __builtin_prefetch(e->cells[k][off].b, 1);
+    }
+}
+
 /* A free slot from the cache c (its owner's), or NULL if c and the stack
- * are empty. With TAKE_SLOTS, slots further down are fetched for writing
- * (see "free slots"): for the outside threads, whose slots were freed on
- * other cores; TAKE_CELLS fetches their state cells too, for a type whose
+ * are empty. Inlined into each caller, for its constant fetch (out of line,
+ * the workers' take is a call that also tests fetch: skynet +17
+ * instructions a leaf). With TAKE_SLOTS, slots further down are fetched for
+ * writing (see "free slots"): for the outside threads, whose slots were freed
+ * on other cores; TAKE_CELLS fetches their state cells too, for a type whose
  * state lives there (the spawn zeroes the cell, and its init reads what
  * it writes: a cell left on the other core stalls the init, 98 % of the
  * samples of the relay benchmark's counter_init on a host whose CPUs are
  * far apart). A worker's slots are mostly ones it freed itself, still in
  * its cache; there the look-up of the next slot and its prefetches would
  * only add instructions to every spawn (skynet). */
-static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, int fetch)
+static inline __attribute__((always_inline)) sx__proc *
+cache_take(sx_engine *e, sx__slotcache *c, int fetch)
 {
     if (c->cur == SX__FREE_NONE) {
         if (c->full != SX__FREE_NONE) {
@@ -408,26 +429,14 @@ static sx__proc *cache_take(sx_engine *e, sx__slotcache *c, int fetch)
     c->cur = next;
     c->cur_n = next == SX__FREE_NONE ? 0 : c->cur_n - (c->cur_n > 0);
     if (fetch != TAKE_PLAIN && next != SX__FREE_NONE) {
-        /* The slot AHEAD takes away; and the next one while no earlier
-         * take has fetched it: among a magazine's first AHEAD, or in one
-         * without marks (a lone slot's). */
+        /* The slot AHEAD takes away (a magazine's last AHEAD have none:
+         * they were fetched already), and the next one while no earlier
+         * take has fetched it (the first AHEAD - 1 takes of a magazine). */
         uint32_t ahead = p->free_ahead;
         if (ahead != SX__FREE_NONE)
-            prefetch_slot(slot_at(e, ahead));
-        bool near = c->taken++ < AHEAD || ahead == SX__FREE_NONE;
-        if (near)
-            prefetch_slot(slot_at(e, next));
-        if (fetch == TAKE_CELLS) {
-            uint64_t off;
-            uint32_t i = ahead != SX__FREE_NONE ? ahead : next;
-            uint32_t k = seg_of(i, &off);
-            /* The cells of slot i's segment exist (the slot is carved). */
-            __builtin_prefetch(e->cells[k][off].b, 1);
-            if (near && i != next) {
-                k = seg_of(next, &off);
-                __builtin_prefetch(e->cells[k][off].b, 1);
-            }
-        }
+            fetch_slot(e, ahead, fetch);
+        if (c->taken++ < AHEAD - 1)
+            fetch_slot(e, next, fetch);
     }
     return p;
 }

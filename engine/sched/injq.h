@@ -33,7 +33,8 @@
 #include "engine/sched/spin.h"
 
 typedef struct {
-    /* Advanced by consumers (CAS); read by the producer to see room. */
+    /* Advanced by consumers (CAS); read by a producer when its copy
+     * (head_seen) shows the ring full. */
     alignas(64) _Atomic uint64_t head;
     /* Written by the producer under mu; read by consumers. */
     alignas(64) _Atomic uint64_t tail;
