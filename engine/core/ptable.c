@@ -247,10 +247,9 @@ void sx__ptable_fini(sx_engine *e)
  * steps to count, and the field is an atomic that stays one when the slot
  * is in use again, so a stale popper's read of it is no data race;
  * free_next and free_ahead overlay user_state, which only owners
- * touch). Threads
- * that are not workers share one cache (ext_slots) under a spinlock,
- * uncontended with one submitter; a slot whose last reference such a thread
- * drops goes back to the stack as a magazine of one. */
+ * touch). Threads that are not workers share one cache (ext_slots) under
+ * a spinlock, uncontended with one submitter; a slot whose last reference
+ * such a thread drops goes back to the stack as a magazine of one. */
 
 #define MAG 32u
 /* How far ahead of its takes an outside thread fetches slots (see
@@ -270,7 +269,7 @@ void sx__slotcache_init(sx__slotcache *c)
 }
 
 /* Sets free_ahead along the magazine that starts at first (its slots are
- * the caller's, in its cache: a magazine it filled). */
+ * the caller's, in its cache: a magazine it filled or carved). */
 static void mag_mark_ahead(sx_engine *e, sx__proc *first)
 {
     sx__proc *back[AHEAD]; /* the last AHEAD slots passed, by k % AHEAD */
@@ -511,19 +510,18 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
          * magazine's evens first (spawnidle 6-13 % slower; bench/FINDINGS.md).
          * off is a multiple of MAG, so offset parity is slot parity. */
         first = &seg[off];
-        uint32_t order[MAG], m = 0;
+        sx__proc *prev = NULL;
         for (uint32_t g = 0; g < n; g += GROUP)
             for (uint32_t odd = 0; odd < 2; odd++)
-                for (uint32_t i = g + odd; i < n && i < g + GROUP; i += 2)
-                    order[m++] = i;
-        for (uint32_t j = 0; j < m; j++) {
-            sx__proc *p = &first[order[j]];
-            p->index = base + order[j];
-            p->free_next = j + 1 < m ? base + order[j + 1] : SX__FREE_NONE;
-            p->free_ahead =
-                j + AHEAD < m ? base + order[j + AHEAD] : SX__FREE_NONE;
-            atomic_init(&p->steps, SX__FREE_NONE); /* no next magazine */
-        }
+                for (uint32_t i = g + odd; i < n && i < g + GROUP; i += 2) {
+                    first[i].index = base + i;
+                    first[i].free_next = SX__FREE_NONE;
+                    /* no next magazine */
+                    atomic_init(&first[i].steps, SX__FREE_NONE);
+                    if (prev != NULL)
+                        prev->free_next = base + i;
+                    prev = &first[i];
+                }
     } else {
         for (uint32_t i = 0; i < n; i++) {
             sx__proc *p = &seg[off + i];
@@ -540,9 +538,9 @@ static int carve_locked(sx_engine *e, const uint32_t *claim, size_t n_claim,
                 first = p;
             last = p;
         }
-        if (first != NULL)
-            mag_mark_ahead(e, first);
     }
+    if (first != NULL)
+        mag_mark_ahead(e, first);
     /* release: pairs with the acquire load in sx__ptable_each, which then
      * sees these slots initialised. */
     atomic_store_explicit(&e->seg_carved[k], off + n, memory_order_release);
@@ -866,11 +864,11 @@ uint64_t sx__ptable_slots(sx_engine *e)
 static int mag_check(sx_engine *e, uint32_t first, uint64_t *n_free, char *why,
                      size_t cap)
 {
-    uint32_t idx[MAG + 1];
+    uint32_t idx[MAG];
     uint32_t n = 0;
     for (uint32_t i = first; i != SX__FREE_NONE; n++) {
         sx__proc *p = slot_at(e, i);
-        if (p == NULL || n == MAG + 1) {
+        if (p == NULL || n == MAG) {
             snprintf(why, cap, "magazine at %u: slot %u %s", first, i,
                      p == NULL ? "outside the table" : "past MAG slots");
             return -1;

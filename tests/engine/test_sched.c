@@ -2045,8 +2045,9 @@ static void test_pair_beside_fair_look(void)
  * what the two workers may keep (two magazines of 32 each) of the slots
  * carved so far. Negative controls (gcc): a worker's full magazine pushed
  * without its marks ("magazine at 943 (32 slots): slot 943, place 0, has
- * free_ahead 0, not 891"); a carved magazine's marks one place short
- * ("slot 680, place 0, has free_ahead 686, not 681"). */
+ * free_ahead 0, not 891"); a carved magazine pushed without its marks
+ * ("magazine at 1000 (24 slots): slot 1000, place 0, has free_ahead 0,
+ * not 1001"). */
 static void test_free_marks_ahead(void)
 {
     const sx_process_type t[] = {
