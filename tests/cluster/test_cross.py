@@ -63,6 +63,11 @@ def start_node(n, extra=()):
         if os.path.exists(sock):
             return p, sock
         time.sleep(0.02)
+    # On stdout too: the test's summary shows the tail of its output.
+    log.flush()
+    with open(os.path.join(tmp, tag + ".log"), errors="replace") as f:
+        print("stepxd %s did not start in 4 s (exit %s); its log:\n%s"
+              % (tag, p.poll(), f.read()[-2000:]), flush=True)
     raise RuntimeError("stepxd %s did not start" % tag)
 
 
