@@ -10,6 +10,7 @@
  * Threads: no shared state. An sx_pack belongs to one thread at a time;
  * distinct ones may be used concurrently.
  */
+#include "process/pack.h"
 #include "process/mpformat.h"
 #include "process/stepx/process.h"
 
@@ -122,6 +123,15 @@ pack_bytes(sx_pack *pk, const uint8_t *b, size_t len)
 {
     /* pack_write changes nothing when it fails: the mark is len. */
     return pack_end(pk, pk->len, pack_write(pk, (const char *)b, len));
+}
+
+int sx__pack_bytes(sx_pack *pk, const void *b, size_t len)
+{
+    if (pk == NULL)
+        return SX_EINVAL;
+    if (pk->err != 0)
+        return pk->err;
+    return pack_bytes(pk, b, len);
 }
 
 void sx_pack_init(sx_pack *pk)

@@ -6,6 +6,7 @@
  * Threads: [any thread] (no shared state; it reads the caller's bytes).
  */
 #include "process/mapentry.h"
+#include "process/mpformat.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,6 +14,23 @@
 
 int sx__map_entry(sx_unpack *u, const char **k, size_t *kl, sx_payload *v)
 {
+    /* One look for a fixstr key and a value whose first byte gives its
+     * size (sx__mp_scalar_span), most entries of requests and replies:
+     * the same key and value bytes the general readers below return,
+     * without their calls. */
+    const uint8_t *p = u->p;
+    if (u->err == 0 && p < u->end && (p[0] & 0xe0) == 0xa0) {
+        size_t left = (size_t)(u->end - p), ks = 1 + (size_t)(p[0] & 0x1f);
+        size_t vs;
+        if (ks < left && (vs = sx__mp_scalar_span(p[ks])) != 0 &&
+            vs <= left - ks) {
+            *k = (const char *)p + 1;
+            *kl = ks - 1;
+            *v = (sx_payload){ p + ks, vs };
+            u->p = p + ks + vs;
+            return 0;
+        }
+    }
     *k = NULL;
     *kl = 0;
     if (sx_unpack_type(u) == SX_MP_STR) {

@@ -12,18 +12,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* "00" "01" ... "99": two digits per division (a PID's id has 10 to 20). */
+static const char pid_pairs[201] = "0001020304050607080910111213141516171819"
+                                   "2021222324252627282930313233343536373839"
+                                   "4041424344454647484950515253545556575859"
+                                   "6061626364656667686970717273747576777879"
+                                   "8081828384858687888990919293949596979899";
+
 /* Writes v in decimal, most significant digit first, into out (which has room
  * for 20 digits) and returns the number of digits. */
 static size_t pid_digits(uint64_t v, char *out)
 {
     char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v != 0);
+    char *end = tmp + sizeof(tmp), *p = end;
+    while (v >= 100) {
+        size_t r = (size_t)(v % 100);
+        v /= 100;
+        p -= 2;
+        p[0] = pid_pairs[2 * r];
+        p[1] = pid_pairs[2 * r + 1];
+    }
+    if (v >= 10) {
+        p -= 2;
+        p[0] = pid_pairs[2 * v];
+        p[1] = pid_pairs[2 * v + 1];
+    } else {
+        *--p = (char)('0' + (int)v);
+    }
+    size_t n = (size_t)(end - p);
     for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+        out[i] = p[i];
     return n;
 }
 
@@ -65,10 +83,9 @@ static bool pid_number(const char **pp, uint64_t max, uint64_t *out)
     if (*p < '0' || *p > '9')
         return false;
     while (*p >= '0' && *p <= '9') {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (v > (max - d) / 10)
+        if (__builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v) || v > max)
             return false;
-        v = v * 10 + d;
         p++;
     }
     *pp = p;

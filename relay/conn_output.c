@@ -422,8 +422,8 @@ void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o)
 }
 
 /* Frames srv->pk's body and writes it as a reply; false when out of
- * memory (the connection is closed). */
-static bool conn_frame(sx__relay_conn *c)
+ * memory (the connection is closed). check: walk the body first. */
+static bool conn_frame(sx__relay_conn *c, bool check)
 {
     sx_server *s = c->srv;
     if (s->pk.err != 0) {
@@ -431,20 +431,23 @@ static bool conn_frame(sx__relay_conn *c)
         return false;
     }
     sx_payload body = sx_pack_payload(&s->pk);
+    /* The body passes the check a reader applies (one map, not too deep:
+     * a raw value packed into it may be anybody's), once; then it is
+     * copied behind its header. sx_wire_frame would walk it a second
+     * time in sx_pack_raw. */
+    if (body.len > UINT32_MAX ||
+        (check && sx_wire_check(body.data, body.len) != 0)) {
+        sx__relay_conn_close(c);
+        return false;
+    }
     sx__relay_out *o =
         sx__relay_out_new(SX__RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
     if (o == NULL) {
         sx__relay_conn_close(c);
         return false;
     }
-    sx_pack fr;
-    sx_pack_init_fixed(&fr, o->data, o->cap);
-    if (sx_wire_frame(&fr, body) != 0) {
-        sx__relay_out_free(o);
-        sx__relay_conn_close(c);
-        return false;
-    }
-    o->len = fr.len;
+    memcpy(o->data + SX_WIRE_HEADER, body.data, body.len);
+    sx__relay_out_seal(o, body.len);
     sx__relay_conn_write(c, o);
     return true;
 }
@@ -453,14 +456,21 @@ void sx__relay_conn_push(sx__relay_conn *c)
 {
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_pushes, 1, memory_order_relaxed);
-    conn_frame(c);
+    conn_frame(c, true);
 }
 
 void sx__relay_conn_reply(sx__relay_conn *c)
 {
     /* relaxed: a figure. */
     atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
-    conn_frame(c);
+    conn_frame(c, true);
+}
+
+void sx__relay_conn_reply_checked(sx__relay_conn *c)
+{
+    /* relaxed: a figure. */
+    atomic_fetch_add_explicit(&c->srv->st_requests, 1, memory_order_relaxed);
+    conn_frame(c, false);
 }
 
 /* ---- items from the hub [loop] ---- */

@@ -11,6 +11,7 @@
  * docs/RELAY.md.
  */
 #include "process/mapentry.h"
+#include "process/mpformat.h"
 #include "process/utf8.h"
 #include "relay/server.h"
 
@@ -80,14 +81,23 @@ static void index_build(req_index *ix, sx_payload req)
     ix->complete = true;
 }
 
-/* A field's value: 0 and *v, 1 when absent. */
-int sx__relay_field(sx_payload req, const char *key, sx_payload *v)
+/* Whether the n bytes at a and b are equal: the keys are a few bytes
+ * long, shorter than what a call to memcmp costs. */
+static inline bool key_eq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+/* A field's value: 0 and *v, 1 when absent. kl: strlen(key). */
+int sx__relay_fieldn(sx_payload req, const char *key, size_t kl, sx_payload *v)
 {
     const req_index *ix = cur;
     if (ix != NULL && ix->data == req.data && ix->len == req.len) {
-        size_t kl = strlen(key);
         for (unsigned i = 0; i < ix->n; i++)
-            if (ix->f[i].kl == kl && memcmp(ix->f[i].key, key, kl) == 0) {
+            if (ix->f[i].kl == kl && key_eq(ix->f[i].key, key, kl)) {
                 *v = ix->f[i].v;
                 return 0;
             }
@@ -106,22 +116,40 @@ bool sx__relay_is_nil(sx_payload v)
 
 /* Field readers: 0 (read), 1 (absent, or nil), or SX_EPROTO (wrong
  * type). */
-int sx__relay_field_str(sx_payload req, const char *key, const char **s,
-                        size_t *n)
+int sx__relay_field_strn(sx_payload req, const char *key, size_t kl,
+                         const char **s, size_t *n)
 {
     sx_payload v;
-    if (sx__relay_field(req, key, &v) != 0 || sx__relay_is_nil(v))
+    if (sx__relay_fieldn(req, key, kl, &v) != 0 || sx__relay_is_nil(v))
         return 1;
     sx_unpack u;
     sx_unpack_init(&u, v);
     return sx_unpack_str(&u, s, n) == 0 ? 0 : SX_EPROTO;
 }
 
-int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out)
+int sx__relay_field_uintn(sx_payload req, const char *key, size_t kl,
+                          uint64_t *out)
 {
     sx_payload v;
-    if (sx__relay_field(req, key, &v) != 0 || sx__relay_is_nil(v))
+    if (sx__relay_fieldn(req, key, kl, &v) != 0 || sx__relay_is_nil(v))
         return 1;
+    /* v is one whole value (the index's, or sx_map_get's): a positive
+     * fixint or a uint of 1 to 8 bytes (request ids, most limits) is
+     * read here; every other form by the reader. */
+    const uint8_t *d = v.data;
+    if (v.len == 1 && d[0] < 0x80) {
+        *out = d[0];
+        return 0;
+    }
+    size_t w = d[0] == 0xcc   ? 1
+               : d[0] == 0xcd ? 2
+               : d[0] == 0xce ? 4
+               : d[0] == 0xcf ? 8
+                              : 0;
+    if (w != 0 && v.len == 1 + w) {
+        *out = sx__mp_field(d + 1, w);
+        return 0;
+    }
     sx_unpack u;
     sx_unpack_init(&u, v);
     return sx_unpack_uint(&u, out) == 0 ? 0 : SX_EPROTO;
@@ -354,27 +382,30 @@ static void op_wait(sx__relay_conn *c, uint64_t id, sx_payload req)
                                   "a non-negative integer");
         return;
     }
-    if (rc == 0 && t == 0) {
-        /* A poll. A live process gets `timeout` now, with no watch: the
-         * engine cannot cancel one, so each poll of a process that goes
-         * on would keep a record until it finishes (RELAY.md, "a known
-         * cost"), and a client polling an idle process would grow the
-         * daemon without bound. A finished or unknown one goes the usual
-         * way (its watch answers at once). */
-        sx_result r;
-        int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
-        if (w == SX_ETIMEDOUT) {
-            sx__relay_reply_error(c, id, "timeout",
-                                  "no outcome within timeout_ms");
-            return;
-        }
-        if (w == 0) {
-            /* Finished: answered from its outcome now (its watch, if one
-             * is registered, may not have fired yet). */
-            sx__relay_reply_outcome(c, id, &r);
-            sx_result_free(&r);
-            return;
-        }
+    /* A look first (sx_engine_wait with 0 ms never sleeps, and costs a
+     * live process a reference taken and dropped). A process that has
+     * finished is answered from its outcome now (its watch, if one is
+     * registered, may not have fired yet), without a watch of its own: a
+     * pipelined client's waits mostly find their job done, and the
+     * watch's record, the engine's watcher and the answer built on the
+     * side were a fifth of the relay row's time per job (bench/FINDINGS.md,
+     * "relay and relay1"). A poll (timeout_ms 0) of a live process gets
+     * `timeout` now, with no watch either: the engine cannot cancel one,
+     * so each poll of a process that goes on would keep a record until it
+     * finishes (RELAY.md, "a known cost"), and a client polling an idle
+     * process would grow the daemon without bound. Anything else (a live
+     * process, an unknown PID, one of another node, a stored job's
+     * outcome) goes the usual way: a watch answers it. */
+    sx_result r;
+    int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
+    if (w == 0) {
+        sx__relay_reply_outcome(c, id, &r);
+        sx_result_free(&r);
+        return;
+    }
+    if (w == SX_ETIMEDOUT && rc == 0 && t == 0) {
+        sx__relay_reply_error(c, id, "timeout", "no outcome within timeout_ms");
+        return;
     }
     sx__relay_watch_start(c, id, SX__RELAY_PEND_WAIT, pid,
                           rc == 0 ? (int64_t)t : -1);
@@ -392,21 +423,28 @@ static void op_subscribe(sx__relay_conn *c, uint64_t id, sx_payload req)
 
 typedef void (*op_fn)(sx__relay_conn *c, uint64_t id, sx_payload req);
 
+/* An op's name, its length (counted by the compiler) and its handler. */
+#define OP(name, fn)                                                           \
+    {                                                                          \
+        name, sizeof(name) - 1, fn                                             \
+    }
+
 static const struct {
     const char *name;
+    size_t len;
     op_fn fn;
 } ops[] = {
-    { "hello", op_hello },
-    { "submit", sx__relay_op_submit },
-    { "send", op_send },
-    { "wait", op_wait },
-    { "cancel", op_cancel },
-    { "terminate", op_terminate },
-    { "ps", sx__relay_op_ps },       /* relay/ops_info.c */
-    { "stats", sx__relay_op_stats }, /* relay/ops_info.c */
-    { "nodes", sx__relay_op_nodes }, /* relay/ops_info.c */
-    { "subscribe", op_subscribe },
-    { "types", sx__relay_op_types }, /* relay/ops_info.c */
+    OP("hello", op_hello),
+    OP("submit", sx__relay_op_submit),
+    OP("send", op_send),
+    OP("wait", op_wait),
+    OP("cancel", op_cancel),
+    OP("terminate", op_terminate),
+    OP("ps", sx__relay_op_ps),       /* relay/ops_info.c */
+    OP("stats", sx__relay_op_stats), /* relay/ops_info.c */
+    OP("nodes", sx__relay_op_nodes), /* relay/ops_info.c */
+    OP("subscribe", op_subscribe),
+    OP("types", sx__relay_op_types), /* relay/ops_info.c */
 };
 
 static void handle(sx__relay_conn *c, sx_payload body);
@@ -448,7 +486,7 @@ static void handle(sx__relay_conn *c, sx_payload body)
         return;
     }
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (strlen(ops[i].name) == on && memcmp(ops[i].name, op, on) == 0) {
+        if (ops[i].len == on && key_eq(ops[i].name, op, on)) {
             ops[i].fn(c, id, body);
             return;
         }

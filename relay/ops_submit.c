@@ -26,10 +26,15 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
     return NULL;
 }
 
-/* The input array's elements as payloads (pointing into req). 0, or the
- * reply has been sent. *out is the caller's to free. */
+/* Inputs up to this many are listed in the caller's array (on its
+ * stack); more in a heap block. */
+#define SMALL_INPUTS 8
+
+/* The input array's elements as payloads (pointing into req), in small
+ * (SMALL_INPUTS entries) when they fit. 0, or the reply has been sent.
+ * The caller frees *out with inputs_free. */
 static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
-                         sx_payload **out, size_t *n_out)
+                         sx_payload *small, sx_payload **out, size_t *n_out)
 {
     sx_payload v;
     uint32_t n;
@@ -48,14 +53,15 @@ static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
                               "field \"input\": too many elements");
         return -1;
     }
-    *out = calloc(n > 0 ? n : 1, sizeof(**out));
+    *out = n <= SMALL_INPUTS ? small : calloc(n, sizeof(**out));
     if (*out == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
         if (sx_unpack_raw(&u, &(*out)[i]) != 0) {
-            free(*out);
+            if (*out != small)
+                free(*out);
             sx__relay_reply_error(c, id, "bad_request",
                                   "field \"input\": bad element");
             return -1;
@@ -288,9 +294,9 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                               "\"node\" or \"place\"");
         return;
     }
-    sx_payload *in;
+    sx_payload small[SMALL_INPUTS], *in;
     size_t n;
-    if (submit_inputs(c, id, req, &in, &n) != 0)
+    if (submit_inputs(c, id, req, small, &in, &n) != 0)
         return;
     /* Two quoted names and the text around them (a type's own name may be
      * long too: a --load'ed type's). */
@@ -302,7 +308,8 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                              .node = node,
                              .place = place };
         sx__relay_submit_away(c, id, tn, tl, mn, ml, in, n, &o, &wait);
-        free(in);
+        if (in != small)
+            free(in);
         return;
     }
     if (t == NULL) {
@@ -310,13 +317,17 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
         snprintf(msg, sizeof(msg), "no process type \"%s\"",
                  sx__relay_quoted(q, tn, tl, 64));
         sx__relay_reply_error(c, id, "unknown_type", msg);
-        free(in);
+        if (in != small)
+            free(in);
         return;
     }
-    char *method = malloc(ml + 1);
+    /* The method's name with a NUL, on the stack when it is short. */
+    char mbuf[64];
+    char *method = ml < sizeof(mbuf) ? mbuf : malloc(ml + 1);
     if (method == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
-        free(in);
+        if (in != small)
+            free(in);
         return;
     }
     memcpy(method, mn, ml);
@@ -339,7 +350,8 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     } else {
         rc = sx_engine_submit(s->engine, t->name, method, in, n, &pid);
     }
-    free(in);
+    if (in != small)
+        free(in);
     if (rc != 0) {
         const char *code = sx__relay_submit_code(rc);
         char q[4 * 64 + 1], qt[4 * 64 + 1];
@@ -357,11 +369,13 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                      sx_errname(rc));
         else
             snprintf(msg, sizeof(msg), "%s", sx_strerror(rc));
-        free(method);
+        if (method != mbuf)
+            free(method);
         sx__relay_reply_error(c, id, code, msg);
         return;
     }
-    free(method);
+    if (method != mbuf)
+        free(method);
     if (later)
         return; /* relay/stored.c replies */
     if (wait.on) {
@@ -373,5 +387,5 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     sx_pack *pk = sx__relay_reply_begin(c, id, true, 1);
     sx_pack_str(pk, "pid");
     sx_pack_str(pk, txt);
-    sx__relay_conn_reply(c);
+    sx__relay_conn_reply_checked(c); /* the server's own strs */
 }

@@ -52,9 +52,10 @@ void sx__relay_out_free(sx__relay_out *o)
 
 void sx__relay_out_seal(sx__relay_out *o, size_t body_len)
 {
-    /* The frame header (PROTOCOL.md "Frames"): big-endian body length.
-     * Written by hand here because callbacks pack the body in place, one
-     * allocation per frame; sx_wire_frame serves replies built apart. */
+    /* The frame header (PROTOCOL.md "Frames"): big-endian body length,
+     * written by hand: callbacks pack the body in place, and a reply
+     * built apart is copied in behind it (conn_output.c), one allocation
+     * per frame either way. */
     o->data[0] = (uint8_t)(body_len >> 24);
     o->data[1] = (uint8_t)(body_len >> 16);
     o->data[2] = (uint8_t)(body_len >> 8);

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <uv.h>
 
@@ -499,6 +500,10 @@ void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o);
 /* Builds a frame from srv->pk (a reply body) and writes it; out of memory
  * closes the connection. Counts one answered request. [loop] */
 void sx__relay_conn_reply(sx__relay_conn *c);
+/* The same for a body that needs no check: one the caller has checked as
+ * a reader would (sx_wire_check), or packed from the server's own
+ * scalars and strs alone (no raw value from anyone). [loop] */
+void sx__relay_conn_reply_checked(sx__relay_conn *c);
 /* The same for a push that answers a request (a subscribe's exit push):
  * written as a reply is (never dropped as a message push over the output
  * limit is), counted as a push. [loop] */
@@ -560,10 +565,22 @@ void sx__relay_submit_away(sx__relay_conn *c, uint64_t id, const char *tn,
  * absent. A field given as nil counts as absent for the typed readers
  * (sx__relay_is_nil). A str field: 0 (*s, *n point into req), 1 (absent
  * or nil), SX_EPROTO (wrong type). */
-int sx__relay_field(sx_payload req, const char *key, sx_payload *v);
+int sx__relay_fieldn(sx_payload req, const char *key, size_t kl, sx_payload *v);
 bool sx__relay_is_nil(sx_payload v);
-int sx__relay_field_str(sx_payload req, const char *key, const char **s,
-                        size_t *n);
+int sx__relay_field_strn(sx_payload req, const char *key, size_t kl,
+                         const char **s, size_t *n);
+/* The same with key's length taken here: inline, so that the compiler
+ * counts a literal key's bytes (a submit reads about ten fields). */
+static inline int sx__relay_field(sx_payload req, const char *key,
+                                  sx_payload *v)
+{
+    return sx__relay_fieldn(req, key, strlen(key), v);
+}
+static inline int sx__relay_field_str(sx_payload req, const char *key,
+                                      const char **s, size_t *n)
+{
+    return sx__relay_field_strn(req, key, strlen(key), s, n);
+}
 /* A name the client sent (n bytes at s) quoted for a message: at most max
  * bytes, invalid UTF-8 and NUL bytes as \xHH; buf holds 4 * max + 1. */
 const char *sx__relay_quoted(char *buf, const char *s, size_t n, size_t max);
@@ -598,7 +615,13 @@ void sx__relay_refuse(sx__relay_conn *c, const char *code, const char *message);
 void sx__relay_handle(sx__relay_conn *c, sx_payload body);
 /* An unsigned integer field of a request: 0 (read), 1 (absent, or nil),
  * or SX_EPROTO (wrong type). */
-int sx__relay_field_uint(sx_payload req, const char *key, uint64_t *out);
+int sx__relay_field_uintn(sx_payload req, const char *key, size_t kl,
+                          uint64_t *out);
+static inline int sx__relay_field_uint(sx_payload req, const char *key,
+                                       uint64_t *out)
+{
+    return sx__relay_field_uintn(req, key, strlen(key), out);
+}
 
 /* ---- relay/ops_info.c [loop] ---- */
 

@@ -14,6 +14,7 @@
 #include "relay/wire.h"
 #include "relay/stepx/relay.h"
 
+#include "process/pack.h"
 #include "process/utf8.h"
 
 #include <stdbool.h>
@@ -517,13 +518,11 @@ int sx_wire_frame(sx_pack *pk, sx_payload body)
         pk->err = rc; /* sticky, as every sx_pack error */
         return rc;
     }
-    /* sx_pack appends whole msgpack values only: reserve the 4 header
-     * bytes as a 3-byte fixstr (marker + 3 bytes), append the body, then
-     * write the length over the reserved bytes. The body is walked once
-     * more by sx_pack_raw's own check; replies are small, and pushes are
-     * framed in place by the server. The body may lie in pk's own bytes
-     * (sx_pack_raw allows that), which the reservation may move: it is
-     * found again at the same offset. */
+    /* Reserve the 4 header bytes as a 3-byte fixstr (marker + 3 bytes),
+     * append the body as it is (the check above walked it), then write
+     * the length over the reserved bytes. The body may lie in pk's own
+     * bytes, which the reservation may move: it is found again at the
+     * same offset. */
     mark = pk->len;
     lo = (uintptr_t)pk->data;
     b = (uintptr_t)body.data;
@@ -532,7 +531,7 @@ int sx_wire_frame(sx_pack *pk, sx_payload body)
         return rc;
     if (own)
         body.data = pk->data + (b - lo);
-    if ((rc = sx_pack_raw(pk, body)) != 0) {
+    if ((rc = sx__pack_bytes(pk, body.data, body.len)) != 0) {
         pk->len = mark;
         return rc;
     }

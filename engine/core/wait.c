@@ -69,6 +69,22 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
     if (pid.node != e->cfg.node || pid.host != e->cfg.host)
         return SX_ENOTFOUND;
     sx__outcomes *o = &e->outcomes;
+    if (timeout_ms == 0) {
+        /* A look, which never sleeps: the table first, so that a live
+         * process costs a reference taken and dropped (no waiter, no
+         * condition variable, no lock, no system call; the relay looks
+         * before every wait's watch, relay/ops.c), then the outcome of
+         * one that is gone, put before the retire that the table's
+         * acquire load saw (see "Waiting"). */
+        sx__proc *p = sx__ptable_get(e, pid);
+        if (p != NULL) {
+            /* A mailbox (no type) has no outcome ever; see below. */
+            bool mailbox = p->type == NULL;
+            sx__proc_release(e, p);
+            return mailbox ? SX_ENOTFOUND : SX_ETIMEDOUT;
+        }
+        return answer(o, pid.id, out, SX_ENOTFOUND);
+    }
     sx__waiter w;
     w.id = pid.id;
     pthread_condattr_t ca;

@@ -313,7 +313,8 @@ typedef struct {
  * is out->error; release it with sx_result_free), SX_ETIMEDOUT when
  * timeout_ms (< 0: no limit) passed first, SX_ENOTFOUND for a PID the
  * engine does not know (or whose outcome is no longer kept, or a mailbox:
- * it is not a process and has no outcome), SX_ENOMEM.
+ * it is not a process and has no outcome), SX_ENOMEM. timeout_ms 0 looks
+ * without sleeping: a live process costs no lock and no system call.
  * [not from a step] */
 int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
                    sx_result *out);

@@ -13,6 +13,7 @@
 
 #include <stepx/stepx.h>
 
+#include "engine/core/core.h"
 #include "tests/support/support.h"
 
 static const sx_payload nil = { NULL, 0 };
@@ -581,6 +582,78 @@ static void test_wait_mailbox_closing(void)
     tx_engine_down(e);
 }
 
+/* ---- a look (wait with 0 ms) ---- */
+
+static void noop_box(void *user, const sx_message *msg)
+{
+    (void)user, (void)msg;
+}
+
+typedef struct {
+    sx_engine *e;
+    sx_pid live, done, box, unknown;
+    int rc_live, rc_done, rc_box, rc_unknown;
+    int err_done;
+    atomic_int finished;
+} look_run;
+
+static void *looker(void *arg)
+{
+    look_run *l = arg;
+    sx_result r;
+    l->rc_live = sx_engine_wait(l->e, l->live, 0, &r);
+    l->rc_done = sx_engine_wait(l->e, l->done, 0, &r);
+    if (l->rc_done == 0) {
+        l->err_done = r.error;
+        sx_result_free(&r);
+    }
+    l->rc_box = sx_engine_wait(l->e, l->box, 0, &r);
+    l->rc_unknown = sx_engine_wait(l->e, l->unknown, 0, &r);
+    atomic_store(&l->finished, 1);
+    return NULL;
+}
+
+/* Property: sx_engine_wait with 0 ms never sleeps and takes no part in
+ * the waiters' bookkeeping (engine/core/wait.c, "Waiting"): with the
+ * waiters' lock held by another thread, a look still answers a live
+ * process (SX_ETIMEDOUT), a finished one (its outcome), a mailbox and an
+ * unknown PID (SX_ENOTFOUND), at once. A look that queued as a waiter
+ * would block until the lock is let go. */
+static void test_wait_look_takes_no_lock(void)
+{
+    sx_engine *e = up();
+    static look_run l;
+    l = (look_run){ .e = e, .err_done = -1 };
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &l.live), 0);
+    CHECK_RC(sx_engine_submit(e, "sender", "idle", NULL, 0, &l.done), 0);
+    CHECK_RC(sx_engine_send(e, l.live, l.done, "go", nil), 0);
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, l.done, 5000, &r), 0);
+    sx_result_free(&r);
+    CHECK_RC(sx_engine_mailbox_new(e, noop_box, NULL, &l.box), 0);
+    l.unknown = l.done;
+    l.unknown.id ^= (uint64_t)1 << 40; /* another generation of its slot */
+    pthread_mutex_lock(&e->outcomes.wmu);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, looker, &l) == 0);
+    double t0 = sx_test_now_ms();
+    while (!atomic_load(&l.finished) && sx_test_now_ms() - t0 < 5000)
+        tx_sleep_ms(1);
+    int finished = atomic_load(&l.finished);
+    pthread_mutex_unlock(&e->outcomes.wmu);
+    CHECK(pthread_join(t, NULL) == 0);
+    if (!finished)
+        SX_FAILF("the looks waited for the waiters' lock");
+    CHECK_RC(l.rc_live, SX_ETIMEDOUT);
+    CHECK_RC(l.rc_done, 0);
+    CHECK_RC(l.err_done, 0);
+    CHECK_RC(l.rc_box, SX_ENOTFOUND);
+    CHECK_RC(l.rc_unknown, SX_ENOTFOUND);
+    CHECK_RC(sx_engine_mailbox_free(e, l.box), 0);
+    CHECK_RC(sx_engine_terminate(e, l.live), 0);
+    tx_engine_down(e);
+}
+
 /* ---- stop under fire ---- */
 
 typedef struct {
@@ -997,6 +1070,7 @@ static const sx_test_case cases[] = {
     { "misuse", test_misuse },
     { "wait_foreign", test_wait_foreign },
     { "wait_mailbox_closing", test_wait_mailbox_closing },
+    { "wait_look_takes_no_lock", test_wait_look_takes_no_lock },
     { "stop_storm", test_stop_storm },
     { "mailbox_pids_random", test_mailbox_pids_random },
     { "mailbox_slots_reused", test_mailbox_slots_reused },

@@ -32,6 +32,7 @@ MAX_LINES = 700
 LAYERS = ["process", "engine", "relay", "cmd"]
 # Internal headers of the base layer that the layers above may include.
 SHARED_BASE = {"process/fault.h", "process/hostport.h", "process/mapentry.h",
+               "process/pack.h",
                "process/utf8.h", "process/mpformat.h",
                "process/mailbox.h", "process/output.h", "process/msgpack.h"}
 PUBLIC = {"stepx/process.h": "process", "stepx/engine.h": "engine",

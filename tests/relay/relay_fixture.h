@@ -275,7 +275,39 @@ static int same_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
+/* "sum": finishes with the sum of its inputs, integers, however many. */
+typedef struct {
+    int64_t total;
+} sum_st;
+
+static int sum_init(void *st, const sx_init_ctx *c, const char *m,
+                    const sx_payload *in, size_t n)
+{
+    (void)c, (void)m;
+    sum_st *s = st;
+    for (size_t i = 0; i < n; i++) {
+        int64_t x;
+        if (sx_payload_get_int(in[i], &x) != 0)
+            return SX_EINVAL;
+        s->total += x;
+    }
+    return 0;
+}
+
+static int sum_step(void *st, const sx_event *ev, size_t n, sx_step_output *out)
+{
+    (void)ev, (void)n;
+    uint8_t b[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(b, ((sum_st *)st)->total));
+    return 0;
+}
+
 static const sx_process_type fx_types[] = {
+    { .name = "sum",
+      .state_size = sizeof(sum_st),
+      .init = sum_init,
+      .step = sum_step,
+      .methods = run_m },
     { .name = "square",
       .state_size = sizeof(square_st),
       .init = square_init,

@@ -176,6 +176,120 @@ static void test_field_lookup(void)
     bad_down(&bf);
 }
 
+/* Property: a submit's inputs reach init whole and in order however
+ * many there are: none, one, as many as the server lists on its stack
+ * (8), one more, and many more (relay/ops_submit.c, submit_inputs). */
+static void test_input_counts(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int fd = raw_connect(bf.f.path);
+    static const int counts[] = { 0, 1, 7, 8, 9, 40, 1000 };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        int n = counts[i];
+        sx_pack pk;
+        req_begin(&pk, 6, "submit", 10 + i);
+        sx_pack_str(&pk, "type");
+        sx_pack_str(&pk, "sum");
+        sx_pack_str(&pk, "method");
+        sx_pack_str(&pk, "run");
+        sx_pack_str(&pk, "input");
+        sx_pack_array(&pk, (uint32_t)n);
+        int64_t want = 0;
+        for (int k = 1; k <= n; k++) {
+            /* every width: 1..127 fixint, then int16 and int32 */
+            int64_t x = k % 3 == 0 ? k * 100000 : k;
+            sx_pack_int(&pk, x);
+            want += x;
+        }
+        sx_pack_str(&pk, "wait");
+        sx_pack_bool(&pk, true);
+        CHECK_RC(raw_frame(fd, &pk), 0);
+        sx_pack_fini(&pk);
+        sx_payload b;
+        CHECK_RC(raw_read(fd, 10000, &b), 0);
+        CHECK_EQ_INT(map_int(b, "id"), (int64_t)(10 + i));
+        CHECK_EQ_INT(map_int(b, "result"), want);
+        payload_free(&b);
+    }
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
+/* A reply's id, any width of unsigned integer. */
+static uint64_t reply_id(sx_payload b)
+{
+    sx_payload v;
+    uint64_t id = 0;
+    CHECK_RC(sx_map_get(b, "id", &v), 0);
+    sx_unpack u;
+    sx_unpack_init(&u, v);
+    CHECK_RC(sx_unpack_uint(&u, &id), 0);
+    return id;
+}
+
+/* Property: a request's id is read in every msgpack form of an unsigned
+ * integer, the shortest or not (a uint64 holding 9), up to 2^64 - 1, and
+ * echoed in its reply; a negative, float or nil id is bad_request,
+ * answered with id 0 (docs/PROTOCOL.md, "Requests and replies"). */
+static void test_id_forms(void)
+{
+    bad_fx bf;
+    bad_up(&bf, 0);
+    int fd = raw_connect(bf.f.path);
+    static const struct {
+        uint8_t b[9];
+        size_t n;
+        uint64_t id; /* 0: refused */
+    } forms[] = {
+        { { 0x7f }, 1, 127 },
+        { { 0x01 }, 1, 1 },
+        { { 0xcc, 0xc8 }, 2, 200 },
+        { { 0xcc, 0x05 }, 2, 5 },
+        { { 0xcd, 0x01, 0x2c }, 3, 300 },
+        { { 0xce, 0x00, 0x01, 0x86, 0xa0 }, 5, 100000 },
+        { { 0xce, 0xff, 0xff, 0xff, 0xff }, 5, 0xffffffffu },
+        { { 0xcf, 0, 0, 0, 0, 0, 0, 0, 9 }, 9, 9 },
+        { { 0xcf, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08 },
+          9,
+          0x0102030405060708ull },
+        { { 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
+          9,
+          UINT64_MAX },
+        { { 0xd0, 0x05 }, 2, 5 },         /* an int8 that is not negative */
+        { { 0xd1, 0x01, 0x00 }, 3, 256 }, /* an int16 */
+        { { 0xd0, 0xfb }, 2, 0 },         /* -5 */
+        { { 0xff }, 1, 0 },               /* -1 */
+        { { 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 }, 9, 0 }, /* 1.0 */
+        { { 0xc0 }, 1, 0 },                               /* nil */
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        sx_pack pk;
+        sx_pack_init(&pk);
+        sx_pack_map(&pk, 2);
+        sx_pack_str(&pk, "op");
+        sx_pack_str(&pk, "types");
+        sx_pack_str(&pk, "id");
+        sx_pack_raw(&pk, (sx_payload){ forms[i].b, forms[i].n });
+        CHECK_RC(raw_frame(fd, &pk), 0);
+        sx_pack_fini(&pk);
+        sx_payload b;
+        CHECK_RC(raw_read(fd, 10000, &b), 0);
+        char code[32];
+        if (reply_id(b) != forms[i].id)
+            SX_FAILF("id form %zu: reply id %llu, want %llu", i,
+                     (unsigned long long)reply_id(b),
+                     (unsigned long long)forms[i].id);
+        CHECK_STR(code_of(b, code, sizeof(code)),
+                  forms[i].id != 0 ? "" : "bad_request");
+        payload_free(&b);
+    }
+    close(fd);
+    check_alive(&bf);
+    bad_down(&bf);
+}
+
 /* Property: a frame cut short by the client closing (in the header, in
  * the body) costs nothing but that connection; a frame whose msgpack is
  * cut short inside its declared length is bad_frame and closes it. */
@@ -1256,6 +1370,8 @@ static const sx_test_case cases[] = {
     { "bad_after_good", test_bad_after_good },
     { "fields_and_ops", test_fields_and_ops },
     { "field_lookup", test_field_lookup },
+    { "id_forms", test_id_forms },
+    { "input_counts", test_input_counts },
     { "utf8_cut", test_utf8_cut },
     { "utf8_fail_message", test_utf8_fail_message },
     { "utf8_exec_argv0", test_utf8_exec_argv0 },
