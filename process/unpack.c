@@ -144,8 +144,14 @@ static bool head_layout(uint8_t c, mp_head *h, size_t *fw)
  * the header is cut short, a body runs past end, or a container claims more
  * elements than there are bytes left (every element takes at least one byte,
  * so such a claim can never be met; rejecting it here keeps every walk
- * linear in the bytes present). */
-static int head_read(const uint8_t *p, const uint8_t *end, mp_head *h)
+ * linear in the bytes present). noinline: link-time optimisation would
+ * otherwise copy it into each typed read (sx_unpack_uint, _int, _bool,
+ * value_end, ...), and that growth spends the whole program's inlining
+ * budget, which then leaves sx_send a call in the steps that send
+ * (pingpong +53 instructions a message; bench/FINDINGS.md, "Instruction
+ * counts and LTO"). */
+static __attribute__((noinline)) int head_read(const uint8_t *p,
+                                               const uint8_t *end, mp_head *h)
 {
     size_t avail = (size_t)(end - p), fw, rest;
     uint64_t f, need;

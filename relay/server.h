@@ -22,7 +22,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <uv.h>
 
@@ -569,18 +568,12 @@ int sx__relay_fieldn(sx_payload req, const char *key, size_t kl, sx_payload *v);
 bool sx__relay_is_nil(sx_payload v);
 int sx__relay_field_strn(sx_payload req, const char *key, size_t kl,
                          const char **s, size_t *n);
-/* The same with key's length taken here: inline, so that the compiler
- * counts a literal key's bytes (a submit reads about ten fields). */
-static inline int sx__relay_field(sx_payload req, const char *key,
-                                  sx_payload *v)
-{
-    return sx__relay_fieldn(req, key, strlen(key), v);
-}
-static inline int sx__relay_field_str(sx_payload req, const char *key,
-                                      const char **s, size_t *n)
-{
-    return sx__relay_field_strn(req, key, strlen(key), s, n);
-}
+/* The same with key's length taken at the call, where __builtin_strlen
+ * of a literal key is a constant (a submit reads about ten fields). */
+#define sx__relay_field(req, key, v)                                           \
+    sx__relay_fieldn((req), (key), __builtin_strlen(key), (v))
+#define sx__relay_field_str(req, key, s, n)                                    \
+    sx__relay_field_strn((req), (key), __builtin_strlen(key), (s), (n))
 /* A name the client sent (n bytes at s) quoted for a message: at most max
  * bytes, invalid UTF-8 and NUL bytes as \xHH; buf holds 4 * max + 1. */
 const char *sx__relay_quoted(char *buf, const char *s, size_t n, size_t max);
@@ -617,11 +610,8 @@ void sx__relay_handle(sx__relay_conn *c, sx_payload body);
  * or SX_EPROTO (wrong type). */
 int sx__relay_field_uintn(sx_payload req, const char *key, size_t kl,
                           uint64_t *out);
-static inline int sx__relay_field_uint(sx_payload req, const char *key,
-                                       uint64_t *out)
-{
-    return sx__relay_field_uintn(req, key, strlen(key), out);
-}
+#define sx__relay_field_uint(req, key, out)                                    \
+    sx__relay_field_uintn((req), (key), __builtin_strlen(key), (out))
 
 /* ---- relay/ops_info.c [loop] ---- */
 
