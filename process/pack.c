@@ -116,8 +116,8 @@ static int pack_end(sx_pack *pk, size_t mark, int rc)
 
 /* Appends the len bytes at b as one value, through pack_write (which grows
  * a heap writer): the slow path of the writers that encode in place when
- * there is room. Out of line, so that their fast paths save no registers
- * for it. */
+ * there is room (out of line, so that their fast paths save no registers
+ * for it). sx__pack_bytes has its own copy of the call. */
 static __attribute__((noinline, cold)) int
 pack_bytes(sx_pack *pk, const uint8_t *b, size_t len)
 {
@@ -131,7 +131,8 @@ int sx__pack_bytes(sx_pack *pk, const void *b, size_t len)
         return SX_EINVAL;
     if (pk->err != 0)
         return pk->err;
-    return pack_bytes(pk, b, len);
+    /* pack_write changes nothing when it fails: the mark is len. */
+    return pack_end(pk, pk->len, pack_write(pk, (const char *)b, len));
 }
 
 void sx_pack_init(sx_pack *pk)

@@ -148,8 +148,7 @@ static bool head_layout(uint8_t c, mp_head *h, size_t *fw)
  * otherwise copy it into each typed read (sx_unpack_uint, _int, _bool,
  * value_end, ...), and that growth spends the whole program's inlining
  * budget, which then leaves sx_send a call in the steps that send
- * (pingpong +53 instructions a message; bench/FINDINGS.md, "Instruction
- * counts and LTO"). */
+ * (bench/FINDINGS.md, "Instruction counts and LTO"). */
 static __attribute__((noinline)) int head_read(const uint8_t *p,
                                                const uint8_t *end, mp_head *h)
 {

@@ -421,8 +421,9 @@ void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o)
         sx__relay_conn_reading(c, false);
 }
 
-/* Frames srv->pk's body and writes it as a reply; false when out of
- * memory (the connection is closed). check: walk the body first. */
+/* Frames srv->pk's body and writes it as a reply; false when it cannot
+ * (out of memory, a body over 4 GiB or, with check, one a reader would
+ * refuse): the connection is closed. check: walk the body first. */
 static bool conn_frame(sx__relay_conn *c, bool check)
 {
     sx_server *s = c->srv;
@@ -432,9 +433,8 @@ static bool conn_frame(sx__relay_conn *c, bool check)
     }
     sx_payload body = sx_pack_payload(&s->pk);
     /* The body passes the check a reader applies (one map, not too deep:
-     * a raw value packed into it may be anybody's), once; then it is
-     * copied behind its header. sx_wire_frame would walk it a second
-     * time in sx_pack_raw. */
+     * a raw value packed into it may be anybody's), then it is copied
+     * behind its header. */
     if (body.len > UINT32_MAX ||
         (check && sx_wire_check(body.data, body.len) != 0)) {
         sx__relay_conn_close(c);

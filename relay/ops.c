@@ -386,16 +386,14 @@ static void op_wait(sx__relay_conn *c, uint64_t id, sx_payload req)
      * live process a reference taken and dropped). A process that has
      * finished is answered from its outcome now (its watch, if one is
      * registered, may not have fired yet), without a watch of its own: a
-     * pipelined client's waits mostly find their job done, and the
-     * watch's record, the engine's watcher and the answer built on the
-     * side were a fifth of the relay row's time per job (bench/FINDINGS.md,
-     * "relay and relay1"). A poll (timeout_ms 0) of a live process gets
-     * `timeout` now, with no watch either: the engine cannot cancel one,
-     * so each poll of a process that goes on would keep a record until it
-     * finishes (RELAY.md, "a known cost"), and a client polling an idle
-     * process would grow the daemon without bound. Anything else (a live
-     * process, an unknown PID, one of another node, a stored job's
-     * outcome) goes the usual way: a watch answers it. */
+     * pipelined client's waits mostly find their job done, and then need
+     * no record, no entry in the watch table and no engine watcher. A poll
+     * (timeout_ms 0) of a live process gets `timeout` now, with no watch
+     * either: the engine cannot cancel one, so each poll of a process that goes
+     * on would keep a record until it finishes (RELAY.md, "a known cost"), and
+     * a client polling an idle process would grow the daemon without bound.
+     * Anything else (a live process, an unknown PID, one of another node, a
+     * stored job's outcome) goes the usual way: a watch answers it. */
     sx_result r;
     int w = sx_engine_wait(c->srv->engine, pid, 0, &r);
     if (w == 0) {

@@ -32,7 +32,7 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
 
 /* The input array's elements as payloads (pointing into req), in small
  * (SMALL_INPUTS entries) when they fit. 0, or the reply has been sent.
- * The caller frees *out with inputs_free. */
+ * The caller frees *out when it is not small. */
 static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
                          sx_payload *small, sx_payload **out, size_t *n_out)
 {

@@ -285,7 +285,8 @@ void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id, const sx_result *r)
         for (int i = 7; i >= 0; i--, id >>= 8)
             pk->data[ID_AT - SX_WIRE_HEADER + (size_t)i] = (uint8_t)id;
     if (fixed == 0 || pk->err != 0) {
-        /* pack_checked walked the body as a reader will. */
+        /* pack_checked walked the body as a reader will, or packed its
+         * error answer from the server's own scalars and text. */
         sx__relay_conn_reply_checked(c);
         return;
     }

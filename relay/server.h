@@ -569,7 +569,8 @@ bool sx__relay_is_nil(sx_payload v);
 int sx__relay_field_strn(sx_payload req, const char *key, size_t kl,
                          const char **s, size_t *n);
 /* The same with key's length taken at the call, where __builtin_strlen
- * of a literal key is a constant (a submit reads about ten fields). */
+ * of a literal key is a constant (a submit reads about ten fields). key
+ * is evaluated twice: a literal or a plain variable. */
 #define sx__relay_field(req, key, v)                                           \
     sx__relay_fieldn((req), (key), __builtin_strlen(key), (v))
 #define sx__relay_field_str(req, key, s, n)                                    \

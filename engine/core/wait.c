@@ -21,6 +21,13 @@
  * (the retire is under the lock too), so a record that could not be
  * allocated gives SX_ENOTFOUND rather than a sleep nobody ends.
  *
+ * A look (timeout_ms 0) takes neither wmu nor a count, and never sleeps:
+ * the table first, then the outcome. A finish puts the outcome before it
+ * retires the slot, both under its shard lock: a look that finds the
+ * slot retired (the acquire load of its generation) or already free (the
+ * shard locks that the outcome's look-up then takes) finds the record
+ * too, unless it is no longer kept.
+ *
  * Threads: [any thread]; sx_engine_wait blocks, so not from a step.
  */
 #include <errno.h>
@@ -70,12 +77,10 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
         return SX_ENOTFOUND;
     sx__outcomes *o = &e->outcomes;
     if (timeout_ms == 0) {
-        /* A look, which never sleeps: the table first, so that a live
-         * process costs a reference taken and dropped (no waiter, no
-         * condition variable, no lock, no system call; the relay looks
-         * before every wait's watch, relay/ops.c), then the outcome of
-         * one that is gone, put before the retire that the table's
-         * acquire load saw (see "Waiting"). */
+        /* A look (see "Waiting"): a live process costs a reference
+         * taken and dropped (no waiter, no condition variable, no lock,
+         * no system call; the relay looks before every wait's watch,
+         * relay/ops.c); a gone one, its outcome. */
         sx__proc *p = sx__ptable_get(e, pid);
         if (p != NULL) {
             /* A mailbox (no type) has no outcome ever; see below. */

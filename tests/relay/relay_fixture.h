@@ -275,7 +275,9 @@ static int same_step(void *st, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* "sum": finishes with the sum of its inputs, integers, however many. */
+/* "sum": finishes with the sum of its inputs (integers, however many),
+ * each weighed by its place (1 x the first, 2 x the second, ...), so that
+ * inputs out of order change the sum. */
 typedef struct {
     int64_t total;
 } sum_st;
@@ -289,7 +291,7 @@ static int sum_init(void *st, const sx_init_ctx *c, const char *m,
         int64_t x;
         if (sx_payload_get_int(in[i], &x) != 0)
             return SX_EINVAL;
-        s->total += x;
+        s->total += (int64_t)(i + 1) * x;
     }
     return 0;
 }

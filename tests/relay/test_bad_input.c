@@ -197,10 +197,10 @@ static void test_input_counts(void)
         sx_pack_array(&pk, (uint32_t)n);
         int64_t want = 0;
         for (int k = 1; k <= n; k++) {
-            /* every width: 1..127 fixint, then int16 and int32 */
+            /* as fixints, uint 8, 16 and 32 */
             int64_t x = k % 3 == 0 ? k * 100000 : k;
             sx_pack_int(&pk, x);
-            want += x;
+            want += k * x;
         }
         sx_pack_str(&pk, "wait");
         sx_pack_bool(&pk, true);
