@@ -21,7 +21,7 @@ stops them at the end, failed or not, and removes the directory
                   always answers the same PID; no job is lost. Tally
                   jobs (checkpointed) get "add" messages each round:
                   each one's sum counts every acknowledged add once (but
-                  one delivered during its last step, which it never
+                  those delivered during its last step, which it never
                   reads: docs/DURABILITY.md, known gaps) and none
                   answered with an error; one whose init ran before
                   a crash ends with attempts 1 (it resumed from a
@@ -346,7 +346,7 @@ ADD_ANSWERED = ("a send (\"add\") to a tally job is answered ok, or "
                 "not_found / closed once it has finished (and never ok "
                 "after that)")
 TALLY_SUM = ("a tally's sum counts every \"add\" answered ok, once "
-             "(but the one delivered during its last step: the ok add "
+             "(but those delivered during its last step: the ok adds "
              "just before its first not_found / closed, same round); none "
              "answered with an error; of the unanswered ones some")
 TALLY_INIT = ("a tally's init_ms falls in the daemon run that made it, or "
@@ -606,17 +606,19 @@ def _tally_ends(acked, starts, probs):
         out["cut_counted"] += bin(max(got, 0) & cut_bits).count("1")
         # An add delivered while the tally's last step runs is answered
         # ok (delivered, docs/DURABILITY.md) and never read: the job ends
-        # without it. Only the ok add sent just before the first one
-        # answered not_found / closed, in the same round, can be that one.
+        # without it. Only the ok adds sent just before the first one
+        # answered not_found / closed, in the same round, can be such:
+        # several when the store delivered them together (one commit).
         late = 0
         for i, (v, r, ans) in enumerate(j.adds):
             if ans in ("not_found", "closed"):
-                if i > 0 and j.adds[i - 1][2] == "ok" and \
-                        j.adds[i - 1][1] == r:
-                    late = j.adds[i - 1][0]
+                k = i - 1
+                while k >= 0 and j.adds[k][2] == "ok" and j.adds[k][1] == r:
+                    late |= j.adds[k][0]
+                    k -= 1
                 break
-        if got >= 0 and late and not got & late:
-            out["late_unread"] += 1
+        if got >= 0 and late & ~got:
+            out["late_unread"] += bin(late & ~got).count("1")
         need = acked_bits & ~late
         if got < 0 or got & need != need or \
                 got & ~(acked_bits | cut_bits):
