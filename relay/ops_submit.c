@@ -30,9 +30,16 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
  * stack); more in a heap block. */
 #define SMALL_INPUTS 8
 
+/* Frees the inputs' list unless it is the caller's small array. */
+static void inputs_free(sx_payload *in, sx_payload *small)
+{
+    if (in != small)
+        free(in);
+}
+
 /* The input array's elements as payloads (pointing into req), in small
  * (SMALL_INPUTS entries) when they fit. 0, or the reply has been sent.
- * The caller frees *out when it is not small. */
+ * The caller lets go of *out with inputs_free. */
 static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
                          sx_payload *small, sx_payload **out, size_t *n_out)
 {
@@ -60,8 +67,7 @@ static int submit_inputs(sx__relay_conn *c, uint64_t id, sx_payload req,
     }
     for (uint32_t i = 0; i < n; i++)
         if (sx_unpack_raw(&u, &(*out)[i]) != 0) {
-            if (*out != small)
-                free(*out);
+            inputs_free(*out, small);
             sx__relay_reply_error(c, id, "bad_request",
                                   "field \"input\": bad element");
             return -1;
@@ -308,8 +314,7 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
                              .node = node,
                              .place = place };
         sx__relay_submit_away(c, id, tn, tl, mn, ml, in, n, &o, &wait);
-        if (in != small)
-            free(in);
+        inputs_free(in, small);
         return;
     }
     if (t == NULL) {
@@ -317,8 +322,7 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
         snprintf(msg, sizeof(msg), "no process type \"%s\"",
                  sx__relay_quoted(q, tn, tl, 64));
         sx__relay_reply_error(c, id, "unknown_type", msg);
-        if (in != small)
-            free(in);
+        inputs_free(in, small);
         return;
     }
     /* The method's name with a NUL, on the stack when it is short. */
@@ -326,8 +330,7 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     char *method = ml < sizeof(mbuf) ? mbuf : malloc(ml + 1);
     if (method == NULL) {
         sx__relay_reply_error(c, id, "internal", "out of memory");
-        if (in != small)
-            free(in);
+        inputs_free(in, small);
         return;
     }
     memcpy(method, mn, ml);
@@ -350,8 +353,7 @@ void sx__relay_op_submit(sx__relay_conn *c, uint64_t id, sx_payload req)
     } else {
         rc = sx_engine_submit(s->engine, t->name, method, in, n, &pid);
     }
-    if (in != small)
-        free(in);
+    inputs_free(in, small);
     if (rc != 0) {
         const char *code = sx__relay_submit_code(rc);
         char q[4 * 64 + 1], qt[4 * 64 + 1];
