@@ -210,7 +210,7 @@ void sx__relay_conn_batch_drop(sx__relay_conn *c)
         sx__relay_out *o = c->batch;
         c->batch = o->next;
         set_unsent(c, c->unsent - o->len);
-        sx__relay_out_free(o);
+        sx__relay_out_done(c->srv, o);
     }
     c->batch_tail = NULL;
     if (!c->dirty)
@@ -248,7 +248,7 @@ static void write_cb(uv_write_t *req, int status)
     set_unsent(c, c->unsent - o->wlen);
     while (o != NULL) {
         sx__relay_out *next = o->next;
-        sx__relay_out_free(o);
+        sx__relay_out_done(c->srv, o);
         o = next;
     }
     if (c->state == SX__RELAY_CONN_CLOSED)
@@ -295,7 +295,7 @@ static bool flush_some(sx__relay_conn *c)
             while (group != NULL) { /* the connection is gone */
                 sx__relay_out *next = group->next;
                 set_unsent(c, c->unsent - group->len);
-                sx__relay_out_free(group);
+                sx__relay_out_done(c->srv, group);
                 group = next;
             }
             sx__relay_conn_close(c);
@@ -306,7 +306,7 @@ static bool flush_some(sx__relay_conn *c)
         while (group != NULL && done >= group->len) {
             sx__relay_out *next = group->next;
             done -= group->len;
-            sx__relay_out_free(group);
+            sx__relay_out_done(c->srv, group);
             group = next;
         }
         off = done;
@@ -327,7 +327,7 @@ static bool flush_some(sx__relay_conn *c)
         set_unsent(c, c->unsent - left);
         while (group != NULL) {
             sx__relay_out *next = group->next;
-            sx__relay_out_free(group);
+            sx__relay_out_done(c->srv, group);
             group = next;
         }
         sx__relay_conn_close(c);
@@ -371,7 +371,7 @@ void sx__relay_flush_cb(uv_prepare_t *h)
 void sx__relay_conn_write(sx__relay_conn *c, sx__relay_out *o)
 {
     if (c->state != SX__RELAY_CONN_OPEN) {
-        sx__relay_out_free(o);
+        sx__relay_out_done(c->srv, o);
         return;
     }
     /* A message push onto a connection already over its limit is
@@ -440,8 +440,7 @@ static bool conn_frame(sx__relay_conn *c, bool check)
         sx__relay_conn_close(c);
         return false;
     }
-    sx__relay_out *o =
-        sx__relay_out_new(SX__RELAY_OUT_REPLY, SX_WIRE_HEADER + body.len);
+    sx__relay_out *o = sx__relay_reply_new(s, SX_WIRE_HEADER + body.len);
     if (o == NULL) {
         sx__relay_conn_close(c);
         return false;

@@ -35,6 +35,7 @@
  * already) and reaches the loop only through the hub; everything else
  * runs on the server's loop thread. See relay/server.h and docs/RELAY.md.
  */
+#include "process/pack.h"
 #include "relay/server.h"
 
 #include <stddef.h>
@@ -91,28 +92,42 @@ static const char *outcome_code(int error)
 /* A wait's answer body: {id, ok, result, steps} or {id, ok, error}. code:
  * the error code to use instead of the outcome's own, or NULL. The id's
  * bytes are filled in on the loop (id_fill): a uint64 of 8 bytes,
- * whatever its value, at ID_AT. */
-static void pack_answer(sx_pack *pk, const sx_result *r, const char *code)
+ * whatever its value, at ID_AT. checked: the value is one msgpack value
+ * that sx__wire_value_utf8 passed, copied as it is; otherwise sx_pack_raw
+ * reads it (and fails the packer if it is not one value). The server's
+ * own keys go as the bytes sx_pack_str would write. */
+static void pack_answer(sx_pack *pk, const sx_result *r, const char *code,
+                        bool checked)
 {
-    static const uint8_t slot[9] = { 0xcf };
-    sx_pack_map(pk, r->error == 0 ? 5 : 4);
-    sx_pack_str(pk, "id");
-    sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
-    sx_pack_str(pk, "ok");
-    sx_pack_bool(pk, r->error == 0);
-    if (r->error != 0) {
+    if (r->error == 0) {
+        static const uint8_t head[] = { 0x85, 0xa2, 'i', 'd', 0xcf, 0,
+                                        0,    0,    0,   0,   0,    0,
+                                        0,    0xa2, 'o', 'k', 0xc3, 0xa6,
+                                        'r',  'e',  's', 'u', 'l',  't' };
+        static const uint8_t steps[] = { 0xa5, 's', 't', 'e', 'p', 's' };
+        sx__pack_bytes(pk, head, sizeof head);
+        if (checked && r->value.len > 0)
+            sx__pack_bytes(pk, r->value.data, r->value.len);
+        else
+            sx_pack_raw(pk, r->value); /* nil when there is none */
+        sx__pack_bytes(pk, steps, sizeof steps);
+        sx_pack_uint(pk, r->steps);
+    } else {
+        static const uint8_t slot[9] = { 0xcf };
+        sx_pack_map(pk, 4);
+        sx_pack_str(pk, "id");
+        sx_pack_raw(pk, (sx_payload){ slot, sizeof slot });
+        sx_pack_str(pk, "ok");
+        sx_pack_bool(pk, false);
         sx__relay_pack_error(pk, code != NULL ? code : outcome_code(r->error),
                              r->error_msg != NULL ? r->error_msg
                                                   : sx_strerror(r->error));
-    } else {
-        sx_pack_str(pk, "result");
-        sx_pack_raw(pk, r->value);
-        sx_pack_str(pk, "steps");
-        sx_pack_uint(pk, r->steps);
     }
     /* The run that ended (docs/DURABILITY.md); 1 but for a stored job
      * that ran again after a restart. */
-    sx_pack_str(pk, "attempts");
+    static const uint8_t attempts[] = { 0xa8, 'a', 't', 't', 'e',
+                                        'm',  'p', 't', 's' };
+    sx__pack_bytes(pk, attempts, sizeof attempts);
     sx_pack_uint(pk, r->attempts > 0 ? r->attempts : 1);
 }
 
@@ -154,7 +169,7 @@ static void submit_fail(sx__relay_conn *c, uint64_t id, sx_pid pid,
 /* A submit-and-wait's answer: a copy of the wait answer o (id not yet
  * filled) with "pid" (and "existing") after its id. NULL when out of
  * memory; *too_big when the copy would be over max_frame bytes. */
-static sx__relay_out *with_pid(const sx__relay_out *o, sx_pid pid,
+static sx__relay_out *with_pid(sx_server *s, const sx__relay_out *o, sx_pid pid,
                                bool existing, size_t max_frame, bool *too_big)
 {
     uint8_t extra[32 + SX_PID_TEXT_MAX];
@@ -182,7 +197,7 @@ static sx__relay_out *with_pid(const sx__relay_out *o, sx_pid pid,
         *too_big = true;
         return NULL;
     }
-    sx__relay_out *n = sx__relay_out_new(SX__RELAY_OUT_REPLY, len);
+    sx__relay_out *n = sx__relay_reply_new(s, len);
     if (n == NULL)
         return NULL;
     memcpy(n->data, o->data, head);
@@ -199,16 +214,26 @@ static sx__relay_out *with_pid(const sx__relay_out *o, sx_pid pid,
  * caller sends that rewrite. */
 static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
 {
-    size_t fixed = 0;
-    pack_answer(pk, r, NULL);
+    /* The value is the one part of the answer that is not the server's
+     * own (its keys, numbers and sx__relay_pack_error's text, all valid
+     * UTF-8 at depth 1), so it alone is walked as a reader will: one
+     * msgpack value, nested at most as deep as the map leaves it, its
+     * strs that are not UTF-8 counted for the rewrite (vfixed: the
+     * value's length once rewritten). */
+    size_t fixed = 0, vfixed = 0;
+    bool value_ok = r->error != 0 || r->value.len == 0 ||
+                    sx__wire_value_utf8(r->value.data, r->value.len,
+                                        SX_WIRE_MAX_DEPTH - 1, &vfixed) == 0;
+    pack_answer(pk, r, NULL, value_ok);
+    if (vfixed != 0)
+        fixed = pk->len - r->value.len + vfixed;
     /* A frame the client would refuse must not be sent: a value that
-     * is not one msgpack value, nested deeper than the wire allows,
-     * or bigger than a frame. The client learns why instead. (A
-     * subscribe's exit push, built from this frame on the loop, may be
-     * up to EXIT_EXTRA bytes longer: exit_push checks its own size.) */
-    if (pk->err != 0 || pk->len > max_frame ||
-        sx__wire_check_utf8(pk->data, pk->len, &fixed) != 0 ||
-        fixed > max_frame) {
+     * is not one msgpack value (sx_pack_raw fails the packer), nested
+     * deeper than the wire allows, or bigger than a frame. The client
+     * learns why instead. (A subscribe's exit push, built from this
+     * frame on the loop, may be up to EXIT_EXTRA bytes longer: exit_push
+     * checks its own size.) */
+    if (pk->err != 0 || !value_ok || pk->len > max_frame || fixed > max_frame) {
         char why[160];
         const char *code = "too_large";
         if (pk->err != 0) {
@@ -231,7 +256,7 @@ static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
             SX_ETOOLARGE, why, { NULL, 0 }, r->steps, r->attempts
         };
         sx_pack_reset(pk);
-        pack_answer(pk, &bad, code);
+        pack_answer(pk, &bad, code, false);
         fixed = 0;
     }
     return fixed;
@@ -291,8 +316,7 @@ void sx__relay_reply_outcome(sx__relay_conn *c, uint64_t id, const sx_result *r)
         return;
     }
     /* Its strs that are not UTF-8 go as bin: the rewrite is sent. */
-    sx__relay_out *o =
-        sx__relay_out_new(SX__RELAY_OUT_REPLY, SX_WIRE_HEADER + pk->len);
+    sx__relay_out *o = sx__relay_reply_new(c->srv, SX_WIRE_HEADER + pk->len);
     if (o != NULL) {
         memcpy(o->data + SX_WIRE_HEADER, pk->data, pk->len);
         sx__relay_out_seal(o, pk->len);
@@ -556,9 +580,9 @@ static bool answer(sx__relay_pending *r, sx_pid pid, sx__relay_out *o,
     if (submit) {
         /* Its own frame: the wait answer with the pid in it. */
         bool too_big = false;
-        sx__relay_out *mine =
-            o != NULL ? with_pid(o, pid, existing, c->srv->max_frame, &too_big)
-                      : NULL;
+        sx__relay_out *mine = o != NULL ? with_pid(c->srv, o, pid, existing,
+                                                   c->srv->max_frame, &too_big)
+                                        : NULL;
         if (mine == NULL) {
             submit_fail(c, id, pid, existing,
                         too_big ? "too_large" : "internal",
@@ -592,7 +616,7 @@ static bool answer(sx__relay_pending *r, sx_pid pid, sx__relay_out *o,
     }
     sx__relay_out *mine = o;
     if (!take) {
-        mine = sx__relay_out_new(SX__RELAY_OUT_REPLY, o->len);
+        mine = sx__relay_reply_new(c->srv, o->len);
         if (mine == NULL) {
             sx__relay_reply_error(c, id, "internal", "out of memory");
             return false;

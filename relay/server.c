@@ -50,12 +50,44 @@ void sx__relay_out_free(sx__relay_out *o)
         free(o);
 }
 
+sx__relay_out *sx__relay_reply_new(sx_server *s, size_t cap)
+{
+    if (cap > SX_RELAY_OUT_SMALL)
+        return sx__relay_out_new(SX__RELAY_OUT_REPLY, cap);
+    sx__relay_out *o = s->out_free;
+    if (o != NULL) {
+        s->out_free = o->next;
+        s->out_free_n--;
+    } else {
+        o = malloc(sizeof(*o) + SX_RELAY_OUT_SMALL);
+        if (o == NULL)
+            return NULL;
+    }
+    memset(o, 0, sizeof(*o));
+    o->kind = SX__RELAY_OUT_REPLY;
+    o->small = 1;
+    o->cap = SX_RELAY_OUT_SMALL;
+    o->data = (uint8_t *)(o + 1);
+    return o;
+}
+
+void sx__relay_out_done(sx_server *s, sx__relay_out *o)
+{
+    if (o != NULL && o->small && s->out_free_n < SX_RELAY_OUT_CACHE) {
+        o->next = s->out_free;
+        s->out_free = o;
+        s->out_free_n++;
+        return;
+    }
+    sx__relay_out_free(o);
+}
+
 void sx__relay_out_seal(sx__relay_out *o, size_t body_len)
 {
     /* The frame header (PROTOCOL.md "Frames"): big-endian body length,
      * written by hand: callbacks pack the body in place, and a reply
-     * built apart is copied in behind it (conn_output.c), one allocation
-     * per frame either way. */
+     * built apart is copied in behind it (conn_output.c), one item per
+     * frame either way. */
     o->data[0] = (uint8_t)(body_len >> 24);
     o->data[1] = (uint8_t)(body_len >> 16);
     o->data[2] = (uint8_t)(body_len >> 8);
@@ -353,6 +385,11 @@ static int engine_started(sx_engine *e)
 static void server_free(sx_server *s)
 {
     sx_pack_fini(&s->pk);
+    while (s->out_free != NULL) { /* the loop has ended (or never ran) */
+        sx__relay_out *o = s->out_free;
+        s->out_free = o->next;
+        free(o);
+    }
     free(s->types);
     free(s->socket_path);
     free(s->token);

@@ -44,6 +44,12 @@
                 */
 #define SX_RELAY_MAX_UNAUTH_DEFAULT 64
 #define SX_RELAY_REC_CACHE 1024
+/* A reply frame the loop builds holds up to SX_RELAY_OUT_SMALL bytes
+ * (header and body) in an item of one size, which the loop keeps for the
+ * next reply when it is written (at most SX_RELAY_OUT_CACHE of them): a
+ * job's replies cost no allocation in steady state. */
+#define SX_RELAY_OUT_SMALL 256
+#define SX_RELAY_OUT_CACHE 1024
 #define SX_RELAY_AUTH_TIMEOUT_DEFAULT 10000 /* ms */
 #define SX_RELAY_MAX_WAITS_DEFAULT                                             \
     ((size_t)1 << 18) /* waits + subscribes in the server */
@@ -73,14 +79,15 @@ typedef struct sx__relay_out {
     struct sx__relay_out *next; /* hub FIFO link (hub mutex) */
     uint8_t kind;               /* SX__RELAY_OUT_* */
     uint8_t embedded;
-    uint8_t note_only;      /* PUSH: only a `dropped` notice (never
-                               dropped itself) */
-    uint64_t dropped;       /* PUSH: a `dropped` notice for this many
-                               messages comes before the message in
-                               data (0: none) */
-    size_t wlen;            /* [loop] the first item of a write request:
-                               the bytes that request covers (the items
-                               after it hang off `next`) */
+    uint8_t small;     /* from sx__relay_reply_new: SX_RELAY_OUT_SMALL bytes */
+    uint8_t note_only; /* PUSH: only a `dropped` notice (never
+                          dropped itself) */
+    uint64_t dropped;  /* PUSH: a `dropped` notice for this many
+                          messages comes before the message in
+                          data (0: none) */
+    size_t wlen;       /* [loop] the first item of a write request:
+                          the bytes that request covers (the items
+                          after it hang off `next`) */
     sx__relay_conn *conn;   /* PUSH, ANSWER: a reference to the
                                connection */
     sx__relay_watch *watch; /* DONE: the engine watch's reference */
@@ -113,6 +120,12 @@ typedef struct sx__relay_out {
 sx__relay_out *sx__relay_out_new(uint8_t kind, size_t cap);
 /* Frees an item that is not embedded (NULL is a no-op). [any thread] */
 void sx__relay_out_free(sx__relay_out *o);
+/* A REPLY item with room for cap frame bytes (len 0), from the server's
+ * cache of small items when cap fits one. NULL when out of memory. [loop] */
+sx__relay_out *sx__relay_reply_new(sx_server *s, size_t cap);
+/* Frees an item as sx__relay_out_free does, or keeps a small one for the
+ * next reply. [loop] */
+void sx__relay_out_done(sx_server *s, sx__relay_out *o);
 /* Writes the 4-byte length header for a body packed at data + 4. */
 void sx__relay_out_seal(sx__relay_out *o, size_t body_len);
 /* The same for a frame that starts at data + off (its body at off + 4). */
@@ -410,6 +423,10 @@ struct sx_server {
      * steady state. Chained through next. */
     sx__relay_pending *rec_free;
     size_t rec_free_n;
+    /* [loop] Written small reply items kept for the next ones (at most
+     * SX_RELAY_OUT_CACHE; sx__relay_reply_new), chained through next. */
+    sx__relay_out *out_free;
+    size_t out_free_n;
     bool stopping;                /* [loop] */
     sx_pack pk;                   /* [loop] reply bodies are built here */
     char rbuf[SX_RELAY_READ_BUF]; /* [loop] read buffer (the decoder copies) */
