@@ -14,6 +14,7 @@
  */
 #include "relay/client.h"
 #include "process/mapentry.h"
+#include "relay/wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -294,13 +295,15 @@ bool sx__relay_client_set_take(sx_client *c, uint64_t id)
 
 /* Appends the request body in c->body (a map whose first key is "id") as
  * one frame to the output buffer. Nothing is appended on an error. */
-int sx__relay_client_append(sx_client *c)
+int sx__relay_client_append(sx_client *c, bool built)
 {
     if (c->body.err != 0)
         return c->body.err;
     out_compact(c);
     size_t mark = c->out.len;
-    int rc = sx_wire_frame(&c->out, sx_pack_payload(&c->body));
+    sx_payload body = sx_pack_payload(&c->body);
+    int rc = built ? sx__wire_frame_built(&c->out, body)
+                   : sx_wire_frame(&c->out, body);
     if (rc != 0) {
         c->out.err = 0; /* sx_pack errors are sticky: undo it */
         c->out.len = mark;
@@ -592,7 +595,7 @@ int sx_client_call(sx_client *c, sx_payload request, int64_t timeout_ms,
     uint64_t id = c->next_id + 1;
     int rc = sx__relay_client_body_with_id(c, request, id);
     if (rc == 0)
-        rc = sx__relay_client_append(c);
+        rc = sx__relay_client_append(c, false);
     if (rc != 0)
         return rc;
     c->next_id = id;

@@ -77,8 +77,11 @@ static inline size_t sx__relay_client_unsent(const sx_client *c)
     return c->out.len - c->out_off;
 }
 /* Appends the request body in c->body (a map whose first key is "id") as
- * one frame to the output buffer. Nothing is appended on an error. */
-int sx__relay_client_append(sx_client *c);
+ * one frame to the output buffer. Nothing is appended on an error. built:
+ * the library built the body from its own keys and values, every value
+ * it did not write itself walked (sx__wire_frame_built): not walked
+ * again. */
+int sx__relay_client_append(sx_client *c, bool built);
 /* Rebuilds request (a map without "id") in c->body with id first: 0,
  * SX_EINVAL (not one whole map, or one with a key "id"), or the packer's
  * error (SX_ENOMEM). */

@@ -6,7 +6,9 @@
  *
  * Threads: a client belongs to one thread at a time (relay/client.h).
  */
+#include "process/pack.h"
 #include "relay/client.h"
+#include "relay/wire.h"
 
 #include <string.h>
 
@@ -34,8 +36,9 @@ int sx_client_next_push(sx_client *c, int64_t timeout_ms, sx_reply *out)
 
 /* Queues the frame built in c->body under id (which the caller reserved
  * as c->next_id + 1): refuses with SX_ELIMIT when the output buffer is
- * over its bound, and writes when enough is queued to fill a segment. */
-static int post_body(sx_client *c, uint64_t id, uint64_t *out_id)
+ * over its bound, and writes when enough is queued to fill a segment.
+ * built: as sx__relay_client_append's. */
+static int post_body(sx_client *c, uint64_t id, uint64_t *out_id, bool built)
 {
     if (sx__relay_client_unsent(c) >= SX_CLIENT_MAX_QUEUED) {
         int rc = sx__relay_client_send(c); /* once, without waiting */
@@ -47,7 +50,7 @@ static int post_body(sx_client *c, uint64_t id, uint64_t *out_id)
     int rc = sx__relay_client_set_add(c, id);
     if (rc != 0)
         return rc;
-    if ((rc = sx__relay_client_append(c)) != 0) {
+    if ((rc = sx__relay_client_append(c, built)) != 0) {
         sx__relay_client_set_take(c, id);
         return rc;
     }
@@ -69,7 +72,23 @@ int sx_client_post(sx_client *c, sx_payload request, uint64_t *out_id)
     int rc = sx__relay_client_body_with_id(c, request, id);
     if (rc != 0)
         return rc;
-    return post_body(c, id, out_id);
+    return post_body(c, id, out_id, false);
+}
+
+/* A name of the protocol's (a key, an op; ASCII, under 32 bytes) as the
+ * fixstr sx_pack_str would write, in one append: the length folds to a
+ * constant where the name is a literal. */
+static inline void pack_name(sx_pack *pk, const char *name)
+{
+    size_t n = __builtin_strlen(name);
+    uint8_t b[32];
+    if (n >= sizeof(b)) {
+        sx_pack_strn(pk, name, n);
+        return;
+    }
+    b[0] = (uint8_t)(0xa0 | n);
+    memcpy(b + 1, name, n);
+    sx__pack_bytes(pk, b, n + 1);
 }
 
 /* Starts c->body as a request map of n fields (id first, then op). */
@@ -77,10 +96,10 @@ static void body_op(sx_client *c, uint32_t n, uint64_t id, const char *op)
 {
     sx_pack_reset(&c->body);
     sx_pack_map(&c->body, n + 1);
-    sx_pack_str(&c->body, "id");
+    pack_name(&c->body, "id");
     sx_pack_uint(&c->body, id);
-    sx_pack_str(&c->body, "op");
-    sx_pack_str(&c->body, op);
+    pack_name(&c->body, "op");
+    pack_name(&c->body, op);
 }
 
 static void pack_pid(sx_pack *pk, const char *key, sx_pid pid);
@@ -93,25 +112,44 @@ static uint32_t submit_fields(int wait)
     return 3u + (wait > 0) + (wait > 1);
 }
 
-/* A submit's fields after "op" (submit_fields(wait) of them). */
-static void pack_submit(sx_pack *pk, const char *type, const char *method,
-                        const sx_payload *input, size_t n, int wait,
-                        int64_t timeout_ms)
+/* Whether every input is one msgpack value that fits where a submit puts
+ * it (an element of the "input" array: depth 2 of the frame), walked as
+ * a reader will; then pack_submit copies them as they are, and the frame
+ * needs no walk of its own (sx__relay_client_append's built). */
+static bool inputs_walked(const sx_payload *input, size_t n)
 {
-    sx_pack_str(pk, "type");
-    sx_pack_str(pk, type);
-    sx_pack_str(pk, "method");
-    sx_pack_str(pk, method);
-    sx_pack_str(pk, "input");
-    sx_pack_array(pk, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
-        sx_pack_raw(pk, input[i]);
+        if (input[i].len > 0 &&
+            sx__wire_value_check(input[i].data, input[i].len,
+                                 SX_WIRE_MAX_DEPTH - 2) != 0)
+            return false;
+    return true;
+}
+
+/* A submit's fields after "op" (submit_fields(wait) of them). walked:
+ * inputs_walked passed them. */
+static void pack_submit(sx_pack *pk, const char *type, const char *method,
+                        const sx_payload *input, size_t n, bool walked,
+                        int wait, int64_t timeout_ms)
+{
+    pack_name(pk, "type");
+    sx_pack_str(pk, type);
+    pack_name(pk, "method");
+    sx_pack_str(pk, method);
+    pack_name(pk, "input");
+    sx_pack_array(pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (walked && input[i].len > 0)
+            sx__pack_bytes(pk, input[i].data, input[i].len);
+        else
+            sx_pack_raw(pk, input[i]); /* nil when empty */
+    }
     if (wait > 0) {
-        sx_pack_str(pk, "wait");
+        pack_name(pk, "wait");
         sx_pack_bool(pk, true);
     }
     if (wait > 1) {
-        sx_pack_str(pk, "timeout_ms");
+        pack_name(pk, "timeout_ms");
         sx_pack_int(pk, timeout_ms);
     }
 }
@@ -133,9 +171,10 @@ static int post_submit(sx_client *c, const char *type, const char *method,
     if (c->broken != 0)
         return c->broken;
     uint64_t id = c->next_id + 1;
+    bool walked = inputs_walked(input, n);
     body_op(c, 1 + submit_fields(wait), id, "submit");
-    pack_submit(&c->body, type, method, input, n, wait, timeout_ms);
-    return post_body(c, id, out_id);
+    pack_submit(&c->body, type, method, input, n, walked, wait, timeout_ms);
+    return post_body(c, id, out_id, walked);
 }
 
 int sx_client_post_submit(sx_client *c, const char *type, const char *method,
@@ -163,10 +202,10 @@ int sx_client_post_wait(sx_client *c, sx_pid pid, int64_t timeout_ms,
     body_op(c, timeout_ms >= 0 ? 3 : 2, id, "wait");
     pack_pid(&c->body, "pid", pid);
     if (timeout_ms >= 0) {
-        sx_pack_str(&c->body, "timeout_ms");
+        pack_name(&c->body, "timeout_ms");
         sx_pack_int(&c->body, timeout_ms);
     }
-    return post_body(c, id, out_id);
+    return post_body(c, id, out_id, true); /* no value but ours */
 }
 
 int sx_client_flush(sx_client *c, int64_t timeout_ms)
@@ -270,7 +309,7 @@ int sx_client_submit(sx_client *c, const char *type, const char *method,
         return SX_EINVAL;
     sx_pack pk;
     pack_op(&pk, 1 + submit_fields(0), "submit");
-    pack_submit(&pk, type, method, input, n, 0, -1);
+    pack_submit(&pk, type, method, input, n, false, 0, -1);
     sx_reply local, *r = out != NULL ? out : &local;
     int rc = call_pk(c, &pk, -1, r, r);
     if (rc == 0 && out_pid != NULL)
@@ -312,7 +351,7 @@ int sx_client_submit_wait(sx_client *c, const char *type, const char *method,
     int wait = timeout_ms >= 0 ? 2 : 1;
     sx_pack pk;
     pack_op(&pk, 1 + submit_fields(wait), "submit");
-    pack_submit(&pk, type, method, input, n, wait, timeout_ms);
+    pack_submit(&pk, type, method, input, n, false, wait, timeout_ms);
     sx_reply local, *r = out != NULL ? out : &local;
     int rc = call_pk(c, &pk, call_limit(timeout_ms), r, r);
     /* A reply (ok or not) names the job when it started. */

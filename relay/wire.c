@@ -207,6 +207,13 @@ int sx_wire_check(const uint8_t *body, size_t len)
     return wire_walk(body, len, true, SX_WIRE_MAX_DEPTH, false, NULL, NULL);
 }
 
+int sx__wire_value_check(const uint8_t *v, size_t len, size_t max_depth)
+{
+    if (max_depth > SX_WIRE_MAX_DEPTH)
+        max_depth = SX_WIRE_MAX_DEPTH;
+    return wire_walk(v, len, false, max_depth, false, NULL, NULL);
+}
+
 /* ==== str values that are not UTF-8 =====================================
  *
  * A msgpack str holds UTF-8, and strict readers (Python's msgpack by
@@ -497,7 +504,7 @@ int sx_wire_decoder_next(sx_wire_decoder *d, sx_payload *body)
 
 /* ==== writing a frame ================================================== */
 
-int sx_wire_frame(sx_pack *pk, sx_payload body)
+static int frame_append(sx_pack *pk, sx_payload body, bool check)
 {
     size_t mark;
     uintptr_t lo, b;
@@ -513,7 +520,7 @@ int sx_wire_frame(sx_pack *pk, sx_payload body)
     if (body.len > UINT32_MAX)
         rc = SX_ELIMIT;
     else
-        rc = sx_wire_check(body.data, body.len) != 0 ? SX_EINVAL : 0;
+        rc = check && sx_wire_check(body.data, body.len) != 0 ? SX_EINVAL : 0;
     if (rc != 0) {
         pk->err = rc; /* sticky, as every sx_pack error */
         return rc;
@@ -539,4 +546,14 @@ int sx_wire_frame(sx_pack *pk, sx_payload body)
         pk->data[mark + i] =
             (uint8_t)(body.len >> (8 * (SX_WIRE_HEADER - 1 - i)));
     return 0;
+}
+
+int sx_wire_frame(sx_pack *pk, sx_payload body)
+{
+    return frame_append(pk, body, true);
+}
+
+int sx__wire_frame_built(sx_pack *pk, sx_payload body)
+{
+    return frame_append(pk, body, false);
 }

@@ -1,15 +1,19 @@
-/* relay/wire.h — the part of the wire codec (relay/wire.c) that only the
- * server uses: the UTF-8 rule for what it sends (docs/PROTOCOL.md,
- * "Payloads": a str that is not UTF-8 goes out as bin). Not installed.
+/* relay/wire.h — the part of the wire codec (relay/wire.c) that only
+ * stepx itself uses: the server's UTF-8 rule for what it sends
+ * (docs/PROTOCOL.md, "Payloads": a str that is not UTF-8 goes out as
+ * bin), and the C client's framing of the requests it builds. Not
+ * installed.
  *
  * Threads: [any thread] (pure; the server calls these on its loop thread
- * and in its engine callbacks).
+ * and in its engine callbacks, a client on its own thread).
  */
 #ifndef SX_RELAY_WIRE_H
 #define SX_RELAY_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "relay/stepx/relay.h"
 
 /* sx_wire_check's walk over a body the server is about to send, looking
  * at the bytes of every str on the way: values at any depth and the keys
@@ -40,5 +44,15 @@ int sx__wire_value_utf8(const uint8_t *v, size_t len, size_t max_depth,
 
 /* sx__wire_utf8_fix for a value that sx__wire_value_utf8 passed. */
 void sx__wire_value_fix(const uint8_t *v, size_t len, uint8_t *out);
+
+/* sx__wire_value_utf8's walk without the UTF-8 look: 0 when v[0, len) is
+ * exactly one msgpack value nested at most max_depth deep, else
+ * SX_EPROTO. */
+int sx__wire_value_check(const uint8_t *v, size_t len, size_t max_depth);
+
+/* sx_wire_frame for a body its caller built so that it passes
+ * sx_wire_check (one map with str keys, every value it did not write
+ * itself walked by sx__wire_value_check at its depth): not walked again. */
+int sx__wire_frame_built(sx_pack *pk, sx_payload body);
 
 #endif

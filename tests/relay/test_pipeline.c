@@ -979,6 +979,53 @@ static void test_id_set(void)
     free(c.set);
 }
 
+/* A posted submit's inputs go into the frame as the caller gave them,
+ * each walked once as the server will read it (relay/client_requests.c,
+ * inputs_walked): an input nested as deep as the "input" array leaves
+ * room for (SX_WIRE_MAX_DEPTH - 2 levels) goes out and comes back as the
+ * job's result, byte for byte; one level more is refused with SX_EINVAL
+ * and nothing sent (the server would drop the connection over it);
+ * bytes that are not one msgpack value, SX_EPROTO. Then the connection
+ * still works. A walk with the wrong depth fails here: one level too
+ * lenient loses the connection, one too strict refuses a good input. */
+static void test_posted_inputs_walked(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_client *c = connect_ok(&f);
+    uint8_t deep[SX_WIRE_MAX_DEPTH + 2];
+    for (size_t k = 0; k <= SX_WIRE_MAX_DEPTH; k++) {
+        memset(deep, 0x91, k); /* k arrays of one, around a nil */
+        deep[k] = 0xc0;
+        sx_payload in = { deep, k + 1 };
+        uint64_t id = 0;
+        int rc = sx_client_post_submit_wait(c, "same", "run", &in, 1, -1, &id);
+        if (k > SX_WIRE_MAX_DEPTH - 2) {
+            CHECK_RC(rc, SX_EINVAL);
+            CHECK_EQ_U64(sx_client_in_flight(c), 0);
+            continue;
+        }
+        CHECK_RC(rc, 0);
+        sx_reply r;
+        uint64_t got = 0;
+        CHECK_RC(sx_client_next_reply(c, 10000, &got, &r), 0);
+        CHECK_EQ_U64(got, id);
+        CHECK(r.ok);
+        sx_payload v;
+        CHECK_RC(sx_map_get(r.body, "result", &v), 0);
+        CHECK(v.len == k + 1 && memcmp(v.data, deep, k + 1) == 0);
+        sx_reply_free(&r);
+    }
+    static const uint8_t bad_b[] = { 0xc1 }, two_b[] = { 0x01, 0x02 };
+    sx_payload bad = { bad_b, sizeof(bad_b) }, two = { two_b, sizeof(two_b) };
+    CHECK_RC(sx_client_post_submit(c, "same", "run", &bad, 1, NULL), SX_EPROTO);
+    CHECK_RC(sx_client_post_submit(c, "same", "run", &two, 1, NULL), SX_EPROTO);
+    CHECK_EQ_U64(sx_client_in_flight(c), 0);
+    square_ok(c, 7, 10000);
+    sx_client_close(c);
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "out_of_order", test_out_of_order },
     { "id_set", test_id_set },
@@ -993,6 +1040,7 @@ static const sx_test_case cases[] = {
     { "one_thread_many_clients", test_one_thread_many_clients },
     { "connect_backlog_full", test_connect_backlog_full },
     { "large_frames_of_server", test_large_frames_of_server },
+    { "posted_inputs_walked", test_posted_inputs_walked },
 };
 
 SX_TEST_MAIN(cases)
