@@ -42,6 +42,10 @@ typedef struct {
     size_t len;
     unsigned n;    /* entries */
     bool complete; /* every entry of the map is in f (a miss is absent) */
+    /* key_bit of every key in f: a complete index without a key's bit has
+     * no such key, found so without a look at the entries (the optional
+     * fields most requests leave out). */
+    uint64_t keys;
     struct {
         const char *key;
         size_t kl;
@@ -49,8 +53,18 @@ typedef struct {
     } f[INDEX_MAX];
 } req_index;
 
-/* The index of the request being handled on this thread, or NULL. */
-static _Thread_local const req_index *cur;
+/* The index of the request being handled on this thread, or NULL.
+ * initial-exec: read by every field reader (the library is PIC, where
+ * the default model calls __tls_get_addr on each access). */
+static _Thread_local const req_index *cur
+    __attribute__((tls_model("initial-exec")));
+
+/* One of 64 bits for a key, from its length and first byte. */
+static inline uint64_t key_bit(const char *k, size_t kl)
+{
+    unsigned h = (unsigned)kl * 7u + (kl > 0 ? (unsigned char)k[0] : 0u);
+    return (uint64_t)1 << (h & 63);
+}
 
 static void index_build(req_index *ix, sx_payload req)
 {
@@ -58,6 +72,7 @@ static void index_build(req_index *ix, sx_payload req)
     ix->len = req.len;
     ix->n = 0;
     ix->complete = false;
+    ix->keys = 0;
     sx_unpack u;
     uint32_t n;
     sx_unpack_init(&u, req);
@@ -77,6 +92,7 @@ static void index_build(req_index *ix, sx_payload req)
         ix->f[ix->n].kl = kl;
         ix->f[ix->n].v = v;
         ix->n++;
+        ix->keys |= key_bit(k, kl);
     }
     ix->complete = true;
 }
@@ -96,6 +112,8 @@ int sx__relay_fieldn(sx_payload req, const char *key, size_t kl, sx_payload *v)
 {
     const req_index *ix = cur;
     if (ix != NULL && ix->data == req.data && ix->len == req.len) {
+        if (ix->complete && (ix->keys & key_bit(key, kl)) == 0)
+            return 1;
         for (unsigned i = 0; i < ix->n; i++)
             if (ix->f[i].kl == kl && key_eq(ix->f[i].key, key, kl)) {
                 *v = ix->f[i].v;

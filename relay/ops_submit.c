@@ -20,8 +20,7 @@ static const sx_process_type *find_type(sx_server *s, const char *name,
                                         size_t n)
 {
     for (size_t i = 0; i < s->n_types; i++)
-        if (strlen(s->types[i]->name) == n &&
-            memcmp(s->types[i]->name, name, n) == 0)
+        if (s->type_lens[i] == n && memcmp(s->types[i]->name, name, n) == 0)
             return s->types[i];
     return NULL;
 }

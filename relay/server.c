@@ -391,6 +391,7 @@ static void server_free(sx_server *s)
         free(o);
     }
     free(s->types);
+    free(s->type_lens);
     free(s->socket_path);
     free(s->token);
     free(s->server_name);
@@ -443,6 +444,11 @@ static int config_copy(sx_server *s, const sx_server_config *cfg)
     if (s->types == NULL)
         return SX_ENOMEM;
     s->n_types = sx_engine_types(s->engine, s->types, n);
+    s->type_lens = calloc(s->n_types + 1, sizeof(*s->type_lens));
+    if (s->type_lens == NULL)
+        return SX_ENOMEM;
+    for (size_t i = 0; i < s->n_types; i++)
+        s->type_lens[i] = strlen(s->types[i]->name);
     return 0;
 }
 

@@ -395,6 +395,7 @@ struct sx_server {
     /* The engine's types, fixed at start (types register before the
      * engine starts). Owned. */
     const sx_process_type **types;
+    size_t *type_lens; /* strlen of each type's name. Owned. */
     size_t n_types;
     sx__relay_conn *conns; /* [loop] open (or draining) connections */
     /* [loop] Connections through hello with the token (all of them
