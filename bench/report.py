@@ -474,8 +474,9 @@ GAP_WHY = {
               "builds of 2026-11-30 submitted 19–21 M/s in quiet spells "
               "(`bench/ab.sh submit 1000000` ~51 ns a process) and 14–15 "
               "M/s in busy ones (bench/FINDINGS.md, \"A full run in a busy "
-              "spell\"); at a ~440-470 ns round trip this build takes "
-              "~100-125 ns a process, the builds before the marks ahead "
+              "spell\"); at a ~420-470 ns round trip builds of 2026-12-01 "
+              "took 69-79 ns a process in one full run and 97-125 in "
+              "A/Bs of the same day, the builds before the marks ahead "
               "~300 (bench/FINDINGS.md, "
               "\"Outside submits without dependent misses\").",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "

@@ -113,9 +113,10 @@ static uint32_t submit_fields(int wait)
 }
 
 /* Whether every input is one msgpack value that fits where a submit puts
- * it (an element of the "input" array: depth 2 of the frame), walked as
- * a reader will; then pack_submit copies them as they are, and the frame
- * needs no walk of its own (sx__relay_client_append's built). */
+ * it (an element of the "input" array, which is at depth 2 of the frame:
+ * an input may nest SX_WIRE_MAX_DEPTH - 2 levels), walked as a reader
+ * will; then pack_submit copies them as they are, and the frame needs no
+ * walk of its own (sx__relay_client_append's built). */
 static bool inputs_walked(const sx_payload *input, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -55,7 +55,9 @@ typedef struct {
 
 /* The index of the request being handled on this thread, or NULL.
  * initial-exec: read by every field reader (the library is PIC, where
- * the default model calls __tls_get_addr on each access). */
+ * the default model calls __tls_get_addr on each access; see
+ * engine/sched/worker.c, tls_worker, for why the static model is safe
+ * here). */
 static _Thread_local const req_index *cur
     __attribute__((tls_model("initial-exec")));
 

@@ -215,8 +215,8 @@ static sx__relay_out *with_pid(sx_server *s, const sx__relay_out *o, sx_pid pid,
 static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
 {
     /* The value is the one part of the answer that is not the server's
-     * own (its keys, numbers and sx__relay_pack_error's text, all valid
-     * UTF-8 at depth 1), so it alone is walked as a reader will: one
+     * own (its keys, its numbers and sx__relay_pack_error's text, valid
+     * UTF-8 by construction), so it alone is walked as a reader will: one
      * msgpack value, nested at most as deep as the map leaves it, its
      * strs that are not UTF-8 counted for the rewrite (vfixed: the
      * value's length once rewritten). */
@@ -225,7 +225,7 @@ static size_t pack_checked(sx_pack *pk, const sx_result *r, size_t max_frame)
                     sx__wire_value_utf8(r->value.data, r->value.len,
                                         SX_WIRE_MAX_DEPTH - 1, &vfixed) == 0;
     pack_answer(pk, r, NULL, value_ok);
-    if (vfixed != 0)
+    if (vfixed != 0 && pk->len <= max_frame)
         fixed = pk->len - r->value.len + vfixed;
     /* A frame the client would refuse must not be sent: a value that
      * is not one msgpack value (sx_pack_raw fails the packer), nested

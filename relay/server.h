@@ -71,9 +71,10 @@ enum {
 
 /* One frame on its way to a client, and the hub's unit of hand-off. Built
  * (header and body) by whoever makes it; owned by the hub while queued,
- * then by the loop, then by libuv while written (req), then freed in the
- * write callback. Items embedded in a watch (its `oom`, `embedded`)
- * carry no bytes and are never freed on their own. */
+ * then by the loop, then by libuv while written (req), then freed once
+ * written, or kept for the next reply when it is a small one
+ * (sx__relay_out_done). Items embedded in a watch (its `oom`,
+ * `embedded`) carry no bytes and are never freed on their own. */
 typedef struct sx__relay_out {
     uv_write_t req;             /* [loop] while being written */
     struct sx__relay_out *next; /* hub FIFO link (hub mutex) */

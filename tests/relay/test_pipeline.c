@@ -986,8 +986,10 @@ static void test_id_set(void)
  * job's result, byte for byte; one level more is refused with SX_EINVAL
  * and nothing sent (the server would drop the connection over it);
  * bytes that are not one msgpack value, SX_EPROTO. Then the connection
- * still works. A walk with the wrong depth fails here: one level too
- * lenient loses the connection, one too strict refuses a good input. */
+ * still works. A walk one level too lenient fails here (the post at
+ * SX_WIRE_MAX_DEPTH - 1 levels succeeds). One too strict does not: an
+ * input it refuses falls back to the full check of the frame, which
+ * takes it, so that costs time, not a result. */
 static void test_posted_inputs_walked(void)
 {
     fixture f;
