@@ -503,7 +503,7 @@ GAP_WHY = {
              "client thread (52–57 %) and the two workers share the rest "
              "(bench/FINDINGS.md, \"relay and relay1\"). 600 k jobs a "
              "second leaves the loop 1.67 µs a job. A job costs the loop "
-             "~6,650 instructions and the client ~7,050 (callgrind, one "
+             "~6,500 instructions and the client ~6,900 (callgrind, one "
              "thread each; bench/FINDINGS.md, \"Fewer instructions a job "
              "on the loop and in the client\" and \"Replies without an "
              "allocation\"). In the host's busy spells "

@@ -179,11 +179,33 @@ wire_walk(const uint8_t *body, size_t len, bool frame, size_t max_depth,
                 /* The map (the value) is complete: nothing may follow. */
                 return p == end ? 0 : SX_EPROTO;
         }
-        if (p == end || wire_head_read(p, (size_t)(end - p), &h) != 0)
+        if (p == end)
             return SX_EPROTO;
         /* A frame's top-level keys are strings; a key is read when an even
          * number of the map's keys plus values is left. */
         bool top_key = frame && d == 1 && left[1] % 2 == 0;
+        if (!utf8) {
+            /* The commonest values of a request, a fixstr (its keys and
+             * names) and a positive fixint, read as wire_head_read would
+             * read them, in a few instructions: a fixstr's bytes must lie
+             * within the frame; a fixint is one byte, and no key. */
+            uint8_t c = *p;
+            if ((c & 0xe0) == 0xa0) {
+                size_t span = 1 + (size_t)(c & 0x1f);
+                if (span > (size_t)(end - p))
+                    return SX_EPROTO;
+                left[d]--;
+                p += span;
+                continue;
+            }
+            if (c <= 0x7f && !top_key) {
+                left[d]--;
+                p++;
+                continue;
+            }
+        }
+        if (wire_head_read(p, (size_t)(end - p), &h) != 0)
+            return SX_EPROTO;
         if (top_key && h.kind != WIRE_STR)
             return SX_EPROTO;
         /* The top-level keys are the server's own names: not looked at. */

@@ -342,6 +342,13 @@ static void check_top_level(void)
         { { 0x81, 0xa1, 'k', 0x81, 0x01, 0x02 }, 6, 0 },
         { { 0x81, 0xa1, 'k', 0x81, 0x90, 0x80 }, 6, 0 },
         { { 0x82, 0xa1, 'a', 0x01, 0xa1, 'b', 0x02 }, 7, 0 },
+        /* A fixstr (the walk's quick path) must end within the frame, as
+         * a key or as a value, and a fixint is no key there either. */
+        { { 0x81, 0xa2, 'k' }, 3, SX_EPROTO },
+        { { 0x81, 0xa1, 'k', 0xa2, 'x' }, 5, SX_EPROTO },
+        { { 0x81, 0xa1, 'k', 0xa1, 'x' }, 5, 0 },
+        { { 0x81, 0xa1, 'k', 0x7f }, 4, 0 },
+        { { 0x82, 0xa1, 'k', 0x7f, 0x7f, 0x7f }, 6, SX_EPROTO },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (check_exact(cases[i].v, cases[i].n) != cases[i].rc)
@@ -349,6 +356,13 @@ static void check_top_level(void)
     CHECK_RC(sx_wire_check(NULL, 0), SX_EPROTO);
     CHECK_RC(sx_wire_check(NULL, 5), SX_EPROTO);
     CHECK_RC(check_exact((const uint8_t *)"", 0), SX_EPROTO);
+    /* The same quick path in a lone value's walk (a posted input's). */
+    static const uint8_t s1[] = { 0xa1, 'x' }, s2[] = { 0xa2, 'x' },
+                         i1[] = { 0x05 }, i2[] = { 0x05, 0x06 };
+    CHECK_RC(sx__wire_value_check(s1, sizeof s1, 1), 0);
+    CHECK_RC(sx__wire_value_check(s2, sizeof s2, 1), SX_EPROTO);
+    CHECK_RC(sx__wire_value_check(i1, sizeof i1, 1), 0);
+    CHECK_RC(sx__wire_value_check(i2, sizeof i2, 1), SX_EPROTO);
 }
 
 static void check_trailing_and_reserved(void)
