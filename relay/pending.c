@@ -170,7 +170,7 @@ static void submit_fail(sx__relay_conn *c, uint64_t id, sx_pid pid,
  * filled) with "pid" (and "existing") after its id. NULL when out of
  * memory; *too_big when the copy would be over max_frame bytes. */
 static sx__relay_out *with_pid(sx_server *s, const sx__relay_out *o, sx_pid pid,
-                               bool existing, size_t max_frame, bool *too_big)
+                               bool existing, bool *too_big)
 {
     uint8_t extra[32 + SX_PID_TEXT_MAX];
     char txt[SX_PID_TEXT_MAX];
@@ -193,7 +193,7 @@ static sx__relay_out *with_pid(sx_server *s, const sx__relay_out *o, sx_pid pid,
         (map & 0x0f) > 15 - 2)
         return NULL;
     size_t len = o->len + pk.len;
-    if (len - SX_WIRE_HEADER > max_frame) {
+    if (len - SX_WIRE_HEADER > s->max_frame) {
         *too_big = true;
         return NULL;
     }
@@ -580,9 +580,8 @@ static bool answer(sx__relay_pending *r, sx_pid pid, sx__relay_out *o,
     if (submit) {
         /* Its own frame: the wait answer with the pid in it. */
         bool too_big = false;
-        sx__relay_out *mine = o != NULL ? with_pid(c->srv, o, pid, existing,
-                                                   c->srv->max_frame, &too_big)
-                                        : NULL;
+        sx__relay_out *mine =
+            o != NULL ? with_pid(c->srv, o, pid, existing, &too_big) : NULL;
         if (mine == NULL) {
             submit_fail(c, id, pid, existing,
                         too_big ? "too_large" : "internal",
