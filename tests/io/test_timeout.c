@@ -278,15 +278,18 @@ static void test_user_command_after_stop(void)
 }
 
 /* Property: when answers and timeouts race (a helper thread answers after
- * 0-3 ms, the timeout is 2 ms), each of 400 yields gets exactly one
- * answer, either one; both outcomes happen. */
+ * 0, 10, 20 or 30 ms, the timeout is 20 ms), each of 400 yields gets
+ * exactly one answer, either one; both outcomes happen. The steps are
+ * wide so that both still happen where starting a helper thread takes
+ * milliseconds (ASan on a loaded 2-core machine: with answers after 0-3
+ * ms against a 2 ms timeout, a run saw none answered first). */
 static void test_race(void)
 {
     sx_engine *e = up(2);
     enum { N = 400 };
     sx_pid pids[N];
     for (int i = 0; i < N; i++)
-        pids[i] = one(e, CMD_LATER, i % 4, 2, 20);
+        pids[i] = one(e, CMD_LATER, (i % 4) * 10, 20, 60);
     int ok = 0, timed_out = 0;
     for (int i = 0; i < N; i++) {
         int rc = first_error(e, pids[i]);
@@ -302,7 +305,7 @@ static void test_race(void)
     CHECK(timed_out > 0);
     CHECK_EQ_U64(tx_engine_stats(e).timeouts, (uint64_t)timed_out);
     /* Let the helper threads' late answers land before the engine goes. */
-    tx_sleep_ms(50);
+    tx_sleep_ms(100);
     tx_engine_down_io(e);
 }
 
