@@ -36,7 +36,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,28 +464,16 @@ static int wake_step(void *st, const sx_event *ev, size_t n,
  * the step, so a wake-up before then + ms would be a timer firing early
  * (a failed check).
  *
- * Like the Go peer's WaitGroup, each sleeper counts itself down in its
- * last step and the one that brings the count to 0 posts timer_done, on
- * which the driver blocks; the driver does not poll the engine meanwhile
- * (a 20 us poll would wake the driver ~1,000 times a run, each time
- * taking a core from a worker). spawnidle and submit poll instead
- * (wait_completed): there a shared count taken by every process costs
- * more than the poll (submit 66 ns against 56, spawnidle 312 ns against
- * 274 per process), while the sleepers' finishes are spread over 50 ms. */
+ * The driver blocks in sx_engine_wait_all until no sleeper is alive, as
+ * the Go peer blocks in its WaitGroup's Wait: the engine counts the
+ * finishes anyway (each worker its own), so the sleepers share no
+ * counter, where each of Go's goroutines takes the WaitGroup's in its
+ * Done. The driver does not poll the engine meanwhile (a 20 us poll would
+ * wake the driver ~1,000 times a run, each time taking a core from a
+ * worker). */
 
 static int64_t *timer_late;  /* ns late, one per process */
 static int64_t *timer_start; /* its first step, ns on now_ns */
-static atomic_int_fast64_t timer_left;
-static sem_t timer_done;
-
-/* wg.Done: acq_rel so that the poster's sem_post comes after every other
- * sleeper's writes to timer_late (each release, our acquire), and the
- * driver's sem_wait then sees them all. */
-static void timer_count_down(void)
-{
-    if (atomic_fetch_sub_explicit(&timer_left, 1, memory_order_acq_rel) == 1)
-        sem_post(&timer_done);
-}
 
 typedef struct {
     int64_t ms, idx, t0;
@@ -517,12 +504,9 @@ static int timer_step(void *st, const sx_event *ev, size_t n,
     }
     for (size_t i = 0; i < n; i++)
         if (ev[i].type == SX_EVENT_YIELD_COMPLETE && ev[i].tag == 1) {
-            if (ev[i].error != 0) {
-                timer_count_down(); /* fails; the driver's check sees it */
-                return ev[i].error;
-            }
+            if (ev[i].error != 0)
+                return ev[i].error; /* fails; the driver's check sees it */
             timer_late[s->idx] = now_ns() - (s->t0 + s->ms * 1000000);
-            timer_count_down();
             return done_int(out, s->ms);
         }
     sx_wait(out);
@@ -606,21 +590,15 @@ static int token_ring(sx_engine *e, int64_t m, int64_t n)
     return ok && total == n + m - 1;
 }
 
-/* Waits until n processes have finished DONE; returns ok. Between looks it
- * sleeps pause_ns (so that the waiting thread does not take a core from
- * the workers on a small machine), or with 0 only yields the CPU. */
-static int wait_completed(sx_engine *e, int64_t n, int64_t pause_ns)
+/* Waits until no process is alive (the driver blocked, as Go's wg.Wait
+ * blocks; no poll), then whether all n finished DONE: a finish counts
+ * itself before the live count drops, so the figures are complete. */
+static int wait_all_done(sx_engine *e, int64_t n)
 {
+    if (sx_engine_wait_all(e, -1) != 0)
+        return 0;
     sx_engine_stats st;
-    for (;;) {
-        sx_engine_stats_get(e, &st, NULL, 0);
-        if (st.completed + st.failed + st.terminated >= (uint64_t)n)
-            break;
-        if (pause_ns > 0)
-            sleep_ns(pause_ns);
-        else
-            sched_yield();
-    }
+    sx_engine_stats_get(e, &st, NULL, 0);
     return st.completed == (uint64_t)n && st.failed == 0 && st.terminated == 0;
 }
 
@@ -637,7 +615,7 @@ static int spawn_many(sx_engine *e, int64_t n, int idle)
                               idle ? &p[i] : NULL) == 0;
     for (int64_t i = 0; ok && idle && i < n; i++)
         ok = sx_engine_send(e, SX_PID_NONE, p[i], "go", nil) == 0;
-    ok = ok && wait_completed(e, n, 20000);
+    ok = ok && wait_all_done(e, n);
     free(p);
     return ok;
 }
@@ -719,9 +697,8 @@ static int wake(sx_engine *e, int64_t n, char *extra, size_t cap,
 }
 
 /* timers: the driver submits the n sleepers (sleeps drawn from a fixed
- * xorshift sequence, uniform in 1..50 ms) and waits for all to finish:
- * blocked on timer_done until the last sleeper's last step (the Go peer's
- * wg.Wait), then until the engine counts all n finished. The figure is
+ * xorshift sequence, uniform in 1..50 ms) and waits for all to finish,
+ * blocked in sx_engine_wait_all (the Go peer's wg.Wait). The figure is
  * the whole time, from the first submit to the last finish (ideal: about
  * the longest sleep, 50 ms); lateness percentiles in ms. The arrays the
  * sleepers write their figures to are allocated and written once before
@@ -742,12 +719,6 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
     }
     for (int64_t i = 0; i < n; i++)
         timer_late[i] = INT64_MIN, timer_start[i] = 0; /* not yet woken */
-    atomic_store_explicit(&timer_left, n, memory_order_relaxed);
-    if (sem_init(&timer_done, 0, 0) != 0) {
-        free(timer_late);
-        free(timer_start);
-        return 0;
-    }
     uint64_t x = 88172645463325252ull;
     int64_t max_ms = 0;
     int ok = 1;
@@ -763,13 +734,11 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
         ok = sx_engine_submit(e, "timer", "run", in, 2, NULL) == 0;
     }
     double submitted = now_s() - t0;
-    if (ok) {
-        while (sem_wait(&timer_done) != 0)
-            ; /* EINTR */
-        /* The last sleeper counted itself down in its last step; the
-         * engine finishes it just after. Wait for that, without sleeping. */
-        ok = wait_completed(e, n, 0);
-    }
+    /* Every sleeper finished (each one's figures written before its
+     * finish, which the wait's reads of the live count acquire); then
+     * the engine's count says whether each finished as it should. */
+    if (ok)
+        ok = wait_all_done(e, n);
     /* The clock stops when every sleeper has finished: sorting the
      * lateness figures below is analysis, not the workload (the Go peer
      * stops its clock at the same point). */
@@ -796,7 +765,6 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
     } else {
         snprintf(extra, cap, " early_or_missing=%lld", (long long)early);
     }
-    sem_destroy(&timer_done);
     free(timer_late);
     free(timer_start);
     return ok;

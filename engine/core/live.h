@@ -45,7 +45,23 @@ static inline bool sx__started(sx_engine *e)
  * seq_cst: a spawn that stop missed would run on a stopped engine.
  *
  * max_processes, when set, is checked against one shared counter,
- * `admitted` (exact under concurrent submits, as a sum would not be). */
+ * `admitted` (exact under concurrent submits, as a sum would not be).
+ *
+ * Waiting for all (sx_engine_wait_all): the waiter counts itself in
+ * all_waiters (seq_cst RMW, under life_mu), then reads the live count
+ * (seq_cst loads), and sleeps on life_cv. Whoever may have ended the last
+ * process looks the other way round: a thread that is not a worker
+ * after its seq_cst death count (sx__live_died), a worker as it parks,
+ * with an RMW (+0) of all_waiters behind its release death counts
+ * (sx__live_idle_check, from sx__park_wait): every worker that finished a
+ * process parks once it finds nothing else to do, so the last death is
+ * looked at within a spin's time, and no finish pays for a waiter (a
+ * look at every finish would read every worker's counters, lines the
+ * other cores write all the time). Either the waiter's read comes after
+ * the death (and sees live at 0), or the looker's read of all_waiters
+ * comes after the waiter's count and it broadcasts under life_mu (the
+ * waiter holds life_mu from its count to its sleep, so the broadcast
+ * cannot fall in between). */
 
 static inline uint64_t sx__live_now(sx_engine *e)
 {
@@ -86,8 +102,16 @@ static inline void sx__live_died(sx_engine *e, sx__worker *w)
         /* release: a reader that sees the death sees the process's last
          * writes (live_now's figure; stop's handshake needs no more). */
         sx__live_count_own(&w->st.died, memory_order_release);
-    else /* seq_cst: see above */
+    else { /* seq_cst: see above */
         atomic_fetch_add_explicit(&e->ext_died, 1, memory_order_seq_cst);
+        /* seq_cst: see "waiting for all". */
+        if (atomic_load_explicit(&e->all_waiters, memory_order_seq_cst) != 0 &&
+            sx__live_now(e) == 0) {
+            pthread_mutex_lock(&e->life_mu);
+            pthread_cond_broadcast(&e->life_cv);
+            pthread_mutex_unlock(&e->life_mu);
+        }
+    }
     if (e->cfg.max_processes != 0) /* relaxed: a count, see above */
         atomic_fetch_sub_explicit(&e->admitted, 1, memory_order_relaxed);
     /* seq_cst: see above. */

@@ -28,7 +28,11 @@
  * shard locks that the outcome's look-up then takes) finds the record
  * too, unless it is no longer kept.
  *
- * Threads: [any thread]; sx_engine_wait blocks, so not from a step.
+ * sx_engine_wait_all sleeps on life_cv until no process is alive; the
+ * handshake that wakes it is in engine/core/live.h ("waiting for all").
+ *
+ * Threads: [any thread]; sx_engine_wait and sx_engine_wait_all block, so
+ * not from a step; sx__live_idle_check [worker, parking].
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@
 #include <time.h>
 
 #include "engine/core/core.h"
+#include "engine/core/live.h"
 
 /* Signals the waiters for id (see "Waiting"). */
 void sx__outcomes_wake(sx__outcomes *o, uint64_t id)
@@ -153,5 +158,74 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
     atomic_fetch_sub_explicit(slot, 1, memory_order_relaxed);
     pthread_mutex_unlock(&o->wmu);
     pthread_cond_destroy(&w.cv);
+    return rc;
+}
+
+/* ---- waiting for all ---- */
+
+/* Out of line: inlined into the park path, which LTO inlines into the
+ * workers' loop, it changed gcc's register allocation of the message
+ * path there (more instructions a message, bench/icount.sh). */
+__attribute__((noinline)) void sx__live_idle_check(sx_engine *e)
+{
+    /* seq_cst RMW (+0), the looker's half of the handshake in live.h:
+     * our death counts are release stores, so a load here could miss a
+     * waiter that came in meanwhile while the waiter missed our deaths.
+     * The RMW reads the last value: if it reads no waiter, the waiter's
+     * own RMW comes after ours, reads it, and synchronises with it, so
+     * the waiter's read of live sees our deaths. */
+    if (atomic_fetch_add_explicit(&e->all_waiters, 0, memory_order_seq_cst) ==
+            0 ||
+        sx__live_now(e) != 0)
+        return;
+    pthread_mutex_lock(&e->life_mu);
+    pthread_cond_broadcast(&e->life_cv);
+    pthread_mutex_unlock(&e->life_mu);
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec ||
+           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
+{
+    if (e == NULL)
+        return SX_EINVAL;
+    /* A step waiting for every process would wait for itself. */
+    if (sx__current_worker(e) != NULL)
+        return SX_ESTATE;
+    struct timespec dl, now, t;
+    if (timeout_ms > 0)
+        deadline_of(timeout_ms, &dl);
+    int rc = 0;
+    pthread_mutex_lock(&e->life_mu);
+    /* seq_cst: the waiter's half of the handshake (live.h); under
+     * life_mu, so a looker's broadcast comes after our sleep began. */
+    atomic_fetch_add_explicit(&e->all_waiters, 1, memory_order_seq_cst);
+    while (sx__live_now(e) != 0) {
+        if (timeout_ms == 0) {
+            rc = SX_ETIMEDOUT;
+            break;
+        }
+        /* Looks again every 500 ms: a safety net, as the park's re-check
+         * is; the handshake leaves no death unlooked at (test_api
+         * wait_all fails should a wake-up take that long). */
+        deadline_of(500, &t);
+        if (timeout_ms > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (!ts_before(&now, &dl)) {
+                rc = SX_ETIMEDOUT;
+                break;
+            }
+            if (ts_before(&dl, &t))
+                t = dl;
+        }
+        pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
+    }
+    /* relaxed: a hint from here on; the lookers re-read live. */
+    atomic_fetch_sub_explicit(&e->all_waiters, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&e->life_mu);
     return rc;
 }

@@ -118,6 +118,9 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     }
     /* relaxed: only this worker writes its counters. */
     sx__wstat_add(&w->st.parks, 1);
+    /* A worker that ended the last process parks once it finds nothing
+     * else to do: here it wakes sx_engine_wait_all's waiters. */
+    sx__live_idle_check(e);
     /* The sleeps' bound again, now that we are counted: until_ns was taken
      * before, and a worker that added a sleep earlier than its set's others
      * in between saw n_parked at 0 and woke nobody (sx__timer_add); it

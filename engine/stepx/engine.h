@@ -320,6 +320,14 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms,
                    sx_result *out);
 void sx_result_free(sx_result *r);
 
+/* Waits until no process is alive: every process submitted or spawned has
+ * finished (a supervised job's restarts included; mailboxes are not
+ * processes). Returns 0 then, SX_ETIMEDOUT when timeout_ms (< 0: no
+ * limit; 0: a look that never sleeps) passed first, SX_ESTATE from a step.
+ * Costs a running engine nothing per process: the workers look for a
+ * waiter only as they park. [not from a step] */
+int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms);
+
 /* Cancels every live process, waits up to deadline_ms for them to finish,
  * terminates the rest and stops the workers. Afterwards no step runs, every
  * close has run, and submit returns SX_ESTOPPING. Returns 0 (also after a

@@ -1318,6 +1318,113 @@ static void test_thousand(void)
     ctx_free(t);
 }
 
+/* ---- waiting for all ------------------------------------------------- */
+
+/* Sleeps 1 + idx % 20 ms, then finishes with its index. */
+static int nap_step(void *state, const sx_event *ev, size_t n,
+                    sx_step_output *out)
+{
+    pstate *s = state;
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    if (step_enter(s) == 1) {
+        sx_wait(out);
+        return sx_yield(out, SX_CMD_SLEEP, 1,
+                        sx_payload_int(buf, 1 + s->idx % 20));
+    }
+    STEP_CHECK(out, n == 1 && ev[0].type == SX_EVENT_YIELD_COMPLETE &&
+                        ev[0].error == 0);
+    sx_done(out, sx_payload_int(buf, s->idx));
+    return 0;
+}
+
+static sx_engine *wait_all_engine;
+
+/* Calls sx_engine_wait_all from a step (it must refuse: the step would
+ * wait for itself) and finishes with what it returned. */
+static int wait_all_step(void *state, const sx_event *ev, size_t n,
+                         sx_step_output *out)
+{
+    (void)ev, (void)n;
+    step_enter(state);
+    uint8_t buf[SX_PAYLOAD_INT_MAX];
+    sx_done(out, sx_payload_int(buf, sx_engine_wait_all(wait_all_engine, 0)));
+    return 0;
+}
+
+static void *wait_all_thread(void *arg)
+{
+    return (void *)(intptr_t)sx_engine_wait_all(arg, -1);
+}
+
+/* API.md "Waiting for all": sx_engine_wait_all returns 0 once no process
+ * is alive, with every finish counted and every close run; SX_ETIMEDOUT
+ * while one is (a look with 0, or a limit); SX_ESTATE from a step. Its
+ * wake-up comes from the worker that ends the last process as it parks:
+ * each round below must return well inside the wait's 500 ms safety net
+ * (a wake-up that never came would take that long every time). */
+static void test_wait_all(void)
+{
+    tctx *t = ctx_new();
+    const sx_process_type types[] = { TYPE("nap", nap_step),
+                                      TYPE("idle", idle_step),
+                                      TYPE("wait_all", wait_all_step) };
+    sx_engine *e = engine_up(t, 2, 0, types, 3);
+    wait_all_engine = e;
+    sx_result r;
+    enum { N = 1000, ROUNDS = 20 };
+
+    CHECK_RC(sx_engine_wait_all(NULL, 0), SX_EINVAL);
+    CHECK_RC(sx_engine_wait_all(e, 0), 0); /* nothing submitted yet */
+    CHECK_RC(sx_engine_wait_all(e, -1), 0);
+
+    /* N sleepers and one idle process, which stays alive until told. */
+    for (int i = 0; i < N; i++)
+        submit_idx(e, "nap", "run", i);
+    sx_pid idle = submit_idx(e, "idle", "run", N);
+    CHECK_RC(sx_engine_wait_all(e, 0), SX_ETIMEDOUT);
+    double t0 = sx_test_now_ms();
+    CHECK_RC(sx_engine_wait_all(e, 60), SX_ETIMEDOUT);
+    CHECK(sx_test_now_ms() - t0 >= 59);
+    /* A second waiter on another thread, beside this one. */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_all_thread, e) == 0);
+    CHECK(await_ge(&t->per_steps[N - 1], 2)); /* the sleepers are done */
+    CHECK_RC(sx_engine_wait_all(e, 0), SX_ETIMEDOUT); /* idle is not */
+    send_int(e, SX_PID_NONE, idle, "go", 1);
+    CHECK_RC(sx_engine_wait_all(e, -1), 0);
+    void *th_rc = NULL;
+    CHECK(pthread_join(th, &th_rc) == 0);
+    CHECK_EQ_INT((int)(intptr_t)th_rc, 0);
+    /* Returned once every finish was counted and every close had run. */
+    sx_engine_stats s = tx_engine_stats(e);
+    CHECK_EQ_U64(s.live, 0);
+    CHECK_EQ_U64(s.completed, N + 1);
+    CHECK_EQ_INT(ld(&t->closes), N + 1);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ_INT(ld(&t->per_steps[i]), 2);
+
+    /* The last process ends on a worker, which wakes the waiter. */
+    for (int k = 0; k < ROUNDS; k++) {
+        sx_pid p = submit_idx(e, "idle", "run", N + 1);
+        CHECK_RC(sx_engine_wait_all(e, 0), SX_ETIMEDOUT);
+        send_int(e, SX_PID_NONE, p, "go", 1);
+        t0 = sx_test_now_ms();
+        CHECK_RC(sx_engine_wait_all(e, -1), 0);
+        CHECK(sx_test_now_ms() - t0 < 400);
+    }
+    CHECK_EQ_INT(ld(&t->closes), N + 1 + ROUNDS);
+
+    /* From a step: refused, not a wait for itself. */
+    sx_pid w = submit_idx(e, "wait_all", "run", N + 2);
+    WAIT_OUTCOME(e, w, &r, 0);
+    CHECK_EQ_INT(result_int(&r), SX_ESTATE);
+    sx_result_free(&r);
+
+    engine_down(t, e);
+    /* Stopped: nothing alive. */
+    ctx_free(t);
+}
+
 /* ---- 11. init errors -------------------------------------------------- */
 
 static int picky_init(void *state, const sx_init_ctx *ctx, const char *method,
@@ -4120,6 +4227,7 @@ static const sx_test_case cases[] = {
     { "stop", test_stop },
     { "stop_deadline", test_stop_deadline },
     { "thousand", test_thousand },
+    { "wait_all", test_wait_all },
     { "init_error", test_init_error },
     { "command_errors", test_command_errors },
     { "step_error_codes", test_step_error_codes },
