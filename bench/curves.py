@@ -841,8 +841,8 @@ def why_submit(c, meta):
     return [
         "**Why submit is not flat.** It falls from 10^3 to 10^5: a run of "
         "10^3 submits lasts a millisecond or two, and fixed costs (waking "
-        "the parked workers, carving the first slots, the driver's 20 µs "
-        "polls for the last finishes) weigh on few processes. It does not "
+        "the parked workers, carving the first slots, the driver's wait "
+        "for the last finishes) weigh on few processes. It does not "
         "grow with n: each process runs one step and finishes, and its "
         "slot goes back to the free lists for the next submit, so the "
         "table holds only the processes alive at once (as many as the "

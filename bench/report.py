@@ -207,17 +207,19 @@ HOW = {
              "Erlang's and CAF's mailboxes are unbounded like stepx's. The "
              "consumer's backlog shows in peak RSS.",
     "spawnidle": "n processes that each wait for one message, then one "
-                 "message each, then wait for all (a shared count in every "
-                 "runtime: stepx's finished count polled every 20 µs, Go's "
-                 "WaitGroup, an Erlang `counters` counter polled every 1 ms, "
-                 "a C++ atomic polled every 20 µs). Bytes per idle process = "
+                 "message each, then wait for all (stepx's driver blocks in "
+                 "`sx_engine_wait_all`, the engine's own count of the "
+                 "living; Go's WaitGroup, an Erlang `counters` counter "
+                 "polled every 1 ms, a C++ atomic polled every 20 µs). "
+                 "Bytes per idle process = "
                  "(median peak RSS at n − median peak RSS of the same program "
                  "at n = 1) / n; it includes the driver's list of handles "
                  "(stepx 16 B PIDs, Go an 8 B slice slot and a 96 B channel, "
                  "Erlang a list cell, CAF an 8 B actor handle).",
     "submit": "An outside thread submits n one-step processes through "
-              "`sx_engine_submit`; Go's counterpart starts n goroutines from "
-              "`main` (a reference).",
+              "`sx_engine_submit` and waits for all in "
+              "`sx_engine_wait_all`; Go's counterpart starts n goroutines "
+              "from `main` and waits in a WaitGroup (a reference).",
     "yield": "One process yields n commands, each completed at once by a "
              "handler on the same worker. Go's figure is the nearest thing "
              "with goroutines, a request/response round trip on unbuffered "
@@ -238,8 +240,10 @@ HOW = {
               "yields `SX_CMD_SLEEP`, and on the answer records its lateness. "
               "An early or missing wake-up fails the run. The figure is the "
               "time from the first submit to the last finish; p99 lateness is "
-              "the second condition. Go (a reference): n goroutines that "
-              "`time.Sleep` the same sequence.",
+              "the second condition. The driver waits for all in "
+              "`sx_engine_wait_all` (the sleepers share no counter). Go (a "
+              "reference): n goroutines that `time.Sleep` the same "
+              "sequence, waited for with a WaitGroup.",
     "relay": "A relay server (the one stepxd runs) in the benchmark process "
              "on a Unix socket, and one client thread with 8 connections "
              "through the C client, each doing its share of the jobs: submit "
