@@ -22,7 +22,10 @@
  * to spawn, the resident set after, and that all K were still live after
  * the workload (ok=0 otherwise). The engine's default configuration
  * holds them: max_slots 0 puts no cap below the process table's largest
- * size (~4.3 billion slots), and 10^7 idle processes take ~1.4 GB.
+ * size (~4.3 billion slots), and 10^7 idle processes take ~1.4 GB. Not
+ * with the workloads that wait until no process is alive (spawnidle,
+ * submit, timers), count every live one (idle) or run engines of their
+ * own (store, recover).
  *
  * --reps R: pingpong, fanin and idlemsg run R times in the one engine, and
  * the line gives the median repetition (repeated).
@@ -736,9 +739,10 @@ static int timers(sx_engine *e, int64_t n, char *extra, size_t cap,
     double submitted = now_s() - t0;
     /* Every sleeper finished (each one's figures written before its
      * finish, which the wait's reads of the live count acquire); then
-     * the engine's count says whether each finished as it should. */
-    if (ok)
-        ok = wait_all_done(e, n);
+     * the engine's count says whether each finished as it should. Waited
+     * for after a failed submit too: the sleepers submitted before it
+     * write to the arrays freed below. */
+    ok = wait_all_done(e, n) && ok;
     /* The clock stops when every sleeper has finished: sorting the
      * lateness figures below is analysis, not the workload (the Go peer
      * stops its clock at the same point). */
@@ -1681,7 +1685,8 @@ int main(int argc, char **argv)
     }
     /* --idle: processes sitting IDLE beside the workload; idlemsg needs
      * them, and the workloads that run no engine of their own kind (store,
-     * recover) or count every live process (idle) take none. */
+     * recover), count every live process (idle) or wait until none is
+     * alive (spawnidle, submit, timers: sx_engine_wait_all) take none. */
     int repeatable = strcmp(name, "pingpong") == 0 ||
                      strcmp(name, "fanin") == 0 || strcmp(name, "idlemsg") == 0;
     if (reps < 1 || reps > MAX_REPS || (reps > 1 && !repeatable)) {
@@ -1694,7 +1699,8 @@ int main(int argc, char **argv)
     if (idle_k < 0 || (idle_k == 0 && strcmp(name, "idlemsg") == 0) ||
         (idle_k > 0 &&
          (strcmp(name, "store") == 0 || strcmp(name, "recover") == 0 ||
-          strcmp(name, "idle") == 0))) {
+          strcmp(name, "idle") == 0 || strcmp(name, "spawnidle") == 0 ||
+          strcmp(name, "submit") == 0 || strcmp(name, "timers") == 0))) {
         fprintf(stderr, "stepx-bench: %s: --idle K %s\n", name,
                 idle_k == 0 ? "(K >= 1) is needed" : "does not apply");
         return 2;

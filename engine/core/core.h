@@ -68,12 +68,11 @@ struct sx_engine {
 
     /* Lifecycle. */
     pthread_mutex_t life_mu;
-    pthread_cond_t life_cv; /* broadcast when live drops to 0 */
-    _Atomic int started;    /* 0, 1 = running */
-    _Atomic int stopping;   /* submits refused (seq_cst: see "live") */
-    /* Threads in sx_engine_wait_all (seq_cst: see "waiting for all" in
-     * live.h); changed under life_mu. */
-    _Atomic unsigned all_waiters;
+    /* Broadcast when live drops to 0 while stop or sx_engine_wait_all
+     * waits for it (live.h). */
+    pthread_cond_t life_cv;
+    _Atomic int started;  /* 0, 1 = running */
+    _Atomic int stopping; /* submits refused (seq_cst: see "live") */
     /* Stop's deadline passed: whatever is alive is terminated, and a
      * process a link would fail meanwhile finishes SX_ETERMINATED too
      * (sx__finish_terminated; release/acquire). */
@@ -248,7 +247,7 @@ int sx__remote_submit(sx_engine *e, const char *type, const char *method,
 #define SX__LINK_GONE (UINT64_MAX - 2) /* not there when the link was made */
 /* A submit begins: sx_engine_init_error says "" until init refuses one. */
 void sx__init_forget(void);
-/* engine/core/wait.c: [worker, parking] wakes sx_engine_wait_all's
+/* engine/core/wait.c: [worker] (as it parks) wakes sx_engine_wait_all's
  * waiters when no process is alive (live.h, "waiting for all"). */
 void sx__live_idle_check(sx_engine *e);
 /* [cold] A spawn failed with code: init's message when it was init that

@@ -376,6 +376,10 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         if (sx__live_now(e) > 0)
             pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
     }
+    /* Nothing is alive: sx_engine_wait_all's waiters return (a worker
+     * that ended the last process once quit was set does not park, so it
+     * does not look for them; live.h). */
+    pthread_cond_broadcast(&e->life_cv);
     /* Not under life_mu: the worker that finished the last process may
      * still be on its way to life_mu to broadcast (sx__finish), and it
      * must get there for the join to return. Holding the mutex here

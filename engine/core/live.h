@@ -48,7 +48,7 @@ static inline bool sx__started(sx_engine *e)
  * `admitted` (exact under concurrent submits, as a sum would not be).
  *
  * Waiting for all (sx_engine_wait_all): the waiter counts itself in
- * all_waiters (seq_cst RMW, under life_mu), then reads the live count
+ * park.all_waiters (seq_cst RMW, under life_mu), then reads the live count
  * (seq_cst loads), and sleeps on life_cv. Whoever may have ended the last
  * process looks the other way round: a thread that is not a worker
  * after its seq_cst death count (sx__live_died), a worker as it parks,
@@ -57,11 +57,16 @@ static inline bool sx__started(sx_engine *e)
  * process parks once it finds nothing else to do, so the last death is
  * looked at within a spin's time, and no finish pays for a waiter (a
  * look at every finish would read every worker's counters, lines the
- * other cores write all the time). Either the waiter's read comes after
- * the death (and sees live at 0), or the looker's read of all_waiters
- * comes after the waiter's count and it broadcasts under life_mu (the
- * waiter holds life_mu from its count to its sleep, so the broadcast
- * cannot fall in between). */
+ * other cores write all the time). Every change of all_waiters is an RMW,
+ * so the worker's RMW and the waiter's fall in one order: either the
+ * waiter's comes later, reads a value at or after ours and synchronises
+ * with it (then its read of live sees our deaths), or ours comes later
+ * and reads the waiter's count (then we read live, and broadcast under
+ * life_mu, which the waiter holds from its count to its sleep). The
+ * non-worker's pair is all seq_cst. Of several lookers the last in that
+ * order sees every death before it. A plain store to all_waiters would
+ * break the chain. Stop broadcasts too once nothing is alive: a worker
+ * that ends the last process after quit is set does not park. */
 
 static inline uint64_t sx__live_now(sx_engine *e)
 {
@@ -105,7 +110,8 @@ static inline void sx__live_died(sx_engine *e, sx__worker *w)
     else { /* seq_cst: see above */
         atomic_fetch_add_explicit(&e->ext_died, 1, memory_order_seq_cst);
         /* seq_cst: see "waiting for all". */
-        if (atomic_load_explicit(&e->all_waiters, memory_order_seq_cst) != 0 &&
+        if (atomic_load_explicit(&e->park.all_waiters, memory_order_seq_cst) !=
+                0 &&
             sx__live_now(e) == 0) {
             pthread_mutex_lock(&e->life_mu);
             pthread_cond_broadcast(&e->life_cv);

@@ -32,7 +32,7 @@
  * handshake that wakes it is in engine/core/live.h ("waiting for all").
  *
  * Threads: [any thread]; sx_engine_wait and sx_engine_wait_all block, so
- * not from a step; sx__live_idle_check [worker, parking].
+ * not from a step; sx__live_idle_check [worker] (as it parks).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -174,8 +174,8 @@ __attribute__((noinline)) void sx__live_idle_check(sx_engine *e)
      * The RMW reads the last value: if it reads no waiter, the waiter's
      * own RMW comes after ours, reads it, and synchronises with it, so
      * the waiter's read of live sees our deaths. */
-    if (atomic_fetch_add_explicit(&e->all_waiters, 0, memory_order_seq_cst) ==
-            0 ||
+    if (atomic_fetch_add_explicit(&e->park.all_waiters, 0,
+                                  memory_order_seq_cst) == 0 ||
         sx__live_now(e) != 0)
         return;
     pthread_mutex_lock(&e->life_mu);
@@ -196,6 +196,9 @@ int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
     /* A step waiting for every process would wait for itself. */
     if (sx__current_worker(e) != NULL)
         return SX_ESTATE;
+    /* A look: no lock, no count. */
+    if (timeout_ms == 0)
+        return sx__live_now(e) == 0 ? 0 : SX_ETIMEDOUT;
     struct timespec dl, now, t;
     if (timeout_ms > 0)
         deadline_of(timeout_ms, &dl);
@@ -203,16 +206,12 @@ int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
     pthread_mutex_lock(&e->life_mu);
     /* seq_cst: the waiter's half of the handshake (live.h); under
      * life_mu, so a looker's broadcast comes after our sleep began. */
-    atomic_fetch_add_explicit(&e->all_waiters, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&e->park.all_waiters, 1, memory_order_seq_cst);
     while (sx__live_now(e) != 0) {
-        if (timeout_ms == 0) {
-            rc = SX_ETIMEDOUT;
-            break;
-        }
-        /* Looks again every 500 ms: a safety net, as the park's re-check
-         * is; the handshake leaves no death unlooked at (test_api
-         * wait_all fails should a wake-up take that long). */
-        deadline_of(500, &t);
+        /* Looks again every 2 s: a safety net; the handshake leaves no
+         * death unlooked at (test_api wait_all fails should a wake-up
+         * take that long). */
+        deadline_of(2000, &t);
         if (timeout_ms > 0) {
             clock_gettime(CLOCK_MONOTONIC, &now);
             if (!ts_before(&now, &dl)) {
@@ -225,7 +224,7 @@ int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
         pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
     }
     /* relaxed: a hint from here on; the lookers re-read live. */
-    atomic_fetch_sub_explicit(&e->all_waiters, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&e->park.all_waiters, 1, memory_order_relaxed);
     pthread_mutex_unlock(&e->life_mu);
     return rc;
 }

@@ -54,6 +54,7 @@ int sx__park_init(sx__park *pk)
     }
     atomic_init(&pk->n_parked, 0);
     atomic_init(&pk->n_spinning, 0);
+    atomic_init(&pk->all_waiters, 0);
     atomic_init(&pk->quit, false);
     pk->tokens = 0;
     pk->shutdown = false;

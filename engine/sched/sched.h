@@ -142,6 +142,11 @@ typedef struct {
     alignas(64) _Atomic unsigned n_parked;
     /* Workers in the spin phase (relaxed hint for local pushes). */
     _Atomic unsigned n_spinning;
+    /* Threads in sx_engine_wait_all. RMWs only (the waiters' +1 under
+     * life_mu, a parking worker's +0, the waiter's -1): engine/core/live.h,
+     * "waiting for all". Beside n_parked, whose line a parker writes
+     * anyway. */
+    _Atomic unsigned all_waiters;
     unsigned tokens; /* wake-ups granted, not yet taken; under mu */
     bool shutdown;   /* under mu; also read relaxed-atomically below */
     _Atomic bool quit;

@@ -323,9 +323,11 @@ void sx_result_free(sx_result *r);
 /* Waits until no process is alive: every process submitted or spawned has
  * finished (a supervised job's restarts included; mailboxes are not
  * processes). Returns 0 then, SX_ETIMEDOUT when timeout_ms (< 0: no
- * limit; 0: a look that never sleeps) passed first, SX_ESTATE from a step.
- * Costs a running engine nothing per process: the workers look for a
- * waiter only as they park. [not from a step] */
+ * limit; 0: a look that never sleeps) passed first, SX_ESTATE on a worker
+ * (a step), SX_EINVAL for a NULL e. A finish's outcome, watchers and links
+ * may still be on their way when it returns (docs/API.md). Costs a
+ * running engine nothing per process: the workers look for a waiter only
+ * as they park. [not from a step] */
 int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms);
 
 /* Cancels every live process, waits up to deadline_ms for them to finish,

@@ -4,6 +4,7 @@
  * that cancel, terminate and stop never restart (also while a job waits
  * for its restart).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,62 @@ static void t_same_pid(void)
     tx_engine_down(e);
 }
 
+/* sx_engine_wait_all on another thread, its return time kept. */
+typedef struct {
+    sx_engine *e;
+    atomic_int rc, done;
+    double at;
+} wait_all_job;
+
+static void *wait_all_main(void *arg)
+{
+    wait_all_job *j = arg;
+    int rc = sx_engine_wait_all(j->e, -1);
+    j->at = sx_test_now_ms();
+    atomic_store(&j->rc, rc);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+/* A job waiting for its restart is alive (sx_engine_wait_all waits for
+ * it); cancelled, it ends on the cancelling thread, not on a worker, and
+ * that thread wakes the waiter (engine/core/live.h, "waiting for all").
+ * Were it not to, the waiter would wake at the next look of a worker
+ * re-parking (every 500 ms) or its own safety net (2 s): over 250 ms in
+ * most rounds (one worker, so one park's timer). */
+static void t_wait_all_restarting(void)
+{
+    atomic_store(&inits, 0);
+    sx_engine_config cfg = { .workers = 1 };
+    sx_engine *e = tx_engine_up(&cfg, types, 3);
+    sx_restart_policy pol = { .mode = SX_RESTART_ALWAYS,
+                              .backoff_min_ms = 20000,
+                              .backoff_max_ms = 20000 };
+    for (int k = 0; k < 8; k++) {
+        sx_pid b = submit(e, "hold", 0, &pol);
+        CHECK_RC(sx_engine_send(e, SX_PID_NONE, b, "crash", (sx_payload){ 0 }),
+                 0);
+        TX_WAIT_UNTIL(state_of(e, b, NULL) == SX_PSTATE_RESTARTING, 5000, 200);
+        CHECK_RC(sx_engine_wait_all(e, 0), SX_ETIMEDOUT);
+        wait_all_job j = { .e = e };
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, wait_all_main, &j) == 0);
+        tx_sleep_ms(30);
+        CHECK_EQ_INT(atomic_load(&j.done), 0); /* it waits for the job */
+        double t0 = sx_test_now_ms();
+        CHECK_RC(sx_engine_cancel(e, b, "while waiting"), 0);
+        CHECK(pthread_join(th, NULL) == 0);
+        CHECK_RC(atomic_load(&j.rc), 0);
+        if (j.at - t0 >= 250)
+            SX_FAILF("round %d: the waiter woke %.0f ms after the cancel", k,
+                     j.at - t0);
+        sx_result r = wait_for(e, b);
+        CHECK_EQ_INT(r.error, SX_ECANCELLED);
+        sx_result_free(&r);
+    }
+    tx_engine_down(e);
+}
+
 /* Cancel and terminate never restart: while it runs, and while it waits
  * for its restart (it ends at once, not after the backoff). */
 static void t_cancel_terminate(void)
@@ -518,6 +575,7 @@ static const sx_test_case cases[] = {
     { "backoff_bounds", t_backoff_bounds },
     { "same_pid", t_same_pid },
     { "cancel_terminate", t_cancel_terminate },
+    { "wait_all_restarting", t_wait_all_restarting },
     { "type_default", t_type_default },
     { "restart_past_a_busy_sender", t_restart_past_a_busy_sender },
 };
