@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <stepx/engine.h>
 
@@ -286,6 +287,27 @@ void sx__spawned_notice(sx_engine *e, sx_pid parent, sx_pid child,
 int sx__spawn_opt(sx_engine *e, sx_pid parent, const char *type,
                   const char *method, const sx_payload *input, size_t n_input,
                   sx__ev *watcher, sx_pid *out_pid, const sx__spawnx *x);
+
+/* The CLOCK_MONOTONIC time ms from now (the clock of life_cv and of the
+ * outcome waiters' condition variables); ms >= 0. */
+static inline void sx__deadline_after(struct timespec *ts, int64_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* a earlier than b. */
+static inline bool sx__ts_before(const struct timespec *a,
+                                 const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec ||
+           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
 
 /* engine/core/engine.c */
 int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,

@@ -298,23 +298,6 @@ static void terminate_one(sx_engine *e, sx__proc *p, void *arg)
     sx_engine_terminate(e, sx__proc_pid_raw(e, p));
 }
 
-static void deadline_after(struct timespec *ts, int64_t ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(ms / 1000);
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-static bool before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec ||
-           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
 int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
 {
     if (e == NULL)
@@ -346,19 +329,19 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         pthread_mutex_lock(&e->life_mu);
     }
     struct timespec dl, now;
-    deadline_after(&dl, deadline_ms > 0 ? deadline_ms : 0);
+    sx__deadline_after(&dl, deadline_ms > 0 ? deadline_ms : 0);
     for (;;) {
         if (sx__live_now(e) == 0)
             break;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (!before(&now, &dl))
+        if (!sx__ts_before(&now, &dl))
             break;
         /* Looks again every millisecond: the last death may not broadcast
          * (see "live"). */
         struct timespec t;
-        deadline_after(&t, 1);
+        sx__deadline_after(&t, 1);
         pthread_cond_timedwait(&e->life_cv, &e->life_mu,
-                               before(&dl, &t) ? &dl : &t);
+                               sx__ts_before(&dl, &t) ? &dl : &t);
     }
     /* release: a worker finishing a process terminated from here on (its
      * TERM flag set by terminate_one or by a link fired by one) reads it
@@ -372,7 +355,7 @@ int sx_engine_stop(sx_engine *e, int64_t deadline_ms)
         sx__ptable_each(e, terminate_one, NULL);
         pthread_mutex_lock(&e->life_mu);
         struct timespec t;
-        deadline_after(&t, 10);
+        sx__deadline_after(&t, 10);
         if (sx__live_now(e) > 0)
             pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
     }

@@ -52,17 +52,6 @@ void sx__outcomes_wake(sx__outcomes *o, uint64_t id)
     pthread_mutex_unlock(&o->wmu);
 }
 
-static void deadline_of(int64_t timeout_ms, struct timespec *ts)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(timeout_ms / 1000);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 /* 0 with the outcome, or SX_ENOMEM, or `none` when it is not kept. */
 static int answer(sx__outcomes *o, uint64_t id, sx_result *out, int none)
 {
@@ -106,7 +95,7 @@ int sx_engine_wait(sx_engine *e, sx_pid pid, int64_t timeout_ms, sx_result *out)
         return -rc;
     struct timespec dl;
     if (timeout_ms >= 0)
-        deadline_of(timeout_ms, &dl);
+        sx__deadline_after(&dl, timeout_ms);
     pthread_mutex_lock(&o->wmu);
     _Atomic uint32_t *slot =
         &o->n_waiting[sx__outcome_hash(pid.id, SX__WAIT_SLOTS - 1)];
@@ -183,12 +172,6 @@ __attribute__((noinline)) void sx__live_idle_check(sx_engine *e)
     pthread_mutex_unlock(&e->life_mu);
 }
 
-static bool ts_before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec < b->tv_sec ||
-           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
 int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
 {
     if (e == NULL)
@@ -201,7 +184,7 @@ int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
         return sx__live_now(e) == 0 ? 0 : SX_ETIMEDOUT;
     struct timespec dl, now, t;
     if (timeout_ms > 0)
-        deadline_of(timeout_ms, &dl);
+        sx__deadline_after(&dl, timeout_ms);
     int rc = 0;
     pthread_mutex_lock(&e->life_mu);
     /* seq_cst: the waiter's half of the handshake (live.h); under
@@ -211,14 +194,14 @@ int sx_engine_wait_all(sx_engine *e, int64_t timeout_ms)
         /* Looks again every 2 s: a safety net; the handshake leaves no
          * death unlooked at (test_api wait_all fails should a wake-up
          * take that long). */
-        deadline_of(2000, &t);
+        sx__deadline_after(&t, 2000);
         if (timeout_ms > 0) {
             clock_gettime(CLOCK_MONOTONIC, &now);
-            if (!ts_before(&now, &dl)) {
+            if (!sx__ts_before(&now, &dl)) {
                 rc = SX_ETIMEDOUT;
                 break;
             }
-            if (ts_before(&dl, &t))
+            if (sx__ts_before(&dl, &t))
                 t = dl;
         }
         pthread_cond_timedwait(&e->life_cv, &e->life_mu, &t);
