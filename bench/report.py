@@ -351,24 +351,18 @@ GAP_WHY = {
               "made and delivered) about a quarter (callgrind, one "
               "worker). 0.3 of Tokio here asks for under half the "
               "instructions.",
-    "relay1": "A job is one request and one reply (a submit with `wait`) "
-              "on a connection that carries one request at a time, so the "
-              "figure is bound by the round trips of the machine's sockets "
-              "and the threads they wake, not by the engine: Redis in the "
-              "same run (redis-server and redis-benchmark, 8 connections, one "
-              "SET at a time, no engine at all) is the reference beside it, "
-              "and stepx ran at 0.8–1.1 of its rate in this suite's "
-              "runs before the relay's loop learned to stay awake while "
-              "waits are open (relay/hub.c: up to 100 µs of polling, "
-              "yielding its core each round), 1.18 in the first full run "
-              "after it (121.9 against 103.2 k/s). On this 2-core VM every "
-              "system call traps to the hypervisor (perf: a quarter of all "
-              "samples of a relay1 run are the paravirtual interrupt "
-              "enable after a system call), and each job is a client send, "
-              "a server read, a write and a client receive, plus the "
-              "wake-ups of a worker and of the server's loop. The same "
-              "server with requests pipelined, as the protocol allows, is "
-              "the relay row.",
+    "relay1": "Bound by the machine's socket round trips, not by the "
+              "engine: a job is one request and one reply (a submit with "
+              "`wait`) on a connection that carries one at a time, so each "
+              "is a client send, a server read, a write and a client "
+              "receive, plus the wake-ups of a worker and of the server's "
+              "loop; on this VM every system call traps to the hypervisor "
+              "(~1 µs for the cheapest, a quarter of a relay1 run's "
+              "samples). Redis beside it in the same run (8 connections "
+              "over a Unix socket, one SET at a time, no engine) is the "
+              "reference: 120 k jobs a second asks for about twice its "
+              "rate here (the summary's best-peer column; bench/FINDINGS.md, "
+              "\"relay and relay1\").",
     "wake": "The figure is the time from an outside thread's send to "
             "the step of an idle process while both workers are parked: "
             "a futex wake-up of a worker and the step. `perf sched "
@@ -400,38 +394,18 @@ GAP_WHY = {
                      "relay's replies). The line's busiest_thread_* keys "
                      "show the same for each run; bench/FINDINGS.md has the "
                      "profile.",
-    "timers": "The figure is the last sleeper's first step plus ~50 ms (the "
-              "longest sleep). Until every sleeper has started, the "
-              "submitting thread and the two workers share 2 cores and use "
-              "all of them (perf in 5 ms windows: 591 of 600 possible "
-              "samples), so the figure follows what the host leaves of them: "
-              "on a quiet host builds of 2026-11-30 measured 0.063–0.068 s, "
-              "in the host's busy spells 0.07–0.10 s, and on a host whose "
-              "CPUs are far apart ~0.10–0.12 s (the machine table's round "
-              "trip; each sleeper's slot and state go from the submitter to "
-              "a worker). Since the driver waits in `sx_engine_wait_all` "
-              "rather than on a counter every sleeper takes, a far host "
-              "measures ~0.10 s (bench/FINDINGS.md, timers: 8–10 % less in "
-              "A/Bs there). Much of the start is first-touch page faults: "
-              "a run of 100,000 sleepers takes 1,900–3,800 more faults "
-              "than one of 1,000 (perf stat; slots, state cells, the timer "
-              "wheel's chunks), and where a fresh page costs 10.9–11.4 µs "
-              "(bench/pagefault_probe.c, this run's host) that is 21–41 ms "
-              "of fault time shared by the 2 cores. Most of such a fault is "
-              "the trap: on a host of this kind a page populated in one "
-              "`madvise(MADV_POPULATE_WRITE)` of many cost 0.8–0.9 µs "
-              "against 11.1 by a store, and a build that populated the "
-              "slots, cells and wheel chunks in bulk took ~1,500 faults and "
-              "4 % of the CPU off a run and the submitting thread's phase "
-              "from 40 to 34 ms, but not the figure: while the submitter "
-              "runs, the OS often leaves both workers on one CPU, taking "
-              "4 ms turns, and the sleeps that come due meanwhile (their "
-              "fires, second steps and finishes) then need more than that "
-              "CPU: in such a run ~18,000 sleepers were more than 1 ms "
-              "late, nearly all due 20–40 ms after the first submit, and "
-              "with the faster submitter more runs went that way (p99 "
-              "lateness median 0.25 -> 7.7 ms; bench/FINDINGS.md, \"Page "
-              "faults in bulk\").",
+    "timers": "The figure is the last sleeper's first step plus ~50 ms "
+              "(the longest sleep), so 0.06 s asks for 100,000 submits and "
+              "first steps in ~10 ms. Until then the submitting thread and "
+              "the two workers share 2 cores and use all of them, and the "
+              "figure follows what the host leaves of them: quiet hosts with "
+              "the CPUs near measured 0.063–0.068 s, hosts with them far "
+              "apart 0.086–0.105 s. Where a fresh page costs ~11 µs, first-"
+              "touch faults are much of that CPU (1,900–3,800 a run); "
+              "populating the memory in bulk took them off but not the "
+              "figure: while the submitter runs, the OS often leaves both "
+              "workers on one CPU, and the sleeps due meanwhile then need "
+              "more than it (bench/FINDINGS.md, \"Page faults in bulk\").",
     "pingpong": "A hop costs stepx {instr} instructions (the instructions "
                 "table) and three locked instructions: the wake-up's CAS, "
                 "the worker's take of the process (READY to RUNNING) and "
@@ -481,25 +455,17 @@ GAP_WHY = {
              "a round trip takes 27–31 ns; on a CPU that loop finds ~40 % "
              "slower, ~40 ns (bench/FINDINGS.md, \"The two CPUs\"), and "
              "a full run's seven runs fall on both kinds.",
-    "submit": "A one-step process submitted from outside costs {instr} "
-              "instructions in all (callgrind, one worker): its finish "
-              "~320 (outcome kept, watchers, figures, the slot's generation), "
-              "the spawn ~160 and the slot's allocation ~130 on the "
-              "submitting thread, the worker's loop ~170, and ~23 a slot "
-              "for marking the magazines of freed slots that go back to "
-              "the submitter (docs/SCHEDULER.md). The submitting thread "
-              "and the two workers share the 2 cores, so the figure follows "
-              "what the host leaves of them, and where the CPUs are far "
-              "apart (the machine table's round trip) every process's slot "
-              "crosses between them twice: on hosts with the CPUs near, "
-              "builds of 2026-11-30 submitted 19–21 M/s in quiet spells "
-              "(`bench/ab.sh submit 1000000` ~51 ns a process) and 14–15 "
-              "M/s in busy ones (bench/FINDINGS.md, \"A full run in a busy "
-              "spell\"); at a ~420-470 ns round trip builds of 2026-12-01 "
-              "took 69-79 ns a process in one full run and 97-125 in "
-              "A/Bs of the same day, the builds before the marks ahead "
-              "~300 (bench/FINDINGS.md, "
-              "\"Outside submits without dependent misses\").",
+    "submit": "Bound by the two cache lines of each new process's slot "
+              "crossing between the CPUs: the submitting thread "
+              "initialises a slot that a worker wrote last (finishing its "
+              "previous process), and a worker takes it back to run it. "
+              "Where the CPUs are far apart (a line's round trip of "
+              "~400–490 ns in the machine table) the submitting thread "
+              "waits on those lines at its locked instructions (perf: "
+              "bench/FINDINGS.md, \"Where the submitting thread waits\"), "
+              "70–150 ns a process; hosts with the CPUs near (~165 ns) "
+              "measured 14–21 M/s. A one-step process costs {instr} "
+              "instructions in all (the instructions table).",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "
              "the consumer's worker takes every message from a queue that "
              "the other core writes, so a message is {instr} instructions "
@@ -1005,6 +971,110 @@ def section_method(p, meta, run):
     p("")
 
 
+# The 10^7 idle processes target, from bench/curves.sh's runs
+# (bench/results/curves.tsv beside raw.tsv): they fit and run, and a
+# message beside them costs what it costs beside 10^3 (within FLAT, the
+# bound docs/CURVES.md calls flat).
+IDLE_BIG, IDLE_SMALL, FLAT = 10 ** 7, 10 ** 3, 1.25
+
+
+def load_curves(path):
+    """{(curve, x): [key=value dict, ...]} of stepx's passed runs in a
+    curves.tsv, or None when there is none."""
+    if path is None or not os.path.exists(path):
+        return None
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            parts = line.rstrip("\n").split("\t", 6)
+            if len(parts) < 7 or parts[4] != "0":
+                continue
+            kv = dict(t.split("=", 1) for t in parts[6].split() if "=" in t)
+            # stepx's runs that passed, and the memory probe's.
+            if ((parts[1] == "stepx" and kv.get("ok") == "1") or
+                    (parts[0] == "memlat" and "cpu_ns_per_load" in kv)):
+                out.setdefault((parts[0], int(parts[2])), []).append(kv)
+    return out
+
+
+def idle_figures(cur):
+    """The medians the 10^7 idle row reads, or None without those runs."""
+    def med_of(curve, x, fn):
+        vals = []
+        for kv in cur.get((curve, x), []):
+            try:
+                vals.append(fn(kv))
+            except (KeyError, ValueError, ZeroDivisionError):
+                pass
+        return statistics.median(vals) if vals else None
+
+    def cpu(kv):
+        return float(kv["cpu_secs"]) * 1e9 / float(kv["n"])
+
+    def key(k):
+        return lambda kv: float(kv[k])
+
+    f = {}
+    for x in (IDLE_SMALL, IDLE_BIG):
+        f[("hop", x)] = med_of("pingpong-idle", x, cpu)
+        f[("random", x)] = med_of("idlemsg-idle", x, cpu)
+        f[("order", x)] = med_of("idlemsg-idle", x,
+                                 key("in_order_cpu_ns_per_op"))
+    f["rss_gib"] = med_of("idlemsg-idle", IDLE_BIG,
+                          lambda kv: float(kv["idle_rss_kb"]) / 1048576)
+    f["memlat"] = med_of("memlat", IDLE_BIG, key("cpu_ns_per_load"))
+    if any(v is None for k, v in f.items() if k != "memlat"):
+        return None
+    return f
+
+
+def idle_row(cur):
+    """A summary row for the 10^7 idle processes target, or None."""
+    f = idle_figures(cur) if cur else None
+    if f is None:
+        return None
+    missed = [what for what, k in (("a pingpong hop", "hop"),
+                                   ("a message in order", "order"),
+                                   ("a message at random", "random"))
+              if f[(k, IDLE_BIG)] > FLAT * f[(k, IDLE_SMALL)]]
+    return {"w": "idle 10^7",
+            "stepx": "{:.2f} GiB; a message {:.0f} ns in order, {:.0f} at "
+                     "random (beside 10^3: {:.0f}, {:.0f})".format(
+                         f["rss_gib"], f[("order", IDLE_BIG)],
+                         f[("random", IDLE_BIG)], f[("order", IDLE_SMALL)],
+                         f[("random", IDLE_SMALL)]),
+            "best": "—", "ratio": "—",
+            "target": "fit and run; a message costs what it costs beside "
+                      "10^3 (docs/CURVES.md)",
+            "verdict": "**not met**" if missed else "**met**",
+            "met": not missed, "missed": missed, "figures": f}
+
+
+def idle_gap(r):
+    """The known gap of the 10^7 idle processes row."""
+    f = r["figures"]
+    text = ("**idle 10^7** (not met; target: a message beside 10^7 idle "
+            "processes costs what it costs beside 10^3): missed by {}. "
+            "They fit: {:.2f} GiB resident. A round trip to one of them "
+            "in the order they were submitted costs {:.0f} ns of CPU time "
+            "(beside 10^3: {:.0f}), a pingpong hop beside them {:.1f} "
+            "({:.1f}), but a round trip to one picked at random {:.0f} "
+            "({:.0f}). The engine does the same work in each; what grows "
+            "is where the target lives: its slot is two cold lines in a "
+            "table of ~1 GB, each behind a TLB miss (4 KiB pages)"
+            .format(", ".join(r["missed"]), f["rss_gib"],
+                    f[("order", IDLE_BIG)], f[("order", IDLE_SMALL)],
+                    f[("hop", IDLE_BIG)], f[("hop", IDLE_SMALL)],
+                    f[("random", IDLE_BIG)], f[("random", IDLE_SMALL)]))
+    if f["memlat"] is not None:
+        text += (", and one load at a random place of a table that size "
+                 "takes {:.0f} ns on this machine (bench/memlat_probe.c)"
+                 .format(f["memlat"]))
+    return text + ". docs/CURVES.md has every size."
+
+
 def section_summary(p, rows, missing):
     p("## Summary")
     p("")
@@ -1024,7 +1094,11 @@ def section_summary(p, rows, missing):
       "its ratio is over the in-memory relay row of the same run. The "
       "cluster's rows (xpingpong, xfanin: stepx across nodes; xdetect) "
       "compare with plain NATS between OS processes on this machine, "
-      "not with the best peer (bench/cluster.sh).")
+      "not with the best peer (bench/cluster.sh)." +
+      (" idle 10^7 is read from bench/curves.sh's own run "
+       "(bench/results/curves.tsv, docs/CURVES.md): its CPU time per "
+       "message at 10^7 idle processes against 10^3, each within 1.25 "
+       "times to be met." if any("figures" in r for r in rows) else ""))
     p("")
     targeted = [r for r in rows if r["w"] not in NO_TARGET]
     n_met = sum(1 for r in targeted if r["met"])
@@ -1059,6 +1133,9 @@ def section_gaps(p, run, rows, meta, icount=None):
         if r["met"] or r["met"] is None:
             continue
         w = r["w"]
+        if "figures" in r:
+            items.append(idle_gap(r))
+            continue
         head = "**{}** ({}; target {}): stepx {}".format(
             w, r["verdict"].replace("**", ""), r["target"], r["stepx"])
         if has_ratio_target(w) and r["ratio"] not in ("—", ""):
@@ -1341,6 +1418,10 @@ def main(argv):
     run = Run(load(raw_path))
     meta = load_meta(meta_path)
     rows = [run.verdict(w) for w in ORDER if run.has(w)]
+    idle = idle_row(load_curves(os.path.join(os.path.dirname(raw_path),
+                                              "curves.tsv")))
+    if idle is not None:
+        rows.append(idle)
 
     out = []
     p = out.append

@@ -270,11 +270,11 @@ done
 # engine whose count varies with valgrind's thread switches: the median of
 # 3 counts at each size. The others repeat within 0.1 %; yield's,
 # pingpong's, ring's and fanin's per-op figures at these sizes match those
-# at twice them, skynet's depend on n (3,779 per leaf from 1,000 to
-# 10,000, 3,375 from 10,000 to 100,000), so compare them at one size. The
-# sizes are the same in both modes, so that a quick run's counts compare
-# with a full run's; all seven took 70 s on 2 cores with the host at load
-# 10. A workload that --only leaves out is not counted either.
+# at twice them, skynet's depend on n (a leaf costs more between smaller
+# sizes), so compare them at one size. The sizes are the same in both
+# modes, so that a quick run's counts compare with a full run's; the
+# counting time is recorded in meta.txt (icount_s). A workload that
+# --only leaves out is not counted either.
 # workload | n | counts per size
 ICOUNT_SIZES=(
     "yield|200000|1"

@@ -462,6 +462,25 @@ run --json submit --wait sleeper run '[50]'
 json "submit --wait sleeper" "d['result'] == 50 and d['ok'] is True"
 run submit --wait counter run '[2]'
 expect "submit --wait (human)" 0 "done in 3 steps: 2$"
+# One round trip a job: a waited submit costs the daemon as many requests
+# as a plain one (a CLI that submitted and then waited would take one
+# more). Each interval holds one `stats` call and one submit.
+relay_requests()
+{
+    "$STEPX" --socket "$SOCK" --json stats |
+        "$PY" -c 'import json, sys; print(json.load(sys.stdin)["stats"]["relay_requests"])'
+}
+R0=$(relay_requests)
+"$STEPX" --socket "$SOCK" submit counter run '[2]' >/dev/null
+R1=$(relay_requests)
+"$STEPX" --socket "$SOCK" submit --wait counter run '[2]' >/dev/null
+R2=$(relay_requests)
+if [ -n "$R0" ] && [ $((R2 - R1)) -eq $((R1 - R0)) ]; then
+    ok "submit --wait: one request, as a plain submit"
+else
+    bad "submit --wait: one request, as a plain submit" \
+        "requests: plain $((R1 - R0)), waited $((R2 - R1))"
+fi
 # Past the first slice of the wait (1 s), the submit's own reply is a
 # timeout naming the job; the CLI goes on waiting for it.
 run submit --wait sleeper run '[1600]'
