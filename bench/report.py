@@ -935,8 +935,12 @@ def section_method(p, meta, run):
     p("- **Builds.** stepx-bench is built by bench/run.sh in its own tree, "
       "build/bench/stepx, with meson `{}` (link-time optimisation when "
       "`b_lto=true`): meson's defaults for this project, the build that "
-      "`meson install` installs, that scripts/run.sh runs and that a "
-      "program linking `stepx.pc` gets; Go with `go build`, Erlang with "
+      "`meson install` installs and that scripts/run.sh runs. It links the "
+      "static library, optimised together with the program at link time, "
+      "as stepxd does and as a program does that links `libstepx.a` with "
+      "`-flto`; a program linked against the shared library (`pkg-config "
+      "--libs stepx`) calls the API through the PLT, and the instructions "
+      "table counts what that costs; Go with `go build`, Erlang with "
       "`erlc`, CAF with `g++ -O2`{}. Every runtime uses one scheduler thread "
       "per core.".format(meta.get("build", "buildtype=release"),
                          ", Tokio with Debian's cargo (release, LTO)"
@@ -1202,7 +1206,7 @@ def section_gaps(p, run, rows, meta, icount=None):
     p("")
 
 
-def section_icount(p, icount, meta):
+def section_icount(p, icount, meta, shared=None):
     state = meta.get("icount")
     failed = [w for w in meta.get("icount_failed", "").split(",") if w]
     if not icount and not failed and state in (None, "counted"):
@@ -1214,14 +1218,21 @@ def section_icount(p, icount, meta):
           "counts them on its own.".format(state))
         p("")
         return
+    by_shared = {r["w"]: r["per_op"] for r in shared or []}
     if icount:
         p("| workload | one operation | n → n2 | instructions at n, M | at "
-          "n2, M | per operation |")
-        p("|---|---|---|---|---|---|")
+          "n2, M | per operation |{}".format(
+              " through the shared library |" if by_shared else ""))
+        p("|---|---|---|---|---|---|{}".format("---|" if by_shared else ""))
         for r in icount:
-            p("| {} | {} | {:,} → {:,} | {:.1f} | {:.1f} | {:,.1f} |".format(
-                r["w"], ICOUNT_OP.get(r["w"], "—"), r["n"], r["n2"],
-                r["at_n"] / 1e6, r["at_n2"] / 1e6, r["per_op"]))
+            extra = ""
+            if by_shared:
+                sh = by_shared.get(r["w"])
+                extra = (" {:,.1f} (+{:.0f} %) |".format(
+                    sh, 100.0 * (sh / r["per_op"] - 1)) if sh else " — |")
+            p("| {} | {} | {:,} → {:,} | {:.1f} | {:.1f} | {:,.1f} |{}"
+              .format(r["w"], ICOUNT_OP.get(r["w"], "—"), r["n"], r["n2"],
+                      r["at_n"] / 1e6, r["at_n2"] / 1e6, r["per_op"], extra))
         p("")
     by_rounds = {}  # counts per size -> the workloads counted that often
     for r in icount or []:
@@ -1249,6 +1260,21 @@ def section_icount(p, icount, meta):
           meta.get("valgrind", "valgrind"), medians,
           meta.get("icount_s", "?")))
     p("")
+    if by_shared:
+        p("stepx-bench links the library statically, and link-time "
+          "optimisation runs over the library and the program together, "
+          "as for stepxd and for a program that links `libstepx.a` with "
+          "`-flto`. *Through the shared library* is the same program "
+          "linked against `libstepx.so`, as `pkg-config --libs stepx` "
+          "links a program (bench/stepx-bench-shared): the library inside "
+          "is as optimised (it exports its public API only, so its own "
+          "calls stay direct), but each call of a step into the API "
+          "(sx_send, sx_yield, a payload's helpers) goes through the "
+          "PLT and is not inlined into the step or specialised for its "
+          "arguments, so the rows whose steps call the API most per "
+          "operation pay most (fanin: 32 sends a step). The timed figures "
+          "above are of the static build.")
+        p("")
 
 
 def section_workloads(p, run, missing):
@@ -1447,7 +1473,10 @@ def main(argv):
     p("")
     section_summary(p, rows, absent(run, meta))
     section_gaps(p, run, rows, meta, load_icount(icount_path))
-    section_icount(p, load_icount(icount_path), meta)
+    shared_path = (os.path.join(os.path.dirname(icount_path),
+                                "icount-shared.tsv") if icount_path else None)
+    section_icount(p, load_icount(icount_path), meta,
+                   load_icount(shared_path))
     section_machine(p, meta)
     section_method(p, meta, run)
     section_workloads(p, run, absent(run, meta))

@@ -118,9 +118,12 @@ meson setup "$BUILD"
 # over) tests and examples.
 # The cluster's rows (bench/cluster.sh) also run stepx-xnode, the plain
 # NATS peer and stepxd.
-ninja -C "$BUILD" bench/stepx-bench bench/stepx-xnode bench/stepx-nats-peer \
-    cmd/stepxd
+ninja -C "$BUILD" bench/stepx-bench bench/stepx-bench-shared \
+    bench/stepx-xnode bench/stepx-nats-peer cmd/stepxd
 STEPX=$BUILD/bench/stepx-bench
+# The same program linked against the shared library, as a program that
+# uses stepx.pc is: only its instructions are counted (below).
+STEPX_SHARED=$BUILD/bench/stepx-bench-shared
 # What the binary was built from, read now: edits made while the suite runs
 # do not change the binary and must not be reported as if they had.
 bench_built "$BUILD"
@@ -286,9 +289,22 @@ ICOUNT_SIZES=(
     "submit|100000|3"
 )
 ICOUNT_TSV=$BB/icount.tsv
-rm -f "$ICOUNT_TSV"
+ICOUNT_SHARED_TSV=$BB/icount-shared.tsv
+rm -f "$ICOUNT_TSV" "$ICOUNT_SHARED_TSV"
+# The rows whose operations run user code that calls the API (a send, a
+# yield): counted again through the shared library, where every such call
+# goes through the PLT (docs/BENCHMARKS.md, the instructions table).
+ICOUNT_SHARED=(yield pingpong ring skynet fanin)
 ICOUNT_STATE=counted
 ICOUNT_FAILED=()
+# icount.tsv's line for one of bench/icount.sh's: workload, n, n2,
+# instructions at n, at n2, per op, counts per size.
+icount_row() {
+    printf '%s\n' "$1" | awk '{
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v["workload"], v["n"], v["n2"],
+            v["instr_n"], v["instr_n2"], v["per_op"], v["rounds"] }'
+}
 T_ICOUNT=$(date +%s)
 if [ "$ICOUNT" = 0 ]; then
     ICOUNT_STATE="the run had --no-icount"
@@ -306,15 +322,20 @@ else
         echo "=== icount $w n=$n: callgrind, one worker ==="
         if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$STEPX" "$w:$n"); then
             echo "  $line"
-            # icount.tsv: workload, n, n2, instructions at n, at n2, per
-            # op, counts per size.
-            printf '%s\n' "$line" | awk '{
-                for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-                printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v["workload"], v["n"], v["n2"],
-                    v["instr_n"], v["instr_n2"], v["per_op"], v["rounds"] }' >>"$ICOUNT_TSV"
+            icount_row "$line" >>"$ICOUNT_TSV"
         else
             echo "run.sh: the instruction count of $w failed (above)" >&2
             ICOUNT_FAILED+=("$w")
+        fi
+        if [[ " ${ICOUNT_SHARED[*]} " == *" $w "* ]]; then
+            echo "=== icount $w n=$n: the same, through the shared library ==="
+            if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$STEPX_SHARED" "$w:$n"); then
+                echo "  $line"
+                icount_row "$line" >>"$ICOUNT_SHARED_TSV"
+            else
+                echo "run.sh: the shared library's count of $w failed (above)" >&2
+                ICOUNT_FAILED+=("$w (shared)")
+            fi
         fi
     done
 fi
@@ -362,11 +383,13 @@ if [ "$OUT" = docs/BENCHMARKS.md ]; then
     mkdir -p "$RESULTS"
     cp "$RAW" "$RESULTS/raw.tsv"
     cp "$META" "$RESULTS/meta.txt"
-    if [ -f "$ICOUNT_TSV" ]; then
-        cp "$ICOUNT_TSV" "$RESULTS/icount.tsv"
-    else
-        rm -f "$RESULTS/icount.tsv"
-    fi
+    for f in icount.tsv icount-shared.tsv; do
+        if [ -f "$BB/$f" ]; then
+            cp "$BB/$f" "$RESULTS/$f"
+        else
+            rm -f "$RESULTS/$f"
+        fi
+    done
 fi
 mkdir -p "$(dirname "$OUT")"
 python3 bench/report.py --from "$RESULTS" >"$OUT"

@@ -51,8 +51,13 @@
 #include <stepx/stepx.h>
 
 #include "cmd/types/types.h" /* the shipped types: relay runs counter(1) */
-/* store drives the durable store alone. */
+/* store drives the durable store alone, through the engine's internal
+ * API: not in stepx-bench-shared (bench/meson.build), which links the
+ * shared library and so only the public API, as a program linking
+ * stepx.pc does. */
+#ifndef SX_BENCH_SHARED
 #include "engine/store/store.h"
+#endif
 
 static double now_s(void)
 {
@@ -1082,13 +1087,15 @@ static void remove_dir(const char *dir)
         fprintf(stderr, "stepx-bench: could not remove %s\n", dir);
 }
 
+static int64_t store_window; /* store --window: jobs in flight, 0: no bound */
+
+#ifndef SX_BENCH_SHARED
 /* store: the durable store alone (engine/store/), the upper bound for a
  * durable job: n jobs submitted as fast as one thread can queue them,
  * each job's finish queued when its submit is on disk (the writer's
  * callback), timed until the last finish is on disk; a job is two
  * records, each acknowledged only once committed (WAL, synchronous
  * NORMAL, group commit). In a temporary directory, removed after. */
-static int64_t store_window; /* --window: jobs in flight, 0: no bound */
 
 typedef struct {
     sx__store *s;
@@ -1163,6 +1170,8 @@ out:
     remove_dir(dir);
     return ok;
 }
+
+#endif
 
 /* relay-durable: the engine's store figures so far (transactions and the
  * records in them), appended to extra. Before stop, which closes it. */
@@ -1805,7 +1814,13 @@ int main(int argc, char **argv)
         if (durable)
             store_figures(e, extra, sizeof(extra));
     } else if (strcmp(name, "store") == 0) {
+#ifdef SX_BENCH_SHARED
+        fprintf(stderr, "stepx-bench: store drives the engine's internal "
+                        "store: it is in stepx-bench, not in this build\n");
+        ok = 0;
+#else
         ok = store_bench(n, store_window, extra, sizeof(extra), &secs_own);
+#endif
     } else {
         ok = idle(e, n, extra, sizeof(extra), &figure);
     }

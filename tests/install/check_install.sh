@@ -38,6 +38,15 @@ cc -std=c11 "$src/examples/hello.c" -I"$dest/usr/local/include" \
     "$(find "$dest" -name libstepx.a | head -n 1)" \
     $(pkg-config --libs libuv msgpack sqlite3) -pthread -lm -o "$dest/hello-static"
 "$dest/hello-static" >/dev/null
+# And with link-time optimisation over the library and the program, as
+# README.md gives for the speed docs/BENCHMARKS.md measures (the archive's
+# objects carry gcc's LTO bytecode beside their machine code; with another
+# compiler the machine code links).
+# shellcheck disable=SC2086,SC2046
+cc -std=c11 -O2 -flto "$src/examples/hello.c" -I"$dest/usr/local/include" \
+    "$(find "$dest" -name libstepx.a | head -n 1)" \
+    $(pkg-config --libs libuv msgpack sqlite3) -pthread -lm -o "$dest/hello-lto"
+"$dest/hello-lto" >/dev/null
 # Built with the rpath README.md gives, the program finds the library
 # without LD_LIBRARY_PATH.
 # shellcheck disable=SC2086
@@ -91,4 +100,4 @@ ok) plugin="plugin built and loaded" ;;
 *'"hello, plugin"') plugin="plugin built, loaded and run" ;;
 *) echo "the plugin's greeter did not answer: $answer"; exit 1 ;;
 esac
-echo "install: headers, stepx.pc, shared (LD_LIBRARY_PATH, rpath) and static library all usable; $plugin"
+echo "install: headers, stepx.pc, shared (LD_LIBRARY_PATH, rpath) and static library (with -flto too) all usable; $plugin"
