@@ -43,8 +43,8 @@
 # round, exit code, peak RSS in kB, the program's line; "# key=value"
 # lines for the machine and the run), then bench/curves.py writes the
 # figures (docs/curves/*.svg) and docs/CURVES.md from it: commit the
-# three together. A full run takes about 6-10 minutes on 2 cores (more on
-# a busy host).
+# three together. A full run takes 2-5 minutes on 2 cores, ~15 with
+# --big-runs 3 (more on a busy host, or when a peer's run stalls).
 # --quick: sizes up to 10^5, one run each (under a minute), written to
 # build/curves/ (tsv, SVGs and CURVES.md) unless --out says otherwise.
 #

@@ -3,7 +3,8 @@
 
     python3 bench/report.py RAW META [ICOUNT] > OUT
     python3 bench/report.py --from DIR > OUT
-        # DIR/raw.tsv, DIR/meta.txt and, when there is one, DIR/icount.tsv
+        # DIR/raw.tsv, DIR/meta.txt and, when they are there,
+        # DIR/icount.tsv, DIR/icount-shared.tsv and DIR/curves.tsv
 
 bench/run.sh calls the second form after a run. Either rebuilds the report
 from stored raw lines without running anything: a full run keeps its raw
@@ -21,9 +22,14 @@ without the CPU seconds, reads too: its runs have no CPU figure.
 icount.tsv: the engine's instructions per operation (bench/icount.sh
 --diff), one workload a line: workload, n, n2, instructions at n, at n2,
 per operation, counts per size (each size's figure is their median).
+icount-shared.tsv: the same for stepx-bench-shared, the program linked
+against the shared library (the instructions table's last column).
+curves.tsv: bench/curves.sh's own run (docs/CURVES.md), from which the
+summary's idle 10^7 row is read (its commit and date are named there).
 meta.txt: key=value lines about the machine, the build and the run.
 
-The report is the figures of one run and what they mean; the research notes
+The report is the figures of one run and what they mean (and the idle
+10^7 row of the curves' run); the research notes
 behind them (profiles, A/B measurements, what was tried) are
 bench/FINDINGS.md, which this script does not read. Standard library only.
 """
@@ -922,7 +928,7 @@ def targets_text():
     return txt
 
 
-def section_method(p, meta, run):
+def section_method(p, meta, run, shared=False):
     p("## Method")
     p("")
     tokio = "tokio" in meta  # a run from before Tokio joined has none
@@ -938,11 +944,13 @@ def section_method(p, meta, run):
       "`meson install` installs and that scripts/run.sh runs. It links the "
       "static library, optimised together with the program at link time, "
       "as stepxd does and as a program does that links `libstepx.a` with "
-      "`-flto`; a program linked against the shared library (`pkg-config "
-      "--libs stepx`) calls the API through the PLT, and the instructions "
-      "table counts what that costs; Go with `go build`, Erlang with "
+      "`-flto` (README.md); a program linked against the shared library "
+      "(`pkg-config --libs stepx`) calls the API through the PLT{}; Go "
+      "with `go build`, Erlang with "
       "`erlc`, CAF with `g++ -O2`{}. Every runtime uses one scheduler thread "
       "per core.".format(meta.get("build", "buildtype=release"),
+                         " (the instructions table counts what that costs)"
+                         if shared else "",
                          ", Tokio with Debian's cargo (release, LTO)"
                          if tokio else ""))
     p("- **Side by side.** {} rounds per workload; a round runs each runtime "
@@ -987,10 +995,14 @@ def load_curves(path):
     curves.tsv, or None when there is none."""
     if path is None or not os.path.exists(path):
         return None
-    out = {}
+    out = {"meta": {}}
     with open(path, encoding="utf-8") as f:
         for line in f:
-            if line.startswith("#") or not line.strip():
+            if line.startswith("#"):
+                k, _, v = line[1:].strip().partition("=")
+                out["meta"][k] = v
+                continue
+            if not line.strip():
                 continue
             parts = line.rstrip("\n").split("\t", 6)
             if len(parts) < 7 or parts[4] != "0":
@@ -1043,7 +1055,9 @@ def idle_row(cur):
                                    ("a message in order", "order"),
                                    ("a message at random", "random"))
               if f[(k, IDLE_BIG)] > FLAT * f[(k, IDLE_SMALL)]]
-    return {"w": "idle 10^7",
+    cm = cur.get("meta", {})
+    return {"w": "idle 10^7", "run": "{} at {}".format(
+                cm.get("date", "?"), cm.get("commit", "?")),
             "stepx": "{:.2f} GiB; a message {:.0f} ns in order, {:.0f} at "
                      "random (beside 10^3: {:.0f}, {:.0f})".format(
                          f["rss_gib"], f[("order", IDLE_BIG)],
@@ -1060,23 +1074,27 @@ def idle_gap(r):
     """The known gap of the 10^7 idle processes row."""
     f = r["figures"]
     text = ("**idle 10^7** (not met; target: a message beside 10^7 idle "
-            "processes costs what it costs beside 10^3): missed by {}. "
-            "They fit: {:.2f} GiB resident. A round trip to one of them "
-            "in the order they were submitted costs {:.0f} ns of CPU time "
-            "(beside 10^3: {:.0f}), a pingpong hop beside them {:.1f} "
-            "({:.1f}), but a round trip to one picked at random {:.0f} "
-            "({:.0f}). The engine does the same work in each; what grows "
-            "is where the target lives: its slot is two cold lines in a "
-            "table of ~1 GB, each behind a TLB miss (4 KiB pages)"
-            .format(", ".join(r["missed"]), f["rss_gib"],
+            "processes costs what it costs beside 10^3; the curves' run of "
+            "{}): missed by {}. They fit and run: {:.2f} GiB resident. "
+            "CPU time a round trip to one of them in the order they were "
+            "submitted {:.0f} ns (beside 10^3: {:.0f}), a pingpong hop "
+            "beside them {:.1f} ({:.1f}), a round trip to one picked at "
+            "random {:.0f} ({:.0f})."
+            .format(r["run"], ", ".join(r["missed"]), f["rss_gib"],
                     f[("order", IDLE_BIG)], f[("order", IDLE_SMALL)],
                     f[("hop", IDLE_BIG)], f[("hop", IDLE_SMALL)],
                     f[("random", IDLE_BIG)], f[("random", IDLE_SMALL)]))
-    if f["memlat"] is not None:
-        text += (", and one load at a random place of a table that size "
-                 "takes {:.0f} ns on this machine (bench/memlat_probe.c)"
-                 .format(f["memlat"]))
-    return text + ". docs/CURVES.md has every size."
+    if "a message at random" in r["missed"]:
+        text += (" The engine does the same work in order and at random; "
+                 "what grows is where the target lives: its slot is two "
+                 "cold lines in a table of ~1 GB, each behind a TLB miss "
+                 "(4 KiB pages)")
+        if f["memlat"] is not None:
+            text += (", and one load at a random place of a table that "
+                     "size takes {:.0f} ns on this machine "
+                     "(bench/memlat_probe.c)".format(f["memlat"]))
+        text += "."
+    return text + " docs/CURVES.md has every size."
 
 
 def section_summary(p, rows, missing):
@@ -1099,15 +1117,19 @@ def section_summary(p, rows, missing):
       "cluster's rows (xpingpong, xfanin: stepx across nodes; xdetect) "
       "compare with plain NATS between OS processes on this machine, "
       "not with the best peer (bench/cluster.sh)." +
-      (" idle 10^7 is read from bench/curves.sh's own run "
-       "(bench/results/curves.tsv, docs/CURVES.md): its CPU time per "
-       "message at 10^7 idle processes against 10^3, each within 1.25 "
-       "times to be met." if any("figures" in r for r in rows) else ""))
+      "".join(" idle 10^7 is read from bench/curves.sh's own run of {} "
+              "(bench/results/curves.tsv, docs/CURVES.md), not this one: "
+              "the CPU time of each kind of message beside 10^7 idle "
+              "processes against beside 10^3, each within 1.25 times to "
+              "be met.".format(r["run"]) for r in rows if "figures" in r))
     p("")
     targeted = [r for r in rows if r["w"] not in NO_TARGET]
     n_met = sum(1 for r in targeted if r["met"])
     missed = [r["w"] for r in rows if r["met"] is False]
-    line = "{} of {} targets met in this run".format(n_met, len(targeted))
+    line = "{} of {} targets met{}".format(
+        n_met, len(targeted),
+        " (idle 10^7 in the curves' run, the rest in this one)"
+        if any("figures" in r for r in rows) else " in this run")
     if missed:
         line += "; not met: {} (see \"Known gaps\")".format(", ".join(missed))
     p(line + ".")
@@ -1228,7 +1250,7 @@ def section_icount(p, icount, meta, shared=None):
             extra = ""
             if by_shared:
                 sh = by_shared.get(r["w"])
-                extra = (" {:,.1f} (+{:.0f} %) |".format(
+                extra = (" {:,.1f} ({:+.0f} %) |".format(
                     sh, 100.0 * (sh / r["per_op"] - 1)) if sh else " — |")
             p("| {} | {} | {:,} → {:,} | {:.1f} | {:.1f} | {:,.1f} |{}"
               .format(r["w"], ICOUNT_OP.get(r["w"], "—"), r["n"], r["n2"],
@@ -1266,9 +1288,10 @@ def section_icount(p, icount, meta, shared=None):
           "as for stepxd and for a program that links `libstepx.a` with "
           "`-flto`. *Through the shared library* is the same program "
           "linked against `libstepx.so`, as `pkg-config --libs stepx` "
-          "links a program (bench/stepx-bench-shared): the library inside "
-          "is as optimised (it exports its public API only, so its own "
-          "calls stay direct), but each call of a step into the API "
+          "links a program (bench/stepx-bench-shared): the library's calls "
+          "to its own functions are as direct as in the static one (it "
+          "exports its public API only and binds its own calls to it), "
+          "but each call of a step into the API "
           "(sx_send, sx_yield, a payload's helpers) goes through the "
           "PLT and is not inlined into the step or specialised for its "
           "arguments, so the rows whose steps call the API most per "
@@ -1478,7 +1501,7 @@ def main(argv):
     section_icount(p, load_icount(icount_path), meta,
                    load_icount(shared_path))
     section_machine(p, meta)
-    section_method(p, meta, run)
+    section_method(p, meta, run, bool(load_icount(shared_path)))
     section_workloads(p, run, absent(run, meta))
     p("## Raw data")
     p("")

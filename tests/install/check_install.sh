@@ -40,8 +40,8 @@ cc -std=c11 "$src/examples/hello.c" -I"$dest/usr/local/include" \
 "$dest/hello-static" >/dev/null
 # And with link-time optimisation over the library and the program, as
 # README.md gives for the speed docs/BENCHMARKS.md measures (the archive's
-# objects carry gcc's LTO bytecode beside their machine code; with another
-# compiler the machine code links).
+# objects carry the LTO bytecode of the gcc that built them beside their
+# machine code: this gcc, here).
 # shellcheck disable=SC2086,SC2046
 cc -std=c11 -O2 -flto "$src/examples/hello.c" -I"$dest/usr/local/include" \
     "$(find "$dest" -name libstepx.a | head -n 1)" \
