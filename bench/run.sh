@@ -305,6 +305,18 @@ icount_row() {
         printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v["workload"], v["n"], v["n2"],
             v["instr_n"], v["instr_n2"], v["per_op"], v["rounds"] }'
 }
+# icount_one BINARY TSV NAME: counts $w at $n ($rounds counts a size) in
+# BINARY, appending its line to TSV, or adds NAME to the failed ones.
+icount_one() {
+    local line
+    if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$1" "$w:$n"); then
+        echo "  $line"
+        icount_row "$line" >>"$2"
+    else
+        echo "run.sh: the instruction count of $3 failed (above)" >&2
+        ICOUNT_FAILED+=("$3")
+    fi
+}
 T_ICOUNT=$(date +%s)
 if [ "$ICOUNT" = 0 ]; then
     ICOUNT_STATE="the run had --no-icount"
@@ -320,22 +332,10 @@ else
             continue
         fi
         echo "=== icount $w n=$n: callgrind, one worker ==="
-        if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$STEPX" "$w:$n"); then
-            echo "  $line"
-            icount_row "$line" >>"$ICOUNT_TSV"
-        else
-            echo "run.sh: the instruction count of $w failed (above)" >&2
-            ICOUNT_FAILED+=("$w")
-        fi
+        icount_one "$STEPX" "$ICOUNT_TSV" "$w"
         if [[ " ${ICOUNT_SHARED[*]} " == *" $w "* ]]; then
             echo "=== icount $w n=$n: the same, through the shared library ==="
-            if line=$(bash bench/icount.sh --diff --rounds "$rounds" "$STEPX_SHARED" "$w:$n"); then
-                echo "  $line"
-                icount_row "$line" >>"$ICOUNT_SHARED_TSV"
-            else
-                echo "run.sh: the shared library's count of $w failed (above)" >&2
-                ICOUNT_FAILED+=("$w (shared)")
-            fi
+            icount_one "$STEPX_SHARED" "$ICOUNT_SHARED_TSV" "$w (shared)"
         fi
     done
 fi
