@@ -84,7 +84,7 @@ bench_tools() {
         cp "$bb/tokio/release/stepx-peer-tokio" "$bb/stepx-peer-tokio"
     fi
     local probe
-    for probe in pagefault memlat cpu c2c; do
+    for probe in pagefault memlat cpu c2c handoff; do
         if stale "$bb/$probe-probe" "bench/${probe}_probe.c"; then
             gcc -O2 -std=c11 -pthread -o "$bb/$probe-probe" "bench/${probe}_probe.c"
         fi

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "engine/core/core.h"
+#include "engine/sched/prefetch.h"
 
 #define DEPOT_BATCH 256
 /* Nodes of one size a thread keeps; beyond that, batches go to the depot.
@@ -524,10 +525,9 @@ int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
         if (b == NULL)
             return -1;
         /* Its lines were last read by a consumer on another core: ask for
-         * them all now, not one miss per record. (A write hint; on generic
-         * x86-64 gcc emits a read prefetch, prefetchw needs -mprfchw.) */
+         * them all now, for writing, not one miss per record. */
         for (size_t o = 64; o < BUNDLE_SIZE; o += 64)
-            __builtin_prefetch((const char *)b + o, 1);
+            sx__prefetch_w((const char *)b + o);
         memcpy(sx__ev_inl(b), sx__ev_inl(ev), used);
         b->kind = SX__EV_MESSAGE;
         b->nmsg = ev->nmsg;

@@ -45,6 +45,7 @@
 
 #include "engine/core/core.h"
 #include "engine/core/job.h"
+#include "engine/sched/prefetch.h"
 #include "process/fault.h"
 
 const max_align_t sx__no_state;
@@ -369,8 +370,8 @@ static void prefetch_slot(const sx__proc *p)
 {
     /* For writing: alloc initialises most of the two lines the slot
      * covers (p and p + 64 lie on them, whichever half-line p starts). */
-    __builtin_prefetch(p, 1);
-    __builtin_prefetch((const char *)p + 64, 1);
+    sx__prefetch_w(p);
+    sx__prefetch_w((const char *)p + 64);
 }
 
 /* How cache_take fetches ahead. */
@@ -388,7 +389,7 @@ static inline void fetch_slot(sx_engine *e, uint32_t idx, int fetch)
         uint64_t off;
         uint32_t k = seg_of(idx, &off);
         /* q's segment is mapped, and its cells with it (seg_map). */
-        __builtin_prefetch(e->cells[k][off].b, 1);
+        sx__prefetch_w(e->cells[k][off].b);
     }
 }
 

@@ -24,6 +24,7 @@
 
 #include "engine/core/core.h"
 #include "engine/io/io.h" /* sx__now_ns */
+#include "engine/sched/prefetch.h"
 
 /* initial-exec: the library's objects are built as PIC (also the static
  * ones), where the default TLS model calls __tls_get_addr on every
@@ -160,9 +161,9 @@ static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
         const char *p = (const char *)items[i];
         /* A slot (96 bytes, 32-aligned) spans the lines of its first and
          * its last byte. */
-        __builtin_prefetch(p, 1, 3);
-        __builtin_prefetch(p + sizeof(sx__proc) - 1, 1, 3);
-        __builtin_prefetch(items[i]->user_state, 1, 3);
+        sx__prefetch_w(p);
+        sx__prefetch_w(p + sizeof(sx__proc) - 1);
+        sx__prefetch_w(items[i]->user_state);
     }
     for (size_t i = n; i-- > 0;) {
         if (!sx__deque_push(&w->dq, items[i])) {

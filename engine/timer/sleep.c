@@ -49,6 +49,7 @@
 
 #include "engine/core/core.h"
 #include "engine/io/io.h"
+#include "engine/sched/prefetch.h"
 #include "process/fault.h"
 
 #define FIRE_BATCH 64
@@ -290,7 +291,7 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
          * now, so that the misses overlap instead of coming one after
          * another. */
         for (size_t i = 0; i < k; i++)
-            __builtin_prefetch(due[i].v.item, 1);
+            sx__prefetch_w(due[i].v.item);
         size_t put_back = 0;
         for (size_t i = 0; i < k; i++) {
             sx_completer *done = answer_of(e, &due[i]);
