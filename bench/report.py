@@ -438,17 +438,21 @@ GAP_WHY = {
                 "Against Tokio on a quiet host (~64 ns a hop) 0.4 asks for "
                 "~25 ns: about three-quarters of the instructions, and of "
                 "the locked ones.",
-    "ring": "As pingpong: the same program over 503 processes, and the "
-            "same bimodal runs with the host. A hop costs {instr} "
+    "ring": "A hop is one process's send to the next and that process's "
+            "step, all on one worker while the other parks, so a run's "
+            "figure follows the CPU that worker gets; on a shared host one "
+            "CPU is at times much slower than the other (the machine "
+            "table's loop of one thread on each CPU, before and after the "
+            "runs), and "
+            "the runs then fall into two groups. A hop costs {instr} "
             "instructions (the instructions table), more than a pingpong "
             "hop: a worker keeps the references of 8 receivers at most, "
             "so here each send looks for a kept reference, misses, and "
             "takes and drops the process table's (two more locked "
-            "instructions). Those two are not what keeps ring from 0.4: a "
-            "build with no reference at all on these sends (unsafe, built "
-            "only to measure it) ran ~7 % faster (bench/FINDINGS.md, \"The "
-            "table's reference on a ring's send\"), where 0.4 asks for "
-            "about a third off the hop.",
+            "instructions). A build with no reference at all on these "
+            "sends (unsafe, built only to measure it) ran ~7 % faster "
+            "(bench/FINDINGS.md, \"The table's reference on a ring's "
+            "send\").",
     "yield": "A yield round trip (yield a no-op command, its answer "
              "completed at once, the next step) costs {instr} instructions "
              "(the instructions table): the worker's loop and the step's "
@@ -1142,6 +1146,12 @@ INSTR_BEFORE = {"skynet": "~2,700", "pingpong": "~760", "ring": "~810",
                 "yield": "~500", "fanin": "~290"}
 
 
+# Rows whose work runs on one worker at a time (the other parks), so that
+# each run's figure follows the speed of the CPU that worker gets: their
+# known gap lists every run.
+ONE_WORKER_ROWS = ("pingpong", "ring", "yield")
+
+
 def gap_why(w, icount):
     """GAP_WHY's text for w, {instr} in it the run's instructions per
     operation (bench/icount.sh), or INSTR_BEFORE's when the run has none."""
@@ -1178,6 +1188,11 @@ def section_gaps(p, run, rows, meta, icount=None):
                          "last sleeper started {:.1f} ms after the first "
                          "submit, and a run used {:.3f} s of CPU."
                          .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
+        if w in ONE_WORKER_ROWS:
+            _, _, sv, _ = run.stats(w, "stepx")
+            if sv:
+                head += " Its runs: {} {}.".format(
+                    ", ".join(fmt(w, v) for v in sorted(sv)), FIGURES[w][1])
         items.append(head + " " + gap_why(w, icount))
     if items and meta.get("mode") != "quick" and "c2c_ns_before" in meta:
         items.append(
