@@ -1,30 +1,33 @@
-/* bench/handoff_probe.c — the least a process submitted from outside can
- * cost on this machine: the data movement alone, no engine.
+/* bench/handoff_probe.c — what passing records between two CPUs costs on
+ * this machine, with no engine: the floor under submitting processes
+ * from outside.
  *
- *   handoff-probe [lines] [n] [random|seq]
+ *   handoff-probe [lines] [records] [random|seq] [n]
  *
  * Two threads on two CPUs (the first two of the process's affinity mask).
  * The producer stands for the submitting thread: it takes a record that
- * the consumer freed (a free ring, oldest first, as the engine's free
- * slots come back), writes `lines` cache lines of it (what a spawn writes
- * into a slot), and puts its index into a work ring; the consumer stands
- * for a worker: it takes the index, reads and writes each of those lines
- * (the turn, the step and the finish) and puts the record back on the
- * free ring. Both rings are single-producer, single-consumer, with plain
- * (release) stores of their indices and no locked instruction, and each
- * side moves its index only every 16 items: everything here but the
- * records' own lines is cheaper than in any engine. 64 Ki records, as
- * many as the engine's injection ring holds, visited in a fixed random
- * order (`random`, the default: the engine's free slots come back in
- * magazines, not in address order) or in address order (`seq`, where the
- * CPUs' stride prefetchers help). Prints `handoff_ns=<ns an item>
- * lines=<lines> n=<n> order=<order>` (the median of 5 rounds).
+ * the consumer freed (a free ring, oldest first), writes `lines` cache
+ * lines of it (what a spawn writes into a slot), and puts its index into
+ * a work ring; the consumer stands for a worker: it takes the index,
+ * reads and writes each of those lines (the turn, the step and the
+ * finish) and puts the record back on the free ring. Both rings are
+ * single-producer, single-consumer, with release stores of their tails
+ * published every 16 items and no locked instruction: everything here but
+ * the records' own lines costs less than in any engine.
  *
- * The records' lines go from the consumer's cache to the producer's and
- * back for every item. Where the CPUs are far apart (bench/c2c_probe.c:
- * a line's round trip of ~400-490 ns) that is the floor under submit's
- * figure (bench/FINDINGS.md, "submit"); with lines=1 it is the floor of a
- * slot layout whose outside spawn writes one line.
+ * `records` (default 1024) records circulate: a record comes back to the
+ * producer `records` items after it left, so with few of them (as with
+ * the engine's free slots when the workers keep up) it comes from the
+ * consumer's cache, and with many (65536: the engine's injection ring
+ * full) from the shared cache or memory. The producer takes them in a
+ * fixed random order (`random`, the default: the engine's free slots come
+ * back in magazines, not in address order) or in address order (`seq`,
+ * where the CPUs' stride prefetchers help). The items' misses are
+ * independent of each other, so the cores overlap them: a figure here is
+ * a throughput, far below the line's round trip (bench/c2c_probe.c).
+ * Prints `handoff_ns=<ns an item> lines=<lines> records=<records>
+ * order=<order> n=<n>` (the median of 5 rounds of n items, default
+ * 2,000,000).
  */
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <pthread.h>
@@ -36,8 +39,13 @@
 #include <string.h>
 #include <time.h>
 
-#define RECS (64u << 10)
-#define RING (128u << 10) /* > RECS: a push never finds its ring full */
+#define RECS_MAX (64u << 10)
+/* A ring holds every record at once, so a push never finds it full: no
+ * record is in two places, and at most `records` <= RECS_MAX indices are
+ * in the two rings together. A slot is written again only RING pushes
+ * later, after its reader has read it: the writer got the index it pushes
+ * from the other ring, whose tail the reader released after reading. */
+#define RING RECS_MAX
 #define BATCH 16u
 #define ROUNDS 5
 #define LINE 64u
@@ -51,21 +59,22 @@ static inline void relax(void)
 }
 
 typedef struct {
-    /* Advanced by the ring's consumer; read by its producer (acquire). */
-    _Alignas(64) _Atomic uint32_t head;
-    /* Advanced by the ring's producer; read by its consumer (acquire). */
+    /* Advanced by the ring's producer; read by its consumer. */
     _Alignas(64) _Atomic uint32_t tail;
     _Alignas(64) uint32_t buf[RING];
 } ring;
 
 static ring work, freed;
 static unsigned char *recs;
-static unsigned lines;
-static uint64_t n_items;
 static uint32_t *perm; /* record order: identity or a random permutation */
+static unsigned lines;
+static uint32_t n_recs;
+static uint64_t n_items;
 
-/* Producer side of r: its own tail kept in *t, published every BATCH.
- * release: the record's lines (and the index) before the new tail. */
+/* Producer side of r: its own tail kept in *t, published every BATCH
+ * items and at the last (flush). release: the index, and the record's
+ * lines written before it, are visible to a consumer that reads the new
+ * tail. */
 static inline void push(ring *r, uint32_t *t, uint32_t v, int flush)
 {
     r->buf[*t % RING] = v;
@@ -74,8 +83,9 @@ static inline void push(ring *r, uint32_t *t, uint32_t v, int flush)
         atomic_store_explicit(&r->tail, *t, memory_order_release);
 }
 
-/* Consumer side of r: *h its own head, *seen the tail last read. acquire:
- * pairs with push's release. Returns 0 when empty. */
+/* Consumer side of r: *h its own head (no one else reads it: see RING),
+ * *seen the tail last read. acquire: pairs with push's release. Returns 0
+ * when empty. */
 static inline int pop(ring *r, uint32_t *h, uint32_t *seen, uint32_t *v)
 {
     if (*h == *seen) {
@@ -85,11 +95,12 @@ static inline int pop(ring *r, uint32_t *h, uint32_t *seen, uint32_t *v)
     }
     *v = r->buf[*h % RING];
     ++*h;
-    /* release: the slot is read before the producer may reuse it (the
-     * ring is larger than the items in flight, so it never does). */
-    if (*h % BATCH == 0)
-        atomic_store_explicit(&r->head, *h, memory_order_release);
     return 1;
+}
+
+static inline uint64_t *rec_of(uint32_t v)
+{
+    return (uint64_t *)(recs + (size_t)perm[v] * lines * LINE);
 }
 
 static void *consumer(void *arg)
@@ -102,10 +113,10 @@ static void *consumer(void *arg)
             relax();
             continue;
         }
-        uint64_t *r = (uint64_t *)(recs + (size_t)perm[v] * lines * LINE);
+        uint64_t *r = rec_of(v);
         for (unsigned l = 0; l < lines; l++) {
-            sum += r[l * 8];      /* read (the turn, the step) */
-            r[l * 8 + 1] = done;  /* and write (the finish) */
+            sum += r[l * 8];     /* read (the turn, the step) */
+            r[l * 8 + 1] = done; /* and write (the finish) */
         }
         done++;
         push(&freed, &ft, v, done == n_items);
@@ -120,20 +131,27 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 static double round_ns(int cpu_a, int cpu_b)
 {
+    pin(cpu_a);
     memset(&work, 0, sizeof work);
     memset(&freed, 0, sizeof freed);
-    memset(recs, 0, (size_t)RECS * lines * LINE); /* warm, not faulting */
+    /* Written once, so that no round pays page faults. */
+    memset(recs, 0, (size_t)n_recs * lines * LINE);
     pthread_attr_t at;
     pthread_attr_init(&at);
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu_b, &set);
     pthread_attr_setaffinity_np(&at, sizeof set, &set);
-    CPU_ZERO(&set);
-    CPU_SET(cpu_a, &set);
-    sched_setaffinity(0, sizeof set, &set);
     pthread_t th;
     if (pthread_create(&th, &at, consumer, NULL) != 0) {
         perror("pthread_create");
@@ -142,12 +160,12 @@ static double round_ns(int cpu_a, int cpu_b)
     uint32_t wt = 0, fh = 0, fseen = 0, fresh = 0, v;
     double t0 = now_s();
     for (uint64_t i = 0; i < n_items; i++) {
-        if (fresh < RECS)
+        if (fresh < n_recs)
             v = fresh++; /* the first use of each record */
         else
             while (!pop(&freed, &fh, &fseen, &v))
                 relax();
-        uint64_t *r = (uint64_t *)(recs + (size_t)perm[v] * lines * LINE);
+        uint64_t *r = rec_of(v);
         for (unsigned l = 0; l < lines; l++) /* a spawn's writes */
             for (unsigned w = 0; w < 8; w++)
                 r[l * 8 + w] = i + w;
@@ -168,11 +186,19 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     lines = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
-    n_items = argc > 2 ? strtoull(argv[2], NULL, 10) : 2000000;
-    if (lines < 1 || lines > 4 || n_items < RECS) {
-        fprintf(stderr, "usage: handoff-probe [lines 1-4] [n >= %u]\n", RECS);
+    long nr = argc > 2 ? atol(argv[2]) : 1024;
+    const char *order = argc > 3 ? argv[3] : "random";
+    n_items = argc > 4 ? strtoull(argv[4], NULL, 10) : 2000000;
+    int shuffled = strcmp(order, "random") == 0;
+    if (lines < 1 || lines > 4 || nr < 16 || nr > (long)RECS_MAX ||
+        (!shuffled && strcmp(order, "seq") != 0) || n_items < (uint64_t)nr) {
+        fprintf(stderr,
+                "usage: handoff-probe [lines 1-4] [records 16-%u] "
+                "[random|seq] [n >= records]\n",
+                RECS_MAX);
         return 2;
     }
+    n_recs = (uint32_t)nr;
     cpu_set_t mask;
     sched_getaffinity(0, sizeof mask, &mask);
     int cpus[2], k = 0;
@@ -180,20 +206,19 @@ int main(int argc, char **argv)
         if (CPU_ISSET(c, &mask))
             cpus[k++] = c;
     if (k < 2) {
-        printf("handoff_ns=- lines=%u n=%llu\n", lines,
-               (unsigned long long)n_items);
+        printf("handoff_ns=- lines=%u records=%u order=%s n=%llu\n", lines,
+               n_recs, order, (unsigned long long)n_items);
         return 0;
     }
-    recs = aligned_alloc(LINE, (size_t)RECS * lines * LINE);
-    perm = malloc(RECS * sizeof *perm);
+    recs = aligned_alloc(LINE, (size_t)n_recs * lines * LINE);
+    perm = malloc(n_recs * sizeof *perm);
     if (recs == NULL || perm == NULL)
         return 1;
-    for (uint32_t i = 0; i < RECS; i++)
+    for (uint32_t i = 0; i < n_recs; i++)
         perm[i] = i;
-    int random = argc <= 3 || argv[3][0] == 'r';
-    if (random) {
+    if (shuffled) {
         srand(1);
-        for (uint32_t i = RECS - 1; i > 0; i--) {
+        for (uint32_t i = n_recs - 1; i > 0; i--) {
             uint32_t j = (uint32_t)rand() % (i + 1), t = perm[i];
             perm[i] = perm[j];
             perm[j] = t;
@@ -203,8 +228,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < ROUNDS; i++)
         r[i] = round_ns(cpus[0], cpus[1]);
     qsort(r, ROUNDS, sizeof r[0], cmp_d);
-    printf("handoff_ns=%.1f lines=%u n=%llu order=%s\n", r[ROUNDS / 2],
-           lines, (unsigned long long)n_items, random ? "random" : "seq");
+    printf("handoff_ns=%.1f lines=%u records=%u order=%s n=%llu\n",
+           r[ROUNDS / 2], lines, n_recs, order, (unsigned long long)n_items);
     free(recs);
     free(perm);
     return 0;

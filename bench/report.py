@@ -406,12 +406,18 @@ GAP_WHY = {
               "the two workers share 2 cores and use all of them, and the "
               "figure follows what the host leaves of them: quiet hosts with "
               "the CPUs near measured 0.063–0.068 s, hosts with them far "
-              "apart 0.086–0.105 s. Where a fresh page costs ~11 µs, first-"
-              "touch faults are much of that CPU (1,900–3,800 a run); "
-              "populating the memory in bulk took them off but not the "
-              "figure: while the submitter runs, the OS often leaves both "
-              "workers on one CPU, and the sleeps due meanwhile then need "
-              "more than it (bench/FINDINGS.md, \"Page faults in bulk\").",
+              "apart 0.086–0.117 s (2026-11-29 to 12-01). Where a fresh "
+              "page costs what the machine table says, first-touch faults "
+              "are much of that CPU (1,900–4,100 a run); populating the "
+              "memory in bulk took them off but not the figure: while the "
+              "submitter runs, the OS often leaves both workers on one "
+              "CPU, and the sleeps due meanwhile then need more than it "
+              "(bench/FINDINGS.md, \"Page faults in bulk\"). The same "
+              "runs make the lateness: in those where the workers shared "
+              "one CPU, the fires of a few milliseconds' worth of "
+              "deadlines, 20–40 ms in, come late together, and their p99 "
+              "goes from under 1 ms to 3–30 ms; the suite's seven runs "
+              "of it fall on both sides.",
     "pingpong": "A hop costs stepx {instr} instructions (the instructions "
                 "table) and three locked instructions: the wake-up's CAS, "
                 "the worker's take of the process (READY to RUNNING) and "
@@ -465,17 +471,22 @@ GAP_WHY = {
              "a round trip takes 27–31 ns; on a CPU that loop finds ~40 % "
              "slower, ~40 ns (bench/FINDINGS.md, \"The two CPUs\"), and "
              "a full run's seven runs fall on both kinds.",
-    "submit": "Bound by CPU time: the submitting thread and the two "
-              "workers share 2 cores, and a one-step process costs "
-              "{instr} instructions in all (the instructions table), whose "
-              "locked instructions wait for lines the other CPU wrote "
-              "last (the new process's slot, its outcome record). Where the CPUs are far apart (a line's round trip "
-              "of ~400–490 ns in the machine table) that is 230–280 ns of "
-              "CPU time a process, 110–150 ns of wall time; hosts with the "
-              "CPUs near measured 14–21 M/s. Passing a slot's two lines "
-              "between the CPUs and back, alone, costs 20–40 ns an item "
-              "here (bench/handoff_probe.c; bench/FINDINGS.md, \"The "
-              "floor: the lines alone, and the locks\").",
+    "submit": "Where the workers keep up, bound by the submitting "
+              "thread: about 400 of a one-step process's {instr} "
+              "instructions (the instructions table) are its own (the "
+              "type's look-up, the slot, init, the hand-off), and its "
+              "locked instructions wait for the slot's lines, which a "
+              "worker wrote last. The workers' share is not the bound: a "
+              "build without the outcome store (unsafe, ~240 instructions "
+              "a process fewer on the workers, built only to measure it) "
+              "was no faster. The lines' trips alone cost less: a "
+              "record's two lines passed to the other CPU and back take "
+              "{handoff} (bench/FINDINGS.md, \"The floor: the lines "
+              "alone, and the locks\"). Where the CPUs are far apart the runs fall in two "
+              "modes, ~75–95 ns a process and ~110–150: in the second the "
+              "workers fall behind, and the submitting thread carves "
+              "fresh slots and takes their page faults. Hosts with the "
+              "CPUs near measured 14–21 M/s.",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "
              "the consumer's worker takes every message from a queue that "
              "the other core writes, so a message is {instr} instructions "
@@ -855,6 +866,10 @@ def section_machine(p, meta):
           "other one (bench/c2c_probe.c) | before {} ns; after {} ns |".format(
               meta["c2c_ns_before"].replace(",", ", "),
               meta.get("c2c_ns_after", "?").replace(",", ", ")))
+    if "handoff_ns" in meta:
+        p("| a record's two lines passed to the other CPU and back, 1,024 "
+          "records circulating, no engine (bench/handoff_probe.c) | {} ns "
+          "an item |".format(meta["handoff_ns"]))
     p("| load average (1, 5, 15 min) | before {}; after {} |".format(
         meta.get("load_before", "?"), meta.get("load_after", "?")))
     build = meta.get("build", "buildtype=release")
@@ -887,9 +902,8 @@ def section_machine(p, meta):
           "stores takes different times on each (the row above; a thread "
           "on the host's core beside a CPU shares its ports), and which "
           "CPU a single-threaded workload's thread lands on moves its "
-          "figure by as much (pingpong's runs fall into two groups, ~70 "
-          "and ~88 ns, one per CPU: bench/FINDINGS.md); the medians "
-          "take in both.")
+          "figure by as much (pingpong's runs then fall into two groups, "
+          "one per CPU: bench/FINDINGS.md); the medians take in both.")
     if "c2c_ns_before" in meta:
         p("")
         p("Nor is the distance between the CPUs fixed: where the host "
@@ -1179,21 +1193,31 @@ def section_gaps(p, run, rows, meta, icount=None):
         if len(TARGETS[w]) > 1 and r["missed"]:
             head += "; missed: " + ", ".join(r["missed"])
         head += "."
+        _, _, sv, _ = run.stats(w, "stepx")
+        cpu = run.key_median(w, "stepx", "cpu_secs")
         if w == "timers":
             last = run.key_median(w, "stepx", "last_start_ms")
-            cpu = run.key_median(w, "stepx", "cpu_secs")
-            _, _, sv, _ = run.stats(w, "stepx")
             if last is not None and cpu is not None and sv:
                 head += (" Its runs took {}–{} s; in the median run the "
                          "last sleeper started {:.1f} ms after the first "
                          "submit, and a run used {:.3f} s of CPU."
                          .format(fmt(w, min(sv)), fmt(w, max(sv)), last, cpu))
-        if w in ONE_WORKER_ROWS:
-            _, _, sv, _ = run.stats(w, "stepx")
-            if sv:
-                head += " Its runs: {} {}.".format(
-                    ", ".join(fmt(w, v) for v in sorted(sv)), FIGURES[w][1])
-        items.append(head + " " + gap_why(w, icount))
+        if w == "submit":
+            n = run.n_of(w)
+            if cpu is not None and sv and n:
+                head += (" Its runs took {:.1f}–{:.1f} ns a process; the "
+                         "median run used {:.0f} ns of CPU time a process."
+                         .format(1e3 / max(sv), 1e3 / min(sv),
+                                 cpu / n * 1e9))
+        if w in ONE_WORKER_ROWS and sv:
+            head += " Its runs: {} {}.".format(
+                ", ".join(fmt(w, v) for v in sorted(sv)), FIGURES[w][1])
+        why = gap_why(w, icount).replace(
+            "{handoff}",
+            "{} ns an item in this run (the machine table)".format(
+                meta["handoff_ns"]) if "handoff_ns" in meta
+            else "36–50 ns an item on a host with the CPUs far apart")
+        items.append(head + " " + why)
     if items and meta.get("mode") != "quick" and "c2c_ns_before" in meta:
         items.append(
             "**The host decides part of the verdicts.** Machines of this "

@@ -146,6 +146,14 @@ c2c_probe() {
     fi
 }
 C2C_BEFORE=$(c2c_probe)
+# What passing a slot's two lines to the other CPU and back costs here
+# with no engine (1,024 records circulating): the floor under submit's
+# figure.
+if out=$(timeout 120 "$BB/handoff-probe" 2 1024); then
+    HANDOFF=$(echo "$out" | sed 's/^handoff_ns=\([^ ]*\).*/\1/')
+else
+    HANDOFF="?"
+fi
 
 # ---- 3. runs --------------------------------------------------------------
 # name | n (full) | n (quick) | runtimes
@@ -358,6 +366,7 @@ META=$BB/meta.txt
     echo "cpu_ms_before=$CPU_MS_BEFORE"
     echo "cpu_ms_after=$("$BB/cpu-probe" | sed 's/^cpu_ms=//')"
     echo "c2c_ns_before=$C2C_BEFORE"
+    echo "handoff_ns=$HANDOFF"
     echo "c2c_ns_after=$(c2c_probe)"
     echo "load_before=$LOAD_BEFORE"
     echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -526,8 +526,9 @@ int sx__ev_bundle_add(sx__ev **evp, const char *topic, size_t topic_len,
             return -1;
         /* Its lines were last read by a consumer on another core: ask for
          * them all now, for writing, not one miss per record. */
+        bool on = sx__prefetch_w_on();
         for (size_t o = 64; o < BUNDLE_SIZE; o += 64)
-            sx__prefetch_w((const char *)b + o);
+            sx__prefetch_w(on, (const char *)b + o);
         memcpy(sx__ev_inl(b), sx__ev_inl(ev), used);
         b->kind = SX__EV_MESSAGE;
         b->nmsg = ev->nmsg;

@@ -370,8 +370,9 @@ static void prefetch_slot(const sx__proc *p)
 {
     /* For writing: alloc initialises most of the two lines the slot
      * covers (p and p + 64 lie on them, whichever half-line p starts). */
-    sx__prefetch_w(p);
-    sx__prefetch_w((const char *)p + 64);
+    bool on = sx__prefetch_w_on();
+    sx__prefetch_w(on, p);
+    sx__prefetch_w(on, (const char *)p + 64);
 }
 
 /* How cache_take fetches ahead. */
@@ -389,7 +390,7 @@ static inline void fetch_slot(sx_engine *e, uint32_t idx, int fetch)
         uint64_t off;
         uint32_t k = seg_of(idx, &off);
         /* q's segment is mapped, and its cells with it (seg_map). */
-        sx__prefetch_w(e->cells[k][off].b);
+        sx__prefetch_w(sx__prefetch_w_on(), e->cells[k][off].b);
     }
 }
 

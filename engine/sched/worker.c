@@ -144,7 +144,8 @@ static sx__proc *proc_of(sx__gq_node *n)
 /* Pushes items (oldest first) into w's deque so that the oldest is popped
  * first; what does not fit goes to the injection ring (see inject).
  *
- * Each item's slot and state are prefetched first. Items taken in a batch
+ * Each item's slot and state are prefetched first, for writing (the
+ * turn's CAS and the step write them). Items taken in a batch
  * (from the global queue, the injection ring, a victim's deque) were last
  * written on another core: a new process's slot and state by the thread
  * that spawned or submitted it and ran its init. Its turn's first loads
@@ -157,13 +158,18 @@ static sx__proc *proc_of(sx__gq_node *n)
 static void deque_take_in(sx_engine *e, sx__worker *w, sx__proc **items,
                           size_t n)
 {
+    bool on = sx__prefetch_w_on();
     for (size_t i = 0; i < n; i++) {
         const char *p = (const char *)items[i];
         /* A slot (96 bytes, 32-aligned) spans the lines of its first and
          * its last byte. */
-        sx__prefetch_w(p);
-        sx__prefetch_w(p + sizeof(sx__proc) - 1);
-        sx__prefetch_w(items[i]->user_state);
+        sx__prefetch_w(on, p);
+        sx__prefetch_w(on, p + sizeof(sx__proc) - 1);
+        /* A state that a step may write; not the shared placeholder of
+         * the types without one, which nothing writes (prefetch.h). */
+        const void *st = items[i]->user_state;
+        if (st != &sx__no_state)
+            sx__prefetch_w(on, st);
     }
     for (size_t i = n; i-- > 0;) {
         if (!sx__deque_push(&w->dq, items[i])) {

@@ -290,8 +290,9 @@ void sx__timers_run(sx__timers *tm, uint64_t now, bool wait_lock)
          * seconds ago, so it is likely out of cache: ask for every slot
          * now, so that the misses overlap instead of coming one after
          * another. */
+        bool on = sx__prefetch_w_on();
         for (size_t i = 0; i < k; i++)
-            sx__prefetch_w(due[i].v.item);
+            sx__prefetch_w(on, due[i].v.item);
         size_t put_back = 0;
         for (size_t i = 0; i < k; i++) {
             sx_completer *done = answer_of(e, &due[i]);
