@@ -4,7 +4,8 @@
  *
  *   handoff-probe [lines] [records] [random|seq] [n]
  *
- * Two threads on two CPUs (the first two of the process's affinity mask).
+ * Two threads on two CPUs (the first two of the process's affinity mask,
+ * which on a host with SMT may be one core's two threads).
  * The producer stands for the submitting thread: it takes a record that
  * the consumer freed (a free ring, oldest first), writes `lines` cache
  * lines of it (what a spawn writes into a slot), and puts its index into
@@ -27,7 +28,8 @@
  * a throughput, far below the line's round trip (bench/c2c_probe.c).
  * Prints `handoff_ns=<ns an item> lines=<lines> records=<records>
  * order=<order> n=<n>` (the median of 5 rounds of n items, default
- * 2,000,000).
+ * 2,000,000, at least 4 x records so that most items reuse a record),
+ * with `handoff_ns=-` where the process may run on one CPU only.
  */
 #define _GNU_SOURCE /* pthread_attr_setaffinity_np, sched_getaffinity */
 #include <pthread.h>
@@ -144,7 +146,7 @@ static double round_ns(int cpu_a, int cpu_b)
     pin(cpu_a);
     memset(&work, 0, sizeof work);
     memset(&freed, 0, sizeof freed);
-    /* Written once, so that no round pays page faults. */
+    /* Written before the clock, so that no round pays page faults. */
     memset(recs, 0, (size_t)n_recs * lines * LINE);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -190,12 +192,16 @@ int main(int argc, char **argv)
     const char *order = argc > 3 ? argv[3] : "random";
     n_items = argc > 4 ? strtoull(argv[4], NULL, 10) : 2000000;
     int shuffled = strcmp(order, "random") == 0;
-    if (lines < 1 || lines > 4 || nr < 16 || nr > (long)RECS_MAX ||
-        (!shuffled && strcmp(order, "seq") != 0) || n_items < (uint64_t)nr) {
+    /* At least BATCH records: the producer waits for a freed record that
+     * the consumer publishes only with its batch, which needs the
+     * producer's batch of work before it. */
+    if (lines < 1 || lines > 4 || nr < (long)BATCH || nr > (long)RECS_MAX ||
+        (!shuffled && strcmp(order, "seq") != 0) ||
+        n_items < 4 * (uint64_t)nr) {
         fprintf(stderr,
-                "usage: handoff-probe [lines 1-4] [records 16-%u] "
-                "[random|seq] [n >= records]\n",
-                RECS_MAX);
+                "usage: handoff-probe [lines 1-4] [records %u-%u] "
+                "[random|seq] [n >= 4 x records]\n",
+                BATCH, RECS_MAX);
         return 2;
     }
     n_recs = (uint32_t)nr;

@@ -407,17 +407,18 @@ GAP_WHY = {
               "figure follows what the host leaves of them: quiet hosts with "
               "the CPUs near measured 0.063–0.068 s, hosts with them far "
               "apart 0.086–0.117 s (2026-11-29 to 12-01). Where a fresh "
-              "page costs what the machine table says, first-touch faults "
-              "are much of that CPU (1,900–4,100 a run); populating the "
-              "memory in bulk took them off but not the figure: while the "
-              "submitter runs, the OS often leaves both workers on one "
-              "CPU, and the sleeps due meanwhile then need more than it "
+              "page costs what the machine table says (bare metal: well "
+              "under 1 µs), first-touch faults are much of that CPU "
+              "(2,800–4,100 a run, perf stat); populating the memory in "
+              "bulk took them off but not the figure: while the submitter "
+              "runs, the OS often leaves both workers on one CPU, and the "
+              "sleeps due meanwhile then need more than it "
               "(bench/FINDINGS.md, \"Page faults in bulk\"). The same "
-              "runs make the lateness: in those where the workers shared "
-              "one CPU, the fires of a few milliseconds' worth of "
-              "deadlines, 20–40 ms in, come late together, and their p99 "
-              "goes from under 1 ms to 3–30 ms; the suite's seven runs "
-              "of it fall on both sides.",
+              "runs make the lateness: where the workers shared one CPU, "
+              "the fires of a few milliseconds' worth of deadlines, 20–40 "
+              "ms in, come late together, and their p99 goes from under "
+              "1 ms to up to ~40 ms; a suite's runs of it fall on both "
+              "sides.",
     "pingpong": "A hop costs stepx {instr} instructions (the instructions "
                 "table) and three locked instructions: the wake-up's CAS, "
                 "the worker's take of the process (READY to RUNNING) and "
@@ -471,22 +472,21 @@ GAP_WHY = {
              "a round trip takes 27–31 ns; on a CPU that loop finds ~40 % "
              "slower, ~40 ns (bench/FINDINGS.md, \"The two CPUs\"), and "
              "a full run's seven runs fall on both kinds.",
-    "submit": "Where the workers keep up, bound by the submitting "
-              "thread: about 400 of a one-step process's {instr} "
-              "instructions (the instructions table) are its own (the "
-              "type's look-up, the slot, init, the hand-off), and its "
-              "locked instructions wait for the slot's lines, which a "
-              "worker wrote last. The workers' share is not the bound: a "
-              "build without the outcome store (unsafe, ~240 instructions "
-              "a process fewer on the workers, built only to measure it) "
-              "was no faster. The lines' trips alone cost less: a "
+    "submit": "Three threads share 2 cores: the submitting thread, "
+              "with about 400 of a one-step process's {instr} "
+              "instructions (the instructions table: the type's look-up, "
+              "the slot, init, the hand-off), and the two workers with "
+              "the rest (the turn, the finish, the outcome record); the "
+              "locked instructions on both sides wait for lines the other "
+              "CPU wrote last. The lines' trips alone cost less: a "
               "record's two lines passed to the other CPU and back take "
               "{handoff} (bench/FINDINGS.md, \"The floor: the lines "
-              "alone, and the locks\"). Where the CPUs are far apart the runs fall in two "
-              "modes, ~75–95 ns a process and ~110–150: in the second the "
-              "workers fall behind, and the submitting thread carves "
-              "fresh slots and takes their page faults. Hosts with the "
-              "CPUs near measured 14–21 M/s.",
+              "alone, and the locks\"). Where the CPUs are far apart the "
+              "runs fall in two modes, ~75–95 ns a process and ~110–190: "
+              "in the second the workers fall behind, and the submitting "
+              "thread carves fresh slots and takes their page faults. "
+              "Hosts with the CPUs nearer (a round trip of ~165 ns) "
+              "measured 14–21 M/s.",
     "fanin": "Two producers send to one consumer, 2 workers on 2 cores: "
              "the consumer's worker takes every message from a queue that "
              "the other core writes, so a message is {instr} instructions "
@@ -866,7 +866,7 @@ def section_machine(p, meta):
           "other one (bench/c2c_probe.c) | before {} ns; after {} ns |".format(
               meta["c2c_ns_before"].replace(",", ", "),
               meta.get("c2c_ns_after", "?").replace(",", ", ")))
-    if "handoff_ns" in meta:
+    if number(meta.get("handoff_ns")):
         p("| a record's two lines passed to the other CPU and back, 1,024 "
           "records circulating, no engine (bench/handoff_probe.c) | {} ns "
           "an item |".format(meta["handoff_ns"]))
@@ -1160,6 +1160,16 @@ INSTR_BEFORE = {"skynet": "~2,700", "pingpong": "~760", "ring": "~810",
                 "yield": "~500", "fanin": "~290"}
 
 
+def number(v):
+    """Whether v (a figure from meta.txt, or None) is a number: a probe
+    that failed records "?", one that could not run "-"."""
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 # Rows whose work runs on one worker at a time (the other parks), so that
 # each run's figure follows the speed of the CPU that worker gets: their
 # known gap lists every run.
@@ -1215,8 +1225,9 @@ def section_gaps(p, run, rows, meta, icount=None):
         why = gap_why(w, icount).replace(
             "{handoff}",
             "{} ns an item in this run (the machine table)".format(
-                meta["handoff_ns"]) if "handoff_ns" in meta
-            else "36–50 ns an item on a host with the CPUs far apart")
+                meta["handoff_ns"]) if number(meta.get("handoff_ns"))
+            else "~36 ns an item (1,024 records) on a host with the CPUs "
+                 "far apart")
         items.append(head + " " + why)
     if items and meta.get("mode") != "quick" and "c2c_ns_before" in meta:
         items.append(

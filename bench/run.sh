@@ -150,7 +150,8 @@ C2C_BEFORE=$(c2c_probe)
 # with no engine (1,024 records circulating): the floor under submit's
 # figure.
 if out=$(timeout 120 "$BB/handoff-probe" 2 1024); then
-    HANDOFF=$(echo "$out" | sed 's/^handoff_ns=\([^ ]*\).*/\1/')
+    HANDOFF=${out#handoff_ns=}
+    HANDOFF=${HANDOFF%% *}
 else
     HANDOFF="?"
 fi

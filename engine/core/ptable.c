@@ -366,11 +366,11 @@ static void cache_put(sx_engine *e, sx__slotcache *c, sx__proc *p)
     c->cur_n++;
 }
 
-static void prefetch_slot(const sx__proc *p)
+static void prefetch_slot(bool on, const sx__proc *p)
 {
     /* For writing: alloc initialises most of the two lines the slot
-     * covers (p and p + 64 lie on them, whichever half-line p starts). */
-    bool on = sx__prefetch_w_on();
+     * covers (p and p + 64 lie on them, whichever half-line p starts).
+     * on: sx__prefetch_w_on(). */
     sx__prefetch_w(on, p);
     sx__prefetch_w(on, (const char *)p + 64);
 }
@@ -379,18 +379,18 @@ static void prefetch_slot(const sx__proc *p)
 enum { TAKE_PLAIN, TAKE_SLOTS, TAKE_CELLS };
 
 /* Prefetches free slot idx for writing, and with TAKE_CELLS its state
- * cell. */
-static inline void fetch_slot(sx_engine *e, uint32_t idx, int fetch)
+ * cell; on: sx__prefetch_w_on(). */
+static inline void fetch_slot(sx_engine *e, uint32_t idx, int fetch, bool on)
 {
     sx__proc *q = slot_at(e, idx);
     if (q == NULL)
         return; /* cannot happen: free slots are in segments */
-    prefetch_slot(q);
+    prefetch_slot(on, q);
     if (fetch == TAKE_CELLS) {
         uint64_t off;
         uint32_t k = seg_of(idx, &off);
         /* q's segment is mapped, and its cells with it (seg_map). */
-        sx__prefetch_w(sx__prefetch_w_on(), e->cells[k][off].b);
+        sx__prefetch_w(on, e->cells[k][off].b);
     }
 }
 
@@ -434,10 +434,11 @@ cache_take(sx_engine *e, sx__slotcache *c, int fetch)
          * they were fetched already), and the next one while no earlier
          * take has fetched it (the first AHEAD - 1 takes of a magazine). */
         uint32_t ahead = p->free_ahead;
+        bool on = sx__prefetch_w_on();
         if (ahead != SX__FREE_NONE)
-            fetch_slot(e, ahead, fetch);
+            fetch_slot(e, ahead, fetch, on);
         if (c->taken++ < AHEAD - 1)
-            fetch_slot(e, next, fetch);
+            fetch_slot(e, next, fetch, on);
     }
     return p;
 }

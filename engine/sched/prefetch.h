@@ -38,8 +38,8 @@ extern _Atomic bool sx__prfchw;
 #endif
 
 /* Whether sx__prefetch_w may use PREFETCHW. A caller that asks for many
- * lines reads it once and passes it to each (an atomic load is never
- * merged or hoisted: one per hint cost ~3 instructions each, ~19 a
+ * lines reads it once and passes it to each (gcc and clang neither merge
+ * nor hoist atomic loads: one per hint cost ~3 instructions each, ~19 a
  * submitted process). relaxed: the choice of a hint, with no data behind
  * it. */
 static inline __attribute__((always_inline)) bool sx__prefetch_w_on(void)
@@ -52,8 +52,8 @@ static inline __attribute__((always_inline)) bool sx__prefetch_w_on(void)
 }
 
 /* Asks for the line at p for writing; on is sx__prefetch_w_on(). */
-static inline __attribute__((always_inline)) void
-sx__prefetch_w(bool on, const void *p)
+static inline __attribute__((always_inline)) void sx__prefetch_w(bool on,
+                                                                 const void *p)
 {
 #ifdef SX__PREFETCHW_RUNTIME
     if (__builtin_expect(on, 1)) {
