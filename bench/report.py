@@ -482,7 +482,7 @@ GAP_WHY = {
               "record's two lines passed to the other CPU and back take "
               "{handoff} (bench/FINDINGS.md, \"The floor: the lines "
               "alone, and the locks\"). Where the CPUs are far apart the "
-              "runs fall in two modes, ~75–95 ns a process and ~110–190: "
+              "runs fall in two modes, ~75–100 ns a process and ~110–190: "
               "in the second the workers fall behind, and the submitting "
               "thread carves fresh slots and takes their page faults. "
               "Hosts with the CPUs nearer (a round trip of ~165 ns) "
@@ -1224,10 +1224,10 @@ def section_gaps(p, run, rows, meta, icount=None):
                 ", ".join(fmt(w, v) for v in sorted(sv)), FIGURES[w][1])
         why = gap_why(w, icount).replace(
             "{handoff}",
-            "{} ns an item in this run (the machine table)".format(
+            "{} ns an item in this run's machine table".format(
                 meta["handoff_ns"]) if number(meta.get("handoff_ns"))
-            else "~36 ns an item (1,024 records) on a host with the CPUs "
-                 "far apart")
+            else "~36 ns an item with 1,024 records on a host with the "
+                 "CPUs far apart")
         items.append(head + " " + why)
     if items and meta.get("mode") != "quick" and "c2c_ns_before" in meta:
         items.append(
