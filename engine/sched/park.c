@@ -29,14 +29,63 @@
 #include "engine/core/core.h"
 #include "engine/io/io.h" /* sx__now_ns */
 
-/* A parked worker re-checks the queues this often even without a token.
- * Finding work in the global queue that way would mean a lost wake-up; the
- * count of such finds is kept in stats (timeout_finds) and asserted zero by
- * the stress tests. (Work in another worker's deque is not counted: local
- * pushes wake parked workers only as a hint.) A producer racing with the
- * timeout itself can make this count 1 in rare cases, so tests assert it
- * on quiescent engines. */
+/* A parked worker re-checks the queues this often even without a token:
+ * the safety net. A park that ends that way is counted as a lost wake-up
+ * (timeout_finds, asserted 0 by the tests) only when nothing could still
+ * take the work it finds: see wakeup_lost. */
 #define PARK_TIMEOUT_MS 500
+
+/* How long a timed-out worker that sees work and every worker asleep
+ * waits for a token before it counts a lost wake-up: time for a producer
+ * between its look at n_parked and its lock of mu (descheduled there, on
+ * a host with fewer CPUs than threads) to grant it. */
+#define PARK_GRACE_MS 50
+
+/* [holding mu, counted in n_parked] Every worker asleep (counted, past
+ * its re-scan) with no token on its way, and work in a queue that every
+ * worker reads (not a deque: local pushes wake only as a hint). */
+static bool asleep_with_work(sx_engine *e)
+{
+    sx__park *pk = &e->park;
+    /* relaxed: under mu, which every change of n_parked after the
+     * parker's increment and every grant of a token hold. */
+    if (pk->tokens != 0 ||
+        atomic_load_explicit(&pk->n_parked, memory_order_relaxed) !=
+            e->n_workers)
+        return false;
+    for (unsigned i = 0; i < e->n_workers; i++)
+        /* relaxed: a worker sets its flag after its re-scan found nothing
+         * and before it takes mu; one not yet seen set may be re-scanning
+         * and about to take the work. */
+        if (!atomic_load_explicit(&e->workers[i].parked, memory_order_relaxed))
+            return false;
+    return sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
+           sx__injq_size(&e->inj) > 0; /* seq_cst loads */
+}
+
+/* [holding mu, counted in n_parked, timed out without a token] Whether a
+ * wake-up was lost: work waits in the global queues while every worker
+ * sleeps and no token is coming. What the protocol promises is exactly
+ * that this never happens (a producer that publishes while a worker is
+ * counted grants a token to some parked worker, not to this one); work
+ * seen while another worker is awake, or one woken for it is on its way,
+ * is not a lost wake-up. A producer can be between its look at n_parked
+ * (which saw us) and its lock of mu, so before counting, this waits up to
+ * PARK_GRACE_MS for its token and looks again; a token that comes is
+ * taken by the caller as any other. */
+static bool wakeup_lost(sx_engine *e, uint64_t now_ns)
+{
+    sx__park *pk = &e->park;
+    if (!asleep_with_work(e))
+        return false;
+    uint64_t until = now_ns + (uint64_t)PARK_GRACE_MS * 1000000u;
+    struct timespec ts = { (time_t)(until / 1000000000u),
+                           (long)(until % 1000000000u) };
+    while (pk->tokens == 0 && !pk->shutdown)
+        if (pthread_cond_timedwait(&pk->cv, &pk->mu, &ts) == ETIMEDOUT)
+            break;
+    return !pk->shutdown && asleep_with_work(e);
+}
 
 int sx__park_init(sx__park *pk)
 {
@@ -150,6 +199,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
             break;
         }
     }
+    bool lost = timed_out && wakeup_lost(e, sx__now_ns());
     bool woke = pk->tokens > 0;
     if (woke)
         pk->tokens--;
@@ -161,9 +211,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     atomic_store_explicit(&w->parked, false, memory_order_relaxed);
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);
-    else if (timed_out &&
-             (sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
-              sx__injq_size(&e->inj) > 0))
+    else if (lost)
         sx__wstat_add(&w->st.timeout_finds, 1);
     return !quit;
 }

@@ -105,7 +105,8 @@ typedef struct sx__worker {
     alignas(64) sx__timers tm; /* sleeps (engine/timer/sleep.c) */
     bool tm_ok;                /* tm initialised (workers_fini) */
     /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
-     * their own sleep while this one may sit on due timers: sleep.c). */
+     * their own sleep while this one may sit on due timers: sleep.c; and
+     * by a timed-out one's look for a lost wake-up: park.c). */
     _Atomic bool parked;
     /* The references its sends keep (sx__prefs): its thread's, set while
      * the thread runs as this worker (worker.c, tls_prefs). */
