@@ -93,5 +93,7 @@ void sx__inject(sx_engine *e, sx__proc *p)
     sx__spin_unlock(&q->mu);
     if (!in)
         inject_full(e, p);
+#ifndef SX_NEGATIVE_CONTROL_NO_INJECT_NOTIFY /* meson_options.txt */
     sx__park_notify(e);
+#endif
 }

@@ -31,60 +31,65 @@
 
 /* A parked worker re-checks the queues this often even without a token:
  * the safety net. A park that ends that way is counted as a lost wake-up
- * (timeout_finds, asserted 0 by the tests) only when nothing could still
- * take the work it finds: see wakeup_lost. */
+ * (timeout_finds, asserted 0 by the tests) only when nothing else could
+ * still take the work it finds: see wakeup_lost. */
 #define PARK_TIMEOUT_MS 500
 
-/* How long a timed-out worker that sees work and every worker asleep
- * waits for a token before it counts a lost wake-up: time for a producer
- * between its look at n_parked and its lock of mu (descheduled there, on
- * a host with fewer CPUs than threads) to grant it. */
-#define PARK_GRACE_MS 50
-
 /* [holding mu, counted in n_parked] Every worker asleep (counted, past
- * its re-scan) with no token on its way, and work in a queue that every
+ * its re-scan) with no token pending, and work in a queue that every
  * worker reads (not a deque: local pushes wake only as a hint). */
 static bool asleep_with_work(sx_engine *e)
 {
     sx__park *pk = &e->park;
-    /* relaxed: under mu, which every change of n_parked after the
-     * parker's increment and every grant of a token hold. */
-    if (pk->tokens != 0 ||
-        atomic_load_explicit(&pk->n_parked, memory_order_relaxed) !=
-            e->n_workers)
+    if (pk->tokens != 0)
+        return false;
+    /* acquire: a parker's increment is a seq_cst RMW outside mu. Seeing a
+     * worker's latest increment makes its earlier stores visible, among
+     * them the clear of its `parked` flag after its previous park, so the
+     * flag read next is not a stale `true` from before that worker's
+     * current re-scan. */
+    if (atomic_load_explicit(&pk->n_parked, memory_order_acquire) !=
+        e->n_workers)
         return false;
     for (unsigned i = 0; i < e->n_workers; i++)
-        /* relaxed: a worker sets its flag after its re-scan found nothing
-         * and before it takes mu; one not yet seen set may be re-scanning
-         * and about to take the work. */
+        /* relaxed, after the acquire above: a worker sets its flag after
+         * its re-scan found nothing and before it takes mu; one not seen
+         * set may be re-scanning and about to take the work. */
         if (!atomic_load_explicit(&e->workers[i].parked, memory_order_relaxed))
             return false;
+    /* seq_cst loads (the queues' own, as in the re-scan); a diagnostic:
+     * work not seen here is not counted. */
     return sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
-           sx__injq_size(&e->inj) > 0; /* seq_cst loads */
+           sx__injq_size(&e->inj) > 0;
 }
 
-/* [holding mu, counted in n_parked, timed out without a token] Whether a
- * wake-up was lost: work waits in the global queues while every worker
- * sleeps and no token is coming. What the protocol promises is exactly
- * that this never happens (a producer that publishes while a worker is
- * counted grants a token to some parked worker, not to this one); work
- * seen while another worker is awake, or one woken for it is on its way,
- * is not a lost wake-up. A producer can be between its look at n_parked
- * (which saw us) and its lock of mu, so before counting, this waits up to
- * PARK_GRACE_MS for its token and looks again; a token that comes is
- * taken by the caller as any other. */
+/* [holding mu, counted in n_parked, the safety net's timeout reached with
+ * no token] Whether a wake-up was lost: work waits in the global queues
+ * while every worker sleeps and none is woken for it. The protocol
+ * promises that this never lasts: a producer that publishes while a
+ * worker is counted grants a token to some parked worker (not to a given
+ * one), so work seen while another worker is awake, or is on its way to
+ * it, is not a lost wake-up. A producer that saw us counted can be
+ * anywhere between its publish and its lock of mu (descheduled, on a
+ * host with fewer CPUs than threads; in inject_full, also behind the
+ * global queue's lock), so this waits one more safety-net period for a
+ * token, still counted, and counts only if no token was granted to
+ * anyone meanwhile and every worker still sleeps beside the work. A
+ * producer held up longer than that would be counted too. A token that
+ * comes ends the wait and is taken by the caller as any other. */
 static bool wakeup_lost(sx_engine *e, uint64_t now_ns)
 {
     sx__park *pk = &e->park;
     if (!asleep_with_work(e))
         return false;
-    uint64_t until = now_ns + (uint64_t)PARK_GRACE_MS * 1000000u;
+    uint64_t grants = pk->grants;
+    uint64_t until = now_ns + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
     struct timespec ts = { (time_t)(until / 1000000000u),
                            (long)(until % 1000000000u) };
-    while (pk->tokens == 0 && !pk->shutdown)
+    while (pk->tokens == 0 && !pk->shutdown && pk->grants == grants)
         if (pthread_cond_timedwait(&pk->cv, &pk->mu, &ts) == ETIMEDOUT)
             break;
-    return !pk->shutdown && asleep_with_work(e);
+    return !pk->shutdown && pk->grants == grants && asleep_with_work(e);
 }
 
 int sx__park_init(sx__park *pk)
@@ -106,6 +111,7 @@ int sx__park_init(sx__park *pk)
     atomic_init(&pk->all_waiters, 0);
     atomic_init(&pk->quit, false);
     pk->tokens = 0;
+    pk->grants = 0;
     pk->shutdown = false;
     return 0;
 }
@@ -128,6 +134,7 @@ void sx__park_notify(sx_engine *e)
     unsigned parked = atomic_load_explicit(&pk->n_parked, memory_order_relaxed);
     if (pk->tokens < parked) {
         pk->tokens++;
+        pk->grants++;
         pthread_cond_signal(&pk->cv);
     }
     pthread_mutex_unlock(&pk->mu);
@@ -185,6 +192,9 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
      * (engine/timer/sleep.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv.
      */
     uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
+    /* The look for a lost wake-up is the safety net's, not a sleep's:
+     * one at a sleep's deadline would hold due sleeps back for its wait. */
+    bool net = until <= until_ns;
     if (until_ns < until)
         until = until_ns;
     struct timespec ts = { (time_t)(until / 1000000000u),
@@ -199,7 +209,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
             break;
         }
     }
-    bool lost = timed_out && wakeup_lost(e, sx__now_ns());
+    bool lost = timed_out && net && wakeup_lost(e, sx__now_ns());
     bool woke = pk->tokens > 0;
     if (woke)
         pk->tokens--;

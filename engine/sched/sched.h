@@ -104,9 +104,11 @@ typedef struct sx__worker {
     bool loc_on;
     alignas(64) sx__timers tm; /* sleeps (engine/timer/sleep.c) */
     bool tm_ok;                /* tm initialised (workers_fini) */
-    /* In sx__park_wait's sleep (relaxed; read by parking workers to bound
+    /* In sx__park_wait's sleep, set after the re-scan found nothing and
+     * cleared after the sleep (relaxed; read by parking workers to bound
      * their own sleep while this one may sit on due timers: sleep.c; and
-     * by a timed-out one's look for a lost wake-up: park.c). */
+     * by a timed-out one's look for a lost wake-up, after an acquire load
+     * of n_parked: park.c). */
     _Atomic bool parked;
     /* The references its sends keep (sx__prefs): its thread's, set while
      * the thread runs as this worker (worker.c, tls_prefs). */
@@ -149,6 +151,7 @@ typedef struct {
      * anyway. */
     _Atomic unsigned all_waiters;
     unsigned tokens; /* wake-ups granted, not yet taken; under mu */
+    uint64_t grants; /* wake-ups ever granted; under mu (park.c) */
     bool shutdown;   /* under mu; also read relaxed-atomically below */
     _Atomic bool quit;
 } sx__park;

@@ -352,8 +352,9 @@ typedef struct {
     uint64_t wakeups;     /* times it was woken by a producer                 */
     uint64_t global_pops; /* processes taken from the global queue         */
     uint64_t timeout_finds; /* parks that timed out while every worker
-                               slept with global work queued and no token
-                               coming: a lost wake-up; must stay 0        */
+                               slept beside global work, no wake-up
+                               granted in one more period: a lost
+                               wake-up; must stay 0                       */
 } sx_worker_stats;
 
 #define SX_LATENCY_BUCKETS 24

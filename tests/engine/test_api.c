@@ -398,7 +398,9 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
 
 /* Stops and frees e; held yields get their (late) completion in between,
  * while the engine still exists. No worker may have found work after a
- * park timed out (a lost wake-up, docs/SCHEDULER.md §3). */
+ * park timed out (a lost wake-up, docs/SCHEDULER.md §3). Negative
+ * control: built with -Dno_inject_notify=true (outside submits wake
+ * nobody) this file fails here. */
 static void engine_down(tctx *t, sx_engine *e)
 {
     CHECK_RC(sx_engine_stop(e, 2000), 0);
