@@ -31,8 +31,8 @@
 
 /* A parked worker re-checks the queues this often even without a token:
  * the safety net. A park that ends that way is counted as a lost wake-up
- * (timeout_finds, asserted 0 by the tests) only when nothing else could
- * still take the work it finds: see wakeup_lost. */
+ * (timeout_finds, asserted 0 by the tests) when it finds work beside
+ * every worker asleep and no wake-up comes for it: see wakeup_lost. */
 #define PARK_TIMEOUT_MS 500
 
 /* [holding mu, counted in n_parked] Every worker asleep (counted, past
@@ -43,11 +43,13 @@ static bool asleep_with_work(sx_engine *e)
     sx__park *pk = &e->park;
     if (pk->tokens != 0)
         return false;
-    /* acquire: a parker's increment is a seq_cst RMW outside mu. Seeing a
-     * worker's latest increment makes its earlier stores visible, among
-     * them the clear of its `parked` flag after its previous park, so the
-     * flag read next is not a stale `true` from before that worker's
-     * current re-scan. */
+    /* acquire: a parker's increment is a seq_cst RMW outside mu, and every
+     * write of n_parked is an RMW (one release sequence), so reading
+     * n_workers synchronises with every worker's latest increment; the
+     * decrements are under mu, held here, so that count is not stale.
+     * Each worker's earlier stores are then visible, among them the clear
+     * of its `parked` flag after its previous park, so the flag read next
+     * is not a stale `true` from before its current re-scan. */
     if (atomic_load_explicit(&pk->n_parked, memory_order_acquire) !=
         e->n_workers)
         return false;
@@ -64,8 +66,9 @@ static bool asleep_with_work(sx_engine *e)
 }
 
 /* [holding mu, counted in n_parked, the safety net's timeout reached with
- * no token] Whether a wake-up was lost: work waits in the global queues
- * while every worker sleeps and none is woken for it. The protocol
+ * no token; until_ns: when a sleep falls due] Whether a wake-up was lost:
+ * work waits in the global queues while every worker sleeps and none is
+ * woken for it. The protocol
  * promises that this never lasts: a producer that publishes while a
  * worker is counted grants a token to some parked worker (not to a given
  * one), so work seen while another worker is awake, or is on its way to
@@ -75,15 +78,19 @@ static bool asleep_with_work(sx_engine *e)
  * global queue's lock), so this waits one more safety-net period for a
  * token, still counted, and counts only if no token was granted to
  * anyone meanwhile and every worker still sleeps beside the work. A
- * producer held up longer than that would be counted too. A token that
- * comes ends the wait and is taken by the caller as any other. */
-static bool wakeup_lost(sx_engine *e, uint64_t now_ns)
+ * producer held up longer than that would be counted too. Where a sleep
+ * falls due within that period there is no look (the wait would hold the
+ * sleep back); a token that comes ends the wait and is taken by the
+ * caller as any other. */
+static bool wakeup_lost(sx_engine *e, uint64_t now_ns, uint64_t until_ns)
 {
     sx__park *pk = &e->park;
     if (!asleep_with_work(e))
         return false;
     uint64_t grants = pk->grants;
     uint64_t until = now_ns + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
+    if (until_ns <= until)
+        return false;
     struct timespec ts = { (time_t)(until / 1000000000u),
                            (long)(until % 1000000000u) };
     while (pk->tokens == 0 && !pk->shutdown && pk->grants == grants)
@@ -194,7 +201,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
     /* The look for a lost wake-up is the safety net's, not a sleep's:
      * one at a sleep's deadline would hold due sleeps back for its wait. */
-    bool net = until <= until_ns;
+    bool net = until < until_ns;
     if (until_ns < until)
         until = until_ns;
     struct timespec ts = { (time_t)(until / 1000000000u),
@@ -209,7 +216,7 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
             break;
         }
     }
-    bool lost = timed_out && net && wakeup_lost(e, sx__now_ns());
+    bool lost = timed_out && net && wakeup_lost(e, sx__now_ns(), until_ns);
     bool woke = pk->tokens > 0;
     if (woke)
         pk->tokens--;

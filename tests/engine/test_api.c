@@ -397,9 +397,10 @@ static sx_engine *engine_up(tctx *t, unsigned workers, size_t max_processes,
 }
 
 /* Stops and frees e; held yields get their (late) completion in between,
- * while the engine still exists. No worker may have found work after a
- * park timed out (a lost wake-up, docs/SCHEDULER.md §3). Negative
- * control: built with -Dno_inject_notify=true (outside submits wake
+ * while the engine still exists. No lost wake-up may have been counted
+ * (a park that timed out beside queued work while every worker slept,
+ * docs/SCHEDULER.md §3). Negative
+ * control: built with -Dno_inject_notify=true (the injection ring wakes
  * nobody) this file fails here. */
 static void engine_down(tctx *t, sx_engine *e)
 {

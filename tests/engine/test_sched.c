@@ -415,8 +415,8 @@ static int sleeper_step(void *st, const sx_event *ev, size_t n,
 
 /* An engine with nothing to do parks every worker and runs no steps; a
  * message sent from outside then wakes a worker (counted as a wake-up) and
- * the process runs at once; no parked worker ever found work by timing out
- * (a lost wake-up). */
+ * the process runs at once; no lost wake-up was counted (a park that
+ * timed out beside queued work while every worker slept). */
 static void test_park_and_wake(void)
 {
     const sx_process_type t[] = {
