@@ -65,38 +65,41 @@ static bool asleep_with_work(sx_engine *e)
            sx__injq_size(&e->inj) > 0;
 }
 
-/* [holding mu, counted in n_parked, the safety net's timeout reached with
- * no token; until_ns: when a sleep falls due] Whether a wake-up was lost:
- * work waits in the global queues while every worker sleeps and none is
- * woken for it. The protocol
- * promises that this never lasts: a producer that publishes while a
- * worker is counted grants a token to some parked worker (not to a given
- * one), so work seen while another worker is awake, or is on its way to
- * it, is not a lost wake-up. A producer that saw us counted can be
- * anywhere between its publish and its lock of mu (descheduled, on a
- * host with fewer CPUs than threads; in inject_full, also behind the
- * global queue's lock), so this waits one more safety-net period for a
- * token, still counted, and counts only if no token was granted to
+/* [holding mu, counted in n_parked, a timed park ended with no token]
+ * Counts a lost wake-up in w's timeout_finds: work waits in the global queues
+ * while every worker sleeps and none is woken for it. The protocol promises
+ * that this never lasts: a producer that publishes while a worker is counted
+ * grants a token to some parked worker (not to a given one), so work seen while
+ * another worker is awake, or is on its way to it, is not a lost wake-up. A
+ * producer that saw us counted can be anywhere between its publish and its lock
+ * of mu (descheduled, on a host with fewer CPUs than threads; in inject_full,
+ * also behind the global queue's lock), so this waits one more safety-net
+ * period for a token, still counted, and counts only if no token was granted to
  * anyone meanwhile and every worker still sleeps beside the work. A
- * producer held up longer than that would be counted too. Where a sleep
+ * producer held up longer than that would be counted too. While a sleep
  * falls due within that period there is no look (the wait would hold the
- * sleep back); a token that comes ends the wait and is taken by the
- * caller as any other. */
-static bool wakeup_lost(sx_engine *e, uint64_t now_ns, uint64_t until_ns)
+ * sleep back: the park that just ended may have been for it); a token
+ * that comes ends the wait and is taken by the caller as any other. Out
+ * of line and cold: it runs only after a timed park, and sx__park_wait
+ * is inlined into the workers' loop. */
+static __attribute__((noinline, cold)) void wakeup_lost(sx_engine *e,
+                                                        sx__worker *w)
 {
     sx__park *pk = &e->park;
     if (!asleep_with_work(e))
-        return false;
+        return;
     uint64_t grants = pk->grants;
-    uint64_t until = now_ns + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
-    if (until_ns <= until)
-        return false;
+    uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
+    if (sx__timers_park_until(e, w) <= until)
+        return;
     struct timespec ts = { (time_t)(until / 1000000000u),
                            (long)(until % 1000000000u) };
     while (pk->tokens == 0 && !pk->shutdown && pk->grants == grants)
         if (pthread_cond_timedwait(&pk->cv, &pk->mu, &ts) == ETIMEDOUT)
             break;
-    return !pk->shutdown && pk->grants == grants && asleep_with_work(e);
+    if (!pk->shutdown && pk->grants == grants && asleep_with_work(e))
+        /* relaxed: only this worker writes its counters. */
+        sx__wstat_add(&w->st.timeout_finds, 1);
 }
 
 int sx__park_init(sx__park *pk)
@@ -199,9 +202,6 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
      * (engine/timer/sleep.c): sx__now_ns is CLOCK_MONOTONIC, the clock of cv.
      */
     uint64_t until = sx__now_ns() + (uint64_t)PARK_TIMEOUT_MS * 1000000u;
-    /* The look for a lost wake-up is the safety net's, not a sleep's:
-     * one at a sleep's deadline would hold due sleeps back for its wait. */
-    bool net = until < until_ns;
     if (until_ns < until)
         until = until_ns;
     struct timespec ts = { (time_t)(until / 1000000000u),
@@ -216,7 +216,8 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
             break;
         }
     }
-    bool lost = timed_out && net && wakeup_lost(e, sx__now_ns(), until_ns);
+    if (timed_out)
+        wakeup_lost(e, w);
     bool woke = pk->tokens > 0;
     if (woke)
         pk->tokens--;
@@ -228,8 +229,6 @@ bool sx__park_wait(sx_engine *e, sx__worker *w, uint64_t until_ns)
     atomic_store_explicit(&w->parked, false, memory_order_relaxed);
     if (woke)
         sx__wstat_add(&w->st.wakeups, 1);
-    else if (lost)
-        sx__wstat_add(&w->st.timeout_finds, 1);
     return !quit;
 }
 
