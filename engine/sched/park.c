@@ -35,9 +35,17 @@
  * every worker asleep and no wake-up comes for it: see wakeup_lost. */
 #define PARK_TIMEOUT_MS 500
 
+/* Work in a queue that every worker reads (not a deque: local pushes wake
+ * only as a hint). seq_cst loads (the queues' own): the parker's re-scan
+ * in the handshake. */
+static bool global_work_visible(sx_engine *e)
+{
+    return sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0 ||
+           sx__injq_size(&e->inj) > 0;
+}
+
 /* [holding mu, counted in n_parked] Every worker asleep (counted, past
- * its re-scan) with no token pending, and work in a queue that every
- * worker reads (not a deque: local pushes wake only as a hint). */
+ * its re-scan) with no token pending, and work in the global queues. */
 static bool asleep_with_work(sx_engine *e)
 {
     sx__park *pk = &e->park;
@@ -59,10 +67,8 @@ static bool asleep_with_work(sx_engine *e)
          * set may be re-scanning and about to take the work. */
         if (!atomic_load_explicit(&e->workers[i].parked, memory_order_relaxed))
             return false;
-    /* seq_cst loads (the queues' own, as in the re-scan); a diagnostic:
-     * work not seen here is not counted. */
-    return sx__globalq_len(&e->gq) > 0 || sx__globalq_len(&e->wq) > 0 ||
-           sx__injq_size(&e->inj) > 0;
+    /* A diagnostic: work not seen here is not counted. */
+    return global_work_visible(e);
 }
 
 /* [holding mu, counted in n_parked, a timed park ended with no token]
@@ -152,9 +158,8 @@ void sx__park_notify(sx_engine *e)
 
 bool sx__work_visible(sx_engine *e)
 {
-    if (sx__globalq_len(&e->wq) > 0 || sx__globalq_len(&e->gq) > 0 ||
-        sx__injq_size(&e->inj) > 0)
-        return true; /* seq_cst loads */
+    if (global_work_visible(e))
+        return true;
     for (unsigned i = 0; i < e->n_workers; i++) {
         sx__deque *d = &e->workers[i].dq;
         /* seq_cst: the parker's read half of the handshake. */
