@@ -150,10 +150,10 @@ static int submit_async(sx_engine *e, const char *type, const char *method,
     if (e->store == NULL && policy == NULL) {
         sx_pid pid;
         sx__spawnx x = { .deadline_ms = deadline > 0 ? deadline : -1 };
-        int rc = deadline > 0 ? sx__spawn_opt(e, SX_PID_NONE, type, method,
-                                              input, n_input, NULL, &pid, &x)
-                              : sx__spawn(e, SX_PID_NONE, type, method, input,
-                                          n_input, NULL, &pid);
+        int rc = deadline > 0
+                     ? sx__spawn_opt(e, SX_PID_NONE, type, method, input,
+                                     n_input, NULL, &pid, &x)
+                     : sx__spawn_ext(e, type, method, input, n_input, &pid);
         if (rc == 0)
             fn(user, 0, pid, false, NULL);
         return rc;

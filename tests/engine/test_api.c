@@ -2184,9 +2184,31 @@ static int ident_step(void *state, const sx_event *ev, size_t n,
 /* Type look-up by name (a hash table: it is on the submit path):
  * with 300 types registered, a submit by each name runs that type (its
  * user pointer comes back as the result), in a reverse order of
- * registration; names that differ only in their last byte, a prefix, or
- * a longer name of a registered one are unknown (SX_EUNKNOWN_TYPE); every
- * name registered again is SX_EEXIST. */
+ * registration, with the name in another buffer and with the very string
+ * registered (the look-up by address, proc.c type_find_ext), through
+ * sx_engine_submit and sx_engine_submit_async; names that differ only in
+ * their last byte, a prefix, a longer name of a registered one, or a
+ * registered name's tail (an address inside it) are unknown
+ * (SX_EUNKNOWN_TYPE); every name registered again is SX_EEXIST. */
+static void many_types_submitted(void *user, int rc, sx_pid pid, bool existing,
+                                 const char *msg)
+{
+    (void)existing, (void)msg;
+    CHECK_RC(rc, 0);
+    *(sx_pid *)user = pid;
+}
+
+static void many_types_expect(sx_engine *e, sx_pid pid, int i)
+{
+    sx_result r;
+    CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
+    int64_t v = -1;
+    CHECK_RC(r.error, 0);
+    CHECK_RC(sx_payload_get_int(r.value, &v), 0);
+    CHECK_EQ_INT((int)v, i);
+    sx_result_free(&r);
+}
+
 static void test_many_types(void)
 {
     enum { N = 300 };
@@ -2211,16 +2233,19 @@ static void test_many_types(void)
         snprintf(name, sizeof name, "type-%d", i); /* not the same pointer */
         sx_pid pid;
         CHECK_RC(sx_engine_submit(e, name, "run", NULL, 0, &pid), 0);
-        sx_result r;
-        CHECK_RC(sx_engine_wait(e, pid, 10000, &r), 0);
-        int64_t v = -1;
-        CHECK_RC(r.error, 0);
-        CHECK_RC(sx_payload_get_int(r.value, &v), 0);
-        CHECK_EQ_INT((int)v, i);
-        sx_result_free(&r);
+        many_types_expect(e, pid, i);
+        CHECK_RC(sx_engine_submit(e, names[i], "run", NULL, 0, &pid), 0);
+        many_types_expect(e, pid, i);
+        sx_pid apid = SX_PID_NONE;
+        CHECK_RC(sx_engine_submit_async(e, (i & 1) ? name : names[i], "run",
+                                        NULL, 0, NULL, many_types_submitted,
+                                        &apid),
+                 0);
+        many_types_expect(e, apid, i);
     }
-    const char *unknown[] = { "type-300", "type-", "type",  "type-1x",
-                              "type-10 ", "ype-1", "TYPE-1" };
+    const char *unknown[] = { "type-300", "type-",      "type",
+                              "type-1x",  "type-10 ",   "ype-1",
+                              "TYPE-1",   names[1] + 1, names[12] + 5 };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         CHECK_RC(sx_engine_submit(e, unknown[i], "run", NULL, 0, NULL),
                  SX_EUNKNOWN_TYPE);
