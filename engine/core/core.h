@@ -63,8 +63,8 @@ struct sx_engine {
     size_t n_types, cap_types;
     uint32_t *type_hash; /* proc.c: type_find */
     /* The same indices keyed by the address of each type's name
-     * (type_hash_cap entries too): proc.c, type_find_ext. */
-    uint32_t *type_ptr_hash;
+     * (type_hash_cap entries too): proc.c, type_find_addr. */
+    uint32_t *type_addr_hash;
     size_t type_hash_cap;
     sx__cmd cmds[SX__CMD_DIRECT];
     sx__cmd_ext *ext_cmds; /* ids from SX__CMD_DIRECT on, sorted */
@@ -318,8 +318,8 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
               sx_pid *out_pid);
 /* sx__spawn for a submit from the API (no parent, no watcher), whose type
  * name is most often the very string the type was registered with: that
- * address is looked up first (proc.c, type_find_ext). */
-int sx__spawn_ext(sx_engine *e, const char *type, const char *method,
+ * address is looked up first (proc.c, type_find_addr). */
+int sx__spawn_api(sx_engine *e, const char *type, const char *method,
                   const sx_payload *input, size_t n_input, sx_pid *out_pid);
 /* n messages first..last (linked through node.next) to one process with
  * one look-up and one push; consumes them. */

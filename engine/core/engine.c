@@ -412,7 +412,7 @@ void sx_engine_free(sx_engine *e)
     free(e->type_restart);
     free(e->types);
     free(e->type_hash);
-    free(e->type_ptr_hash);
+    free(e->type_addr_hash);
     free(e->ext_cmds);
     free(e);
 }

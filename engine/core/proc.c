@@ -2,7 +2,7 @@
  * and spawn (with options too), messages, finishing (its watchers are
  * engine/core/watch.c; cancel and terminate engine/core/control.c).
  *
- * It is one piece: every spawn path (sx__spawn, sx__spawn_ext,
+ * It is one piece: every spawn path (sx__spawn, sx__spawn_api,
  * sx__spawn_opt, spawn_held) has spawn_in inlined, and the type look-up
  * and admission with it, so that the hot ones (a spawn without options:
  * skynet; a submit from outside) are each compiled as one function; split
@@ -28,9 +28,10 @@
 
 /* Type names hash into an open-addressed table of indices + 1 (0 =
  * empty), at most half full, rebuilt by register (before start; read-only
- * after): a submit costs one hash and one strcmp, not one strcmp per type
- * registered before its own (100 of ~1,000 instructions per submit with
- * five types, callgrind). */
+ * after): a look-up by name costs one hash and one strcmp, not one strcmp
+ * per type registered before its own (100 of ~1,000 instructions per
+ * submit with five types, callgrind). A submit from the API looks at the
+ * table keyed by the name's address first (type_find_addr). */
 static uint32_t name_hash(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
@@ -48,8 +49,9 @@ static const sx_process_type *type_find(sx_engine *e, const char *name)
         uint32_t k = e->type_hash[i];
         if (k == 0)
             return NULL;
-        /* The same pointer first: callers often pass the very literal the
-         * type was registered with (the strcmp is ~9 % of a submit). */
+        /* The same pointer first: spawns with options, stored and
+         * supervised submits and restarts often come here with the very
+         * string the type was registered with. */
         const char *tn = e->types[k - 1]->name;
         if (tn == name || strcmp(tn, name) == 0)
             return e->types[k - 1];
@@ -57,30 +59,32 @@ static const sx_process_type *type_find(sx_engine *e, const char *name)
 }
 
 /* A second table holds the same indices keyed by the address of each
- * type's name. The engine keeps the pointer it was given (the type and
- * its strings live as long as the engine: docs/API.md), so a name at that
- * address is that type's name, and a caller that passes the literal it
- * registered, as C programs mostly do, is answered by one multiply and
- * one compare instead of hashing the name byte by byte (about a tenth of
- * the submitting thread's instructions in bench submit, callgrind). Only
+ * type's name. The engine keeps the pointer it was given, and the string
+ * there stays as registered while the engine lives (docs/API.md), so a
+ * name at that address is that type's name, and a caller that passes the
+ * string it registered (a C program's literal; the relay's submit, which
+ * takes the engine's own pointer from sx_engine_types) is answered by one
+ * multiply and one compare instead of hashing the name byte by byte. Only
  * the API's submits look here first: a spawn command carries its type's
  * name as bytes in a payload, never at the registered address, and would
  * pay for the miss. */
-static inline uint32_t ptr_hash(const char *s)
+static inline uint32_t addr_hash(const char *s)
 {
-    /* Fibonacci hashing: the product's high half mixes every bit of the
-     * address, whose low bits (alignment) vary little. */
+    /* Multiplicative (Fibonacci) hashing: bit 32 + j of the product
+     * depends on every address bit up to 32 + j, so the index (the low
+     * bits of the high half) mixes the address's low bits, where names
+     * differ, with the bits above them. */
     return (uint32_t)(((uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
 static inline __attribute__((always_inline)) const sx_process_type *
-type_find_ext(sx_engine *e, const char *name)
+type_find_addr(sx_engine *e, const char *name)
 {
-    if (e->type_ptr_hash == NULL)
+    if (e->type_addr_hash == NULL)
         return NULL;
     size_t mask = e->type_hash_cap - 1;
-    for (size_t i = ptr_hash(name) & mask;; i = (i + 1) & mask) {
-        uint32_t k = e->type_ptr_hash[i];
+    for (size_t i = addr_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t k = e->type_addr_hash[i];
         if (k == 0)
             return type_find(e, name); /* not a registered address */
         if (e->types[k - 1]->name == name)
@@ -105,22 +109,22 @@ static int type_hash_build(sx_engine *e)
         free(hp);
         return SX_ENOMEM;
     }
-    /* Names are unique (register refuses a second one), and so are their
-     * addresses. */
+    /* Names are unique, and so are their addresses (register refuses a
+     * second one of either). */
     for (size_t j = 0; j < e->n_types; j++) {
         size_t i = name_hash(e->types[j]->name) & (cap - 1);
         while (h[i] != 0)
             i = (i + 1) & (cap - 1);
         h[i] = (uint32_t)j + 1;
-        i = ptr_hash(e->types[j]->name) & (cap - 1);
+        i = addr_hash(e->types[j]->name) & (cap - 1);
         while (hp[i] != 0)
             i = (i + 1) & (cap - 1);
         hp[i] = (uint32_t)j + 1;
     }
     free(e->type_hash);
-    free(e->type_ptr_hash);
+    free(e->type_addr_hash);
     e->type_hash = h;
-    e->type_ptr_hash = hp;
+    e->type_addr_hash = hp;
     e->type_hash_cap = cap;
     return 0;
 }
@@ -146,7 +150,11 @@ int sx__type_add(sx_engine *e, const sx_process_type *type)
         return SX_EINVAL;
     if (sx__started(e))
         return SX_ESTATE;
-    if (type_find(e, type->name) != NULL)
+    /* A name already registered, or the very string of one (rewritten
+     * since, which the contract forbids; its address would answer for
+     * both): SX_EEXIST. */
+    if (type_find(e, type->name) != NULL ||
+        type_find_addr(e, type->name) != NULL)
         return SX_EEXIST;
     if (e->n_types == e->cap_types) {
         size_t cap = e->cap_types ? e->cap_types * 2 : 16;
@@ -208,13 +216,13 @@ static int method_check(const sx_process_type *t, const char *method,
 static inline __attribute__((always_inline)) int
 spawn_check(sx_engine *e, const char *type, const char *method,
             const sx_payload *input, size_t n_input, const sx_process_type **t,
-            uint16_t *interned, bool ext)
+            uint16_t *interned, bool by_addr)
 {
     if (type == NULL || method == NULL || (input == NULL && n_input > 0))
         return SX_EINVAL;
     if (!sx__started(e))
         return SX_ESTATE;
-    *t = ext ? type_find_ext(e, type) : type_find(e, type);
+    *t = by_addr ? type_find_addr(e, type) : type_find(e, type);
     if (*t == NULL)
         return SX_EUNKNOWN_TYPE;
     int rc = method_check(*t, method, interned);
@@ -396,15 +404,16 @@ fail_slot:
     return rc;
 }
 
-/* sx__spawn, and with ext the API's submits (sx__spawn_ext). */
+/* sx__spawn, and with by_addr the API's submits (sx__spawn_api). */
 static inline __attribute__((always_inline)) int
 spawn_plain(sx_engine *e, sx_pid parent, const char *type, const char *method,
             const sx_payload *input, size_t n_input, sx__ev *watcher,
-            sx_pid *out_pid, bool ext)
+            sx_pid *out_pid, bool by_addr)
 {
     const sx_process_type *t;
     uint16_t interned;
-    int rc = spawn_check(e, type, method, input, n_input, &t, &interned, ext);
+    int rc =
+        spawn_check(e, type, method, input, n_input, &t, &interned, by_addr);
     if (rc != 0)
         return rc;
     sx__worker *w = sx__current_worker(e);
@@ -428,7 +437,7 @@ int sx__spawn(sx_engine *e, sx_pid parent, const char *type, const char *method,
                        out_pid, false);
 }
 
-int sx__spawn_ext(sx_engine *e, const char *type, const char *method,
+int sx__spawn_api(sx_engine *e, const char *type, const char *method,
                   const sx_payload *input, size_t n_input, sx_pid *out_pid)
 {
     return spawn_plain(e, SX_PID_NONE, type, method, input, n_input, NULL,
@@ -628,7 +637,7 @@ int sx_engine_submit(sx_engine *e, const char *type, const char *method,
         return SX_EINVAL;
     if (e->jobs) /* stored or supervised (durable.c) */
         return sx__durable_submit(e, type, method, input, n_input, out_pid);
-    return sx__spawn_ext(e, type, method, input, n_input, out_pid);
+    return sx__spawn_api(e, type, method, input, n_input, out_pid);
 }
 
 /* ---- messages ------------------------------------------------------------ */

@@ -153,7 +153,7 @@ static int submit_async(sx_engine *e, const char *type, const char *method,
         int rc = deadline > 0
                      ? sx__spawn_opt(e, SX_PID_NONE, type, method, input,
                                      n_input, NULL, &pid, &x)
-                     : sx__spawn_ext(e, type, method, input, n_input, &pid);
+                     : sx__spawn_api(e, type, method, input, n_input, &pid);
         if (rc == 0)
             fn(user, 0, pid, false, NULL);
         return rc;

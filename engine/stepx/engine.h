@@ -101,10 +101,10 @@ int sx_engine_new(const sx_engine_config *cfg, sx_engine **out);
 int sx_engine_config_get(const sx_engine *e, sx_engine_config *out);
 
 /* Registers a process type; before start only. The type table and the
- * strings it points to must outlive the engine (they are not copied).
- * Errors: SX_EINVAL (missing name/init/step, or state_size above
- * SX_STATE_SIZE_MAX), SX_EEXIST (duplicate name), SX_ESTATE (already
- * started), SX_ENOMEM. */
+ * strings it points to must outlive the engine, unchanged (they are not
+ * copied). Errors: SX_EINVAL (missing name/init/step, or state_size above
+ * SX_STATE_SIZE_MAX), SX_EEXIST (duplicate name, or the string of a
+ * registered type's name), SX_ESTATE (already started), SX_ENOMEM. */
 #define SX_STATE_SIZE_MAX ((size_t)1 << 30) /* 1 GiB per process */
 int sx_engine_register(sx_engine *e, const sx_process_type *type);
 

@@ -2181,15 +2181,7 @@ static int ident_step(void *state, const sx_event *ev, size_t n,
     return 0;
 }
 
-/* Type look-up by name (a hash table: it is on the submit path):
- * with 300 types registered, a submit by each name runs that type (its
- * user pointer comes back as the result), in a reverse order of
- * registration, with the name in another buffer and with the very string
- * registered (the look-up by address, proc.c type_find_ext), through
- * sx_engine_submit and sx_engine_submit_async; names that differ only in
- * their last byte, a prefix, a longer name of a registered one, or a
- * registered name's tail (an address inside it) are unknown
- * (SX_EUNKNOWN_TYPE); every name registered again is SX_EEXIST. */
+/* sx_engine_submit_async's answer for test_many_types: the PID. */
 static void many_types_submitted(void *user, int rc, sx_pid pid, bool existing,
                                  const char *msg)
 {
@@ -2209,6 +2201,18 @@ static void many_types_expect(sx_engine *e, sx_pid pid, int i)
     sx_result_free(&r);
 }
 
+/* Type look-up by name (a hash table: it is on the submit path):
+ * with 300 types registered, a submit by each name runs that type (its
+ * user pointer comes back as the result), in a reverse order of
+ * registration, with the name in another buffer and with the very string
+ * registered (the look-up by address, proc.c type_find_addr), through
+ * sx_engine_submit and sx_engine_submit_async (without options, and with
+ * options that ask for nothing); names that differ only in their last
+ * byte, a prefix, a longer name of a registered one, or a registered
+ * name's tail (an address inside it) are unknown (SX_EUNKNOWN_TYPE, and
+ * submit_async then never answers); every name registered again is
+ * SX_EEXIST, and so is a new type whose name is a registered type's
+ * string, rewritten. */
 static void test_many_types(void)
 {
     enum { N = 300 };
@@ -2227,7 +2231,14 @@ static void test_many_types(void)
     }
     for (int i = 0; i < N; i++)
         CHECK_RC(sx_engine_register(e, &types[i]), SX_EEXIST);
+    /* The string of type-7 rewritten to a new name, for a new type: its
+     * address is taken. Put back before any submit. */
+    sx_process_type again = types[7];
+    snprintf(names[7], sizeof names[7], "fresh-7");
+    CHECK_RC(sx_engine_register(e, &again), SX_EEXIST);
+    snprintf(names[7], sizeof names[7], "type-7");
     CHECK_RC(sx_engine_start(e), 0);
+    sx_submit_opts none = { 0 };
     for (int i = N - 1; i >= 0; i--) {
         char name[16];
         snprintf(name, sizeof name, "type-%d", i); /* not the same pointer */
@@ -2238,17 +2249,23 @@ static void test_many_types(void)
         many_types_expect(e, pid, i);
         sx_pid apid = SX_PID_NONE;
         CHECK_RC(sx_engine_submit_async(e, (i & 1) ? name : names[i], "run",
-                                        NULL, 0, NULL, many_types_submitted,
-                                        &apid),
+                                        NULL, 0, (i & 2) ? &none : NULL,
+                                        many_types_submitted, &apid),
                  0);
         many_types_expect(e, apid, i);
     }
     const char *unknown[] = { "type-300", "type-",      "type",
                               "type-1x",  "type-10 ",   "ype-1",
                               "TYPE-1",   names[1] + 1, names[12] + 5 };
-    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         CHECK_RC(sx_engine_submit(e, unknown[i], "run", NULL, 0, NULL),
                  SX_EUNKNOWN_TYPE);
+        sx_pid apid = SX_PID_NONE;
+        CHECK_RC(sx_engine_submit_async(e, unknown[i], "run", NULL, 0, NULL,
+                                        many_types_submitted, &apid),
+                 SX_EUNKNOWN_TYPE);
+        CHECK(sx_pid_eq(apid, SX_PID_NONE)); /* not answered */
+    }
     CHECK_RC(sx_engine_stop(e, 1000), 0);
     sx_engine_free(e);
 }
