@@ -152,9 +152,8 @@ int sx__type_add(sx_engine *e, const sx_process_type *type)
         return SX_ESTATE;
     /* A name already registered, or the very string of one (rewritten
      * since, which the contract forbids; its address would answer for
-     * both): SX_EEXIST. */
-    if (type_find(e, type->name) != NULL ||
-        type_find_addr(e, type->name) != NULL)
+     * both): SX_EEXIST. type_find_addr looks by address, then by name. */
+    if (type_find_addr(e, type->name) != NULL)
         return SX_EEXIST;
     if (e->n_types == e->cap_types) {
         size_t cap = e->cap_types ? e->cap_types * 2 : 16;
