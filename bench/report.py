@@ -478,7 +478,7 @@ GAP_WHY = {
               "of it, and its own CPU time a submit is the figure "
               "(87–96 ns where the CPUs are far apart, 63–84 near; "
               "bench/FINDINGS.md, \"The submitting thread's time\"). "
-              "It runs about 360 of a one-step process's {instr} "
+              "It runs about a third of a one-step process's {instr} "
               "instructions (the instructions table: the type's look-up, "
               "the slot, init, the hand-off), at ~290 cycles a submit far "
               "and ~210 near: most of it waiting for the new process's "
@@ -1249,7 +1249,13 @@ def section_gaps(p, run, rows, meta, icount=None):
             "relay rows) move against it. bench/FINDINGS.md "
             "(\"Two hosts, two verdicts\") sets two full runs side by "
             "side; the instruction counts below do not move with the "
-            "host.")
+            "host. Some rows also run at two speeds on one host, run by "
+            "run: spawnidle's 500,000 sends from one outside thread take "
+            "~150 ms where the workers fall behind and take wake-ups in "
+            "batches, and 350-500 ms where they keep up, take one at a "
+            "time and pull the wake-up queue's lines from the sending "
+            "thread at each (bench/FINDINGS.md, \"Two speeds of the send "
+            "phase\"); the medians take in both.")
     quick = meta.get("mode") == "quick"
     missing = absent(run, meta)
     if missing:
