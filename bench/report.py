@@ -1249,14 +1249,15 @@ def section_gaps(p, run, rows, meta, icount=None):
             "relay rows) move against it. bench/FINDINGS.md "
             "(\"Two hosts, two verdicts\") sets two full runs side by "
             "side; the instruction counts below do not move with the "
-            "host. One host also moves its two CPUs near and far within "
-            "seconds, so that runs of one row fall at two speeds: "
-            "spawnidle took 0.21-0.32 s right after bench/handoff_probe.c "
-            "found the CPUs near (9-13 ns an item) and 0.35-0.85 s after "
-            "it found them far (33-43 ns); far apart, its 500,000 sends "
-            "from one outside thread each pull the wake-up queue's lines "
-            "from a worker that has caught up (bench/FINDINGS.md, \"Two "
-            "speeds of the send phase\"). The medians take in both.")
+            "host. The same host also moves its two CPUs near and far "
+            "within seconds, and runs of one row spread with it: spawnidle "
+            "with one worker took 0.21–0.32 s in three runs right after "
+            "bench/handoff_probe.c found the CPUs near (9–13 ns an item) "
+            "and 0.35–0.85 s in 27 after it found them far (33–43 ns); in "
+            "the slow runs its 500,000 sends from one outside thread each "
+            "pull the wake-up queue's lines from a worker that has caught "
+            "up (bench/FINDINGS.md, \"Two speeds of the send phase\"). "
+            "The medians take in all of them.")
     quick = meta.get("mode") == "quick"
     missing = absent(run, meta)
     if missing:
