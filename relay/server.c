@@ -311,10 +311,33 @@ static void unlock_path(sx_server *s)
     s->lock_fd = -1;
 }
 
+/* "PATH.new", where listen_unix binds before the socket is linked at
+ * PATH: true when the name fits a sockaddr_un and nothing but a socket
+ * left by a server that died is there (removed; under the lock only a
+ * dead server of this path can have left one). False leaves the file
+ * alone and has the caller bind at PATH itself. */
+static bool aside_name(const char *path, char *out, size_t n)
+{
+    if (snprintf(out, n, "%s.new", path) >= (int)n)
+        return false;
+    struct stat st;
+    if (lstat(out, &st) != 0)
+        return errno == ENOENT;
+    return S_ISSOCK(st.st_mode) && unlink(out) == 0;
+}
+
+/* The socket is bound at PATH.new, made 0600, listening, and only then
+ * linked at PATH: a client that sees the file can connect, so waiting for
+ * the file is waiting for the server. link, not rename, so a file made
+ * at PATH since clear_stale is not replaced (-EADDRINUSE: not ours); a
+ * file system without hard links gets rename. Where PATH.new cannot be
+ * had (too long, or a file that is not a socket) the socket is bound at
+ * PATH, and between bind and listen it refuses connections. */
 static int listen_unix(sx_server *s)
 {
     const char *path = s->socket_path;
-    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+    char aside[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if (strlen(path) >= sizeof(aside))
         return SX_EINVAL;
     int rc = lock_path(s);
     if (rc != 0)
@@ -322,17 +345,34 @@ static int listen_unix(sx_server *s)
     rc = clear_stale(path);
     if (rc != 0)
         return rc;
+    bool set_aside = aside_name(path, aside, sizeof(aside));
+    const char *at = set_aside ? aside : path;
     if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0)
         return rc;
     s->has_pipe = true;
     s->pipe.data = s;
-    if ((rc = uv_pipe_bind(&s->pipe, path)) != 0)
+    if ((rc = uv_pipe_bind(&s->pipe, at)) != 0)
         return rc;
     /* 0600 before listen: until listen nobody can connect, so there is
      * no window with a wider mode. */
-    if (chmod(path, 0600) != 0)
+    if (chmod(at, 0600) != 0)
         return -errno;
-    return uv_listen((uv_stream_t *)&s->pipe, SOMAXCONN, sx__relay_accept);
+    if ((rc = uv_listen((uv_stream_t *)&s->pipe, SOMAXCONN,
+                        sx__relay_accept)) != 0)
+        return rc;
+    if (!set_aside)
+        return 0;
+    /* Closing the pipe unlinks the name it was bound at (libuv keeps
+     * it): PATH.new, gone by then or never relinked. */
+    if (link(aside, path) != 0) {
+        if (errno == EEXIST)
+            return -EADDRINUSE;
+        if (rename(aside, path) != 0)
+            return -errno;
+        return 0;
+    }
+    unlink(aside);
+    return 0;
 }
 
 static int listen_tcp(sx_server *s, const struct sockaddr_storage *ss)

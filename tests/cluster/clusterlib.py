@@ -1,6 +1,8 @@
 """tests/cluster/clusterlib.py — what the cluster tests in python share:
 the check tally, a free loopback port, a nats-server of the test's own,
-and the members a node sees (through the relay's `nodes`)."""
+a stepxd's wait for its socket, and the members a node sees (through the
+relay's `nodes`)."""
+import os
 import shutil
 import socket
 import subprocess
@@ -47,6 +49,25 @@ def start_nats(port, procs, extra=()):
         except OSError:
             time.sleep(0.02)
     raise RuntimeError("nats-server did not start")
+
+
+def wait_socket(sock, proc, log_path, what, timeout_s=10.0):
+    """Waits for stepxd's socket file (it appears once stepxd accepts on
+    it: docs/RELAY.md, Listening). When the process ends first or the
+    file does not come, prints the tail of its log (the test's summary
+    shows its output) and raises."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if os.path.exists(sock):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    with open(log_path, errors="replace") as f:
+        tail = f.read()[-2000:]
+    print("stepxd %s did not start in %.0f s (exit %s); its log:\n%s"
+          % (what, timeout_s, proc.poll(), tail), flush=True)
+    raise RuntimeError("stepxd %s did not start" % what)
 
 
 def members(c):

@@ -59,16 +59,8 @@ def start_node(n, extra=()):
                  "--heartbeat", "250", "--down-after", "3000"]
     p = subprocess.Popen(args + list(extra), stdout=log, stderr=log)
     procs.append(p)
-    for _ in range(200):
-        if os.path.exists(sock):
-            return p, sock
-        time.sleep(0.02)
-    # On stdout too: the test's summary shows the tail of its output.
-    log.flush()
-    with open(os.path.join(tmp, tag + ".log"), errors="replace") as f:
-        print("stepxd %s did not start in 4 s (exit %s); its log:\n%s"
-              % (tag, p.poll(), f.read()[-2000:]), flush=True)
-    raise RuntimeError("stepxd %s did not start" % tag)
+    clusterlib.wait_socket(sock, p, log.name, tag, timeout_s=4.0)
+    return p, sock
 
 
 try:

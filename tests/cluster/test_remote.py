@@ -78,11 +78,8 @@ def start_node(n, run=0):
             "--heartbeat", str(HEARTBEAT), "--down-after", str(DOWN_AFTER)]
     p = subprocess.Popen(args, stdout=log, stderr=log)
     procs.append(p)
-    for _ in range(500):
-        if os.path.exists(sock):
-            return p, sock
-        time.sleep(0.02)
-    raise RuntimeError("stepxd node %d did not start" % n)
+    clusterlib.wait_socket(sock, p, log.name, "node %d" % n)
+    return p, sock
 
 
 def submit(c, typ, method, inp):
@@ -546,10 +543,7 @@ try:
                               "--nats", aurl, "--node", "1", "--cluster",
                               "sec"], stdout=alog, stderr=alog, env=env)
     procs.append(anode)
-    for _ in range(500):
-        if os.path.exists(asock):
-            break
-        time.sleep(0.02)
+    clusterlib.wait_socket(asock, anode, alog.name, "node 1 (token)")
     ca = hostile.Conn(asock)
     mb = ca.call("nodes").get("membership") or {}
     check(mb.get("connected") is True,

@@ -1340,6 +1340,109 @@ static void test_socket_owner(void)
     CHECK(stat(f.dir, &after) != 0);
 }
 
+/* A thread that looks for the socket file without pause and connects the
+ * moment it sees it: connected is 1 when that connect was accepted, 0
+ * when refused (the errno in err). */
+typedef struct {
+    const char *path;
+    atomic_bool quit; /* relaxed: a flag alone, nothing published with it */
+    int connected, err;
+} file_watch;
+
+static void *file_watch_main(void *arg)
+{
+    file_watch *w = arg;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, w->path);
+    struct stat st;
+    while (lstat(w->path, &st) != 0)
+        if (atomic_load_explicit(&w->quit, memory_order_relaxed))
+            return NULL;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    w->connected = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    w->err = w->connected ? 0 : errno;
+    close(fd);
+    return NULL;
+}
+
+/* Property: the socket file appears only once the server accepts on it,
+ * so a client may take the file's presence for a server ready to connect
+ * to (stepxd's callers and tests wait for the file). The server binds at
+ * "PATH.new", listens, then links the socket at PATH; bound at PATH itself
+ * the file would refuse connections between bind and listen, and a
+ * watcher that connects the moment it sees the file, without pause on the
+ * other core, is refused in some of 1,000 starts. A socket left at PATH.new
+ * by a server that died there is cleared; a PATH.new that is not a socket
+ * is left alone (the server binds at PATH). No start leaves PATH.new
+ * behind, and stop removes PATH. */
+static void test_socket_ready(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    char aside[160];
+    snprintf(aside, sizeof(aside), "%s.new", f.path);
+    sx_server_config sc = { .socket_path = f.path };
+    struct stat st;
+    int refused = 0, seen = 0;
+    for (int round = 0; round < 1000; round++) {
+        file_watch w = { .path = f.path, .connected = -1 };
+        atomic_init(&w.quit, false);
+        pthread_t t;
+        CHECK_RC(pthread_create(&t, NULL, file_watch_main, &w), 0);
+        CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+        /* relaxed: the join orders the watcher's writes before the reads. */
+        atomic_store_explicit(&w.quit, true, memory_order_relaxed);
+        pthread_join(t, NULL);
+        if (w.connected >= 0)
+            seen++;
+        if (w.connected == 0) {
+            refused++;
+            fprintf(stderr, "round %d: the file was there, connect: %s\n",
+                    round, strerror(w.err));
+        }
+        CHECK(lstat(aside, &st) != 0);
+        sx_server_stop(f.s);
+        f.s = NULL;
+        CHECK(lstat(f.path, &st) != 0);
+    }
+    CHECK_EQ_INT(refused, 0);
+    CHECK(seen > 0);
+    /* A socket a dead server left at PATH.new. */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, aside);
+    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+    CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+    CHECK(lstat(aside, &st) != 0);
+    sx_client *c = connect_ok(f.unix_addr);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    /* Not a socket at PATH.new: untouched; the server binds at PATH. */
+    FILE *fp = fopen(aside, "w");
+    CHECK(fp != NULL);
+    fclose(fp);
+    CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+    CHECK_RC(lstat(aside, &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK_RC(lstat(f.path, &st), 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    CHECK_EQ_INT(st.st_mode & 0777, 0600);
+    c = connect_ok(f.unix_addr);
+    sx_client_close(c);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    unlink(aside);
+    fx_down(&f);
+}
+
 /* Property: stopping the server with waits and subscriptions pending on
  * an IDLE process closes the connections (the client sees closed), and
  * the engine's later watch callbacks find nothing to free twice (LSan
@@ -1800,6 +1903,7 @@ static const sx_test_case cases[] = {
     { "addresses", test_addresses },
     { "socket_file", test_socket_file },
     { "socket_owner", test_socket_owner },
+    { "socket_ready", test_socket_ready },
     { "stop_with_pending", test_stop_with_pending },
     { "server_stats", test_server_stats },
     { "unsendable", test_unsendable },
