@@ -311,28 +311,44 @@ static void unlock_path(sx_server *s)
     s->lock_fd = -1;
 }
 
-/* "PATH.new", where listen_unix binds before the socket is linked at
- * PATH: true when the name fits a sockaddr_un and nothing but a socket
- * left by a server that died is there (removed; under the lock only a
- * dead server of this path can have left one). False leaves the file
- * alone and has the caller bind at PATH itself. */
-static bool aside_name(const char *path, char *out, size_t n)
+/* A Unix stream socket bound at path, made 0600 before it listens
+ * (nobody can connect before listen, so there is no window with a wider
+ * mode), listening: its fd, or -errno with nothing left at path. */
+static int bound_listening(const char *path)
 {
-    if (snprintf(out, n, "%s.new", path) >= (int)n)
-        return false;
-    struct stat st;
-    if (lstat(out, &st) != 0)
-        return errno == ENOENT;
-    return S_ISSOCK(st.st_mode) && unlink(out) == 0;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int err = errno;
+        close(fd);
+        return -err;
+    }
+    if (chmod(path, 0600) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int err = errno;
+        unlink(path); /* bind made it: ours */
+        close(fd);
+        return -err;
+    }
+    return fd;
 }
 
-/* The socket is bound at PATH.new, made 0600, listening, and only then
- * linked at PATH: a client that sees the file can connect, so waiting for
- * the file is waiting for the server. link, not rename, so a file made
- * at PATH since clear_stale is not replaced (-EADDRINUSE: not ours); a
- * file system without hard links gets rename. Where PATH.new cannot be
- * had (too long, or a file that is not a socket) the socket is bound at
- * PATH, and between bind and listen it refuses connections. */
+/* The socket is bound at "PATH.new", made 0600, set listening, and only
+ * then linked at PATH: a client that sees the file can connect, so
+ * waiting for the file is waiting for the server. link, not rename: a
+ * file made at PATH since clear_stale is not replaced (-EADDRINUSE when
+ * it is a socket, -EEXIST when not), and PATH is not taken for ours
+ * (path_ours: the only name this server ever unlinks). PATH.new is
+ * probed as PATH is (a socket nobody answers on is removed); where it is
+ * something else, does not fit a socket address, or the link fails
+ * otherwise (a file system without hard links), the socket is bound at
+ * PATH itself, which refuses connections between bind and listen. The
+ * fd is handed to libuv already bound, so libuv keeps no name to unlink
+ * when the listener closes. */
 static int listen_unix(sx_server *s)
 {
     const char *path = s->socket_path;
@@ -345,34 +361,36 @@ static int listen_unix(sx_server *s)
     rc = clear_stale(path);
     if (rc != 0)
         return rc;
-    bool set_aside = aside_name(path, aside, sizeof(aside));
-    const char *at = set_aside ? aside : path;
-    if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0)
+    int fd = -1;
+    if (snprintf(aside, sizeof(aside), "%s.new", path) < (int)sizeof(aside) &&
+        clear_stale(aside) == 0 && (fd = bound_listening(aside)) >= 0) {
+        int err = link(aside, path) == 0 ? 0 : errno;
+        unlink(aside); /* before close: the name is ours until then */
+        if (err == EEXIST) {
+            close(fd);
+            struct stat st;
+            return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) ? -EADDRINUSE
+                                                                 : -EEXIST;
+        }
+        if (err != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0 && (fd = bound_listening(path)) < 0)
+        return fd;
+    s->path_ours = true;
+    if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0) {
+        close(fd);
         return rc;
+    }
     s->has_pipe = true;
     s->pipe.data = s;
-    if ((rc = uv_pipe_bind(&s->pipe, at)) != 0)
+    if ((rc = uv_pipe_open(&s->pipe, fd)) != 0) {
+        close(fd);
         return rc;
-    /* 0600 before listen: until listen nobody can connect, so there is
-     * no window with a wider mode. */
-    if (chmod(at, 0600) != 0)
-        return -errno;
-    if ((rc = uv_listen((uv_stream_t *)&s->pipe, SOMAXCONN,
-                        sx__relay_accept)) != 0)
-        return rc;
-    if (!set_aside)
-        return 0;
-    /* Closing the pipe unlinks the name it was bound at (libuv keeps
-     * it): PATH.new, gone by then or never relinked. */
-    if (link(aside, path) != 0) {
-        if (errno == EEXIST)
-            return -EADDRINUSE;
-        if (rename(aside, path) != 0)
-            return -errno;
-        return 0;
     }
-    unlink(aside);
-    return 0;
+    return uv_listen((uv_stream_t *)&s->pipe, SOMAXCONN, sx__relay_accept);
 }
 
 static int listen_tcp(sx_server *s, const struct sockaddr_storage *ss)
@@ -546,16 +564,8 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     s->again.data = s;
     uv_check_init(&s->loop, &s->tick); /* cannot fail */
     s->tick.data = s;
-    if (s->socket_path != NULL && (rc = listen_unix(s)) != 0) {
-        if (rc == UV_EADDRINUSE || rc == -EADDRINUSE) {
-            /* Lost a race with another server: the file is not ours
-             * (the lock may be, when a server that takes none bound). */
-            unlock_path(s);
-            free(s->socket_path);
-            s->socket_path = NULL;
-        }
+    if (s->socket_path != NULL && (rc = listen_unix(s)) != 0)
         goto fail_handles;
-    }
     if (cfg->listen != NULL && (rc = listen_tcp(s, &ss)) != 0)
         goto fail_handles;
     if ((rc = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
@@ -572,7 +582,8 @@ fail_handles:
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     close_handles(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    if (s->has_pipe && s->socket_path != NULL)
+    /* The file first, then the lock (the order lock_path relies on). */
+    if (s->path_ours)
         unlink(s->socket_path);
     if (s->socket_path != NULL)
         unlock_path(s);

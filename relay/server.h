@@ -389,6 +389,7 @@ struct sx_server {
      * none): only its holder creates or removes socket_path. */
     int lock_fd;
     char *socket_path; /* owned copy, or NULL */
+    bool path_ours;    /* the file at socket_path is this server's socket */
     char *token;       /* owned copy, or NULL */
     size_t token_len;
     char *server_name; /* owned copy */

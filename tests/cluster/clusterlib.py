@@ -57,16 +57,17 @@ def wait_socket(sock, proc, log_path, what, timeout_s=10.0):
     file does not come, prints the tail of its log (the test's summary
     shows its output) and raises."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
+    while True:
+        late = time.monotonic() - t0 > timeout_s
         if os.path.exists(sock):
             return
-        if proc.poll() is not None:
+        if late or proc.poll() is not None:
             break
         time.sleep(0.02)
     with open(log_path, errors="replace") as f:
         tail = f.read()[-2000:]
-    print("stepxd %s did not start in %.0f s (exit %s); its log:\n%s"
-          % (what, timeout_s, proc.poll(), tail), flush=True)
+    print("stepxd %s: no socket after %.1f s (exit status %s); its log:\n%s"
+          % (what, time.monotonic() - t0, proc.poll(), tail), flush=True)
     raise RuntimeError("stepxd %s did not start" % what)
 
 
