@@ -104,6 +104,10 @@ enum {
      * the ring's spinlock: the hook may grab from the ring, as workers
      * do, but must not push into it (sx__inject would spin for good). */
     SX__HOOK_INJECT_MOVE = 0,
+    /* relay/server.c listen_unix: the socket listening at "PATH.new", just
+     * before it is linked at PATH (n: 0). The hook may make or remove
+     * files there, as another program could at that moment. */
+    SX__HOOK_RELAY_LINK,
     SX__HOOK_COUNT
 };
 typedef void sx__fault_hook_fn(void *arg, size_t n);

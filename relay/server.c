@@ -14,6 +14,7 @@
  */
 #include "relay/server.h"
 
+#include "process/fault.h"
 #include "process/hostport.h"
 #include "process/utf8.h"
 
@@ -171,8 +172,14 @@ void sx__relay_close_all(sx_server *s)
      * connection closes is cancelled (a client that does not read). */
     s->stopping = true; /* first: the flush below answers no new request */
     sx__relay_flush_cb(&s->flusher);
-    if (s->has_pipe)
+    if (s->has_pipe) {
+        /* The name before the socket: a file that refuses connections
+         * would look stale to a server starting meanwhile. */
+        if (s->path_ours)
+            unlink(s->socket_path);
+        s->path_ours = false;
         uv_close((uv_handle_t *)&s->pipe, listener_closed);
+    }
     if (s->has_tcp)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     while (s->conns != NULL)
@@ -245,7 +252,9 @@ static int clear_stale(const char *path)
         return errno == ENOENT ? 0 : -errno;
     if (!S_ISSOCK(st.st_mode))
         return -EEXIST;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: a listener with a full backlog answers EAGAIN at
+     * once where a blocking connect would wait for it. */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
     struct sockaddr_un sa;
@@ -255,8 +264,8 @@ static int clear_stale(const char *path)
     int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     int err = rc == 0 ? 0 : errno;
     close(fd);
-    if (rc == 0)
-        return -EADDRINUSE; /* someone answers: a live server */
+    if (rc == 0 || err == EAGAIN)
+        return -EADDRINUSE; /* someone listens: a live server */
     if (err != ECONNREFUSED)
         return -err;
     /* Nobody listens: a file left by a server that died. */
@@ -267,10 +276,11 @@ static int clear_stale(const char *path)
 
 /* Takes "PATH.lock" (flock, held until unlock_path): -EADDRINUSE when
  * another server holds it. Binding and listening are two steps, and in
- * between the socket file refuses connections as a dead server's does: a
- * second server probing it then would unlink it and bind its own, leaving
- * two servers of which the first is unreachable (and removes the second's
- * file when it stops). Under the lock, a file that refuses is stale. The
+ * between the socket file (PATH.new, or PATH where listen_unix binds
+ * there) refuses connections as a dead server's does: a second server
+ * probing it then would unlink it and bind its own, leaving two servers
+ * of which the first is unreachable (and removes the second's file when
+ * it stops). Under the lock, a file that refuses is stale. The
  * holder removes the lock file before it lets go, so a lock taken on a
  * file no longer at that path is let go and taken again. */
 static int lock_path(sx_server *s)
@@ -340,15 +350,15 @@ static int bound_listening(const char *path)
 /* The socket is bound at "PATH.new", made 0600, set listening, and only
  * then linked at PATH: a client that sees the file can connect, so
  * waiting for the file is waiting for the server. link, not rename: a
- * file made at PATH since clear_stale is not replaced (-EADDRINUSE when
- * it is a socket, -EEXIST when not), and PATH is not taken for ours
- * (path_ours: the only name this server ever unlinks). PATH.new is
+ * file made at PATH since clear_stale is neither replaced nor removed
+ * (-EADDRINUSE when it is a socket, -EEXIST when not). PATH.new is
  * probed as PATH is (a socket nobody answers on is removed); where it is
  * something else, does not fit a socket address, or the link fails
  * otherwise (a file system without hard links), the socket is bound at
- * PATH itself, which refuses connections between bind and listen. The
- * fd is handed to libuv already bound, so libuv keeps no name to unlink
- * when the listener closes. */
+ * PATH itself, which refuses connections between bind and listen.
+ * path_ours is set once the file at PATH is this server's socket: stop
+ * and a failed start remove PATH only then. The fd is handed to libuv
+ * already bound, so libuv holds no name to unlink when it closes it. */
 static int listen_unix(sx_server *s)
 {
     const char *path = s->socket_path;
@@ -364,6 +374,7 @@ static int listen_unix(sx_server *s)
     int fd = -1;
     if (snprintf(aside, sizeof(aside), "%s.new", path) < (int)sizeof(aside) &&
         clear_stale(aside) == 0 && (fd = bound_listening(aside)) >= 0) {
+        SX__FAULT_HOOK(SX__HOOK_RELAY_LINK, 0);
         int err = link(aside, path) == 0 ? 0 : errno;
         unlink(aside); /* before close: the name is ours until then */
         if (err == EEXIST) {
@@ -380,13 +391,16 @@ static int listen_unix(sx_server *s)
     if (fd < 0 && (fd = bound_listening(path)) < 0)
         return fd;
     s->path_ours = true;
-    if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) != 0) {
-        close(fd);
-        return rc;
+    if ((rc = uv_pipe_init(&s->loop, &s->pipe, 0)) == 0) {
+        s->has_pipe = true;
+        s->pipe.data = s;
+        rc = uv_pipe_open(&s->pipe, fd);
     }
-    s->has_pipe = true;
-    s->pipe.data = s;
-    if ((rc = uv_pipe_open(&s->pipe, fd)) != 0) {
+    if (rc != 0) {
+        /* uv_pipe_open fails before the handle takes fd. The name before
+         * the socket, as at stop. */
+        unlink(path);
+        s->path_ours = false;
         close(fd);
         return rc;
     }
@@ -576,15 +590,15 @@ int sx_server_start(sx_engine *e, const sx_server_config *cfg, sx_server **out)
     return 0;
 
 fail_handles:
+    /* The name before the socket, the lock after both (lock_path). */
+    if (s->path_ours)
+        unlink(s->socket_path);
     if (s->has_pipe)
         uv_close((uv_handle_t *)&s->pipe, listener_closed);
     if (s->has_tcp)
         uv_close((uv_handle_t *)&s->tcp, listener_closed);
     close_handles(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    /* The file first, then the lock (the order lock_path relies on). */
-    if (s->path_ours)
-        unlink(s->socket_path);
     if (s->socket_path != NULL)
         unlock_path(s);
 fail_loop:
@@ -645,9 +659,11 @@ void sx_server_stop(sx_server *s)
     pthread_mutex_unlock(&s->hub->mu);
     pthread_join(s->thread, NULL);
     uv_loop_close(&s->loop);
-    if (s->socket_path != NULL) {
+    /* The loop removed the file before closing its socket
+     * (sx__relay_close_all); what is left is the lock. */
+    if (s->path_ours)
         unlink(s->socket_path);
+    if (s->socket_path != NULL)
         unlock_path(s);
-    }
     server_free(s);
 }

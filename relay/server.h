@@ -389,8 +389,11 @@ struct sx_server {
      * none): only its holder creates or removes socket_path. */
     int lock_fd;
     char *socket_path; /* owned copy, or NULL */
-    bool path_ours;    /* the file at socket_path is this server's socket */
-    char *token;       /* owned copy, or NULL */
+    /* The file at socket_path is this server's socket: the one file there
+     * it removes (start's fail path, or the loop as it closes the
+     * listener, which clears it; the stopping thread after the join). */
+    bool path_ours;
+    char *token; /* owned copy, or NULL */
     size_t token_len;
     char *server_name; /* owned copy */
     size_t max_frame, max_output, max_connections;

@@ -18,10 +18,21 @@
  *    (A connection left on the listener would make the first client wait
  *    for ever, and every later one.)
  *
- * Each case checks that its fault sites failed, so that a build where the
- * sites are not reached cannot pass it.
+ *  - socket_link: the Unix socket listens at "PATH.new" before it is
+ *    linked at PATH (docs/RELAY.md, Listening). At that moment (the hook
+ *    SX__HOOK_RELAY_LINK) a client already connects to PATH.new. A
+ *    regular file another program makes at PATH then is kept and start
+ *    answers -EEXIST; a live socket made there is kept (still answers)
+ *    and start answers -EADDRINUSE; each leaves no PATH.new and no lock
+ *    file, and the next start succeeds. PATH.new taken away then (the
+ *    link fails with ENOENT, as where links cannot be made) has the
+ *    server bind at PATH itself, and it serves.
+ *
+ * Each case checks that its fault sites failed (or its hook ran), so that
+ * a build where they are not reached cannot pass it.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,9 +133,113 @@ static void test_no_refuse(void)
     run_case(SX__FAULT_RELAY_CONN | SX__FAULT_RELAY_REFUSE, N_AT_ONCE);
 }
 
+/* What the link hook does: 'f' a regular file at PATH, 's' a listening
+ * socket at PATH (its fd in peer), 'r' removes PATH.new. Every call
+ * checks that PATH.new accepts a connection. */
+typedef struct {
+    const char *path, *aside;
+    char what;
+    int calls, peer;
+} link_hook;
+
+static int unix_listener(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    CHECK_RC(listen(fd, 4), 0);
+    return fd;
+}
+
+static bool unix_answers(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+static void on_link(void *arg, size_t n)
+{
+    (void)n;
+    link_hook *h = arg;
+    h->calls++;
+    CHECK(unix_answers(h->aside));
+    if (h->what == 'f') {
+        int fd = open(h->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        CHECK(fd >= 0);
+        close(fd);
+    } else if (h->what == 's') {
+        h->peer = unix_listener(h->path);
+    } else {
+        CHECK_RC(unlink(h->aside), 0);
+    }
+}
+
+static void test_socket_link(void)
+{
+    fixture f;
+    fx_up(&f);
+    sx_server_stop(f.s);
+    f.s = NULL;
+    char aside[160], lock[160];
+    snprintf(aside, sizeof(aside), "%s.new", f.path);
+    snprintf(lock, sizeof(lock), "%s.lock", f.path);
+    sx_server_config sc = { .socket_path = f.path };
+    struct stat st;
+    const char whats[] = { 'f', 's', 'r' };
+    for (size_t i = 0; i < sizeof(whats); i++) {
+        link_hook h = {
+            .path = f.path, .aside = aside, .what = whats[i], .peer = -1
+        };
+        sx__fault_hook_set(SX__HOOK_RELAY_LINK, on_link, &h);
+        int rc = sx_server_start(f.e, &sc, &f.s);
+        sx__fault_hook_set(SX__HOOK_RELAY_LINK, NULL, NULL);
+        CHECK_EQ_INT(h.calls, 1);
+        CHECK(lstat(aside, &st) != 0);
+        if (h.what == 'r') {
+            CHECK_RC(rc, 0);
+            CHECK_RC(lstat(f.path, &st), 0);
+            CHECK(S_ISSOCK(st.st_mode));
+            CHECK_EQ_INT(st.st_mode & 0777, 0600);
+            served(f.unix_addr);
+            sx_server_stop(f.s);
+            f.s = NULL;
+            CHECK(lstat(f.path, &st) != 0);
+            continue;
+        }
+        f.s = rc == 0 ? f.s : NULL;
+        CHECK_RC(rc, h.what == 'f' ? -EEXIST : -EADDRINUSE);
+        CHECK(lstat(lock, &st) != 0);
+        CHECK_RC(lstat(f.path, &st), 0);
+        if (h.what == 'f') {
+            CHECK(S_ISREG(st.st_mode));
+        } else {
+            CHECK(S_ISSOCK(st.st_mode));
+            CHECK(unix_answers(f.path));
+            close(h.peer);
+        }
+        CHECK_RC(unlink(f.path), 0);
+        /* The next start, with nobody in the way, succeeds. */
+        CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
+        served(f.unix_addr);
+        sx_server_stop(f.s);
+        f.s = NULL;
+    }
+    fx_down(&f);
+}
+
 static const sx_test_case cases[] = {
     { "no_conn", test_no_conn },
     { "no_refuse", test_no_refuse },
+    { "socket_link", test_socket_link },
 };
 
 SX_TEST_MAIN(cases)
