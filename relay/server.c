@@ -177,7 +177,6 @@ void sx__relay_close_all(sx_server *s)
          * would look stale to a server starting meanwhile. */
         if (s->path_ours)
             unlink(s->socket_path);
-        s->path_ours = false;
         uv_close((uv_handle_t *)&s->pipe, listener_closed);
     }
     if (s->has_tcp)
@@ -243,6 +242,17 @@ static bool is_loopback(const struct sockaddr_storage *ss)
     return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
 }
 
+/* The address of the Unix socket at path (shorter than sun_path: the
+ * caller checked). */
+static struct sockaddr_un unix_addr(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    return sa;
+}
+
 /* A socket file at path: free to bind (0, a stale file removed), owned
  * by a live server (-EADDRINUSE), or something else (-EEXIST). */
 static int clear_stale(const char *path)
@@ -257,10 +267,7 @@ static int clear_stale(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
+    struct sockaddr_un sa = unix_addr(path);
     int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     int err = rc == 0 ? 0 : errno;
     close(fd);
@@ -326,10 +333,7 @@ static void unlock_path(sx_server *s)
  * mode), listening: its fd, or -errno with nothing left at path. */
 static int bound_listening(const char *path)
 {
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
+    struct sockaddr_un sa = unix_addr(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -659,10 +663,9 @@ void sx_server_stop(sx_server *s)
     pthread_mutex_unlock(&s->hub->mu);
     pthread_join(s->thread, NULL);
     uv_loop_close(&s->loop);
-    /* The loop removed the file before closing its socket
-     * (sx__relay_close_all); what is left is the lock. */
-    if (s->path_ours)
-        unlink(s->socket_path);
+    /* The loop ends only once its listeners are closed, and it removed
+     * the file before closing the socket (sx__relay_close_all): what is
+     * left is the lock. */
     if (s->socket_path != NULL)
         unlock_path(s);
     server_free(s);

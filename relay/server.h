@@ -391,7 +391,7 @@ struct sx_server {
     char *socket_path; /* owned copy, or NULL */
     /* The file at socket_path is this server's socket: the one file there
      * it removes (start's fail path, or the loop as it closes the
-     * listener, which clears it; the stopping thread after the join). */
+     * listener). */
     bool path_ours;
     char *token; /* owned copy, or NULL */
     size_t token_len;

@@ -490,15 +490,49 @@ static inline void square_ok(sx_client *c, int64_t x, int64_t timeout_ms)
 
 /* ==== raw sockets ======================================================= */
 
+/* The address of the Unix socket at path. */
+static inline struct sockaddr_un unix_sa(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    CHECK(strlen(path) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, path);
+    return sa;
+}
+
+/* A Unix stream socket bound at path (a file like the one a dead server
+ * leaves, once closed), listening when asked (another program's live
+ * socket): its fd. */
+static inline int unix_bound(const char *path, bool listening)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un sa = unix_sa(path);
+    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    if (listening)
+        CHECK_RC(listen(fd, 4), 0);
+    return fd;
+}
+
+/* One connect to the Unix socket at path, closed at once: 0 when it was
+ * accepted, else its errno. */
+static inline int unix_try_connect(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un sa = unix_sa(path);
+    int err = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno;
+    close(fd);
+    return err;
+}
+
 /* A plain connection to the Unix socket at path (no hello). */
 static inline int raw_connect(const char *path)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(fd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
+    struct sockaddr_un sa = unix_sa(path);
     CHECK_RC(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     return fd;
 }

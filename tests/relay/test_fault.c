@@ -142,42 +142,18 @@ typedef struct {
     int calls, peer;
 } link_hook;
 
-static int unix_listener(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
-    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    CHECK_RC(listen(fd, 4), 0);
-    return fd;
-}
-
-static bool unix_answers(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
-    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
 static void on_link(void *arg, size_t n)
 {
     (void)n;
     link_hook *h = arg;
     h->calls++;
-    CHECK(unix_answers(h->aside));
+    CHECK_RC(unix_try_connect(h->aside), 0);
     if (h->what == 'f') {
         int fd = open(h->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         CHECK(fd >= 0);
         close(fd);
     } else if (h->what == 's') {
-        h->peer = unix_listener(h->path);
+        h->peer = unix_bound(h->path, true);
     } else {
         CHECK_RC(unlink(h->aside), 0);
     }
@@ -223,7 +199,7 @@ static void test_socket_link(void)
             CHECK(S_ISREG(st.st_mode));
         } else {
             CHECK(S_ISSOCK(st.st_mode));
-            CHECK(unix_answers(f.path));
+            CHECK_RC(unix_try_connect(f.path), 0);
             close(h.peer);
         }
         CHECK_RC(unlink(f.path), 0);

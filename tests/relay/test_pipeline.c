@@ -639,14 +639,7 @@ static void chatty_up(chatty *s, double stream_ms, pthread_t *th)
     tx_mkdtemp(s->dir, sizeof(s->dir), "sxchat");
     snprintf(s->path, sizeof(s->path), "%s/s.sock", s->dir);
     s->stream_ms = stream_ms;
-    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(s->lfd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, s->path);
-    CHECK_RC(bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    CHECK_RC(listen(s->lfd, 4), 0);
+    s->lfd = unix_bound(s->path, true);
     CHECK(pthread_create(th, NULL, chatty_main, s) == 0);
 }
 
@@ -759,10 +752,7 @@ static void test_connect_backlog_full(void)
     snprintf(path, sizeof(path), "%s/s.sock", dir);
     lazy s = { .lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
     CHECK(s.lfd >= 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
+    struct sockaddr_un sa = unix_sa(path);
     CHECK_RC(bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     CHECK_RC(listen(s.lfd, 0), 0);
     /* Fill the backlog with raw connections until one is refused. */

@@ -1269,13 +1269,7 @@ static void test_socket_file(void)
     sx_client_close(c);
     sx_server_stop(f.s);
     /* A stale socket file: bound, never listened, closed. */
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, f.path);
-    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    close(fd);
+    close(unix_bound(f.path, false));
     CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
     c = connect_ok(f.unix_addr);
     sx_client_close(c);
@@ -1314,12 +1308,7 @@ static void test_socket_owner(void)
     int lk = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     CHECK(lk >= 0);
     CHECK_RC(flock(lk, LOCK_EX | LOCK_NB), 0);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, f.path);
-    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    int fd = unix_bound(f.path, false);
     struct stat before, after;
     CHECK_RC(stat(f.path, &before), 0);
     sx_server *s2;
@@ -1374,14 +1363,8 @@ static void *file_watch_main(void *arg)
             atomic_store_explicit(&w->looking, true, memory_order_relaxed);
         looked = true;
     }
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, w->path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    w->connected = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    w->err = w->connected ? 0 : errno;
-    close(fd);
+    w->err = unix_try_connect(w->path);
+    w->connected = w->err == 0;
     return NULL;
 }
 
@@ -1439,13 +1422,7 @@ static void test_socket_ready(void)
     CHECK_EQ_INT(refused, 0);
     CHECK(during > 0);
     /* A socket nobody answers on at PATH.new. */
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, aside);
-    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    close(fd);
+    close(unix_bound(aside, false));
     CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
     CHECK(lstat(aside, &st) != 0);
     sx_client *c = connect_ok(f.unix_addr);
@@ -1453,18 +1430,14 @@ static void test_socket_ready(void)
     sx_server_stop(f.s);
     f.s = NULL;
     /* A live one (another program's): kept, and still its after stop. */
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    CHECK_RC(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    CHECK_RC(listen(fd, 4), 0);
+    int fd = unix_bound(aside, true);
     CHECK_RC(sx_server_start(f.e, &sc, &f.s), 0);
     c = connect_ok(f.unix_addr);
     sx_client_close(c);
     sx_server_stop(f.s);
     f.s = NULL;
     CHECK_RC(lstat(aside, &st), 0);
-    int peer = socket(AF_UNIX, SOCK_STREAM, 0);
-    CHECK_RC(connect(peer, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    close(peer);
+    CHECK_RC(unix_try_connect(aside), 0);
     close(fd);
     unlink(aside);
     /* Not a socket at PATH.new: untouched; the server binds at PATH. */
